@@ -1,0 +1,23 @@
+// The subcommands of the `tether` CLI. Each takes the arguments after its name
+// and returns the process exit code: 0 on success, 1 on a failure of the work,
+// 2 on bad usage.
+#ifndef TETHER_CLIENT_CLI_COMMANDS_H_
+#define TETHER_CLIENT_CLI_COMMANDS_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace tether::cli {
+
+int RunDemo(const std::vector<std::string>& args);
+int RunDemoFile(const std::vector<std::string>& args);
+int RunInspect(const std::vector<std::string>& args);
+
+// Prints "tether: <what>: <status>" to stderr and returns 1.
+int Fail(const std::string& what, const absl::Status& status);
+
+}  // namespace tether::cli
+
+#endif  // TETHER_CLIENT_CLI_COMMANDS_H_

@@ -1,0 +1,94 @@
+// DeviceAPI dispatch: maps a device type to its process-lifetime API, lists the
+// attribute names, and answers DeviceExists. When the runtime is built without
+// CUDA (TETHER_ENABLE_CUDA=OFF) a stand-in CUDA API still answers, reporting
+// exist=false and UNAVAILABLE, so callers need no build-mode checks.
+#include "runtime/device/device_api.h"
+
+#include <array>
+#include <memory>
+
+#include "runtime/core/error.h"
+#include "runtime/device/device_api_internal.h"
+
+namespace tether {
+namespace {
+
+constexpr std::array<DeviceAttrName, 13> kDeviceAttrNames = {{
+    {DeviceAttr::kExist, "exist"},
+    {DeviceAttr::kMaxThreadsPerBlock, "max_threads_per_block"},
+    {DeviceAttr::kWarpSize, "warp_size"},
+    {DeviceAttr::kMaxSharedMemoryPerBlock, "max_shared_memory_per_block"},
+    {DeviceAttr::kComputeVersion, "compute_version"},
+    {DeviceAttr::kDeviceName, "device_name"},
+    {DeviceAttr::kMaxClockRate, "max_clock_rate"},
+    {DeviceAttr::kMultiProcessorCount, "multi_processor_count"},
+    {DeviceAttr::kMaxThreadDimensions, "max_thread_dimensions"},
+    {DeviceAttr::kApiVersion, "api_version"},
+    {DeviceAttr::kDriverVersion, "driver_version"},
+    {DeviceAttr::kTotalGlobalMemory, "total_global_memory"},
+    {DeviceAttr::kAvailableGlobalMemory, "available_global_memory"},
+}};
+
+#if !TETHER_CUDA_DEVICE
+// The CUDA API of a runtime built without CUDA support. Thread contract:
+// stateless, thread-safe.
+class AbsentCudaDeviceAPI final : public DeviceAPI {
+ public:
+  absl::StatusOr<Value> GetAttr(int device_id, DeviceAttr attr) override {
+    if (attr == DeviceAttr::kExist) return Value(false);
+    return Unavailable();
+  }
+  absl::StatusOr<void*> Alloc(Device, size_t, size_t) override { return Unavailable(); }
+  void Free(Device, void*) override {}
+  absl::Status Copy(const void*, Device, void*, Device, size_t, StreamHandle) override {
+    return Unavailable();
+  }
+  absl::StatusOr<StreamHandle> CreateStream(Device) override { return Unavailable(); }
+  void FreeStream(Device, StreamHandle) override {}
+  absl::Status Sync(Device, StreamHandle) override { return Unavailable(); }
+  absl::StatusOr<std::unique_ptr<DeviceTimer>> CreateTimer(Device) override {
+    return Unavailable();
+  }
+  absl::Status Memset(Device, void*, int, size_t) override { return Unavailable(); }
+
+ private:
+  static absl::Status Unavailable() {
+    return UnavailableError(
+        "no CUDA driver: this runtime was built without CUDA support (TETHER_ENABLE_CUDA=OFF)");
+  }
+};
+#endif
+
+}  // namespace
+
+std::span<const DeviceAttrName> AllDeviceAttrs() { return kDeviceAttrNames; }
+
+absl::StatusOr<DeviceAPI*> DeviceAPI::Get(DLDeviceType type) {
+  switch (type) {
+    case kDLCPU:
+      return device_internal::CpuDeviceAPI();
+    case kDLCUDA:
+#if TETHER_CUDA_DEVICE
+      return device_internal::CudaDeviceAPI();
+#else
+    {
+      static AbsentCudaDeviceAPI* const kAbsent = new AbsentCudaDeviceAPI();
+      return kAbsent;
+    }
+#endif
+    default:
+      return absl::UnimplementedError(absl::StrCat("no device api for device type ",
+                                                   DeviceTypeName(type),
+                                                   "; tether supports cpu and cuda"));
+  }
+}
+
+bool DeviceExists(Device device) {
+  if (device.id < 0) return false;
+  absl::StatusOr<DeviceAPI*> api = DeviceAPI::Get(device.type);
+  if (!api.ok()) return false;
+  absl::StatusOr<Value> exist = (*api)->GetAttr(device.id, DeviceAttr::kExist);
+  return exist.ok() && exist->is_bool() && exist->bool_value();
+}
+
+}  // namespace tether

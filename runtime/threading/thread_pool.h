@@ -1,0 +1,46 @@
+// Data parallelism for kernels: a process-wide pool of persistent worker
+// threads behind ParallelLaunch (task ids, the shape of the kernel ABI's
+// parallel-for) and ParallelFor (a chunked index range). Work is split
+// statically, the calling thread runs a share itself, and a call made from
+// inside a parallel region (or while another thread's launch is running) runs
+// serially on the caller, so nesting never deadlocks.
+#ifndef TETHER_RUNTIME_THREADING_THREAD_POOL_H_
+#define TETHER_RUNTIME_THREADING_THREAD_POOL_H_
+
+#include <cstdint>
+
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+
+namespace tether {
+
+// Threads a parallel region uses, the caller included: TETHER_NUM_THREADS when
+// it is a positive integer, else the hardware's thread count (at least 1), or
+// the last SetNumThreads value. Thread-safe.
+int NumThreads();
+
+// Changes the thread count; `num_threads` <= 0 restores the default. Waits for
+// a running launch to finish, then restarts the workers, so it is not free:
+// call it at setup, not per kernel. Thread-safe.
+void SetNumThreads(int num_threads);
+
+// Whether the calling thread is running inside a parallel region.
+bool InParallelRegion();
+
+// Runs task(task_id, num_tasks) for every task_id in [0, num_tasks), spread
+// over up to NumThreads() threads (task t runs on participant t % threads).
+// num_tasks <= 0 means NumThreads(). Returns the first error a task returned;
+// after an error, tasks not yet started may be skipped. Thread-safe.
+using ParallelTask = absl::FunctionRef<absl::Status(int task_id, int num_tasks)>;
+absl::Status ParallelLaunch(int num_tasks, ParallelTask task);
+
+// Splits [begin, end) into at most NumThreads() contiguous chunks of at least
+// `min_chunk` indices and runs body(chunk_begin, chunk_end) on each. A range
+// shorter than 2 * min_chunk, one thread, or a nested call runs inline as
+// body(begin, end). Returns the first error. Thread-safe.
+using ParallelBody = absl::FunctionRef<absl::Status(int64_t begin, int64_t end)>;
+absl::Status ParallelFor(int64_t begin, int64_t end, ParallelBody body, int64_t min_chunk = 1);
+
+}  // namespace tether
+
+#endif  // TETHER_RUNTIME_THREADING_THREAD_POOL_H_

@@ -1,0 +1,675 @@
+// The bytecode interpreter, the stateful API, and the timing and profiling
+// entry points of a local VM.
+#include "runtime/vm/local_vm.h"
+
+#include <chrono>
+#include <mutex>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
+#include "runtime/core/registry.h"
+#include "runtime/device/device_api.h"
+#include "runtime/threading/thread_pool.h"
+#include "runtime/vm/closure.h"
+
+namespace tether::vm {
+namespace {
+
+absl::Status UnknownFunction(absl::string_view name) {
+  return WithErrorKind(absl::NotFoundError(absl::StrCat("unknown function: ", name)),
+                       ErrorKind::kValue);
+}
+
+struct KernelLoaderTable {
+  absl::Mutex mu;
+  absl::flat_hash_map<std::string, KernelLibraryLoader> loaders ABSL_GUARDED_BY(mu);
+};
+KernelLoaderTable& KernelLoaders() {
+  static KernelLoaderTable* table = new KernelLoaderTable();
+  return *table;
+}
+
+// "float32[1, 64], float32[64, 64]" for the tensor arguments of a call.
+std::string ArgumentShapes(ArgSpan args) {
+  std::string out;
+  for (const Value& v : args) {
+    if (!v.is_tensor()) continue;
+    auto t = v.AsRef<TensorObj>();
+    absl::StrAppend(&out, out.empty() ? "" : ", ", t->dtype().ToString(), ShapeToString(t->shape()));
+  }
+  return out;
+}
+
+}  // namespace
+
+// Collects one row per packed call while a profiled invocation runs.
+class ProfileRecorder {
+ public:
+  struct Row {
+    std::string name;
+    double duration_us;
+    Device device;
+    std::string shapes;
+  };
+  std::vector<Row> rows;
+  absl::flat_hash_map<Device, std::unique_ptr<DeviceTimer>> timers;
+
+  absl::StatusOr<DeviceTimer*> TimerFor(Device device) {
+    auto it = timers.find(device);
+    if (it != timers.end()) return it->second.get();
+    TETHER_ASSIGN_OR_RETURN(DeviceAPI * api, DeviceAPI::Get(device.type));
+    TETHER_ASSIGN_OR_RETURN(std::unique_ptr<DeviceTimer> timer, api->CreateTimer(device));
+    DeviceTimer* raw = timer.get();
+    timers.emplace(device, std::move(timer));
+    return raw;
+  }
+};
+
+absl::Status RegisterKernelLibraryLoader(const std::string& format, KernelLibraryLoader loader) {
+  KernelLoaderTable& table = KernelLoaders();
+  absl::MutexLock lock(&table.mu);
+  if (!table.loaders.try_emplace(format, std::move(loader)).second) {
+    return absl::AlreadyExistsError(absl::StrCat("a kernel library loader for format ", format, " is already registered"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<LocalVirtualMachine>> LocalVirtualMachine::Create(
+    Ref<Executable> exec, std::vector<Device> devices, const memory::MemoryConfig& memory_cfg) {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    RegisterBuiltins();
+    profiling::RegisterProfilingFunctions();
+  });
+  std::unique_ptr<LocalVirtualMachine> vm(new LocalVirtualMachine());
+  TETHER_RETURN_IF_ERROR(vm->Init(std::move(exec), std::move(devices), memory_cfg));
+  return vm;
+}
+
+LocalVirtualMachine::~LocalVirtualMachine() = default;
+
+absl::Status LocalVirtualMachine::Init(Ref<Executable> exec, std::vector<Device> devices,
+                                       const memory::MemoryConfig& memory_cfg) {
+  if (!exec) return ValueError("cannot create a VM from a null executable");
+  exec_ = std::move(exec);
+  if (devices.empty()) devices.push_back(Device::Cpu());
+  if (devices.back().type != kDLCPU) devices.push_back(Device::Cpu());
+  for (const Device& d : devices) {
+    if (!DeviceExists(d)) return UnavailableError("device ", d.ToString(), " does not exist on this machine");
+  }
+  devices_ = std::move(devices);
+  for (const Device& d : devices_) {
+    allocators_.push_back(memory::CreateAllocator(d, memory_cfg.TypeFor(d)));
+  }
+
+  // Kernel libraries first: packed functions resolve there before the registry.
+  for (const KernelLibraryBlob& blob : exec_->kernel_libraries) {
+    KernelLibraryLoader loader;
+    {
+      KernelLoaderTable& table = KernelLoaders();
+      absl::MutexLock lock(&table.mu);
+      auto it = table.loaders.find(blob.format);
+      if (it != table.loaders.end()) loader = it->second;
+    }
+    if (!loader) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "no loader for kernel library format \"", blob.format, "\" (target ", blob.target,
+          ") is registered in this runtime"));
+    }
+    TETHER_ASSIGN_OR_RETURN(Ref<Module> lib, loader(blob));
+    kernel_libraries_.push_back(std::move(lib));
+  }
+
+  // Constants live on the default device.
+  constants_.reserve(exec_->constants.size());
+  for (const Value& c : exec_->constants) {
+    if (c.is_tensor() && c.AsRef<TensorObj>()->device() != devices_[0]) {
+      TETHER_ASSIGN_OR_RETURN(Tensor moved, Tensor(c.AsRef<TensorObj>()).CopyTo(devices_[0], allocators_[0].get()));
+      constants_.push_back(moved);
+    } else {
+      constants_.push_back(c);
+    }
+  }
+
+  func_pool_.reserve(exec_->functions.size());
+  for (size_t i = 0; i < exec_->functions.size(); ++i) {
+    const FunctionInfo& info = exec_->functions[i];
+    switch (info.kind) {
+      case FunctionKind::kPackedFunc: {
+        Function f;
+        for (const Ref<Module>& lib : kernel_libraries_) {
+          auto found = lib->GetFunction(info.name, /*query_imports=*/true);
+          if (found.ok()) {
+            f = *found;
+            break;
+          }
+        }
+        if (!f) f = Registry::Get(info.name);
+        if (!f) {
+          return NotFoundError("cannot find function ", info.name,
+                               " in the kernel libraries of the executable or the global registry");
+        }
+        func_pool_.push_back(f);
+        break;
+      }
+      case FunctionKind::kVMFunc:
+        func_pool_.push_back(Value(MakeRef<ClosureObj>(info.name, static_cast<Index>(i), Value(),
+                                                       std::vector<Value>{})));
+        break;
+      case FunctionKind::kVMTIRFunc:
+        return absl::UnimplementedError(absl::StrCat(
+            "function ", info.name, " is compiled (exec_mode=compiled); this runtime runs bytecode only"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// --- Frames and the run loop ---------------------------------------------------
+
+LocalVirtualMachine::Frame* LocalVirtualMachine::PushFrame(Index func_index) {
+  std::unique_ptr<Frame> frame;
+  if (!free_frames_.empty()) {
+    frame = std::move(free_frames_.back());
+    free_frames_.pop_back();
+  } else {
+    frame = std::make_unique<Frame>();
+  }
+  frame->func_index = func_index;
+  frame->registers.resize(static_cast<size_t>(exec_->functions[func_index].register_file_size));
+  frames_.push_back(std::move(frame));
+  return frames_.back().get();
+}
+
+void LocalVirtualMachine::PopFrame() {
+  std::unique_ptr<Frame> frame = std::move(frames_.back());
+  frames_.pop_back();
+  // Drop every value now (kill semantics), keep the capacity for reuse.
+  for (Value& v : frame->registers) v = Value();
+  frame->registers.clear();
+  frame->call_args.clear();
+  free_frames_.push_back(std::move(frame));
+}
+
+absl::Status LocalVirtualMachine::CheckArity(Index func_index, size_t num_args) const {
+  const FunctionInfo& info = exec_->functions[func_index];
+  if (static_cast<int64_t>(num_args) == info.num_args) return absl::OkStatus();
+  std::string names = info.param_names.empty() ? "" : absl::StrCat(" (", absl::StrJoin(info.param_names, ", "), ")");
+  return ValueError("function ", info.name, " expects ", info.num_args, " argument",
+                    info.num_args == 1 ? "" : "s", names, ", got ", num_args);
+}
+
+absl::StatusOr<Value> LocalVirtualMachine::RunFunction(Index func_index, ArgSpan args) {
+  TETHER_RETURN_IF_ERROR(CheckArity(func_index, args.size()));
+  if (frames_.size() >= kMaxFrames) {
+    return OutOfMemoryError("vm call stack exhausted: more than ", kMaxFrames, " frames");
+  }
+  size_t entry_depth = frames_.size();
+  Frame* frame = PushFrame(func_index);
+  for (size_t i = 0; i < args.size(); ++i) frame->registers[i] = args[i];
+  frame->return_pc = -1;
+  Value result;
+  absl::Status status = RunLoop(entry_depth, &result);
+  if (!status.ok()) return status;
+  return result;
+}
+
+absl::Status LocalVirtualMachine::RunLoop(size_t entry_depth, Value* result) {
+  ++nesting_;
+  const Executable& exec = *exec_;
+  Frame* frame = frames_.back().get();
+  Index pc = exec.functions[frame->func_index].start_instr;
+  absl::Status status;
+  slow_calls_ = instrument_ || profiler_ != nullptr;
+
+  auto read = [&](RegName reg) -> Value {
+    if (reg < kBeginSpecialReg) return frame->registers[static_cast<size_t>(reg)];
+    if (reg == kVMRegister) return Value::OpaquePtr(this);
+    return Value();
+  };
+  auto resolve = [&](Arg arg) -> Value {
+    switch (arg.kind()) {
+      case ArgKind::kRegister: return read(arg.value());
+      case ArgKind::kImmediate: return Value(arg.value());
+      case ArgKind::kConstIdx: return constants_[static_cast<size_t>(arg.value())];
+      case ArgKind::kFuncIdx: return func_pool_[static_cast<size_t>(arg.value())];
+    }
+    return Value();
+  };
+
+  while (true) {
+    if (interrupt_ != nullptr) {
+      int code = interrupt_->load(std::memory_order_relaxed);
+      if (code != 0) {
+        status = WithErrorKind(
+            absl::Status(static_cast<absl::StatusCode>(code),
+                         absl::StrCat("vm stopped in ", exec.functions[frame->func_index].name,
+                                      " at pc ", pc)),
+            ErrorKind::kCancelled);
+        break;
+      }
+    }
+    const ExecWord* words = exec.instr_data.data() + exec.instr_offset[static_cast<size_t>(pc)];
+    switch (static_cast<Opcode>(words[0])) {
+      case Opcode::kCall: {
+        RegName dst = words[1];
+        Index func_idx = words[2];
+        int64_t num_args = words[3];
+        const ExecWord* arg_words = words + kCallHeaderWords;
+        const Value& callee = func_pool_[static_cast<size_t>(func_idx)];
+        std::vector<Value>& call_args = frame->call_args;
+        if (!slow_calls_) {
+          if (callee.is_function()) {
+            // The hot path: a packed function, called through its object without
+            // touching its reference count.
+            for (int64_t i = 0; i < num_args; ++i) call_args.push_back(resolve(Arg(arg_words[i])));
+            absl::StatusOr<Value> ret = static_cast<const FunctionObj*>(callee.object())->Call(call_args);
+            // Release the arguments now: a register killed later must free its value.
+            call_args.clear();
+            if (!ret.ok()) {
+              status = std::move(ret).status();
+              break;
+            }
+            if (dst < kBeginSpecialReg) frame->registers[static_cast<size_t>(dst)] = *std::move(ret);
+            ++pc;
+            continue;
+          }
+          const FunctionInfo& callee_info = exec.functions[static_cast<size_t>(func_idx)];
+          if (callee_info.kind == FunctionKind::kVMFunc) {
+            // Bytecode to bytecode: a new frame on the heap stack, no native recursion.
+            status = CheckArity(func_idx, static_cast<size_t>(num_args));
+            if (!status.ok()) break;
+            if (frames_.size() >= kMaxFrames) {
+              status = OutOfMemoryError("vm call stack exhausted: more than ", kMaxFrames, " frames");
+              break;
+            }
+            Frame* next = PushFrame(func_idx);
+            for (int64_t i = 0; i < num_args; ++i) next->registers[static_cast<size_t>(i)] = resolve(Arg(arg_words[i]));
+            next->return_pc = pc + 1;
+            next->caller_dst = dst;
+            frame = next;
+            pc = callee_info.start_instr;
+            continue;
+          }
+        }
+        call_args.clear();
+        for (int64_t i = 0; i < num_args; ++i) call_args.push_back(resolve(Arg(arg_words[i])));
+        Instruction instr;
+        instr.op = Opcode::kCall;
+        instr.dst = dst;
+        instr.func_idx = func_idx;
+        instr.num_args = num_args;
+        instr.args = arg_words;
+        Value ret;
+        status = CallPacked(callee, func_idx, instr, frame, &ret);
+        call_args.clear();
+        if (!status.ok()) break;
+        if (dst < kBeginSpecialReg) frame->registers[static_cast<size_t>(dst)] = std::move(ret);
+        ++pc;
+        continue;
+      }
+      case Opcode::kRet: {
+        Value ret = read(words[1]);
+        if (frames_.size() - 1 == entry_depth) {
+          *result = std::move(ret);
+          PopFrame();
+          --nesting_;
+          return absl::OkStatus();
+        }
+        RegName caller_dst = frame->caller_dst;
+        Index return_pc = frame->return_pc;
+        PopFrame();
+        frame = frames_.back().get();
+        if (caller_dst < kBeginSpecialReg) frame->registers[static_cast<size_t>(caller_dst)] = std::move(ret);
+        pc = return_pc;
+        continue;
+      }
+      case Opcode::kGoto:
+        pc += words[1];
+        continue;
+      case Opcode::kIf: {
+        Value cond = read(words[1]);
+        int64_t c;
+        if (cond.is_int()) {
+          c = cond.int_value();
+        } else if (cond.is_bool()) {
+          c = cond.bool_value();
+        } else {
+          status = TypeError("if condition in ", exec.functions[frame->func_index].name, " at pc ", pc,
+                             " must be an int or bool, got ", cond.TypeName());
+          break;
+        }
+        pc += c != 0 ? 1 : words[2];
+        continue;
+      }
+    }
+    if (status.ok()) {
+      status = absl::InternalError(absl::StrCat("invalid opcode ", words[0], " at pc ", pc));
+    }
+    break;
+  }
+  // Error: drop every frame this activation pushed, so the VM stays usable.
+  while (frames_.size() > entry_depth) PopFrame();
+  --nesting_;
+  return status;
+}
+
+absl::Status LocalVirtualMachine::CallPacked(const Value& callee, Index func_index,
+                                             const Instruction& instr, Frame* frame, Value* result) {
+  ArgSpan args(frame->call_args);
+  const std::string& symbol = exec_->functions[static_cast<size_t>(func_index)].name;
+  if (instrument_) {
+    std::vector<Value> iargs = {callee, Value(symbol), Value(true), Value()};
+    iargs.insert(iargs.end(), args.begin(), args.end());
+    TETHER_ASSIGN_OR_RETURN(Value action, instrument_(iargs));
+    if (action.is_int() && action.int_value() == static_cast<int64_t>(InstrumentReturnKind::kSkipRun)) {
+      *result = Value();
+      return absl::OkStatus();
+    }
+  }
+  if (profiler_ != nullptr && callee.is_function()) {
+    Device device = devices_[0];
+    for (const Value& a : args) {
+      if (a.is_tensor()) device = a.AsRef<TensorObj>()->device();
+    }
+    TETHER_ASSIGN_OR_RETURN(DeviceTimer * timer, profiler_->TimerFor(device));
+    TETHER_RETURN_IF_ERROR(timer->Start());
+    absl::StatusOr<Value> r = CallValue(callee, args);
+    TETHER_RETURN_IF_ERROR(timer->Stop());
+    TETHER_ASSIGN_OR_RETURN(int64_t ns, timer->ElapsedNanos());
+    if (!r.ok()) return r.status();
+    *result = *std::move(r);
+    profiler_->rows.push_back({symbol, static_cast<double>(ns) / 1e3, device, ArgumentShapes(args)});
+  } else {
+    TETHER_ASSIGN_OR_RETURN(*result, CallValue(callee, args));
+  }
+  if (instrument_) {
+    std::vector<Value> iargs = {callee, Value(symbol), Value(false), *result};
+    iargs.insert(iargs.end(), args.begin(), args.end());
+    TETHER_RETURN_IF_ERROR(instrument_(iargs).status());
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Value> LocalVirtualMachine::CallValue(const Value& callee, ArgSpan args) {
+  if (callee.is_function()) return static_cast<const FunctionObj*>(callee.object())->Call(args);
+  if (!callee.is_closure()) {
+    return TypeError("cannot call a value of type ", callee.TypeName(), "; expected a function or closure");
+  }
+  const ClosureObj& closure = *static_cast<const ClosureObj*>(callee.object());
+  if (closure.func_index >= 0 && static_cast<size_t>(closure.func_index) >= func_pool_.size()) {
+    return ValueError("closure ", closure.func_name, " does not belong to this VM");
+  }
+  std::vector<Value> full;
+  ArgSpan call_args = args;
+  if (!closure.bound_args.empty()) {
+    full.assign(args.begin(), args.end());
+    full.insert(full.end(), closure.bound_args.begin(), closure.bound_args.end());
+    call_args = ArgSpan(full);
+  }
+  if (closure.callee.is_function()) {
+    return static_cast<const FunctionObj*>(closure.callee.object())->Call(call_args);
+  }
+  if (closure.func_index < 0 || exec_->functions[closure.func_index].name != closure.func_name) {
+    return ValueError("closure ", closure.func_name, " does not belong to this VM");
+  }
+  return RunFunction(closure.func_index, call_args);
+}
+
+// --- Public API -----------------------------------------------------------------
+
+absl::StatusOr<Index> LocalVirtualMachine::FindBytecodeFunction(absl::string_view name) const {
+  auto it = exec_->function_map.find(name);
+  if (it == exec_->function_map.end() || exec_->functions[it->second].kind != FunctionKind::kVMFunc) {
+    return UnknownFunction(name);
+  }
+  return it->second;
+}
+
+absl::StatusOr<Value> LocalVirtualMachine::Invoke(absl::string_view func_name, ArgSpan args) {
+  if (auto saved = saved_functions_.find(func_name); saved != saved_functions_.end()) {
+    return CallValue(saved->second, args);
+  }
+  TETHER_ASSIGN_OR_RETURN(Index index, FindBytecodeFunction(func_name));
+  if (inputs_.contains(func_name)) {
+    return PreconditionError("function ", func_name,
+                             " has inputs set by set_input; call it with invoke_stateful");
+  }
+  return RunFunction(index, args);
+}
+
+absl::StatusOr<Value> LocalVirtualMachine::InvokeClosure(const Value& closure, ArgSpan args) {
+  return CallValue(closure, args);
+}
+
+absl::StatusOr<Value> LocalVirtualMachine::ConvertArgToDevice(const Value& arg) {
+  if (arg.is_tensor()) {
+    Tensor t(arg.AsRef<TensorObj>());
+    if (t->device() == devices_[0]) return arg;
+    TETHER_ASSIGN_OR_RETURN(Tensor moved, t.CopyTo(devices_[0], allocators_[0].get()));
+    return Value(moved);
+  }
+  if (arg.is_tuple()) {
+    const auto& fields = arg.AsRef<TupleObj>()->fields;
+    std::vector<Value> converted;
+    converted.reserve(fields.size());
+    for (const Value& f : fields) {
+      TETHER_ASSIGN_OR_RETURN(Value c, ConvertArgToDevice(f));
+      converted.push_back(std::move(c));
+    }
+    return MakeTuple(std::move(converted));
+  }
+  return arg;
+}
+
+absl::Status LocalVirtualMachine::SaveFunction(absl::string_view func_name,
+                                               absl::string_view saved_name, ArgSpan args,
+                                               bool include_return) {
+  if (exec_->function_map.contains(saved_name)) {
+    return ValueError("cannot save a function as ", saved_name,
+                      ": the executable has a function of that name");
+  }
+  Value target;
+  Index index = -1;
+  if (auto saved = saved_functions_.find(func_name); saved != saved_functions_.end()) {
+    target = saved->second;
+  } else {
+    TETHER_ASSIGN_OR_RETURN(index, FindBytecodeFunction(func_name));
+    TETHER_RETURN_IF_ERROR(CheckArity(index, args.size()));
+    target = func_pool_[static_cast<size_t>(index)];
+  }
+  std::vector<Value> bound;
+  bound.reserve(args.size());
+  for (const Value& a : args) {
+    TETHER_ASSIGN_OR_RETURN(Value c, ConvertArgToDevice(a));
+    bound.push_back(std::move(c));
+  }
+  Value closure;
+  if (include_return && index >= 0) {
+    closure = Value(MakeRef<ClosureObj>(std::string(func_name), index, Value(), std::move(bound)));
+  } else {
+    // Call the target with the bound arguments; optionally drop its result.
+    Function call = Function::FromPacked(
+        std::string(saved_name),
+        [this, target, bound = std::move(bound), include_return](ArgSpan extra) -> absl::StatusOr<Value> {
+          std::vector<Value> all(extra.begin(), extra.end());
+          all.insert(all.end(), bound.begin(), bound.end());
+          TETHER_ASSIGN_OR_RETURN(Value r, CallValue(target, all));
+          return include_return ? r : Value();
+        });
+    closure = Value(MakeRef<ClosureObj>(std::string(saved_name), -1, Value(call), std::vector<Value>{}));
+  }
+  saved_functions_[std::string(saved_name)] = std::move(closure);
+  return absl::OkStatus();
+}
+
+absl::Status LocalVirtualMachine::SetInput(absl::string_view func_name, ArgSpan args) {
+  return SetInputNamed(func_name, args, {});
+}
+
+absl::Status LocalVirtualMachine::SetInputNamed(absl::string_view func_name, ArgSpan positional,
+                                                const NamedArgs& named) {
+  TETHER_ASSIGN_OR_RETURN(Index index, FindBytecodeFunction(func_name));
+  const FunctionInfo& info = exec_->functions[index];
+  size_t n = static_cast<size_t>(info.num_args);
+  if (positional.size() > n) return CheckArity(index, positional.size() + named.size());
+  std::vector<Value> args(n);
+  std::vector<bool> set(n, false);
+  for (size_t i = 0; i < positional.size(); ++i) {
+    TETHER_ASSIGN_OR_RETURN(args[i], ConvertArgToDevice(positional[i]));
+    set[i] = true;
+  }
+  for (const auto& [name, value] : named) {
+    auto it = std::find(info.param_names.begin(), info.param_names.end(), name);
+    if (it == info.param_names.end()) {
+      return ValueError("function ", info.name, " has no parameter named ", name,
+                        info.param_names.empty() ? "; it has unnamed parameters only"
+                                                 : absl::StrCat("; parameters are ", absl::StrJoin(info.param_names, ", ")));
+    }
+    size_t i = static_cast<size_t>(it - info.param_names.begin());
+    if (set[i]) return ValueError("argument ", name, " of ", info.name, " is given twice");
+    TETHER_ASSIGN_OR_RETURN(args[i], ConvertArgToDevice(value));
+    set[i] = true;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (!set[i]) {
+      return ValueError("missing argument ",
+                        info.param_names.empty() ? absl::StrCat(i) : info.param_names[i], " of ",
+                        info.name, ": ", n, " expected");
+    }
+  }
+  inputs_[std::string(func_name)] = std::move(args);
+  return absl::OkStatus();
+}
+
+absl::Status LocalVirtualMachine::InvokeStateful(absl::string_view func_name) {
+  TETHER_ASSIGN_OR_RETURN(Index index, FindBytecodeFunction(func_name));
+  auto it = inputs_.find(func_name);
+  if (it == inputs_.end()) {
+    return PreconditionError("no inputs set for stateful call of ", func_name, "; use set_input first");
+  }
+  // Release the previous output first so its memory can be reused by this call.
+  outputs_.erase(std::string(func_name));
+  TETHER_ASSIGN_OR_RETURN(Value out, RunFunction(index, it->second));
+  outputs_[std::string(func_name)] = std::move(out);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Value> LocalVirtualMachine::GetOutputs(absl::string_view func_name) {
+  TETHER_RETURN_IF_ERROR(FindBytecodeFunction(func_name).status());
+  auto it = outputs_.find(func_name);
+  if (it == outputs_.end()) {
+    return PreconditionError("no output saved for call of \"", func_name,
+                             "\"; use invoke_stateful to call it first");
+  }
+  return it->second;
+}
+
+absl::StatusOr<int64_t> LocalVirtualMachine::GetFunctionArity(absl::string_view func_name) {
+  TETHER_ASSIGN_OR_RETURN(Index index, FindBytecodeFunction(func_name));
+  return exec_->functions[index].num_args;
+}
+
+absl::StatusOr<std::vector<std::string>> LocalVirtualMachine::GetFunctionParamNames(
+    absl::string_view func_name) {
+  TETHER_ASSIGN_OR_RETURN(Index index, FindBytecodeFunction(func_name));
+  return exec_->functions[index].param_names;
+}
+
+absl::Status LocalVirtualMachine::SetInstrumentByName(absl::string_view factory_name, ArgSpan args) {
+  if (factory_name.empty()) {
+    instrument_ = Function();
+    return absl::OkStatus();
+  }
+  Function factory = Registry::Get(factory_name);
+  if (!factory) return NotFoundError("no instrument factory named ", factory_name, " is registered");
+  TETHER_ASSIGN_OR_RETURN(Value made, factory(args));
+  if (!made.is_function()) {
+    return TypeError("instrument factory ", factory_name, " returned ", made.TypeName(), ", expected a function");
+  }
+  instrument_ = Function(made.AsRef<FunctionObj>());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Function> LocalVirtualMachine::TimedFunction(absl::string_view func_name) {
+  if (func_name == kInvokeStatefulName) {
+    return Function::FromPacked("invoke_stateful", [this](ArgSpan args) -> absl::StatusOr<Value> {
+      if (args.size() != 1 || !args[0].is_string()) {
+        return ValueError("timing invoke_stateful takes one argument, the function name");
+      }
+      TETHER_RETURN_IF_ERROR(InvokeStateful(args[0].string_value()));
+      return Value();
+    });
+  }
+  if (auto saved = saved_functions_.find(func_name); saved != saved_functions_.end()) {
+    Value closure = saved->second;
+    return Function::FromPacked(std::string(func_name),
+                                [this, closure](ArgSpan args) { return CallValue(closure, args); });
+  }
+  TETHER_ASSIGN_OR_RETURN(Index index, FindBytecodeFunction(func_name));
+  if (inputs_.contains(func_name)) {
+    return PreconditionError("function ", func_name,
+                             " has inputs set by set_input; time \"invoke_stateful\" with its name instead");
+  }
+  return Function::FromPacked(std::string(func_name),
+                              [this, index](ArgSpan args) { return RunFunction(index, args); });
+}
+
+absl::StatusOr<profiling::BenchmarkResult> LocalVirtualMachine::TimeEvaluator(
+    absl::string_view func_name, Device device, const profiling::TimeEvaluatorOptions& options,
+    ArgSpan args) {
+  TETHER_ASSIGN_OR_RETURN(Function f, TimedFunction(func_name));
+  return profiling::RunTimeEvaluator(f, args, device, options);
+}
+
+absl::StatusOr<profiling::Report> LocalVirtualMachine::Profile(absl::string_view func_name,
+                                                               ArgSpan args) {
+  TETHER_ASSIGN_OR_RETURN(Index index, FindBytecodeFunction(func_name));
+  std::vector<Value> call_args(args.begin(), args.end());
+  if (auto it = inputs_.find(func_name); it != inputs_.end()) {
+    if (!args.empty()) {
+      return ValueError("inputs of ", func_name, " are already set by set_input; profile it with no arguments");
+    }
+    call_args = it->second;
+  }
+  // Warm-up: lazy initialization and allocator pools settle before measuring.
+  TETHER_RETURN_IF_ERROR(RunFunction(index, call_args).status());
+
+  ProfileRecorder recorder;
+  profiler_ = &recorder;
+  auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<Value> out = RunFunction(index, call_args);
+  for (const Device& d : devices_) {
+    if (auto api = DeviceAPI::Get(d.type); api.ok()) (void)(*api)->Sync(d, nullptr);
+  }
+  auto stop = std::chrono::steady_clock::now();
+  profiler_ = nullptr;
+  TETHER_RETURN_IF_ERROR(out.status());
+
+  profiling::ReportBuilder builder;
+  for (ProfileRecorder::Row& row : recorder.rows) {
+    builder.AddCall(std::move(row.name), row.duration_us, row.device, std::move(row.shapes));
+  }
+  double total_us = std::chrono::duration<double, std::micro>(stop - start).count();
+  for (const Device& d : devices_) {
+    bool used = d == devices_[0];
+    for (const ProfileRecorder::Row& row : recorder.rows) used |= row.device == d;
+    if (used) builder.SetDeviceTotal(d, total_us);
+  }
+  builder.SetConfiguration("Executor", std::string("VM"));
+  builder.SetConfiguration("Number of threads", profiling::Count{NumThreads()});
+  builder.SetConfiguration("Function", std::string(func_name));
+  return builder.Build();
+}
+
+std::vector<memory::AllocatorStats> LocalVirtualMachine::MemoryStats() const {
+  std::vector<memory::AllocatorStats> stats;
+  for (const auto& a : allocators_) stats.push_back(a->Stats());
+  return stats;
+}
+
+void LocalVirtualMachine::ClearMemory() {
+  for (const auto& a : allocators_) a->Clear();
+}
+
+}  // namespace tether::vm

@@ -1,0 +1,142 @@
+// LocalVirtualMachine: the bytecode interpreter of an Executable on this
+// process's devices. Bytecode-to-bytecode calls push frames on a heap stack (no
+// native recursion), so deep recursion in a model is bounded by memory, not by
+// the C++ stack; after an error every frame the failed call pushed is popped, so
+// the VM stays usable.
+#ifndef TETHER_RUNTIME_VM_LOCAL_VM_H_
+#define TETHER_RUNTIME_VM_LOCAL_VM_H_
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "runtime/memory/allocator.h"
+#include "runtime/vm/executable.h"
+#include "runtime/vm/virtual_machine.h"
+
+namespace tether::vm {
+
+class ProfileRecorder;
+
+// Thread contract: thread-hostile (see VirtualMachine).
+class LocalVirtualMachine final : public VirtualMachine {
+ public:
+  // Frames deeper than this fail with RESOURCE_EXHAUSTED instead of exhausting memory.
+  static constexpr size_t kMaxFrames = 1 << 16;
+
+  // Creates a VM for `exec` on `devices` (the first is the default device for
+  // constants and inputs; a CPU host is appended when the last is not a CPU),
+  // each with the allocator type `memory_cfg` gives it. Resolves every packed
+  // function now: NOT_FOUND naming it if neither a kernel library of the
+  // executable nor the global registry has it. UNAVAILABLE for a missing device.
+  static absl::StatusOr<std::unique_ptr<LocalVirtualMachine>> Create(
+      Ref<Executable> exec, std::vector<Device> devices,
+      const memory::MemoryConfig& memory_cfg = memory::MemoryConfig());
+  ~LocalVirtualMachine() override;
+
+  // VirtualMachine.
+  absl::StatusOr<Value> Invoke(absl::string_view func_name, ArgSpan args) override;
+  absl::StatusOr<Value> InvokeClosure(const Value& closure, ArgSpan args) override;
+  absl::Status SaveFunction(absl::string_view func_name, absl::string_view saved_name, ArgSpan args,
+                            bool include_return = true) override;
+  absl::Status SetInput(absl::string_view func_name, ArgSpan args) override;
+  absl::Status SetInputNamed(absl::string_view func_name, ArgSpan positional,
+                             const NamedArgs& named) override;
+  absl::Status InvokeStateful(absl::string_view func_name) override;
+  absl::StatusOr<Value> GetOutputs(absl::string_view func_name) override;
+  absl::StatusOr<int64_t> GetFunctionArity(absl::string_view func_name) override;
+  absl::StatusOr<std::vector<std::string>> GetFunctionParamNames(
+      absl::string_view func_name) override;
+  absl::Status SetInstrumentByName(absl::string_view factory_name, ArgSpan args) override;
+  absl::StatusOr<profiling::BenchmarkResult> TimeEvaluator(
+      absl::string_view func_name, Device device, const profiling::TimeEvaluatorOptions& options,
+      ArgSpan args) override;
+  absl::StatusOr<profiling::Report> Profile(absl::string_view func_name, ArgSpan args) override;
+
+  // Installs `instrument` (null removes it). It is called before each Call
+  // instruction as instrument(func, func_symbol, true, None, args...) and, unless
+  // it returned InstrumentReturnKind::kSkipRun, after it as
+  // instrument(func, func_symbol, false, result, args...).
+  void SetInstrument(Function instrument) { instrument_ = std::move(instrument); }
+
+  // While *code is non-zero (an absl::StatusCode), the running call stops at the
+  // next instruction boundary and fails with that code. The flag must outlive
+  // the VM or be reset to null; it may be set from any thread.
+  void SetInterrupt(const std::atomic<int>* code) { interrupt_ = code; }
+
+  // --- The VM context that builtins receive as `%vm`. ---
+  const std::vector<Device>& devices() const { return devices_; }
+  // The allocator of devices()[i].
+  memory::Allocator* allocator(size_t i) const { return allocators_[i].get(); }
+  // The index of the host device (the last one).
+  size_t host_index() const { return devices_.size() - 1; }
+  // Calls a Function or a closure value.
+  absl::StatusOr<Value> CallValue(const Value& callee, ArgSpan args);
+  const Executable& executable() const { return *exec_; }
+  // Statistics of each device's allocator, in devices() order.
+  std::vector<memory::AllocatorStats> MemoryStats() const;
+  // Returns cached memory of every allocator to its device.
+  void ClearMemory();
+
+ private:
+  struct Frame {
+    Index func_index = 0;
+    Index return_pc = 0;
+    RegName caller_dst = kVoidRegister;
+    std::vector<Value> registers;
+    std::vector<Value> call_args;  // reused argument buffer of packed calls
+  };
+
+  LocalVirtualMachine() = default;
+  absl::Status Init(Ref<Executable> exec, std::vector<Device> devices,
+                    const memory::MemoryConfig& memory_cfg);
+
+  // Runs bytecode function `func_index` with `args` to completion.
+  absl::StatusOr<Value> RunFunction(Index func_index, ArgSpan args);
+  absl::Status RunLoop(size_t entry_depth, Value* result);
+  Frame* PushFrame(Index func_index);
+  void PopFrame();
+  absl::Status CallPacked(const Value& callee, Index func_index, const Instruction& instr,
+                          Frame* frame, Value* result);
+  absl::Status CheckArity(Index func_index, size_t num_args) const;
+
+  // Name lookups.
+  absl::StatusOr<Index> FindBytecodeFunction(absl::string_view name) const;
+  absl::StatusOr<Value> ConvertArgToDevice(const Value& arg);
+  // The callable TimeEvaluator and Profile run for `func_name`.
+  absl::StatusOr<Function> TimedFunction(absl::string_view func_name);
+
+  Ref<Executable> exec_;
+  std::vector<Device> devices_;
+  std::vector<Ref<memory::Allocator>> allocators_;
+  std::vector<Value> constants_;  // constants, tensors on devices_[0]
+  std::vector<Value> func_pool_;  // a Function or a ClosureObj per function-table entry
+  std::vector<Ref<Module>> kernel_libraries_;
+
+  std::vector<std::unique_ptr<Frame>> frames_;
+  std::vector<std::unique_ptr<Frame>> free_frames_;
+  size_t nesting_ = 0;  // RunLoop activations on the C++ stack
+
+  absl::flat_hash_map<std::string, std::vector<Value>> inputs_;
+  absl::flat_hash_map<std::string, Value> outputs_;
+  absl::flat_hash_map<std::string, Value> saved_functions_;  // closures
+
+  Function instrument_;
+  const std::atomic<int>* interrupt_ = nullptr;
+  ProfileRecorder* profiler_ = nullptr;
+  bool slow_calls_ = false;  // an instrument or the profiler sees every call
+};
+
+// Registers the vm.builtin.* functions (idempotent; Create calls it).
+void RegisterBuiltins();
+
+// Kernel libraries embedded in executables are loaded by format ("so", "ptx", ...)
+// with a loader the compiler's runtime support registers. Thread-safe.
+using KernelLibraryLoader = std::function<absl::StatusOr<Ref<Module>>(const KernelLibraryBlob&)>;
+absl::Status RegisterKernelLibraryLoader(const std::string& format, KernelLibraryLoader loader);
+
+}  // namespace tether::vm
+
+#endif  // TETHER_RUNTIME_VM_LOCAL_VM_H_

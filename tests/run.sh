@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Builds Tether and runs the whole test suite: the normal build with every CTest
+# test (GPU tests skip themselves where no driver is found), then the runtime
+# and VM suites again under AddressSanitizer + UndefinedBehaviorSanitizer, where
+# the executable-loader fuzzing runs too. This is the README's test command and
+# what CI runs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs=${TETHER_JOBS:-$(nproc)}
+
+echo "== build (RelWithDebInfo) =="
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
+cmake --build build -j "$jobs"
+
+echo "== sanitizer build (address,undefined; runtime and its tests) =="
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DTETHER_SANITIZE=address,undefined -DTETHER_BUILD_COMPILER=OFF -DTETHER_BUILD_BENCHMARKS=OFF
+cmake --build build-asan -j "$jobs" --target tether_runtime_tests tether_vm_tests
+
+echo "== tests under address,undefined sanitizers =="
+# The out-of-memory tests ask for petabytes: let ASan return null instead of aborting.
+ASAN_OPTIONS=allocator_may_return_null=1:detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+  ctest --test-dir build-asan -L '^(runtime|vm)$' --output-on-failure -j "$jobs" --timeout 900
+
+echo "== tests =="
+ctest --test-dir build --output-on-failure -j "$jobs" --timeout 900

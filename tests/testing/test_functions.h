@@ -1,0 +1,24 @@
+// Global functions the VM tests call from hand-written bytecode, named as the
+// reference's helpers (test.vm.add, test.vm.mul, ...). Registered once by
+// RegisterTestFunctions(); safe to call from every test.
+#ifndef TETHER_TESTS_TESTING_TEST_FUNCTIONS_H_
+#define TETHER_TESTS_TESTING_TEST_FUNCTIONS_H_
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "runtime/core/tensor.h"
+
+namespace tether::testing {
+
+void RegisterTestFunctions();
+
+// A float32 CPU tensor with the given shape and values.
+Tensor MakeFloatTensor(std::vector<int64_t> shape, std::vector<float> values);
+// The float32 values of a CPU tensor.
+std::vector<float> ReadFloats(const Tensor& t);
+
+}  // namespace tether::testing
+
+#endif  // TETHER_TESTS_TESTING_TEST_FUNCTIONS_H_
