@@ -26,7 +26,8 @@ constexpr int64_t kIn = 32, kHidden = 64, kOut = 10;
 absl::StatusOr<Value> Dense(Tensor x, Tensor w, Tensor b) {
   if (x->ndim() != 2 || w->ndim() != 2 || b->ndim() != 1 || x->shape()[1] != w->shape()[0] ||
       b->shape()[0] != w->shape()[1] || x->dtype() != DataType::Float(32)) {
-    return ValueError("demo.dense: incompatible operands ", x.ToString(), ", ", w.ToString(), ", ", b.ToString());
+    return ValueError("demo.dense: incompatible operands ", x.ToString(), ", ", w.ToString(), ", ",
+                      b.ToString());
   }
   int64_t n = x->shape()[0], k = x->shape()[1], m = w->shape()[1];
   int64_t shape[] = {n, m};
@@ -68,7 +69,8 @@ Tensor RandomTensor(std::vector<int64_t> shape, std::mt19937& rng, float scale) 
   for (int64_t d : shape) n *= d;
   std::vector<float> values(static_cast<size_t>(n));
   for (float& v : values) v = dist(rng);
-  return *Tensor::FromBytes(shape, DataType::Float(32), values.data(), values.size() * sizeof(float));
+  return *Tensor::FromBytes(shape, DataType::Float(32), values.data(),
+                            values.size() * sizeof(float));
 }
 
 // main(x: R.Tensor(("n", 32), "float32")) -> (logits (n, 10), hidden (n, 64))
@@ -77,20 +79,28 @@ absl::StatusOr<Ref<vm::Executable>> BuildMlp() {
   std::mt19937 rng(42);
   vm::ExecBuilder b;
   b.EmitFunction("main", 1, {"x"});
-  Value ctx("ErrorContext(fn=main, loc=param[0], param=x, annotation=R.Tensor((n, 32), \"float32\"))");
-  b.EmitCall("vm.builtin.check_tensor_info", {Arg::Register(0), b.ConvertConstant(Value(int64_t{2})),
-                                              b.ConvertConstant(Value(DataType::Float(32))), b.ConvertConstant(ctx)});
-  b.EmitCall("vm.builtin.alloc_shape_heap", {Arg::Register(vm::kVMRegister), b.ConvertConstant(Value(int64_t{1}))}, 1);
+  Value ctx(
+      "ErrorContext(fn=main, loc=param[0], param=x, annotation=R.Tensor((n, 32), \"float32\"))");
+  b.EmitCall("vm.builtin.check_tensor_info",
+             {Arg::Register(0), b.ConvertConstant(Value(int64_t{2})),
+              b.ConvertConstant(Value(DataType::Float(32))), b.ConvertConstant(ctx)});
+  b.EmitCall("vm.builtin.alloc_shape_heap",
+             {Arg::Register(vm::kVMRegister), b.ConvertConstant(Value(int64_t{1}))}, 1);
   // x.shape = (n, 32): n goes to heap slot 0, dim 1 must be 32.
   b.EmitCall("vm.builtin.match_shape",
-             {Arg::Register(0), Arg::Register(1), b.ConvertConstant(Value(int64_t{2})), b.ConvertConstant(Value(int64_t{1})),
-              b.ConvertConstant(Value(int64_t{0})), b.ConvertConstant(Value(int64_t{0})),
-              b.ConvertConstant(Value(kIn)), b.ConvertConstant(ctx)});
-  b.EmitCall("demo.dense", {Arg::Register(0), b.ConvertConstant(RandomTensor({kIn, kHidden}, rng, 0.2f)),
-                            b.ConvertConstant(RandomTensor({kHidden}, rng, 0.1f))}, 2);
+             {Arg::Register(0), Arg::Register(1), b.ConvertConstant(Value(int64_t{2})),
+              b.ConvertConstant(Value(int64_t{1})), b.ConvertConstant(Value(int64_t{0})),
+              b.ConvertConstant(Value(int64_t{0})), b.ConvertConstant(Value(kIn)),
+              b.ConvertConstant(ctx)});
+  b.EmitCall("demo.dense",
+             {Arg::Register(0), b.ConvertConstant(RandomTensor({kIn, kHidden}, rng, 0.2f)),
+              b.ConvertConstant(RandomTensor({kHidden}, rng, 0.1f))},
+             2);
   b.EmitCall("demo.relu", {Arg::Register(2)}, 3);
-  b.EmitCall("demo.dense", {Arg::Register(3), b.ConvertConstant(RandomTensor({kHidden, kOut}, rng, 0.2f)),
-                            b.ConvertConstant(RandomTensor({kOut}, rng, 0.1f))}, 4);
+  b.EmitCall("demo.dense",
+             {Arg::Register(3), b.ConvertConstant(RandomTensor({kHidden, kOut}, rng, 0.2f)),
+              b.ConvertConstant(RandomTensor({kOut}, rng, 0.1f))},
+             4);
   b.EmitCall("vm.builtin.make_tuple", {Arg::Register(4), Arg::Register(3)}, 5);
   b.EmitRet(5);
   b.EndFunction("main");
@@ -145,11 +155,12 @@ int ParseOptions(const std::vector<std::string>& args, bool want_file, Options* 
       return &args[++i];
     };
     if (a == "--help") {
-      std::printf("usage: tether demo [--output FILE] [--device DEV] [--memory-cfg CFG]\n"
-                  "       tether run-demo FILE [--device DEV] [--memory-cfg CFG]\n"
-                  "  --output FILE      where the demo executable is written (default tether-demo.tx)\n"
-                  "  --device DEV       cpu:0 (default), ...\n"
-                  "  --memory-cfg CFG   naive | pooled | cpu:0=naive,...\n");
+      std::printf(
+          "usage: tether demo [--output FILE] [--device DEV] [--memory-cfg CFG]\n"
+          "       tether run-demo FILE [--device DEV] [--memory-cfg CFG]\n"
+          "  --output FILE      where the demo executable is written (default tether-demo.tx)\n"
+          "  --device DEV       cpu:0 (default), ...\n"
+          "  --memory-cfg CFG   naive | pooled | cpu:0=naive,...\n");
       return 0;
     } else if (a == "--output") {
       const std::string* v = value("--output");
@@ -217,7 +228,8 @@ int RunExecutableFile(const std::string& path, const Options& opts) {
               static_cast<long long>(result->total_calls));
 
   std::printf("\n== save_function(\"main\", \"saved_main\", x) timed with min_repeat_ms=20 ==\n");
-  if (absl::Status s = vm.SaveFunction("main", "saved_main", inputs, /*include_return=*/false); !s.ok()) {
+  if (absl::Status s = vm.SaveFunction("main", "saved_main", inputs, /*include_return=*/false);
+      !s.ok()) {
     return Fail("save_function", s);
   }
   // The saved function must not be blocked by the stateful inputs of main.
@@ -228,7 +240,8 @@ int RunExecutableFile(const std::string& path, const Options& opts) {
   if (!saved.ok()) return Fail("time_evaluator", saved.status());
   std::printf("%s\n", saved->ToString().c_str());
   std::printf("batch grew to %lld calls per repeat; %lld calls in all\n",
-              static_cast<long long>(saved->number_per_repeat), static_cast<long long>(saved->total_calls));
+              static_cast<long long>(saved->number_per_repeat),
+              static_cast<long long>(saved->total_calls));
 
   std::printf("\n== profile(\"main\") ==\n");
   auto report = vm.Profile("main", {});

@@ -20,9 +20,10 @@ int RunInspect(const std::vector<std::string>& args) {
   bool text = false, stats = false;
   for (const std::string& a : args) {
     if (a == "--help") {
-      std::printf("usage: tether inspect FILE [--text] [--stats]\n"
-                  "Loads FILE, checks its checksum, version and every instruction, and prints\n"
-                  "the bytecode listing (--text) and/or a summary (--stats); both by default.\n");
+      std::printf(
+          "usage: tether inspect FILE [--text] [--stats]\n"
+          "Loads FILE, checks its checksum, version and every instruction, and prints\n"
+          "the bytecode listing (--text) and/or a summary (--stats); both by default.\n");
       return 0;
     } else if (a == "--text") {
       text = true;

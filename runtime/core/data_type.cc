@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "runtime/core/error.h"
+#include "runtime/core/number_parsing.h"
 
 namespace tether {
 namespace {
@@ -17,9 +18,11 @@ absl::StatusOr<DataType> DataType::Parse(absl::string_view text) {
   absl::string_view rest = text;
   int lanes = 1;
   if (size_t x = rest.rfind('x'); x != absl::string_view::npos && x + 1 < rest.size()) {
-    if (!absl::SimpleAtoi(rest.substr(x + 1), &lanes) || lanes < 1 || lanes > 65535) {
+    int64_t parsed = 0;
+    if (!ParseDecimal(rest.substr(x + 1), 65535, &parsed) || parsed < 1) {
       return ValueError("invalid lanes in data type \"", text, "\"");
     }
+    lanes = static_cast<int>(parsed);
     rest = rest.substr(0, x);
   }
   if (rest == "bool") return DataType(kBool, 8, lanes);
@@ -36,8 +39,8 @@ absl::StatusOr<DataType> DataType::Parse(absl::string_view text) {
   } else {
     return ValueError("unknown data type \"", text, "\"");
   }
-  int bits = 0;
-  if (!absl::SimpleAtoi(rest, &bits) || bits < 1 || bits > 128) {
+  int64_t bits = 0;
+  if (!ParseDecimal(rest, 128, &bits) || bits < 1) {
     return ValueError("invalid bit width in data type \"", text, "\"");
   }
   DataType t(code, static_cast<uint8_t>(bits), static_cast<uint16_t>(lanes));
@@ -50,7 +53,8 @@ bool DataType::IsValidStorageType() const {
   switch (dl_.code) {
     case kInt:
     case kUInt:
-      return (dl_.bits == 1 && dl_.code == kUInt) || (dl_.bits % 8 == 0 && IsPowerOfTwo(dl_.bits) && dl_.bits <= 64);
+      return (dl_.bits == 1 && dl_.code == kUInt) ||
+             (dl_.bits % 8 == 0 && IsPowerOfTwo(dl_.bits) && dl_.bits <= 64);
     case kFloat:
       return dl_.bits == 16 || dl_.bits == 32 || dl_.bits == 64;
     case kBFloat:
@@ -67,14 +71,30 @@ bool DataType::IsValidStorageType() const {
 std::string DataType::ToString() const {
   std::string base;
   switch (dl_.code) {
-    case kInt: base = absl::StrCat("int", dl_.bits); break;
-    case kUInt: base = dl_.bits == 1 ? "bool" : absl::StrCat("uint", dl_.bits); break;
-    case kFloat: base = absl::StrCat("float", dl_.bits); break;
-    case kBFloat: base = absl::StrCat("bfloat", dl_.bits); break;
-    case kBool: base = "bool"; break;
-    case kOpaqueHandle: base = "handle"; break;
-    case kComplex: base = absl::StrCat("complex", dl_.bits); break;
-    default: base = absl::StrCat("code", int{dl_.code}, "_", dl_.bits); break;
+    case kInt:
+      base = absl::StrCat("int", dl_.bits);
+      break;
+    case kUInt:
+      base = dl_.bits == 1 ? "bool" : absl::StrCat("uint", dl_.bits);
+      break;
+    case kFloat:
+      base = absl::StrCat("float", dl_.bits);
+      break;
+    case kBFloat:
+      base = absl::StrCat("bfloat", dl_.bits);
+      break;
+    case kBool:
+      base = "bool";
+      break;
+    case kOpaqueHandle:
+      base = "handle";
+      break;
+    case kComplex:
+      base = absl::StrCat("complex", dl_.bits);
+      break;
+    default:
+      base = absl::StrCat("code", int{dl_.code}, "_", dl_.bits);
+      break;
   }
   if (dl_.lanes != 1) absl::StrAppend(&base, "x", dl_.lanes);
   return base;

@@ -6,9 +6,9 @@
 #include <dlpack/dlpack.h>
 
 #include <string>
-#include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace tether {
 
@@ -28,7 +28,9 @@ struct Device {
   // "cpu:0", "cuda:1".
   std::string ToString() const;
 
-  friend bool operator==(const Device& a, const Device& b) { return a.type == b.type && a.id == b.id; }
+  friend bool operator==(const Device& a, const Device& b) {
+    return a.type == b.type && a.id == b.id;
+  }
   friend bool operator!=(const Device& a, const Device& b) { return !(a == b); }
   template <typename H>
   friend H AbslHashValue(H h, const Device& d) {
@@ -38,6 +40,9 @@ struct Device {
 
 // "cpu", "cuda", "cuda_host", ... for a device type; "dev<N>" for unknown ones.
 std::string DeviceTypeName(DLDeviceType type);
+
+// Whether `type` (e.g. read from a file) is a device type DLPack defines.
+bool IsKnownDeviceType(int type);
 
 }  // namespace tether
 

@@ -10,15 +10,24 @@ namespace tether {
 
 absl::string_view ErrorKindName(ErrorKind kind) {
   switch (kind) {
-    case ErrorKind::kUnspecified: return "Error";
-    case ErrorKind::kValue: return "ValueError";
-    case ErrorKind::kType: return "TypeError";
-    case ErrorKind::kIndex: return "IndexError";
-    case ErrorKind::kRuntime: return "RuntimeError";
-    case ErrorKind::kOutOfMemory: return "OutOfMemoryError";
-    case ErrorKind::kNotFound: return "NotFoundError";
-    case ErrorKind::kInternal: return "InternalError";
-    case ErrorKind::kCancelled: return "CancelledError";
+    case ErrorKind::kUnspecified:
+      return "Error";
+    case ErrorKind::kValue:
+      return "ValueError";
+    case ErrorKind::kType:
+      return "TypeError";
+    case ErrorKind::kIndex:
+      return "IndexError";
+    case ErrorKind::kRuntime:
+      return "RuntimeError";
+    case ErrorKind::kOutOfMemory:
+      return "OutOfMemoryError";
+    case ErrorKind::kNotFound:
+      return "NotFoundError";
+    case ErrorKind::kInternal:
+      return "InternalError";
+    case ErrorKind::kCancelled:
+      return "CancelledError";
   }
   return "Error";
 }
@@ -39,14 +48,21 @@ ErrorKind GetErrorKind(const absl::Status& status) {
     return static_cast<ErrorKind>(value);
   }
   switch (status.code()) {
-    case absl::StatusCode::kInvalidArgument: return ErrorKind::kValue;
-    case absl::StatusCode::kOutOfRange: return ErrorKind::kIndex;
-    case absl::StatusCode::kNotFound: return ErrorKind::kNotFound;
-    case absl::StatusCode::kResourceExhausted: return ErrorKind::kOutOfMemory;
+    case absl::StatusCode::kInvalidArgument:
+      return ErrorKind::kValue;
+    case absl::StatusCode::kOutOfRange:
+      return ErrorKind::kIndex;
+    case absl::StatusCode::kNotFound:
+      return ErrorKind::kNotFound;
+    case absl::StatusCode::kResourceExhausted:
+      return ErrorKind::kOutOfMemory;
     case absl::StatusCode::kDeadlineExceeded:
-    case absl::StatusCode::kCancelled: return ErrorKind::kCancelled;
-    case absl::StatusCode::kInternal: return ErrorKind::kInternal;
-    default: return ErrorKind::kRuntime;
+    case absl::StatusCode::kCancelled:
+      return ErrorKind::kCancelled;
+    case absl::StatusCode::kInternal:
+      return ErrorKind::kInternal;
+    default:
+      return ErrorKind::kRuntime;
   }
 }
 

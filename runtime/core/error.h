@@ -7,11 +7,11 @@
 #define TETHER_RUNTIME_CORE_ERROR_H_
 
 #include <string>
-#include "absl/strings/string_view.h"
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 
 namespace tether {
 
@@ -81,9 +81,9 @@ absl::Status UnavailableError(const Args&... args) {
 #define TETHER_STATUS_CONCAT_(a, b) TETHER_STATUS_CONCAT_INNER_(a, b)
 
 // Returns from the enclosing function if `expr` (an absl::Status) is not OK.
-#define TETHER_RETURN_IF_ERROR(expr)               \
-  do {                                             \
-    ::absl::Status tether_status_ = (expr);        \
+#define TETHER_RETURN_IF_ERROR(expr)                 \
+  do {                                               \
+    ::absl::Status tether_status_ = (expr);          \
     if (!tether_status_.ok()) return tether_status_; \
   } while (0)
 

@@ -6,7 +6,6 @@
 #define TETHER_RUNTIME_CORE_FUNCTION_H_
 
 #include <string>
-#include "absl/strings/string_view.h"
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -14,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "runtime/core/error.h"
 #include "runtime/core/object.h"
 #include "runtime/core/tensor.h"
@@ -45,25 +45,53 @@ struct ValueTraits;
 
 template <>
 struct ValueTraits<Value> {
-  static bool From(const Value& v, Value* out) { *out = v; return true; }
+  static bool From(const Value& v, Value* out) {
+    *out = v;
+    return true;
+  }
   static const char* TypeName() { return "any"; }
   static Value To(Value v) { return v; }
 };
 template <typename T>
 struct ValueTraits<T, std::enable_if_t<std::is_integral_v<T> && !std::is_same_v<T, bool>>> {
+  // An int that does not fit T is refused (a TypeError), never truncated.
   static bool From(const Value& v, T* out) {
-    if (v.is_int()) { *out = static_cast<T>(v.int_value()); return true; }
-    if (v.is_bool()) { *out = static_cast<T>(v.bool_value()); return true; }
+    if (v.is_int()) {
+      if (!std::in_range<T>(v.int_value())) return false;
+      *out = static_cast<T>(v.int_value());
+      return true;
+    }
+    if (v.is_bool()) {
+      *out = static_cast<T>(v.bool_value());
+      return true;
+    }
     return false;
   }
-  static const char* TypeName() { return "int"; }
+  static const char* TypeName() {
+    if constexpr (sizeof(T) == 8 && std::is_signed_v<T>)
+      return "int";
+    else if constexpr (sizeof(T) == 8)
+      return "int (in uint64 range)";
+    else if constexpr (sizeof(T) == 4)
+      return std::is_signed_v<T> ? "int (in int32 range)" : "int (in uint32 range)";
+    else if constexpr (sizeof(T) == 2)
+      return std::is_signed_v<T> ? "int (in int16 range)" : "int (in uint16 range)";
+    else
+      return std::is_signed_v<T> ? "int (in int8 range)" : "int (in uint8 range)";
+  }
   static Value To(T v) { return Value(static_cast<int64_t>(v)); }
 };
 template <>
 struct ValueTraits<bool> {
   static bool From(const Value& v, bool* out) {
-    if (v.is_bool()) { *out = v.bool_value(); return true; }
-    if (v.is_int()) { *out = v.int_value() != 0; return true; }
+    if (v.is_bool()) {
+      *out = v.bool_value();
+      return true;
+    }
+    if (v.is_int()) {
+      *out = v.int_value() != 0;
+      return true;
+    }
     return false;
   }
   static const char* TypeName() { return "bool"; }
@@ -72,8 +100,14 @@ struct ValueTraits<bool> {
 template <>
 struct ValueTraits<double> {
   static bool From(const Value& v, double* out) {
-    if (v.is_float()) { *out = v.float_value(); return true; }
-    if (v.is_int()) { *out = static_cast<double>(v.int_value()); return true; }
+    if (v.is_float()) {
+      *out = v.float_value();
+      return true;
+    }
+    if (v.is_int()) {
+      *out = static_cast<double>(v.int_value());
+      return true;
+    }
     return false;
   }
   static const char* TypeName() { return "float"; }
@@ -92,7 +126,10 @@ struct ValueTraits<std::string> {
 template <>
 struct ValueTraits<DataType> {
   static bool From(const Value& v, DataType* out) {
-    if (v.is_dtype()) { *out = v.dtype_value(); return true; }
+    if (v.is_dtype()) {
+      *out = v.dtype_value();
+      return true;
+    }
     if (v.is_string()) {
       auto t = DataType::Parse(v.string_value());
       if (!t.ok()) return false;
@@ -117,8 +154,14 @@ struct ValueTraits<Device> {
 template <>
 struct ValueTraits<void*> {
   static bool From(const Value& v, void** out) {
-    if (v.is_opaque_ptr()) { *out = v.opaque_ptr(); return true; }
-    if (v.is_none()) { *out = nullptr; return true; }
+    if (v.is_opaque_ptr()) {
+      *out = v.opaque_ptr();
+      return true;
+    }
+    if (v.is_none()) {
+      *out = nullptr;
+      return true;
+    }
     return false;
   }
   static const char* TypeName() { return "pointer"; }

@@ -8,9 +8,10 @@
 
 #include <atomic>
 #include <cstdint>
-#include "absl/strings/string_view.h"
 #include <type_traits>
 #include <utility>
+
+#include "absl/strings/string_view.h"
 
 namespace tether {
 

@@ -25,12 +25,15 @@ RegistryState& State() {
 
 absl::Status Registry::Register(Function f, bool override) {
   if (!f) return absl::InvalidArgumentError("cannot register a null function");
+  if (f.name().empty())
+    return absl::InvalidArgumentError("cannot register a function with an empty name");
   RegistryState& s = State();
   absl::MutexLock lock(&s.mu);
   auto [it, inserted] = s.functions.try_emplace(f.name(), f);
   if (!inserted) {
     if (!override) {
-      return absl::AlreadyExistsError(absl::StrCat("global function ", f.name(), " is already registered"));
+      return absl::AlreadyExistsError(
+          absl::StrCat("global function ", f.name(), " is already registered"));
     }
     it->second = std::move(f);
   }

@@ -5,10 +5,10 @@
 #define TETHER_RUNTIME_CORE_REGISTRY_H_
 
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "runtime/core/function.h"
 
 namespace tether {
@@ -35,17 +35,17 @@ class Registry {
 
 // Registers at static initialization; aborts on a duplicate name (a bug).
 //   TETHER_REGISTER_FUNCTION(vm_builtin_copy, "vm.builtin.copy", [](Value v) { return v; });
-#define TETHER_REGISTER_FUNCTION(id, name, ...)                                             \
-  static const bool tether_registered_##id = [] {                                           \
-    ::absl::Status s = ::tether::Registry::RegisterTyped(name, __VA_ARGS__);                \
-    if (!s.ok()) ::tether::internal::DieOnRegistrationError(s);                             \
-    return true;                                                                            \
+#define TETHER_REGISTER_FUNCTION(id, name, ...)                              \
+  static const bool tether_registered_##id = [] {                            \
+    ::absl::Status s = ::tether::Registry::RegisterTyped(name, __VA_ARGS__); \
+    if (!s.ok()) ::tether::internal::DieOnRegistrationError(s);              \
+    return true;                                                             \
   }()
-#define TETHER_REGISTER_PACKED_FUNCTION(id, name, ...)                                      \
-  static const bool tether_registered_##id = [] {                                           \
-    ::absl::Status s = ::tether::Registry::RegisterPacked(name, __VA_ARGS__);               \
-    if (!s.ok()) ::tether::internal::DieOnRegistrationError(s);                             \
-    return true;                                                                            \
+#define TETHER_REGISTER_PACKED_FUNCTION(id, name, ...)                        \
+  static const bool tether_registered_##id = [] {                             \
+    ::absl::Status s = ::tether::Registry::RegisterPacked(name, __VA_ARGS__); \
+    if (!s.ok()) ::tether::internal::DieOnRegistrationError(s);               \
+    return true;                                                              \
   }()
 
 namespace internal {

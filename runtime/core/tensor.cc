@@ -1,6 +1,7 @@
 // Tensor construction, copies, views and DLPack exchange.
 #include "runtime/core/tensor.h"
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 
@@ -36,11 +37,14 @@ struct ExportContext {
 }  // namespace
 
 absl::StatusOr<int64_t> CheckedNumElements(std::span<const int64_t> shape) {
-  if (shape.size() > kMaxDims) return ValueError("tensor has ", shape.size(), " dims, at most ", kMaxDims, " supported");
+  if (shape.size() > kMaxDims)
+    return ValueError("tensor has ", shape.size(), " dims, at most ", kMaxDims, " supported");
   int64_t n = 1;
   for (size_t i = 0; i < shape.size(); ++i) {
     int64_t d = shape[i];
-    if (d < 0) return ValueError("negative dimension ", d, " at axis ", i, " of shape ", ShapeToString(shape));
+    if (d < 0)
+      return ValueError("negative dimension ", d, " at axis ", i, " of shape ",
+                        ShapeToString(shape));
     if (d != 0 && n > std::numeric_limits<int64_t>::max() / d) {
       return ValueError("shape ", ShapeToString(shape), " overflows int64 elements");
     }
@@ -53,7 +57,8 @@ absl::StatusOr<int64_t> CheckedNumBytes(std::span<const int64_t> shape, DataType
   TETHER_ASSIGN_OR_RETURN(int64_t n, CheckedNumElements(shape));
   int64_t elem = dtype.bytes();
   if (elem != 0 && n > std::numeric_limits<int64_t>::max() / elem) {
-    return ValueError("shape ", ShapeToString(shape), " of ", dtype.ToString(), " overflows int64 bytes");
+    return ValueError("shape ", ShapeToString(shape), " of ", dtype.ToString(),
+                      " overflows int64 bytes");
   }
   return n * elem;
 }
@@ -93,11 +98,13 @@ bool TensorObj::IsContiguous() const {
 
 absl::StatusOr<Tensor> Tensor::Empty(std::span<const int64_t> shape, DataType dtype, Device device,
                                      memory::Allocator* allocator) {
-  if (!dtype.IsValidStorageType()) return ValueError("cannot allocate a tensor of data type ", dtype.ToString());
+  if (!dtype.IsValidStorageType())
+    return ValueError("cannot allocate a tensor of data type ", dtype.ToString());
   TETHER_ASSIGN_OR_RETURN(int64_t nbytes, CheckedNumBytes(shape, dtype));
   if (allocator == nullptr) allocator = memory::DefaultAllocator(device);
   if (allocator->device() != device) {
-    return ValueError("allocator of ", allocator->device().ToString(), " cannot allocate on ", device.ToString());
+    return ValueError("allocator of ", allocator->device().ToString(), " cannot allocate on ",
+                      device.ToString());
   }
   TETHER_ASSIGN_OR_RETURN(Ref<memory::StorageObj> storage,
                           memory::StorageObj::Allocate(allocator, static_cast<size_t>(nbytes),
@@ -118,9 +125,11 @@ absl::StatusOr<Tensor> Tensor::FromDLPack(DLManagedTensor* managed) {
   if (dl.ndim < 0 || dl.ndim > kMaxDims) return ValueError("DLPack tensor has ", dl.ndim, " dims");
   if (dl.ndim > 0 && dl.shape == nullptr) return ValueError("DLPack tensor has no shape");
   DataType dtype(dl.dtype);
-  if (!dtype.IsValidStorageType()) return ValueError("DLPack tensor has unsupported data type ", dtype.ToString());
+  if (!dtype.IsValidStorageType())
+    return ValueError("DLPack tensor has unsupported data type ", dtype.ToString());
   TensorObj::Dims shape(dl.shape, dl.shape + dl.ndim);
-  TETHER_RETURN_IF_ERROR(CheckedNumElements({shape.data(), shape.size()}).status());
+  // Bytes, not just elements: NumBytes() must not overflow later.
+  TETHER_RETURN_IF_ERROR(CheckedNumBytes({shape.data(), shape.size()}, dtype).status());
   TensorObj::Dims strides;
   if (dl.strides != nullptr) strides.assign(dl.strides, dl.strides + dl.ndim);
   Ref<Object> owner = MakeRef<DLPackOwner>(managed);
@@ -141,29 +150,37 @@ DLManagedTensor* Tensor::ToDLPack() const {
 absl::Status Tensor::CopyFromBytes(const void* bytes, size_t nbytes) {
   if (!obj_->IsContiguous()) return ValueError("cannot copy into a non-contiguous tensor");
   if (static_cast<int64_t>(nbytes) != obj_->NumBytes()) {
-    return ValueError("copy of ", nbytes, " bytes into tensor ", ToString(), " of ", obj_->NumBytes(), " bytes");
+    return ValueError("copy of ", nbytes, " bytes into tensor ", ToString(), " of ",
+                      obj_->NumBytes(), " bytes");
   }
   if (nbytes == 0) return absl::OkStatus();
   TETHER_ASSIGN_OR_RETURN(DeviceAPI * api, DeviceAPI::Get(obj_->device().type));
-  TETHER_RETURN_IF_ERROR(api->Copy(bytes, Device::Cpu(), obj_->element_data(), obj_->device(), nbytes, nullptr));
+  TETHER_RETURN_IF_ERROR(
+      api->Copy(bytes, Device::Cpu(), obj_->element_data(), obj_->device(), nbytes, nullptr));
   return api->Sync(obj_->device(), nullptr);
 }
 
 absl::Status Tensor::CopyToBytes(void* bytes, size_t nbytes) const {
   if (!obj_->IsContiguous()) return ValueError("cannot copy out of a non-contiguous tensor");
   if (static_cast<int64_t>(nbytes) != obj_->NumBytes()) {
-    return ValueError("copy of tensor ", ToString(), " of ", obj_->NumBytes(), " bytes into ", nbytes, " bytes");
+    return ValueError("copy of tensor ", ToString(), " of ", obj_->NumBytes(), " bytes into ",
+                      nbytes, " bytes");
   }
   if (nbytes == 0) return absl::OkStatus();
   TETHER_ASSIGN_OR_RETURN(DeviceAPI * api, DeviceAPI::Get(obj_->device().type));
-  TETHER_RETURN_IF_ERROR(api->Copy(obj_->element_data(), obj_->device(), bytes, Device::Cpu(), nbytes, nullptr));
+  TETHER_RETURN_IF_ERROR(
+      api->Copy(obj_->element_data(), obj_->device(), bytes, Device::Cpu(), nbytes, nullptr));
   return api->Sync(obj_->device(), nullptr);
 }
 
 absl::Status Tensor::CopyFrom(const Tensor& other) {
-  if (!obj_->IsContiguous() || !other->IsContiguous()) return ValueError("copy between non-contiguous tensors");
-  if (obj_->NumBytes() != other->NumBytes() || obj_->dtype() != other->dtype()) {
-    return ValueError("copy from ", other.ToString(), " into ", ToString(), ": shapes or data types differ");
+  if (!obj_->IsContiguous() || !other->IsContiguous())
+    return ValueError("copy between non-contiguous tensors");
+  if (obj_->dtype() != other->dtype() ||
+      !std::equal(obj_->shape().begin(), obj_->shape().end(), other->shape().begin(),
+                  other->shape().end())) {
+    return ValueError("copy from ", other.ToString(), " into ", ToString(),
+                      ": shapes or data types differ");
   }
   size_t nbytes = static_cast<size_t>(obj_->NumBytes());
   if (nbytes == 0) return absl::OkStatus();
@@ -187,9 +204,11 @@ absl::StatusOr<Tensor> Tensor::CreateView(std::span<const int64_t> shape, DataTy
   if (!dtype.IsValidStorageType()) return ValueError("invalid view data type ", dtype.ToString());
   TETHER_ASSIGN_OR_RETURN(int64_t view_bytes, CheckedNumBytes(shape, dtype));
   int64_t have = obj_->NumBytes();
-  if (byte_offset > static_cast<uint64_t>(have) || view_bytes > have - static_cast<int64_t>(byte_offset)) {
-    return ValueError("view ", dtype.ToString(), ShapeToString(shape), " at byte offset ", byte_offset,
-                      " needs ", view_bytes, " bytes but tensor ", ToString(), " has ", have);
+  if (byte_offset > static_cast<uint64_t>(have) ||
+      view_bytes > have - static_cast<int64_t>(byte_offset)) {
+    return ValueError("view ", dtype.ToString(), ShapeToString(shape), " at byte offset ",
+                      byte_offset, " needs ", view_bytes, " bytes but tensor ", ToString(), " has ",
+                      have);
   }
   Ref<Object> owner(obj_.get());
   return Tensor(MakeRef<TensorObj>(obj_->data(), obj_->device(), dtype,
@@ -199,7 +218,8 @@ absl::StatusOr<Tensor> Tensor::CreateView(std::span<const int64_t> shape, DataTy
 
 std::string Tensor::ToString() const {
   if (!obj_) return "Tensor(null)";
-  return absl::StrCat(obj_->dtype().ToString(), ShapeToString(obj_->shape()), "@", obj_->device().ToString());
+  return absl::StrCat(obj_->dtype().ToString(), ShapeToString(obj_->shape()), "@",
+                      obj_->device().ToString());
 }
 
 }  // namespace tether

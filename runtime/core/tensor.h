@@ -68,8 +68,8 @@ class Tensor {
 
   // A new compact tensor on `device`. With no allocator, memory comes from the
   // process-wide naive allocator of that device.
-  static absl::StatusOr<Tensor> Empty(std::span<const int64_t> shape, DataType dtype,
-                                      Device device, memory::Allocator* allocator = nullptr);
+  static absl::StatusOr<Tensor> Empty(std::span<const int64_t> shape, DataType dtype, Device device,
+                                      memory::Allocator* allocator = nullptr);
   // A CPU tensor holding a copy of `bytes` (which must be shape x dtype bytes).
   static absl::StatusOr<Tensor> FromBytes(std::span<const int64_t> shape, DataType dtype,
                                           const void* bytes, size_t nbytes);

@@ -10,12 +10,12 @@
 #include <cstdint>
 #include <span>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "absl/container/inlined_vector.h"
+#include "absl/strings/string_view.h"
 #include "runtime/core/data_type.h"
 #include "runtime/core/device.h"
 #include "runtime/core/object.h"
@@ -44,12 +44,18 @@ class Value {
     u_.i = static_cast<int64_t>(v);
   }
   Value(double v) : kind_(Kind::kFloat) { u_.f = v; }  // NOLINT(google-explicit-constructor)
-  Value(bool v) : kind_(Kind::kBool) { u_.i = 0; u_.b = v; }  // NOLINT(google-explicit-constructor)
-  Value(DataType v) : kind_(Kind::kDataType) { u_.i = 0; u_.dtype = v.dl(); }  // NOLINT
+  Value(bool v) : kind_(Kind::kBool) {
+    u_.i = 0;
+    u_.b = v;
+  }  // NOLINT(google-explicit-constructor)
+  Value(DataType v) : kind_(Kind::kDataType) {
+    u_.i = 0;
+    u_.dtype = v.dl();
+  }                                                               // NOLINT
   Value(Device v) : kind_(Kind::kDevice) { u_.device = v.dl(); }  // NOLINT
-  Value(std::string v);                                             // NOLINT: a String object
-  Value(absl::string_view v) : Value(std::string(v)) {}              // NOLINT
-  Value(const char* v) : Value(std::string(v)) {}                   // NOLINT
+  Value(std::string v);                                           // NOLINT: a String object
+  Value(absl::string_view v) : Value(std::string(v)) {}           // NOLINT
+  Value(const char* v) : Value(std::string(v)) {}                 // NOLINT
   template <typename T, typename = std::enable_if_t<std::is_base_of_v<Object, T>>>
   Value(Ref<T> ref) {  // NOLINT(google-explicit-constructor)
     T* p = ref.release();
@@ -71,9 +77,7 @@ class Value {
   Value(const Value& other) : kind_(other.kind_), u_(other.u_) {
     if (kind_ == Kind::kObject) u_.obj->IncRef();
   }
-  Value(Value&& other) noexcept : kind_(other.kind_), u_(other.u_) {
-    other.kind_ = Kind::kNone;
-  }
+  Value(Value&& other) noexcept : kind_(other.kind_), u_(other.u_) { other.kind_ = Kind::kNone; }
   Value& operator=(const Value& other) {
     Value(other).swap(*this);
     return *this;
@@ -89,6 +93,11 @@ class Value {
     std::swap(kind_, other.kind_);
     std::swap(u_, other.u_);
   }
+
+  // Raw, suitably aligned storage for one Value (for placement construction).
+  struct alignas(8) Storage {
+    unsigned char bytes[16];
+  };
 
   Kind kind() const { return kind_; }
   bool is_none() const { return kind_ == Kind::kNone; }
@@ -143,6 +152,8 @@ class Value {
     Object* obj;
   } u_;
 };
+
+static_assert(sizeof(Value) == sizeof(Value::Storage) && alignof(Value) <= alignof(Value::Storage));
 
 using ArgSpan = std::span<const Value>;
 

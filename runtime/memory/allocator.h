@@ -12,10 +12,10 @@
 #include <cstdint>
 #include <span>
 #include <string>
-#include "absl/strings/string_view.h"
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "runtime/core/data_type.h"
 #include "runtime/core/device.h"
 #include "runtime/core/object.h"
@@ -36,15 +36,15 @@ struct Buffer {
 };
 
 struct AllocatorStats {
-  int64_t bytes_in_use = 0;       // requested bytes currently held by callers
+  int64_t bytes_in_use = 0;  // requested bytes currently held by callers
   int64_t peak_bytes_in_use = 0;
-  int64_t bytes_reserved = 0;     // bytes currently held from the device (in use + cached)
+  int64_t bytes_reserved = 0;  // bytes currently held from the device (in use + cached)
   int64_t peak_bytes_reserved = 0;
-  int64_t num_allocs = 0;         // Alloc calls that succeeded
+  int64_t num_allocs = 0;  // Alloc calls that succeeded
   int64_t num_frees = 0;
   int64_t num_device_allocs = 0;  // allocations that reached the device
   int64_t num_device_frees = 0;
-  int64_t num_reuses = 0;         // allocations served from the cache
+  int64_t num_reuses = 0;  // allocations served from the cache
 };
 
 // Thread contract: thread-safe.

@@ -6,11 +6,11 @@
 
 #include <functional>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "runtime/core/function.h"
 #include "runtime/core/object.h"
 

@@ -52,7 +52,9 @@ class Arg {
   static constexpr Arg FuncIdx(Index i) { return Make(ArgKind::kFuncIdx, i); }
 
   // The raw kind bits; may be an invalid kind in a corrupt file.
-  constexpr int raw_kind() const { return static_cast<int>(static_cast<uint64_t>(word_) >> kValueBits); }
+  constexpr int raw_kind() const {
+    return static_cast<int>(static_cast<uint64_t>(word_) >> kValueBits);
+  }
   constexpr ArgKind kind() const { return static_cast<ArgKind>(raw_kind()); }
   // The value, sign-extended from 56 bits.
   constexpr int64_t value() const {

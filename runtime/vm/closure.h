@@ -27,8 +27,8 @@ class ClosureObj final : public Object {
   absl::string_view type_key() const override { return "vm.Closure"; }
 
   const std::string func_name;
-  const Index func_index;  // index in the executable's function table, or -1
-  const Value callee;      // a Function for packed callees; None for bytecode
+  const Index func_index;               // index in the executable's function table, or -1
+  const Value callee;                   // a Function for packed callees; None for bytecode
   const std::vector<Value> bound_args;  // appended after the call's arguments
 };
 

@@ -364,13 +364,16 @@ absl::Status ExecBuilder::CheckFunction(const FunctionInfo& f) const {
   absl::flat_hash_set<RegName> defined;
   auto at = [&](Index pc) { return absl::StrCat("function ", f.name, ", pc ", pc, ": "); };
   // `use` describes the reader for the message: "input of call X", "ret", ...
-  auto check_read = [&](Index pc, RegName r, absl::string_view use) -> absl::Status {
+  // `use` (and `callee`, when not empty) describe the reader for the message,
+  // joined only when there is an error: "input of call X", "result of ret", ...
+  auto check_read = [&](Index pc, RegName r, absl::string_view use,
+                        absl::string_view callee = "") -> absl::Status {
     if (r == kVoidRegister || r == kVMRegister) return absl::OkStatus();
     if (r < 0 || r >= kBeginSpecialReg) {
       return absl::InvalidArgumentError(absl::StrCat(at(pc), "invalid register ", r));
     }
     if (r < f.num_args || defined.contains(r)) return absl::OkStatus();
-    return absl::InvalidArgumentError(absl::StrCat("register r", r, " is used as ", use,
+    return absl::InvalidArgumentError(absl::StrCat("register r", r, " is used as ", use, callee,
                                                    " in function ", f.name, " but never defined"));
   };
   for (Index pc = f.start_instr; pc < f.end_instr; ++pc) {
@@ -389,7 +392,7 @@ absl::Status ExecBuilder::CheckFunction(const FunctionInfo& f) const {
           switch (arg.raw_kind()) {
             case static_cast<int>(ArgKind::kRegister):
               TETHER_RETURN_IF_ERROR(
-                  check_read(pc, arg.value(), absl::StrCat("input of call ", callee_name)));
+                  check_read(pc, arg.value(), "input of call ", callee_name));
               break;
             case static_cast<int>(ArgKind::kImmediate):
               break;

@@ -151,24 +151,6 @@ absl::string_view KindName(FunctionKind kind) {
   return "unknown";
 }
 
-bool IsKnownDeviceType(int type) {
-  switch (type) {
-    case kDLCPU:
-    case kDLCUDA:
-    case kDLCUDAHost:
-    case kDLOpenCL:
-    case kDLVulkan:
-    case kDLMetal:
-    case kDLVPI:
-    case kDLROCM:
-    case kDLROCMHost:
-    case kDLExtDev:
-    case kDLCUDAManaged:
-      return true;
-    default:
-      return false;
-  }
-}
 
 // A short rendering of a constant for Stats().
 std::string ConstantToString(const Value& v) {
@@ -422,7 +404,9 @@ class Validator {
             switch (arg.raw_kind()) {
               case static_cast<int>(ArgKind::kRegister):
                 TETHER_RETURN_IF_ERROR(
-                    CheckRegister(f, pc, arg.value(), absl::StrCat("argument ", a)));
+                    IsValidRegister(arg.value(), f.register_file_size)
+                        ? absl::OkStatus()
+                        : CheckRegister(f, pc, arg.value(), absl::StrCat("argument ", a)));
                 break;
               case static_cast<int>(ArgKind::kImmediate):
                 break;

@@ -10,12 +10,12 @@
 #include <cstdint>
 #include <map>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "runtime/core/value.h"
 #include "runtime/module/module.h"
 #include "runtime/vm/bytecode.h"
@@ -79,7 +79,8 @@ class Executable final : public Module {
 
   std::vector<FunctionInfo> functions;
   absl::flat_hash_map<std::string, Index> function_map;  // name -> index in functions
-  std::vector<Value> constants;  // Tensor (on CPU), Shape, String, int, float, bool, DataType, Device
+  std::vector<Value>
+      constants;  // Tensor (on CPU), Shape, String, int, float, bool, DataType, Device
   std::vector<int64_t> instr_offset;  // instruction index -> word offset in instr_data
   std::vector<ExecWord> instr_data;
   std::vector<KernelLibraryBlob> kernel_libraries;

@@ -36,7 +36,8 @@ std::string ArgumentShapes(ArgSpan args) {
   for (const Value& v : args) {
     if (!v.is_tensor()) continue;
     auto t = v.AsRef<TensorObj>();
-    absl::StrAppend(&out, out.empty() ? "" : ", ", t->dtype().ToString(), ShapeToString(t->shape()));
+    absl::StrAppend(&out, out.empty() ? "" : ", ", t->dtype().ToString(),
+                    ShapeToString(t->shape()));
   }
   return out;
 }
@@ -70,7 +71,8 @@ absl::Status RegisterKernelLibraryLoader(const std::string& format, KernelLibrar
   KernelLoaderTable& table = KernelLoaders();
   absl::MutexLock lock(&table.mu);
   if (!table.loaders.try_emplace(format, std::move(loader)).second) {
-    return absl::AlreadyExistsError(absl::StrCat("a kernel library loader for format ", format, " is already registered"));
+    return absl::AlreadyExistsError(
+        absl::StrCat("a kernel library loader for format ", format, " is already registered"));
   }
   return absl::OkStatus();
 }
@@ -96,7 +98,8 @@ absl::Status LocalVirtualMachine::Init(Ref<Executable> exec, std::vector<Device>
   if (devices.empty()) devices.push_back(Device::Cpu());
   if (devices.back().type != kDLCPU) devices.push_back(Device::Cpu());
   for (const Device& d : devices) {
-    if (!DeviceExists(d)) return UnavailableError("device ", d.ToString(), " does not exist on this machine");
+    if (!DeviceExists(d))
+      return UnavailableError("device ", d.ToString(), " does not exist on this machine");
   }
   devices_ = std::move(devices);
   for (const Device& d : devices_) {
@@ -113,9 +116,9 @@ absl::Status LocalVirtualMachine::Init(Ref<Executable> exec, std::vector<Device>
       if (it != table.loaders.end()) loader = it->second;
     }
     if (!loader) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "no loader for kernel library format \"", blob.format, "\" (target ", blob.target,
-          ") is registered in this runtime"));
+      return absl::FailedPreconditionError(absl::StrCat("no loader for kernel library format \"",
+                                                        blob.format, "\" (target ", blob.target,
+                                                        ") is registered in this runtime"));
     }
     TETHER_ASSIGN_OR_RETURN(Ref<Module> lib, loader(blob));
     kernel_libraries_.push_back(std::move(lib));
@@ -125,7 +128,8 @@ absl::Status LocalVirtualMachine::Init(Ref<Executable> exec, std::vector<Device>
   constants_.reserve(exec_->constants.size());
   for (const Value& c : exec_->constants) {
     if (c.is_tensor() && c.AsRef<TensorObj>()->device() != devices_[0]) {
-      TETHER_ASSIGN_OR_RETURN(Tensor moved, Tensor(c.AsRef<TensorObj>()).CopyTo(devices_[0], allocators_[0].get()));
+      TETHER_ASSIGN_OR_RETURN(
+          Tensor moved, Tensor(c.AsRef<TensorObj>()).CopyTo(devices_[0], allocators_[0].get()));
       constants_.push_back(moved);
     } else {
       constants_.push_back(c);
@@ -154,15 +158,16 @@ absl::Status LocalVirtualMachine::Init(Ref<Executable> exec, std::vector<Device>
         break;
       }
       case FunctionKind::kVMFunc:
-        func_pool_.push_back(Value(MakeRef<ClosureObj>(info.name, static_cast<Index>(i), Value(),
-                                                       std::vector<Value>{})));
+        func_pool_.push_back(Value(
+            MakeRef<ClosureObj>(info.name, static_cast<Index>(i), Value(), std::vector<Value>{})));
         break;
       case FunctionKind::kVMTIRFunc:
-        return absl::UnimplementedError(absl::StrCat(
-            "function ", info.name, " is compiled (exec_mode=compiled); this runtime runs bytecode only"));
+        return absl::UnimplementedError(
+            absl::StrCat("function ", info.name,
+                         " is compiled (exec_mode=compiled); this runtime runs bytecode only"));
     }
   }
-  return absl::OkStatus();
+  return Decode();
 }
 
 // --- Frames and the run loop ---------------------------------------------------
@@ -187,14 +192,15 @@ void LocalVirtualMachine::PopFrame() {
   // Drop every value now (kill semantics), keep the capacity for reuse.
   for (Value& v : frame->registers) v = Value();
   frame->registers.clear();
-  frame->call_args.clear();
   free_frames_.push_back(std::move(frame));
 }
 
 absl::Status LocalVirtualMachine::CheckArity(Index func_index, size_t num_args) const {
   const FunctionInfo& info = exec_->functions[func_index];
   if (static_cast<int64_t>(num_args) == info.num_args) return absl::OkStatus();
-  std::string names = info.param_names.empty() ? "" : absl::StrCat(" (", absl::StrJoin(info.param_names, ", "), ")");
+  std::string names = info.param_names.empty()
+                          ? ""
+                          : absl::StrCat(" (", absl::StrJoin(info.param_names, ", "), ")");
   return ValueError("function ", info.name, " expects ", info.num_args, " argument",
                     info.num_args == 1 ? "" : "s", names, ", got ", num_args);
 }
@@ -214,27 +220,87 @@ absl::StatusOr<Value> LocalVirtualMachine::RunFunction(Index func_index, ArgSpan
   return result;
 }
 
+absl::Status LocalVirtualMachine::Decode() {
+  const Executable& exec = *exec_;
+  size_t num_instrs = static_cast<size_t>(exec.num_instructions());
+  // Count the immediates first: their Values must not move once pointed to.
+  size_t num_args_total = 0, num_immediates = 0;
+  for (size_t pc = 0; pc < num_instrs; ++pc) {
+    const ExecWord* words = exec.instr_data.data() + exec.instr_offset[pc];
+    if (static_cast<Opcode>(words[0]) != Opcode::kCall) continue;
+    num_args_total += static_cast<size_t>(words[3]);
+    for (int64_t i = 0; i < words[3]; ++i)
+      num_immediates += Arg(words[4 + i]).kind() == ArgKind::kImmediate;
+  }
+  immediates_.reserve(num_immediates);
+  decoded_args_.reserve(num_args_total);
+  program_.resize(num_instrs);
+  special_values_[0] = Value();                 // %void
+  special_values_[1] = Value::OpaquePtr(this);  // %vm
+  auto decode_arg = [&](Arg arg) -> DecodedArg {
+    switch (arg.kind()) {
+      case ArgKind::kRegister:
+        if (arg.value() == kVoidRegister) return {-1, &special_values_[0]};
+        if (arg.value() == kVMRegister) return {-1, &special_values_[1]};
+        return {arg.value(), nullptr};
+      case ArgKind::kImmediate:
+        immediates_.push_back(Value(arg.value()));
+        return {-1, &immediates_.back()};
+      case ArgKind::kConstIdx:
+        return {-1, &constants_[static_cast<size_t>(arg.value())]};
+      case ArgKind::kFuncIdx:
+        return {-1, &func_pool_[static_cast<size_t>(arg.value())]};
+    }
+    return {-1, &special_values_[0]};
+  };
+  for (size_t pc = 0; pc < num_instrs; ++pc) {
+    const ExecWord* words = exec.instr_data.data() + exec.instr_offset[pc];
+    DecodedInstr& d = program_[pc];
+    d.op = static_cast<Opcode>(words[0]);
+    switch (d.op) {
+      case Opcode::kCall: {
+        d.reg = words[1];
+        d.imm = words[2];
+        d.num_args = words[3];
+        d.args_begin = decoded_args_.size();
+        for (int64_t i = 0; i < d.num_args; ++i)
+          decoded_args_.push_back(decode_arg(Arg(words[4 + i])));
+        break;
+      }
+      case Opcode::kRet:
+        d.reg = words[1];
+        break;
+      case Opcode::kGoto:
+        d.imm = words[1];
+        break;
+      case Opcode::kIf:
+        d.reg = words[1];
+        d.imm = words[2];
+        break;
+      default:
+        return absl::InternalError(absl::StrCat("invalid opcode ", words[0], " at pc ", pc));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status LocalVirtualMachine::RunLoop(size_t entry_depth, Value* result) {
   ++nesting_;
   const Executable& exec = *exec_;
+  const DecodedInstr* program = program_.data();
+  const DecodedArg* decoded_args = decoded_args_.data();
   Frame* frame = frames_.back().get();
   Index pc = exec.functions[frame->func_index].start_instr;
   absl::Status status;
   slow_calls_ = instrument_ || profiler_ != nullptr;
 
+  // A register or special register, by value.
   auto read = [&](RegName reg) -> Value {
     if (reg < kBeginSpecialReg) return frame->registers[static_cast<size_t>(reg)];
-    if (reg == kVMRegister) return Value::OpaquePtr(this);
-    return Value();
+    return special_values_[reg == kVMRegister ? 1 : 0];
   };
-  auto resolve = [&](Arg arg) -> Value {
-    switch (arg.kind()) {
-      case ArgKind::kRegister: return read(arg.value());
-      case ArgKind::kImmediate: return Value(arg.value());
-      case ArgKind::kConstIdx: return constants_[static_cast<size_t>(arg.value())];
-      case ArgKind::kFuncIdx: return func_pool_[static_cast<size_t>(arg.value())];
-    }
-    return Value();
+  auto arg_value = [&](const DecodedArg& a) -> const Value& {
+    return a.reg >= 0 ? frame->registers[static_cast<size_t>(a.reg)] : *a.fixed;
   };
 
   while (true) {
@@ -249,67 +315,66 @@ absl::Status LocalVirtualMachine::RunLoop(size_t entry_depth, Value* result) {
         break;
       }
     }
-    const ExecWord* words = exec.instr_data.data() + exec.instr_offset[static_cast<size_t>(pc)];
-    switch (static_cast<Opcode>(words[0])) {
+    const DecodedInstr& instr = program[pc];
+    switch (instr.op) {
       case Opcode::kCall: {
-        RegName dst = words[1];
-        Index func_idx = words[2];
-        int64_t num_args = words[3];
-        const ExecWord* arg_words = words + kCallHeaderWords;
-        const Value& callee = func_pool_[static_cast<size_t>(func_idx)];
-        std::vector<Value>& call_args = frame->call_args;
+        const Value& callee = func_pool_[static_cast<size_t>(instr.imm)];
+        const DecodedArg* args = decoded_args + instr.args_begin;
+        ArgBuffer& call_args = frame->call_args;
         if (!slow_calls_) {
           if (callee.is_function()) {
             // The hot path: a packed function, called through its object without
             // touching its reference count.
-            for (int64_t i = 0; i < num_args; ++i) call_args.push_back(resolve(Arg(arg_words[i])));
-            absl::StatusOr<Value> ret = static_cast<const FunctionObj*>(callee.object())->Call(call_args);
+            Value* slots = call_args.Prepare(static_cast<size_t>(instr.num_args));
+            for (int64_t i = 0; i < instr.num_args; ++i) new (slots + i) Value(arg_value(args[i]));
+            call_args.set_size(static_cast<size_t>(instr.num_args));
+            absl::StatusOr<Value> ret =
+                static_cast<const FunctionObj*>(callee.object())->Call(call_args.span());
             // Release the arguments now: a register killed later must free its value.
             call_args.clear();
             if (!ret.ok()) {
               status = std::move(ret).status();
               break;
             }
-            if (dst < kBeginSpecialReg) frame->registers[static_cast<size_t>(dst)] = *std::move(ret);
+            if (instr.reg < kBeginSpecialReg)
+              frame->registers[static_cast<size_t>(instr.reg)] = *std::move(ret);
             ++pc;
             continue;
           }
-          const FunctionInfo& callee_info = exec.functions[static_cast<size_t>(func_idx)];
+          const FunctionInfo& callee_info = exec.functions[static_cast<size_t>(instr.imm)];
           if (callee_info.kind == FunctionKind::kVMFunc) {
             // Bytecode to bytecode: a new frame on the heap stack, no native recursion.
-            status = CheckArity(func_idx, static_cast<size_t>(num_args));
+            status = CheckArity(instr.imm, static_cast<size_t>(instr.num_args));
             if (!status.ok()) break;
             if (frames_.size() >= kMaxFrames) {
-              status = OutOfMemoryError("vm call stack exhausted: more than ", kMaxFrames, " frames");
+              status =
+                  OutOfMemoryError("vm call stack exhausted: more than ", kMaxFrames, " frames");
               break;
             }
-            Frame* next = PushFrame(func_idx);
-            for (int64_t i = 0; i < num_args; ++i) next->registers[static_cast<size_t>(i)] = resolve(Arg(arg_words[i]));
+            Frame* next = PushFrame(instr.imm);
+            for (int64_t i = 0; i < instr.num_args; ++i)
+              next->registers[static_cast<size_t>(i)] = arg_value(args[i]);
             next->return_pc = pc + 1;
-            next->caller_dst = dst;
+            next->caller_dst = instr.reg;
             frame = next;
             pc = callee_info.start_instr;
             continue;
           }
         }
-        call_args.clear();
-        for (int64_t i = 0; i < num_args; ++i) call_args.push_back(resolve(Arg(arg_words[i])));
-        Instruction instr;
-        instr.op = Opcode::kCall;
-        instr.dst = dst;
-        instr.func_idx = func_idx;
-        instr.num_args = num_args;
-        instr.args = arg_words;
+        Value* slots = call_args.Prepare(static_cast<size_t>(instr.num_args));
+        for (int64_t i = 0; i < instr.num_args; ++i) new (slots + i) Value(arg_value(args[i]));
+        call_args.set_size(static_cast<size_t>(instr.num_args));
         Value ret;
-        status = CallPacked(callee, func_idx, instr, frame, &ret);
+        status = CallPacked(callee, instr.imm, frame, &ret);
         call_args.clear();
         if (!status.ok()) break;
-        if (dst < kBeginSpecialReg) frame->registers[static_cast<size_t>(dst)] = std::move(ret);
+        if (instr.reg < kBeginSpecialReg)
+          frame->registers[static_cast<size_t>(instr.reg)] = std::move(ret);
         ++pc;
         continue;
       }
       case Opcode::kRet: {
-        Value ret = read(words[1]);
+        Value ret = read(instr.reg);
         if (frames_.size() - 1 == entry_depth) {
           *result = std::move(ret);
           PopFrame();
@@ -320,31 +385,29 @@ absl::Status LocalVirtualMachine::RunLoop(size_t entry_depth, Value* result) {
         Index return_pc = frame->return_pc;
         PopFrame();
         frame = frames_.back().get();
-        if (caller_dst < kBeginSpecialReg) frame->registers[static_cast<size_t>(caller_dst)] = std::move(ret);
+        if (caller_dst < kBeginSpecialReg)
+          frame->registers[static_cast<size_t>(caller_dst)] = std::move(ret);
         pc = return_pc;
         continue;
       }
       case Opcode::kGoto:
-        pc += words[1];
+        pc += instr.imm;
         continue;
       case Opcode::kIf: {
-        Value cond = read(words[1]);
+        Value cond = read(instr.reg);
         int64_t c;
         if (cond.is_int()) {
           c = cond.int_value();
         } else if (cond.is_bool()) {
           c = cond.bool_value();
         } else {
-          status = TypeError("if condition in ", exec.functions[frame->func_index].name, " at pc ", pc,
-                             " must be an int or bool, got ", cond.TypeName());
+          status = TypeError("if condition in ", exec.functions[frame->func_index].name, " at pc ",
+                             pc, " must be an int or bool, got ", cond.TypeName());
           break;
         }
-        pc += c != 0 ? 1 : words[2];
+        pc += c != 0 ? 1 : instr.imm;
         continue;
       }
-    }
-    if (status.ok()) {
-      status = absl::InternalError(absl::StrCat("invalid opcode ", words[0], " at pc ", pc));
     }
     break;
   }
@@ -354,15 +417,16 @@ absl::Status LocalVirtualMachine::RunLoop(size_t entry_depth, Value* result) {
   return status;
 }
 
-absl::Status LocalVirtualMachine::CallPacked(const Value& callee, Index func_index,
-                                             const Instruction& instr, Frame* frame, Value* result) {
-  ArgSpan args(frame->call_args);
+absl::Status LocalVirtualMachine::CallPacked(const Value& callee, Index func_index, Frame* frame,
+                                             Value* result) {
+  ArgSpan args = frame->call_args.span();
   const std::string& symbol = exec_->functions[static_cast<size_t>(func_index)].name;
   if (instrument_) {
     std::vector<Value> iargs = {callee, Value(symbol), Value(true), Value()};
     iargs.insert(iargs.end(), args.begin(), args.end());
     TETHER_ASSIGN_OR_RETURN(Value action, instrument_(iargs));
-    if (action.is_int() && action.int_value() == static_cast<int64_t>(InstrumentReturnKind::kSkipRun)) {
+    if (action.is_int() &&
+        action.int_value() == static_cast<int64_t>(InstrumentReturnKind::kSkipRun)) {
       *result = Value();
       return absl::OkStatus();
     }
@@ -379,7 +443,8 @@ absl::Status LocalVirtualMachine::CallPacked(const Value& callee, Index func_ind
     TETHER_ASSIGN_OR_RETURN(int64_t ns, timer->ElapsedNanos());
     if (!r.ok()) return r.status();
     *result = *std::move(r);
-    profiler_->rows.push_back({symbol, static_cast<double>(ns) / 1e3, device, ArgumentShapes(args)});
+    profiler_->rows.push_back(
+        {symbol, static_cast<double>(ns) / 1e3, device, ArgumentShapes(args)});
   } else {
     TETHER_ASSIGN_OR_RETURN(*result, CallValue(callee, args));
   }
@@ -394,7 +459,8 @@ absl::Status LocalVirtualMachine::CallPacked(const Value& callee, Index func_ind
 absl::StatusOr<Value> LocalVirtualMachine::CallValue(const Value& callee, ArgSpan args) {
   if (callee.is_function()) return static_cast<const FunctionObj*>(callee.object())->Call(args);
   if (!callee.is_closure()) {
-    return TypeError("cannot call a value of type ", callee.TypeName(), "; expected a function or closure");
+    return TypeError("cannot call a value of type ", callee.TypeName(),
+                     "; expected a function or closure");
   }
   const ClosureObj& closure = *static_cast<const ClosureObj*>(callee.object());
   if (closure.func_index >= 0 && static_cast<size_t>(closure.func_index) >= func_pool_.size()) {
@@ -420,7 +486,8 @@ absl::StatusOr<Value> LocalVirtualMachine::CallValue(const Value& callee, ArgSpa
 
 absl::StatusOr<Index> LocalVirtualMachine::FindBytecodeFunction(absl::string_view name) const {
   auto it = exec_->function_map.find(name);
-  if (it == exec_->function_map.end() || exec_->functions[it->second].kind != FunctionKind::kVMFunc) {
+  if (it == exec_->function_map.end() ||
+      exec_->functions[it->second].kind != FunctionKind::kVMFunc) {
     return UnknownFunction(name);
   }
   return it->second;
@@ -489,15 +556,16 @@ absl::Status LocalVirtualMachine::SaveFunction(absl::string_view func_name,
     closure = Value(MakeRef<ClosureObj>(std::string(func_name), index, Value(), std::move(bound)));
   } else {
     // Call the target with the bound arguments; optionally drop its result.
-    Function call = Function::FromPacked(
-        std::string(saved_name),
-        [this, target, bound = std::move(bound), include_return](ArgSpan extra) -> absl::StatusOr<Value> {
-          std::vector<Value> all(extra.begin(), extra.end());
-          all.insert(all.end(), bound.begin(), bound.end());
-          TETHER_ASSIGN_OR_RETURN(Value r, CallValue(target, all));
-          return include_return ? r : Value();
-        });
-    closure = Value(MakeRef<ClosureObj>(std::string(saved_name), -1, Value(call), std::vector<Value>{}));
+    Function call = Function::FromPacked(std::string(saved_name),
+                                         [this, target, bound = std::move(bound),
+                                          include_return](ArgSpan extra) -> absl::StatusOr<Value> {
+                                           std::vector<Value> all(extra.begin(), extra.end());
+                                           all.insert(all.end(), bound.begin(), bound.end());
+                                           TETHER_ASSIGN_OR_RETURN(Value r, CallValue(target, all));
+                                           return include_return ? r : Value();
+                                         });
+    closure =
+        Value(MakeRef<ClosureObj>(std::string(saved_name), -1, Value(call), std::vector<Value>{}));
   }
   saved_functions_[std::string(saved_name)] = std::move(closure);
   return absl::OkStatus();
@@ -522,9 +590,11 @@ absl::Status LocalVirtualMachine::SetInputNamed(absl::string_view func_name, Arg
   for (const auto& [name, value] : named) {
     auto it = std::find(info.param_names.begin(), info.param_names.end(), name);
     if (it == info.param_names.end()) {
-      return ValueError("function ", info.name, " has no parameter named ", name,
-                        info.param_names.empty() ? "; it has unnamed parameters only"
-                                                 : absl::StrCat("; parameters are ", absl::StrJoin(info.param_names, ", ")));
+      return ValueError(
+          "function ", info.name, " has no parameter named ", name,
+          info.param_names.empty()
+              ? "; it has unnamed parameters only"
+              : absl::StrCat("; parameters are ", absl::StrJoin(info.param_names, ", ")));
     }
     size_t i = static_cast<size_t>(it - info.param_names.begin());
     if (set[i]) return ValueError("argument ", name, " of ", info.name, " is given twice");
@@ -546,7 +616,8 @@ absl::Status LocalVirtualMachine::InvokeStateful(absl::string_view func_name) {
   TETHER_ASSIGN_OR_RETURN(Index index, FindBytecodeFunction(func_name));
   auto it = inputs_.find(func_name);
   if (it == inputs_.end()) {
-    return PreconditionError("no inputs set for stateful call of ", func_name, "; use set_input first");
+    return PreconditionError("no inputs set for stateful call of ", func_name,
+                             "; use set_input first");
   }
   // Release the previous output first so its memory can be reused by this call.
   outputs_.erase(std::string(func_name));
@@ -576,16 +647,19 @@ absl::StatusOr<std::vector<std::string>> LocalVirtualMachine::GetFunctionParamNa
   return exec_->functions[index].param_names;
 }
 
-absl::Status LocalVirtualMachine::SetInstrumentByName(absl::string_view factory_name, ArgSpan args) {
+absl::Status LocalVirtualMachine::SetInstrumentByName(absl::string_view factory_name,
+                                                      ArgSpan args) {
   if (factory_name.empty()) {
     instrument_ = Function();
     return absl::OkStatus();
   }
   Function factory = Registry::Get(factory_name);
-  if (!factory) return NotFoundError("no instrument factory named ", factory_name, " is registered");
+  if (!factory)
+    return NotFoundError("no instrument factory named ", factory_name, " is registered");
   TETHER_ASSIGN_OR_RETURN(Value made, factory(args));
   if (!made.is_function()) {
-    return TypeError("instrument factory ", factory_name, " returned ", made.TypeName(), ", expected a function");
+    return TypeError("instrument factory ", factory_name, " returned ", made.TypeName(),
+                     ", expected a function");
   }
   instrument_ = Function(made.AsRef<FunctionObj>());
   return absl::OkStatus();
@@ -608,8 +682,9 @@ absl::StatusOr<Function> LocalVirtualMachine::TimedFunction(absl::string_view fu
   }
   TETHER_ASSIGN_OR_RETURN(Index index, FindBytecodeFunction(func_name));
   if (inputs_.contains(func_name)) {
-    return PreconditionError("function ", func_name,
-                             " has inputs set by set_input; time \"invoke_stateful\" with its name instead");
+    return PreconditionError(
+        "function ", func_name,
+        " has inputs set by set_input; time \"invoke_stateful\" with its name instead");
   }
   return Function::FromPacked(std::string(func_name),
                               [this, index](ArgSpan args) { return RunFunction(index, args); });
@@ -628,7 +703,8 @@ absl::StatusOr<profiling::Report> LocalVirtualMachine::Profile(absl::string_view
   std::vector<Value> call_args(args.begin(), args.end());
   if (auto it = inputs_.find(func_name); it != inputs_.end()) {
     if (!args.empty()) {
-      return ValueError("inputs of ", func_name, " are already set by set_input; profile it with no arguments");
+      return ValueError("inputs of ", func_name,
+                        " are already set by set_input; profile it with no arguments");
     }
     call_args = it->second;
   }

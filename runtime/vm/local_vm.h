@@ -81,12 +81,45 @@ class LocalVirtualMachine final : public VirtualMachine {
   void ClearMemory();
 
  private:
+  // The arguments of one packed call: Values constructed in place in storage
+  // that is kept across calls, destroyed right after the call (kill semantics).
+  // Cheaper than std::vector's bookkeeping on the dispatch path.
+  class ArgBuffer {
+   public:
+    ArgBuffer() = default;
+    ArgBuffer(const ArgBuffer&) = delete;
+    ArgBuffer& operator=(const ArgBuffer&) = delete;
+    ~ArgBuffer() { clear(); }
+    // Makes room for `n` arguments; the buffer must be empty.
+    Value* Prepare(size_t n) {
+      if (n > capacity_) {
+        storage_.reset(new Value::Storage[n]);
+        capacity_ = n;
+      }
+      return reinterpret_cast<Value*>(storage_.get());
+    }
+    void set_size(size_t n) { size_ = n; }
+    std::span<const Value> span() const {
+      return {reinterpret_cast<const Value*>(storage_.get()), size_};
+    }
+    void clear() {
+      Value* values = reinterpret_cast<Value*>(storage_.get());
+      for (size_t i = 0; i < size_; ++i) values[i].~Value();
+      size_ = 0;
+    }
+
+   private:
+    std::unique_ptr<Value::Storage[]> storage_;
+    size_t capacity_ = 0;
+    size_t size_ = 0;
+  };
+
   struct Frame {
     Index func_index = 0;
     Index return_pc = 0;
     RegName caller_dst = kVoidRegister;
     std::vector<Value> registers;
-    std::vector<Value> call_args;  // reused argument buffer of packed calls
+    ArgBuffer call_args;  // reused argument buffer of packed calls
   };
 
   LocalVirtualMachine() = default;
@@ -98,8 +131,9 @@ class LocalVirtualMachine final : public VirtualMachine {
   absl::Status RunLoop(size_t entry_depth, Value* result);
   Frame* PushFrame(Index func_index);
   void PopFrame();
-  absl::Status CallPacked(const Value& callee, Index func_index, const Instruction& instr,
-                          Frame* frame, Value* result);
+  absl::Status CallPacked(const Value& callee, Index func_index, Frame* frame, Value* result);
+  // Builds program_ from the executable's bytecode (after the pools exist).
+  absl::Status Decode();
   absl::Status CheckArity(Index func_index, size_t num_args) const;
 
   // Name lookups.
@@ -114,6 +148,25 @@ class LocalVirtualMachine final : public VirtualMachine {
   std::vector<Value> constants_;  // constants, tensors on devices_[0]
   std::vector<Value> func_pool_;  // a Function or a ClosureObj per function-table entry
   std::vector<Ref<Module>> kernel_libraries_;
+
+  // The bytecode decoded once at creation: one entry per instruction, each
+  // argument either a register index or a pointer to a fixed value (constant,
+  // function, immediate, %void, %vm), so the run loop does no bit decoding.
+  struct DecodedArg {
+    RegName reg;         // >= 0: an ordinary register
+    const Value* fixed;  // otherwise the value itself
+  };
+  struct DecodedInstr {
+    Opcode op = Opcode::kRet;
+    RegName reg = 0;  // Call: dst; Ret: result; If: cond
+    int64_t imm = 0;  // Call: function index; Goto: offset; If: false offset
+    int64_t num_args = 0;
+    size_t args_begin = 0;  // index into decoded_args_
+  };
+  std::vector<DecodedInstr> program_;
+  std::vector<DecodedArg> decoded_args_;
+  std::vector<Value> immediates_;  // reserved up front; never reallocated
+  Value special_values_[2];        // %void, %vm
 
   std::vector<std::unique_ptr<Frame>> frames_;
   std::vector<std::unique_ptr<Frame>> free_frames_;

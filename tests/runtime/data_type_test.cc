@@ -85,7 +85,8 @@ INSTANTIATE_TEST_SUITE_P(BadSpellings, DataTypeRejectTest,
                          ::testing::Values("float7", "int3", "foo", "float32x0", "", "float",
                                            "float32x", "floatx4", "int128", "uint0", "float8",
                                            "bfloat32", "float32x65536", "float32x-1", "Float32",
-                                           "int32xfour", "x4"));
+                                           "int32xfour", "x4", "float 32", "float32x+4",
+                                           "float32x 4", "int+8"));
 
 TEST(DataTypeTest, ErrorsNameTheProblem) {
   EXPECT_THAT(DataType::Parse("foo").status().message(), HasSubstr("unknown data type"));

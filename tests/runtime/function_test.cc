@@ -186,12 +186,12 @@ TEST(FunctionTest, TensorParameter) {
 }
 
 TEST(FunctionTest, RefParameterChecksTheObjectType) {
-  Function f =
-      Function::FromTyped("test.fn.marker", [](Ref<MarkerObj> m) { return m->use_count(); });
+  const MarkerObj* seen = nullptr;
+  Function f = Function::FromTyped("test.fn.marker", [&seen](Ref<MarkerObj> m) { seen = m.get(); });
   Ref<MarkerObj> marker = MakeRef<MarkerObj>();
   absl::StatusOr<Value> r = f.Call(marker);
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_GE(r->int_value(), 2);
+  EXPECT_EQ(seen, marker.get());
   EXPECT_EQ(marker->use_count(), 1) << "the call released its references";
   EXPECT_THAT(f.Call("x").status().message(), HasSubstr("expected object, got String"));
   EXPECT_THAT(f.Call(1).status().message(), HasSubstr("expected object, got int"));
@@ -353,6 +353,33 @@ TEST_F(RegistryTest, ListNamesIsSortedAndComplete) {
   }
   EXPECT_THAT(ours,
               ::testing::ElementsAre("test.registry.a", "test.registry.b", "test.registry.c"));
+}
+
+}  // namespace
+}  // namespace tether
+
+namespace tether {
+namespace {
+
+TEST(FunctionTest, NarrowIntegerParametersRefuseValuesOutOfRange) {
+  Function f = Function::FromTyped("narrow", [](int32_t x, uint8_t y) { return int64_t{x} + y; });
+  auto ok = f.Call(int64_t{-5}, int64_t{255});
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->int_value(), 250);
+  auto too_big = f.Call(int64_t{1} << 40, int64_t{1});
+  EXPECT_EQ(too_big.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(GetErrorKind(too_big.status()), ErrorKind::kType);
+  EXPECT_THAT(std::string(too_big.status().message()), ::testing::HasSubstr("int32 range"));
+  auto negative = f.Call(int64_t{1}, int64_t{-1});
+  EXPECT_THAT(std::string(negative.status().message()),
+              ::testing::HasSubstr("argument 1 of narrow"));
+  EXPECT_THAT(std::string(negative.status().message()), ::testing::HasSubstr("uint8 range"));
+}
+
+TEST(RegistryNameTest, RefusesAnEmptyName) {
+  absl::Status s = Registry::RegisterTyped("", [] { return int64_t{1}; });
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr("empty name"));
 }
 
 }  // namespace

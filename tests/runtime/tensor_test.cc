@@ -128,8 +128,10 @@ TEST(TensorTest, ZeroSizeTensorCopiesNothing) {
   EXPECT_EQ(t->NumBytes(), 0);
   EXPECT_TRUE(t.CopyFromBytes(nullptr, 0).ok());
   EXPECT_TRUE(t.CopyToBytes(nullptr, 0).ok());
-  Tensor other = EmptyOrDie({0, 3});
+  Tensor other = EmptyOrDie({3, 0});
   EXPECT_TRUE(t.CopyFrom(other).ok());
+  // Same (zero) bytes, another shape: refused like any shape mismatch.
+  EXPECT_EQ(t.CopyFrom(EmptyOrDie({0, 3})).code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(TensorTest, RejectsNegativeDimension) {
@@ -547,6 +549,23 @@ TEST(TensorTest, ConvertsToAValueSharingTheObject) {
   EXPECT_EQ(v.object(), t.get());
   EXPECT_EQ(t->use_count(), 2);
   EXPECT_FALSE(static_cast<bool>(Tensor()));
+}
+
+}  // namespace
+}  // namespace tether
+
+namespace tether {
+namespace {
+
+TEST(TensorTest, CopyFromRequiresTheSameShapeNotJustTheSameBytes) {
+  int64_t flat_shape[] = {6};
+  int64_t grid_shape[] = {2, 3};
+  auto flat = Tensor::Empty(flat_shape, DataType::Float(32), Device::Cpu());
+  auto grid = Tensor::Empty(grid_shape, DataType::Float(32), Device::Cpu());
+  ASSERT_TRUE(flat.ok() && grid.ok());
+  absl::Status s = flat->CopyFrom(*grid);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr("shapes or data types differ"));
 }
 
 }  // namespace

@@ -351,3 +351,16 @@ TEST_F(ValueTest, VectorsOfValuesDoNotLeak) {
 
 }  // namespace
 }  // namespace tether
+
+namespace tether {
+namespace {
+
+TEST(ValuePrintTest, FloatsPrintAsFloats) {
+  EXPECT_EQ(Value(2.0).ToString(), "2.0");
+  EXPECT_EQ(Value(0.5).ToString(), "0.5");
+  EXPECT_EQ(Value(-3.0).ToString(), "-3.0");
+  EXPECT_EQ(Value(1e300).ToString(), "1e+300");
+}
+
+}  // namespace
+}  // namespace tether

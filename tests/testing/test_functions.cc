@@ -38,17 +38,19 @@ void RegisterTestFunctions() {
     Register(Registry::RegisterTyped("test.vm.mul", [](Tensor a, Tensor b) {
       return Elementwise(a, b, [](float x, float y) { return x * y; });
     }));
-    Register(Registry::RegisterTyped("test.vm.add_scalar", [](int64_t a, int64_t b) { return a + b; }));
-    Register(Registry::RegisterTyped("test.vm.mul_scalar", [](int64_t a, int64_t b) { return a * b; }));
+    Register(
+        Registry::RegisterTyped("test.vm.add_scalar", [](int64_t a, int64_t b) { return a + b; }));
+    Register(
+        Registry::RegisterTyped("test.vm.mul_scalar", [](int64_t a, int64_t b) { return a * b; }));
     Register(Registry::RegisterTyped("test.vm.subtract_one", [](int64_t a) { return a - 1; }));
     Register(Registry::RegisterTyped("test.vm.equal_zero", [](int64_t a) { return a == 0; }));
-    Register(Registry::RegisterTyped("test.vm.get_device_id", [](Device d) { return int64_t{d.id}; }));
+    Register(
+        Registry::RegisterTyped("test.vm.get_device_id", [](Device d) { return int64_t{d.id}; }));
     Register(Registry::RegisterTyped("test.vm.identity", [](Tensor in, Tensor out) -> absl::Status {
       return out.CopyFrom(in);
     }));
-    Register(Registry::RegisterPacked("test.vm.noop", [](ArgSpan) -> absl::StatusOr<Value> {
-      return Value();
-    }));
+    Register(Registry::RegisterPacked("test.vm.noop",
+                                      [](ArgSpan) -> absl::StatusOr<Value> { return Value(); }));
     Register(Registry::RegisterPacked("test.vm.fail", [](ArgSpan args) -> absl::StatusOr<Value> {
       return RuntimeError("test.vm.fail called with ", args.size(), " arguments");
     }));
@@ -56,7 +58,8 @@ void RegisterTestFunctions() {
 }
 
 Tensor MakeFloatTensor(std::vector<int64_t> shape, std::vector<float> values) {
-  auto t = Tensor::FromBytes(shape, DataType::Float(32), values.data(), values.size() * sizeof(float));
+  auto t =
+      Tensor::FromBytes(shape, DataType::Float(32), values.data(), values.size() * sizeof(float));
   EXPECT_TRUE(t.ok()) << t.status();
   return t.ok() ? *t : Tensor();
 }

@@ -169,7 +169,7 @@ class Mutator {
     // Sometimes a small offset from it, or an encoded argument of a random kind.
     switch (Uniform(4)) {
       case 0:
-        return v + static_cast<int64_t>(Uniform(5)) - 2;
+        return static_cast<int64_t>(static_cast<uint64_t>(v) + Uniform(5) - 2);  // wraps
       case 1:
         return Arg::Make(static_cast<ArgKind>(Uniform(5)), static_cast<int64_t>(Uniform(10)) - 1)
             .word();
@@ -272,8 +272,9 @@ TEST_F(ExecutableFuzzTest, RandomMutationsWithoutChecksumFixFailCleanly) {
 
 TEST_F(ExecutableFuzzTest, RandomMutationsBehindTheChecksumFailCleanlyOrLoadValid) {
   Mutator m(67890);
+  constexpr int kIterations = 30000;
   int loaded = 0;
-  for (int iter = 0; iter < 10000; ++iter) {
+  for (int iter = 0; iter < kIterations; ++iter) {
     std::string b = bytes_.substr(0, bytes_.size() - 4);
     const int edits = 1 + static_cast<int>(m.Uniform(3));
     for (int i = 0; i < edits; ++i) m.MutateBytes(b);
@@ -291,7 +292,8 @@ TEST_F(ExecutableFuzzTest, RandomMutationsBehindTheChecksumFailCleanlyOrLoadVali
   }
   // Some mutations (in strings, tensor data, immediates) leave a valid file.
   EXPECT_GT(loaded, 0);
-  std::cout << "mutations behind the checksum that still loaded: " << loaded << " of 10000\n";
+  std::cout << "mutations behind the checksum that still loaded: " << loaded << " of "
+            << kIterations << "\n";
 }
 
 // Word-level edits of the bytecode section (offsets and instruction words)
@@ -304,8 +306,9 @@ TEST_F(ExecutableFuzzTest, BytecodeWordMutationsFailCleanlyOrLoadValid) {
   const uint64_t num_words = ReadLe(bytes_, words_at - 8, 8);
   const testing::RawSection functions = FindSection(bytes_, 1);
   Mutator m(424242);
+  constexpr int kIterations = 20000;
   int loaded = 0;
-  for (int iter = 0; iter < 10000; ++iter) {
+  for (int iter = 0; iter < kIterations; ++iter) {
     std::string b = bytes_;
     const int edits = 1 + static_cast<int>(m.Uniform(3));
     for (int i = 0; i < edits; ++i) {
@@ -337,7 +340,7 @@ TEST_F(ExecutableFuzzTest, BytecodeWordMutationsFailCleanlyOrLoadValid) {
     }
   }
   EXPECT_GT(loaded, 0);
-  std::cout << "bytecode mutations that still loaded: " << loaded << " of 10000\n";
+  std::cout << "bytecode mutations that still loaded: " << loaded << " of " << kIterations << "\n";
 }
 
 // The same directly on an in-memory executable: Validate() is the gate for

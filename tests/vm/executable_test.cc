@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "runtime/module/module.h"
+#include "runtime/vm/crc32c.h"
 #include "runtime/vm/exec_builder.h"
 #include "tests/vm/executable_test_util.h"
 
@@ -162,6 +163,22 @@ TEST(ExecutableFormatTest, ChecksumIsCrc32c) {
   std::string bytes = RecomputeExecutableChecksum(std::string("123456789") + std::string(4, '\0'));
   EXPECT_EQ(ReadLe(bytes, 9, 4), 0xE3069283u);
   EXPECT_EQ(RecomputeExecutableChecksum("abc"), "abc");
+}
+
+TEST(ExecutableFormatTest, SlicedCrcMatchesBitwiseCrc) {
+  auto bitwise = [](const std::string& s) {
+    uint32_t crc = 0xFFFFFFFFu;
+    for (unsigned char c : s) {
+      crc ^= c;
+      for (int k = 0; k < 8; ++k) crc = (crc & 1) ? (crc >> 1) ^ 0x82F63B78u : crc >> 1;
+    }
+    return crc ^ 0xFFFFFFFFu;
+  };
+  std::string s;
+  for (int i = 0; i < 1000; ++i) {
+    EXPECT_EQ(Crc32c(s), bitwise(s)) << "length " << s.size();
+    s.push_back(static_cast<char>(i * 131 + 7));
+  }
 }
 
 // --- Versions -----------------------------------------------------------------

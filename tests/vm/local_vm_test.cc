@@ -1,12 +1,13 @@
 // Behaviour of the local interpreter that only it has: direct instruments,
 // interrupts, its frame stack, allocators and function resolution at creation.
+#include "runtime/vm/local_vm.h"
+
 #include <atomic>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/core/registry.h"
 #include "runtime/vm/exec_builder.h"
-#include "runtime/vm/local_vm.h"
 #include "tests/testing/test_functions.h"
 
 namespace tether::vm {
@@ -21,7 +22,8 @@ class LocalVmTest : public ::testing::Test {
  protected:
   void SetUp() override { tether::testing::RegisterTestFunctions(); }
 
-  static std::unique_ptr<LocalVirtualMachine> Make(ExecBuilder& b, const memory::MemoryConfig& cfg = {},
+  static std::unique_ptr<LocalVirtualMachine> Make(ExecBuilder& b,
+                                                   const memory::MemoryConfig& cfg = {},
                                                    std::vector<Device> devices = {Device::Cpu()}) {
     auto exec = b.Get();
     EXPECT_TRUE(exec.ok()) << exec.status();
@@ -95,13 +97,15 @@ TEST_F(LocalVmTest, DirectInstrumentSeesArguments) {
   ASSERT_TRUE(vm);
   std::vector<std::string> seen;
   vm->SetInstrument(Function::FromPacked("record", [&](ArgSpan args) -> absl::StatusOr<Value> {
-    seen.push_back(absl::StrCat(args[1].string_value(), args[2].bool_value() ? " before " : " after ",
-                                args[3].ToString(), " arg ", args[4].ToString()));
+    seen.push_back(absl::StrCat(args[1].string_value(),
+                                args[2].bool_value() ? " before " : " after ", args[3].ToString(),
+                                " arg ", args[4].ToString()));
     return Value();
   }));
   Value args[] = {Value(int64_t{7})};
   ASSERT_TRUE(vm->Invoke("main", args).ok());
-  EXPECT_THAT(seen, ElementsAre("test.vm.subtract_one before None arg 7", "test.vm.subtract_one after 6 arg 7"));
+  EXPECT_THAT(seen, ElementsAre("test.vm.subtract_one before None arg 7",
+                                "test.vm.subtract_one after 6 arg 7"));
 }
 
 TEST_F(LocalVmTest, MissingPackedFunctionFailsAtCreate) {
@@ -123,7 +127,9 @@ TEST_F(LocalVmTest, KernelLibraryWithoutLoaderIsAClearError) {
   b.EmitCall("vm.builtin.null_value", {}, 0);
   b.EmitRet(0);
   b.EndFunction("main");
-  b.AddKernelLibrary(KernelLibraryBlob{"llvm -mtriple=riscv64", "rv-elf", "\x7f" "ELF"});
+  b.AddKernelLibrary(KernelLibraryBlob{"llvm -mtriple=riscv64", "rv-elf",
+                                       "\x7f"
+                                       "ELF"});
   auto exec = b.Get();
   ASSERT_TRUE(exec.ok()) << exec.status();
   auto vm = LocalVirtualMachine::Create(*exec, {Device::Cpu()});
@@ -149,20 +155,24 @@ TEST_F(LocalVmTest, MissingDeviceIsUnavailable) {
 TEST_F(LocalVmTest, ShapeHeapMatchesAndMakesShapes) {
   ExecBuilder b;
   b.EmitFunction("main", 1, {"x"});
-  b.EmitCall("vm.builtin.alloc_shape_heap", {Arg::Register(kVMRegister), b.ConvertConstant(Value(int64_t{1}))}, 1);
+  b.EmitCall("vm.builtin.alloc_shape_heap",
+             {Arg::Register(kVMRegister), b.ConvertConstant(Value(int64_t{1}))}, 1);
   b.EmitCall("vm.builtin.check_tensor_info",
-             {Arg::Register(0), b.ConvertConstant(Value(int64_t{2})), b.ConvertConstant(Value(DataType::Float(32))),
-              b.ConvertConstant(Value("ErrorContext(fn=main, loc=param[0], param=x, annotation=R.Tensor((n, 2)))"))});
+             {Arg::Register(0), b.ConvertConstant(Value(int64_t{2})),
+              b.ConvertConstant(Value(DataType::Float(32))),
+              b.ConvertConstant(Value(
+                  "ErrorContext(fn=main, loc=param[0], param=x, annotation=R.Tensor((n, 2)))"))});
   // x.shape must be (n, 2): store dim 0 in slot 0, assert dim 1 == 2.
   b.EmitCall("vm.builtin.match_shape",
              {Arg::Register(0), Arg::Register(1), b.ConvertConstant(Value(int64_t{2})),
               b.ConvertConstant(Value(int64_t{1})), b.ConvertConstant(Value(int64_t{0})),
               b.ConvertConstant(Value(int64_t{0})), b.ConvertConstant(Value(int64_t{2})),
-              b.ConvertConstant(Value("ErrorContext(fn=main, loc=param[0], param=x, annotation=R.Tensor((n, 2)))"))});
+              b.ConvertConstant(Value(
+                  "ErrorContext(fn=main, loc=param[0], param=x, annotation=R.Tensor((n, 2)))"))});
   b.EmitCall("vm.builtin.make_shape",
-             {Arg::Register(1), b.ConvertConstant(Value(int64_t{2})), b.ConvertConstant(Value(int64_t{0})),
-              b.ConvertConstant(Value(int64_t{3})), b.ConvertConstant(Value(int64_t{1})),
-              b.ConvertConstant(Value(int64_t{0}))},
+             {Arg::Register(1), b.ConvertConstant(Value(int64_t{2})),
+              b.ConvertConstant(Value(int64_t{0})), b.ConvertConstant(Value(int64_t{3})),
+              b.ConvertConstant(Value(int64_t{1})), b.ConvertConstant(Value(int64_t{0}))},
              2);
   b.EmitRet(2);
   b.EndFunction("main");
@@ -176,12 +186,14 @@ TEST_F(LocalVmTest, ShapeHeapMatchesAndMakesShapes) {
   auto mismatch = vm->Invoke("main", bad);
   EXPECT_EQ(mismatch.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(mismatch.status().message()), HasSubstr("param=x"));
-  EXPECT_THAT(std::string(mismatch.status().message()), HasSubstr("shape[1] mismatch to specified constant"));
+  EXPECT_THAT(std::string(mismatch.status().message()),
+              HasSubstr("shape[1] mismatch to specified constant"));
   auto int_tensor = Tensor::Empty(std::vector<int64_t>{5, 2}, DataType::Int(32), Device::Cpu());
   ASSERT_TRUE(int_tensor.ok());
   Value wrong_dtype[] = {*int_tensor};
   auto dtype_error = vm->Invoke("main", wrong_dtype);
-  EXPECT_THAT(std::string(dtype_error.status().message()), HasSubstr("dtype float32 but get int32"));
+  EXPECT_THAT(std::string(dtype_error.status().message()),
+              HasSubstr("dtype float32 but get int32"));
   Value not_tensor[] = {Value(int64_t{3})};
   auto type_error = vm->Invoke("main", not_tensor);
   EXPECT_EQ(GetErrorKind(type_error.status()), ErrorKind::kType);
@@ -221,8 +233,9 @@ TEST_F(LocalVmTest, MemoryConfigPicksAllocatorsAndStatsFollowFrees) {
     ExecBuilder b;
     b.EmitFunction("main", 0);
     b.EmitCall("vm.builtin.alloc_storage",
-               {Arg::Register(kVMRegister), b.ConvertConstant(MakeShape({4096})), b.ConvertConstant(Value(int64_t{0})),
-                b.ConvertConstant(Value(DataType::Float(32))), b.ConvertConstant(Value("global"))},
+               {Arg::Register(kVMRegister), b.ConvertConstant(MakeShape({4096})),
+                b.ConvertConstant(Value(int64_t{0})), b.ConvertConstant(Value(DataType::Float(32))),
+                b.ConvertConstant(Value("global"))},
                0);
     b.EmitRet(0);
     b.EndFunction("main");
@@ -247,8 +260,8 @@ TEST_F(LocalVmTest, TwoCpuDevicesAllocateByIndex) {
               b.ConvertConstant(Value(DataType::Float(32))), b.ConvertConstant(Value("global"))},
              1);
   b.EmitCall("vm.builtin.alloc_tensor",
-             {Arg::Register(1), b.ConvertConstant(Value(int64_t{0})), b.ConvertConstant(MakeShape({4})),
-              b.ConvertConstant(Value(DataType::Float(32)))},
+             {Arg::Register(1), b.ConvertConstant(Value(int64_t{0})),
+              b.ConvertConstant(MakeShape({4})), b.ConvertConstant(Value(DataType::Float(32)))},
              2);
   b.EmitRet(2);
   b.EndFunction("main");
@@ -269,7 +282,9 @@ TEST_F(LocalVmTest, ClosureOverAPackedFunction) {
   b.DeclareFunction("test.vm.add_scalar", FunctionKind::kPackedFunc);
   b.EmitFunction("main", 1, {"x"});
   b.EmitCall("vm.builtin.make_closure", {b.FunctionArg("test.vm.add_scalar"), Arg::Register(0)}, 1);
-  b.EmitCall("vm.builtin.invoke_closure", {Arg::Register(kVMRegister), Arg::Register(1), b.ConvertConstant(Value(int64_t{5}))}, 2);
+  b.EmitCall("vm.builtin.invoke_closure",
+             {Arg::Register(kVMRegister), Arg::Register(1), b.ConvertConstant(Value(int64_t{5}))},
+             2);
   b.EmitRet(2);
   b.EndFunction("main");
   auto vm = Make(b);

@@ -168,12 +168,13 @@ TEST_P(VmConformanceTest, AllocatesStorageAndTensor) {
   ExecBuilder b;
   b.EmitFunction("main", 0);
   b.EmitCall("vm.builtin.alloc_storage",
-             {Arg::Register(kVMRegister), b.ConvertConstant(MakeShape({96})), b.ConvertConstant(Value(int64_t{0})),
-              b.ConvertConstant(Value(DataType::Float(32))), b.ConvertConstant(Value("global"))},
+             {Arg::Register(kVMRegister), b.ConvertConstant(MakeShape({96})),
+              b.ConvertConstant(Value(int64_t{0})), b.ConvertConstant(Value(DataType::Float(32))),
+              b.ConvertConstant(Value("global"))},
              1);
   b.EmitCall("vm.builtin.alloc_tensor",
-             {Arg::Register(1), b.ConvertConstant(Value(int64_t{0})), b.ConvertConstant(MakeShape({4, 6})),
-              b.ConvertConstant(Value(DataType::Float(32)))},
+             {Arg::Register(1), b.ConvertConstant(Value(int64_t{0})),
+              b.ConvertConstant(MakeShape({4, 6})), b.ConvertConstant(Value(DataType::Float(32)))},
              2);
   b.EmitCall("vm.builtin.shape_of", {Arg::Register(2)}, 3);
   b.EmitRet(3);
@@ -189,12 +190,13 @@ TEST_P(VmConformanceTest, TensorPastStorageEndIsAnError) {
   ExecBuilder b;
   b.EmitFunction("main", 0);
   b.EmitCall("vm.builtin.alloc_storage",
-             {Arg::Register(kVMRegister), b.ConvertConstant(MakeShape({24})), b.ConvertConstant(Value(int64_t{0})),
-              b.ConvertConstant(Value(DataType::Float(32))), b.ConvertConstant(Value("global"))},
+             {Arg::Register(kVMRegister), b.ConvertConstant(MakeShape({24})),
+              b.ConvertConstant(Value(int64_t{0})), b.ConvertConstant(Value(DataType::Float(32))),
+              b.ConvertConstant(Value("global"))},
              1);
   b.EmitCall("vm.builtin.alloc_tensor",
-             {Arg::Register(1), b.ConvertConstant(Value(int64_t{0})), b.ConvertConstant(MakeShape({4, 6})),
-              b.ConvertConstant(Value(DataType::Float(32)))},
+             {Arg::Register(1), b.ConvertConstant(Value(int64_t{0})),
+              b.ConvertConstant(MakeShape({4, 6})), b.ConvertConstant(Value(DataType::Float(32)))},
              2);
   b.EmitRet(2);
   b.EndFunction("main");
@@ -297,7 +299,8 @@ TEST_P(VmConformanceTest, StaysUsableAfterFailure) {
   ExecBuilder b;
   b.EmitFunction("main", 1, {"x"});
   b.EmitCall("vm.builtin.check_tensor_info",
-             {Arg::Register(0), b.ConvertConstant(Value(int64_t{1})), b.ConvertConstant(Value(DataType::Float(32))),
+             {Arg::Register(0), b.ConvertConstant(Value(int64_t{1})),
+              b.ConvertConstant(Value(DataType::Float(32))),
               b.ConvertConstant(Value("ErrorContext(fn=main, loc=param[0], param=x)"))});
   b.EmitCall("test.vm.add", {Arg::Register(0), Arg::Register(0)}, 1);
   b.EmitRet(1);
@@ -374,7 +377,8 @@ TEST_P(VmConformanceTest, NamedInputErrorsNameTheParameter) {
   EXPECT_THAT(std::string(unknown.message()), HasSubstr("no parameter named z"));
   absl::Status missing = vm->SetInputNamed("main", one, {});
   EXPECT_THAT(std::string(missing.message()), HasSubstr("missing argument y"));
-  absl::Status twice = vm->SetInputNamed("main", one, {{"x", MakeFloatTensor({1}, {1})}, {"y", MakeFloatTensor({1}, {1})}});
+  absl::Status twice = vm->SetInputNamed(
+      "main", one, {{"x", MakeFloatTensor({1}, {1})}, {"y", MakeFloatTensor({1}, {1})}});
   EXPECT_THAT(std::string(twice.message()), HasSubstr("given twice"));
 }
 
@@ -426,7 +430,8 @@ TEST_P(VmConformanceTest, UnknownFunctionAndWrongArityAreClearErrors) {
   Value one[] = {MakeFloatTensor({1}, {1})};
   auto arity = vm->Invoke("main", one);
   EXPECT_EQ(arity.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(arity.status().message()), HasSubstr("expects 2 arguments (x, y), got 1"));
+  EXPECT_THAT(std::string(arity.status().message()),
+              HasSubstr("expects 2 arguments (x, y), got 1"));
   auto names = vm->GetFunctionParamNames("main");
   ASSERT_TRUE(names.ok());
   EXPECT_THAT(*names, ElementsAre("x", "y"));
@@ -535,13 +540,15 @@ TEST_P(VmConformanceTest, ProfileReportsEachPackedCall) {
   b.EndFunction("main");
   auto vm = Make(b);
   ASSERT_TRUE(vm);
-  Value args[] = {MakeFloatTensor({1, 64}, std::vector<float>(64, 1.0f)), MakeFloatTensor({1, 64}, std::vector<float>(64, 2.0f))};
+  Value args[] = {MakeFloatTensor({1, 64}, std::vector<float>(64, 1.0f)),
+                  MakeFloatTensor({1, 64}, std::vector<float>(64, 2.0f))};
   auto report = vm->Profile("main", args);
   ASSERT_TRUE(report.ok()) << report.status();
   ASSERT_EQ(report->calls.size(), 2u);
   EXPECT_EQ(std::get<std::string>(report->calls[0].at("Name")), "test.vm.add");
   EXPECT_EQ(std::get<std::string>(report->calls[1].at("Name")), "test.vm.mul");
-  EXPECT_EQ(std::get<std::string>(report->calls[0].at("Argument Shapes")), "float32[1, 64], float32[1, 64]");
+  EXPECT_EQ(std::get<std::string>(report->calls[0].at("Argument Shapes")),
+            "float32[1, 64], float32[1, 64]");
   EXPECT_TRUE(report->device_metrics.contains("cpu0"));
   std::string table = report->Table();
   EXPECT_THAT(table, HasSubstr("test.vm.add"));
@@ -574,7 +581,9 @@ absl::StatusOr<std::unique_ptr<VirtualMachine>> MakeLocal(Ref<Executable> exec) 
 }
 
 INSTANTIATE_TEST_SUITE_P(Local, VmConformanceTest, ::testing::Values(Backend{"local", MakeLocal}),
-                         [](const ::testing::TestParamInfo<Backend>& info) { return info.param.name; });
+                         [](const ::testing::TestParamInfo<Backend>& info) {
+                           return info.param.name;
+                         });
 
 }  // namespace
 }  // namespace tether::vm
