@@ -83,7 +83,14 @@ class Value {
     return *this;
   }
   Value& operator=(Value&& other) noexcept {
-    Value(std::move(other)).swap(*this);
+    if (this != &other) {
+      Kind old_kind = kind_;
+      Object* old_obj = u_.obj;
+      kind_ = other.kind_;
+      u_ = other.u_;
+      other.kind_ = Kind::kNone;
+      if (old_kind == Kind::kObject) old_obj->DecRef();
+    }
     return *this;
   }
   ~Value() {

@@ -162,6 +162,8 @@ class LocalVirtualMachine final : public VirtualMachine {
     int64_t imm = 0;  // Call: function index; Goto: offset; If: false offset
     int64_t num_args = 0;
     size_t args_begin = 0;  // index into decoded_args_
+    // Call of a packed function: the function itself (owned by func_pool_).
+    const FunctionObj* packed = nullptr;
   };
   std::vector<DecodedInstr> program_;
   std::vector<DecodedArg> decoded_args_;

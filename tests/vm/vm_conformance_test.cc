@@ -6,6 +6,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <ostream>
 #include <string>
 
 #include "absl/synchronization/mutex.h"
@@ -30,6 +31,9 @@ struct Backend {
   std::string name;
   VmFactory make;
 };
+
+// Names the backend in test listings (the default prints its bytes).
+void PrintTo(const Backend& backend, std::ostream* os) { *os << backend.name; }
 
 // Counts instrument callbacks per (symbol, before/after); skips test.vm.mul.
 struct InstrumentCounts {

@@ -1,0 +1,56 @@
+// ProfileRecorder: what LocalVirtualMachine::Profile gathers while the
+// interpreter runs one profiled call — a row per packed call, timed by the
+// device timer of the call's last tensor argument. Internal to runtime/vm.
+#ifndef TETHER_RUNTIME_VM_PROFILE_RECORDER_H_
+#define TETHER_RUNTIME_VM_PROFILE_RECORDER_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "runtime/core/error.h"
+#include "runtime/core/tensor.h"
+#include "runtime/device/device_api.h"
+
+namespace tether::vm {
+
+// "float32[1, 64], float32[64, 64]" for the tensor arguments of a call.
+inline std::string ArgumentShapes(ArgSpan args) {
+  std::string out;
+  for (const Value& v : args) {
+    if (!v.is_tensor()) continue;
+    auto t = v.AsRef<TensorObj>();
+    absl::StrAppend(&out, out.empty() ? "" : ", ", t->dtype().ToString(),
+                    ShapeToString(t->shape()));
+  }
+  return out;
+}
+
+// Thread contract: thread-hostile (owned by one profiled call).
+class ProfileRecorder {
+ public:
+  struct Row {
+    std::string name;
+    double duration_us;
+    Device device;
+    std::string shapes;
+  };
+  std::vector<Row> rows;
+  absl::flat_hash_map<Device, std::unique_ptr<DeviceTimer>> timers;
+
+  absl::StatusOr<DeviceTimer*> TimerFor(Device device) {
+    auto it = timers.find(device);
+    if (it != timers.end()) return it->second.get();
+    TETHER_ASSIGN_OR_RETURN(DeviceAPI * api, DeviceAPI::Get(device.type));
+    TETHER_ASSIGN_OR_RETURN(std::unique_ptr<DeviceTimer> timer, api->CreateTimer(device));
+    DeviceTimer* raw = timer.get();
+    timers.emplace(device, std::move(timer));
+    return raw;
+  }
+};
+
+}  // namespace tether::vm
+
+#endif  // TETHER_RUNTIME_VM_PROFILE_RECORDER_H_
