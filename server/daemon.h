@@ -1,0 +1,55 @@
+// Daemon: tetherd as a library — a gRPC server hosting sessions, the module
+// store, remote tensors and VMs. The `tetherd` binary parses flags into
+// DaemonOptions and runs one; tests and the CLI's embedded mode start one on
+// 127.0.0.1:0 in-process and talk to it over real gRPC.
+#ifndef TETHER_SERVER_DAEMON_H_
+#define TETHER_SERVER_DAEMON_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace tether::server {
+
+struct DaemonOptions {
+  // Addresses to listen on: "127.0.0.1:9190", "127.0.0.1:0" (a free port),
+  // "unix:/path/to.sock". At least one.
+  std::vector<std::string> listen = {"127.0.0.1:9190"};
+  // Where uploaded modules are kept (created if missing); empty: a fresh
+  // temporary directory removed at shutdown.
+  std::string store_dir;
+  uint64_t store_quota_bytes = uint64_t{4} << 30;
+  uint32_t max_sessions = 64;
+  absl::Duration session_idle_timeout = absl::Minutes(10);
+  uint64_t max_inline_tensor_bytes = uint64_t{1} << 20;
+  uint64_t chunk_bytes = uint64_t{1} << 20;
+};
+
+// Thread contract: thread-safe.
+class Daemon {
+ public:
+  // Binds every address and starts serving. UNAVAILABLE if an address cannot
+  // be bound; INVALID_ARGUMENT for bad options.
+  static absl::StatusOr<std::unique_ptr<Daemon>> Start(DaemonOptions options);
+  virtual ~Daemon() = default;
+
+  // The TCP port bound for the first TCP listen address (useful with port 0).
+  virtual int port() const = 0;
+  // "127.0.0.1:<port>" for clients of the first TCP address.
+  virtual std::string target() const = 0;
+  // Stops accepting calls, lets in-flight calls finish (up to `grace`),
+  // closes every session. Idempotent.
+  virtual void Shutdown(absl::Duration grace = absl::Seconds(5)) = 0;
+  // Blocks until Shutdown completes.
+  virtual void Wait() = 0;
+  // Number of open sessions (for tests and logs).
+  virtual size_t num_sessions() const = 0;
+};
+
+}  // namespace tether::server
+
+#endif  // TETHER_SERVER_DAEMON_H_
