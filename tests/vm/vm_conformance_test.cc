@@ -2,6 +2,8 @@
 // 27-29, 31-32, 37-43, 54) against the VirtualMachine interface. The suite is
 // parameterised by a VM factory so every backend — the local interpreter here,
 // the remote VM through a real tetherd later — runs the same assertions.
+#include "tests/vm/vm_conformance.h"
+
 #include <atomic>
 #include <functional>
 #include <map>
@@ -24,16 +26,6 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using tether::testing::MakeFloatTensor;
 using tether::testing::ReadFloats;
-
-using VmFactory = std::function<absl::StatusOr<std::unique_ptr<VirtualMachine>>(Ref<Executable>)>;
-
-struct Backend {
-  std::string name;
-  VmFactory make;
-};
-
-// Names the backend in test listings (the default prints its bytes).
-void PrintTo(const Backend& backend, std::ostream* os) { *os << backend.name; }
 
 // Counts instrument callbacks per (symbol, before/after); skips test.vm.mul.
 struct InstrumentCounts {
@@ -69,27 +61,11 @@ void RegisterConformanceFunctions() {
   });
 }
 
-class VmConformanceTest : public ::testing::TestWithParam<Backend> {
- protected:
-  void SetUp() override { RegisterConformanceFunctions(); }
+}  // namespace
 
-  std::unique_ptr<VirtualMachine> Make(ExecBuilder& b) {
-    auto exec = b.Get();
-    EXPECT_TRUE(exec.ok()) << exec.status();
-    if (!exec.ok()) return nullptr;
-    auto vm = GetParam().make(*exec);
-    EXPECT_TRUE(vm.ok()) << vm.status();
-    return vm.ok() ? std::move(*vm) : nullptr;
-  }
+void VmConformanceTest::SetUp() { RegisterConformanceFunctions(); }
 
-  // main(x, y) = test.vm.add(x, y)
-  static void EmitAdd(ExecBuilder& b, absl::string_view name = "main") {
-    b.EmitFunction(name, 2, {"x", "y"});
-    b.EmitCall("test.vm.add", {Arg::Register(0), Arg::Register(1)}, 2);
-    b.EmitRet(2);
-    b.EndFunction(name);
-  }
-};
+namespace {
 
 // Item 31.
 TEST_P(VmConformanceTest, ExecutesACall) {

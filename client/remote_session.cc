@@ -1,0 +1,318 @@
+// RemoteSession: connection, handshake, session lease, module and tensor
+// transfer. All gRPC statuses pass through ConvertStatus (FromGrpcStatus with
+// the kind trailer) — the one conversion point of the client.
+#include "client/remote_session.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/core/error.h"
+
+namespace tether::client {
+namespace {
+
+std::chrono::system_clock::time_point ToGpr(absl::Time t) { return absl::ToChronoTime(t); }
+
+}  // namespace
+
+RemoteHandleObj* AsRemoteHandle(const Value& value) {
+  Object* obj = value.object();
+  if (obj == nullptr || obj->type_key() != "tether.RemoteHandle") return nullptr;
+  return static_cast<RemoteHandleObj*>(obj);
+}
+
+Value MakeRemoteTensorValue(uint64_t id, rpc::TensorSpec spec) {
+  return Value(Ref<RemoteHandleObj>(
+      new RemoteHandleObj(RemoteHandleObj::Kind::kTensor, id, "Tensor", std::move(spec))));
+}
+
+absl::Status RemoteSession::ConvertStatus(const grpc::Status& status,
+                                          const grpc::ClientContext& context) {
+  if (status.ok()) return absl::OkStatus();
+  std::string kind;
+  const auto& trailers = context.GetServerTrailingMetadata();
+  auto it = trailers.find(rpc::kErrorKindTrailer);
+  if (it != trailers.end()) kind.assign(it->second.data(), it->second.size());
+  return rpc::FromGrpcStatus(status, kind);
+}
+
+RemoteSession::RemoteSession(std::shared_ptr<grpc::Channel> channel, ConnectOptions options)
+    : channel_(std::move(channel)),
+      stub_(v1::Tether::NewStub(channel_)),
+      options_(std::move(options)) {}
+
+absl::StatusOr<std::unique_ptr<RemoteSession>> RemoteSession::Connect(absl::string_view target,
+                                                                      ConnectOptions options) {
+  const absl::Time deadline = absl::Now() + options.deadline;
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(options.max_message_bytes);
+  args.SetMaxSendMessageSize(options.max_message_bytes);
+  auto channel =
+      grpc::CreateCustomChannel(std::string(target), grpc::InsecureChannelCredentials(), args);
+  if (!channel->WaitForConnected(ToGpr(deadline))) {
+    return absl::UnavailableError(absl::StrCat("cannot reach tetherd at ", target, " within ",
+                                               absl::FormatDuration(options.deadline)));
+  }
+  std::unique_ptr<RemoteSession> session(new RemoteSession(std::move(channel), options));
+
+  v1::HandshakeRequest hello;
+  hello.mutable_client_protocol()->set_major(rpc::kProtocolMajor);
+  hello.mutable_client_protocol()->set_minor(rpc::kProtocolMinor);
+  hello.set_client_name(options.client_name);
+  TETHER_RETURN_IF_ERROR(session->Retry([&](grpc::ClientContext* ctx) {
+    ctx->set_deadline(ToGpr(deadline));
+    return session->stub_->Handshake(ctx, hello, &session->handshake_);
+  }));
+  const v1::ProtocolVersion& theirs = session->handshake_.protocol();
+  if (theirs.major() != rpc::kProtocolMajor) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "tetherd at ", target, " speaks protocol ", theirs.major(), ".", theirs.minor(),
+        ", this client ", rpc::kProtocolMajor, ".", rpc::kProtocolMinor, " (majors differ)"));
+  }
+
+  v1::OpenSessionRequest open;
+  open.set_idle_timeout_ms(static_cast<uint64_t>(absl::ToInt64Milliseconds(options.idle_timeout)));
+  open.set_client_name(options.client_name);
+  v1::OpenSessionResponse opened;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(ToGpr(deadline));
+  TETHER_RETURN_IF_ERROR(ConvertStatus(session->stub_->OpenSession(&ctx, open, &opened), ctx));
+  session->session_id_ = opened.session_id();
+  session->granted_idle_ = absl::Milliseconds(opened.idle_timeout_ms());
+  if (session->granted_idle_ > absl::ZeroDuration()) {
+    session->keep_alive_ = std::thread([s = session.get()] { s->KeepAliveLoop(); });
+  }
+  return session;
+}
+
+RemoteSession::~RemoteSession() { (void)Close(); }
+
+absl::Status RemoteSession::Close() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (closed_) return absl::OkStatus();
+    closed_ = true;
+  }
+  if (keep_alive_.joinable()) keep_alive_.join();
+  if (session_id_.empty()) return absl::OkStatus();
+  v1::CloseSessionRequest request;
+  request.set_session_id(session_id_);
+  v1::CloseSessionResponse response;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(ToGpr(absl::Now() + absl::Seconds(5)));
+  return ConvertStatus(stub_->CloseSession(&ctx, request, &response), ctx);
+}
+
+absl::Status RemoteSession::CheckOpen() const {
+  absl::MutexLock lock(&mu_);
+  if (closed_) return absl::FailedPreconditionError("remote session is closed");
+  return absl::OkStatus();
+}
+
+template <typename Fn>
+absl::Status RemoteSession::Retry(Fn attempt) {
+  absl::Duration backoff = absl::Milliseconds(20);
+  absl::Status status;
+  for (int i = 0; i < std::max(1, options_.max_attempts); ++i) {
+    if (i > 0) {
+      absl::SleepFor(backoff);
+      backoff *= 2;
+    }
+    grpc::ClientContext ctx;
+    grpc::Status s = attempt(&ctx);
+    status = ConvertStatus(s, ctx);
+    if (status.code() != absl::StatusCode::kUnavailable) return status;
+  }
+  return status;
+}
+
+void RemoteSession::KeepAliveLoop() {
+  const absl::Duration period = granted_idle_ / 3;
+  v1::KeepAliveRequest request;
+  request.set_session_id(session_id_);
+  while (true) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (mu_.AwaitWithTimeout(absl::Condition(&closed_), period)) return;
+    }
+    v1::KeepAliveResponse response;
+    (void)Retry([&](grpc::ClientContext* ctx) {
+      ctx->set_deadline(ToGpr(absl::Now() + period));
+      return stub_->KeepAlive(ctx, request, &response);
+    });
+  }
+}
+
+absl::StatusOr<bool> RemoteSession::HasModule(absl::string_view sha256) {
+  TETHER_RETURN_IF_ERROR(CheckOpen());
+  v1::HasModuleRequest request;
+  request.set_sha256(std::string(sha256));
+  v1::HasModuleResponse response;
+  TETHER_RETURN_IF_ERROR(
+      Retry([&](grpc::ClientContext* ctx) { return stub_->HasModule(ctx, request, &response); }));
+  return response.present();
+}
+
+absl::StatusOr<std::string> RemoteSession::UploadModule(absl::string_view bytes) {
+  std::string sha = rpc::Sha256Hex(bytes);
+  TETHER_ASSIGN_OR_RETURN(bool present, HasModule(sha));
+  if (present) return sha;
+  grpc::ClientContext ctx;
+  v1::UploadModuleResponse response;
+  auto writer = stub_->UploadModule(&ctx, &response);
+  v1::UploadModuleRequest request;
+  request.mutable_header()->set_sha256(sha);
+  request.mutable_header()->set_size_bytes(bytes.size());
+  bool ok = writer->Write(request);
+  const size_t chunk = std::max<uint64_t>(limits().chunk_bytes(), 4096);
+  for (size_t off = 0; ok && off < bytes.size(); off += chunk) {
+    request.set_data(bytes.data() + off, std::min(chunk, bytes.size() - off));
+    ok = writer->Write(request);
+  }
+  if (ok) writer->WritesDone();
+  TETHER_RETURN_IF_ERROR(ConvertStatus(writer->Finish(), ctx));
+  if (!response.already_present()) ++module_streams_;
+  return sha;
+}
+
+absl::StatusOr<Value> RemoteSession::UploadTensor(const Tensor& tensor, Device target) {
+  TETHER_RETURN_IF_ERROR(CheckOpen());
+  if (!tensor) return absl::InvalidArgumentError("upload of a null tensor");
+  // A compact host view: the tensor itself, or a compacted/host copy.
+  v1::InlineTensor staged;
+  const char* bytes = nullptr;
+  const size_t num_bytes = static_cast<size_t>(tensor->NumBytes());
+  if (tensor->device().type == kDLCPU && tensor->IsContiguous()) {
+    bytes = static_cast<const char*>(tensor->element_data());
+  } else {
+    TETHER_RETURN_IF_ERROR(rpc::EncodeInlineTensor(tensor, &staged));
+    bytes = staged.data().data();
+  }
+  grpc::ClientContext ctx;
+  v1::UploadTensorResponse response;
+  auto writer = stub_->UploadTensor(&ctx, &response);
+  v1::UploadTensorRequest request;
+  request.mutable_header()->set_session_id(session_id_);
+  rpc::EncodeTensorHeader(tensor->dtype(), tensor->shape(), target,
+                          request.mutable_header()->mutable_tensor());
+  bool ok = writer->Write(request);
+  const size_t chunk = std::max<uint64_t>(limits().chunk_bytes(), 4096);
+  for (size_t off = 0; ok && off < num_bytes; off += chunk) {
+    request.set_data(bytes + off, std::min(chunk, num_bytes - off));
+    ok = writer->Write(request);
+  }
+  if (ok) writer->WritesDone();
+  TETHER_RETURN_IF_ERROR(ConvertStatus(writer->Finish(), ctx));
+  TETHER_ASSIGN_OR_RETURN(rpc::TensorSpec spec,
+                          rpc::DecodeTensorHeader(response.tensor().header()));
+  return MakeRemoteTensorValue(response.tensor().id(), std::move(spec));
+}
+
+absl::StatusOr<Tensor> RemoteSession::DownloadTensor(const Value& remote) {
+  RemoteHandleObj* handle = AsRemoteHandle(remote);
+  if (handle == nullptr || handle->kind() != RemoteHandleObj::Kind::kTensor) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("download needs a remote tensor handle, got ", remote.TypeName()));
+  }
+  return DownloadTensor(handle->id());
+}
+
+absl::StatusOr<Tensor> RemoteSession::DownloadTensor(uint64_t tensor_id) {
+  TETHER_RETURN_IF_ERROR(CheckOpen());
+  v1::DownloadTensorRequest request;
+  request.set_session_id(session_id_);
+  request.set_tensor_id(tensor_id);
+  Tensor out;
+  absl::Status local_error;
+  TETHER_RETURN_IF_ERROR(Retry([&](grpc::ClientContext* ctx) {
+    out = Tensor();
+    local_error = absl::OkStatus();
+    auto reader = stub_->DownloadTensor(ctx, request);
+    v1::DownloadTensorResponse part;
+    size_t filled = 0;
+    int64_t expected = -1;
+    while (reader->Read(&part)) {
+      if (!out) {
+        auto spec = rpc::DecodeTensorHeader(part.header());
+        if (!spec.ok()) {
+          local_error = spec.status();
+          ctx->TryCancel();
+          break;
+        }
+        auto empty = Tensor::Empty(spec->shape, spec->dtype, Device::Cpu());
+        if (!empty.ok()) {
+          local_error = empty.status();
+          ctx->TryCancel();
+          break;
+        }
+        out = *std::move(empty);
+        expected = spec->num_bytes;
+      }
+      const std::string& data = part.data();
+      if (filled + data.size() > static_cast<size_t>(expected)) {
+        local_error = absl::DataLossError(
+            absl::StrCat("tensor ", tensor_id, " sent more than ", expected, " bytes"));
+        ctx->TryCancel();
+        break;
+      }
+      std::memcpy(static_cast<char*>(out->element_data()) + filled, data.data(), data.size());
+      filled += data.size();
+    }
+    grpc::Status s = reader->Finish();
+    if (s.ok() && local_error.ok() && (!out || filled != static_cast<size_t>(expected))) {
+      local_error = absl::DataLossError(absl::StrCat("tensor ", tensor_id, " download ended after ",
+                                                     filled, " of ", expected, " bytes"));
+    }
+    return s;
+  }));
+  TETHER_RETURN_IF_ERROR(local_error);
+  return out;
+}
+
+absl::StatusOr<v1::CallResponse> RemoteSession::Call(v1::CallRequest request) {
+  TETHER_RETURN_IF_ERROR(CheckOpen());
+  request.set_session_id(session_id_);
+  if (request.request_id() == 0) request.set_request_id(next_request_id_++);
+  grpc::ClientContext ctx;
+  v1::CallResponse response;
+  TETHER_RETURN_IF_ERROR(ConvertStatus(stub_->Call(&ctx, request, &response), ctx));
+  if (response.has_error() && response.error().code() != 0) {
+    return rpc::DecodeError(response.error());
+  }
+  return response;
+}
+
+absl::StatusOr<Value> RemoteSession::AllocTensor(std::span<const int64_t> shape, DataType dtype,
+                                                 Device device) {
+  v1::CallRequest request;
+  rpc::EncodeTensorHeader(dtype, shape, device, request.mutable_alloc_tensor()->mutable_tensor());
+  TETHER_ASSIGN_OR_RETURN(v1::CallResponse response, Call(std::move(request)));
+  TETHER_ASSIGN_OR_RETURN(rpc::TensorSpec spec,
+                          rpc::DecodeTensorHeader(response.tensor().header()));
+  return MakeRemoteTensorValue(response.tensor().id(), std::move(spec));
+}
+
+absl::Status RemoteSession::FillRandom(const Value& remote, uint64_t seed, double low,
+                                       double high) {
+  RemoteHandleObj* handle = AsRemoteHandle(remote);
+  if (handle == nullptr) return absl::InvalidArgumentError("fill_random needs a remote tensor");
+  v1::CallRequest request;
+  v1::FillRandom* fill = request.mutable_fill_random();
+  fill->set_tensor_id(handle->id());
+  fill->set_seed(seed);
+  fill->set_low(low);
+  fill->set_high(high);
+  return Call(std::move(request)).status();
+}
+
+absl::Status RemoteSession::FreeObjects(std::vector<uint64_t> ids) {
+  if (ids.empty()) return absl::OkStatus();
+  v1::CallRequest request;
+  request.mutable_free_objects()->mutable_ids()->Assign(ids.begin(), ids.end());
+  return Call(std::move(request)).status();
+}
+
+}  // namespace tether::client

@@ -1,0 +1,145 @@
+// RemoteSession: one client session on a tetherd daemon. Connecting performs
+// the handshake (refusing a daemon of another protocol major) and opens a
+// session whose idle lease a background thread renews. The session moves
+// modules (skipping ones the daemon already has) and tensors (inline or in
+// chunks of the daemon's preferred size), and issues unary calls. Remote
+// handles (tensors left on the daemon, closures) are Values wrapping a
+// RemoteHandleObj; they stay valid until freed or the session closes.
+#ifndef TETHER_CLIENT_REMOTE_SESSION_H_
+#define TETHER_CLIENT_REMOTE_SESSION_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "grpcpp/grpcpp.h"
+#include "proto/codec/value_codec.h"
+#include "runtime/core/device.h"
+#include "runtime/core/object.h"
+#include "runtime/core/tensor.h"
+#include "runtime/core/value.h"
+#include "tether/v1/tether.grpc.pb.h"
+
+namespace tether::client {
+
+struct ConnectOptions {
+  // How long Connect may take (channel, handshake, session) in all.
+  absl::Duration deadline = absl::Seconds(10);
+  // Requested idle lease; zero: the daemon's default.
+  absl::Duration idle_timeout = absl::ZeroDuration();
+  std::string client_name = "tether-client";
+  // Largest gRPC message either way. Tensors above the daemon's inline limit
+  // travel in chunks, so this only has to cover inline tensors plus slack.
+  int max_message_bytes = 64 << 20;
+  // Attempts of an idempotent call on UNAVAILABLE (with exponential backoff).
+  int max_attempts = 4;
+};
+
+// A value that stays on the daemon: a tensor handle (with its header) or any
+// other object (a closure). Wrapped in a Value so it can be passed back as an
+// argument to RemoteVM calls.
+class RemoteHandleObj final : public Object {
+ public:
+  enum class Kind { kTensor, kObject };
+  RemoteHandleObj(Kind kind, uint64_t id, std::string type_key, rpc::TensorSpec spec)
+      : kind_(kind), id_(id), remote_type_key_(std::move(type_key)), spec_(std::move(spec)) {}
+  absl::string_view type_key() const override { return "tether.RemoteHandle"; }
+
+  Kind kind() const { return kind_; }
+  uint64_t id() const { return id_; }
+  // The daemon-side type ("Tensor", "vm.Closure", ...).
+  const std::string& remote_type_key() const { return remote_type_key_; }
+  // The tensor's dtype, shape and daemon device (kind kTensor only).
+  const rpc::TensorSpec& spec() const { return spec_; }
+
+ private:
+  Kind kind_;
+  uint64_t id_;
+  std::string remote_type_key_;
+  rpc::TensorSpec spec_;
+};
+
+// The RemoteHandleObj inside `value`, or null when it holds something else.
+RemoteHandleObj* AsRemoteHandle(const Value& value);
+Value MakeRemoteTensorValue(uint64_t id, rpc::TensorSpec spec);
+
+// Thread contract: thread-safe. Calls are serialized by the daemon per session.
+class RemoteSession {
+ public:
+  // Connects to `target` ("127.0.0.1:9190", "unix:/path"). UNAVAILABLE or
+  // DEADLINE_EXCEEDED when the daemon cannot be reached in time;
+  // FAILED_PRECONDITION for an incompatible protocol major.
+  static absl::StatusOr<std::unique_ptr<RemoteSession>> Connect(absl::string_view target,
+                                                                ConnectOptions options = {});
+  ~RemoteSession();
+  RemoteSession(const RemoteSession&) = delete;
+  RemoteSession& operator=(const RemoteSession&) = delete;
+
+  // Closes the session on the daemon and stops the keep-alive. Idempotent;
+  // the destructor calls it. Calls after Close fail with FAILED_PRECONDITION.
+  absl::Status Close();
+
+  const v1::HandshakeResponse& handshake() const { return handshake_; }
+  const v1::Limits& limits() const { return handshake_.limits(); }
+  const std::string& session_id() const { return session_id_; }
+  absl::Duration granted_idle_timeout() const { return granted_idle_; }
+
+  // Uploads an executable (its bytes) unless the daemon has it; returns its
+  // SHA-256. module_streams() counts the uploads that actually streamed.
+  absl::StatusOr<std::string> UploadModule(absl::string_view bytes);
+  absl::StatusOr<bool> HasModule(absl::string_view sha256);
+  uint64_t module_streams() const { return module_streams_.load(); }
+
+  // Tensors owned by the session on the daemon. UploadTensor takes any
+  // tensor (non-contiguous ones are compacted) and places it on `target`.
+  absl::StatusOr<Value> UploadTensor(const Tensor& tensor, Device target = Device::Cpu());
+  // Copies a remote tensor (a RemoteHandle value or its id) to a CPU tensor.
+  absl::StatusOr<Tensor> DownloadTensor(uint64_t tensor_id);
+  absl::StatusOr<Tensor> DownloadTensor(const Value& remote);
+  absl::StatusOr<Value> AllocTensor(std::span<const int64_t> shape, DataType dtype, Device device);
+  absl::Status FillRandom(const Value& remote, uint64_t seed, double low, double high);
+  // Frees remote handles (tensors or objects) by id.
+  absl::Status FreeObjects(std::vector<uint64_t> ids);
+
+  // One operation as a unary Call; session_id is filled in. The reply's
+  // error (if any) is returned as the status.
+  absl::StatusOr<v1::CallResponse> Call(v1::CallRequest request);
+
+  // For RemoteVM's stream: the stub and a context carrying common settings.
+  v1::Tether::Stub* stub() { return stub_.get(); }
+  // The one conversion of gRPC errors of this client (kind from the trailer).
+  static absl::Status ConvertStatus(const grpc::Status& status, const grpc::ClientContext& context);
+
+ private:
+  RemoteSession(std::shared_ptr<grpc::Channel> channel, ConnectOptions options);
+  // Runs `attempt` until it succeeds or fails with other than UNAVAILABLE.
+  template <typename Fn>
+  absl::Status Retry(Fn attempt);
+  absl::Status CheckOpen() const;
+  void KeepAliveLoop();
+
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Tether::Stub> stub_;
+  ConnectOptions options_;
+  v1::HandshakeResponse handshake_;
+  std::string session_id_;
+  absl::Duration granted_idle_ = absl::ZeroDuration();
+  std::atomic<uint64_t> module_streams_{0};
+  std::atomic<uint64_t> next_request_id_{1};
+
+  mutable absl::Mutex mu_;
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread keep_alive_;
+};
+
+}  // namespace tether::client
+
+#endif  // TETHER_CLIENT_REMOTE_SESSION_H_

@@ -1,0 +1,344 @@
+// RemoteVM: VM operations as CallRequests on the session's daemon, over one
+// long-lived CallStream (the latency fast path) with unary Call as fallback.
+#include "client/remote_vm.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/core/error.h"
+
+namespace tether::client {
+
+RemoteVM::RemoteVM(RemoteSession* session, RemoteVmOptions options)
+    : session_(session), options_(options) {}
+
+absl::StatusOr<std::unique_ptr<RemoteVM>> RemoteVM::Create(RemoteSession* session,
+                                                           absl::string_view module_sha256,
+                                                           std::vector<Device> devices,
+                                                           absl::string_view memory_cfg,
+                                                           RemoteVmOptions options) {
+  if (session == nullptr) return absl::InvalidArgumentError("remote vm needs a session");
+  std::unique_ptr<RemoteVM> vm(new RemoteVM(session, options));
+  v1::CallRequest request;
+  v1::CreateVm* create = request.mutable_create_vm();
+  create->set_module_sha256(std::string(module_sha256));
+  for (Device d : devices) rpc::EncodeDevice(d, create->add_devices());
+  create->set_memory_cfg(std::string(memory_cfg));
+  TETHER_ASSIGN_OR_RETURN(v1::CallResponse response, vm->Exec(request));
+  vm->vm_id_ = response.create_vm().vm_id();
+  return vm;
+}
+
+RemoteVM::~RemoteVM() {
+  if (vm_id_ != 0) {
+    v1::CallRequest request;
+    request.mutable_destroy_vm()->set_vm_id(vm_id_);
+    (void)Exec(request);
+  }
+  CloseStream();
+}
+
+void RemoteVM::CloseStream() {
+  if (!stream_) return;
+  if (!stream_broken_) stream_->WritesDone();
+  (void)stream_->Finish();
+  stream_.reset();
+  stream_ctx_.reset();
+}
+
+absl::StatusOr<v1::CallResponse> RemoteVM::ExecOnStream(v1::CallRequest& request, bool* fall_back) {
+  *fall_back = false;
+  if (!stream_) {
+    stream_ctx_ = std::make_unique<grpc::ClientContext>();
+    stream_ = session_->stub()->CallStream(stream_ctx_.get());
+  }
+  v1::CallResponse response;
+  if (!stream_->Write(request)) {
+    // Nothing was delivered: the unary path may carry this call.
+    stream_broken_ = true;
+    *fall_back = true;
+    return absl::UnavailableError("call stream closed");
+  }
+  if (!stream_->Read(&response)) {
+    stream_broken_ = true;
+    stream_ctx_->TryCancel();
+    absl::Status status = RemoteSession::ConvertStatus(stream_->Finish(), *stream_ctx_);
+    stream_.reset();
+    // A daemon without the stream refuses it before running anything.
+    if (status.code() == absl::StatusCode::kUnimplemented) *fall_back = true;
+    if (status.ok() || status.code() == absl::StatusCode::kCancelled) {
+      status = absl::UnavailableError(
+          absl::StrCat("call stream ended before the reply to request ", request.request_id()));
+    }
+    return status;
+  }
+  if (response.request_id() != request.request_id()) {
+    stream_broken_ = true;
+    return absl::InternalError(absl::StrCat("reply to request ", response.request_id(),
+                                            " on the stream, expected ", request.request_id()));
+  }
+  return response;
+}
+
+absl::StatusOr<v1::CallResponse> RemoteVM::Exec(v1::CallRequest& request) {
+  request.set_session_id(session_->session_id());
+  request.set_request_id(next_request_id_++);
+  if (options_.call_timeout > absl::ZeroDuration()) {
+    request.set_deadline_ms(
+        static_cast<uint64_t>(absl::ToInt64Milliseconds(options_.call_timeout)));
+  }
+  if (!stream_broken_) {
+    bool fall_back = false;
+    auto response = ExecOnStream(request, &fall_back);
+    if (!fall_back) {
+      if (!response.ok()) return response.status();
+      if (response->has_error() && response->error().code() != 0) {
+        return rpc::DecodeError(response->error());
+      }
+      return response;
+    }
+  }
+  return session_->Call(request);
+}
+
+v1::ReturnMode RemoteVM::return_mode() const {
+  return options_.fetch_outputs ? v1::RETURN_MODE_UNSPECIFIED : v1::RETURN_MODE_HANDLE;
+}
+
+absl::Status RemoteVM::EncodeArg(const Value& value, int depth, v1::Value* out) {
+  if (depth > rpc::kMaxValueDepth) {
+    return ValueError("argument nests deeper than ", rpc::kMaxValueDepth, " levels");
+  }
+  if (RemoteHandleObj* handle = AsRemoteHandle(value)) {
+    if (handle->kind() == RemoteHandleObj::Kind::kTensor) {
+      out->mutable_tensor_handle()->set_id(handle->id());
+    } else {
+      out->mutable_object()->set_id(handle->id());
+      out->mutable_object()->set_type_key(handle->remote_type_key());
+    }
+    return absl::OkStatus();
+  }
+  if (value.is_tuple()) {
+    v1::Tuple* tuple = out->mutable_tuple();
+    for (const Value& field : value.AsRef<TupleObj>()->fields) {
+      TETHER_RETURN_IF_ERROR(EncodeArg(field, depth + 1, tuple->add_fields()));
+    }
+    return absl::OkStatus();
+  }
+  if (value.is_tensor()) {
+    Tensor t(value.AsRef<TensorObj>());
+    if (static_cast<uint64_t>(t->NumBytes()) > session_->limits().max_inline_tensor_bytes()) {
+      TETHER_ASSIGN_OR_RETURN(Value remote, session_->UploadTensor(t, Device::Cpu()));
+      temps_.push_back(AsRemoteHandle(remote)->id());
+      out->mutable_tensor_handle()->set_id(AsRemoteHandle(remote)->id());
+      return absl::OkStatus();
+    }
+  }
+  rpc::EncodeOptions options;
+  options.max_inline_bytes = UINT64_MAX;
+  return rpc::EncodeValue(value, options, out);
+}
+
+absl::Status RemoteVM::EncodeArgs(ArgSpan args,
+                                  google::protobuf::RepeatedPtrField<v1::Value>* out) {
+  for (const Value& arg : args) TETHER_RETURN_IF_ERROR(EncodeArg(arg, 0, out->Add()));
+  return absl::OkStatus();
+}
+
+void RemoteVM::FreeTemps() {
+  std::vector<uint64_t> ids = std::move(temps_);
+  ids.insert(ids.end(), fetched_.begin(), fetched_.end());
+  temps_.clear();
+  fetched_.clear();
+  if (ids.empty()) return;
+  v1::CallRequest request;
+  request.mutable_free_objects()->mutable_ids()->Assign(ids.begin(), ids.end());
+  (void)Exec(request);
+}
+
+absl::StatusOr<Value> RemoteVM::DecodeResult(const v1::Value& value, int depth) {
+  if (depth > rpc::kMaxValueDepth) {
+    return ValueError("result nests deeper than ", rpc::kMaxValueDepth, " levels");
+  }
+  switch (value.kind_case()) {
+    case v1::Value::kTuple: {
+      std::vector<Value> fields;
+      fields.reserve(static_cast<size_t>(value.tuple().fields_size()));
+      for (const v1::Value& field : value.tuple().fields()) {
+        TETHER_ASSIGN_OR_RETURN(Value v, DecodeResult(field, depth + 1));
+        fields.push_back(std::move(v));
+      }
+      return MakeTuple(std::move(fields));
+    }
+    case v1::Value::kTensorHandle: {
+      const uint64_t id = value.tensor_handle().id();
+      if (options_.fetch_outputs) {
+        fetched_.push_back(id);
+        TETHER_ASSIGN_OR_RETURN(Tensor t, session_->DownloadTensor(id));
+        return Value(t);
+      }
+      TETHER_ASSIGN_OR_RETURN(rpc::TensorSpec spec,
+                              rpc::DecodeTensorHeader(value.tensor_handle().header()));
+      return MakeRemoteTensorValue(id, std::move(spec));
+    }
+    case v1::Value::kObject:
+      return Value(Ref<RemoteHandleObj>(new RemoteHandleObj(
+          RemoteHandleObj::Kind::kObject, value.object().id(), value.object().type_key(), {})));
+    default:
+      return rpc::DecodeValue(value, {});
+  }
+}
+
+absl::StatusOr<Value> RemoteVM::FinishValueCall(v1::CallRequest& request) {
+  absl::StatusOr<v1::CallResponse> response = Exec(request);
+  absl::StatusOr<Value> out =
+      response.ok() ? DecodeResult(response->value(), 0) : absl::StatusOr<Value>(response.status());
+  FreeTemps();
+  return out;
+}
+
+absl::StatusOr<Value> RemoteVM::Invoke(absl::string_view func_name, ArgSpan args) {
+  v1::CallRequest request;
+  v1::Invoke* op = request.mutable_invoke();
+  op->set_vm_id(vm_id_);
+  op->set_function(std::string(func_name));
+  op->set_return_mode(return_mode());
+  absl::Status encoded = EncodeArgs(args, op->mutable_args());
+  if (!encoded.ok()) {
+    FreeTemps();
+    return encoded;
+  }
+  return FinishValueCall(request);
+}
+
+absl::StatusOr<Value> RemoteVM::InvokeClosure(const Value& closure, ArgSpan args) {
+  RemoteHandleObj* handle = AsRemoteHandle(closure);
+  if (handle == nullptr || handle->kind() != RemoteHandleObj::Kind::kObject) {
+    return TypeError("invoke_closure needs a closure returned by this remote vm, got ",
+                     closure.TypeName());
+  }
+  v1::CallRequest request;
+  v1::InvokeClosure* op = request.mutable_invoke_closure();
+  op->set_vm_id(vm_id_);
+  op->set_return_mode(return_mode());
+  absl::Status encoded = EncodeArg(closure, 0, op->mutable_closure());
+  if (encoded.ok()) encoded = EncodeArgs(args, op->mutable_args());
+  if (!encoded.ok()) {
+    FreeTemps();
+    return encoded;
+  }
+  return FinishValueCall(request);
+}
+
+absl::Status RemoteVM::SaveFunction(absl::string_view func_name, absl::string_view saved_name,
+                                    ArgSpan args, bool include_return) {
+  v1::CallRequest request;
+  v1::SaveFunction* op = request.mutable_save_function();
+  op->set_vm_id(vm_id_);
+  op->set_function(std::string(func_name));
+  op->set_saved_name(std::string(saved_name));
+  op->set_include_return(include_return);
+  absl::Status status = EncodeArgs(args, op->mutable_args());
+  if (status.ok()) status = Exec(request).status();
+  FreeTemps();
+  return status;
+}
+
+absl::Status RemoteVM::SetInput(absl::string_view func_name, ArgSpan args) {
+  return SetInputNamed(func_name, args, {});
+}
+
+absl::Status RemoteVM::SetInputNamed(absl::string_view func_name, ArgSpan positional,
+                                     const vm::NamedArgs& named) {
+  v1::CallRequest request;
+  v1::SetInput* op = request.mutable_set_input();
+  op->set_vm_id(vm_id_);
+  op->set_function(std::string(func_name));
+  absl::Status status = EncodeArgs(positional, op->mutable_args());
+  for (const auto& [name, value] : named) {
+    if (!status.ok()) break;
+    v1::NamedValue* nv = op->add_named();
+    nv->set_name(name);
+    status = EncodeArg(value, 0, nv->mutable_value());
+  }
+  if (status.ok()) status = Exec(request).status();
+  FreeTemps();
+  return status;
+}
+
+absl::Status RemoteVM::InvokeStateful(absl::string_view func_name) {
+  v1::CallRequest request;
+  request.mutable_invoke_stateful()->set_vm_id(vm_id_);
+  request.mutable_invoke_stateful()->set_function(std::string(func_name));
+  return Exec(request).status();
+}
+
+absl::StatusOr<Value> RemoteVM::GetOutputs(absl::string_view func_name) {
+  v1::CallRequest request;
+  v1::GetOutputs* op = request.mutable_get_outputs();
+  op->set_vm_id(vm_id_);
+  op->set_function(std::string(func_name));
+  op->set_return_mode(return_mode());
+  return FinishValueCall(request);
+}
+
+absl::StatusOr<int64_t> RemoteVM::GetFunctionArity(absl::string_view func_name) {
+  v1::CallRequest request;
+  request.mutable_get_function_info()->set_vm_id(vm_id_);
+  request.mutable_get_function_info()->set_function(std::string(func_name));
+  TETHER_ASSIGN_OR_RETURN(v1::CallResponse response, Exec(request));
+  return response.function_info().num_args();
+}
+
+absl::StatusOr<std::vector<std::string>> RemoteVM::GetFunctionParamNames(
+    absl::string_view func_name) {
+  v1::CallRequest request;
+  request.mutable_get_function_info()->set_vm_id(vm_id_);
+  request.mutable_get_function_info()->set_function(std::string(func_name));
+  TETHER_ASSIGN_OR_RETURN(v1::CallResponse response, Exec(request));
+  const auto& names = response.function_info().param_names();
+  return std::vector<std::string>(names.begin(), names.end());
+}
+
+absl::Status RemoteVM::SetInstrumentByName(absl::string_view factory_name, ArgSpan args) {
+  v1::CallRequest request;
+  v1::SetInstrument* op = request.mutable_set_instrument();
+  op->set_vm_id(vm_id_);
+  op->set_factory(std::string(factory_name));
+  absl::Status status = EncodeArgs(args, op->mutable_args());
+  if (status.ok()) status = Exec(request).status();
+  FreeTemps();
+  return status;
+}
+
+absl::StatusOr<profiling::BenchmarkResult> RemoteVM::TimeEvaluator(
+    absl::string_view func_name, Device device, const profiling::TimeEvaluatorOptions& options,
+    ArgSpan args) {
+  v1::CallRequest request;
+  v1::TimeEvaluator* op = request.mutable_time_evaluator();
+  op->set_vm_id(vm_id_);
+  op->set_function(std::string(func_name));
+  rpc::EncodeDevice(device, op->mutable_device());
+  rpc::EncodeTimeEvaluatorOptions(options, op->mutable_options());
+  absl::Status status = EncodeArgs(args, op->mutable_args());
+  absl::StatusOr<v1::CallResponse> response =
+      status.ok() ? Exec(request) : absl::StatusOr<v1::CallResponse>(status);
+  FreeTemps();
+  if (!response.ok()) return response.status();
+  return rpc::DecodeBenchmarkResult(response->benchmark());
+}
+
+absl::StatusOr<profiling::Report> RemoteVM::Profile(absl::string_view func_name, ArgSpan args) {
+  v1::CallRequest request;
+  v1::Profile* op = request.mutable_profile();
+  op->set_vm_id(vm_id_);
+  op->set_function(std::string(func_name));
+  absl::Status status = EncodeArgs(args, op->mutable_args());
+  absl::StatusOr<v1::CallResponse> response =
+      status.ok() ? Exec(request) : absl::StatusOr<v1::CallResponse>(status);
+  FreeTemps();
+  if (!response.ok()) return response.status();
+  return rpc::DecodeReport(response->report());
+}
+
+}  // namespace tether::client

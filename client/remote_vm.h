@@ -1,0 +1,108 @@
+// RemoteVM: the VirtualMachine interface over a RemoteSession, so code and
+// tests written against the local interpreter run unchanged on a daemon.
+//
+// Every call travels on one long-lived CallStream per RemoteVM (replies
+// matched by request_id); if the stream breaks, later calls fall back to the
+// unary Call RPC. Tensor arguments up to the daemon's max_inline_tensor_bytes
+// travel inline; larger ones are uploaded first and passed as handles, then
+// freed once the call has returned (the daemon's VM holds its own references
+// to whatever it keeps, e.g. SetInput and SaveFunction arguments).
+//
+// Outputs: with fetch_outputs (the default) every tensor comes back as a local
+// CPU tensor (large ones are downloaded in chunks and their handles freed).
+// With fetch_outputs=false every output tensor stays on the daemon and is
+// returned as a RemoteHandle value (client/remote_session.h): download it with
+// RemoteSession::DownloadTensor, pass it back as an argument, free it with
+// RemoteSession::FreeObjects (or let the session's close release it).
+// Closures come back as RemoteHandle values (kind kObject) that InvokeClosure
+// accepts; they live until the session closes.
+#ifndef TETHER_CLIENT_REMOTE_VM_H_
+#define TETHER_CLIENT_REMOTE_VM_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "client/remote_session.h"
+#include "runtime/vm/virtual_machine.h"
+
+namespace tether::client {
+
+struct RemoteVmOptions {
+  // Download output tensors eagerly (true) or leave them as remote handles.
+  bool fetch_outputs = true;
+  // Per-call deadline enforced by the daemon; zero: none.
+  absl::Duration call_timeout = absl::ZeroDuration();
+};
+
+// Thread contract: thread-hostile, like the local VM: one caller at a time.
+// The session must outlive the VM.
+class RemoteVM final : public vm::VirtualMachine {
+ public:
+  // Creates a VM of the stored module `module_sha256` on `devices` (empty:
+  // cpu:0) with `memory_cfg` ("naive", "pooled", ...; empty: the daemon's
+  // default). NOT_FOUND if the daemon lacks the module.
+  static absl::StatusOr<std::unique_ptr<RemoteVM>> Create(RemoteSession* session,
+                                                          absl::string_view module_sha256,
+                                                          std::vector<Device> devices = {},
+                                                          absl::string_view memory_cfg = "",
+                                                          RemoteVmOptions options = {});
+  ~RemoteVM() override;
+
+  uint64_t vm_id() const { return vm_id_; }
+  // True while calls use the CallStream (false after it broke).
+  bool using_stream() const { return !stream_broken_; }
+
+  absl::StatusOr<Value> Invoke(absl::string_view func_name, ArgSpan args) override;
+  absl::StatusOr<Value> InvokeClosure(const Value& closure, ArgSpan args) override;
+  absl::Status SaveFunction(absl::string_view func_name, absl::string_view saved_name, ArgSpan args,
+                            bool include_return = true) override;
+  absl::Status SetInput(absl::string_view func_name, ArgSpan args) override;
+  absl::Status SetInputNamed(absl::string_view func_name, ArgSpan positional,
+                             const vm::NamedArgs& named) override;
+  absl::Status InvokeStateful(absl::string_view func_name) override;
+  absl::StatusOr<Value> GetOutputs(absl::string_view func_name) override;
+  absl::StatusOr<int64_t> GetFunctionArity(absl::string_view func_name) override;
+  absl::StatusOr<std::vector<std::string>> GetFunctionParamNames(
+      absl::string_view func_name) override;
+  absl::Status SetInstrumentByName(absl::string_view factory_name, ArgSpan args) override;
+  absl::StatusOr<profiling::BenchmarkResult> TimeEvaluator(
+      absl::string_view func_name, Device device, const profiling::TimeEvaluatorOptions& options,
+      ArgSpan args) override;
+  absl::StatusOr<profiling::Report> Profile(absl::string_view func_name, ArgSpan args) override;
+
+ private:
+  RemoteVM(RemoteSession* session, RemoteVmOptions options);
+
+  // Sends one operation (stream first, unary fallback); returns the reply or
+  // its decoded error.
+  absl::StatusOr<v1::CallResponse> Exec(v1::CallRequest& request);
+  absl::StatusOr<v1::CallResponse> ExecOnStream(v1::CallRequest& request, bool* fall_back);
+  void CloseStream();
+  // Encodes an argument; large tensors are uploaded, their ids added to
+  // temps_ (freed by FreeTemps after the call).
+  absl::Status EncodeArg(const Value& value, int depth, v1::Value* out);
+  absl::Status EncodeArgs(ArgSpan args, google::protobuf::RepeatedPtrField<v1::Value>* out);
+  void FreeTemps();
+  // Decodes a result; fetched handles are freed.
+  absl::StatusOr<Value> DecodeResult(const v1::Value& value, int depth);
+  absl::StatusOr<Value> FinishValueCall(v1::CallRequest& request);
+  v1::ReturnMode return_mode() const;
+
+  RemoteSession* session_;
+  RemoteVmOptions options_;
+  uint64_t vm_id_ = 0;
+  uint64_t next_request_id_ = 1;
+  std::vector<uint64_t> temps_;
+  std::vector<uint64_t> fetched_;
+
+  std::unique_ptr<grpc::ClientContext> stream_ctx_;
+  std::unique_ptr<grpc::ClientReaderWriter<v1::CallRequest, v1::CallResponse>> stream_;
+  bool stream_broken_ = false;
+};
+
+}  // namespace tether::client
+
+#endif  // TETHER_CLIENT_REMOTE_VM_H_

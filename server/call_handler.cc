@@ -1,0 +1,287 @@
+// CallHandler: one function per op of CallRequest, all thin: decode, call the
+// VM, encode.
+#include "server/call_handler.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "proto/codec/value_codec.h"
+#include "runtime/core/error.h"
+#include "runtime/memory/allocator.h"
+#include "runtime/vm/local_vm.h"
+
+namespace tether::server {
+namespace {
+
+class Ops {
+ public:
+  Ops(Session& session, ModuleStore* store, uint64_t max_inline)
+      : session_(session), store_(store), max_inline_(max_inline) {}
+
+  absl::StatusOr<std::vector<Value>> DecodeArgs(
+      const google::protobuf::RepeatedPtrField<v1::Value>& args) {
+    rpc::DecodeOptions options;
+    options.resolve_tensor_handle = [this](uint64_t id) -> absl::StatusOr<Value> {
+      TETHER_ASSIGN_OR_RETURN(Tensor t, session_.FindTensor(id));
+      return Value(t);
+    };
+    options.resolve_object_handle = [this](uint64_t id) { return session_.FindObject(id); };
+    std::vector<Value> out;
+    out.reserve(args.size());
+    for (const v1::Value& arg : args) {
+      TETHER_ASSIGN_OR_RETURN(Value v, rpc::DecodeValue(arg, options));
+      out.push_back(std::move(v));
+    }
+    return out;
+  }
+
+  absl::Status EncodeResult(const Value& value, v1::ReturnMode mode, v1::Value* out) {
+    rpc::EncodeOptions options;
+    options.max_inline_bytes =
+        mode == v1::RETURN_MODE_INLINE ? std::numeric_limits<uint64_t>::max() : max_inline_;
+    options.always_handle = mode == v1::RETURN_MODE_HANDLE;
+    options.make_tensor_handle = [this](const Tensor& t) -> absl::StatusOr<uint64_t> {
+      return session_.AddTensor(t);
+    };
+    options.make_object_handle = [this](const Value& v) -> absl::StatusOr<uint64_t> {
+      return session_.AddObject(v);
+    };
+    return rpc::EncodeValue(value, options, out);
+  }
+
+  absl::StatusOr<vm::LocalVirtualMachine*> Vm(uint64_t id) { return session_.FindVm(id); }
+
+  absl::Status CreateVm(const v1::CreateVm& op, v1::CreateVmResult* out) {
+    std::vector<Device> devices;
+    for (const v1::Device& d : op.devices()) {
+      TETHER_ASSIGN_OR_RETURN(Device device, rpc::DecodeDevice(d));
+      devices.push_back(device);
+    }
+    if (devices.empty()) devices.push_back(Device::Cpu());
+    memory::MemoryConfig cfg;
+    if (!op.memory_cfg().empty()) {
+      TETHER_ASSIGN_OR_RETURN(cfg, memory::MemoryConfig::Parse(op.memory_cfg()));
+    }
+    TETHER_ASSIGN_OR_RETURN(Ref<vm::Executable> exec, store_->Acquire(op.module_sha256()));
+    absl::StatusOr<std::unique_ptr<vm::LocalVirtualMachine>> vm =
+        vm::LocalVirtualMachine::Create(exec, std::move(devices), cfg);
+    if (!vm.ok()) {
+      store_->Release(op.module_sha256());
+      return vm.status();
+    }
+    vm::LocalVirtualMachine* raw = vm->get();
+    uint64_t id = session_.AddVm(std::move(*vm), op.module_sha256());
+    out->set_vm_id(id);
+    for (const vm::FunctionInfo& f : exec->functions) {
+      if (f.kind != vm::FunctionKind::kVMFunc) continue;
+      v1::FunctionInfo* info = out->add_functions();
+      info->set_name(f.name);
+      absl::StatusOr<int64_t> arity = raw->GetFunctionArity(f.name);
+      info->set_num_args(arity.ok() ? *arity : f.num_args);
+      for (const std::string& p : f.param_names) info->add_param_names(p);
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Run(const v1::CallRequest& request, v1::CallResponse* response) {
+    switch (request.op_case()) {
+      case v1::CallRequest::kCreateVm:
+        return CreateVm(request.create_vm(), response->mutable_create_vm());
+      case v1::CallRequest::kDestroyVm:
+        return session_.DestroyVm(request.destroy_vm().vm_id());
+      case v1::CallRequest::kInvoke: {
+        const v1::Invoke& op = request.invoke();
+        TETHER_ASSIGN_OR_RETURN(vm::LocalVirtualMachine * vm, Vm(op.vm_id()));
+        TETHER_ASSIGN_OR_RETURN(std::vector<Value> args, DecodeArgs(op.args()));
+        TETHER_ASSIGN_OR_RETURN(Value out, vm->Invoke(op.function(), args));
+        return EncodeResult(out, op.return_mode(), response->mutable_value());
+      }
+      case v1::CallRequest::kInvokeClosure: {
+        const v1::InvokeClosure& op = request.invoke_closure();
+        TETHER_ASSIGN_OR_RETURN(vm::LocalVirtualMachine * vm, Vm(op.vm_id()));
+        rpc::DecodeOptions options;
+        options.resolve_object_handle = [this](uint64_t id) { return session_.FindObject(id); };
+        TETHER_ASSIGN_OR_RETURN(Value closure, rpc::DecodeValue(op.closure(), options));
+        TETHER_ASSIGN_OR_RETURN(std::vector<Value> args, DecodeArgs(op.args()));
+        TETHER_ASSIGN_OR_RETURN(Value out, vm->InvokeClosure(closure, args));
+        return EncodeResult(out, op.return_mode(), response->mutable_value());
+      }
+      case v1::CallRequest::kSaveFunction: {
+        const v1::SaveFunction& op = request.save_function();
+        TETHER_ASSIGN_OR_RETURN(vm::LocalVirtualMachine * vm, Vm(op.vm_id()));
+        TETHER_ASSIGN_OR_RETURN(std::vector<Value> args, DecodeArgs(op.args()));
+        return vm->SaveFunction(op.function(), op.saved_name(), args, op.include_return());
+      }
+      case v1::CallRequest::kSetInput: {
+        const v1::SetInput& op = request.set_input();
+        TETHER_ASSIGN_OR_RETURN(vm::LocalVirtualMachine * vm, Vm(op.vm_id()));
+        TETHER_ASSIGN_OR_RETURN(std::vector<Value> args, DecodeArgs(op.args()));
+        if (op.named().empty()) return vm->SetInput(op.function(), args);
+        vm::NamedArgs named;
+        for (const v1::NamedValue& nv : op.named()) {
+          google::protobuf::RepeatedPtrField<v1::Value> one;
+          *one.Add() = nv.value();
+          TETHER_ASSIGN_OR_RETURN(std::vector<Value> v, DecodeArgs(one));
+          named.emplace_back(nv.name(), std::move(v[0]));
+        }
+        return vm->SetInputNamed(op.function(), args, named);
+      }
+      case v1::CallRequest::kInvokeStateful: {
+        TETHER_ASSIGN_OR_RETURN(vm::LocalVirtualMachine * vm,
+                                Vm(request.invoke_stateful().vm_id()));
+        return vm->InvokeStateful(request.invoke_stateful().function());
+      }
+      case v1::CallRequest::kGetOutputs: {
+        const v1::GetOutputs& op = request.get_outputs();
+        TETHER_ASSIGN_OR_RETURN(vm::LocalVirtualMachine * vm, Vm(op.vm_id()));
+        TETHER_ASSIGN_OR_RETURN(Value out, vm->GetOutputs(op.function()));
+        return EncodeResult(out, op.return_mode(), response->mutable_value());
+      }
+      case v1::CallRequest::kGetFunctionInfo: {
+        const v1::GetFunctionInfo& op = request.get_function_info();
+        TETHER_ASSIGN_OR_RETURN(vm::LocalVirtualMachine * vm, Vm(op.vm_id()));
+        TETHER_ASSIGN_OR_RETURN(int64_t arity, vm->GetFunctionArity(op.function()));
+        TETHER_ASSIGN_OR_RETURN(std::vector<std::string> names,
+                                vm->GetFunctionParamNames(op.function()));
+        v1::FunctionInfo* info = response->mutable_function_info();
+        info->set_name(op.function());
+        info->set_num_args(arity);
+        for (const std::string& n : names) info->add_param_names(n);
+        return absl::OkStatus();
+      }
+      case v1::CallRequest::kSetInstrument: {
+        const v1::SetInstrument& op = request.set_instrument();
+        TETHER_ASSIGN_OR_RETURN(vm::LocalVirtualMachine * vm, Vm(op.vm_id()));
+        TETHER_ASSIGN_OR_RETURN(std::vector<Value> args, DecodeArgs(op.args()));
+        return vm->SetInstrumentByName(op.factory(), args);
+      }
+      case v1::CallRequest::kTimeEvaluator: {
+        const v1::TimeEvaluator& op = request.time_evaluator();
+        TETHER_ASSIGN_OR_RETURN(vm::LocalVirtualMachine * vm, Vm(op.vm_id()));
+        TETHER_ASSIGN_OR_RETURN(std::vector<Value> args, DecodeArgs(op.args()));
+        Device device = Device::Cpu();
+        if (op.has_device()) {
+          TETHER_ASSIGN_OR_RETURN(device, rpc::DecodeDevice(op.device()));
+        }
+        TETHER_ASSIGN_OR_RETURN(
+            profiling::BenchmarkResult result,
+            vm->TimeEvaluator(op.function(), device, rpc::DecodeTimeEvaluatorOptions(op.options()),
+                              args));
+        rpc::EncodeBenchmarkResult(result, response->mutable_benchmark());
+        return absl::OkStatus();
+      }
+      case v1::CallRequest::kProfile: {
+        const v1::Profile& op = request.profile();
+        TETHER_ASSIGN_OR_RETURN(vm::LocalVirtualMachine * vm, Vm(op.vm_id()));
+        TETHER_ASSIGN_OR_RETURN(std::vector<Value> args, DecodeArgs(op.args()));
+        TETHER_ASSIGN_OR_RETURN(profiling::Report report, vm->Profile(op.function(), args));
+        rpc::EncodeReport(report, response->mutable_report());
+        return absl::OkStatus();
+      }
+      case v1::CallRequest::kAllocTensor: {
+        TETHER_ASSIGN_OR_RETURN(rpc::TensorSpec spec,
+                                rpc::DecodeTensorHeader(request.alloc_tensor().tensor()));
+        TETHER_ASSIGN_OR_RETURN(Tensor t, Tensor::Empty(spec.shape, spec.dtype, spec.device));
+        v1::TensorHandle* handle = response->mutable_tensor();
+        handle->set_id(session_.AddTensor(t));
+        rpc::EncodeTensorHeader(spec.dtype, spec.shape, spec.device, handle->mutable_header());
+        return absl::OkStatus();
+      }
+      case v1::CallRequest::kFillRandom: {
+        const v1::FillRandom& op = request.fill_random();
+        TETHER_ASSIGN_OR_RETURN(Tensor t, session_.FindTensor(op.tensor_id()));
+        return FillRandom(t, op.seed(), op.low(), op.high());
+      }
+      case v1::CallRequest::kFreeObjects: {
+        absl::Status first;
+        for (uint64_t id : request.free_objects().ids()) first.Update(session_.Free(id));
+        return first;
+      }
+      case v1::CallRequest::OP_NOT_SET:
+        break;
+    }
+    return absl::InvalidArgumentError("call request names no operation");
+  }
+
+ private:
+  Session& session_;
+  ModuleStore* store_;
+  uint64_t max_inline_;
+};
+
+uint16_t FloatToHalf(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  uint32_t sign = (x >> 16) & 0x8000;
+  int32_t exp = static_cast<int32_t>((x >> 23) & 0xff) - 127 + 15;
+  uint32_t mant = x & 0x7fffff;
+  if (exp <= 0) return static_cast<uint16_t>(sign);  // flush tiny values to zero
+  if (exp >= 31) return static_cast<uint16_t>(sign | 0x7c00);
+  return static_cast<uint16_t>(sign | (exp << 10) | (mant >> 13));
+}
+
+}  // namespace
+
+absl::Status CallHandler::Execute(Session& session, const v1::CallRequest& request,
+                                  v1::CallResponse* response) {
+  Ops ops(session, store_, max_inline_tensor_bytes_);
+  return ops.Run(request, response);
+}
+
+absl::Status FillRandom(const Tensor& tensor, uint64_t seed, double low, double high) {
+  if (!(low <= high) || !std::isfinite(low) || !std::isfinite(high)) {
+    return ValueError("fill_random range [", low, ", ", high, ") is not a finite range");
+  }
+  if (!tensor->IsContiguous()) return ValueError("fill_random needs a contiguous tensor");
+  DataType dtype = tensor->dtype();
+  int64_t numel = tensor->NumElements() * dtype.lanes();
+  size_t elem = static_cast<size_t>((dtype.bits() + 7) / 8);
+  std::vector<unsigned char> host(static_cast<size_t>(tensor->NumBytes()));
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> dist(low, high);
+  for (int64_t i = 0; i < numel; ++i) {
+    double v = low == high ? low : dist(rng);
+    unsigned char* p = host.data() + static_cast<size_t>(i) * elem;
+    switch (dtype.code()) {
+      case DataType::kFloat:
+        if (dtype.bits() == 64) {
+          std::memcpy(p, &v, 8);
+        } else if (dtype.bits() == 32) {
+          float f = static_cast<float>(v);
+          std::memcpy(p, &f, 4);
+        } else if (dtype.bits() == 16) {
+          uint16_t h = FloatToHalf(static_cast<float>(v));
+          std::memcpy(p, &h, 2);
+        } else {
+          return ValueError("fill_random does not support ", dtype.ToString());
+        }
+        break;
+      case DataType::kBFloat: {
+        float f = static_cast<float>(v);
+        uint32_t bits;
+        std::memcpy(&bits, &f, 4);
+        uint16_t b = static_cast<uint16_t>(bits >> 16);
+        std::memcpy(p, &b, 2);
+        break;
+      }
+      case DataType::kInt:
+      case DataType::kUInt:
+      case DataType::kBool: {
+        int64_t n = static_cast<int64_t>(std::llround(v));
+        if (dtype.code() == DataType::kBool) n = n != 0;
+        std::memcpy(p, &n, elem);  // little-endian: the low bytes
+        break;
+      }
+      default:
+        return ValueError("fill_random does not support ", dtype.ToString());
+    }
+  }
+  return const_cast<Tensor&>(tensor).CopyFromBytes(host.data(), host.size());
+}
+
+}  // namespace tether::server

@@ -1,0 +1,161 @@
+// Daemon: wires the module store, session table, executor, deadline timer and
+// TetherService into a grpc::Server bound to every listen address.
+#include "server/daemon.h"
+
+#include <stdlib.h>
+
+#include <algorithm>
+#include <deque>
+#include <filesystem>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "grpcpp/grpcpp.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "server/deadline_timer.h"
+#include "server/executor.h"
+#include "server/module_store.h"
+#include "server/session_table.h"
+#include "server/tether_service.h"
+
+namespace tether::server {
+namespace {
+
+class DaemonImpl final : public Daemon {
+ public:
+  ~DaemonImpl() override {
+    Shutdown(absl::Seconds(5));
+    if (!temp_store_dir_.empty()) {
+      std::error_code ec;
+      std::filesystem::remove_all(temp_store_dir_, ec);
+    }
+  }
+
+  absl::Status Init(DaemonOptions options) {
+    if (options.listen.empty()) return absl::InvalidArgumentError("no listen address given");
+    if (options.chunk_bytes == 0 || options.max_sessions == 0) {
+      return absl::InvalidArgumentError("chunk_bytes and max_sessions must be positive");
+    }
+    if (options.store_dir.empty()) {
+      std::string tmpl = (std::filesystem::temp_directory_path() / "tetherd-store-XXXXXX").string();
+      if (::mkdtemp(tmpl.data()) == nullptr) {
+        return absl::InternalError("cannot create a temporary store directory");
+      }
+      temp_store_dir_ = options.store_dir = tmpl;
+    }
+    absl::StatusOr<std::unique_ptr<ModuleStore>> store =
+        ModuleStore::Open(options.store_dir, options.store_quota_bytes);
+    if (!store.ok()) return store.status();
+    store_ = std::move(*store);
+    int threads = std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 2, 16);
+    executor_ = std::make_unique<Executor>(threads);
+    timer_ = std::make_unique<DeadlineTimer>();
+    SessionLimits session_limits;
+    session_limits.max_sessions = options.max_sessions;
+    session_limits.default_idle_timeout = options.session_idle_timeout;
+    session_limits.max_idle_timeout = std::max(options.session_idle_timeout, absl::Hours(24));
+    sessions_ = std::make_unique<SessionTable>(session_limits, executor_.get(), store_.get());
+    ServiceLimits limits;
+    limits.max_inline_tensor_bytes = options.max_inline_tensor_bytes;
+    limits.chunk_bytes = options.chunk_bytes;
+    limits.max_message_bytes =
+        std::max<uint64_t>({uint64_t{64} << 20, options.chunk_bytes + (uint64_t{1} << 20),
+                            4 * options.max_inline_tensor_bytes + (uint64_t{1} << 20)});
+    limits.max_message_bytes = std::min<uint64_t>(limits.max_message_bytes, INT32_MAX);
+    service_ = std::make_unique<TetherService>(limits, store_.get(), sessions_.get(),
+                                               executor_.get(), timer_.get());
+
+    grpc::EnableDefaultHealthCheckService(true);
+    grpc::ServerBuilder builder;
+    std::deque<int> ports;  // stable addresses for AddListeningPort
+    for (const std::string& address : options.listen) {
+      ports.push_back(0);
+      builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &ports.back());
+    }
+    builder.SetMaxReceiveMessageSize(static_cast<int>(limits.max_message_bytes));
+    builder.SetMaxSendMessageSize(static_cast<int>(limits.max_message_bytes));
+    builder.RegisterService(service_.get());
+    server_ = builder.BuildAndStart();
+    if (!server_) {
+      return absl::UnavailableError(
+          absl::StrCat("cannot bind ", absl::StrJoin(options.listen, ", ")));
+    }
+    for (size_t i = 0; i < options.listen.size(); ++i) {
+      bool is_unix = absl::StartsWith(options.listen[i], "unix:");
+      if (!is_unix && ports[i] == 0) {
+        return absl::UnavailableError(absl::StrCat("cannot bind ", options.listen[i]));
+      }
+      if (!is_unix && port_ == 0) port_ = ports[i];
+    }
+    std::fprintf(stderr, "tetherd: event=listening addresses=\"%s\" port=%d store=%s\n",
+                 absl::StrJoin(options.listen, ",").c_str(), port_, options.store_dir.c_str());
+    return absl::OkStatus();
+  }
+
+  int port() const override { return port_; }
+  std::string target() const override { return absl::StrCat("127.0.0.1:", port_); }
+
+  void Shutdown(absl::Duration grace) override {
+    {
+      absl::MutexLock lock(&mu_);
+      if (shutting_down_) {
+        mu_.Await(absl::Condition(&shut_down_));
+        return;
+      }
+      shutting_down_ = true;
+    }
+    if (server_) {
+      // Calls still running after the grace period are interrupted, so the
+      // drain cannot hang on a long VM call.
+      absl::Notification drained;
+      std::thread interrupter([&] {
+        if (!drained.WaitForNotificationWithTimeout(grace)) {
+          sessions_->InterruptAll(absl::StatusCode::kUnavailable);
+        }
+      });
+      server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
+      drained.Notify();
+      interrupter.join();
+      server_->Wait();
+    }
+    if (sessions_) sessions_->CloseAll("shutdown");
+    absl::MutexLock lock(&mu_);
+    shut_down_ = true;
+  }
+
+  void Wait() override {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(&shut_down_));
+  }
+
+  size_t num_sessions() const override { return sessions_ ? sessions_->size() : 0; }
+
+ private:
+  std::string temp_store_dir_;
+  // Destroyed in reverse: the server first, then the service and the rest.
+  std::unique_ptr<ModuleStore> store_;
+  std::unique_ptr<Executor> executor_;
+  std::unique_ptr<DeadlineTimer> timer_;
+  std::unique_ptr<SessionTable> sessions_;
+  std::unique_ptr<TetherService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+  absl::Mutex mu_;
+  bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
+  auto daemon = std::make_unique<DaemonImpl>();
+  absl::Status status = daemon->Init(std::move(options));
+  if (!status.ok()) return status;
+  return std::unique_ptr<Daemon>(std::move(daemon));
+}
+
+}  // namespace tether::server

@@ -1,0 +1,56 @@
+// Executor: the worker threads that run VM work off the gRPC reactor threads,
+// and SerialQueue, which runs one session's tasks one at a time, in the order
+// they were posted, on those workers (a strand) — so calls of one session are
+// serialized without parking a worker on a lock, and sessions run in parallel.
+#ifndef TETHER_SERVER_EXECUTOR_H_
+#define TETHER_SERVER_EXECUTOR_H_
+
+#include <deque>
+#include <functional>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+
+namespace tether::server {
+
+// Thread contract: thread-safe.
+class Executor {
+ public:
+  explicit Executor(int num_threads);
+  ~Executor();  // runs the queued tasks, then joins
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+
+  void Post(std::function<void()> task);
+
+ private:
+  void WorkerLoop();
+
+  absl::Mutex mu_;
+  std::deque<std::function<void()>> tasks_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::thread> workers_;
+};
+
+// Thread contract: thread-safe. Must outlive its running tasks (sessions hold
+// theirs in a shared_ptr the tasks capture).
+class SerialQueue {
+ public:
+  explicit SerialQueue(Executor* executor) : executor_(executor) {}
+  // Runs `task` after every task posted before it has finished.
+  void Post(std::function<void()> task);
+
+ private:
+  void Drain();
+
+  Executor* executor_;
+  absl::Mutex mu_;
+  std::deque<std::function<void()>> tasks_ ABSL_GUARDED_BY(mu_);
+  bool running_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace tether::server
+
+#endif  // TETHER_SERVER_EXECUTOR_H_

@@ -1,0 +1,155 @@
+// tetherd: the Tether daemon. Parses flags into DaemonOptions, refuses to
+// serve a non-loopback TCP address unless --insecure is given (TLS and token
+// authentication are not in this build yet), writes --port-file once bound,
+// and on SIGTERM or SIGINT drains in-flight calls, closes sessions and exits 0.
+#include <signal.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "server/daemon.h"
+
+namespace {
+
+constexpr char kUsage[] =
+    "usage: tetherd [flags]\n"
+    "  --listen ADDR                 address to serve (repeatable; default 127.0.0.1:9190;\n"
+    "                                host:0 picks a free port; unix:PATH for a socket)\n"
+    "  --port-file PATH              write the bound TCP port here once listening\n"
+    "  --store-dir DIR               module store directory (default: a temporary one)\n"
+    "  --store-quota BYTES           module store quota, suffixes K/M/G (default 4G)\n"
+    "  --max-sessions N              concurrent sessions (default 64)\n"
+    "  --session-idle-timeout SECS   close sessions idle this long (default 600)\n"
+    "  --insecure                    allow non-loopback addresses without TLS or tokens\n"
+    "  --help                        show this help\n";
+
+bool ParseBytes(std::string text, uint64_t* out) {
+  uint64_t scale = 1;
+  if (!text.empty()) {
+    switch (absl::ascii_toupper(text.back())) {
+      case 'K':
+        scale = uint64_t{1} << 10;
+        break;
+      case 'M':
+        scale = uint64_t{1} << 20;
+        break;
+      case 'G':
+        scale = uint64_t{1} << 30;
+        break;
+      default:
+        break;
+    }
+    if (scale != 1) text.pop_back();
+  }
+  uint64_t n = 0;
+  if (!absl::SimpleAtoi(text, &n) || n > UINT64_MAX / scale) return false;
+  *out = n * scale;
+  return true;
+}
+
+// Whether a TCP listen address is on the loopback interface.
+bool IsLoopback(const std::string& address) {
+  if (absl::StartsWith(address, "unix:")) return true;
+  std::string host = address.substr(0, address.rfind(':'));
+  if (absl::StartsWith(host, "ipv4:")) host = host.substr(5);
+  if (absl::StartsWith(host, "ipv6:")) host = host.substr(5);
+  return absl::StartsWith(host, "127.") || host == "localhost" || host == "[::1]" || host == "::1";
+}
+
+int Fail(const std::string& message) {
+  std::fprintf(stderr, "tetherd: %s\n", message.c_str());
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  tether::server::DaemonOptions options;
+  options.listen.clear();
+  std::string port_file;
+  bool insecure = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string flag = argv[i];
+    std::string value;
+    if (size_t eq = flag.find('='); eq != std::string::npos && absl::StartsWith(flag, "--")) {
+      value = flag.substr(eq + 1);
+      flag = flag.substr(0, eq);
+    } else if (flag != "--help" && flag != "-h" && flag != "--insecure") {
+      if (i + 1 >= argc) return Fail(absl::StrCat(flag, " needs a value\n", kUsage));
+      value = argv[++i];
+    }
+    if (flag == "--help" || flag == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    } else if (flag == "--insecure") {
+      insecure = true;
+    } else if (flag == "--listen") {
+      options.listen.push_back(value);
+    } else if (flag == "--port-file") {
+      port_file = value;
+    } else if (flag == "--store-dir") {
+      options.store_dir = value;
+    } else if (flag == "--store-quota") {
+      if (!ParseBytes(value, &options.store_quota_bytes)) {
+        return Fail(absl::StrCat("bad --store-quota \"", value, "\""));
+      }
+    } else if (flag == "--max-sessions") {
+      if (!absl::SimpleAtoi(value, &options.max_sessions) || options.max_sessions == 0) {
+        return Fail(absl::StrCat("bad --max-sessions \"", value, "\""));
+      }
+    } else if (flag == "--session-idle-timeout") {
+      double seconds = 0;
+      if (!absl::SimpleAtod(value, &seconds) || !(seconds > 0)) {
+        return Fail(absl::StrCat("bad --session-idle-timeout \"", value, "\""));
+      }
+      options.session_idle_timeout = absl::Seconds(seconds);
+    } else {
+      return Fail(absl::StrCat("unknown flag ", flag, "\n", kUsage));
+    }
+  }
+  if (options.listen.empty()) options.listen.push_back("127.0.0.1:9190");
+  for (const std::string& address : options.listen) {
+    if (!insecure && !IsLoopback(address)) {
+      return Fail(absl::StrCat("refusing to listen on ", address,
+                               ": TLS and token authentication are not available in this build "
+                               "yet; pass --insecure to serve unauthenticated plaintext"));
+    }
+  }
+
+  // Block the stop signals before any thread starts, then wait for them here.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  absl::StatusOr<std::unique_ptr<tether::server::Daemon>> daemon =
+      tether::server::Daemon::Start(options);
+  if (!daemon.ok()) {
+    std::fprintf(stderr, "tetherd: %s\n", std::string(daemon.status().message()).c_str());
+    return 1;
+  }
+  if (!port_file.empty()) {
+    std::string temp = port_file + ".tmp";
+    {
+      std::ofstream out(temp);
+      out << (*daemon)->port() << "\n";
+    }
+    if (std::rename(temp.c_str(), port_file.c_str()) != 0) {
+      return Fail(absl::StrCat("cannot write --port-file ", port_file));
+    }
+  }
+  int signal_number = 0;
+  sigwait(&signals, &signal_number);
+  std::fprintf(stderr, "tetherd: event=shutdown signal=%d\n", signal_number);
+  (*daemon)->Shutdown(absl::Seconds(10));
+  daemon->reset();
+  return 0;
+}

@@ -1,0 +1,274 @@
+// ModuleStore: temp-file uploads hashed incrementally, verified, renamed into
+// place; an LRU byte quota over unpinned modules; the index rebuilt from the
+// directory at startup.
+#include "server/module_store.h"
+
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "proto/codec/value_codec.h"
+#include "runtime/core/error.h"
+
+namespace tether::server {
+namespace {
+
+constexpr char kTempPrefix[] = ".upload-";
+
+absl::Status CheckHash(absl::string_view sha256) {
+  if (!rpc::IsSha256Hex(sha256)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("module hash \"", sha256.substr(0, 80), "\" is not 64 lower-case hex digits"));
+  }
+  return absl::OkStatus();
+}
+
+std::string Errno(absl::string_view what, const std::string& path) {
+  return absl::StrCat(what, " ", path, ": ", std::strerror(errno));
+}
+
+}  // namespace
+
+struct ModuleStore::Upload::Hasher {
+  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
+  Hasher() { EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr); }
+  ~Hasher() { EVP_MD_CTX_free(ctx); }
+  std::string HexDigest() {
+    unsigned char digest[EVP_MAX_MD_SIZE];
+    unsigned int len = 0;
+    EVP_DigestFinal_ex(ctx, digest, &len);
+    static constexpr char kHex[] = "0123456789abcdef";
+    std::string out;
+    for (unsigned int i = 0; i < len; ++i) {
+      out.push_back(kHex[digest[i] >> 4]);
+      out.push_back(kHex[digest[i] & 15]);
+    }
+    return out;
+  }
+};
+
+ModuleStore::Upload::Upload(ModuleStore* store, std::string sha256, uint64_t size,
+                            std::string temp_path, int fd)
+    : store_(store),
+      sha256_(std::move(sha256)),
+      size_(size),
+      temp_path_(std::move(temp_path)),
+      fd_(fd),
+      hasher_(std::make_unique<Hasher>()) {}
+
+ModuleStore::Upload::~Upload() {
+  if (!done_) Abort();
+}
+
+void ModuleStore::Upload::Abort() {
+  done_ = true;
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  ::unlink(temp_path_.c_str());
+}
+
+absl::Status ModuleStore::Upload::Append(absl::string_view data) {
+  if (done_) return absl::FailedPreconditionError("upload already finished");
+  if (data.size() > size_ - received_) {
+    absl::Status status = absl::InvalidArgumentError(
+        absl::StrCat("module ", sha256_.substr(0, 12), " upload sends more than the declared ",
+                     size_, " bytes"));
+    Abort();
+    return status;
+  }
+  EVP_DigestUpdate(hasher_->ctx, data.data(), data.size());
+  const char* p = data.data();
+  size_t left = data.size();
+  while (left > 0) {
+    ssize_t n = ::write(fd_, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      absl::Status status = absl::InternalError(Errno("cannot write", temp_path_));
+      Abort();
+      return status;
+    }
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+  received_ += data.size();
+  return absl::OkStatus();
+}
+
+absl::Status ModuleStore::Upload::Finish() {
+  if (done_) return absl::FailedPreconditionError("upload already finished");
+  if (received_ != size_) {
+    absl::Status status = absl::InvalidArgumentError(absl::StrCat("module ", sha256_.substr(0, 12),
+                                                                  " upload ended after ", received_,
+                                                                  " of ", size_, " bytes"));
+    Abort();
+    return status;
+  }
+  std::string actual = hasher_->HexDigest();
+  if (actual != sha256_) {
+    absl::Status status = absl::InvalidArgumentError(absl::StrCat(
+        "module hash mismatch: declared ", sha256_, ", received bytes hash to ", actual));
+    Abort();
+    return status;
+  }
+  if (::fsync(fd_) != 0 || ::close(fd_) != 0) {
+    fd_ = -1;
+    absl::Status status = absl::InternalError(Errno("cannot flush", temp_path_));
+    Abort();
+    return status;
+  }
+  fd_ = -1;
+  absl::Status status = store_->Publish(*this);
+  if (!status.ok()) Abort();
+  done_ = true;
+  return status;
+}
+
+absl::StatusOr<std::unique_ptr<ModuleStore>> ModuleStore::Open(std::string dir,
+                                                               uint64_t quota_bytes) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec)
+    return absl::InternalError(absl::StrCat("cannot create store dir ", dir, ": ", ec.message()));
+  auto store = std::unique_ptr<ModuleStore>(new ModuleStore(dir, quota_bytes));
+  struct Found {
+    std::string sha;
+    uint64_t size;
+    fs::file_time_type mtime;
+  };
+  std::vector<Found> found;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+    std::string name = e.path().filename().string();
+    if (name.rfind(kTempPrefix, 0) == 0) {
+      fs::remove(e.path(), ec);  // a cut upload of an earlier run
+      continue;
+    }
+    if (!rpc::IsSha256Hex(name) || !e.is_regular_file()) continue;
+    found.push_back({name, static_cast<uint64_t>(e.file_size()), e.last_write_time()});
+  }
+  if (ec)
+    return absl::InternalError(absl::StrCat("cannot list store dir ", dir, ": ", ec.message()));
+  // Most recently written first, the order the LRU list keeps.
+  std::sort(found.begin(), found.end(),
+            [](const Found& a, const Found& b) { return a.mtime > b.mtime; });
+  absl::MutexLock lock(&store->mu_);
+  for (const Found& f : found) {
+    Entry& entry = store->entries_[f.sha];
+    entry.size = f.size;
+    entry.lru = store->lru_.insert(store->lru_.end(), f.sha);
+    store->used_ += f.size;
+  }
+  return store;
+}
+
+std::string ModuleStore::PathOf(absl::string_view sha256) const {
+  return absl::StrCat(dir_, "/", sha256);
+}
+
+void ModuleStore::TouchLocked(Entry& entry, const std::string& sha256) {
+  lru_.erase(entry.lru);
+  entry.lru = lru_.insert(lru_.begin(), sha256);
+}
+
+absl::StatusOr<std::optional<uint64_t>> ModuleStore::Find(absl::string_view sha256) {
+  TETHER_RETURN_IF_ERROR(CheckHash(sha256));
+  absl::MutexLock lock(&mu_);
+  auto it = entries_.find(sha256);
+  if (it == entries_.end()) return std::optional<uint64_t>();
+  TouchLocked(it->second, it->first);
+  return std::optional<uint64_t>(it->second.size);
+}
+
+absl::StatusOr<std::unique_ptr<ModuleStore::Upload>> ModuleStore::BeginUpload(
+    absl::string_view sha256, uint64_t size_bytes) {
+  TETHER_RETURN_IF_ERROR(CheckHash(sha256));
+  if (size_bytes > quota_) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "module of ", size_bytes, " bytes exceeds the store quota of ", quota_, " bytes"));
+  }
+  std::string path = absl::StrCat(dir_, "/", kTempPrefix, "XXXXXX");
+  int fd = ::mkstemp(path.data());
+  if (fd < 0) return absl::InternalError(Errno("cannot create temp file in", dir_));
+  return std::unique_ptr<Upload>(new Upload(this, std::string(sha256), size_bytes, path, fd));
+}
+
+absl::Status ModuleStore::Publish(Upload& upload) {
+  absl::MutexLock lock(&mu_);
+  if (auto it = entries_.find(upload.sha256_); it != entries_.end()) {
+    ::unlink(upload.temp_path_.c_str());  // a concurrent upload won
+    TouchLocked(it->second, it->first);
+    return absl::OkStatus();
+  }
+  // Evict least recently used, unpinned modules until the new one fits.
+  for (auto it = lru_.end(); used_ + upload.size_ > quota_ && it != lru_.begin();) {
+    --it;
+    Entry& victim = entries_[*it];
+    if (victim.pins > 0) continue;
+    ::unlink(PathOf(*it).c_str());
+    used_ -= victim.size;
+    std::string sha = *it;
+    it = lru_.erase(it);
+    entries_.erase(sha);
+    std::fprintf(stderr, "tetherd: module=%s event=evict\n", sha.substr(0, 12).c_str());
+  }
+  if (used_ + upload.size_ > quota_) {
+    return absl::ResourceExhaustedError(absl::StrCat("module store quota of ", quota_,
+                                                     " bytes is full (", used_, " bytes in use)"));
+  }
+  if (::rename(upload.temp_path_.c_str(), PathOf(upload.sha256_).c_str()) != 0) {
+    return absl::InternalError(Errno("cannot rename into", PathOf(upload.sha256_)));
+  }
+  Entry& entry = entries_[upload.sha256_];
+  entry.size = upload.size_;
+  entry.lru = lru_.insert(lru_.begin(), upload.sha256_);
+  used_ += upload.size_;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Ref<vm::Executable>> ModuleStore::Acquire(absl::string_view sha256) {
+  TETHER_RETURN_IF_ERROR(CheckHash(sha256));
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = entries_.find(sha256);
+    if (it == entries_.end()) {
+      return absl::NotFoundError(absl::StrCat("module ", sha256, " is not in the store"));
+    }
+    TouchLocked(it->second, it->first);
+    if (it->second.exec) {
+      ++it->second.pins;
+      return it->second.exec;
+    }
+    ++it->second.pins;  // pinned while parsing, so it cannot be evicted meanwhile
+  }
+  absl::StatusOr<Ref<vm::Executable>> exec = vm::Executable::LoadFromFile(PathOf(sha256));
+  absl::MutexLock lock(&mu_);
+  auto it = entries_.find(sha256);
+  if (!exec.ok()) {
+    --it->second.pins;
+    return absl::InvalidArgumentError(absl::StrCat(
+        "module ", sha256.substr(0, 12), " is not a valid executable: ", exec.status().message()));
+  }
+  if (!it->second.exec) it->second.exec = *exec;
+  return it->second.exec;
+}
+
+void ModuleStore::Release(absl::string_view sha256) {
+  absl::MutexLock lock(&mu_);
+  auto it = entries_.find(sha256);
+  if (it != entries_.end() && it->second.pins > 0) --it->second.pins;
+}
+
+uint64_t ModuleStore::used_bytes() const {
+  absl::MutexLock lock(&mu_);
+  return used_;
+}
+
+}  // namespace tether::server

@@ -1,0 +1,107 @@
+// ModuleStore: the daemon's content-addressed store of uploaded executables,
+// kept on disk under one directory as files named by their SHA-256. An upload
+// streams into a temporary file in the same directory while hashing; only when
+// the declared size and hash match does an atomic rename make it visible, so a
+// failed or cut upload leaves nothing behind. A byte quota evicts the least
+// recently used modules that no VM is using. The index is rebuilt from the
+// directory at startup (stale temporary files are removed), so modules survive
+// a daemon restart. Parsed executables are cached by hash.
+#ifndef TETHER_SERVER_MODULE_STORE_H_
+#define TETHER_SERVER_MODULE_STORE_H_
+
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "runtime/vm/executable.h"
+
+namespace tether::server {
+
+// Thread contract: thread-safe.
+class ModuleStore {
+ public:
+  // One upload in progress. Thread contract: thread-compatible (one stream
+  // feeds it). Destroying it without a successful Finish removes the temp file.
+  class Upload {
+   public:
+    ~Upload();
+    Upload(const Upload&) = delete;
+    Upload& operator=(const Upload&) = delete;
+    // INVALID_ARGUMENT when the data runs past the declared size.
+    absl::Status Append(absl::string_view data);
+    // Verifies size and hash, then publishes the module (evicting others to
+    // make room). INVALID_ARGUMENT on a mismatch; RESOURCE_EXHAUSTED when the
+    // quota cannot be met.
+    absl::Status Finish();
+
+   private:
+    friend class ModuleStore;
+    struct Hasher;
+    Upload(ModuleStore* store, std::string sha256, uint64_t size, std::string temp_path, int fd);
+    void Abort();
+
+    ModuleStore* store_;
+    std::string sha256_;
+    uint64_t size_;
+    uint64_t received_ = 0;
+    std::string temp_path_;
+    int fd_;
+    std::unique_ptr<Hasher> hasher_;
+    bool done_ = false;
+  };
+
+  // Opens (creating if needed) `dir`, removes stale temporary files and
+  // indexes the modules found there. INTERNAL if the directory is unusable.
+  static absl::StatusOr<std::unique_ptr<ModuleStore>> Open(std::string dir, uint64_t quota_bytes);
+
+  // The module's size when present, nullopt otherwise; INVALID_ARGUMENT for a
+  // malformed hash (anything but 64 lower-case hex digits).
+  absl::StatusOr<std::optional<uint64_t>> Find(absl::string_view sha256);
+
+  // Starts an upload. INVALID_ARGUMENT for a malformed hash; RESOURCE_EXHAUSTED
+  // when `size_bytes` exceeds the quota.
+  absl::StatusOr<std::unique_ptr<Upload>> BeginUpload(absl::string_view sha256,
+                                                      uint64_t size_bytes);
+
+  // Loads (or returns the cached) executable and pins the module against
+  // eviction until Release(sha256). NOT_FOUND for an unknown module;
+  // INVALID_ARGUMENT for a corrupt one.
+  absl::StatusOr<Ref<vm::Executable>> Acquire(absl::string_view sha256);
+  void Release(absl::string_view sha256);
+
+  uint64_t used_bytes() const;
+  uint64_t quota_bytes() const { return quota_; }
+  const std::string& dir() const { return dir_; }
+
+ private:
+  struct Entry {
+    uint64_t size = 0;
+    int pins = 0;
+    Ref<vm::Executable> exec;              // parsed on first use
+    std::list<std::string>::iterator lru;  // position in lru_ (front: most recent)
+  };
+
+  ModuleStore(std::string dir, uint64_t quota) : dir_(std::move(dir)), quota_(quota) {}
+  std::string PathOf(absl::string_view sha256) const;
+  absl::Status Publish(Upload& upload);
+  void TouchLocked(Entry& entry, const std::string& sha256) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const std::string dir_;
+  const uint64_t quota_;
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<std::string, Entry> entries_ ABSL_GUARDED_BY(mu_);
+  std::list<std::string> lru_ ABSL_GUARDED_BY(mu_);
+  uint64_t used_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace tether::server
+
+#endif  // TETHER_SERVER_MODULE_STORE_H_

@@ -1,0 +1,131 @@
+// Sessions: what a client opened and owns — its VMs, remote tensors and other
+// remote objects (closures), each named by a session-local uint64 id — and
+// SessionTable, which hands out unguessable session ids, enforces the session
+// limit and closes sessions idle longer than their lease (a reaper thread).
+// Closing a session releases everything it owns once its in-flight call ends.
+// Every session event is one structured log line on stderr.
+#ifndef TETHER_SERVER_SESSION_TABLE_H_
+#define TETHER_SERVER_SESSION_TABLE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "runtime/core/tensor.h"
+#include "runtime/core/value.h"
+#include "runtime/vm/local_vm.h"
+#include "server/executor.h"
+#include "server/module_store.h"
+
+namespace tether::server {
+
+// Thread contract: thread-safe. VM work on a session runs through queue(), one
+// task at a time; the object maps have their own lock, so tensor streams may
+// run beside a call. Co-owned (shared_ptr) by the SessionTable while open and
+// by every task or stream using it, so closing never pulls objects from under
+// a running call.
+class Session {
+ public:
+  Session(std::string id, std::string client, absl::Duration idle_timeout, Executor* executor,
+          ModuleStore* store);
+  ~Session();
+
+  const std::string& id() const { return id_; }
+  absl::string_view short_id() const { return absl::string_view(id_).substr(0, 8); }
+  absl::Duration idle_timeout() const { return idle_timeout_; }
+  SerialQueue& queue() { return queue_; }
+  // The interrupt flag of every VM of this session (an absl::StatusCode, 0:
+  // run). Set by the deadline timer, cleared at the start of each call.
+  std::atomic<int>& interrupt() { return interrupt_; }
+
+  // Marks activity; calls in flight keep the lease alive.
+  void BeginCall();
+  void EndCall();
+  // Whether the session has been idle past its lease at `now`.
+  bool Expired(absl::Time now) const;
+
+  // VMs, tensors and objects. NOT_FOUND naming the id when unknown.
+  uint64_t AddVm(std::unique_ptr<vm::LocalVirtualMachine> vm, std::string module_sha256);
+  absl::StatusOr<vm::LocalVirtualMachine*> FindVm(uint64_t id);
+  absl::Status DestroyVm(uint64_t id);
+  uint64_t AddTensor(Tensor tensor);
+  absl::StatusOr<Tensor> FindTensor(uint64_t id);
+  uint64_t AddObject(Value object);
+  absl::StatusOr<Value> FindObject(uint64_t id);
+  // Frees a tensor or object handle.
+  absl::Status Free(uint64_t id);
+  size_t num_objects() const;
+
+ private:
+  struct VmEntry {
+    std::unique_ptr<vm::LocalVirtualMachine> vm;
+    std::string module_sha256;
+  };
+
+  const std::string id_;
+  const std::string client_;
+  const absl::Duration idle_timeout_;
+  ModuleStore* store_;
+  SerialQueue queue_;
+  std::atomic<int> interrupt_{0};  // outlives vms_ (declared first)
+
+  mutable absl::Mutex mu_;
+  absl::Time last_active_ ABSL_GUARDED_BY(mu_);
+  int active_calls_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  absl::flat_hash_map<uint64_t, VmEntry> vms_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, Tensor> tensors_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, Value> objects_ ABSL_GUARDED_BY(mu_);
+};
+
+struct SessionLimits {
+  uint32_t max_sessions = 64;
+  absl::Duration default_idle_timeout = absl::Minutes(10);
+  absl::Duration max_idle_timeout = absl::Hours(24);
+};
+
+// Thread contract: thread-safe.
+class SessionTable {
+ public:
+  SessionTable(SessionLimits limits, Executor* executor, ModuleStore* store);
+  ~SessionTable();  // closes every session, stops the reaper
+
+  // RESOURCE_EXHAUSTED at max_sessions. A zero `idle_timeout` takes the default;
+  // longer ones are capped.
+  absl::StatusOr<std::shared_ptr<Session>> Open(absl::string_view client,
+                                                absl::Duration idle_timeout);
+  // NOT_FOUND for an unknown or closed session.
+  absl::StatusOr<std::shared_ptr<Session>> Get(absl::string_view id);
+  absl::Status Close(absl::string_view id);
+  void CloseAll(absl::string_view reason);
+  // Sets every session's interrupt flag to `code` (used at shutdown).
+  void InterruptAll(absl::StatusCode code);
+  size_t size() const;
+  const SessionLimits& limits() const { return limits_; }
+
+ private:
+  void ReaperLoop();
+  static void LogClose(const Session& session, absl::string_view reason);
+
+  const SessionLimits limits_;
+  Executor* executor_;
+  ModuleStore* store_;
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<std::string, std::shared_ptr<Session>> sessions_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t opened_ ABSL_GUARDED_BY(mu_) = 0;  // wakes the reaper to recompute its period
+  std::thread reaper_;
+};
+
+}  // namespace tether::server
+
+#endif  // TETHER_SERVER_SESSION_TABLE_H_

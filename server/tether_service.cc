@@ -1,0 +1,489 @@
+// TetherService: the unary handlers, the CallStream reactor and the chunked
+// module and tensor stream reactors.
+#include "server/tether_service.h"
+
+#include <algorithm>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "proto/codec/value_codec.h"
+#include "runtime/core/error.h"
+#include "runtime/device/device_api.h"
+
+#ifndef TETHER_VERSION_STRING
+#define TETHER_VERSION_STRING "0.0.0"
+#endif
+
+namespace tether::server {
+namespace {
+
+using rpc::ToGrpcStatus;
+
+grpc::ServerUnaryReactor* FinishNow(grpc::CallbackServerContext* context,
+                                    const absl::Status& status) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
+absl::Time DeadlineOf(grpc::CallbackServerContext* context) {
+  auto deadline = context->deadline();
+  if (deadline == std::chrono::system_clock::time_point::max()) return absl::InfiniteFuture();
+  return absl::FromChrono(deadline);
+}
+
+void AddDevice(Device device, v1::HandshakeResponse* response) {
+  absl::StatusOr<DeviceAPI*> api = DeviceAPI::Get(device.type);
+  if (!api.ok()) return;
+  v1::DeviceInfo* info = response->add_devices();
+  rpc::EncodeDevice(device, info->mutable_device());
+  info->set_name(device.ToString());
+  for (const DeviceAttrName& attr : AllDeviceAttrs()) {
+    absl::StatusOr<Value> value = (*api)->GetAttr(device.id, attr.attr);
+    if (!value.ok()) continue;
+    v1::Value encoded;
+    if (rpc::EncodeValue(*value, rpc::EncodeOptions(), &encoded).ok()) {
+      (*info->mutable_attributes())[std::string(attr.name)] = std::move(encoded);
+    }
+  }
+}
+
+// UploadModule: header, then data chunks into a ModuleStore::Upload. A cut
+// stream never reaches Finish with the right size, and destroying the upload
+// removes its temp file.
+class UploadModuleReactor : public grpc::ServerReadReactor<v1::UploadModuleRequest> {
+ public:
+  UploadModuleReactor(ModuleStore* store, v1::UploadModuleResponse* response)
+      : store_(store), response_(response) {
+    StartRead(&request_);
+  }
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      if (!upload_) return Fail(absl::InvalidArgumentError("module upload sent no header"));
+      absl::Status status = upload_->Finish();
+      upload_.reset();
+      return Fail(status);
+    }
+    if (request_.has_header()) {
+      if (upload_ || header_seen_) {
+        return Fail(absl::InvalidArgumentError("module upload sent a second header"));
+      }
+      header_seen_ = true;
+      const auto& h = request_.header();
+      response_->set_sha256(h.sha256());
+      absl::StatusOr<std::optional<uint64_t>> present = store_->Find(h.sha256());
+      if (!present.ok()) return Fail(present.status());
+      if (present->has_value()) {
+        response_->set_already_present(true);
+        return Fail(absl::OkStatus());
+      }
+      absl::StatusOr<std::unique_ptr<ModuleStore::Upload>> upload =
+          store_->BeginUpload(h.sha256(), h.size_bytes());
+      if (!upload.ok()) return Fail(upload.status());
+      upload_ = std::move(*upload);
+    } else {
+      if (!upload_) return Fail(absl::InvalidArgumentError("module upload data before the header"));
+      absl::Status status = upload_->Append(request_.data());
+      if (!status.ok()) return Fail(status);
+    }
+    StartRead(&request_);
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  void Fail(const absl::Status& status) {
+    upload_.reset();
+    Finish(ToGrpcStatus(status));
+  }
+
+  ModuleStore* store_;
+  v1::UploadModuleResponse* response_;
+  v1::UploadModuleRequest request_;
+  std::unique_ptr<ModuleStore::Upload> upload_;
+  bool header_seen_ = false;
+};
+
+// UploadTensor: header (session, dtype, shape, device), then exactly
+// dtype x shape bytes. CPU tensors are written in place; others are staged on
+// the host and copied once at the end.
+class UploadTensorReactor : public grpc::ServerReadReactor<v1::UploadTensorRequest> {
+ public:
+  UploadTensorReactor(SessionTable* sessions, v1::UploadTensorResponse* response)
+      : sessions_(sessions), response_(response) {
+    StartRead(&request_);
+  }
+  void OnReadDone(bool ok) override {
+    if (!ok) return Done();
+    if (request_.has_header()) {
+      if (session_) return Fail(absl::InvalidArgumentError("tensor upload sent a second header"));
+      absl::StatusOr<std::shared_ptr<Session>> session =
+          sessions_->Get(request_.header().session_id());
+      if (!session.ok()) return Fail(session.status());
+      absl::StatusOr<rpc::TensorSpec> spec = rpc::DecodeTensorHeader(request_.header().tensor());
+      if (!spec.ok()) return Fail(spec.status());
+      absl::StatusOr<Tensor> tensor = Tensor::Empty(spec->shape, spec->dtype, spec->device);
+      if (!tensor.ok()) return Fail(tensor.status());
+      session_ = std::move(*session);
+      session_->BeginCall();
+      spec_ = std::move(*spec);
+      tensor_ = std::move(*tensor);
+      if (spec_.device.type == kDLCPU) {
+        dest_ = static_cast<char*>(tensor_->element_data());
+      } else {
+        staging_.resize(static_cast<size_t>(spec_.num_bytes));
+        dest_ = staging_.data();
+      }
+    } else {
+      if (!session_)
+        return Fail(absl::InvalidArgumentError("tensor upload data before the header"));
+      const std::string& data = request_.data();
+      if (data.size() > static_cast<uint64_t>(spec_.num_bytes) - received_) {
+        return Fail(ValueError("tensor upload sends more than the ", spec_.num_bytes,
+                               " bytes of dtype x shape"));
+      }
+      if (!data.empty()) std::memcpy(dest_ + received_, data.data(), data.size());
+      received_ += data.size();
+    }
+    StartRead(&request_);
+  }
+  void OnDone() override {
+    if (session_) session_->EndCall();
+    delete this;
+  }
+
+ private:
+  void Done() {
+    if (!session_) return Fail(absl::InvalidArgumentError("tensor upload sent no header"));
+    if (received_ != static_cast<uint64_t>(spec_.num_bytes)) {
+      return Fail(ValueError("tensor upload sent ", received_, " bytes, dtype x shape needs ",
+                             spec_.num_bytes));
+    }
+    if (!staging_.empty()) {
+      absl::Status status = tensor_.CopyFromBytes(staging_.data(), staging_.size());
+      if (!status.ok()) return Fail(status);
+    }
+    v1::TensorHandle* handle = response_->mutable_tensor();
+    handle->set_id(session_->AddTensor(tensor_));
+    rpc::EncodeTensorHeader(spec_.dtype, spec_.shape, spec_.device, handle->mutable_header());
+    Finish(grpc::Status::OK);
+  }
+  void Fail(const absl::Status& status) { Finish(ToGrpcStatus(status)); }
+
+  SessionTable* sessions_;
+  v1::UploadTensorResponse* response_;
+  v1::UploadTensorRequest request_;
+  std::shared_ptr<Session> session_;  // co-owned while the stream runs
+  rpc::TensorSpec spec_;
+  Tensor tensor_;
+  std::string staging_;
+  char* dest_ = nullptr;
+  uint64_t received_ = 0;
+};
+
+// DownloadTensor: the header with the first chunk, then chunk_bytes pieces.
+class DownloadTensorReactor : public grpc::ServerWriteReactor<v1::DownloadTensorResponse> {
+ public:
+  DownloadTensorReactor(SessionTable* sessions, const ServiceLimits& limits,
+                        const v1::DownloadTensorRequest& request) {
+    absl::Status status = Prepare(sessions, limits, request);
+    if (!status.ok()) {
+      Finish(ToGrpcStatus(status));
+      return;
+    }
+    WriteNext();
+  }
+  void OnWriteDone(bool ok) override {
+    if (!ok) return Finish(grpc::Status(grpc::StatusCode::CANCELLED, "download cancelled"));
+    if (offset_ >= size_) return Finish(grpc::Status::OK);
+    WriteNext();
+  }
+  void OnDone() override {
+    if (session_) session_->EndCall();
+    delete this;
+  }
+
+ private:
+  absl::Status Prepare(SessionTable* sessions, const ServiceLimits& limits,
+                       const v1::DownloadTensorRequest& request) {
+    TETHER_ASSIGN_OR_RETURN(std::shared_ptr<Session> session, sessions->Get(request.session_id()));
+    TETHER_ASSIGN_OR_RETURN(tensor_, session->FindTensor(request.tensor_id()));
+    session_ = std::move(session);
+    session_->BeginCall();
+    chunk_ = request.chunk_bytes() == 0 ? limits.chunk_bytes : request.chunk_bytes();
+    chunk_ = std::clamp<uint64_t>(chunk_, 1, limits.max_message_bytes - (64 << 10));
+    rpc::EncodeTensorHeader(tensor_->dtype(), tensor_->shape(), tensor_->device(),
+                            reply_.mutable_header());
+    if (tensor_->device().type == kDLCPU && tensor_->IsContiguous()) {
+      data_ = static_cast<const char*>(tensor_->element_data());
+      size_ = static_cast<uint64_t>(tensor_->NumBytes());
+    } else {
+      // Another device, or strided: one compact host copy to stream from.
+      TETHER_RETURN_IF_ERROR(rpc::EncodeInlineTensor(tensor_, &compact_));
+      data_ = compact_.data().data();
+      size_ = compact_.data().size();
+    }
+    return absl::OkStatus();
+  }
+  void WriteNext() {
+    uint64_t n = std::min(chunk_, size_ - offset_);
+    reply_.set_data(data_ + offset_, n);
+    offset_ += n;
+    if (offset_ >= size_) {
+      StartWriteLast(&reply_, grpc::WriteOptions());
+    } else {
+      StartWrite(&reply_);
+    }
+    first_ = false;
+  }
+
+  std::shared_ptr<Session> session_;
+  Tensor tensor_;
+  v1::InlineTensor compact_;
+  v1::DownloadTensorResponse reply_;
+  const char* data_ = nullptr;
+  uint64_t size_ = 0;
+  uint64_t offset_ = 0;
+  uint64_t chunk_ = 0;
+  bool first_ = true;
+};
+
+// CallStream: requests are read continuously and posted to their session's
+// queue; replies are written in completion order, one write at a time. The
+// stream finishes once the client is done and every call has replied.
+class CallStreamReactor : public grpc::ServerBidiReactor<v1::CallRequest, v1::CallResponse> {
+ public:
+  explicit CallStreamReactor(TetherService* service) : service_(service) { StartRead(&request_); }
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      absl::MutexLock lock(&mu_);
+      reads_done_ = true;
+      MaybeFinishLocked();
+      return;
+    }
+    auto request = std::make_shared<v1::CallRequest>(std::move(request_));
+    request_.Clear();
+    absl::StatusOr<std::shared_ptr<Session>> session =
+        service_->sessions()->Get(request->session_id());
+    if (!session.ok()) {
+      v1::CallResponse reply;
+      reply.set_request_id(request->request_id());
+      rpc::EncodeError(session.status(), reply.mutable_error());
+      Enqueue(std::move(reply), /*finished_call=*/false);
+    } else {
+      {
+        absl::MutexLock lock(&mu_);
+        ++pending_;
+      }
+      std::shared_ptr<Session> s = std::move(*session);
+      s->BeginCall();
+      s->queue().Post([this, s, request] {
+        absl::Time deadline = request->deadline_ms() == 0
+                                  ? absl::InfiniteFuture()
+                                  : absl::Now() + absl::Milliseconds(request->deadline_ms());
+        v1::CallResponse reply;
+        absl::Status status = service_->RunCall(*s, *request, &reply, deadline);
+        s->EndCall();
+        if (!status.ok()) {
+          reply.Clear();
+          rpc::EncodeError(status, reply.mutable_error());
+        }
+        reply.set_request_id(request->request_id());
+        Enqueue(std::move(reply), /*finished_call=*/true);
+      });
+    }
+    StartRead(&request_);
+  }
+  void OnWriteDone(bool ok) override {
+    v1::CallResponse* next = nullptr;
+    {
+      absl::MutexLock lock(&mu_);
+      replies_.pop_front();
+      if (!ok) {
+        broken_ = true;
+        replies_.clear();
+      }
+      if (!replies_.empty()) {
+        next = &replies_.front();
+      } else {
+        writing_ = false;
+        MaybeFinishLocked();
+      }
+    }
+    if (next != nullptr) StartWrite(next);
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  void Enqueue(v1::CallResponse reply, bool finished_call) {
+    v1::CallResponse* start = nullptr;
+    {
+      absl::MutexLock lock(&mu_);
+      if (finished_call) --pending_;
+      if (!broken_) {
+        replies_.push_back(std::move(reply));
+        if (!writing_) {
+          writing_ = true;
+          start = &replies_.front();
+        }
+      }
+      if (start == nullptr) MaybeFinishLocked();
+    }
+    if (start != nullptr) StartWrite(start);
+  }
+  void MaybeFinishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (reads_done_ && pending_ == 0 && !writing_ && !finished_) {
+      finished_ = true;
+      Finish(grpc::Status::OK);
+    }
+  }
+
+  TetherService* service_;
+  v1::CallRequest request_;  // owned by the read in flight
+  absl::Mutex mu_;
+  std::deque<v1::CallResponse> replies_ ABSL_GUARDED_BY(mu_);
+  int pending_ ABSL_GUARDED_BY(mu_) = 0;
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
+  bool broken_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace
+
+TetherService::TetherService(ServiceLimits limits, ModuleStore* store, SessionTable* sessions,
+                             Executor* executor, DeadlineTimer* timer)
+    : limits_(limits),
+      store_(store),
+      sessions_(sessions),
+      executor_(executor),
+      timer_(timer),
+      handler_(store, limits.max_inline_tensor_bytes) {}
+
+absl::Status TetherService::RunCall(Session& session, const v1::CallRequest& request,
+                                    v1::CallResponse* response, absl::Time deadline) {
+  session.interrupt().store(0);
+  uint64_t token = 0;
+  if (deadline != absl::InfiniteFuture()) {
+    token = timer_->Schedule(deadline, [&session] {
+      session.interrupt().store(static_cast<int>(absl::StatusCode::kDeadlineExceeded));
+    });
+  }
+  absl::Status status = handler_.Execute(session, request, response);
+  if (token != 0) timer_->Cancel(token);
+  session.interrupt().store(0);
+  return status;
+}
+
+grpc::ServerUnaryReactor* TetherService::Handshake(grpc::CallbackServerContext* context,
+                                                   const v1::HandshakeRequest* request,
+                                                   v1::HandshakeResponse* response) {
+  const v1::ProtocolVersion& client = request->client_protocol();
+  if (client.major() != rpc::kProtocolMajor) {
+    return FinishNow(context, absl::FailedPreconditionError(absl::StrCat(
+                                  "client protocol ", client.major(), ".", client.minor(),
+                                  " is incompatible with daemon protocol ", rpc::kProtocolMajor,
+                                  ".", rpc::kProtocolMinor, " (the major versions differ)")));
+  }
+  response->mutable_protocol()->set_major(rpc::kProtocolMajor);
+  response->mutable_protocol()->set_minor(rpc::kProtocolMinor);
+  response->set_runtime_version(TETHER_VERSION_STRING);
+  AddDevice(Device::Cpu(), response);
+  for (int id = 0; id < 64 && DeviceExists(Device::Cuda(id)); ++id) {
+    AddDevice(Device::Cuda(id), response);
+  }
+  for (const char* dtype : {"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
+                            "uint64", "float16", "bfloat16", "float32", "float64"}) {
+    response->add_dtypes(dtype);
+  }
+  v1::Limits* limits = response->mutable_limits();
+  limits->set_max_inline_tensor_bytes(limits_.max_inline_tensor_bytes);
+  limits->set_chunk_bytes(limits_.chunk_bytes);
+  limits->set_max_message_bytes(limits_.max_message_bytes);
+  limits->set_max_sessions(sessions_->limits().max_sessions);
+  limits->set_store_quota_bytes(store_->quota_bytes());
+  return FinishNow(context, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* TetherService::OpenSession(grpc::CallbackServerContext* context,
+                                                     const v1::OpenSessionRequest* request,
+                                                     v1::OpenSessionResponse* response) {
+  absl::StatusOr<std::shared_ptr<Session>> session = sessions_->Open(
+      request->client_name(), absl::Milliseconds(static_cast<int64_t>(
+                                  std::min<uint64_t>(request->idle_timeout_ms(), 1ull << 40))));
+  if (!session.ok()) return FinishNow(context, session.status());
+  response->set_session_id((*session)->id());
+  response->set_idle_timeout_ms(
+      static_cast<uint64_t>(absl::ToInt64Milliseconds((*session)->idle_timeout())));
+  return FinishNow(context, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* TetherService::KeepAlive(grpc::CallbackServerContext* context,
+                                                   const v1::KeepAliveRequest* request,
+                                                   v1::KeepAliveResponse*) {
+  absl::StatusOr<std::shared_ptr<Session>> session = sessions_->Get(request->session_id());
+  if (session.ok()) {
+    (*session)->BeginCall();
+    (*session)->EndCall();
+  }
+  return FinishNow(context, session.status());
+}
+
+grpc::ServerUnaryReactor* TetherService::CloseSession(grpc::CallbackServerContext* context,
+                                                      const v1::CloseSessionRequest* request,
+                                                      v1::CloseSessionResponse*) {
+  return FinishNow(context, sessions_->Close(request->session_id()));
+}
+
+grpc::ServerUnaryReactor* TetherService::HasModule(grpc::CallbackServerContext* context,
+                                                   const v1::HasModuleRequest* request,
+                                                   v1::HasModuleResponse* response) {
+  absl::StatusOr<std::optional<uint64_t>> found = store_->Find(request->sha256());
+  if (!found.ok()) return FinishNow(context, found.status());
+  response->set_present(found->has_value());
+  response->set_size_bytes(found->value_or(0));
+  return FinishNow(context, absl::OkStatus());
+}
+
+grpc::ServerReadReactor<v1::UploadModuleRequest>* TetherService::UploadModule(
+    grpc::CallbackServerContext*, v1::UploadModuleResponse* response) {
+  return new UploadModuleReactor(store_, response);
+}
+
+grpc::ServerReadReactor<v1::UploadTensorRequest>* TetherService::UploadTensor(
+    grpc::CallbackServerContext*, v1::UploadTensorResponse* response) {
+  return new UploadTensorReactor(sessions_, response);
+}
+
+grpc::ServerWriteReactor<v1::DownloadTensorResponse>* TetherService::DownloadTensor(
+    grpc::CallbackServerContext*, const v1::DownloadTensorRequest* request) {
+  return new DownloadTensorReactor(sessions_, limits_, *request);
+}
+
+grpc::ServerUnaryReactor* TetherService::Call(grpc::CallbackServerContext* context,
+                                              const v1::CallRequest* request,
+                                              v1::CallResponse* response) {
+  absl::StatusOr<std::shared_ptr<Session>> session = sessions_->Get(request->session_id());
+  if (!session.ok()) return FinishNow(context, session.status());
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  std::shared_ptr<Session> s = std::move(*session);
+  s->BeginCall();
+  absl::Time deadline = DeadlineOf(context);
+  s->queue().Post([this, s, request, response, reactor, deadline] {
+    absl::Status status = RunCall(*s, *request, response, deadline);
+    s->EndCall();
+    response->set_request_id(request->request_id());
+    reactor->Finish(ToGrpcStatus(status));
+  });
+  return reactor;
+}
+
+grpc::ServerBidiReactor<v1::CallRequest, v1::CallResponse>* TetherService::CallStream(
+    grpc::CallbackServerContext*) {
+  return new CallStreamReactor(this);
+}
+
+}  // namespace tether::server

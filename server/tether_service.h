@@ -1,0 +1,81 @@
+// TetherService: the tether.v1.Tether gRPC service on the callback API.
+// Reactors only parse, look up and copy bytes; VM work runs on the Executor
+// through each session's SerialQueue, and the reactor is finished from there.
+// Deadlines (the gRPC deadline of Call, deadline_ms of CallStream requests)
+// set the session's VM interrupt flag from the DeadlineTimer, so a running
+// call stops at its next instruction with DEADLINE_EXCEEDED.
+#ifndef TETHER_SERVER_TETHER_SERVICE_H_
+#define TETHER_SERVER_TETHER_SERVICE_H_
+
+#include <cstdint>
+
+#include "absl/time/time.h"
+#include "server/call_handler.h"
+#include "server/deadline_timer.h"
+#include "server/executor.h"
+#include "server/module_store.h"
+#include "server/session_table.h"
+#include "tether/v1/tether.grpc.pb.h"
+
+namespace tether::server {
+
+struct ServiceLimits {
+  uint64_t max_inline_tensor_bytes = uint64_t{1} << 20;
+  uint64_t chunk_bytes = uint64_t{1} << 20;
+  uint64_t max_message_bytes = uint64_t{64} << 20;
+};
+
+// Thread contract: thread-safe. Borrows everything; all must outlive it.
+class TetherService final : public v1::Tether::CallbackService {
+ public:
+  TetherService(ServiceLimits limits, ModuleStore* store, SessionTable* sessions,
+                Executor* executor, DeadlineTimer* timer);
+
+  // Runs `request` on `session` (on the calling worker) with an interrupt at
+  // `deadline`. Used by Call and CallStream.
+  absl::Status RunCall(Session& session, const v1::CallRequest& request, v1::CallResponse* response,
+                       absl::Time deadline);
+
+  const ServiceLimits& limits() const { return limits_; }
+  ModuleStore* store() { return store_; }
+  SessionTable* sessions() { return sessions_; }
+
+  grpc::ServerUnaryReactor* Handshake(grpc::CallbackServerContext* context,
+                                      const v1::HandshakeRequest* request,
+                                      v1::HandshakeResponse* response) override;
+  grpc::ServerUnaryReactor* OpenSession(grpc::CallbackServerContext* context,
+                                        const v1::OpenSessionRequest* request,
+                                        v1::OpenSessionResponse* response) override;
+  grpc::ServerUnaryReactor* KeepAlive(grpc::CallbackServerContext* context,
+                                      const v1::KeepAliveRequest* request,
+                                      v1::KeepAliveResponse* response) override;
+  grpc::ServerUnaryReactor* CloseSession(grpc::CallbackServerContext* context,
+                                         const v1::CloseSessionRequest* request,
+                                         v1::CloseSessionResponse* response) override;
+  grpc::ServerUnaryReactor* HasModule(grpc::CallbackServerContext* context,
+                                      const v1::HasModuleRequest* request,
+                                      v1::HasModuleResponse* response) override;
+  grpc::ServerReadReactor<v1::UploadModuleRequest>* UploadModule(
+      grpc::CallbackServerContext* context, v1::UploadModuleResponse* response) override;
+  grpc::ServerReadReactor<v1::UploadTensorRequest>* UploadTensor(
+      grpc::CallbackServerContext* context, v1::UploadTensorResponse* response) override;
+  grpc::ServerWriteReactor<v1::DownloadTensorResponse>* DownloadTensor(
+      grpc::CallbackServerContext* context, const v1::DownloadTensorRequest* request) override;
+  grpc::ServerUnaryReactor* Call(grpc::CallbackServerContext* context,
+                                 const v1::CallRequest* request,
+                                 v1::CallResponse* response) override;
+  grpc::ServerBidiReactor<v1::CallRequest, v1::CallResponse>* CallStream(
+      grpc::CallbackServerContext* context) override;
+
+ private:
+  const ServiceLimits limits_;
+  ModuleStore* store_;
+  SessionTable* sessions_;
+  Executor* executor_;
+  DeadlineTimer* timer_;
+  CallHandler handler_;
+};
+
+}  // namespace tether::server
+
+#endif  // TETHER_SERVER_TETHER_SERVICE_H_

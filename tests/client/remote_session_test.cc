@@ -1,0 +1,261 @@
+// RemoteSession and RemoteVM against a real in-process tetherd on
+// 127.0.0.1:0: exact tensor round trips for every dtype around the inline /
+// chunked threshold (and one 256 MiB tensor), module uploads skipped when the
+// daemon has the module, errors keeping code and kind, and Close releasing the
+// session on the daemon.
+#include "client/remote_session.h"
+
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "client/remote_vm.h"
+#include "gtest/gtest.h"
+#include "runtime/core/error.h"
+#include "runtime/vm/exec_builder.h"
+#include "runtime/vm/local_vm.h"
+#include "server/daemon.h"
+#include "tests/testing/test_functions.h"
+
+namespace tether::client {
+namespace {
+
+constexpr int64_t kMiB = int64_t{1} << 20;
+
+class RemoteSessionTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    server::DaemonOptions options;
+    options.listen = {"127.0.0.1:0"};
+    auto daemon = server::Daemon::Start(options);
+    ASSERT_TRUE(daemon.ok()) << daemon.status();
+    daemon_ = daemon->release();
+  }
+  static void TearDownTestSuite() {
+    if (daemon_) daemon_->Shutdown();
+    delete daemon_;
+    daemon_ = nullptr;
+  }
+  void SetUp() override {
+    ASSERT_NE(daemon_, nullptr);
+    auto session = RemoteSession::Connect(daemon_->target());
+    ASSERT_TRUE(session.ok()) << session.status();
+    session_ = std::move(*session);
+  }
+
+  // A VM whose main(x) returns x: tensors go in and come back out by value.
+  std::unique_ptr<RemoteVM> IdentityVm() {
+    vm::ExecBuilder b;
+    b.EmitFunction("main", 1, {"x"});
+    b.EmitRet(0);
+    b.EndFunction("main");
+    auto exec = b.Get();
+    EXPECT_TRUE(exec.ok()) << exec.status();
+    auto sha = session_->UploadModule((*exec)->SaveToBytes());
+    EXPECT_TRUE(sha.ok()) << sha.status();
+    auto vm = RemoteVM::Create(session_.get(), *sha);
+    EXPECT_TRUE(vm.ok()) << vm.status();
+    return vm.ok() ? std::move(*vm) : nullptr;
+  }
+
+  static server::Daemon* daemon_;
+  std::unique_ptr<RemoteSession> session_;
+};
+server::Daemon* RemoteSessionTest::daemon_ = nullptr;
+
+Tensor RandomTensor(DataType dtype, int64_t numel, uint32_t seed) {
+  const int64_t shape[] = {numel};
+  auto t = Tensor::Empty(shape, dtype, Device::Cpu());
+  EXPECT_TRUE(t.ok()) << t.status();
+  std::mt19937 rng(seed);
+  auto* bytes = static_cast<uint8_t*>((*t)->element_data());
+  for (int64_t i = 0; i < (*t)->NumBytes(); ++i) {
+    bytes[i] = dtype.is_bool() ? static_cast<uint8_t>(rng() & 1) : static_cast<uint8_t>(rng());
+  }
+  return *t;
+}
+
+bool SameBytes(const Tensor& a, const Tensor& b) {
+  return a->dtype() == b->dtype() && a->NumBytes() == b->NumBytes() &&
+         std::equal(a->shape().begin(), a->shape().end(), b->shape().begin(), b->shape().end()) &&
+         std::memcmp(a->element_data(), b->element_data(), static_cast<size_t>(a->NumBytes())) == 0;
+}
+
+TEST_F(RemoteSessionTest, TensorsRoundTripExactlyForEveryDtype) {
+  const DataType dtypes[] = {DataType::Float(16),  DataType::Float(32), DataType::Float(64),
+                             DataType::BFloat16(), DataType::Int(8),    DataType::Int(16),
+                             DataType::Int(32),    DataType::Int(64),   DataType::UInt(8),
+                             DataType::UInt(16),   DataType::UInt(32),  DataType::UInt(64),
+                             DataType::Bool()};
+  auto vm = IdentityVm();
+  ASSERT_TRUE(vm);
+  uint32_t seed = 1;
+  for (DataType dtype : dtypes) {
+    const int64_t elem = dtype.bytes();
+    // 0 bytes, 1 byte (1-byte dtypes), and the inline threshold minus, at and
+    // plus one element (one byte for 1-byte dtypes).
+    std::vector<int64_t> counts = {0, kMiB / elem - 1, kMiB / elem, kMiB / elem + 1};
+    if (elem == 1) counts.push_back(1);
+    for (int64_t n : counts) {
+      SCOPED_TRACE(absl::StrCat(dtype.ToString(), " x ", n));
+      Tensor t = RandomTensor(dtype, n, seed++);
+      // Through the tensor stream.
+      auto remote = session_->UploadTensor(t);
+      ASSERT_TRUE(remote.ok()) << remote.status();
+      auto back = session_->DownloadTensor(*remote);
+      ASSERT_TRUE(back.ok()) << back.status();
+      EXPECT_TRUE(SameBytes(t, *back));
+      ASSERT_TRUE(session_->FreeObjects({AsRemoteHandle(*remote)->id()}).ok());
+      // Through a VM call: inline at or below the threshold, handles above.
+      Value args[] = {t};
+      auto out = vm->Invoke("main", args);
+      ASSERT_TRUE(out.ok()) << out.status();
+      ASSERT_TRUE(out->is_tensor());
+      EXPECT_TRUE(SameBytes(t, Tensor(out->AsRef<TensorObj>())));
+    }
+  }
+}
+
+TEST_F(RemoteSessionTest, Float32Of256MiBRoundTrips) {
+  Tensor t = RandomTensor(DataType::Float(32), 64 * kMiB, 7);
+  auto remote = session_->UploadTensor(t);
+  ASSERT_TRUE(remote.ok()) << remote.status();
+  auto back = session_->DownloadTensor(*remote);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_TRUE(SameBytes(t, *back));
+  EXPECT_TRUE(session_->FreeObjects({AsRemoteHandle(*remote)->id()}).ok());
+}
+
+TEST_F(RemoteSessionTest, NonContiguousTensorsAreCompacted) {
+  Tensor base = RandomTensor(DataType::Int(32), 6, 3);
+  // A transposed 2x3 view of a 3x2 row-major tensor.
+  auto view = Tensor(Ref<TensorObj>(new TensorObj(base->data(), Device::Cpu(), DataType::Int(32),
+                                                  {2, 3}, {1, 2}, 0, base.ref())));
+  auto remote = session_->UploadTensor(view);
+  ASSERT_TRUE(remote.ok()) << remote.status();
+  auto back = session_->DownloadTensor(*remote);
+  ASSERT_TRUE(back.ok()) << back.status();
+  const auto* src = static_cast<const int32_t*>(base->element_data());
+  const auto* got = static_cast<const int32_t*>((*back)->element_data());
+  for (int i = 0; i < 2; ++i) {
+    for (int j = 0; j < 3; ++j) EXPECT_EQ(got[i * 3 + j], src[j * 2 + i]);
+  }
+}
+
+TEST_F(RemoteSessionTest, SecondModuleUploadDoesNotStream) {
+  vm::ExecBuilder b;
+  b.EmitFunction("unique_for_upload_test", 1, {"x"});
+  b.EmitRet(0);
+  b.EndFunction("unique_for_upload_test");
+  auto exec = b.Get();
+  ASSERT_TRUE(exec.ok());
+  std::string bytes = (*exec)->SaveToBytes();
+  const uint64_t before = session_->module_streams();
+  auto first = session_->UploadModule(bytes);
+  ASSERT_TRUE(first.ok()) << first.status();
+  auto present = session_->HasModule(*first);
+  ASSERT_TRUE(present.ok() && *present);
+  auto second = session_->UploadModule(bytes);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(*first, *second);
+  EXPECT_LE(session_->module_streams(), before + 1);
+  // The second upload found the module and streamed nothing.
+  const uint64_t after_first = session_->module_streams();
+  ASSERT_TRUE(session_->UploadModule(bytes).ok());
+  EXPECT_EQ(session_->module_streams(), after_first);
+}
+
+TEST_F(RemoteSessionTest, ErrorsKeepCodeAndKindAcrossTheWire) {
+  tether::testing::RegisterTestFunctions();
+  vm::ExecBuilder b;
+  b.EmitFunction("main", 2, {"x", "y"});
+  b.EmitCall("test.vm.add", {vm::Arg::Register(0), vm::Arg::Register(1)}, 2);
+  b.EmitRet(2);
+  b.EndFunction("main");
+  auto exec = b.Get();
+  ASSERT_TRUE(exec.ok());
+  auto local = vm::LocalVirtualMachine::Create(*exec, {Device::Cpu()});
+  ASSERT_TRUE(local.ok()) << local.status();
+  auto sha = session_->UploadModule((*exec)->SaveToBytes());
+  ASSERT_TRUE(sha.ok()) << sha.status();
+  auto remote = RemoteVM::Create(session_.get(), *sha);
+  ASSERT_TRUE(remote.ok()) << remote.status();
+
+  Value one[] = {Value(int64_t{1})};
+  auto check = [](const absl::Status& l, const absl::Status& r) {
+    ASSERT_FALSE(l.ok());
+    EXPECT_EQ(r.code(), l.code()) << r;
+    EXPECT_EQ(GetErrorKind(r), GetErrorKind(l)) << r;
+    EXPECT_EQ(r.message(), l.message());
+  };
+  check((*local)->Invoke("nope", {}).status(), (*remote)->Invoke("nope", {}).status());
+  check((*local)->Invoke("main", one).status(), (*remote)->Invoke("main", one).status());
+  check((*local)->InvokeStateful("main"), (*remote)->InvokeStateful("main"));
+  // An unknown module is NOT_FOUND.
+  auto missing = RemoteVM::Create(session_.get(), std::string(64, 'a'));
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound) << missing.status();
+}
+
+TEST_F(RemoteSessionTest, LargeOutputsCanStayRemote) {
+  vm::ExecBuilder b;
+  b.EmitFunction("main", 1, {"x"});
+  b.EmitRet(0);
+  b.EndFunction("main");
+  auto exec = b.Get();
+  ASSERT_TRUE(exec.ok());
+  auto sha = session_->UploadModule((*exec)->SaveToBytes());
+  ASSERT_TRUE(sha.ok());
+  RemoteVmOptions options;
+  options.fetch_outputs = false;
+  auto vm = RemoteVM::Create(session_.get(), *sha, {}, "", options);
+  ASSERT_TRUE(vm.ok()) << vm.status();
+  Tensor t = RandomTensor(DataType::Float(32), kMiB, 11);  // 4 MiB: uploaded as a handle
+  Value args[] = {t};
+  auto out = (*vm)->Invoke("main", args);
+  ASSERT_TRUE(out.ok()) << out.status();
+  RemoteHandleObj* handle = AsRemoteHandle(*out);
+  ASSERT_NE(handle, nullptr);
+  EXPECT_EQ(handle->spec().num_bytes, 4 * kMiB);
+  auto back = session_->DownloadTensor(*out);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_TRUE(SameBytes(t, *back));
+  // And a remote tensor goes back in as an argument without re-sending.
+  Value again[] = {*out};
+  auto twice = (*vm)->Invoke("main", again);
+  ASSERT_TRUE(twice.ok()) << twice.status();
+  EXPECT_NE(AsRemoteHandle(*twice), nullptr);
+}
+
+TEST_F(RemoteSessionTest, CloseReleasesTheSession) {
+  const size_t before = daemon_->num_sessions();
+  auto other = RemoteSession::Connect(daemon_->target());
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_EQ(daemon_->num_sessions(), before + 1);
+  EXPECT_TRUE((*other)->Close().ok());
+  EXPECT_EQ(daemon_->num_sessions(), before);
+  EXPECT_TRUE((*other)->Close().ok());  // idempotent
+  EXPECT_EQ((*other)->HasModule(std::string(64, 'a')).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(RemoteSessionTest, HandshakeDescribesTheDaemon) {
+  const v1::HandshakeResponse& hello = session_->handshake();
+  EXPECT_EQ(hello.protocol().major(), rpc::kProtocolMajor);
+  ASSERT_GE(hello.devices_size(), 1);
+  EXPECT_EQ(hello.devices(0).name(), "cpu:0");
+  EXPECT_EQ(session_->limits().max_inline_tensor_bytes(), static_cast<uint64_t>(kMiB));
+  EXPECT_GT(session_->limits().chunk_bytes(), 0u);
+}
+
+TEST(RemoteSessionConnectTest, UnreachableDaemonIsUnavailable) {
+  ConnectOptions options;
+  options.deadline = absl::Milliseconds(200);
+  auto session = RemoteSession::Connect("127.0.0.1:1", options);
+  EXPECT_EQ(session.status().code(), absl::StatusCode::kUnavailable) << session.status();
+}
+
+}  // namespace
+}  // namespace tether::client

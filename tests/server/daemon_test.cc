@@ -1,0 +1,520 @@
+// End-to-end tests of tetherd: an in-process Daemon on 127.0.0.1:0 driven
+// through the generated stub over a real channel, plus the tetherd binary.
+#include "server/daemon.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "proto/codec/value_codec.h"
+#include "runtime/vm/exec_builder.h"
+#include "tests/testing/test_functions.h"
+#include "tether/v1/tether.grpc.pb.h"
+
+namespace tether::server {
+namespace {
+
+using ::testing::HasSubstr;
+namespace fs = std::filesystem;
+
+std::string TempDir() {
+  std::string tmpl = (fs::temp_directory_path() / "tether-srv-test-XXXXXX").string();
+  EXPECT_NE(::mkdtemp(tmpl.data()), nullptr);
+  return tmpl;
+}
+
+// main(a, b) = add(a, b); pair(a) = (a, (a, a)); loop(n) counts n down to 0.
+std::string BuildExecutable() {
+  vm::ExecBuilder b;
+  b.EmitFunction("main", 2, {"a", "b"});
+  b.EmitCall("test.vm.add", {vm::Arg::Register(0), vm::Arg::Register(1)}, 2);
+  b.EmitRet(2);
+  b.EndFunction("main");
+  b.EmitFunction("pair", 1, {"a"});
+  b.EmitCall("vm.builtin.make_tuple", {vm::Arg::Register(0), vm::Arg::Register(0)}, 1);
+  b.EmitCall("vm.builtin.make_tuple", {vm::Arg::Register(0), vm::Arg::Register(1)}, 2);
+  b.EmitRet(2);
+  b.EndFunction("pair");
+  b.EmitFunction("loop", 1, {"n"});
+  b.EmitCall("test.vm.equal_zero", {vm::Arg::Register(0)}, 1);
+  b.EmitIf(1, 2);
+  b.EmitRet(0);
+  b.EmitCall("test.vm.subtract_one", {vm::Arg::Register(0)}, 0);
+  b.EmitGoto(-4);
+  b.EndFunction("loop");
+  auto exec = b.Get();
+  EXPECT_TRUE(exec.ok()) << exec.status();
+  return exec.ok() ? (*exec)->SaveToBytes() : std::string();
+}
+
+class DaemonTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    tether::testing::RegisterTestFunctions();
+    store_dir_ = TempDir();
+    StartDaemon();
+  }
+  void TearDown() override {
+    daemon_.reset();
+    fs::remove_all(store_dir_);
+  }
+  void StartDaemon(absl::Duration idle = absl::Minutes(10)) {
+    DaemonOptions options;
+    options.listen = {"127.0.0.1:0"};
+    options.store_dir = store_dir_;
+    options.session_idle_timeout = idle;
+    auto daemon = Daemon::Start(options);
+    ASSERT_TRUE(daemon.ok()) << daemon.status();
+    daemon_ = std::move(*daemon);
+    grpc::ChannelArguments args;
+    args.SetMaxReceiveMessageSize(-1);
+    args.SetMaxSendMessageSize(-1);
+    channel_ =
+        grpc::CreateCustomChannel(daemon_->target(), grpc::InsecureChannelCredentials(), args);
+    stub_ = v1::Tether::NewStub(channel_);
+  }
+
+  std::string Open(uint64_t idle_ms = 0) {
+    grpc::ClientContext ctx;
+    v1::OpenSessionRequest req;
+    req.set_client_name("daemon_test");
+    req.set_idle_timeout_ms(idle_ms);
+    v1::OpenSessionResponse resp;
+    grpc::Status s = stub_->OpenSession(&ctx, req, &resp);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return resp.session_id();
+  }
+
+  grpc::Status Upload(const std::string& bytes, const std::string& sha, uint64_t size,
+                      size_t chunk = 1000, bool cancel_midway = false) {
+    grpc::ClientContext ctx;
+    v1::UploadModuleResponse resp;
+    auto writer = stub_->UploadModule(&ctx, &resp);
+    v1::UploadModuleRequest req;
+    req.mutable_header()->set_sha256(sha);
+    req.mutable_header()->set_size_bytes(size);
+    writer->Write(req);
+    for (size_t off = 0; off < bytes.size(); off += chunk) {
+      if (cancel_midway && off >= bytes.size() / 2) {
+        ctx.TryCancel();
+        break;
+      }
+      v1::UploadModuleRequest data;
+      data.set_data(bytes.substr(off, chunk));
+      if (!writer->Write(data)) break;
+    }
+    writer->WritesDone();
+    return writer->Finish();
+  }
+
+  uint64_t CreateVm(const std::string& session, const std::string& sha) {
+    v1::CallRequest req;
+    req.set_session_id(session);
+    req.mutable_create_vm()->set_module_sha256(sha);
+    v1::CallResponse resp;
+    grpc::Status s = Call(req, &resp);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return resp.create_vm().vm_id();
+  }
+
+  grpc::Status Call(const v1::CallRequest& req, v1::CallResponse* resp,
+                    absl::Duration deadline = absl::InfiniteDuration()) {
+    grpc::ClientContext ctx;
+    if (deadline != absl::InfiniteDuration()) {
+      ctx.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
+    }
+    return stub_->Call(&ctx, req, resp);
+  }
+
+  // Uploads the test executable, returns its hash.
+  std::string UploadExec() {
+    std::string bytes = BuildExecutable();
+    std::string sha = rpc::Sha256Hex(bytes);
+    grpc::Status s = Upload(bytes, sha, bytes.size());
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return sha;
+  }
+
+  std::vector<std::string> StoreFiles() {
+    std::vector<std::string> names;
+    for (const auto& e : fs::directory_iterator(store_dir_)) {
+      names.push_back(e.path().filename().string());
+    }
+    return names;
+  }
+
+  std::string store_dir_;
+  std::unique_ptr<Daemon> daemon_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Tether::Stub> stub_;
+};
+
+v1::Value FloatTensorValue(std::vector<int64_t> shape, std::vector<float> values) {
+  v1::Value v;
+  EXPECT_TRUE(
+      rpc::EncodeInlineTensor(tether::testing::MakeFloatTensor(shape, values), v.mutable_tensor())
+          .ok());
+  return v;
+}
+
+std::vector<float> Floats(const v1::Value& v) {
+  auto t = rpc::DecodeInlineTensor(v.tensor());
+  EXPECT_TRUE(t.ok()) << t.status();
+  return t.ok() ? tether::testing::ReadFloats(*t) : std::vector<float>();
+}
+
+TEST_F(DaemonTest, HandshakeReportsDevicesAndLimits) {
+  grpc::ClientContext ctx;
+  v1::HandshakeRequest req;
+  req.mutable_client_protocol()->set_major(rpc::kProtocolMajor);
+  v1::HandshakeResponse resp;
+  ASSERT_TRUE(stub_->Handshake(&ctx, req, &resp).ok());
+  EXPECT_EQ(resp.protocol().major(), rpc::kProtocolMajor);
+  ASSERT_GE(resp.devices_size(), 1);
+  EXPECT_EQ(resp.devices(0).name(), "cpu:0");
+  EXPECT_TRUE(resp.devices(0).attributes().contains("exist"));
+  EXPECT_GE(resp.limits().max_message_bytes(), resp.limits().chunk_bytes());
+  EXPECT_GT(resp.dtypes_size(), 5);
+}
+
+TEST_F(DaemonTest, HandshakeRefusesAnotherMajor) {
+  grpc::ClientContext ctx;
+  v1::HandshakeRequest req;
+  req.mutable_client_protocol()->set_major(rpc::kProtocolMajor + 1);
+  v1::HandshakeResponse resp;
+  grpc::Status s = stub_->Handshake(&ctx, req, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(s.error_message(), HasSubstr(absl::StrCat(rpc::kProtocolMajor + 1, ".0")));
+}
+
+TEST_F(DaemonTest, OpenCloseAndUnknownSession) {
+  std::string id = Open();
+  EXPECT_EQ(id.size(), 32u);
+  EXPECT_EQ(daemon_->num_sessions(), 1u);
+  grpc::ClientContext ctx;
+  v1::CloseSessionRequest req;
+  req.set_session_id(id);
+  v1::CloseSessionResponse resp;
+  EXPECT_TRUE(stub_->CloseSession(&ctx, req, &resp).ok());
+  EXPECT_EQ(daemon_->num_sessions(), 0u);
+  v1::CallRequest call;
+  call.set_session_id(id);
+  call.mutable_free_objects();
+  v1::CallResponse out;
+  EXPECT_EQ(Call(call, &out).error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+TEST_F(DaemonTest, ModuleUploadVerifiesHashAndSize) {
+  std::string bytes(5000, 'x');
+  std::string sha = rpc::Sha256Hex(bytes);
+  EXPECT_EQ(Upload(bytes, rpc::Sha256Hex("other"), bytes.size()).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(Upload(bytes, sha, bytes.size() + 1).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(Upload(bytes, sha, bytes.size() - 1).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(Upload(bytes, sha, bytes.size(), 1000, /*cancel_midway=*/true).error_code(),
+            grpc::StatusCode::OK);
+  EXPECT_EQ(Upload(bytes, "../../etc/passwd", bytes.size()).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  // Nothing visible, no temp files left (the cancelled stream's reactor may
+  // still be finishing: wait for its temp file to go, bounded).
+  absl::Time give_up = absl::Now() + absl::Seconds(10);
+  while (!StoreFiles().empty() && absl::Now() < give_up) std::this_thread::yield();
+  EXPECT_TRUE(StoreFiles().empty());
+  grpc::ClientContext ctx;
+  v1::HasModuleRequest has;
+  has.set_sha256(sha);
+  v1::HasModuleResponse present;
+  ASSERT_TRUE(stub_->HasModule(&ctx, has, &present).ok());
+  EXPECT_FALSE(present.present());
+
+  ASSERT_TRUE(Upload(bytes, sha, bytes.size()).ok());
+  grpc::ClientContext ctx2;
+  ASSERT_TRUE(stub_->HasModule(&ctx2, has, &present).ok());
+  EXPECT_TRUE(present.present());
+  EXPECT_EQ(present.size_bytes(), bytes.size());
+  grpc::ClientContext ctx3;
+  has.set_sha256("../x");
+  EXPECT_EQ(stub_->HasModule(&ctx3, has, &present).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+TEST_F(DaemonTest, CorruptExecutableIsInvalidArgument) {
+  std::string bytes = "not an executable at all";
+  std::string sha = rpc::Sha256Hex(bytes);
+  ASSERT_TRUE(Upload(bytes, sha, bytes.size()).ok());
+  std::string session = Open();
+  v1::CallRequest req;
+  req.set_session_id(session);
+  req.mutable_create_vm()->set_module_sha256(sha);
+  v1::CallResponse resp;
+  EXPECT_EQ(Call(req, &resp).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  req.mutable_create_vm()->set_module_sha256(rpc::Sha256Hex("missing"));
+  EXPECT_EQ(Call(req, &resp).error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+TEST_F(DaemonTest, InvokeThroughCallAndNestedTuples) {
+  std::string sha = UploadExec();
+  std::string session = Open();
+  uint64_t vm = CreateVm(session, sha);
+  v1::CallRequest req;
+  req.set_session_id(session);
+  auto* inv = req.mutable_invoke();
+  inv->set_vm_id(vm);
+  inv->set_function("main");
+  *inv->add_args() = FloatTensorValue({2}, {1, 2});
+  *inv->add_args() = FloatTensorValue({2}, {10, 20});
+  v1::CallResponse resp;
+  ASSERT_TRUE(Call(req, &resp).ok());
+  EXPECT_EQ(Floats(resp.value()), (std::vector<float>{11, 22}));
+
+  inv->set_function("pair");
+  inv->clear_args();
+  inv->add_args()->set_int_value(7);
+  ASSERT_TRUE(Call(req, &resp).ok());
+  ASSERT_EQ(resp.value().tuple().fields_size(), 2);
+  EXPECT_EQ(resp.value().tuple().fields(0).int_value(), 7);
+  EXPECT_EQ(resp.value().tuple().fields(1).tuple().fields(1).int_value(), 7);
+
+  inv->set_function("nope");
+  EXPECT_EQ(Call(req, &resp).error_code(), grpc::StatusCode::NOT_FOUND);
+  inv->set_vm_id(vm + 100);
+  EXPECT_EQ(Call(req, &resp).error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+TEST_F(DaemonTest, CallStreamRepliesPerRequestAndKeepsGoingAfterErrors) {
+  std::string sha = UploadExec();
+  std::string session = Open();
+  uint64_t vm = CreateVm(session, sha);
+  grpc::ClientContext ctx;
+  auto stream = stub_->CallStream(&ctx);
+  for (int i = 0; i < 3; ++i) {
+    v1::CallRequest req;
+    req.set_session_id(i == 1 ? "bogus" : session);
+    req.set_request_id(100 + i);
+    req.mutable_invoke()->set_vm_id(vm);
+    req.mutable_invoke()->set_function("pair");
+    req.mutable_invoke()->add_args()->set_int_value(i);
+    ASSERT_TRUE(stream->Write(req));
+    v1::CallResponse resp;
+    ASSERT_TRUE(stream->Read(&resp));
+    EXPECT_EQ(resp.request_id(), 100u + i);
+    if (i == 1) {
+      EXPECT_EQ(resp.error().code(), static_cast<int>(grpc::StatusCode::NOT_FOUND));
+    } else {
+      EXPECT_FALSE(resp.has_error());
+      EXPECT_EQ(resp.value().tuple().fields(1).tuple().fields(0).int_value(), i);
+    }
+  }
+  stream->WritesDone();
+  EXPECT_TRUE(stream->Finish().ok());
+}
+
+TEST_F(DaemonTest, DeadlineInterruptsALongCallAndTheSessionStaysUsable) {
+  std::string sha = UploadExec();
+  std::string session = Open();
+  uint64_t vm = CreateVm(session, sha);
+  v1::CallRequest req;
+  req.set_session_id(session);
+  req.mutable_invoke()->set_vm_id(vm);
+  req.mutable_invoke()->set_function("loop");
+  req.mutable_invoke()->add_args()->set_int_value(int64_t{1} << 40);
+  v1::CallResponse resp;
+  EXPECT_EQ(Call(req, &resp, absl::Milliseconds(50)).error_code(),
+            grpc::StatusCode::DEADLINE_EXCEEDED);
+  // The stream's per-call deadline_ms gives the same.
+  grpc::ClientContext ctx;
+  auto stream = stub_->CallStream(&ctx);
+  req.set_deadline_ms(50);
+  ASSERT_TRUE(stream->Write(req));
+  ASSERT_TRUE(stream->Read(&resp));
+  EXPECT_EQ(resp.error().code(), static_cast<int>(grpc::StatusCode::DEADLINE_EXCEEDED));
+  req.set_deadline_ms(0);
+  req.mutable_invoke()->mutable_args(0)->set_int_value(5);
+  ASSERT_TRUE(stream->Write(req));
+  ASSERT_TRUE(stream->Read(&resp));
+  EXPECT_FALSE(resp.has_error()) << resp.error().message();
+  EXPECT_EQ(resp.value().int_value(), 0);
+  stream->WritesDone();
+  EXPECT_TRUE(stream->Finish().ok());
+}
+
+grpc::Status UploadTensor(v1::Tether::Stub* stub, const std::string& session,
+                          std::vector<int64_t> shape, const std::string& bytes,
+                          v1::UploadTensorResponse* resp, size_t chunk = 1 << 20) {
+  grpc::ClientContext ctx;
+  auto writer = stub->UploadTensor(&ctx, resp);
+  v1::UploadTensorRequest req;
+  req.mutable_header()->set_session_id(session);
+  rpc::EncodeTensorHeader(DataType::UInt(8), shape, Device::Cpu(),
+                          req.mutable_header()->mutable_tensor());
+  writer->Write(req);
+  for (size_t off = 0; off < bytes.size(); off += chunk) {
+    v1::UploadTensorRequest data;
+    data.set_data(bytes.substr(off, chunk));
+    if (!writer->Write(data)) break;
+  }
+  writer->WritesDone();
+  return writer->Finish();
+}
+
+TEST_F(DaemonTest, TensorsRoundTripExactlyInChunks) {
+  std::string session = Open();
+  for (size_t size : {size_t{0}, size_t{1}, size_t{3} << 20}) {
+    std::string bytes(size, '\0');
+    for (size_t i = 0; i < size; ++i) bytes[i] = static_cast<char>(i * 7 + 3);
+    v1::UploadTensorResponse up;
+    ASSERT_TRUE(UploadTensor(stub_.get(), session, {static_cast<int64_t>(size)}, bytes, &up).ok());
+    grpc::ClientContext ctx;
+    v1::DownloadTensorRequest req;
+    req.set_session_id(session);
+    req.set_tensor_id(up.tensor().id());
+    auto reader = stub_->DownloadTensor(&ctx, req);
+    v1::DownloadTensorResponse chunk;
+    std::string got;
+    int messages = 0;
+    while (reader->Read(&chunk)) {
+      got += chunk.data();
+      ++messages;
+    }
+    ASSERT_TRUE(reader->Finish().ok());
+    EXPECT_TRUE(got == bytes) << "size " << size;
+    if (size > (1 << 20)) {
+      EXPECT_GE(messages, 3);
+    }
+  }
+}
+
+TEST_F(DaemonTest, BadTensorUploadsAreInvalidArgument) {
+  std::string session = Open();
+  v1::UploadTensorResponse up;
+  EXPECT_EQ(UploadTensor(stub_.get(), session, {4}, "abc", &up).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(UploadTensor(stub_.get(), session, {4}, "abcdefgh", &up, 2).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(UploadTensor(stub_.get(), session, {-1}, "", &up).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(UploadTensor(stub_.get(), session, {int64_t{1} << 40, int64_t{1} << 40}, "", &up)
+                .error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  grpc::ClientContext ctx;
+  v1::DownloadTensorRequest req;
+  req.set_session_id(session);
+  req.set_tensor_id(12345);
+  auto reader = stub_->DownloadTensor(&ctx, req);
+  v1::DownloadTensorResponse chunk;
+  while (reader->Read(&chunk)) {
+  }
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+TEST_F(DaemonTest, IdleSessionsExpire) {
+  Open(/*idle_ms=*/20);
+  absl::Time give_up = absl::Now() + absl::Seconds(20);
+  while (daemon_->num_sessions() > 0 && absl::Now() < give_up) std::this_thread::yield();
+  EXPECT_EQ(daemon_->num_sessions(), 0u);
+}
+
+TEST_F(DaemonTest, RestartKeepsTheModuleStore) {
+  std::string sha = UploadExec();
+  daemon_.reset();
+  StartDaemon();
+  std::string session = Open();
+  EXPECT_GT(CreateVm(session, sha), 0u);
+}
+
+TEST_F(DaemonTest, ConcurrentClientsGetTheirOwnResults) {
+  std::string sha = UploadExec();
+  constexpr int kClients = 8;
+  constexpr int kCalls = 200;
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int c = 0; c < kClients; ++c) {
+    threads.emplace_back([&, c] {
+      std::string session = Open();
+      uint64_t vm = CreateVm(session, sha);
+      grpc::ClientContext ctx;
+      auto stream = stub_->CallStream(&ctx);
+      for (int i = 0; i < kCalls; ++i) {
+        v1::CallRequest req;
+        req.set_session_id(session);
+        req.set_request_id(i);
+        req.mutable_invoke()->set_vm_id(vm);
+        req.mutable_invoke()->set_function("pair");
+        req.mutable_invoke()->add_args()->set_int_value(c * 1000 + i);
+        v1::CallResponse resp;
+        if (!stream->Write(req) || !stream->Read(&resp) || resp.has_error() ||
+            resp.value().tuple().fields(0).int_value() != c * 1000 + i) {
+          ++failures;
+        }
+      }
+      stream->WritesDone();
+      if (!stream->Finish().ok()) ++failures;
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+}
+
+#ifdef TETHERD_PATH
+int RunTetherd(std::vector<std::string> args, bool terminate, std::string* stderr_text,
+               const std::string& dir) {
+  std::string port_file = dir + "/port";
+  std::string err_file = dir + "/stderr";
+  pid_t pid = fork();
+  if (pid == 0) {
+    FILE* f = std::freopen(err_file.c_str(), "w", stderr);
+    (void)f;
+    std::vector<char*> argv;
+    argv.push_back(const_cast<char*>(TETHERD_PATH));
+    args.push_back("--port-file");
+    args.push_back(port_file);
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(TETHERD_PATH, argv.data());
+    _exit(127);
+  }
+  if (terminate) {
+    absl::Time give_up = absl::Now() + absl::Seconds(30);
+    while (!fs::exists(port_file) && absl::Now() < give_up) std::this_thread::yield();
+    std::ifstream in(port_file);
+    int port = 0;
+    in >> port;
+    EXPECT_GT(port, 0);
+    kill(pid, SIGTERM);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  std::ifstream err(err_file);
+  stderr_text->assign(std::istreambuf_iterator<char>(err), {});
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+TEST(TetherdBinaryTest, WritesThePortAndExitsCleanlyOnSigterm) {
+  std::string dir = TempDir();
+  std::string err;
+  EXPECT_EQ(RunTetherd({"--listen", "127.0.0.1:0", "--store-dir", dir + "/store"}, true, &err, dir),
+            0)
+      << err;
+  fs::remove_all(dir);
+}
+
+TEST(TetherdBinaryTest, RefusesNonLoopbackWithoutInsecure) {
+  std::string dir = TempDir();
+  std::string err;
+  EXPECT_EQ(RunTetherd({"--listen", "0.0.0.0:0"}, false, &err, dir), 2);
+  EXPECT_THAT(err, HasSubstr("TLS and token authentication are not available"));
+  fs::remove_all(dir);
+}
+#endif
+
+}  // namespace
+}  // namespace tether::server
