@@ -58,6 +58,7 @@ class DaemonImpl final : public Daemon {
     session_limits.max_sessions = options.max_sessions;
     session_limits.default_idle_timeout = options.session_idle_timeout;
     session_limits.max_idle_timeout = std::max(options.session_idle_timeout, absl::Hours(24));
+    session_limits.log_events = options.log_events;
     sessions_ = std::make_unique<SessionTable>(session_limits, executor_.get(), store_.get());
     ServiceLimits limits;
     limits.max_inline_tensor_bytes = options.max_inline_tensor_bytes;
@@ -91,8 +92,10 @@ class DaemonImpl final : public Daemon {
       }
       if (!is_unix && port_ == 0) port_ = ports[i];
     }
-    std::fprintf(stderr, "tetherd: event=listening addresses=\"%s\" port=%d store=%s\n",
-                 absl::StrJoin(options.listen, ",").c_str(), port_, options.store_dir.c_str());
+    if (options.log_events) {
+      std::fprintf(stderr, "tetherd: event=listening addresses=\"%s\" port=%d store=%s\n",
+                   absl::StrJoin(options.listen, ",").c_str(), port_, options.store_dir.c_str());
+    }
     return absl::OkStatus();
   }
 

@@ -27,6 +27,9 @@ struct DaemonOptions {
   absl::Duration session_idle_timeout = absl::Minutes(10);
   uint64_t max_inline_tensor_bytes = uint64_t{1} << 20;
   uint64_t chunk_bytes = uint64_t{1} << 20;
+  // One structured line per event (listening, session open/close, eviction)
+  // on stderr. The CLI's embedded daemon turns it off.
+  bool log_events = true;
 };
 
 // Thread contract: thread-safe.

@@ -161,9 +161,11 @@ absl::StatusOr<std::shared_ptr<Session>> SessionTable::Open(absl::string_view cl
       std::make_shared<Session>(NewSessionId(), client_name, idle_timeout, executor_, store_);
   sessions_[session->id()] = session;
   ++opened_;
-  std::fprintf(stderr, "tetherd: session=%s event=open client=\"%s\" idle_timeout_ms=%lld\n",
-               std::string(session->short_id()).c_str(), absl::CEscape(client_name).c_str(),
-               static_cast<long long>(absl::ToInt64Milliseconds(idle_timeout)));
+  if (limits_.log_events) {
+    std::fprintf(stderr, "tetherd: session=%s event=open client=\"%s\" idle_timeout_ms=%lld\n",
+                 std::string(session->short_id()).c_str(), absl::CEscape(client_name).c_str(),
+                 static_cast<long long>(absl::ToInt64Milliseconds(idle_timeout)));
+  }
   return session;
 }
 
@@ -176,7 +178,8 @@ absl::StatusOr<std::shared_ptr<Session>> SessionTable::Get(absl::string_view id)
   return it->second;
 }
 
-void SessionTable::LogClose(const Session& session, absl::string_view reason) {
+void SessionTable::LogClose(const Session& session, absl::string_view reason) const {
+  if (!limits_.log_events) return;
   std::fprintf(stderr, "tetherd: session=%s event=close reason=%s objects=%zu\n",
                std::string(session.short_id()).c_str(), std::string(reason).c_str(),
                session.num_objects());

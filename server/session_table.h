@@ -91,6 +91,7 @@ struct SessionLimits {
   uint32_t max_sessions = 64;
   absl::Duration default_idle_timeout = absl::Minutes(10);
   absl::Duration max_idle_timeout = absl::Hours(24);
+  bool log_events = true;  // a stderr line per session open and close
 };
 
 // Thread contract: thread-safe.
@@ -114,7 +115,7 @@ class SessionTable {
 
  private:
   void ReaperLoop();
-  static void LogClose(const Session& session, absl::string_view reason);
+  void LogClose(const Session& session, absl::string_view reason) const;
 
   const SessionLimits limits_;
   Executor* executor_;

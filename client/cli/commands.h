@@ -14,6 +14,14 @@ namespace tether::cli {
 int RunDemo(const std::vector<std::string>& args);
 int RunDemoFile(const std::vector<std::string>& args);
 int RunInspect(const std::vector<std::string>& args);
+int RunInfo(const std::vector<std::string>& args);
+int RunRun(const std::vector<std::string>& args);
+int RunBench(const std::vector<std::string>& args);
+int RunProfile(const std::vector<std::string>& args);
+
+// Registers the demo's C++ kernels (demo.dense, demo.relu) in this process, so
+// the embedded daemon of `tether run/bench/profile` can run demo executables.
+void RegisterDemoKernels();
 
 // Prints "tether: <what>: <status>" to stderr and returns 1.
 int Fail(const std::string& what, const absl::Status& status);

@@ -54,6 +54,8 @@ absl::StatusOr<Value> Relu(Tensor x) {
   return Value(out);
 }
 
+}  // namespace
+
 void RegisterDemoKernels() {
   static const bool registered = [] {
     (void)Registry::RegisterTyped("demo.dense", Dense);
@@ -62,6 +64,8 @@ void RegisterDemoKernels() {
   }();
   (void)registered;
 }
+
+namespace {
 
 Tensor RandomTensor(std::vector<int64_t> shape, std::mt19937& rng, float scale) {
   std::uniform_real_distribution<float> dist(-scale, scale);

@@ -19,7 +19,17 @@ void PrintUsage(FILE* out) {
                "  inspect FILE [--text] [--stats]\n"
                "      load and validate an executable file and print its listing\n"
                "  run-demo FILE [--device DEV]\n"
-               "      run an executable written by `tether demo` (its kernels are built in)\n"
+               "      run an executable written by `tether demo` in this process\n"
+               "  info [--remote HOST:PORT]\n"
+               "      the daemon's protocol, limits and devices with all their attributes\n"
+               "  run EXEC [--remote HOST:PORT] [--input NAME=@x.npy] [--output-dir DIR] ...\n"
+               "      upload EXEC, run it through set_input / invoke_stateful / get_outputs\n"
+               "  bench EXEC [...] [--number N] [--repeat R] [--min-repeat-ms M] [--json]\n"
+               "      time it on the daemon with time_evaluator\n"
+               "  profile EXEC [...] [--format table|csv|json]\n"
+               "      per-call profile, measured on the daemon\n"
+               "\n"
+               "Without --remote, run/bench/profile/info start an embedded daemon on 127.0.0.1.\n"
                "\n"
                "Run `tether <command> --help` for the options of one command.\n");
 }
@@ -36,6 +46,10 @@ int main(int argc, char** argv) {
   if (command == "demo") return tether::cli::RunDemo(args);
   if (command == "inspect") return tether::cli::RunInspect(args);
   if (command == "run-demo") return tether::cli::RunDemoFile(args);
+  if (command == "info") return tether::cli::RunInfo(args);
+  if (command == "run") return tether::cli::RunRun(args);
+  if (command == "bench") return tether::cli::RunBench(args);
+  if (command == "profile") return tether::cli::RunProfile(args);
   std::fprintf(stderr, "tether: unknown command \"%s\"\n\n", command.c_str());
   PrintUsage(stderr);
   return 2;

@@ -1,0 +1,444 @@
+// `tether info`, `tether run`, `tether bench`, `tether profile`: the commands
+// that drive a daemon. With --remote they talk to a tetherd; without it they
+// start an embedded daemon on 127.0.0.1 in this process and use the very same
+// gRPC path, so a local run measures what a remote one would.
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "client/cli/commands.h"
+#include "client/npy.h"
+#include "client/remote_session.h"
+#include "client/remote_vm.h"
+#include "runtime/module/module.h"
+#include "runtime/vm/executable.h"
+#include "runtime/vm/virtual_machine.h"
+#include "server/daemon.h"
+
+namespace tether::cli {
+namespace {
+
+struct Options {
+  std::string file;  // the executable
+  std::string remote;
+  Device device = Device::Cpu();
+  std::string function = "main";
+  std::string memory_cfg;
+  std::vector<std::pair<std::string, std::string>> inputs;  // name -> .npy path
+  std::map<std::string, std::pair<std::vector<int64_t>, DataType>> shapes;
+  bool random_inputs = false;
+  std::string output_dir;
+  profiling::TimeEvaluatorOptions timing;
+  bool json = false;
+  std::string format = "table";
+};
+
+constexpr char kCommonHelp[] =
+    "  --remote HOST:PORT     a running tetherd (default: an embedded daemon on 127.0.0.1)\n"
+    "  --device DEV           cpu:0 (default), cuda:0, ...\n"
+    "  --function NAME        the function to run (default main)\n"
+    "  --memory-cfg CFG       naive | pooled | cpu:0=naive,...\n"
+    "  --input NAME=@FILE     a .npy input for parameter NAME (repeatable)\n"
+    "  --random-inputs        fill inputs not given by --input with random values on the device\n"
+    "  --shape NAME=2x32[:dtype]  the shape (and dtype, default float32) of a random input\n";
+
+// Parses "2x3x4" (also "2,3,4"; "scalar" for 0-d).
+std::optional<std::vector<int64_t>> ParseDims(absl::string_view text) {
+  std::vector<int64_t> dims;
+  if (text == "scalar") return dims;
+  for (absl::string_view part : absl::StrSplit(text, absl::ByAnyChar("x,"))) {
+    int64_t d;
+    if (!absl::SimpleAtoi(part, &d) || d < 0) return std::nullopt;
+    dims.push_back(d);
+  }
+  return dims;
+}
+
+// -1: go on; otherwise the exit code.
+int ParseArgs(const std::string& command, const std::vector<std::string>& args, bool want_file,
+              const char* extra_help, Options* o) {
+  auto usage = [&](FILE* out) {
+    std::fprintf(
+        out, "usage: tether %s %s[options]\n%s%s", command.c_str(), want_file ? "EXEC " : "",
+        want_file ? kCommonHelp
+                  : "  --remote HOST:PORT     a running tetherd (default: an embedded daemon)\n",
+        extra_help);
+  };
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto next = [&]() -> const std::string* {
+      if (i + 1 >= args.size()) {
+        std::fprintf(stderr, "tether %s: %s needs a value\n", command.c_str(), a.c_str());
+        return nullptr;
+      }
+      return &args[++i];
+    };
+    auto int_flag = [&](int* out) -> bool {
+      const std::string* v = next();
+      if (!v || !absl::SimpleAtoi(*v, out) || *out < 0) {
+        if (v)
+          std::fprintf(stderr, "tether %s: %s needs a non-negative integer\n", command.c_str(),
+                       a.c_str());
+        return false;
+      }
+      return true;
+    };
+    if (a == "--help" || a == "-h") {
+      usage(stdout);
+      return 0;
+    } else if (a == "--remote") {
+      const std::string* v = next();
+      if (!v) return 2;
+      o->remote = *v;
+    } else if (a == "--device") {
+      const std::string* v = next();
+      if (!v) return 2;
+      auto d = Device::Parse(*v);
+      if (!d.ok()) return Fail("bad --device", d.status()) + 1;
+      o->device = *d;
+    } else if (a == "--function") {
+      const std::string* v = next();
+      if (!v) return 2;
+      o->function = *v;
+    } else if (a == "--memory-cfg") {
+      const std::string* v = next();
+      if (!v) return 2;
+      o->memory_cfg = *v;
+    } else if (a == "--input") {
+      const std::string* v = next();
+      if (!v) return 2;
+      size_t eq = v->find('=');
+      if (eq == std::string::npos || eq == 0) {
+        std::fprintf(stderr, "tether %s: --input wants NAME=@FILE.npy, got \"%s\"\n",
+                     command.c_str(), v->c_str());
+        return 2;
+      }
+      std::string path = v->substr(eq + 1);
+      if (!path.empty() && path[0] == '@') path = path.substr(1);
+      o->inputs.emplace_back(v->substr(0, eq), path);
+    } else if (a == "--shape") {
+      const std::string* v = next();
+      if (!v) return 2;
+      size_t eq = v->find('=');
+      std::string spec = eq == std::string::npos ? "" : v->substr(eq + 1);
+      DataType dtype = DataType::Float(32);
+      if (size_t colon = spec.find(':'); colon != std::string::npos) {
+        auto t = DataType::Parse(spec.substr(colon + 1));
+        if (!t.ok()) return Fail("bad --shape", t.status()) + 1;
+        dtype = *t;
+        spec = spec.substr(0, colon);
+      }
+      auto dims = ParseDims(spec);
+      if (eq == std::string::npos || eq == 0 || !dims) {
+        std::fprintf(stderr, "tether %s: --shape wants NAME=2x32[:dtype], got \"%s\"\n",
+                     command.c_str(), v->c_str());
+        return 2;
+      }
+      o->shapes[v->substr(0, eq)] = {*dims, dtype};
+    } else if (a == "--random-inputs") {
+      o->random_inputs = true;
+    } else if (a == "--output-dir") {
+      const std::string* v = next();
+      if (!v) return 2;
+      o->output_dir = *v;
+    } else if (a == "--number") {
+      if (!int_flag(&o->timing.number)) return 2;
+    } else if (a == "--repeat") {
+      if (!int_flag(&o->timing.repeat)) return 2;
+    } else if (a == "--min-repeat-ms") {
+      if (!int_flag(&o->timing.min_repeat_ms)) return 2;
+    } else if (a == "--cooldown-ms") {
+      if (!int_flag(&o->timing.cooldown_interval_ms)) return 2;
+    } else if (a == "--repeats-to-cooldown") {
+      if (!int_flag(&o->timing.repeats_to_cooldown)) return 2;
+    } else if (a == "--cache-flush-bytes") {
+      int v = 0;
+      if (!int_flag(&v)) return 2;
+      o->timing.cache_flush_bytes = v;
+    } else if (a == "--json") {
+      o->json = true;
+    } else if (a == "--format") {
+      const std::string* v = next();
+      if (!v) return 2;
+      if (*v != "table" && *v != "csv" && *v != "json") {
+        std::fprintf(stderr, "tether %s: --format is table, csv or json\n", command.c_str());
+        return 2;
+      }
+      o->format = *v;
+    } else if (want_file && o->file.empty() && !a.empty() && a[0] != '-') {
+      o->file = a;
+    } else {
+      std::fprintf(stderr, "tether %s: unexpected argument %s\n", command.c_str(), a.c_str());
+      usage(stderr);
+      return 2;
+    }
+  }
+  if (want_file && o->file.empty()) {
+    usage(stderr);
+    return 2;
+  }
+  return -1;
+}
+
+// A connection: an embedded daemon (when no --remote) and a session on it.
+struct Connection {
+  std::unique_ptr<server::Daemon> daemon;
+  std::unique_ptr<client::RemoteSession> session;
+};
+
+absl::StatusOr<Connection> Connect(const Options& o) {
+  Connection c;
+  std::string target = o.remote;
+  if (target.empty()) {
+    server::DaemonOptions d;
+    d.listen = {"127.0.0.1:0"};
+    d.log_events = false;
+    TETHER_ASSIGN_OR_RETURN(c.daemon, server::Daemon::Start(d));
+    target = c.daemon->target();
+  }
+  client::ConnectOptions options;
+  options.client_name = "tether-cli";
+  TETHER_ASSIGN_OR_RETURN(c.session, client::RemoteSession::Connect(target, options));
+  return c;
+}
+
+std::string FormatValue(const Value& v) {
+  if (v.is_dtype()) return v.dtype_value().ToString();
+  if (v.is_shape())
+    return ShapeToString({v.AsRef<ShapeObj>()->dims.data(), v.AsRef<ShapeObj>()->dims.size()});
+  if (v.is_string()) return v.string_value();
+  return v.ToString();
+}
+
+// A short preview of a tensor's values: "[0.1234, -1.5, ...]".
+std::string Preview(const Tensor& t) {
+  std::string out = "[";
+  int64_t n = std::min<int64_t>(t->NumElements(), 5);
+  const char* p = static_cast<const char*>(t->element_data());
+  DataType dt = t->dtype();
+  for (int64_t i = 0; i < n; ++i) {
+    const char* e = p + i * dt.bytes();
+    std::string s;
+    if (dt == DataType::Float(32))
+      s = absl::StrFormat("%.5g", *reinterpret_cast<const float*>(e));
+    else if (dt == DataType::Float(64))
+      s = absl::StrFormat("%.5g", *reinterpret_cast<const double*>(e));
+    else if (dt == DataType::Int(64))
+      s = absl::StrCat(*reinterpret_cast<const int64_t*>(e));
+    else if (dt == DataType::Int(32))
+      s = absl::StrCat(*reinterpret_cast<const int32_t*>(e));
+    else if (dt.bytes() == 1)
+      s = absl::StrCat(static_cast<int>(*reinterpret_cast<const uint8_t*>(e)));
+    else
+      s = "?";
+    absl::StrAppend(&out, i ? ", " : "", s);
+  }
+  absl::StrAppend(&out, t->NumElements() > n ? ", ...]" : "]");
+  return out;
+}
+
+// Loads the executable locally first: a corrupt file is reported before any
+// connection is made, and the function's parameter names are known.
+struct Prepared {
+  Connection connection;
+  std::unique_ptr<client::RemoteVM> vm;
+  std::vector<std::string> params;
+};
+
+absl::StatusOr<Prepared> Prepare(const Options& o) {
+  TETHER_ASSIGN_OR_RETURN(std::string bytes, ReadFileToString(o.file));
+  TETHER_ASSIGN_OR_RETURN(Ref<vm::Executable> exec, vm::Executable::LoadFromBytes(bytes));
+  auto it = exec->function_map.find(o.function);
+  if (it == exec->function_map.end() ||
+      exec->functions[it->second].kind != vm::FunctionKind::kVMFunc) {
+    return NotFoundError(o.file, " has no function ", o.function);
+  }
+  Prepared p;
+  const vm::FunctionInfo& info = exec->functions[it->second];
+  p.params = info.param_names;
+  if (p.params.empty()) {
+    for (int64_t i = 0; i < info.num_args; ++i) p.params.push_back(absl::StrCat("arg", i));
+  }
+  RegisterDemoKernels();  // the embedded daemon runs demo executables too
+  TETHER_ASSIGN_OR_RETURN(p.connection, Connect(o));
+  TETHER_ASSIGN_OR_RETURN(std::string sha, p.connection.session->UploadModule(bytes));
+  TETHER_ASSIGN_OR_RETURN(
+      p.vm, client::RemoteVM::Create(p.connection.session.get(), sha, {o.device}, o.memory_cfg));
+
+  // Inputs: .npy files by name, random ones filled on the device.
+  std::map<std::string, Value> given;
+  for (const auto& [name, path] : o.inputs) {
+    if (std::find(p.params.begin(), p.params.end(), name) == p.params.end()) {
+      return ValueError(o.function, " has no parameter named ", name, "; parameters are ",
+                        absl::StrJoin(p.params, ", "));
+    }
+    TETHER_ASSIGN_OR_RETURN(Tensor t, client::ReadNpyFile(path));
+    given[name] = Value(t);
+  }
+  std::vector<Value> args;
+  for (const std::string& name : p.params) {
+    if (auto g = given.find(name); g != given.end()) {
+      args.push_back(g->second);
+      continue;
+    }
+    if (!o.random_inputs) {
+      return ValueError("no input for parameter ", name, " of ", o.function, "; give --input ",
+                        name, "=@FILE.npy or --random-inputs with --shape ", name, "=DIMS");
+    }
+    auto s = o.shapes.find(name);
+    if (s == o.shapes.end()) {
+      return ValueError("--random-inputs needs the shape of parameter ", name, ": --shape ", name,
+                        "=2x32[:dtype]");
+    }
+    TETHER_ASSIGN_OR_RETURN(Value remote, p.connection.session->AllocTensor(
+                                              s->second.first, s->second.second, o.device));
+    TETHER_RETURN_IF_ERROR(p.connection.session->FillRandom(remote, 42, -1.0, 1.0));
+    args.push_back(remote);
+  }
+  TETHER_RETURN_IF_ERROR(p.vm->SetInput(o.function, args));
+  return p;
+}
+
+// Writes every tensor leaf of `out` as PREFIX_<index path>.npy and prints a line per leaf.
+absl::Status WriteOutputs(const Value& out, const std::string& dir, const std::string& name) {
+  if (out.is_tuple()) {
+    const auto& fields = out.AsRef<TupleObj>()->fields;
+    for (size_t i = 0; i < fields.size(); ++i) {
+      TETHER_RETURN_IF_ERROR(WriteOutputs(fields[i], dir, absl::StrCat(name, "_", i)));
+    }
+    return absl::OkStatus();
+  }
+  if (!out.is_tensor()) {
+    std::printf("  %-12s %s\n", name.c_str(), out.ToString().c_str());
+    return absl::OkStatus();
+  }
+  Tensor t(out.AsRef<TensorObj>());
+  std::string where;
+  if (!dir.empty()) {
+    where = (std::filesystem::path(dir) / (name + ".npy")).string();
+    TETHER_RETURN_IF_ERROR(client::WriteNpyFile(where, t));
+  }
+  std::printf("  %-12s %-10s %-16s %s%s\n", name.c_str(), t->dtype().ToString().c_str(),
+              ShapeToString(t->shape()).c_str(), Preview(t).c_str(),
+              where.empty() ? "" : ("  -> " + where).c_str());
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int RunInfo(const std::vector<std::string>& args) {
+  Options o;
+  if (int rc = ParseArgs("info", args, false, "", &o); rc >= 0) return rc;
+  auto c = Connect(o);
+  if (!c.ok()) return Fail("cannot connect", c.status());
+  const v1::HandshakeResponse& h = c->session->handshake();
+  std::printf("daemon      %s\n", o.remote.empty() ? "embedded (127.0.0.1)" : o.remote.c_str());
+  std::printf("protocol    %u.%u\nruntime     %s\n", h.protocol().major(), h.protocol().minor(),
+              h.runtime_version().c_str());
+  std::printf(
+      "limits      inline tensors <= %llu bytes, chunks of %llu bytes, messages <= %llu bytes, %u "
+      "sessions\n",
+      static_cast<unsigned long long>(h.limits().max_inline_tensor_bytes()),
+      static_cast<unsigned long long>(h.limits().chunk_bytes()),
+      static_cast<unsigned long long>(h.limits().max_message_bytes()), h.limits().max_sessions());
+  std::printf("dtypes      %s\n", absl::StrJoin(h.dtypes(), " ").c_str());
+  for (const v1::DeviceInfo& d : h.devices()) {
+    std::printf("\ndevice %s\n", d.name().c_str());
+    std::map<std::string, std::string> attrs;
+    for (const auto& [key, value] : d.attributes()) {
+      auto v = rpc::DecodeValue(value, {});
+      attrs[key] = v.ok() ? FormatValue(*v) : "?";
+    }
+    for (const auto& [key, value] : attrs) std::printf("  %-28s %s\n", key.c_str(), value.c_str());
+  }
+  return 0;
+}
+
+int RunRun(const std::vector<std::string>& args) {
+  Options o;
+  if (int rc = ParseArgs(
+          "run", args, true,
+          "  --output-dir DIR       write each output leaf as DIR/out_<index path>.npy\n", &o);
+      rc >= 0)
+    return rc;
+  auto p = Prepare(o);
+  if (!p.ok()) return Fail("", p.status());
+  if (absl::Status s = p->vm->InvokeStateful(o.function); !s.ok())
+    return Fail("invoke_stateful", s);
+  auto out = p->vm->GetOutputs(o.function);
+  if (!out.ok()) return Fail("get_outputs", out.status());
+  if (!o.output_dir.empty()) std::filesystem::create_directories(o.output_dir);
+  std::printf("outputs of %s:\n", o.function.c_str());
+  if (absl::Status s = WriteOutputs(*out, o.output_dir, "out"); !s.ok())
+    return Fail("writing outputs", s);
+  return 0;
+}
+
+int RunBench(const std::vector<std::string>& args) {
+  Options o;
+  if (int rc = ParseArgs(
+          "bench", args, true,
+          "  --number N --repeat R --min-repeat-ms M --cooldown-ms C --repeats-to-cooldown K\n"
+          "  --cache-flush-bytes B  time_evaluator options (run on the daemon)\n"
+          "  --json                 machine-readable output\n",
+          &o);
+      rc >= 0) {
+    return rc;
+  }
+  if (o.timing.number == 0) o.timing.number = 10;
+  if (o.timing.repeat == 0) o.timing.repeat = 1;
+  if (o.timing.repeats_to_cooldown == 0) o.timing.repeats_to_cooldown = 1;
+  auto p = Prepare(o);
+  if (!p.ok()) return Fail("", p.status());
+  Value name[] = {Value(o.function)};
+  auto r = p->vm->TimeEvaluator(vm::kInvokeStatefulName, o.device, o.timing, name);
+  if (!r.ok()) return Fail("time_evaluator", r.status());
+  if (o.json) {
+    std::string samples = absl::StrJoin(r->results, ", ", [](std::string* out, double v) {
+      absl::StrAppend(out, absl::StrFormat("%.9g", v));
+    });
+    std::printf(
+        "{\"function\": \"%s\", \"device\": \"%s\", \"unit\": \"seconds\", \"mean\": %.9g, "
+        "\"median\": %.9g, "
+        "\"min\": %.9g, \"max\": %.9g, \"std\": %.9g, \"p50\": %.9g, \"p90\": %.9g, \"p99\": %.9g, "
+        "\"number\": %lld, \"repeat\": %zu, \"total_calls\": %lld, \"samples\": [%s]}\n",
+        o.function.c_str(), o.device.ToString().c_str(), r->mean, r->median, r->min, r->max, r->std,
+        r->p50(), r->p90(), r->p99(), static_cast<long long>(r->number_per_repeat),
+        r->results.size(), static_cast<long long>(r->total_calls), samples.c_str());
+    return 0;
+  }
+  std::printf("%s on %s, %zu repeats of %lld calls (%lld calls in all, timed on the daemon)\n%s\n",
+              o.function.c_str(), o.device.ToString().c_str(), r->results.size(),
+              static_cast<long long>(r->number_per_repeat), static_cast<long long>(r->total_calls),
+              r->ToString().c_str());
+  std::printf("p50 %.4f ms   p90 %.4f ms   p99 %.4f ms\n", r->p50() * 1e3, r->p90() * 1e3,
+              r->p99() * 1e3);
+  return 0;
+}
+
+int RunProfile(const std::vector<std::string>& args) {
+  Options o;
+  if (int rc = ParseArgs("profile", args, true, "  --format table|csv|json\n", &o); rc >= 0)
+    return rc;
+  auto p = Prepare(o);
+  if (!p.ok()) return Fail("", p.status());
+  auto report = p->vm->Profile(o.function, {});
+  if (!report.ok()) return Fail("profile", report.status());
+  if (o.format == "csv")
+    std::printf("%s", report->Csv().c_str());
+  else if (o.format == "json")
+    std::printf("%s\n", report->Json().c_str());
+  else
+    std::printf("%s\n", report->Table().c_str());
+  return 0;
+}
+
+}  // namespace tether::cli
