@@ -1,0 +1,286 @@
+// RPC benchmarks on loopback, each with its anchor timed in the same run:
+//   RoundTrip: an empty VM call through RemoteVM (the session's CallStream)
+//     against a raw gRPC unary echo (sync client and server, default settings).
+//   Upload / Download: a tensor of 1, 16 or 256 MiB through the daemon's
+//     chunked streams against a raw gRPC stream of the same bytes in 1 MiB
+//     chunks, and memcpy of the same bytes.
+//   TimeEvaluatorRemoteVsLocal: the medians of the same CPU kernel timed by
+//     the local VM and remotely by the daemon.
+// The daemon runs in this process (its gRPC server on 127.0.0.1:0), so client
+// and daemon share the machine's two cores.
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "benchmark/benchmark.h"
+#include "client/remote_session.h"
+#include "client/remote_vm.h"
+#include "echo.grpc.pb.h"
+#include "grpcpp/grpcpp.h"
+#include "runtime/core/registry.h"
+#include "runtime/vm/exec_builder.h"
+#include "runtime/vm/local_vm.h"
+#include "server/daemon.h"
+
+namespace tether {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double Seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+class EchoService final : public bench::Echo::Service {
+  grpc::Status Echo(grpc::ServerContext*, const bench::Blob* in, bench::Blob* out) override {
+    *out = *in;
+    return grpc::Status::OK;
+  }
+  grpc::Status Sink(grpc::ServerContext*, grpc::ServerReader<bench::Blob>* reader,
+                    bench::Size* out) override {
+    bench::Blob chunk;
+    uint64_t total = 0;
+    while (reader->Read(&chunk)) total += chunk.data().size();
+    out->set_bytes(total);
+    return grpc::Status::OK;
+  }
+  grpc::Status Source(grpc::ServerContext*, const bench::Size* size,
+                      grpc::ServerWriter<bench::Blob>* writer) override {
+    bench::Blob chunk;
+    chunk.mutable_data()->assign(size->chunk_bytes(), 'x');
+    for (uint64_t sent = 0; sent < size->bytes(); sent += size->chunk_bytes()) writer->Write(chunk);
+    return grpc::Status::OK;
+  }
+};
+
+// One daemon, one echo server and their clients for the whole run.
+struct Fixture {
+  std::unique_ptr<server::Daemon> daemon;
+  std::unique_ptr<client::RemoteSession> session;
+  std::unique_ptr<client::RemoteVM> vm;
+  std::unique_ptr<vm::LocalVirtualMachine> local_vm;
+  EchoService echo_service;
+  std::unique_ptr<grpc::Server> echo_server;
+  std::unique_ptr<bench::Echo::Stub> echo;
+  std::string error;
+
+  Fixture() {
+    (void)Registry::RegisterTyped("bench.matmul", [](Tensor a, Tensor b) -> absl::StatusOr<Value> {
+      int64_t n = a->shape()[0], k = a->shape()[1], m = b->shape()[1];
+      int64_t shape[] = {n, m};
+      TETHER_ASSIGN_OR_RETURN(Tensor c, Tensor::Empty(shape, DataType::Float(32), Device::Cpu()));
+      const float* x = static_cast<const float*>(a->element_data());
+      const float* y = static_cast<const float*>(b->element_data());
+      float* z = static_cast<float*>(c->element_data());
+      std::memset(z, 0, static_cast<size_t>(n * m) * sizeof(float));
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t p = 0; p < k; ++p)
+          for (int64_t j = 0; j < m; ++j) z[i * m + j] += x[i * k + p] * y[p * m + j];
+      return Value(c);
+    });
+    vm::ExecBuilder b;
+    b.EmitFunction("empty", 0);
+    b.EmitRet(vm::kVoidRegister);
+    b.EndFunction("empty");
+    b.EmitFunction("mm", 2, {"a", "b"});
+    b.EmitCall("bench.matmul", {vm::Arg::Register(0), vm::Arg::Register(1)}, 2);
+    b.EmitRet(2);
+    b.EndFunction("mm");
+    auto exec = b.Get();
+    server::DaemonOptions options;
+    options.listen = {"127.0.0.1:0"};
+    options.log_events = false;
+    auto daemon_or = server::Daemon::Start(options);
+    if (!exec.ok() || !daemon_or.ok()) {
+      error = "cannot start the daemon";
+      return;
+    }
+    daemon = std::move(*daemon_or);
+    auto session_or = client::RemoteSession::Connect(daemon->target());
+    if (!session_or.ok()) {
+      error = std::string(session_or.status().message());
+      return;
+    }
+    session = std::move(*session_or);
+    auto sha = session->UploadModule((*exec)->SaveToBytes());
+    auto vm_or = sha.ok() ? client::RemoteVM::Create(session.get(), *sha) : sha.status();
+    auto local_or = vm::LocalVirtualMachine::Create(*exec, {Device::Cpu()});
+    if (!vm_or.ok() || !local_or.ok()) {
+      error = "cannot create the vms";
+      return;
+    }
+    vm = std::move(*vm_or);
+    local_vm = std::move(*local_or);
+    int port = 0;
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    builder.RegisterService(&echo_service);
+    echo_server = builder.BuildAndStart();
+    echo = bench::Echo::NewStub(grpc::CreateChannel("127.0.0.1:" + std::to_string(port),
+                                                    grpc::InsecureChannelCredentials()));
+  }
+};
+
+Fixture& F() {
+  static Fixture* f = new Fixture();
+  return *f;
+}
+
+void BM_RoundTrip(benchmark::State& state) {
+  Fixture& f = F();
+  if (!f.error.empty()) return state.SkipWithError(f.error.c_str());
+  double tether_s = 0, echo_s = 0;
+  int64_t n = 0;
+  bench::Blob request, reply;
+  for (auto _ : state) {
+    auto t0 = Clock::now();
+    auto out = f.vm->Invoke("empty", {});
+    auto t1 = Clock::now();
+    grpc::ClientContext ctx;
+    grpc::Status s = f.echo->Echo(&ctx, request, &reply);
+    auto t2 = Clock::now();
+    if (!out.ok() || !s.ok()) return state.SkipWithError("call failed");
+    state.SetIterationTime(Seconds(t0, t1));
+    tether_s += Seconds(t0, t1);
+    echo_s += Seconds(t1, t2);
+    ++n;
+  }
+  state.counters["tether_us"] = tether_s / n * 1e6;
+  state.counters["grpc_echo_us"] = echo_s / n * 1e6;
+  state.counters["ratio_vs_echo"] = tether_s / echo_s;
+}
+BENCHMARK(BM_RoundTrip)->UseManualTime()->Unit(benchmark::kMicrosecond);
+
+Tensor BytesTensor(int64_t bytes) {
+  int64_t shape[] = {bytes};
+  Tensor t = *Tensor::Empty(shape, DataType::UInt(8), Device::Cpu());
+  std::memset(t->element_data(), 7, static_cast<size_t>(bytes));
+  return t;
+}
+
+void Report(benchmark::State& state, double tether_s, double raw_s, double memcpy_s, int64_t rounds,
+            int64_t bytes) {
+  double gb = static_cast<double>(bytes) * rounds / 1e9;
+  state.counters["tether_GBps"] = gb / tether_s;
+  state.counters["raw_stream_GBps"] = gb / raw_s;
+  state.counters["memcpy_GBps"] = gb / memcpy_s;
+  state.counters["ratio_vs_raw"] = raw_s / tether_s;
+  state.counters["fraction_of_memcpy"] = memcpy_s / tether_s;
+}
+
+void BM_Upload(benchmark::State& state) {
+  Fixture& f = F();
+  if (!f.error.empty()) return state.SkipWithError(f.error.c_str());
+  int64_t bytes = state.range(0) << 20;
+  Tensor t = BytesTensor(bytes);
+  std::string scratch(static_cast<size_t>(bytes), '\0');
+  double tether_s = 0, raw_s = 0, memcpy_s = 0;
+  int64_t rounds = 0;
+  for (auto _ : state) {
+    auto t0 = Clock::now();
+    auto remote = f.session->UploadTensor(t);
+    auto t1 = Clock::now();
+    if (!remote.ok()) return state.SkipWithError(std::string(remote.status().message()).c_str());
+    (void)f.session->FreeObjects({client::AsRemoteHandle(*remote)->id()});
+    auto t2 = Clock::now();
+    grpc::ClientContext ctx;
+    bench::Size ack;
+    auto writer = f.echo->Sink(&ctx, &ack);
+    bench::Blob chunk;
+    const char* data = static_cast<const char*>(t->element_data());
+    for (int64_t off = 0; off < bytes; off += 1 << 20) {
+      chunk.mutable_data()->assign(data + off,
+                                   static_cast<size_t>(std::min<int64_t>(1 << 20, bytes - off)));
+      writer->Write(chunk);
+    }
+    writer->WritesDone();
+    (void)writer->Finish();
+    auto t3 = Clock::now();
+    std::memcpy(scratch.data(), t->element_data(), static_cast<size_t>(bytes));
+    benchmark::DoNotOptimize(scratch.data());
+    auto t4 = Clock::now();
+    state.SetIterationTime(Seconds(t0, t1));
+    tether_s += Seconds(t0, t1);
+    raw_s += Seconds(t2, t3);
+    memcpy_s += Seconds(t3, t4);
+    ++rounds;
+  }
+  Report(state, tether_s, raw_s, memcpy_s, rounds, bytes);
+}
+BENCHMARK(BM_Upload)->Arg(1)->Arg(16)->Arg(256)->UseManualTime()->Unit(benchmark::kMillisecond);
+
+void BM_Download(benchmark::State& state) {
+  Fixture& f = F();
+  if (!f.error.empty()) return state.SkipWithError(f.error.c_str());
+  int64_t bytes = state.range(0) << 20;
+  Tensor t = BytesTensor(bytes);
+  auto remote = f.session->UploadTensor(t);
+  if (!remote.ok()) return state.SkipWithError("upload failed");
+  std::string scratch(static_cast<size_t>(bytes), '\0');
+  double tether_s = 0, raw_s = 0, memcpy_s = 0;
+  int64_t rounds = 0;
+  for (auto _ : state) {
+    auto t0 = Clock::now();
+    auto local = f.session->DownloadTensor(*remote);
+    auto t1 = Clock::now();
+    if (!local.ok()) return state.SkipWithError(std::string(local.status().message()).c_str());
+    grpc::ClientContext ctx;
+    bench::Size size;
+    size.set_bytes(static_cast<uint64_t>(bytes));
+    size.set_chunk_bytes(1 << 20);
+    auto reader = f.echo->Source(&ctx, size);
+    bench::Blob chunk;
+    int64_t got = 0;
+    while (reader->Read(&chunk)) {
+      std::memcpy(scratch.data() + got, chunk.data().data(), chunk.data().size());
+      got += static_cast<int64_t>(chunk.data().size());
+    }
+    (void)reader->Finish();
+    auto t2 = Clock::now();
+    std::memcpy(scratch.data(), t->element_data(), static_cast<size_t>(bytes));
+    benchmark::DoNotOptimize(scratch.data());
+    auto t3 = Clock::now();
+    state.SetIterationTime(Seconds(t0, t1));
+    tether_s += Seconds(t0, t1);
+    raw_s += Seconds(t1, t2);
+    memcpy_s += Seconds(t2, t3);
+    ++rounds;
+  }
+  (void)f.session->FreeObjects({client::AsRemoteHandle(*remote)->id()});
+  Report(state, tether_s, raw_s, memcpy_s, rounds, bytes);
+}
+BENCHMARK(BM_Download)->Arg(1)->Arg(16)->Arg(256)->UseManualTime()->Unit(benchmark::kMillisecond);
+
+void BM_TimeEvaluatorRemoteVsLocal(benchmark::State& state) {
+  Fixture& f = F();
+  if (!f.error.empty()) return state.SkipWithError(f.error.c_str());
+  int64_t shape[] = {128, 128};
+  Tensor a = *Tensor::Empty(shape, DataType::Float(32), Device::Cpu());
+  Tensor b = *Tensor::Empty(shape, DataType::Float(32), Device::Cpu());
+  std::memset(a->element_data(), 0, static_cast<size_t>(a->NumBytes()));
+  std::memset(b->element_data(), 0, static_cast<size_t>(b->NumBytes()));
+  Value args[] = {a, b};
+  profiling::TimeEvaluatorOptions options;
+  options.number = 20;
+  options.repeat = 10;
+  double local_s = 0, remote_s = 0;
+  int64_t rounds = 0;
+  for (auto _ : state) {
+    auto local = f.local_vm->TimeEvaluator("mm", Device::Cpu(), options, args);
+    auto remote = f.vm->TimeEvaluator("mm", Device::Cpu(), options, args);
+    if (!local.ok() || !remote.ok()) return state.SkipWithError("time_evaluator failed");
+    local_s += local->median;
+    remote_s += remote->median;
+    ++rounds;
+  }
+  state.counters["local_median_us"] = local_s / rounds * 1e6;
+  state.counters["remote_median_us"] = remote_s / rounds * 1e6;
+  state.counters["remote_over_local"] = remote_s / local_s;
+}
+BENCHMARK(BM_TimeEvaluatorRemoteVsLocal)->Unit(benchmark::kMillisecond)->Iterations(5);
+
+}  // namespace
+}  // namespace tether
+
+BENCHMARK_MAIN();
