@@ -391,8 +391,7 @@ absl::Status ExecBuilder::CheckFunction(const FunctionInfo& f) const {
           const Arg arg(w[kCallHeaderWords + a]);
           switch (arg.raw_kind()) {
             case static_cast<int>(ArgKind::kRegister):
-              TETHER_RETURN_IF_ERROR(
-                  check_read(pc, arg.value(), "input of call ", callee_name));
+              TETHER_RETURN_IF_ERROR(check_read(pc, arg.value(), "input of call ", callee_name));
               break;
             case static_cast<int>(ArgKind::kImmediate):
               break;

@@ -151,7 +151,6 @@ absl::string_view KindName(FunctionKind kind) {
   return "unknown";
 }
 
-
 // A short rendering of a constant for Stats().
 std::string ConstantToString(const Value& v) {
   constexpr size_t kMaxStringChars = 32;

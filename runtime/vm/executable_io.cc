@@ -308,7 +308,6 @@ absl::Status ReadFunctions(Reader& r, Executable& exec) {
   return absl::OkStatus();
 }
 
-
 absl::StatusOr<Value> ReadTensor(Reader& r, uint32_t index) {
   uint8_t code, bits;
   uint16_t lanes;
