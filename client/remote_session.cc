@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -15,6 +17,35 @@ namespace tether::client {
 namespace {
 
 std::chrono::system_clock::time_point ToGpr(absl::Time t) { return absl::ToChronoTime(t); }
+
+absl::StatusOr<std::string> ReadFile(const std::string& path, const char* what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::InvalidArgumentError(absl::StrCat("cannot read ", what, " file ", path));
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Channel credentials: TLS when a CA is given, plaintext otherwise.
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ChannelCredentials(
+    const ConnectOptions& options) {
+  if (options.tls_ca_file.empty()) {
+    if (!options.tls_cert_file.empty() || !options.tls_key_file.empty()) {
+      return absl::InvalidArgumentError("a client certificate needs tls_ca_file (TLS)");
+    }
+    return grpc::InsecureChannelCredentials();
+  }
+  if (options.tls_cert_file.empty() != options.tls_key_file.empty()) {
+    return absl::InvalidArgumentError("tls_cert_file and tls_key_file must be given together");
+  }
+  grpc::SslCredentialsOptions ssl;
+  TETHER_ASSIGN_OR_RETURN(ssl.pem_root_certs, ReadFile(options.tls_ca_file, "tls ca"));
+  if (!options.tls_cert_file.empty()) {
+    TETHER_ASSIGN_OR_RETURN(ssl.pem_cert_chain, ReadFile(options.tls_cert_file, "tls certificate"));
+    TETHER_ASSIGN_OR_RETURN(ssl.pem_private_key, ReadFile(options.tls_key_file, "tls key"));
+  }
+  return grpc::SslCredentials(ssl);
+}
 
 }  // namespace
 
@@ -50,8 +81,10 @@ absl::StatusOr<std::unique_ptr<RemoteSession>> RemoteSession::Connect(absl::stri
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(options.max_message_bytes);
   args.SetMaxSendMessageSize(options.max_message_bytes);
-  auto channel =
-      grpc::CreateCustomChannel(std::string(target), grpc::InsecureChannelCredentials(), args);
+  if (!options.tls_server_name.empty()) args.SetSslTargetNameOverride(options.tls_server_name);
+  TETHER_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ChannelCredentials> credentials,
+                          ChannelCredentials(options));
+  auto channel = grpc::CreateCustomChannel(std::string(target), credentials, args);
   if (!channel->WaitForConnected(ToGpr(deadline))) {
     return absl::UnavailableError(absl::StrCat("cannot reach tetherd at ", target, " within ",
                                                absl::FormatDuration(options.deadline)));
@@ -78,6 +111,7 @@ absl::StatusOr<std::unique_ptr<RemoteSession>> RemoteSession::Connect(absl::stri
   open.set_client_name(options.client_name);
   v1::OpenSessionResponse opened;
   grpc::ClientContext ctx;
+  session->PrepareContext(&ctx);
   ctx.set_deadline(ToGpr(deadline));
   TETHER_RETURN_IF_ERROR(ConvertStatus(session->stub_->OpenSession(&ctx, open, &opened), ctx));
   session->session_id_ = opened.session_id();
@@ -102,8 +136,15 @@ absl::Status RemoteSession::Close() {
   request.set_session_id(session_id_);
   v1::CloseSessionResponse response;
   grpc::ClientContext ctx;
+  PrepareContext(&ctx);
   ctx.set_deadline(ToGpr(absl::Now() + absl::Seconds(5)));
   return ConvertStatus(stub_->CloseSession(&ctx, request, &response), ctx);
+}
+
+void RemoteSession::PrepareContext(grpc::ClientContext* context) const {
+  if (!options_.auth_token.empty()) {
+    context->AddMetadata("authorization", absl::StrCat("Bearer ", options_.auth_token));
+  }
 }
 
 absl::Status RemoteSession::CheckOpen() const {
@@ -122,6 +163,7 @@ absl::Status RemoteSession::Retry(Fn attempt) {
       backoff *= 2;
     }
     grpc::ClientContext ctx;
+    PrepareContext(&ctx);
     grpc::Status s = attempt(&ctx);
     status = ConvertStatus(s, ctx);
     if (status.code() != absl::StatusCode::kUnavailable) return status;
@@ -161,6 +203,7 @@ absl::StatusOr<std::string> RemoteSession::UploadModule(absl::string_view bytes)
   TETHER_ASSIGN_OR_RETURN(bool present, HasModule(sha));
   if (present) return sha;
   grpc::ClientContext ctx;
+  PrepareContext(&ctx);
   v1::UploadModuleResponse response;
   auto writer = stub_->UploadModule(&ctx, &response);
   v1::UploadModuleRequest request;
@@ -192,6 +235,7 @@ absl::StatusOr<Value> RemoteSession::UploadTensor(const Tensor& tensor, Device t
     bytes = staged.data().data();
   }
   grpc::ClientContext ctx;
+  PrepareContext(&ctx);
   v1::UploadTensorResponse response;
   auto writer = stub_->UploadTensor(&ctx, &response);
   v1::UploadTensorRequest request;
@@ -277,6 +321,7 @@ absl::StatusOr<v1::CallResponse> RemoteSession::Call(v1::CallRequest request) {
   request.set_session_id(session_id_);
   if (request.request_id() == 0) request.set_request_id(next_request_id_++);
   grpc::ClientContext ctx;
+  PrepareContext(&ctx);
   v1::CallResponse response;
   TETHER_RETURN_IF_ERROR(ConvertStatus(stub_->Call(&ctx, request, &response), ctx));
   if (response.has_error() && response.error().code() != 0) {

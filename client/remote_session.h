@@ -41,6 +41,16 @@ struct ConnectOptions {
   int max_message_bytes = 64 << 20;
   // Attempts of an idempotent call on UNAVAILABLE (with exponential backoff).
   int max_attempts = 4;
+  // TLS (PEM file paths). tls_ca_file (the CA that signed the daemon's
+  // certificate) enables TLS; tls_cert_file and tls_key_file add a client
+  // certificate for mutual TLS. tls_server_name overrides the name checked
+  // against the daemon's certificate (e.g. "localhost" for 127.0.0.1:PORT).
+  std::string tls_ca_file;
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  std::string tls_server_name;
+  // When non-empty, sent as "authorization: Bearer <auth_token>" on every call.
+  std::string auth_token;
 };
 
 // A value that stays on the daemon: a tensor handle (with its header) or any
@@ -75,8 +85,10 @@ Value MakeRemoteTensorValue(uint64_t id, rpc::TensorSpec spec);
 class RemoteSession {
  public:
   // Connects to `target` ("127.0.0.1:9190", "unix:/path"). UNAVAILABLE or
-  // DEADLINE_EXCEEDED when the daemon cannot be reached in time;
-  // FAILED_PRECONDITION for an incompatible protocol major.
+  // DEADLINE_EXCEEDED when the daemon cannot be reached in time (including a
+  // failed TLS handshake); UNAUTHENTICATED when the daemon refuses the token;
+  // INVALID_ARGUMENT for an unreadable TLS file; FAILED_PRECONDITION for an
+  // incompatible protocol major.
   static absl::StatusOr<std::unique_ptr<RemoteSession>> Connect(absl::string_view target,
                                                                 ConnectOptions options = {});
   ~RemoteSession();
@@ -115,6 +127,9 @@ class RemoteSession {
 
   // For RemoteVM's stream: the stub and a context carrying common settings.
   v1::Tether::Stub* stub() { return stub_.get(); }
+  // Adds what every call of this session carries (the bearer token). Every
+  // ClientContext used with stub() goes through it.
+  void PrepareContext(grpc::ClientContext* context) const;
   // The one conversion of gRPC errors of this client (kind from the trailer).
   static absl::Status ConvertStatus(const grpc::Status& status, const grpc::ClientContext& context);
 

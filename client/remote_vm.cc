@@ -50,6 +50,7 @@ absl::StatusOr<v1::CallResponse> RemoteVM::ExecOnStream(v1::CallRequest& request
   *fall_back = false;
   if (!stream_) {
     stream_ctx_ = std::make_unique<grpc::ClientContext>();
+    session_->PrepareContext(stream_ctx_.get());
     stream_ = session_->stub()->CallStream(stream_ctx_.get());
   }
   v1::CallResponse response;

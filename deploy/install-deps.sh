@@ -13,7 +13,7 @@ packages=(
   # compiler: LLVM 19 with lld (and the libraries its CMake package links)
   llvm-19-dev liblld-19-dev lld-19 zlib1g-dev libzstd-dev libedit-dev libxml2-dev libffi-dev libcurl4-openssl-dev
   # tests and benchmarks
-  libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev openssl
   # ONNX: generated classes, test data, and Python for example generation
   libonnx-dev libonnx-testdata python3-onnx python3-numpy
 )

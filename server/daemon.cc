@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <deque>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "absl/strings/match.h"
@@ -16,6 +18,11 @@
 #include "absl/synchronization/notification.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/security/server_credentials.h"
+#include "openssl/bio.h"
+#include "openssl/evp.h"
+#include "openssl/pem.h"
+#include "openssl/x509.h"
 #include "server/deadline_timer.h"
 #include "server/executor.h"
 #include "server/module_store.h"
@@ -24,6 +31,72 @@
 
 namespace tether::server {
 namespace {
+
+enum class PemKind { kCertificate, kPrivateKey };
+
+// Reads a PEM file and checks that it parses as `kind` (the first block).
+// INVALID_ARGUMENT naming the file otherwise.
+absl::StatusOr<std::string> ReadPem(const std::string& path, PemKind kind, const char* what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::InvalidArgumentError(absl::StrCat("cannot read ", what, " file ", path));
+  std::ostringstream text;
+  text << in.rdbuf();
+  std::string pem = text.str();
+  BIO* bio = BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size()));
+  if (bio == nullptr) return absl::InternalError("out of memory reading a PEM file");
+  bool parsed = false;
+  if (kind == PemKind::kCertificate) {
+    X509* cert = PEM_read_bio_X509(bio, nullptr, nullptr, nullptr);
+    parsed = cert != nullptr;
+    X509_free(cert);
+  } else {
+    EVP_PKEY* key = PEM_read_bio_PrivateKey(bio, nullptr, nullptr, nullptr);
+    parsed = key != nullptr;
+    EVP_PKEY_free(key);
+  }
+  BIO_free(bio);
+  if (!parsed) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " file ", path, " is not a PEM ",
+                     kind == PemKind::kCertificate ? "certificate" : "private key"));
+  }
+  return pem;
+}
+
+// Credentials for TCP addresses: TLS (mutual when a client CA is given) or
+// plaintext when no certificate is configured.
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> TcpCredentials(
+    const DaemonOptions& options) {
+  const bool has_cert = !options.tls_cert_file.empty();
+  const bool has_key = !options.tls_key_file.empty();
+  if (has_cert != has_key) {
+    return absl::InvalidArgumentError("tls_cert_file and tls_key_file must be given together");
+  }
+  if (!has_cert) {
+    if (!options.tls_client_ca_file.empty()) {
+      return absl::InvalidArgumentError("tls_client_ca_file needs tls_cert_file and tls_key_file");
+    }
+    return grpc::InsecureServerCredentials();
+  }
+  grpc::SslServerCredentialsOptions ssl;
+  grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
+  absl::StatusOr<std::string> cert =
+      ReadPem(options.tls_cert_file, PemKind::kCertificate, "tls certificate");
+  if (!cert.ok()) return cert.status();
+  absl::StatusOr<std::string> key = ReadPem(options.tls_key_file, PemKind::kPrivateKey, "tls key");
+  if (!key.ok()) return key.status();
+  pair.cert_chain = std::move(*cert);
+  pair.private_key = std::move(*key);
+  ssl.pem_key_cert_pairs.push_back(std::move(pair));
+  if (!options.tls_client_ca_file.empty()) {
+    absl::StatusOr<std::string> ca =
+        ReadPem(options.tls_client_ca_file, PemKind::kCertificate, "tls client ca");
+    if (!ca.ok()) return ca.status();
+    ssl.pem_root_certs = std::move(*ca);
+    ssl.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+  }
+  return grpc::SslServerCredentials(ssl);
+}
 
 class DaemonImpl final : public Daemon {
  public:
@@ -40,6 +113,9 @@ class DaemonImpl final : public Daemon {
     if (options.chunk_bytes == 0 || options.max_sessions == 0) {
       return absl::InvalidArgumentError("chunk_bytes and max_sessions must be positive");
     }
+    absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> tcp_credentials =
+        TcpCredentials(options);
+    if (!tcp_credentials.ok()) return tcp_credentials.status();
     if (options.store_dir.empty()) {
       std::string tmpl = (std::filesystem::temp_directory_path() / "tetherd-store-XXXXXX").string();
       if (::mkdtemp(tmpl.data()) == nullptr) {
@@ -68,14 +144,19 @@ class DaemonImpl final : public Daemon {
                             4 * options.max_inline_tensor_bytes + (uint64_t{1} << 20)});
     limits.max_message_bytes = std::min<uint64_t>(limits.max_message_bytes, INT32_MAX);
     service_ = std::make_unique<TetherService>(limits, store_.get(), sessions_.get(),
-                                               executor_.get(), timer_.get());
+                                               executor_.get(), timer_.get(), options.auth_token);
 
     grpc::EnableDefaultHealthCheckService(true);
     grpc::ServerBuilder builder;
     std::deque<int> ports;  // stable addresses for AddListeningPort
     for (const std::string& address : options.listen) {
       ports.push_back(0);
-      builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &ports.back());
+      // unix: sockets are same-host; they keep plaintext (the token still
+      // applies).
+      builder.AddListeningPort(
+          address,
+          absl::StartsWith(address, "unix:") ? grpc::InsecureServerCredentials() : *tcp_credentials,
+          &ports.back());
     }
     builder.SetMaxReceiveMessageSize(static_cast<int>(limits.max_message_bytes));
     builder.SetMaxSendMessageSize(static_cast<int>(limits.max_message_bytes));
@@ -93,8 +174,13 @@ class DaemonImpl final : public Daemon {
       if (!is_unix && port_ == 0) port_ = ports[i];
     }
     if (options.log_events) {
-      std::fprintf(stderr, "tetherd: event=listening addresses=\"%s\" port=%d store=%s\n",
-                   absl::StrJoin(options.listen, ",").c_str(), port_, options.store_dir.c_str());
+      std::fprintf(stderr,
+                   "tetherd: event=listening addresses=\"%s\" port=%d store=%s tls=%s token=%s\n",
+                   absl::StrJoin(options.listen, ",").c_str(), port_, options.store_dir.c_str(),
+                   options.tls_cert_file.empty()        ? "off"
+                   : options.tls_client_ca_file.empty() ? "on"
+                                                        : "mutual",
+                   options.auth_token.empty() ? "off" : "on");
     }
     return absl::OkStatus();
   }

@@ -30,13 +30,25 @@ struct DaemonOptions {
   // One structured line per event (listening, session open/close, eviction)
   // on stderr. The CLI's embedded daemon turns it off.
   bool log_events = true;
+  // Transport security (PEM file paths). tls_cert_file and tls_key_file
+  // together enable TLS on every TCP listen address; tls_client_ca_file
+  // additionally requires and verifies client certificates (mutual TLS).
+  // unix: addresses stay plaintext (same host) but still check the token.
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  std::string tls_client_ca_file;
+  // When non-empty, every call except the standard health service must carry
+  // metadata "authorization: Bearer <auth_token>" (compared in constant time);
+  // otherwise it fails with UNAUTHENTICATED.
+  std::string auth_token;
 };
 
 // Thread contract: thread-safe.
 class Daemon {
  public:
   // Binds every address and starts serving. UNAVAILABLE if an address cannot
-  // be bound; INVALID_ARGUMENT for bad options.
+  // be bound; INVALID_ARGUMENT for bad options, including a TLS file that is
+  // unreadable or not PEM (the message names the file).
   static absl::StatusOr<std::unique_ptr<Daemon>> Start(DaemonOptions options);
   virtual ~Daemon() = default;
 

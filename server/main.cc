@@ -1,12 +1,13 @@
 // tetherd: the Tether daemon. Parses flags into DaemonOptions, refuses to
-// serve a non-loopback TCP address unless --insecure is given (TLS and token
-// authentication are not in this build yet), writes --port-file once bound,
-// and on SIGTERM or SIGINT drains in-flight calls, closes sessions and exits 0.
+// serve a non-loopback TCP address with neither TLS nor a bearer token unless
+// --insecure is given, writes --port-file once bound, and on SIGTERM or SIGINT
+// drains in-flight calls, closes sessions and exits 0.
 #include <signal.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -27,7 +28,12 @@ constexpr char kUsage[] =
     "  --store-quota BYTES           module store quota, suffixes K/M/G (default 4G)\n"
     "  --max-sessions N              concurrent sessions (default 64)\n"
     "  --session-idle-timeout SECS   close sessions idle this long (default 600)\n"
-    "  --insecure                    allow non-loopback addresses without TLS or tokens\n"
+    "  --tls-cert PEM                server certificate (chain); enables TLS on TCP addresses\n"
+    "  --tls-key PEM                 the certificate's private key (with --tls-cert)\n"
+    "  --tls-client-ca PEM           require client certificates signed by this CA (mutual TLS)\n"
+    "  --auth-token-file PATH        require \"authorization: Bearer <token>\" on every call\n"
+    "                                (the file's content, trimmed; health checks exempt)\n"
+    "  --insecure                    allow non-loopback addresses without TLS or a token\n"
     "  --help                        show this help\n";
 
 bool ParseBytes(std::string text, uint64_t* out) {
@@ -63,6 +69,15 @@ bool IsLoopback(const std::string& address) {
   return absl::StartsWith(host, "127.") || host == "localhost" || host == "[::1]" || host == "::1";
 }
 
+// The bearer token in `path`, trimmed; empty when unreadable or blank.
+std::string ReadToken(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return "";
+  std::ostringstream text;
+  text << in.rdbuf();
+  return std::string(absl::StripAsciiWhitespace(text.str()));
+}
+
 int Fail(const std::string& message) {
   std::fprintf(stderr, "tetherd: %s\n", message.c_str());
   return 2;
@@ -92,6 +107,17 @@ int main(int argc, char** argv) {
       insecure = true;
     } else if (flag == "--listen") {
       options.listen.push_back(value);
+    } else if (flag == "--tls-cert") {
+      options.tls_cert_file = value;
+    } else if (flag == "--tls-key") {
+      options.tls_key_file = value;
+    } else if (flag == "--tls-client-ca") {
+      options.tls_client_ca_file = value;
+    } else if (flag == "--auth-token-file") {
+      options.auth_token = ReadToken(value);
+      if (options.auth_token.empty()) {
+        return Fail(absl::StrCat("--auth-token-file ", value, " is unreadable or empty"));
+      }
     } else if (flag == "--port-file") {
       port_file = value;
     } else if (flag == "--store-dir") {
@@ -115,11 +141,18 @@ int main(int argc, char** argv) {
     }
   }
   if (options.listen.empty()) options.listen.push_back("127.0.0.1:9190");
+  if (options.tls_cert_file.empty() != options.tls_key_file.empty()) {
+    return Fail("--tls-cert and --tls-key must be given together");
+  }
+  if (!options.tls_client_ca_file.empty() && options.tls_cert_file.empty()) {
+    return Fail("--tls-client-ca needs --tls-cert and --tls-key");
+  }
+  const bool secured = !options.tls_cert_file.empty() || !options.auth_token.empty();
   for (const std::string& address : options.listen) {
-    if (!insecure && !IsLoopback(address)) {
-      return Fail(absl::StrCat("refusing to listen on ", address,
-                               ": TLS and token authentication are not available in this build "
-                               "yet; pass --insecure to serve unauthenticated plaintext"));
+    if (!insecure && !secured && !IsLoopback(address)) {
+      return Fail(absl::StrCat("refusing to serve ", address,
+                               " without TLS or a token; pass --tls-cert/--tls-key, "
+                               "--auth-token-file, or --insecure"));
     }
   }
 

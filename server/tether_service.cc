@@ -8,8 +8,10 @@
 #include <memory>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "openssl/crypto.h"
 #include "proto/codec/value_codec.h"
 #include "runtime/core/error.h"
 #include "runtime/device/device_api.h"
@@ -29,6 +31,15 @@ grpc::ServerUnaryReactor* FinishNow(grpc::CallbackServerContext* context,
   reactor->Finish(ToGrpcStatus(status));
   return reactor;
 }
+
+// A streaming reactor of any kind that only finishes with `status` (a call
+// refused before any message is read).
+template <typename Base>
+class RefusedReactor final : public Base {
+ public:
+  explicit RefusedReactor(const absl::Status& status) { this->Finish(ToGrpcStatus(status)); }
+  void OnDone() override { delete this; }
+};
 
 absl::Time DeadlineOf(grpc::CallbackServerContext* context) {
   auto deadline = context->deadline();
@@ -354,14 +365,36 @@ class CallStreamReactor : public grpc::ServerBidiReactor<v1::CallRequest, v1::Ca
 
 }  // namespace
 
+absl::Status BearerTokenCheck::Check(const grpc::CallbackServerContext& context) const {
+  if (token_.empty()) return absl::OkStatus();
+  static constexpr absl::string_view kPrefix = "Bearer ";
+  const auto& metadata = context.client_metadata();
+  auto it = metadata.find("authorization");
+  bool ok = false;
+  if (it != metadata.end()) {
+    absl::string_view value(it->second.data(), it->second.size());
+    // The comparison covers the configured token's length whatever the
+    // offered value is, so timing reveals neither content nor a prefix match.
+    std::string offered(token_.size(), '\0');
+    const bool shape_ok =
+        value.size() == kPrefix.size() + token_.size() && absl::StartsWith(value, kPrefix);
+    if (shape_ok) offered.assign(value.data() + kPrefix.size(), token_.size());
+    const bool same = CRYPTO_memcmp(offered.data(), token_.data(), token_.size()) == 0;
+    ok = shape_ok && same;
+  }
+  if (!ok) return absl::UnauthenticatedError("missing or invalid bearer token");
+  return absl::OkStatus();
+}
+
 TetherService::TetherService(ServiceLimits limits, ModuleStore* store, SessionTable* sessions,
-                             Executor* executor, DeadlineTimer* timer)
+                             Executor* executor, DeadlineTimer* timer, std::string auth_token)
     : limits_(limits),
       store_(store),
       sessions_(sessions),
       executor_(executor),
       timer_(timer),
-      handler_(store, limits.max_inline_tensor_bytes) {}
+      handler_(store, limits.max_inline_tensor_bytes),
+      auth_(std::move(auth_token)) {}
 
 absl::Status TetherService::RunCall(Session& session, const v1::CallRequest& request,
                                     v1::CallResponse* response, absl::Time deadline) {
@@ -381,6 +414,7 @@ absl::Status TetherService::RunCall(Session& session, const v1::CallRequest& req
 grpc::ServerUnaryReactor* TetherService::Handshake(grpc::CallbackServerContext* context,
                                                    const v1::HandshakeRequest* request,
                                                    v1::HandshakeResponse* response) {
+  if (absl::Status auth = auth_.Check(*context); !auth.ok()) return FinishNow(context, auth);
   const v1::ProtocolVersion& client = request->client_protocol();
   if (client.major() != rpc::kProtocolMajor) {
     return FinishNow(context, absl::FailedPreconditionError(absl::StrCat(
@@ -411,6 +445,7 @@ grpc::ServerUnaryReactor* TetherService::Handshake(grpc::CallbackServerContext* 
 grpc::ServerUnaryReactor* TetherService::OpenSession(grpc::CallbackServerContext* context,
                                                      const v1::OpenSessionRequest* request,
                                                      v1::OpenSessionResponse* response) {
+  if (absl::Status auth = auth_.Check(*context); !auth.ok()) return FinishNow(context, auth);
   absl::StatusOr<std::shared_ptr<Session>> session = sessions_->Open(
       request->client_name(), absl::Milliseconds(static_cast<int64_t>(
                                   std::min<uint64_t>(request->idle_timeout_ms(), 1ull << 40))));
@@ -424,6 +459,7 @@ grpc::ServerUnaryReactor* TetherService::OpenSession(grpc::CallbackServerContext
 grpc::ServerUnaryReactor* TetherService::KeepAlive(grpc::CallbackServerContext* context,
                                                    const v1::KeepAliveRequest* request,
                                                    v1::KeepAliveResponse*) {
+  if (absl::Status auth = auth_.Check(*context); !auth.ok()) return FinishNow(context, auth);
   absl::StatusOr<std::shared_ptr<Session>> session = sessions_->Get(request->session_id());
   if (session.ok()) {
     (*session)->BeginCall();
@@ -435,12 +471,14 @@ grpc::ServerUnaryReactor* TetherService::KeepAlive(grpc::CallbackServerContext* 
 grpc::ServerUnaryReactor* TetherService::CloseSession(grpc::CallbackServerContext* context,
                                                       const v1::CloseSessionRequest* request,
                                                       v1::CloseSessionResponse*) {
+  if (absl::Status auth = auth_.Check(*context); !auth.ok()) return FinishNow(context, auth);
   return FinishNow(context, sessions_->Close(request->session_id()));
 }
 
 grpc::ServerUnaryReactor* TetherService::HasModule(grpc::CallbackServerContext* context,
                                                    const v1::HasModuleRequest* request,
                                                    v1::HasModuleResponse* response) {
+  if (absl::Status auth = auth_.Check(*context); !auth.ok()) return FinishNow(context, auth);
   absl::StatusOr<std::optional<uint64_t>> found = store_->Find(request->sha256());
   if (!found.ok()) return FinishNow(context, found.status());
   response->set_present(found->has_value());
@@ -449,23 +487,33 @@ grpc::ServerUnaryReactor* TetherService::HasModule(grpc::CallbackServerContext* 
 }
 
 grpc::ServerReadReactor<v1::UploadModuleRequest>* TetherService::UploadModule(
-    grpc::CallbackServerContext*, v1::UploadModuleResponse* response) {
+    grpc::CallbackServerContext* context, v1::UploadModuleResponse* response) {
+  if (absl::Status auth = auth_.Check(*context); !auth.ok()) {
+    return new RefusedReactor<grpc::ServerReadReactor<v1::UploadModuleRequest>>(auth);
+  }
   return new UploadModuleReactor(store_, response);
 }
 
 grpc::ServerReadReactor<v1::UploadTensorRequest>* TetherService::UploadTensor(
-    grpc::CallbackServerContext*, v1::UploadTensorResponse* response) {
+    grpc::CallbackServerContext* context, v1::UploadTensorResponse* response) {
+  if (absl::Status auth = auth_.Check(*context); !auth.ok()) {
+    return new RefusedReactor<grpc::ServerReadReactor<v1::UploadTensorRequest>>(auth);
+  }
   return new UploadTensorReactor(sessions_, response);
 }
 
 grpc::ServerWriteReactor<v1::DownloadTensorResponse>* TetherService::DownloadTensor(
-    grpc::CallbackServerContext*, const v1::DownloadTensorRequest* request) {
+    grpc::CallbackServerContext* context, const v1::DownloadTensorRequest* request) {
+  if (absl::Status auth = auth_.Check(*context); !auth.ok()) {
+    return new RefusedReactor<grpc::ServerWriteReactor<v1::DownloadTensorResponse>>(auth);
+  }
   return new DownloadTensorReactor(sessions_, limits_, *request);
 }
 
 grpc::ServerUnaryReactor* TetherService::Call(grpc::CallbackServerContext* context,
                                               const v1::CallRequest* request,
                                               v1::CallResponse* response) {
+  if (absl::Status auth = auth_.Check(*context); !auth.ok()) return FinishNow(context, auth);
   absl::StatusOr<std::shared_ptr<Session>> session = sessions_->Get(request->session_id());
   if (!session.ok()) return FinishNow(context, session.status());
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
@@ -482,7 +530,10 @@ grpc::ServerUnaryReactor* TetherService::Call(grpc::CallbackServerContext* conte
 }
 
 grpc::ServerBidiReactor<v1::CallRequest, v1::CallResponse>* TetherService::CallStream(
-    grpc::CallbackServerContext*) {
+    grpc::CallbackServerContext* context) {
+  if (absl::Status auth = auth_.Check(*context); !auth.ok()) {
+    return new RefusedReactor<grpc::ServerBidiReactor<v1::CallRequest, v1::CallResponse>>(auth);
+  }
   return new CallStreamReactor(this);
 }
 

@@ -8,6 +8,7 @@
 #define TETHER_SERVER_TETHER_SERVICE_H_
 
 #include <cstdint>
+#include <string>
 
 #include "absl/time/time.h"
 #include "server/call_handler.h"
@@ -25,11 +26,26 @@ struct ServiceLimits {
   uint64_t max_message_bytes = uint64_t{64} << 20;
 };
 
+// Bearer-token authentication of every TetherService method. Thread contract:
+// thread-safe (immutable after construction).
+class BearerTokenCheck {
+ public:
+  // An empty token accepts every call.
+  explicit BearerTokenCheck(std::string token) : token_(std::move(token)) {}
+  // OK when no token is configured or `context` carries metadata
+  // "authorization: Bearer <token>" (compared in constant time); otherwise
+  // UNAUTHENTICATED "missing or invalid bearer token".
+  absl::Status Check(const grpc::CallbackServerContext& context) const;
+
+ private:
+  const std::string token_;
+};
+
 // Thread contract: thread-safe. Borrows everything; all must outlive it.
 class TetherService final : public v1::Tether::CallbackService {
  public:
   TetherService(ServiceLimits limits, ModuleStore* store, SessionTable* sessions,
-                Executor* executor, DeadlineTimer* timer);
+                Executor* executor, DeadlineTimer* timer, std::string auth_token = "");
 
   // Runs `request` on `session` (on the calling worker) with an interrupt at
   // `deadline`. Used by Call and CallStream.
@@ -74,6 +90,8 @@ class TetherService final : public v1::Tether::CallbackService {
   Executor* executor_;
   DeadlineTimer* timer_;
   CallHandler handler_;
+  // Checked first by every method (the health service is a separate one).
+  const BearerTokenCheck auth_;
 };
 
 }  // namespace tether::server

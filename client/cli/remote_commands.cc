@@ -4,11 +4,14 @@
 // gRPC path, so a local run measures what a remote one would.
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -29,6 +32,12 @@ namespace {
 struct Options {
   std::string file;  // the executable
   std::string remote;
+  // TLS and token options of --remote connections.
+  std::string tls_ca;
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_server_name;
+  std::string token_file;
   Device device = Device::Cpu();
   std::string function = "main";
   std::string memory_cfg;
@@ -40,6 +49,12 @@ struct Options {
   bool json = false;
   std::string format = "table";
 };
+
+constexpr char kSecurityHelp[] =
+    "  --tls-ca FILE          the CA of the daemon's certificate (enables TLS; with --remote)\n"
+    "  --tls-cert FILE --tls-key FILE  a client certificate (mutual TLS)\n"
+    "  --tls-server-name NAME the name to check the daemon's certificate against\n"
+    "  --token-file FILE      send the bearer token in FILE (trimmed) on every call\n";
 
 constexpr char kCommonHelp[] =
     "  --remote HOST:PORT     a running tetherd (default: an embedded daemon on 127.0.0.1)\n"
@@ -67,10 +82,10 @@ int ParseArgs(const std::string& command, const std::vector<std::string>& args, 
               const char* extra_help, Options* o) {
   auto usage = [&](FILE* out) {
     std::fprintf(
-        out, "usage: tether %s %s[options]\n%s%s", command.c_str(), want_file ? "EXEC " : "",
+        out, "usage: tether %s %s[options]\n%s%s%s", command.c_str(), want_file ? "EXEC " : "",
         want_file ? kCommonHelp
                   : "  --remote HOST:PORT     a running tetherd (default: an embedded daemon)\n",
-        extra_help);
+        kSecurityHelp, extra_help);
   };
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
@@ -98,6 +113,16 @@ int ParseArgs(const std::string& command, const std::vector<std::string>& args, 
       const std::string* v = next();
       if (!v) return 2;
       o->remote = *v;
+    } else if (a == "--tls-ca" || a == "--tls-cert" || a == "--tls-key" ||
+               a == "--tls-server-name" || a == "--token-file") {
+      const std::string* v = next();
+      if (!v) return 2;
+      std::string* field = a == "--tls-ca"            ? &o->tls_ca
+                           : a == "--tls-cert"        ? &o->tls_cert
+                           : a == "--tls-key"         ? &o->tls_key
+                           : a == "--tls-server-name" ? &o->tls_server_name
+                                                      : &o->token_file;
+      *field = *v;
     } else if (a == "--device") {
       const std::string* v = next();
       if (!v) return 2;
@@ -206,6 +231,22 @@ absl::StatusOr<Connection> Connect(const Options& o) {
   }
   client::ConnectOptions options;
   options.client_name = "tether-cli";
+  if (!o.remote.empty()) {
+    options.tls_ca_file = o.tls_ca;
+    options.tls_cert_file = o.tls_cert;
+    options.tls_key_file = o.tls_key;
+    options.tls_server_name = o.tls_server_name;
+    if (!o.token_file.empty()) {
+      std::ifstream in(o.token_file, std::ios::binary);
+      std::ostringstream text;
+      if (in) text << in.rdbuf();
+      options.auth_token = std::string(absl::StripAsciiWhitespace(text.str()));
+      if (options.auth_token.empty()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--token-file ", o.token_file, " is unreadable or empty"));
+      }
+    }
+  }
   TETHER_ASSIGN_OR_RETURN(c.session, client::RemoteSession::Connect(target, options));
   return c;
 }

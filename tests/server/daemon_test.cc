@@ -511,7 +511,7 @@ TEST(TetherdBinaryTest, RefusesNonLoopbackWithoutInsecure) {
   std::string dir = TempDir();
   std::string err;
   EXPECT_EQ(RunTetherd({"--listen", "0.0.0.0:0"}, false, &err, dir), 2);
-  EXPECT_THAT(err, HasSubstr("TLS and token authentication are not available"));
+  EXPECT_THAT(err, HasSubstr("refusing to serve 0.0.0.0:0 without TLS or a token"));
   fs::remove_all(dir);
 }
 #endif
