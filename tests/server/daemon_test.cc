@@ -434,7 +434,7 @@ TEST_F(DaemonTest, RestartKeepsTheModuleStore) {
 TEST_F(DaemonTest, ConcurrentClientsGetTheirOwnResults) {
   std::string sha = UploadExec();
   constexpr int kClients = 8;
-  constexpr int kCalls = 200;
+  constexpr int kCalls = 1000;
   std::atomic<int> failures{0};
   std::vector<std::thread> threads;
   for (int c = 0; c < kClients; ++c) {
