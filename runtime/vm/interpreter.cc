@@ -65,11 +65,12 @@ absl::Status LocalVirtualMachine::Decode() {
   // Count the immediates first: their Values must not move once pointed to.
   size_t num_args_total = 0, num_immediates = 0;
   for (size_t pc = 0; pc < num_instrs; ++pc) {
-    const ExecWord* words = exec.instr_data.data() + exec.instr_offset[pc];
-    if (static_cast<Opcode>(words[0]) != Opcode::kCall) continue;
-    num_args_total += static_cast<size_t>(words[3]);
-    for (int64_t i = 0; i < words[3]; ++i)
-      num_immediates += Arg(words[4 + i]).kind() == ArgKind::kImmediate;
+    Instruction instr = exec.GetInstruction(static_cast<Index>(pc));
+    if (instr.op != Opcode::kCall) continue;
+    num_args_total += static_cast<size_t>(instr.num_args);
+    for (int64_t i = 0; i < instr.num_args; ++i) {
+      num_immediates += instr.arg(i).kind() == ArgKind::kImmediate;
+    }
   }
   immediates_.reserve(num_immediates);
   decoded_args_.reserve(num_args_total);
@@ -92,34 +93,35 @@ absl::Status LocalVirtualMachine::Decode() {
     }
     return {-1, &special_values_[0]};
   };
+  // Executable::GetInstruction is the one reader of the word layout; Validate()
+  // already guaranteed every index and offset used here.
   for (size_t pc = 0; pc < num_instrs; ++pc) {
-    const ExecWord* words = exec.instr_data.data() + exec.instr_offset[pc];
+    Instruction instr = exec.GetInstruction(static_cast<Index>(pc));
     DecodedInstr& d = program_[pc];
-    d.op = static_cast<Opcode>(words[0]);
-    switch (d.op) {
+    d.op = instr.op;
+    switch (instr.op) {
       case Opcode::kCall: {
-        d.reg = words[1];
-        d.imm = words[2];
-        d.num_args = words[3];
+        d.reg = instr.dst;
+        d.imm = instr.func_idx;
+        d.num_args = instr.num_args;
         d.args_begin = decoded_args_.size();
         const Value& callee = func_pool_[static_cast<size_t>(d.imm)];
         if (callee.is_function()) d.packed = static_cast<const FunctionObj*>(callee.object());
-        for (int64_t i = 0; i < d.num_args; ++i)
-          decoded_args_.push_back(decode_arg(Arg(words[4 + i])));
+        for (int64_t i = 0; i < d.num_args; ++i) decoded_args_.push_back(decode_arg(instr.arg(i)));
         break;
       }
       case Opcode::kRet:
-        d.reg = words[1];
+        d.reg = instr.result;
         break;
       case Opcode::kGoto:
-        d.imm = words[1];
+        d.imm = instr.pc_offset;
         break;
       case Opcode::kIf:
-        d.reg = words[1];
-        d.imm = words[2];
+        d.reg = instr.cond;
+        d.imm = instr.false_offset;
         break;
       default:
-        return absl::InternalError(absl::StrCat("invalid opcode ", words[0], " at pc ", pc));
+        return absl::InternalError(absl::StrCat("invalid opcode at pc ", pc));
     }
   }
   return absl::OkStatus();

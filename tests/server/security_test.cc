@@ -108,6 +108,14 @@ class SecurityTest : public ::testing::Test {
     daemon_ = std::move(*daemon);
   }
 
+  // Daemon options serving TLS with the generated server certificate.
+  DaemonOptions TlsOptions() const {
+    DaemonOptions options;
+    options.tls_cert_file = certs_->path("server.pem");
+    options.tls_key_file = certs_->path("server.key");
+    return options;
+  }
+
   client::ConnectOptions Quick() const {
     client::ConnectOptions options;
     options.deadline = absl::Seconds(3);
@@ -148,9 +156,7 @@ Certificates* SecurityTest::certs_ = nullptr;
 std::string* SecurityTest::generate_error_ = nullptr;
 
 TEST_F(SecurityTest, TlsClientWithTheCaConnectsAndCalls) {
-  DaemonOptions options;
-  options.tls_cert_file = certs_->path("server.pem");
-  options.tls_key_file = certs_->path("server.key");
+  DaemonOptions options = TlsOptions();
   StartDaemon(options);
   client::ConnectOptions connect = Quick();
   connect.tls_ca_file = certs_->path("ca.pem");
@@ -161,9 +167,7 @@ TEST_F(SecurityTest, TlsClientWithTheCaConnectsAndCalls) {
 }
 
 TEST_F(SecurityTest, TlsMatchesTheIpAddressWithoutAnOverride) {
-  DaemonOptions options;
-  options.tls_cert_file = certs_->path("server.pem");
-  options.tls_key_file = certs_->path("server.key");
+  DaemonOptions options = TlsOptions();
   StartDaemon(options);
   client::ConnectOptions connect = Quick();
   connect.tls_ca_file = certs_->path("ca.pem");
@@ -172,9 +176,7 @@ TEST_F(SecurityTest, TlsMatchesTheIpAddressWithoutAnOverride) {
 }
 
 TEST_F(SecurityTest, PlaintextClientOfATlsDaemonIsUnavailable) {
-  DaemonOptions options;
-  options.tls_cert_file = certs_->path("server.pem");
-  options.tls_key_file = certs_->path("server.key");
+  DaemonOptions options = TlsOptions();
   StartDaemon(options);
   auto session = client::RemoteSession::Connect(daemon_->target(), Quick());
   ASSERT_FALSE(session.ok());
@@ -182,9 +184,7 @@ TEST_F(SecurityTest, PlaintextClientOfATlsDaemonIsUnavailable) {
 }
 
 TEST_F(SecurityTest, MutualTlsNeedsAClientCertificate) {
-  DaemonOptions options;
-  options.tls_cert_file = certs_->path("server.pem");
-  options.tls_key_file = certs_->path("server.key");
+  DaemonOptions options = TlsOptions();
   options.tls_client_ca_file = certs_->path("ca.pem");
   StartDaemon(options);
   client::ConnectOptions connect = Quick();
