@@ -1,0 +1,195 @@
+// The kernel IR: a small loop-nest language, the compiler's counterpart of
+// TVM's TIR. Operators lower to it (compiler/op/), fusion composes it, and
+// codegen (compiler/codegen/) turns a KernelFunc into LLVM IR with the C ABI
+// of docs/design/kernel-abi.md.
+//
+// Statements are immutable and shared through Ref; scalar expressions are
+// PrimExprs (compiler/ir/prim_expr.h). Buffers are row-major and compact;
+// indices are per dimension and flattened by codegen.
+//
+// Parallelism and vectorization are annotations on loops: a kParallel loop's
+// body is outlined and run through the runtime's parallel-for service; a
+// kVectorized loop gets LLVM's vectorize metadata (its extent need not be a
+// multiple of the vector width).
+//
+// Thread contract: immutable after construction; safe to share.
+#ifndef TETHER_COMPILER_KERNEL_KERNEL_IR_H_
+#define TETHER_COMPILER_KERNEL_KERNEL_IR_H_
+
+#include <string>
+#include <vector>
+
+#include "compiler/ir/prim_expr.h"
+
+namespace tether::compiler {
+
+enum class StmtKind : uint8_t { kFor, kStore, kLet, kAllocate, kSeq, kIf, kAssert, kEvaluate };
+enum class ForKind : uint8_t { kSerial, kParallel, kVectorized, kUnrolled };
+
+class StmtNode : public Object {
+ public:
+  explicit StmtNode(StmtKind kind) : kind_(kind) {}
+  absl::string_view type_key() const override { return "Stmt"; }
+  StmtKind kind() const { return kind_; }
+
+ private:
+  StmtKind kind_;
+};
+
+class Stmt {
+ public:
+  Stmt() = default;
+  explicit Stmt(Ref<const StmtNode> node) : node_(std::move(node)) {}
+  const StmtNode* get() const { return node_.get(); }
+  const StmtNode* operator->() const { return node_.get(); }
+  bool defined() const { return node_ != nullptr; }
+  StmtKind kind() const { return node_->kind(); }
+  template <typename T>
+  const T* as() const {
+    return node_ && node_->kind() == T::kKind ? static_cast<const T*>(node_.get()) : nullptr;
+  }
+
+ private:
+  Ref<const StmtNode> node_;
+};
+
+// for var in [min, min + extent): body
+class ForNode : public StmtNode {
+ public:
+  static constexpr StmtKind kKind = StmtKind::kFor;
+  ForNode(Var var, PrimExpr min, PrimExpr extent, ForKind for_kind, Stmt body)
+      : StmtNode(kKind), var(std::move(var)), min(std::move(min)), extent(std::move(extent)),
+        for_kind(for_kind), body(std::move(body)) {}
+  const Var var;
+  const PrimExpr min;
+  const PrimExpr extent;
+  const ForKind for_kind;
+  const Stmt body;
+};
+
+// buffer[indices...] = value (value converted to the buffer's dtype by the builder).
+class StoreNode : public StmtNode {
+ public:
+  static constexpr StmtKind kKind = StmtKind::kStore;
+  StoreNode(Buffer buffer, std::vector<PrimExpr> indices, PrimExpr value)
+      : StmtNode(kKind), buffer(std::move(buffer)), indices(std::move(indices)),
+        value(std::move(value)) {}
+  const Buffer buffer;
+  const std::vector<PrimExpr> indices;
+  const PrimExpr value;
+};
+
+// let var = value in body (var is immutable).
+class LetStmtNode : public StmtNode {
+ public:
+  static constexpr StmtKind kKind = StmtKind::kLet;
+  LetStmtNode(Var var, PrimExpr value, Stmt body)
+      : StmtNode(kKind), var(std::move(var)), value(std::move(value)), body(std::move(body)) {}
+  const Var var;
+  const PrimExpr value;
+  const Stmt body;
+};
+
+// Scratch memory for `buffer` during body. kLocal buffers must have a
+// constant shape and live on the stack of the thread that runs the
+// statement; kGlobal ones come from the runtime's workspace service (any
+// shape) and are freed when body ends. Mutable through Store.
+class AllocateNode : public StmtNode {
+ public:
+  static constexpr StmtKind kKind = StmtKind::kAllocate;
+  AllocateNode(Buffer buffer, Stmt body)
+      : StmtNode(kKind), buffer(std::move(buffer)), body(std::move(body)) {}
+  const Buffer buffer;
+  const Stmt body;
+};
+
+class SeqStmtNode : public StmtNode {
+ public:
+  static constexpr StmtKind kKind = StmtKind::kSeq;
+  explicit SeqStmtNode(std::vector<Stmt> seq) : StmtNode(kKind), seq(std::move(seq)) {}
+  const std::vector<Stmt> seq;
+};
+
+class IfThenElseNode : public StmtNode {
+ public:
+  static constexpr StmtKind kKind = StmtKind::kIf;
+  IfThenElseNode(PrimExpr cond, Stmt then_case, Stmt else_case)
+      : StmtNode(kKind), cond(std::move(cond)), then_case(std::move(then_case)),
+        else_case(std::move(else_case)) {}
+  const PrimExpr cond;
+  const Stmt then_case;
+  const Stmt else_case;  // may be undefined
+};
+
+// If cond is false the kernel reports `message` through the runtime's error
+// service and returns non-zero; otherwise body runs.
+class AssertStmtNode : public StmtNode {
+ public:
+  static constexpr StmtKind kKind = StmtKind::kAssert;
+  AssertStmtNode(PrimExpr cond, std::string message, Stmt body)
+      : StmtNode(kKind), cond(std::move(cond)), message(std::move(message)), body(std::move(body)) {}
+  const PrimExpr cond;
+  const std::string message;
+  const Stmt body;
+};
+
+// Evaluates an expression for its side effects (rare; a no-op when pure).
+class EvaluateNode : public StmtNode {
+ public:
+  static constexpr StmtKind kKind = StmtKind::kEvaluate;
+  explicit EvaluateNode(PrimExpr value) : StmtNode(kKind), value(std::move(value)) {}
+  const PrimExpr value;
+};
+
+Stmt For(Var var, PrimExpr min, PrimExpr extent, ForKind kind, Stmt body);
+// Converts value to the buffer's dtype when they differ.
+Stmt Store(Buffer buffer, std::vector<PrimExpr> indices, PrimExpr value);
+Stmt LetStmt(Var var, PrimExpr value, Stmt body);
+Stmt Allocate(Buffer buffer, Stmt body);
+// Flattens nested sequences and drops undefined entries; one entry is returned as is.
+Stmt Seq(std::vector<Stmt> seq);
+Stmt IfThenElse(PrimExpr cond, Stmt then_case, Stmt else_case = Stmt());
+Stmt AssertStmt(PrimExpr cond, std::string message, Stmt body);
+Stmt Evaluate(PrimExpr value);
+
+// A kernel parameter: a tensor (a DLTensor* at run time, described by
+// `buffer`, whose shape vars are bound from the DLTensor at entry and whose
+// shape expressions are checked) or an int64 scalar (`var`).
+struct KernelParam {
+  Buffer buffer;  // set for tensors
+  Var var;        // set for scalars
+  static KernelParam Tensor(Buffer b) { return KernelParam{std::move(b), Var()}; }
+  static KernelParam Scalar(Var v) { return KernelParam{Buffer(), std::move(v)}; }
+  bool is_tensor() const { return buffer != nullptr; }
+};
+
+// A kernel: the unit of code generation, exported from the kernel library
+// under `name` with the ABI of docs/design/kernel-abi.md. By convention
+// inputs come first and outputs (written by the kernel) last.
+class KernelFuncNode : public Object {
+ public:
+  KernelFuncNode(std::string name, std::vector<KernelParam> params, Stmt body, int num_outputs)
+      : name(std::move(name)), params(std::move(params)), body(std::move(body)),
+        num_outputs(num_outputs) {}
+  absl::string_view type_key() const override { return "KernelFunc"; }
+  const std::string name;
+  const std::vector<KernelParam> params;
+  const Stmt body;
+  const int num_outputs;
+};
+using KernelFunc = Ref<const KernelFuncNode>;
+KernelFunc MakeKernelFunc(std::string name, std::vector<KernelParam> params, Stmt body,
+                          int num_outputs = 1);
+
+// TVMScript-like text of a kernel, for --emit ir and test failure messages:
+//   @T.prim_func
+//   def add(A: T.Buffer((n, 4), "float32"), B: ..., C: ...):
+//       for i0 in T.parallel(n):
+//           for i1 in T.vectorized(4):
+//               C[i0, i1] = A[i0, i1] + B[i0, i1]
+std::string ToString(const KernelFunc& func);
+std::string ToString(const Stmt& stmt, int indent = 0);
+
+}  // namespace tether::compiler
+
+#endif  // TETHER_COMPILER_KERNEL_KERNEL_IR_H_
