@@ -141,6 +141,17 @@ std::vector<int64_t> GetIntsAttr(const Attrs& attrs, const std::string& key,
   return def;
 }
 
+std::optional<DataType> GetDTypeAttr(const Attrs& attrs, const std::string& key) {
+  auto it = attrs.find(key);
+  if (it == attrs.end()) return std::nullopt;
+  if (const auto* d = std::get_if<DataType>(&it->second)) return *d;
+  if (const auto* s = std::get_if<std::string>(&it->second)) {
+    auto parsed = DataType::Parse(*s);
+    if (parsed.ok()) return *parsed;
+  }
+  return std::nullopt;
+}
+
 std::string ToString(const AttrValue& value) {
   struct Printer {
     std::string operator()(int64_t v) const { return absl::StrCat(v); }

@@ -265,6 +265,9 @@ bool GetBoolAttr(const Attrs& attrs, const std::string& key, bool def);
 std::string GetStringAttr(const Attrs& attrs, const std::string& key, const std::string& def);
 std::vector<int64_t> GetIntsAttr(const Attrs& attrs, const std::string& key,
                                  std::vector<int64_t> def = {});
+// A DataType attribute given as a DataType or as its string ("float32");
+// nullopt when absent or unparsable.
+std::optional<DataType> GetDTypeAttr(const Attrs& attrs, const std::string& key);
 std::string ToString(const AttrValue& value);
 
 }  // namespace tether::compiler
