@@ -16,7 +16,9 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
+#include "grpcpp/impl/server_builder_option.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
 #include "openssl/bio.h"
@@ -31,6 +33,24 @@
 
 namespace tether::server {
 namespace {
+
+// Turns gRPC server reflection on or off for one ServerBuilder. Loading
+// libgrpc++_reflection registers its plugin for every builder in the process
+// (a static initializer), so the option removes it unless this daemon asked
+// for reflection, and adds it when missing.
+class ReflectionOption : public grpc::ServerBuilderOption {
+ public:
+  explicit ReflectionOption(bool enable) : enable_(enable) {}
+  void UpdateArguments(grpc::ChannelArguments*) override {}
+  void UpdatePlugins(std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>* plugins) override {
+    const std::string name = grpc::reflection::ProtoServerReflectionPlugin().name();
+    std::erase_if(*plugins, [&](const auto& p) { return p->name() == name; });
+    if (enable_) plugins->push_back(std::make_unique<grpc::reflection::ProtoServerReflectionPlugin>());
+  }
+
+ private:
+  bool enable_;
+};
 
 enum class PemKind { kCertificate, kPrivateKey };
 
@@ -148,6 +168,7 @@ class DaemonImpl final : public Daemon {
 
     grpc::EnableDefaultHealthCheckService(true);
     grpc::ServerBuilder builder;
+    builder.SetOption(std::make_unique<ReflectionOption>(options.enable_reflection));
     std::deque<int> ports;  // stable addresses for AddListeningPort
     for (const std::string& address : options.listen) {
       ports.push_back(0);

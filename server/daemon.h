@@ -41,6 +41,10 @@ struct DaemonOptions {
   // metadata "authorization: Bearer <auth_token>" (compared in constant time);
   // otherwise it fails with UNAUTHENTICATED.
   std::string auth_token;
+  // Serve the gRPC server reflection service (grpc.reflection.v1alpha), so
+  // generic tools can list and call Tether's methods. Off by default: it
+  // describes the whole API to anyone who can connect (the token still applies).
+  bool enable_reflection = false;
 };
 
 // Thread contract: thread-safe.

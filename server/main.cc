@@ -34,6 +34,7 @@ constexpr char kUsage[] =
     "  --auth-token-file PATH        require \"authorization: Bearer <token>\" on every call\n"
     "                                (the file's content, trimmed; health checks exempt)\n"
     "  --insecure                    allow non-loopback addresses without TLS or a token\n"
+    "  --reflection                  serve gRPC server reflection (for grpcurl and friends)\n"
     "  --help                        show this help\n";
 
 bool ParseBytes(std::string text, uint64_t* out) {
@@ -96,7 +97,8 @@ int main(int argc, char** argv) {
     if (size_t eq = flag.find('='); eq != std::string::npos && absl::StartsWith(flag, "--")) {
       value = flag.substr(eq + 1);
       flag = flag.substr(0, eq);
-    } else if (flag != "--help" && flag != "-h" && flag != "--insecure") {
+    } else if (flag != "--help" && flag != "-h" && flag != "--insecure" &&
+               flag != "--reflection") {
       if (i + 1 >= argc) return Fail(absl::StrCat(flag, " needs a value\n", kUsage));
       value = argv[++i];
     }
@@ -105,6 +107,8 @@ int main(int argc, char** argv) {
       return 0;
     } else if (flag == "--insecure") {
       insecure = true;
+    } else if (flag == "--reflection") {
+      options.enable_reflection = true;
     } else if (flag == "--listen") {
       options.listen.push_back(value);
     } else if (flag == "--tls-cert") {
