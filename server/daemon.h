@@ -42,8 +42,9 @@ struct DaemonOptions {
   // otherwise it fails with UNAUTHENTICATED.
   std::string auth_token;
   // Serve the gRPC server reflection service (grpc.reflection.v1alpha), so
-  // generic tools can list and call Tether's methods. Off by default: it
-  // describes the whole API to anyone who can connect (the token still applies).
+  // generic tools can list and call Tether's methods. Off by default. It
+  // answers without the token (it describes only the public schema); the
+  // Tether methods it leads to still check it.
   bool enable_reflection = false;
 };
 

@@ -1,6 +1,229 @@
-// Placeholder until the family lands (being written this session).
+// relax.matmul: numpy matmul semantics (1-D promotion, batched with
+// broadcasting of the batch dims) and a packed, register-blocked schedule.
+//
+// The schedule follows the GotoBLAS/BLIS shape on a small scale: B is
+// packed once per B batch into zero-padded column panels Bp[bb][jo][k][NR]
+// (so the micro-kernel reads NR contiguous values per k and never checks
+// bounds), and each (batch, row-block) pair — the parallel loop — runs an
+// MR x NR micro-kernel per column panel: MR x NR accumulators in a kLocal
+// tile, MR rows unrolled, NR columns vectorized, the k loop innermost.
+// Rows past M read a clamped row and are not stored; columns past N are
+// zeros in the panel and are not stored. The epilogue is applied at the
+// single final store.
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "compiler/op/nn_common.h"
 #include "compiler/op/op.h"
 
 namespace tether::compiler {
-void RegisterLinearAlgebraOps() {}
+namespace {
+
+using nn_internal::BroadcastDim;
+using nn_internal::CeilDiv;
+using nn_internal::IsConst;
+using nn_internal::Loop;
+using nn_internal::ShapeString;
+using nn_internal::Unflatten;
+
+constexpr char kMatmul[] = "relax.matmul";
+// Micro-kernel: kRows x kCols float32 accumulators (12 AVX-512 or 24 AVX2
+// registers' worth at 6 x 32).
+constexpr int64_t kRows = 6;
+constexpr int64_t kCols = 32;
+
+absl::StatusOr<StructInfo> InferMatmul(const CallNode& call) {
+  if (absl::Status s = nn_internal::CheckArity(call, 2, kMatmul); !s.ok()) return s;
+  absl::StatusOr<const TensorStructInfoNode*> a = nn_internal::TensorArg(call, 0, kMatmul);
+  if (!a.ok()) return a.status();
+  absl::StatusOr<const TensorStructInfoNode*> b = nn_internal::TensorArg(call, 1, kMatmul);
+  if (!b.ok()) return b.status();
+  std::optional<DataType> out_dtype = GetDTypeAttr(call.attrs, "out_dtype");
+  if (!out_dtype.has_value()) {
+    if ((*a)->dtype.has_value() && (*b)->dtype.has_value() && *(*a)->dtype != *(*b)->dtype) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(kMatmul, ": operand dtypes differ: ", (*a)->dtype->ToString(), " and ",
+                       (*b)->dtype->ToString(), " (set out_dtype to mix them)"));
+    }
+    out_dtype = (*a)->dtype.has_value() ? (*a)->dtype : (*b)->dtype;
+  }
+  const int an = (*a)->ndim, bn = (*b)->ndim;
+  if (an == 0 || bn == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kMatmul, ": operands must have at least 1 dimension, got ranks ", an, " and ", bn));
+  }
+  if (an < 0 || bn < 0) return TensorSInfoOfRank(-1, out_dtype);
+  const int out_ndim = std::max(std::max(an, bn) - (an == 1 ? 1 : 0) - (bn == 1 ? 1 : 0), 0);
+  if (!(*a)->shape.has_value() || !(*b)->shape.has_value()) {
+    return TensorSInfoOfRank(out_ndim, out_dtype);
+  }
+  const std::vector<PrimExpr>& as = *(*a)->shape;
+  const std::vector<PrimExpr>& bs = *(*b)->shape;
+  const PrimExpr& ak = as[an - 1];
+  const PrimExpr& bk = bn == 1 ? bs[0] : bs[bn - 2];
+  const int64_t* akc = ak.as_int();
+  const int64_t* bkc = bk.as_int();
+  if (akc && bkc && *akc != *bkc) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kMatmul, ": reduction dims differ: ", ToString(ak), " in ", ShapeString(as),
+                     " and ", ToString(bk), " in ", ShapeString(bs)));
+  }
+  const int a_batch = std::max(an - 2, 0), b_batch = std::max(bn - 2, 0);
+  const int batch = std::max(a_batch, b_batch);
+  std::vector<PrimExpr> out;
+  for (int i = 0; i < batch; ++i) {
+    int ai = i - (batch - a_batch), bi = i - (batch - b_batch);
+    PrimExpr d;
+    if (ai < 0) {
+      d = bs[bi];
+    } else if (bi < 0) {
+      d = as[ai];
+    } else if (!BroadcastDim(as[ai], bs[bi], &d)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(kMatmul, ": cannot broadcast batch dims ", ToString(as[ai]), " and ",
+                       ToString(bs[bi]), " of ", ShapeString(as), " and ", ShapeString(bs)));
+    }
+    out.push_back(d);
+  }
+  if (an > 1) out.push_back(as[an - 2]);
+  if (bn > 1) out.push_back(bs[bn - 1]);
+  return TensorSInfo(std::move(out), out_dtype);
+}
+
+// The index of one operand's batch dims given the output's batch indices
+// (right-aligned, broadcast dims of extent 1 read index 0).
+std::vector<PrimExpr> OperandBatchIndex(const std::vector<PrimExpr>& operand_batch,
+                                        const std::vector<PrimExpr>& out_batch,
+                                        const std::vector<PrimExpr>& out_idx) {
+  std::vector<PrimExpr> idx;
+  const size_t off = out_batch.size() - operand_batch.size();
+  for (size_t d = 0; d < operand_batch.size(); ++d) {
+    bool broadcast = IsConst(operand_batch[d], 1) && !IsConst(out_batch[off + d], 1);
+    idx.push_back(broadcast ? PrimExpr(0) : out_idx[off + d]);
+  }
+  return idx;
+}
+
+absl::StatusOr<Stmt> ScheduleMatmul(const LowerContext& ctx, const std::vector<Buffer>& outputs,
+                                    const Epilogue& epilogue) {
+  absl::StatusOr<Buffer> a_or = nn_internal::InputBuffer(ctx, 0, kMatmul);
+  if (!a_or.ok()) return a_or.status();
+  absl::StatusOr<Buffer> b_or = nn_internal::InputBuffer(ctx, 1, kMatmul);
+  if (!b_or.ok()) return b_or.status();
+  if (outputs.size() != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kMatmul, ": expected 1 output buffer, got ", outputs.size()));
+  }
+  const Buffer& A = *a_or;
+  const Buffer& B = *b_or;
+  const Buffer& C = outputs[0];
+  const size_t an = A->shape.size(), bn = B->shape.size();
+  if (an == 0 || bn == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(kMatmul, ": operands must have at least 1 dimension"));
+  }
+  const bool a_vec = an == 1, b_vec = bn == 1;
+  const std::vector<PrimExpr> a_batch(A->shape.begin(), A->shape.end() - (a_vec ? 1 : 2));
+  const std::vector<PrimExpr> b_batch(B->shape.begin(), B->shape.end() - (b_vec ? 1 : 2));
+  const size_t out_batch_n = C->shape.size() - (a_vec ? 0 : 1) - (b_vec ? 0 : 1);
+  if (C->shape.size() < (a_vec ? 0u : 1u) + (b_vec ? 0u : 1u) ||
+      out_batch_n < std::max(a_batch.size(), b_batch.size())) {
+    return absl::InvalidArgumentError(absl::StrCat(kMatmul, ": output ", ShapeString(C->shape),
+                                                   " does not match operands ", ShapeString(A->shape),
+                                                   " and ", ShapeString(B->shape)));
+  }
+  const std::vector<PrimExpr> out_batch(C->shape.begin(), C->shape.begin() + out_batch_n);
+  const PrimExpr M = a_vec ? PrimExpr(1) : A->shape[an - 2];
+  const PrimExpr K = A->shape[an - 1];
+  const PrimExpr N = b_vec ? PrimExpr(1) : B->shape[bn - 1];
+
+  const DataType acc_t = nn_internal::ComputeType(C->dtype);
+  // Narrow tiles for small constant extents (matrix-vector products).
+  int64_t mr = kRows, nr = kCols;
+  if (const int64_t* m = M.as_int()) mr = std::max<int64_t>(1, std::min(mr, *m));
+  if (const int64_t* n = N.as_int()) nr = std::max<int64_t>(1, std::min(nr, *n));
+  const PrimExpr MR(mr), NR(nr);
+  const PrimExpr nj = CeilDiv(N, nr);
+  const PrimExpr mi = CeilDiv(M, mr);
+  const PrimExpr b_batches = Product(b_batch);
+
+  // Pack B: Bp[bb, jo, k, jj] = B[bb..., k, jo * NR + jj], zero past N.
+  Buffer Bp = MakeBuffer("matmul_packed_b", acc_t, {b_batches, nj, K, NR});
+  auto read_b = [&](const std::vector<PrimExpr>& bidx, const PrimExpr& k, const PrimExpr& col) {
+    std::vector<PrimExpr> idx = bidx;
+    idx.push_back(k);
+    if (!b_vec) idx.push_back(col);
+    return Cast(acc_t, Load(B, idx));
+  };
+  Stmt pack = Loop("pb", b_batches * nj, ForKind::kParallel, [&](const PrimExpr& t) {
+    PrimExpr bb = FloorDiv(t, nj), jo = FloorMod(t, nj);
+    std::vector<PrimExpr> bidx = Unflatten(bb, b_batch);
+    return Loop("pk", K, ForKind::kSerial, [&](const PrimExpr& k) {
+      PrimExpr full = LE((jo + 1) * NR, N);
+      Stmt fast = Loop("pj", NR, ForKind::kVectorized, [&](const PrimExpr& jj) {
+        return Store(Bp, {bb, jo, k, jj}, read_b(bidx, k, jo * NR + jj));
+      });
+      Stmt edge = Loop("pj", NR, ForKind::kSerial, [&](const PrimExpr& jj) {
+        PrimExpr col = jo * NR + jj;
+        return Store(Bp, {bb, jo, k, jj},
+                     Select(LT(col, N), read_b(bidx, k, Min(col, N - 1)), MakeConst(acc_t, 0)));
+      });
+      if (const int64_t* n = N.as_int(); n && *n % nr == 0) return fast;
+      return IfThenElse(full, fast, edge);
+    });
+  });
+
+  // Compute: parallel over (output batch, row block).
+  Stmt compute = Loop("mb", Product(out_batch) * mi, ForKind::kParallel, [&](const PrimExpr& t) {
+    PrimExpr bflat = FloorDiv(t, mi), io = FloorMod(t, mi);
+    std::vector<PrimExpr> oidx = Unflatten(bflat, out_batch);
+    std::vector<PrimExpr> aidx = OperandBatchIndex(a_batch, out_batch, oidx);
+    std::vector<PrimExpr> bidx = OperandBatchIndex(b_batch, out_batch, oidx);
+    // Flat index of B's batch in the packed buffer.
+    PrimExpr bb(0);
+    for (size_t d = 0; d < b_batch.size(); ++d) bb = bb * b_batch[d] + bidx[d];
+    return Loop("jo", nj, ForKind::kSerial, [&](const PrimExpr& jo) {
+      Buffer acc = MakeBuffer("matmul_acc", acc_t, {MR, NR}, BufferNode::Scope::kLocal);
+      Stmt zero = Loop("zi", MR, ForKind::kUnrolled, [&](const PrimExpr& ii) {
+        return Loop("zj", NR, ForKind::kVectorized,
+                    [&](const PrimExpr& jj) { return Store(acc, {ii, jj}, MakeConst(acc_t, 0)); });
+      });
+      Stmt kloop = Loop("k", K, ForKind::kSerial, [&](const PrimExpr& k) {
+        return Loop("ii", MR, ForKind::kUnrolled, [&](const PrimExpr& ii) {
+          PrimExpr row = Min(io * MR + ii, M - 1);
+          std::vector<PrimExpr> ai = aidx;
+          if (!a_vec) ai.push_back(row);
+          ai.push_back(k);
+          PrimExpr av = Cast(acc_t, Load(A, ai));
+          return Loop("jj", NR, ForKind::kVectorized, [&](const PrimExpr& jj) {
+            return Store(acc, {ii, jj}, Load(acc, {ii, jj}) + av * Load(Bp, {bb, jo, k, jj}));
+          });
+        });
+      });
+      Stmt store = Loop("si", Min(MR, M - io * MR), ForKind::kSerial, [&](const PrimExpr& ii) {
+        return Loop("sj", Min(NR, N - jo * NR), ForKind::kVectorized, [&](const PrimExpr& jj) {
+          std::vector<PrimExpr> ci = oidx;
+          if (!a_vec) ci.push_back(io * MR + ii);
+          if (!b_vec) ci.push_back(jo * NR + jj);
+          PrimExpr v = Cast(C->dtype, Load(acc, {ii, jj}));
+          return Store(C, ci, epilogue ? epilogue(v, ci) : v);
+        });
+      });
+      return Allocate(acc, Seq({zero, kloop, store}));
+    });
+  });
+  return Allocate(Bp, Seq({pack, compute}));
+}
+
+}  // namespace
+
+void RegisterLinearAlgebraOps() {
+  OpInfo info;
+  info.name = kMatmul;
+  info.pattern = OpPattern::kOutEWiseFusable;
+  info.num_args = 2;
+  info.infer = InferMatmul;
+  info.schedule = ScheduleMatmul;
+  RegisterOp(std::move(info));
+}
+
 }  // namespace tether::compiler

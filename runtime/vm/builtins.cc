@@ -2,7 +2,10 @@
 // allocation, value plumbing, closures, and the shape heap and checks that
 // guard every function entry. Semantics follow §3 of tvm-semantics.md; every
 // bad argument is a Status, never a crash.
+#include <algorithm>
+#include <climits>
 #include <cstring>
+#include <vector>
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
@@ -253,6 +256,160 @@ absl::StatusOr<Value> AllocTensor(ArgSpan args) {
   return Value(t);
 }
 
+// A tensor of `shape` and `dtype` from the allocator of device `device_index`
+// (-1: the host): what R.builtin.alloc_tensor lowers to when no memory plan
+// placed the tensor in a storage.
+absl::StatusOr<Value> AllocTensorForShape(ArgSpan args) {
+  constexpr absl::string_view kName = "vm.builtin.alloc_tensor_for_shape";
+  if (args.size() != 4)
+    return ValueError(kName, " expects 4 arguments (vm, shape, dtype, device_index), got ",
+                      args.size());
+  TETHER_ASSIGN_OR_RETURN(LocalVirtualMachine * vm, VmContext(args[0], kName));
+  if (!args[1].is_shape())
+    return TypeError(kName, ": shape must be a Shape, got ", args[1].TypeName());
+  const auto& dims = args[1].AsRef<ShapeObj>()->dims;
+  DataType dtype;
+  if (!ValueTraits<DataType>::From(args[2], &dtype))
+    return TypeError(kName, ": dtype must be a DataType, got ", args[2].TypeName());
+  TETHER_ASSIGN_OR_RETURN(int64_t index, IntArg(args[3], kName, "device_index"));
+  if (vm->devices().empty())
+    return PreconditionError(kName, ": did you forget to init the VirtualMachine with devices?");
+  if (index == -1) index = static_cast<int64_t>(vm->host_index());
+  if (index < 0 || static_cast<size_t>(index) >= vm->devices().size()) {
+    return IndexError(kName, ": device index ", index, " out of range (", vm->devices().size(),
+                      " devices)");
+  }
+  for (int64_t d : dims) {
+    if (d < 0) {
+      return ValueError(kName, ": negative dimension in shape ",
+                        ShapeToString({dims.data(), dims.size()}));
+    }
+  }
+  TETHER_RETURN_IF_ERROR(CheckedNumElements({dims.data(), dims.size()}).status());
+  size_t i = static_cast<size_t>(index);
+  TETHER_ASSIGN_OR_RETURN(
+      Tensor t, Tensor::Empty({dims.data(), dims.size()}, dtype, vm->devices()[i], vm->allocator(i)));
+  return Value(t);
+}
+
+// Opcodes of the shape programs vm.builtin.compute_shape_heap runs: a stack
+// machine over int64 with the semantics of the compiler's PrimExpr integer
+// operators (floordiv/floormod round towards negative infinity).
+enum ShapeProgramOp : int64_t {
+  kSpPushImm = 0,  // operand: the value
+  kSpLoad = 1,     // operand: a heap slot
+  kSpStore = 2,    // operand: a heap slot; pops
+  kSpAdd = 3,
+  kSpSub = 4,
+  kSpMul = 5,
+  kSpFloorDiv = 6,
+  kSpFloorMod = 7,
+  kSpMin = 8,
+  kSpMax = 9,
+  kSpTruncDiv = 10,
+  kSpEQ = 11,
+  kSpNE = 12,
+  kSpLT = 13,
+  kSpLE = 14,
+  kSpGT = 15,
+  kSpGE = 16,
+  kSpAnd = 17,
+  kSpOr = 18,
+  kSpNot = 19,
+  kSpSelect = 20,  // pops false, true, cond
+};
+
+absl::StatusOr<Value> ComputeShapeHeap(ArgSpan args) {
+  constexpr absl::string_view kName = "vm.builtin.compute_shape_heap";
+  if (args.size() != 2)
+    return ValueError(kName, " expects 2 arguments (heap, program), got ", args.size());
+  TETHER_ASSIGN_OR_RETURN(auto heap, HeapSlots(args[0], kName));
+  if (!args[1].is_shape())
+    return TypeError(kName, ": program must be a Shape, got ", args[1].TypeName());
+  const auto& prog = args[1].AsRef<ShapeObj>()->dims;
+  std::vector<int64_t> stack;
+  auto pop = [&](int64_t* v) -> absl::Status {
+    if (stack.empty()) return ValueError(kName, ": stack underflow in shape program");
+    *v = stack.back();
+    stack.pop_back();
+    return absl::OkStatus();
+  };
+  for (size_t pc = 0; pc < prog.size(); ++pc) {
+    int64_t op = prog[pc];
+    if (op == kSpPushImm || op == kSpLoad || op == kSpStore) {
+      if (pc + 1 >= prog.size()) return ValueError(kName, ": opcode ", op, " lacks its operand");
+      int64_t operand = prog[++pc];
+      if (op == kSpPushImm) {
+        stack.push_back(operand);
+        continue;
+      }
+      TETHER_RETURN_IF_ERROR(CheckSlot(heap, operand, kName));
+      if (op == kSpLoad) {
+        stack.push_back(heap[static_cast<size_t>(operand)]);
+      } else {
+        TETHER_RETURN_IF_ERROR(pop(&heap[static_cast<size_t>(operand)]));
+      }
+      continue;
+    }
+    if (op == kSpNot) {
+      int64_t a;
+      TETHER_RETURN_IF_ERROR(pop(&a));
+      stack.push_back(a == 0);
+      continue;
+    }
+    if (op == kSpSelect) {
+      int64_t c, t, f;
+      TETHER_RETURN_IF_ERROR(pop(&f));
+      TETHER_RETURN_IF_ERROR(pop(&t));
+      TETHER_RETURN_IF_ERROR(pop(&c));
+      stack.push_back(c != 0 ? t : f);
+      continue;
+    }
+    int64_t a, b;
+    TETHER_RETURN_IF_ERROR(pop(&b));
+    TETHER_RETURN_IF_ERROR(pop(&a));
+    // Wrapping arithmetic: shapes never get near overflow, and a hostile
+    // program must not reach undefined behaviour.
+    auto ua = static_cast<uint64_t>(a), ub = static_cast<uint64_t>(b);
+    int64_t r = 0;
+    switch (op) {
+      case kSpAdd: r = static_cast<int64_t>(ua + ub); break;
+      case kSpSub: r = static_cast<int64_t>(ua - ub); break;
+      case kSpMul: r = static_cast<int64_t>(ua * ub); break;
+      case kSpFloorDiv:
+      case kSpFloorMod:
+      case kSpTruncDiv: {
+        if (b == 0) return ValueError(kName, ": division by zero in shape program");
+        if (a == INT64_MIN && b == -1) return ValueError(kName, ": overflow in shape program");
+        int64_t q = a / b, m = a % b;
+        if (op == kSpTruncDiv) {
+          r = q;
+        } else {
+          bool adjust = m != 0 && ((m < 0) != (b < 0));
+          r = op == kSpFloorDiv ? (adjust ? q - 1 : q) : (adjust ? m + b : m);
+        }
+        break;
+      }
+      case kSpMin: r = std::min(a, b); break;
+      case kSpMax: r = std::max(a, b); break;
+      case kSpEQ: r = a == b; break;
+      case kSpNE: r = a != b; break;
+      case kSpLT: r = a < b; break;
+      case kSpLE: r = a <= b; break;
+      case kSpGT: r = a > b; break;
+      case kSpGE: r = a >= b; break;
+      case kSpAnd: r = (a != 0) && (b != 0); break;
+      case kSpOr: r = (a != 0) || (b != 0); break;
+      default:
+        return ValueError(kName, ": unknown opcode ", op, " at word ", pc);
+    }
+    stack.push_back(r);
+  }
+  if (!stack.empty())
+    return ValueError(kName, ": shape program leaves ", stack.size(), " values on the stack");
+  return Value();
+}
+
 absl::StatusOr<Value> MakeClosure(ArgSpan args) {
   if (args.empty())
     return ValueError("vm.builtin.make_closure expects a function and captured values");
@@ -366,6 +523,8 @@ void RegisterBuiltins() {
           }
           return fields[static_cast<size_t>(i)];
         }));
+    Check(Registry::RegisterPacked("vm.builtin.alloc_tensor_for_shape", AllocTensorForShape));
+    Check(Registry::RegisterPacked("vm.builtin.compute_shape_heap", ComputeShapeHeap));
     Check(Registry::RegisterPacked("vm.builtin.make_closure", MakeClosure));
     Check(Registry::RegisterPacked("vm.builtin.invoke_closure", InvokeClosure));
     Check(Registry::RegisterTyped(

@@ -10,6 +10,7 @@
 #include "absl/synchronization/mutex.h"
 #include "runtime/core/registry.h"
 #include "runtime/device/device_api.h"
+#include "runtime/module/kernel_library.h"
 #include "runtime/threading/thread_pool.h"
 #include "runtime/vm/closure.h"
 #include "runtime/vm/profile_recorder.h"
@@ -49,6 +50,7 @@ absl::StatusOr<std::unique_ptr<LocalVirtualMachine>> LocalVirtualMachine::Create
   std::call_once(once, [] {
     RegisterBuiltins();
     profiling::RegisterProfilingFunctions();
+    RegisterKernelLibraryLoaders();  // format "so"
   });
   std::unique_ptr<LocalVirtualMachine> vm(new LocalVirtualMachine());
   TETHER_RETURN_IF_ERROR(vm->Init(std::move(exec), std::move(devices), memory_cfg));
