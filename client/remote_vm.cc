@@ -342,4 +342,13 @@ absl::StatusOr<profiling::Report> RemoteVM::Profile(absl::string_view func_name,
   return rpc::DecodeReport(response->report());
 }
 
+absl::StatusOr<profiling::Report> RemoteVM::GetTrace(bool clear) {
+  v1::CallRequest request;
+  v1::GetTrace* op = request.mutable_get_trace();
+  op->set_vm_id(vm_id_);
+  op->set_clear(clear);
+  TETHER_ASSIGN_OR_RETURN(v1::CallResponse response, Exec(request));
+  return rpc::DecodeReport(response.report());
+}
+
 }  // namespace tether::client

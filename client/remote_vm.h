@@ -72,6 +72,7 @@ class RemoteVM final : public vm::VirtualMachine {
       absl::string_view func_name, Device device, const profiling::TimeEvaluatorOptions& options,
       ArgSpan args) override;
   absl::StatusOr<profiling::Report> Profile(absl::string_view func_name, ArgSpan args) override;
+  absl::StatusOr<profiling::Report> GetTrace(bool clear) override;
 
  private:
   RemoteVM(RemoteSession* session, RemoteVmOptions options);

@@ -309,6 +309,17 @@ absl::Status LocalVirtualMachine::SetInstrumentByName(absl::string_view factory_
     instrument_ = Function();
     return absl::OkStatus();
   }
+  if (factory_name == "trace") {
+    int64_t max_records = TraceLogObj::kDefaultMaxRecords;
+    if (args.size() > 1 || (args.size() == 1 && (!args[0].is_int() || args[0].int_value() < 0))) {
+      return ValueError("the trace instrument takes at most one argument, a non-negative "
+                        "record limit");
+    }
+    if (args.size() == 1) max_records = args[0].int_value();
+    trace_ = MakeRef<TraceLogObj>(max_records);
+    instrument_ = MakeTraceInstrument(trace_);
+    return absl::OkStatus();
+  }
   Function factory = Registry::Get(factory_name);
   if (!factory)
     return NotFoundError("no instrument factory named ", factory_name, " is registered");
@@ -319,6 +330,14 @@ absl::Status LocalVirtualMachine::SetInstrumentByName(absl::string_view factory_
   }
   instrument_ = Function(made.AsRef<FunctionObj>());
   return absl::OkStatus();
+}
+
+absl::StatusOr<profiling::Report> LocalVirtualMachine::GetTrace(bool clear) {
+  if (!trace_) {
+    return PreconditionError("no trace was recorded on this VM; install the \"trace\" "
+                             "instrument first");
+  }
+  return trace_->ToReport(clear);
 }
 
 absl::StatusOr<Function> LocalVirtualMachine::TimedFunction(absl::string_view func_name) {

@@ -14,6 +14,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "runtime/memory/allocator.h"
 #include "runtime/vm/executable.h"
+#include "runtime/vm/trace.h"
 #include "runtime/vm/virtual_machine.h"
 
 namespace tether::vm {
@@ -54,6 +55,7 @@ class LocalVirtualMachine final : public VirtualMachine {
       absl::string_view func_name, Device device, const profiling::TimeEvaluatorOptions& options,
       ArgSpan args) override;
   absl::StatusOr<profiling::Report> Profile(absl::string_view func_name, ArgSpan args) override;
+  absl::StatusOr<profiling::Report> GetTrace(bool clear) override;
 
   // Installs `instrument` (null removes it). It is called before each Call
   // instruction as instrument(func, func_symbol, true, None, args...) and, unless
@@ -179,6 +181,7 @@ class LocalVirtualMachine final : public VirtualMachine {
   absl::flat_hash_map<std::string, Value> saved_functions_;  // closures
 
   Function instrument_;
+  Ref<TraceLogObj> trace_;  // the last "trace" instrument installed
   const std::atomic<int>* interrupt_ = nullptr;
   ProfileRecorder* profiler_ = nullptr;
   bool slow_calls_ = false;  // an instrument or the profiler sees every call

@@ -66,7 +66,14 @@ class VirtualMachine {
 
   // Installs the instrument made by the global factory `factory_name` called
   // with `args` (the RPC-usable form); an empty name removes it.
+  // The name "trace" installs the built-in trace instrument (runtime/vm/trace.h;
+  // optional argument: the most records to keep, default 1,000,000).
   virtual absl::Status SetInstrumentByName(absl::string_view factory_name, ArgSpan args) = 0;
+  // The records of the trace instrument as a report (a row per call, in
+  // completion order, with Start (us)); with `clear` they are removed.
+  // FAILED_PRECONDITION when "trace" was never installed on this VM. Removing
+  // or replacing the instrument stops recording; the records stay.
+  virtual absl::StatusOr<profiling::Report> GetTrace(bool clear) = 0;
 
   // Times `func_name` on the device that runs it (see profiling/time_evaluator.h).
   virtual absl::StatusOr<profiling::BenchmarkResult> TimeEvaluator(

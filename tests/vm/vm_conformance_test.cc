@@ -511,6 +511,54 @@ TEST_P(VmConformanceTest, InstrumentSeesEveryCallAndCanSkip) {
   EXPECT_EQ(vm->SetInstrumentByName("no.such.factory", {}).code(), absl::StatusCode::kNotFound);
 }
 
+// The built-in trace instrument: a row per packed call with its shapes and
+// start, fetched (and cleared) through GetTrace, locally and over the wire.
+TEST_P(VmConformanceTest, TraceInstrumentRecordsEveryCall) {
+  ExecBuilder b;
+  b.EmitFunction("main", 2, {"x", "y"});
+  b.EmitCall("test.vm.add", {Arg::Register(0), Arg::Register(1)}, 2);
+  b.EmitCall("test.vm.mul", {Arg::Register(2), Arg::Register(1)}, 3);
+  b.EmitRet(3);
+  b.EndFunction("main");
+  auto vm = Make(b);
+  ASSERT_TRUE(vm);
+  EXPECT_EQ(vm->GetTrace(false).status().code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(vm->SetInstrumentByName("trace", {}).ok());
+  Value args[] = {MakeFloatTensor({2, 3}, std::vector<float>(6, 1.0f)),
+                  MakeFloatTensor({2, 3}, std::vector<float>(6, 2.0f))};
+  ASSERT_TRUE(vm->Invoke("main", args).ok());
+  ASSERT_TRUE(vm->Invoke("main", args).ok());
+  auto trace = vm->GetTrace(/*clear=*/true);
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  ASSERT_EQ(trace->calls.size(), 4u);
+  const char* names[] = {"test.vm.add", "test.vm.mul", "test.vm.add", "test.vm.mul"};
+  double last_start = -1;
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(std::get<std::string>(trace->calls[i].at("Name")), names[i]);
+    EXPECT_EQ(std::get<std::string>(trace->calls[i].at("Argument Shapes")),
+              "float32[2, 3], float32[2, 3]");
+    double start = std::get<profiling::Duration>(trace->calls[i].at("Start (us)")).microseconds;
+    EXPECT_GE(start, last_start);
+    last_start = start;
+    EXPECT_GE(std::get<profiling::Duration>(trace->calls[i].at("Duration (us)")).microseconds, 0);
+  }
+  EXPECT_EQ(std::get<profiling::Count>(trace->configuration.at("Dropped")).value, 0);
+  auto cleared = vm->GetTrace(false);
+  ASSERT_TRUE(cleared.ok());
+  EXPECT_TRUE(cleared->calls.empty());
+
+  // A record limit drops (and counts) what does not fit.
+  Value limit[] = {Value(int64_t{1})};
+  ASSERT_TRUE(vm->SetInstrumentByName("trace", limit).ok());
+  ASSERT_TRUE(vm->Invoke("main", args).ok());
+  auto limited = vm->GetTrace(false);
+  ASSERT_TRUE(limited.ok());
+  EXPECT_EQ(limited->calls.size(), 1u);
+  EXPECT_EQ(std::get<profiling::Count>(limited->configuration.at("Dropped")).value, 1);
+  Value bad[] = {Value(std::string("many"))};
+  EXPECT_EQ(vm->SetInstrumentByName("trace", bad).code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST_P(VmConformanceTest, ProfileReportsEachPackedCall) {
   ExecBuilder b;
   b.EmitFunction("main", 2, {"x", "y"});
