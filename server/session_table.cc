@@ -58,6 +58,30 @@ void Session::EndCall() {
   last_active_ = absl::Now();
 }
 
+uint64_t Session::StartRun() {
+  absl::MutexLock lock(&run_mu_);
+  interrupt_.store(closed_.load() ? static_cast<int>(absl::StatusCode::kCancelled) : 0);
+  running_ = ++runs_;
+  return running_;
+}
+
+void Session::FinishRun() {
+  absl::MutexLock lock(&run_mu_);
+  running_ = 0;
+  if (!closed_.load()) interrupt_.store(0);
+}
+
+void Session::Interrupt(uint64_t run, absl::StatusCode code) {
+  absl::MutexLock lock(&run_mu_);
+  if (run != 0 && run == running_) interrupt_.store(static_cast<int>(code));
+}
+
+void Session::MarkClosed() {
+  absl::MutexLock lock(&run_mu_);
+  closed_.store(true);
+  interrupt_.store(static_cast<int>(absl::StatusCode::kCancelled));
+}
+
 bool Session::Expired(absl::Time now) const {
   absl::MutexLock lock(&mu_);
   return active_calls_ == 0 && now - last_active_ > idle_timeout_;
@@ -185,7 +209,7 @@ void SessionTable::LogClose(const Session& session, absl::string_view reason) co
                session.num_objects());
 }
 
-absl::Status SessionTable::Close(absl::string_view id) {
+absl::Status SessionTable::Close(absl::string_view id, absl::string_view reason) {
   std::shared_ptr<Session> session;
   {
     absl::MutexLock lock(&mu_);
@@ -196,7 +220,8 @@ absl::Status SessionTable::Close(absl::string_view id) {
     session = std::move(it->second);
     sessions_.erase(it);
   }
-  LogClose(*session, "client");
+  session->MarkClosed();
+  LogClose(*session, reason);
   return absl::OkStatus();
 }
 
@@ -207,7 +232,7 @@ void SessionTable::CloseAll(absl::string_view reason) {
     sessions.swap(sessions_);
   }
   for (auto& [id, session] : sessions) {
-    session->interrupt().store(static_cast<int>(absl::StatusCode::kCancelled));
+    session->MarkClosed();
     LogClose(*session, reason);
   }
 }
@@ -252,7 +277,10 @@ void SessionTable::ReaperLoop() {
     }
     if (expired.empty()) continue;
     mu_.Unlock();
-    for (auto& session : expired) LogClose(*session, "idle");
+    for (auto& session : expired) {
+      session->MarkClosed();
+      LogClose(*session, "idle");
+    }
     expired.clear();  // releases what the sessions own, outside the lock
     mu_.Lock();
   }

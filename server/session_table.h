@@ -44,8 +44,20 @@ class Session {
   absl::Duration idle_timeout() const { return idle_timeout_; }
   SerialQueue& queue() { return queue_; }
   // The interrupt flag of every VM of this session (an absl::StatusCode, 0:
-  // run). Set by the deadline timer, cleared at the start of each call.
+  // run), checked at each instruction boundary.
   std::atomic<int>& interrupt() { return interrupt_; }
+
+  // The call running on queue(). StartRun clears the interrupt flag and
+  // numbers the call; Interrupt(run, code) sets the flag only while that call
+  // runs, so a late deadline or cancellation never stops the call after it.
+  uint64_t StartRun();
+  void FinishRun();
+  void Interrupt(uint64_t run, absl::StatusCode code);
+
+  // Closing interrupts the running call; calls still queued fail with
+  // CANCELLED instead of running.
+  void MarkClosed();
+  bool closed() const { return closed_.load(); }
 
   // Marks activity; calls in flight keep the lease alive.
   void BeginCall();
@@ -77,6 +89,10 @@ class Session {
   ModuleStore* store_;
   SerialQueue queue_;
   std::atomic<int> interrupt_{0};  // outlives vms_ (declared first)
+  std::atomic<bool> closed_{false};
+  absl::Mutex run_mu_;
+  uint64_t running_ ABSL_GUARDED_BY(run_mu_) = 0;  // 0: no call running
+  uint64_t runs_ ABSL_GUARDED_BY(run_mu_) = 0;
 
   mutable absl::Mutex mu_;
   absl::Time last_active_ ABSL_GUARDED_BY(mu_);
@@ -106,7 +122,10 @@ class SessionTable {
                                                 absl::Duration idle_timeout);
   // NOT_FOUND for an unknown or closed session.
   absl::StatusOr<std::shared_ptr<Session>> Get(absl::string_view id);
-  absl::Status Close(absl::string_view id);
+  // Closes the session: it leaves the table, its running call is interrupted
+  // and queued ones fail; what it owns is released once the last call using
+  // it returns. `reason` is logged ("client", "client-gone").
+  absl::Status Close(absl::string_view id, absl::string_view reason = "client");
   void CloseAll(absl::string_view reason);
   // Sets every session's interrupt flag to `code` (used at shutdown).
   void InterruptAll(absl::StatusCode code);

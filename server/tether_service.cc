@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -262,6 +263,22 @@ class DownloadTensorReactor : public grpc::ServerWriteReactor<v1::DownloadTensor
   bool first_ = true;
 };
 
+// Call: a unary call whose cancellation by the client interrupts the VM at
+// the next instruction (or keeps a queued call from running). Deleted by
+// gRPC after Finish (OnDone), so it outlives the worker's use of it.
+class CallReactor : public grpc::ServerUnaryReactor {
+ public:
+  explicit CallReactor(std::shared_ptr<Session> session) : session_(std::move(session)) {}
+  Session& session() { return *session_; }
+  CallCancellation* cancellation() { return &cancel_; }
+  void OnCancel() override { cancel_.Cancel(*session_); }
+  void OnDone() override { delete this; }
+
+ private:
+  std::shared_ptr<Session> session_;  // co-owned with the table until the call finishes
+  CallCancellation cancel_;
+};
+
 // CallStream: requests are read continuously and posted to their session's
 // queue; replies are written in completion order, one write at a time. The
 // stream finishes once the client is done and every call has replied.
@@ -290,6 +307,10 @@ class CallStreamReactor : public grpc::ServerBidiReactor<v1::CallRequest, v1::Ca
         ++pending_;
       }
       std::shared_ptr<Session> s = std::move(*session);
+      {
+        absl::MutexLock lock(&mu_);
+        carried_.insert(s->id());
+      }
       s->BeginCall();
       s->queue().Post([this, s, request] {
         absl::Time deadline = request->deadline_ms() == 0
@@ -326,6 +347,17 @@ class CallStreamReactor : public grpc::ServerBidiReactor<v1::CallRequest, v1::Ca
     }
     if (next != nullptr) StartWrite(next);
   }
+  // The client vanished (its process exited, its connection dropped) or
+  // cancelled the whole stream: every session the stream carried is closed,
+  // interrupting its running call and releasing what it owns.
+  void OnCancel() override {
+    absl::flat_hash_set<std::string> carried;
+    {
+      absl::MutexLock lock(&mu_);
+      carried.swap(carried_);
+    }
+    for (const std::string& id : carried) (void)service_->sessions()->Close(id, "client-gone");
+  }
   void OnDone() override { delete this; }
 
  private:
@@ -361,6 +393,7 @@ class CallStreamReactor : public grpc::ServerBidiReactor<v1::CallRequest, v1::Ca
   bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
   bool broken_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  absl::flat_hash_set<std::string> carried_ ABSL_GUARDED_BY(mu_);  // session ids seen
 };
 
 }  // namespace
@@ -397,17 +430,30 @@ TetherService::TetherService(ServiceLimits limits, ModuleStore* store, SessionTa
       auth_(std::move(auth_token)) {}
 
 absl::Status TetherService::RunCall(Session& session, const v1::CallRequest& request,
-                                    v1::CallResponse* response, absl::Time deadline) {
-  session.interrupt().store(0);
+                                    v1::CallResponse* response, absl::Time deadline,
+                                    CallCancellation* cancel) {
+  if (session.closed()) {
+    return absl::CancelledError(
+        absl::StrCat("session ", session.short_id(), " was closed before the call ran"));
+  }
+  uint64_t run = session.StartRun();
+  if (cancel != nullptr) {
+    cancel->run.store(run);
+    if (cancel->cancelled.load()) {
+      session.FinishRun();
+      return absl::CancelledError("the client cancelled the call");
+    }
+  }
   uint64_t token = 0;
   if (deadline != absl::InfiniteFuture()) {
-    token = timer_->Schedule(deadline, [&session] {
-      session.interrupt().store(static_cast<int>(absl::StatusCode::kDeadlineExceeded));
+    token = timer_->Schedule(deadline, [&session, run] {
+      session.Interrupt(run, absl::StatusCode::kDeadlineExceeded);
     });
   }
   absl::Status status = handler_.Execute(session, request, response);
   if (token != 0) timer_->Cancel(token);
-  session.interrupt().store(0);
+  session.FinishRun();
+  if (cancel != nullptr) cancel->run.store(0);
   return status;
 }
 
@@ -516,13 +562,14 @@ grpc::ServerUnaryReactor* TetherService::Call(grpc::CallbackServerContext* conte
   if (absl::Status auth = auth_.Check(*context); !auth.ok()) return FinishNow(context, auth);
   absl::StatusOr<std::shared_ptr<Session>> session = sessions_->Get(request->session_id());
   if (!session.ok()) return FinishNow(context, session.status());
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  std::shared_ptr<Session> s = std::move(*session);
-  s->BeginCall();
+  auto* reactor = new CallReactor(std::move(*session));
+  Session& s = reactor->session();
+  s.BeginCall();
   absl::Time deadline = DeadlineOf(context);
-  s->queue().Post([this, s, request, response, reactor, deadline] {
-    absl::Status status = RunCall(*s, *request, response, deadline);
-    s->EndCall();
+  s.queue().Post([this, request, response, reactor, deadline] {
+    Session& s = reactor->session();
+    absl::Status status = RunCall(s, *request, response, deadline, reactor->cancellation());
+    s.EndCall();
     response->set_request_id(request->request_id());
     reactor->Finish(ToGrpcStatus(status));
   });

@@ -7,6 +7,7 @@
 #ifndef TETHER_SERVER_TETHER_SERVICE_H_
 #define TETHER_SERVER_TETHER_SERVICE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 
@@ -42,15 +43,28 @@ class BearerTokenCheck {
 };
 
 // Thread contract: thread-safe. Borrows everything; all must outlive it.
+// One call's cancellation, shared by the reactor that learns of it
+// (OnCancel, on a gRPC thread) and the worker that runs the call: whichever
+// comes second interrupts the run.
+struct CallCancellation {
+  std::atomic<bool> cancelled{false};
+  std::atomic<uint64_t> run{0};  // the session's run number while it runs
+  void Cancel(Session& session) {
+    cancelled.store(true);
+    if (uint64_t r = run.load(); r != 0) session.Interrupt(r, absl::StatusCode::kCancelled);
+  }
+};
+
 class TetherService final : public v1::Tether::CallbackService {
  public:
   TetherService(ServiceLimits limits, ModuleStore* store, SessionTable* sessions,
                 Executor* executor, DeadlineTimer* timer, std::string auth_token = "");
 
   // Runs `request` on `session` (on the calling worker) with an interrupt at
-  // `deadline`. Used by Call and CallStream.
+  // `deadline` and, when `cancel` is given, when the client cancels. Used by
+  // Call and CallStream. CANCELLED when the session was closed meanwhile.
   absl::Status RunCall(Session& session, const v1::CallRequest& request, v1::CallResponse* response,
-                       absl::Time deadline);
+                       absl::Time deadline, CallCancellation* cancel = nullptr);
 
   const ServiceLimits& limits() const { return limits_; }
   ModuleStore* store() { return store_; }

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
@@ -345,6 +346,77 @@ TEST_F(DaemonTest, DeadlineInterruptsALongCallAndTheSessionStaysUsable) {
   EXPECT_EQ(resp.value().int_value(), 0);
   stream->WritesDone();
   EXPECT_TRUE(stream->Finish().ok());
+}
+
+// A long call, for cancellation tests: loop(2^40) never ends by itself.
+v1::CallRequest EndlessLoop(const std::string& session, uint64_t vm) {
+  v1::CallRequest req;
+  req.set_session_id(session);
+  req.mutable_invoke()->set_vm_id(vm);
+  req.mutable_invoke()->set_function("loop");
+  req.mutable_invoke()->add_args()->set_int_value(int64_t{1} << 40);
+  return req;
+}
+
+// A client that cancels a unary call (or whose call is abandoned) frees its
+// session: the VM stops at the next instruction, or the queued call never
+// runs, and the next call on the session completes.
+TEST_F(DaemonTest, CancellingAUnaryCallInterruptsTheVm) {
+  std::string sha = UploadExec();
+  std::string session = Open();
+  uint64_t vm = CreateVm(session, sha);
+  v1::CallRequest req = EndlessLoop(session, vm);
+  v1::CallResponse resp;
+  grpc::ClientContext ctx;
+  absl::Notification done;
+  grpc::Status status;
+  stub_->async()->Call(&ctx, &req, &resp, [&](grpc::Status s) {
+    status = std::move(s);
+    done.Notify();
+  });
+  ctx.TryCancel();
+  done.WaitForNotification();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::CANCELLED);
+  req.mutable_invoke()->mutable_args(0)->set_int_value(5);
+  grpc::Status next = Call(req, &resp, absl::Seconds(60));
+  EXPECT_TRUE(next.ok()) << next.error_message();
+  EXPECT_EQ(daemon_->num_sessions(), 1u);
+}
+
+// A CallStream that breaks (the client's process exits, its connection
+// drops) closes every session it carried and interrupts their calls.
+TEST_F(DaemonTest, ABrokenCallStreamClosesItsSessions) {
+  std::string sha = UploadExec();
+  std::string session = Open();
+  uint64_t vm = CreateVm(session, sha);
+  std::string bystander = Open();
+  {
+    grpc::ClientContext ctx;
+    auto stream = stub_->CallStream(&ctx);
+    // One full round trip first, so the daemon has seen the stream use the session.
+    v1::CallRequest quick = EndlessLoop(session, vm);
+    quick.mutable_invoke()->mutable_args(0)->set_int_value(5);
+    v1::CallResponse reply;
+    ASSERT_TRUE(stream->Write(quick));
+    ASSERT_TRUE(stream->Read(&reply));
+    ASSERT_FALSE(reply.has_error()) << reply.error().message();
+    ASSERT_TRUE(stream->Write(EndlessLoop(session, vm)));
+    ctx.TryCancel();
+    EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  }
+  absl::Time give_up = absl::Now() + absl::Seconds(30);
+  while (daemon_->num_sessions() > 1 && absl::Now() < give_up) std::this_thread::yield();
+  EXPECT_EQ(daemon_->num_sessions(), 1u);
+  // The vanished client's session is gone; the other one still serves.
+  v1::CallRequest req = EndlessLoop(session, vm);
+  req.mutable_invoke()->mutable_args(0)->set_int_value(5);
+  v1::CallResponse resp;
+  EXPECT_EQ(Call(req, &resp).error_code(), grpc::StatusCode::NOT_FOUND);
+  uint64_t other_vm = CreateVm(bystander, sha);
+  req.set_session_id(bystander);
+  req.mutable_invoke()->set_vm_id(other_vm);
+  grpc::Status s = Call(req, &resp, absl::Seconds(60));
+  EXPECT_TRUE(s.ok()) << s.error_message();
 }
 
 grpc::Status UploadTensor(v1::Tether::Stub* stub, const std::string& session,
