@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace tether::cli {
 
@@ -18,6 +19,11 @@ int RunInfo(const std::vector<std::string>& args);
 int RunRun(const std::vector<std::string>& args);
 int RunBench(const std::vector<std::string>& args);
 int RunProfile(const std::vector<std::string>& args);
+int RunCompile(const std::vector<std::string>& args);
+
+// The bytes of the executable at `path`; a Relax text model (.rx) is
+// compiled for this host first (compile_command.cc).
+absl::StatusOr<std::string> LoadOrCompileExecutable(const std::string& path);
 
 // Registers the demo's C++ kernels (demo.dense, demo.relu) in this process, so
 // the embedded daemon of `tether run/bench/profile` can run demo executables.

@@ -16,13 +16,15 @@ void PrintUsage(FILE* out) {
                "  demo [--output FILE] [--device DEV] [--memory-cfg CFG]\n"
                "      build an executable in C++, save it, load it back, and run it through\n"
                "      set_input / invoke_stateful / get_outputs, time_evaluator and profile\n"
+               "  compile MODEL.rx -o OUT.tx [--target T] [--emit ir|bytecode|asm] [--pipeline P]\n"
+               "      compile a Relax text model into an executable for a target\n"
                "  inspect FILE [--text] [--stats]\n"
                "      load and validate an executable file and print its listing\n"
                "  run-demo FILE [--device DEV]\n"
                "      run an executable written by `tether demo` in this process\n"
                "  info [--remote HOST:PORT]\n"
                "      the daemon's protocol, limits and devices with all their attributes\n"
-               "  run EXEC [--remote HOST:PORT] [--input NAME=@x.npy] [--output-dir DIR] ...\n"
+               "  run EXEC|MODEL.rx [--remote HOST:PORT] [--input NAME=@x.npy] [--output-dir DIR] ...\n"
                "      upload EXEC, run it through set_input / invoke_stateful / get_outputs\n"
                "  bench EXEC [...] [--number N] [--repeat R] [--min-repeat-ms M] [--json]\n"
                "      time it on the daemon with time_evaluator\n"
@@ -44,6 +46,7 @@ int main(int argc, char** argv) {
   std::string command = argv[1];
   std::vector<std::string> args(argv + 2, argv + argc);
   if (command == "demo") return tether::cli::RunDemo(args);
+  if (command == "compile") return tether::cli::RunCompile(args);
   if (command == "inspect") return tether::cli::RunInspect(args);
   if (command == "run-demo") return tether::cli::RunDemoFile(args);
   if (command == "info") return tether::cli::RunInfo(args);

@@ -82,7 +82,7 @@ int ParseArgs(const std::string& command, const std::vector<std::string>& args, 
               const char* extra_help, Options* o) {
   auto usage = [&](FILE* out) {
     std::fprintf(
-        out, "usage: tether %s %s[options]\n%s%s%s", command.c_str(), want_file ? "EXEC " : "",
+        out, "usage: tether %s %s[options]\n%s%s%s", command.c_str(), want_file ? "EXEC|MODEL.rx " : "",
         want_file ? kCommonHelp
                   : "  --remote HOST:PORT     a running tetherd (default: an embedded daemon)\n",
         kSecurityHelp, extra_help);
@@ -295,7 +295,8 @@ struct Prepared {
 };
 
 absl::StatusOr<Prepared> Prepare(const Options& o) {
-  TETHER_ASSIGN_OR_RETURN(std::string bytes, ReadFileToString(o.file));
+  // A .rx model is compiled for this host on the fly.
+  TETHER_ASSIGN_OR_RETURN(std::string bytes, LoadOrCompileExecutable(o.file));
   TETHER_ASSIGN_OR_RETURN(Ref<vm::Executable> exec, vm::Executable::LoadFromBytes(bytes));
   auto it = exec->function_map.find(o.function);
   if (it == exec->function_map.end() ||

@@ -49,8 +49,8 @@ absl::StatusOr<StructInfo> InferMatmul(const CallNode& call) {
   }
   const int an = (*a)->ndim, bn = (*b)->ndim;
   if (an == 0 || bn == 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(kMatmul, ": operands must have at least 1 dimension, got ranks ", an, " and ", bn));
+    return absl::InvalidArgumentError(absl::StrCat(
+        kMatmul, ": operands must have at least 1 dimension, got ranks ", an, " and ", bn));
   }
   if (an < 0 || bn < 0) return TensorSInfoOfRank(-1, out_dtype);
   const int out_ndim = std::max(std::max(an, bn) - (an == 1 ? 1 : 0) - (bn == 1 ? 1 : 0), 0);
@@ -119,7 +119,8 @@ absl::StatusOr<Stmt> ScheduleMatmul(const LowerContext& ctx, const std::vector<B
   const Buffer& C = outputs[0];
   const size_t an = A->shape.size(), bn = B->shape.size();
   if (an == 0 || bn == 0) {
-    return absl::InvalidArgumentError(absl::StrCat(kMatmul, ": operands must have at least 1 dimension"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(kMatmul, ": operands must have at least 1 dimension"));
   }
   const bool a_vec = an == 1, b_vec = bn == 1;
   const std::vector<PrimExpr> a_batch(A->shape.begin(), A->shape.end() - (a_vec ? 1 : 2));
@@ -127,9 +128,9 @@ absl::StatusOr<Stmt> ScheduleMatmul(const LowerContext& ctx, const std::vector<B
   const size_t out_batch_n = C->shape.size() - (a_vec ? 0 : 1) - (b_vec ? 0 : 1);
   if (C->shape.size() < (a_vec ? 0u : 1u) + (b_vec ? 0u : 1u) ||
       out_batch_n < std::max(a_batch.size(), b_batch.size())) {
-    return absl::InvalidArgumentError(absl::StrCat(kMatmul, ": output ", ShapeString(C->shape),
-                                                   " does not match operands ", ShapeString(A->shape),
-                                                   " and ", ShapeString(B->shape)));
+    return absl::InvalidArgumentError(
+        absl::StrCat(kMatmul, ": output ", ShapeString(C->shape), " does not match operands ",
+                     ShapeString(A->shape), " and ", ShapeString(B->shape)));
   }
   const std::vector<PrimExpr> out_batch(C->shape.begin(), C->shape.begin() + out_batch_n);
   const PrimExpr M = a_vec ? PrimExpr(1) : A->shape[an - 2];
@@ -184,8 +185,9 @@ absl::StatusOr<Stmt> ScheduleMatmul(const LowerContext& ctx, const std::vector<B
     return Loop("jo", nj, ForKind::kSerial, [&](const PrimExpr& jo) {
       Buffer acc = MakeBuffer("matmul_acc", acc_t, {MR, NR}, BufferNode::Scope::kLocal);
       Stmt zero = Loop("zi", MR, ForKind::kUnrolled, [&](const PrimExpr& ii) {
-        return Loop("zj", NR, ForKind::kVectorized,
-                    [&](const PrimExpr& jj) { return Store(acc, {ii, jj}, MakeConst(acc_t, 0)); });
+        return Loop("zj", NR, ForKind::kVectorized, [&](const PrimExpr& jj) {
+          return Store(acc, {ii, jj}, MakeConst(acc_t, 0));
+        });
       });
       Stmt kloop = Loop("k", K, ForKind::kSerial, [&](const PrimExpr& k) {
         return Loop("ii", MR, ForKind::kUnrolled, [&](const PrimExpr& ii) {

@@ -1,6 +1,362 @@
-// Placeholder until the family lands (being written this session).
-#include "compiler/op/op.h"
+// Tensor manipulation: reshape, flatten, permute_dims, expand_dims, squeeze,
+// broadcast_to, and the creation ops full, zeros and ones; the slicing ops
+// (concat, split, strided_slice, take) are in slicing.cc. Each is a
+// `compute` that maps an output index to the input element it copies, so
+// they fuse into their consumers.
+#include <algorithm>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "compiler/ir/arith.h"
+#include "compiler/op/op_common.h"
 
 namespace tether::compiler {
-void RegisterManipulationOps() {}
+namespace {
+
+using InferFn = std::function<absl::StatusOr<StructInfo>(const CallNode&)>;
+using ComputeFn = std::function<PrimExpr(const LowerContext&, const std::vector<PrimExpr>&)>;
+
+void Register(const std::string& name, OpPattern pattern, int num_args, InferFn infer,
+              ComputeFn compute) {
+  OpInfo info;
+  info.name = name;
+  info.pattern = pattern;
+  info.num_args = num_args;
+  info.infer = std::move(infer);
+  info.compute = std::move(compute);
+  RegisterOp(std::move(info));
+}
+
+// The values of a shape argument (a ShapeExpr, or anything whose struct info
+// knows its values).
+absl::StatusOr<std::vector<PrimExpr>> ShapeArg(const CallNode& call, size_t i) {
+  if (i >= call.args.size()) return OpError(call, absl::StrCat("missing argument ", i));
+  if (const auto* se = call.args[i].as<ShapeExprNode>()) return se->values;
+  const StructInfo& s = call.args[i].struct_info();
+  if (const auto* sh = s.as<ShapeStructInfoNode>(); sh != nullptr && sh->values.has_value()) {
+    return *sh->values;
+  }
+  return OpError(call, absl::StrCat("argument ", i, " must be a shape with known values"));
+}
+
+// Axes given as an int or a list of ints; nullopt when absent.
+absl::StatusOr<std::optional<std::vector<int64_t>>> AxesAttr(const CallNode& call,
+                                                             const std::string& key) {
+  auto it = call.attrs.find(key);
+  if (it == call.attrs.end()) return std::optional<std::vector<int64_t>>();
+  if (const auto* v = std::get_if<int64_t>(&it->second)) {
+    return std::optional<std::vector<int64_t>>(std::vector<int64_t>{*v});
+  }
+  if (const auto* l = std::get_if<std::vector<int64_t>>(&it->second)) {
+    return std::optional<std::vector<int64_t>>(*l);
+  }
+  return OpError(call, absl::StrCat("attribute ", key, " must be ints, got ", ToString(it->second)));
+}
+
+// ---- reshape, flatten ----
+
+absl::StatusOr<StructInfo> InferReshape(const CallNode& call) {
+  if (absl::Status s = CheckNumArgs(call, 2); !s.ok()) return s;
+  absl::StatusOr<const TensorStructInfoNode*> t = TensorArg(call, 0);
+  if (!t.ok()) return t.status();
+  absl::StatusOr<std::vector<PrimExpr>> target = ShapeArg(call, 1);
+  if (!target.ok()) return target.status();
+  std::vector<PrimExpr> shape = *target;
+  int infer_at = -1;
+  PrimExpr known = 1;
+  for (size_t k = 0; k < shape.size(); ++k) {
+    std::optional<int64_t> c = AsConstInt(shape[k]);
+    if (c == -1) {
+      if (infer_at >= 0) return OpError(call, "more than one -1 in the new shape");
+      infer_at = static_cast<int>(k);
+    } else if (c.has_value() && *c < 0) {
+      return OpError(call, absl::StrCat("dim ", *c, " of the new shape is negative"));
+    } else {
+      known = known * shape[k];
+    }
+  }
+  if (!(*t)->shape.has_value()) {
+    if (infer_at >= 0) return TensorSInfoOfRank(static_cast<int>(shape.size()), (*t)->dtype, (*t)->vdevice);
+    return TensorSInfo(SimplifyShape(shape), (*t)->dtype, (*t)->vdevice);
+  }
+  PrimExpr total = Simplify(Product(*(*t)->shape));
+  if (infer_at >= 0) {
+    std::optional<int64_t> kc = AsConstInt(known);
+    std::optional<int64_t> tc = AsConstInt(total);
+    if (kc.has_value() && tc.has_value() && (*kc == 0 || *tc % *kc != 0)) {
+      return OpError(call, absl::StrCat("cannot reshape ", ToString(call.args[0].struct_info()),
+                                        " to ", ToString(ShapeSInfo(*target))));
+    }
+    shape[static_cast<size_t>(infer_at)] = Simplify(FloorDiv(total, known));
+  }
+  PrimExpr new_total = Simplify(Product(shape));
+  std::optional<int64_t> a = AsConstInt(total), b = AsConstInt(new_total);
+  if ((a.has_value() && b.has_value() && *a != *b) ||
+      (!ProveEqual(total, new_total) && a.has_value() != b.has_value())) {
+    return OpError(call, absl::StrCat("cannot reshape ", ToString(call.args[0].struct_info()), " (",
+                                      ToString(total), " elements) to ",
+                                      ToString(ShapeSInfo(*target)), " (", ToString(new_total),
+                                      " elements)"));
+  }
+  return TensorSInfo(SimplifyShape(shape), (*t)->dtype, (*t)->vdevice);
+}
+
+PrimExpr ComputeReshape(const LowerContext& ctx, const std::vector<PrimExpr>& idx) {
+  return ctx.inputs[0](UnravelIndex(RavelIndex(idx, OutShape(ctx)), ArgShape(ctx, 0)));
+}
+
+absl::StatusOr<StructInfo> InferFlatten(const CallNode& call) {
+  if (absl::Status s = CheckNumArgs(call, 1); !s.ok()) return s;
+  absl::StatusOr<const TensorStructInfoNode*> t = TensorArg(call, 0);
+  if (!t.ok()) return t.status();
+  if (!(*t)->shape.has_value()) return TensorSInfoOfRank(1, (*t)->dtype, (*t)->vdevice);
+  return TensorSInfo({Simplify(Product(*(*t)->shape))}, (*t)->dtype, (*t)->vdevice);
+}
+
+// ---- permute_dims, expand_dims, squeeze ----
+
+absl::StatusOr<std::vector<int64_t>> PermAxes(const CallNode& call, int64_t ndim) {
+  absl::StatusOr<std::optional<std::vector<int64_t>>> axes = AxesAttr(call, "axes");
+  if (!axes.ok()) return axes.status();
+  if (!axes->has_value()) {
+    std::vector<int64_t> rev;
+    for (int64_t k = ndim; k-- > 0;) rev.push_back(k);
+    return rev;
+  }
+  if (static_cast<int64_t>((*axes)->size()) != ndim) {
+    return OpError(call, absl::StrCat("axes has ", (*axes)->size(), " entries for a tensor of ",
+                                      ndim, " dims"));
+  }
+  return NormalizeAxes(call, **axes, ndim);
+}
+
+absl::StatusOr<StructInfo> InferPermute(const CallNode& call) {
+  if (absl::Status s = CheckNumArgs(call, 1); !s.ok()) return s;
+  absl::StatusOr<const TensorStructInfoNode*> t = TensorArg(call, 0);
+  if (!t.ok()) return t.status();
+  if ((*t)->ndim < 0) return TensorSInfoOfRank(-1, (*t)->dtype, (*t)->vdevice);
+  absl::StatusOr<std::vector<int64_t>> axes = PermAxes(call, (*t)->ndim);
+  if (!axes.ok()) return axes.status();
+  if (!(*t)->shape.has_value()) return TensorLike(*t, std::nullopt, (*t)->ndim);
+  std::vector<PrimExpr> shape;
+  for (int64_t a : *axes) shape.push_back((*(*t)->shape)[a]);
+  return TensorLike(*t, shape, (*t)->ndim);
+}
+
+PrimExpr ComputePermute(const LowerContext& ctx, const std::vector<PrimExpr>& idx) {
+  const std::vector<PrimExpr>& in = ArgShape(ctx, 0);
+  std::vector<int64_t> axes = *PermAxes(*ctx.call, static_cast<int64_t>(in.size()));
+  std::vector<PrimExpr> in_idx(in.size());
+  for (size_t k = 0; k < axes.size(); ++k) in_idx[axes[k]] = idx[k];
+  return ctx.inputs[0](in_idx);
+}
+
+absl::StatusOr<std::vector<int64_t>> ExpandAxes(const CallNode& call, int64_t out_ndim) {
+  absl::StatusOr<std::optional<std::vector<int64_t>>> axes = AxesAttr(call, "axis");
+  if (!axes.ok()) return axes.status();
+  if (!axes->has_value()) return OpError(call, "missing attribute axis");
+  absl::StatusOr<std::vector<int64_t>> n = NormalizeAxes(call, **axes, out_ndim);
+  if (!n.ok()) return n.status();
+  std::sort(n->begin(), n->end());
+  return n;
+}
+
+absl::StatusOr<StructInfo> InferExpandDims(const CallNode& call) {
+  if (absl::Status s = CheckNumArgs(call, 1); !s.ok()) return s;
+  absl::StatusOr<const TensorStructInfoNode*> t = TensorArg(call, 0);
+  if (!t.ok()) return t.status();
+  absl::StatusOr<std::optional<std::vector<int64_t>>> raw = AxesAttr(call, "axis");
+  if (!raw.ok()) return raw.status();
+  if (!raw->has_value()) return OpError(call, "missing attribute axis");
+  if ((*t)->ndim < 0) return TensorSInfoOfRank(-1, (*t)->dtype, (*t)->vdevice);
+  const int64_t out_ndim = (*t)->ndim + static_cast<int64_t>((*raw)->size());
+  absl::StatusOr<std::vector<int64_t>> axes = ExpandAxes(call, out_ndim);
+  if (!axes.ok()) return axes.status();
+  if (!(*t)->shape.has_value()) return TensorLike(*t, std::nullopt, static_cast<int>(out_ndim));
+  std::vector<PrimExpr> shape;
+  size_t j = 0;
+  for (int64_t k = 0; k < out_ndim; ++k) {
+    if (std::find(axes->begin(), axes->end(), k) != axes->end()) {
+      shape.push_back(1);
+    } else {
+      shape.push_back((*(*t)->shape)[j++]);
+    }
+  }
+  return TensorLike(*t, shape, static_cast<int>(out_ndim));
+}
+
+// The input index is the output index without the inserted axes.
+PrimExpr ComputeExpandDims(const LowerContext& ctx, const std::vector<PrimExpr>& idx) {
+  std::vector<int64_t> axes = *ExpandAxes(*ctx.call, static_cast<int64_t>(idx.size()));
+  std::vector<PrimExpr> in_idx;
+  for (size_t k = 0; k < idx.size(); ++k) {
+    if (std::find(axes.begin(), axes.end(), static_cast<int64_t>(k)) == axes.end()) {
+      in_idx.push_back(idx[k]);
+    }
+  }
+  return ctx.inputs[0](in_idx);
+}
+
+// The input index: 0 on the squeezed axes, the output indices elsewhere.
+// The squeezed axes are the input's size-1 dims the output lacks, matched
+// from the left.
+PrimExpr ComputeSqueeze(const LowerContext& ctx, const std::vector<PrimExpr>& idx) {
+  const std::vector<PrimExpr>& in = ArgShape(ctx, 0);
+  std::vector<int64_t> axes;
+  if (absl::StatusOr<std::optional<std::vector<int64_t>>> raw = AxesAttr(*ctx.call, "axis");
+      raw.ok() && raw->has_value()) {
+    axes = *NormalizeAxes(*ctx.call, **raw, static_cast<int64_t>(in.size()));
+  } else {
+    for (size_t k = 0; k < in.size(); ++k) {
+      if (AsConstInt(in[k]) == 1) axes.push_back(static_cast<int64_t>(k));
+    }
+  }
+  std::vector<PrimExpr> in_idx;
+  size_t j = 0;
+  for (size_t k = 0; k < in.size(); ++k) {
+    if (std::find(axes.begin(), axes.end(), static_cast<int64_t>(k)) != axes.end()) {
+      in_idx.push_back(0);
+    } else {
+      in_idx.push_back(idx[j++]);
+    }
+  }
+  return ctx.inputs[0](in_idx);
+}
+
+absl::StatusOr<StructInfo> InferSqueeze(const CallNode& call) {
+  if (absl::Status s = CheckNumArgs(call, 1); !s.ok()) return s;
+  absl::StatusOr<const TensorStructInfoNode*> t = TensorArg(call, 0);
+  if (!t.ok()) return t.status();
+  absl::StatusOr<std::optional<std::vector<int64_t>>> raw = AxesAttr(call, "axis");
+  if (!raw.ok()) return raw.status();
+  if (!(*t)->shape.has_value()) {
+    if ((*t)->ndim >= 0 && raw->has_value()) {
+      return TensorSInfoOfRank((*t)->ndim - static_cast<int>((*raw)->size()), (*t)->dtype,
+                               (*t)->vdevice);
+    }
+    return TensorSInfoOfRank(-1, (*t)->dtype, (*t)->vdevice);
+  }
+  const std::vector<PrimExpr>& in = *(*t)->shape;
+  std::vector<int64_t> axes;
+  if (raw->has_value()) {
+    absl::StatusOr<std::vector<int64_t>> n = NormalizeAxes(call, **raw, (*t)->ndim);
+    if (!n.ok()) return n.status();
+    for (int64_t a : *n) {
+      std::optional<int64_t> c = AsConstInt(in[a]);
+      if (c.has_value() && *c != 1) {
+        return OpError(call, absl::StrCat("cannot squeeze axis ", a, " of ",
+                                          ToString(call.args[0].struct_info()), ": its size is ", *c));
+      }
+    }
+    axes = *n;
+  } else {
+    for (int64_t k = 0; k < (*t)->ndim; ++k) {
+      if (AsConstInt(in[k]) == 1) axes.push_back(k);
+    }
+  }
+  std::vector<PrimExpr> shape;
+  for (int64_t k = 0; k < (*t)->ndim; ++k) {
+    if (std::find(axes.begin(), axes.end(), k) == axes.end()) shape.push_back(in[k]);
+  }
+  return TensorLike(*t, shape, static_cast<int>(shape.size()));
+}
+
+// ---- broadcast_to ----
+
+absl::StatusOr<StructInfo> InferBroadcastTo(const CallNode& call) {
+  if (absl::Status s = CheckNumArgs(call, 2); !s.ok()) return s;
+  absl::StatusOr<const TensorStructInfoNode*> t = TensorArg(call, 0);
+  if (!t.ok()) return t.status();
+  absl::StatusOr<std::vector<PrimExpr>> target = ShapeArg(call, 1);
+  if (!target.ok()) return target.status();
+  if ((*t)->shape.has_value()) {
+    const std::vector<PrimExpr>& in = *(*t)->shape;
+    StructInfo target_sinfo = TensorSInfo(*target, (*t)->dtype);
+    if (in.size() > target->size()) {
+      return OpError(call, absl::StrCat("cannot broadcast ", ToString(call.args[0].struct_info()),
+                                        " to ", ToString(target_sinfo)));
+    }
+    for (size_t k = 0; k < in.size(); ++k) {
+      const PrimExpr& d = in[k];
+      const PrimExpr& o = (*target)[k + target->size() - in.size()];
+      std::optional<int64_t> dc = AsConstInt(d), oc = AsConstInt(o);
+      if (dc == 1 || ProveEqual(d, o)) continue;
+      if (dc.has_value() && oc.has_value()) {
+        return OpError(call, absl::StrCat("cannot broadcast ", ToString(call.args[0].struct_info()),
+                                          " to ", ToString(target_sinfo)));
+      }
+    }
+  }
+  return TensorSInfo(SimplifyShape(*target), (*t)->dtype, (*t)->vdevice);
+}
+
+PrimExpr ComputeBroadcastTo(const LowerContext& ctx, const std::vector<PrimExpr>& idx) {
+  return ctx.inputs[0](BroadcastIndices(idx, ArgShape(ctx, 0)));
+}
+
+// ---- full, zeros, ones ----
+
+absl::StatusOr<StructInfo> InferFull(const CallNode& call) {
+  if (absl::Status s = CheckNumArgs(call, 2); !s.ok()) return s;
+  absl::StatusOr<std::vector<PrimExpr>> shape = ShapeArg(call, 0);
+  if (!shape.ok()) return shape.status();
+  std::optional<DataType> dtype = GetDTypeAttr(call.attrs, "dtype");
+  const StructInfo& v = call.args[1].struct_info();
+  if (const auto* p = v.as<PrimStructInfoNode>()) {
+    if (!dtype.has_value()) dtype = p->dtype;
+  } else if (const auto* t = v.as<TensorStructInfoNode>()) {
+    if (t->ndim != 0) {
+      return OpError(call, absl::StrCat("fill value must be a scalar, got ", ToString(v)));
+    }
+    if (!dtype.has_value()) dtype = t->dtype;
+  } else {
+    return OpError(call, absl::StrCat("fill value must be a PrimValue or a scalar tensor, got ",
+                                      v.defined() ? ToString(v) : "no struct info"));
+  }
+  return TensorSInfo(SimplifyShape(*shape), dtype);
+}
+
+PrimExpr CastFill(DataType to, const PrimExpr& v) {
+  if (to.is_bool() && v.dtype() != to) return NE(v, MakeConst(v.dtype(), 0));
+  return Cast(to, v);
+}
+
+PrimExpr ComputeFull(const LowerContext& ctx, const std::vector<PrimExpr>&) {
+  DataType to = *ctx.out_sinfo.as<TensorStructInfoNode>()->dtype;
+  if (const auto* pv = ctx.call->args[1].as<PrimValueNode>()) return CastFill(to, pv->value);
+  return CastFill(to, ctx.inputs[1]({}));
+}
+
+void RegisterFill(const std::string& name, double value) {
+  Register(
+      name, OpPattern::kElemWise, 1,
+      [](const CallNode& call) -> absl::StatusOr<StructInfo> {
+        if (absl::Status s = CheckNumArgs(call, 1); !s.ok()) return s;
+        absl::StatusOr<std::vector<PrimExpr>> shape = ShapeArg(call, 0);
+        if (!shape.ok()) return shape.status();
+        std::optional<DataType> dtype = GetDTypeAttr(call.attrs, "dtype");
+        return TensorSInfo(SimplifyShape(*shape), dtype.value_or(DataType::Float(32)));
+      },
+      [value](const LowerContext& ctx, const std::vector<PrimExpr>&) {
+        DataType to = *ctx.out_sinfo.as<TensorStructInfoNode>()->dtype;
+        return to.is_bool() ? BoolImm(value != 0) : MakeConst(to, value);
+      });
+}
+
+}  // namespace
+
+void RegisterManipulationOps() {
+  Register("relax.reshape", OpPattern::kInjective, 2, InferReshape, ComputeReshape);
+  Register("relax.flatten", OpPattern::kInjective, 1, InferFlatten, ComputeReshape);
+  Register("relax.permute_dims", OpPattern::kInjective, 1, InferPermute, ComputePermute);
+  Register("relax.expand_dims", OpPattern::kInjective, 1, InferExpandDims, ComputeExpandDims);
+  Register("relax.squeeze", OpPattern::kInjective, 1, InferSqueeze, ComputeSqueeze);
+  Register("relax.broadcast_to", OpPattern::kBroadcast, 2, InferBroadcastTo, ComputeBroadcastTo);
+  Register("relax.full", OpPattern::kElemWise, 2, InferFull, ComputeFull);
+  RegisterFill("relax.zeros", 0);
+  RegisterFill("relax.ones", 1);
+
+  RegisterSlicingOps();  // slicing.cc
+}
+
 }  // namespace tether::compiler

@@ -1,6 +1,14 @@
-// Placeholder until the family lands (being written this session).
+// The neural-network operator family (relax.nn.*). Each group lives in its
+// own file — conv2d.cc, pooling.cc, normalization.cc — and registers here.
+#include "compiler/op/nn_common.h"
 #include "compiler/op/op.h"
 
 namespace tether::compiler {
-void RegisterNNOps() {}
+
+void RegisterNNOps() {
+  RegisterConv2dOp();
+  RegisterPoolingOps();
+  RegisterNormalizationOps();
+}
+
 }  // namespace tether::compiler

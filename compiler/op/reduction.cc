@@ -1,6 +1,207 @@
-// Placeholder until the family lands (being written this session).
-#include "compiler/op/op.h"
+// Reductions: sum, mean, max, min, prod over a set of axes (attr "axis", a
+// list or an int; absent: all) with "keepdims", and argmax/argmin (attr
+// "axis" an int or absent for the flattened tensor, int64 result, the first
+// index on ties). Each is a `schedule`: the output elements in the parallel
+// loop nest of lower.h, and per element a thread-local accumulator over the
+// reduced axes, in serial loops. Inputs are read only through ctx.inputs,
+// so injective producers can be inlined, and the final value goes through
+// the epilogue. Half-precision sums and products accumulate in float32.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "compiler/kernel/lower.h"
+#include "compiler/op/op_common.h"
 
 namespace tether::compiler {
-void RegisterReductionOps() {}
+namespace {
+
+enum class Reducer { kSum, kMean, kMax, kMin, kProd, kArgMax, kArgMin };
+
+bool IsArg(Reducer r) { return r == Reducer::kArgMax || r == Reducer::kArgMin; }
+
+// The reduced axes, normalized and sorted; all axes when absent.
+absl::StatusOr<std::vector<int64_t>> ReducedAxes(const CallNode& call, int64_t ndim,
+                                                 bool single_only) {
+  auto it = call.attrs.find("axis");
+  std::vector<int64_t> axes;
+  if (it == call.attrs.end()) {
+    for (int64_t k = 0; k < ndim; ++k) axes.push_back(k);
+    return axes;
+  }
+  if (const auto* v = std::get_if<int64_t>(&it->second)) {
+    axes = {*v};
+  } else if (const auto* l = std::get_if<std::vector<int64_t>>(&it->second)) {
+    if (single_only) return OpError(call, "attribute axis must be one int");
+    axes = *l;
+  } else {
+    return OpError(call, absl::StrCat("attribute axis must be ints, got ", ToString(it->second)));
+  }
+  absl::StatusOr<std::vector<int64_t>> n = NormalizeAxes(call, axes, ndim);
+  if (!n.ok()) return n.status();
+  std::sort(n->begin(), n->end());
+  return n;
+}
+
+absl::StatusOr<StructInfo> InferReduce(const CallNode& call, Reducer r) {
+  if (absl::Status s = CheckNumArgs(call, 1); !s.ok()) return s;
+  absl::StatusOr<const TensorStructInfoNode*> t = TensorArg(call, 0);
+  if (!t.ok()) return t.status();
+  const bool keepdims = GetBoolAttr(call.attrs, "keepdims", false);
+  std::optional<DataType> dtype = IsArg(r) ? std::optional<DataType>(DataType::Int(64)) : (*t)->dtype;
+  if ((*t)->dtype.has_value() && (*t)->dtype->is_bool()) {
+    return OpError(call, "cannot reduce a bool tensor");
+  }
+  if ((*t)->ndim < 0) {
+    if (call.attrs.count("axis") == 0 && !keepdims) return TensorSInfo({}, dtype, (*t)->vdevice);
+    return TensorSInfoOfRank(-1, dtype, (*t)->vdevice);
+  }
+  absl::StatusOr<std::vector<int64_t>> axes = ReducedAxes(call, (*t)->ndim, IsArg(r));
+  if (!axes.ok()) return axes.status();
+  auto reduced = [&](int64_t k) { return std::find(axes->begin(), axes->end(), k) != axes->end(); };
+  int out_ndim = 0;
+  std::vector<PrimExpr> shape;
+  for (int64_t k = 0; k < (*t)->ndim; ++k) {
+    if (!reduced(k)) {
+      ++out_ndim;
+      if ((*t)->shape.has_value()) shape.push_back((*(*t)->shape)[k]);
+    } else if (keepdims) {
+      ++out_ndim;
+      shape.push_back(PrimExpr(1));
+    }
+  }
+  if (!(*t)->shape.has_value()) return TensorSInfoOfRank(out_ndim, dtype, (*t)->vdevice);
+  return TensorSInfo(SimplifyShape(std::move(shape)), dtype, (*t)->vdevice);
+}
+
+// The lowest (for max) or highest (for min) value of `t`.
+PrimExpr Extreme(DataType t, bool lowest) {
+  if (t.is_float() || t.is_bfloat16()) {
+    return FloatImm(t, lowest ? -std::numeric_limits<double>::infinity()
+                              : std::numeric_limits<double>::infinity());
+  }
+  if (t.is_uint()) {
+    // The all-ones bit pattern is the unsigned maximum.
+    return IntImm(t, lowest ? 0 : t.bits() >= 64 ? -1 : (int64_t{1} << t.bits()) - 1);
+  }
+  const int64_t max = t.bits() >= 64 ? std::numeric_limits<int64_t>::max()
+                                     : (int64_t{1} << (t.bits() - 1)) - 1;
+  return IntImm(t, lowest ? -max - 1 : max);
+}
+
+absl::StatusOr<Stmt> ScheduleReduce(const LowerContext& ctx, const std::vector<Buffer>& outputs,
+                                    const Epilogue& epilogue, Reducer r) {
+  const CallNode& call = *ctx.call;
+  const std::vector<PrimExpr>& in_shape = ArgShape(ctx, 0);
+  const int64_t ndim = static_cast<int64_t>(in_shape.size());
+  absl::StatusOr<std::vector<int64_t>> axes = ReducedAxes(call, ndim, IsArg(r));
+  if (!axes.ok()) return axes.status();
+  const bool keepdims = GetBoolAttr(call.attrs, "keepdims", false);
+  const Buffer& out = outputs[0];
+  const DataType in_dtype = call.args[0].struct_info().as<TensorStructInfoNode>()->dtype.value();
+  const bool half = (in_dtype.is_float() && in_dtype.bits() == 16) || in_dtype.is_bfloat16();
+  const DataType acc_dtype =
+      half && (r == Reducer::kSum || r == Reducer::kMean || r == Reducer::kProd) ? DataType::Float(32)
+                                                                                 : in_dtype;
+  std::vector<Var> rvars;
+  for (int64_t a : *axes) rvars.emplace_back(absl::StrCat("r", a));
+  PrimExpr count = 1;
+  for (int64_t a : *axes) count = count * in_shape[a];
+
+  auto body = [&](const std::vector<PrimExpr>& out_idx) -> Stmt {
+    // Input indices: reduced axes from the reduction vars, the others from
+    // the output indices (skipping kept size-1 dims).
+    std::vector<PrimExpr> in_idx(in_shape.size());
+    size_t j = 0, rv = 0;
+    for (int64_t k = 0; k < ndim; ++k) {
+      if (rv < axes->size() && (*axes)[rv] == k) {
+        in_idx[k] = rvars[rv++];
+        if (keepdims) ++j;
+      } else {
+        in_idx[k] = out_idx[j++];
+      }
+    }
+    PrimExpr x = Cast(acc_dtype, ctx.inputs[0](in_idx));
+    Buffer acc = MakeBuffer("acc", acc_dtype, {1}, BufferNode::Scope::kLocal);
+    PrimExpr cur = Load(acc, {0});
+    Stmt init, update, finish;
+    if (IsArg(r)) {
+      Buffer acc_idx = MakeBuffer("acc_idx", DataType::Int(64), {1}, BufferNode::Scope::kLocal);
+      // The position among the reduced elements: the flat index for a
+      // flattened argmax, else the index along the axis.
+      PrimExpr pos = 0;
+      for (size_t q = 0; q < rvars.size(); ++q) pos = pos * in_shape[(*axes)[q]] + rvars[q];
+      init = Seq({Store(acc, {0}, Extreme(acc_dtype, r == Reducer::kArgMax)),
+                  Store(acc_idx, {0}, IntImm(DataType::Int(64), 0))});
+      PrimExpr better = r == Reducer::kArgMax ? GT(x, cur) : LT(x, cur);
+      update = IfThenElse(better, Seq({Store(acc, {0}, x), Store(acc_idx, {0}, Cast(DataType::Int(64), pos))}));
+      finish = Store(out, out_idx, epilogue(Load(acc_idx, {0}), out_idx));
+      Stmt loops = update;
+      for (size_t q = rvars.size(); q-- > 0;) {
+        loops = For(rvars[q], 0, in_shape[(*axes)[q]], ForKind::kSerial, loops);
+      }
+      return Allocate(acc, Allocate(acc_idx, Seq({init, loops, finish})));
+    }
+    PrimExpr init_value;
+    PrimExpr next;
+    switch (r) {
+      case Reducer::kSum:
+      case Reducer::kMean:
+        init_value = MakeConst(acc_dtype, 0);
+        next = cur + x;
+        break;
+      case Reducer::kProd:
+        init_value = MakeConst(acc_dtype, 1);
+        next = cur * x;
+        break;
+      case Reducer::kMax:
+        init_value = Extreme(acc_dtype, true);
+        next = Max(cur, x);
+        break;
+      default:
+        init_value = Extreme(acc_dtype, false);
+        next = Min(cur, x);
+        break;
+    }
+    init = Store(acc, {0}, init_value);
+    update = Store(acc, {0}, next);
+    PrimExpr value = Load(acc, {0});
+    if (r == Reducer::kMean) value = Div(value, Cast(acc_dtype, count));
+    finish = Store(out, out_idx, epilogue(Cast(in_dtype, value), out_idx));
+    Stmt loops = update;
+    for (size_t q = rvars.size(); q-- > 0;) {
+      loops = For(rvars[q], 0, in_shape[(*axes)[q]], ForKind::kSerial, loops);
+    }
+    return Allocate(acc, Seq({init, loops, finish}));
+  };
+  return MakeParallelLoopNest(out->shape, body, ForKind::kSerial);
+}
+
+void RegisterReduce(const std::string& name, Reducer r) {
+  OpInfo info;
+  info.name = name;
+  info.pattern = OpPattern::kCommReduce;
+  info.num_args = 1;
+  info.infer = [r](const CallNode& call) { return InferReduce(call, r); };
+  info.schedule = [r](const LowerContext& ctx, const std::vector<Buffer>& outputs,
+                      const Epilogue& epilogue) {
+    return ScheduleReduce(ctx, outputs, epilogue, r);
+  };
+  RegisterOp(std::move(info));
+}
+
+}  // namespace
+
+void RegisterReductionOps() {
+  RegisterReduce("relax.sum", Reducer::kSum);
+  RegisterReduce("relax.mean", Reducer::kMean);
+  RegisterReduce("relax.max", Reducer::kMax);
+  RegisterReduce("relax.min", Reducer::kMin);
+  RegisterReduce("relax.prod", Reducer::kProd);
+  RegisterReduce("relax.argmax", Reducer::kArgMax);
+  RegisterReduce("relax.argmin", Reducer::kArgMin);
+}
+
 }  // namespace tether::compiler

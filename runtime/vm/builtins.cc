@@ -1,6 +1,8 @@
 // The vm.builtin.* functions that compiled bytecode calls: storage and tensor
 // allocation, value plumbing, closures, and the shape heap and checks that
-// guard every function entry. Semantics follow §3 of tvm-semantics.md; every
+// guard every function entry, plus the shape programs
+// (vm.builtin.compute_shape_heap) that evaluate symbolic shape expressions
+// such as n * 4 at run time (docs/design/compiler-pipeline.md). Semantics follow §3 of tvm-semantics.md; every
 // bad argument is a Status, never a crash.
 #include <algorithm>
 #include <climits>

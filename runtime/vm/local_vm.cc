@@ -10,7 +10,7 @@
 #include "absl/synchronization/mutex.h"
 #include "runtime/core/registry.h"
 #include "runtime/device/device_api.h"
-#include "runtime/module/kernel_library.h"
+#include "runtime/vm/kernel_library.h"
 #include "runtime/threading/thread_pool.h"
 #include "runtime/vm/closure.h"
 #include "runtime/vm/profile_recorder.h"

@@ -1,0 +1,124 @@
+// `tether compile MODEL.rx -o OUT.tx`: parse a Relax text module, build it for
+// a target and write the executable; --emit prints an intermediate form
+// instead of (or besides) writing it. Also the helper that lets
+// run/bench/profile take a .rx file and compile it for this host on the fly.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "client/cli/commands.h"
+#include "compiler/build.h"
+#include "compiler/text/parser.h"
+#include "runtime/core/error.h"
+#include "runtime/module/module.h"
+#include "runtime/vm/executable.h"
+
+namespace tether::cli {
+namespace {
+
+constexpr char kCompileUsage[] =
+    "usage: tether compile MODEL.rx [-o OUT.tx] [--target TARGET] [--emit ir|bytecode|asm]\n"
+    "                      [--pipeline default|zero] [--system-lib PREFIX] [--num-threads N]\n"
+    "Parses MODEL.rx, runs the pipeline, generates the kernels for TARGET and the\n"
+    "bytecode, and writes the executable to OUT.tx. --emit prints the lowered IR,\n"
+    "the bytecode listing or the kernels' assembly to stdout.\n"
+    "  -o, --output FILE   where to write the executable\n"
+    "  --target TARGET     \"llvm\" (this host, the default) or e.g.\n"
+    "                      \"llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a72\"\n"
+    "  --emit FORM         ir | bytecode | asm\n"
+    "  --pipeline NAME     default (fusion, constant folding, memory planning) or zero\n"
+    "  --system-lib PREFIX emit the kernels as a static system library\n"
+    "  --num-threads N     threads the kernels are tuned for (0: unknown)\n";
+
+}  // namespace
+
+bool IsRelaxSource(const std::string& path) { return absl::EndsWith(path, ".rx"); }
+
+absl::StatusOr<std::string> LoadOrCompileExecutable(const std::string& path) {
+  if (!IsRelaxSource(path)) return ReadFileToString(path);
+  TETHER_ASSIGN_OR_RETURN(compiler::IRModule module, compiler::ParseModuleFile(path));
+  TETHER_ASSIGN_OR_RETURN(Ref<vm::Executable> exec,
+                          compiler::Build(std::move(module), compiler::BuildOptions()));
+  return exec->SaveToBytes();
+}
+
+int RunCompile(const std::vector<std::string>& args) {
+  std::string input, output, emit;
+  compiler::BuildOptions options;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&](std::string* out) -> bool {
+      if (i + 1 >= args.size()) {
+        std::fprintf(stderr, "tether compile: %s needs a value\n", a.c_str());
+        return false;
+      }
+      *out = args[++i];
+      return true;
+    };
+    if (a == "--help" || a == "-h") {
+      std::printf("%s", kCompileUsage);
+      return 0;
+    } else if (a == "-o" || a == "--output") {
+      if (!value(&output)) return 2;
+    } else if (a == "--target") {
+      if (!value(&options.target)) return 2;
+    } else if (a == "--emit") {
+      if (!value(&emit)) return 2;
+      if (emit != "ir" && emit != "bytecode" && emit != "asm") {
+        std::fprintf(stderr, "tether compile: --emit takes ir, bytecode or asm, got \"%s\"\n",
+                     emit.c_str());
+        return 2;
+      }
+    } else if (a == "--pipeline") {
+      if (!value(&options.pipeline)) return 2;
+    } else if (a == "--system-lib") {
+      if (!value(&options.system_lib_prefix)) return 2;
+      options.system_lib = true;
+    } else if (a == "--num-threads") {
+      std::string v;
+      if (!value(&v)) return 2;
+      if (!absl::SimpleAtoi(v, &options.num_threads) || options.num_threads < 0) {
+        std::fprintf(stderr, "tether compile: --num-threads needs a non-negative integer\n");
+        return 2;
+      }
+    } else if (!a.empty() && a[0] == '-') {
+      std::fprintf(stderr, "tether compile: unknown option %s\n%s", a.c_str(), kCompileUsage);
+      return 2;
+    } else if (input.empty()) {
+      input = a;
+    } else {
+      std::fprintf(stderr, "tether compile: more than one model given\n");
+      return 2;
+    }
+  }
+  if (input.empty() || (output.empty() && emit.empty())) {
+    std::fprintf(stderr, "%s", kCompileUsage);
+    return 2;
+  }
+  auto module = compiler::ParseModuleFile(input);
+  if (!module.ok()) return Fail(input, module.status());
+
+  if (emit == "ir" || emit == "asm") {
+    auto text = emit == "ir" ? compiler::EmitLoweredIR(*module, options)
+                             : compiler::EmitKernelAssembly(*module, options);
+    if (!text.ok()) return Fail(input, text.status());
+    std::printf("%s", text->c_str());
+    if (output.empty()) return 0;
+  }
+  auto exec = compiler::Build(std::move(*module), options);
+  if (!exec.ok()) return Fail(input, exec.status());
+  if (emit == "bytecode") std::printf("%s", (*exec)->AsText().c_str());
+  if (!output.empty()) {
+    absl::Status s = (*exec)->SaveToFile(output);
+    if (!s.ok()) return Fail(output, s);
+    std::fprintf(stderr, "tether compile: wrote %s (target %s, %zu kernel libraries)\n",
+                 output.c_str(), (*exec)->metadata["target"].c_str(),
+                 (*exec)->kernel_libraries.size());
+  }
+  return 0;
+}
+
+}  // namespace tether::cli

@@ -1,0 +1,72 @@
+// Build(): the compiler's front door, as tvm.relax.build. A parsed (or
+// imported) IRModule goes through parameter binding, a named pipeline of
+// passes (compiler/transform/pipeline.h), kernel code generation for the
+// target (compiler/codegen/), and VM code generation
+// (compiler/transform/vm_codegen.h), and comes out as an Executable the local
+// VM or any tetherd can run. The emit helpers return the intermediate forms
+// for `tether compile --emit`.
+//
+// Thread contract: the functions are thread-safe (they share nothing but the
+// operator registry and LLVM, which codegen serializes where it must).
+#ifndef TETHER_COMPILER_BUILD_H_
+#define TETHER_COMPILER_BUILD_H_
+
+#include <map>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "compiler/ir/module.h"
+#include "runtime/core/tensor.h"
+#include "runtime/vm/executable.h"
+
+namespace tether::compiler {
+
+// The version recorded in every executable's "compiler_version" metadata.
+inline constexpr char kCompilerVersion[] = "tether-compiler 0.1.0";
+
+struct BuildOptions {
+  // "llvm" (the host) or "llvm -mtriple=... -mcpu=... -mattr=..."
+  // (compiler/codegen/target.h).
+  std::string target = "llvm";
+  // A pipeline of compiler/transform/pipeline.h: "default" or "zero".
+  std::string pipeline = "default";
+  // Weights bound into "main" by parameter name (BindParams): they become
+  // constants and disappear from main's parameters.
+  std::map<std::string, Tensor> params;
+  // "bytecode": the interpreter runs the functions. "compiled" is reserved for
+  // compiling each Relax function to native code (TVM's exec_mode="compiled":
+  // a "__vmtir__<f>" kernel per function driving the same builtins through the
+  // kernel ABI, declared with FunctionKind::kVMTIRFunc); Build returns
+  // UNIMPLEMENTED for it.
+  std::string exec_mode = "bytecode";
+  // Emit the kernels as a static archive that registers them in the runtime's
+  // system library (format "static") instead of an embedded shared object.
+  bool system_lib = false;
+  std::string system_lib_prefix;
+  // Threads the kernels are tuned for (0: unknown).
+  int num_threads = 0;
+};
+
+// Builds `module` into an executable. INVALID_ARGUMENT for bad options (an
+// unknown exec_mode, target or pipeline, a param that main does not have)
+// and for IR the pipeline or code generators reject, with their messages;
+// UNIMPLEMENTED for exec_mode "compiled".
+absl::StatusOr<Ref<vm::Executable>> Build(IRModule module, const BuildOptions& options);
+
+// Binds the params and runs the pipeline: the module VMCodegen receives.
+absl::StatusOr<IRModule> LowerModule(IRModule module, const BuildOptions& options);
+
+// `tether compile --emit`: the lowered module as text (Relax functions and
+// kernels), the executable's bytecode listing, or the kernels' assembly for
+// the target.
+absl::StatusOr<std::string> EmitLoweredIR(IRModule module, const BuildOptions& options);
+absl::StatusOr<std::string> EmitBytecode(IRModule module, const BuildOptions& options);
+absl::StatusOr<std::string> EmitKernelAssembly(IRModule module, const BuildOptions& options);
+
+// The "source_hash" metadata of a build of `module`: FNV-1a 64 of its printed
+// text, as 16 hex digits (stable across runs and machines).
+std::string SourceHash(const IRModule& module);
+
+}  // namespace tether::compiler
+
+#endif  // TETHER_COMPILER_BUILD_H_

@@ -1,0 +1,38 @@
+// KernelEmitter: lowers KernelFuncs to one llvm::Module with the C ABI of
+// docs/design/kernel-abi.md: per kernel an exported entry that checks and
+// unpacks its arguments (binding shape vars, checking shape expressions) and
+// an internal body taking noalias data pointers; kParallel loops outlined into
+// closures run through the services' parallel_for; the ABI version and
+// manifest globals; or, for a system library, a registration function.
+//
+// Thread contract: a function; each call uses its own llvm::Module, but all
+// calls on one LLVMContext must be serialized by the caller.
+#ifndef TETHER_COMPILER_CODEGEN_KERNEL_EMITTER_H_
+#define TETHER_COMPILER_CODEGEN_KERNEL_EMITTER_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "compiler/kernel/kernel_ir.h"
+#include "llvm/IR/LLVMContext.h"
+#include "llvm/IR/Module.h"
+
+namespace tether::compiler::codegen {
+
+struct EmitOptions {
+  bool system_lib = false;         // registration function instead of exported kernels
+  std::string system_lib_prefix;   // a C identifier suffix, may be empty
+};
+
+// INVALID_ARGUMENT for kernels codegen cannot lower (bad names, duplicate
+// names, unbound vars, non-constant local allocations, vector dtypes, ...),
+// naming the kernel.
+absl::StatusOr<std::unique_ptr<llvm::Module>> EmitKernels(llvm::LLVMContext& context,
+                                                          const std::vector<KernelFunc>& kernels,
+                                                          const EmitOptions& options);
+
+}  // namespace tether::compiler::codegen
+
+#endif  // TETHER_COMPILER_CODEGEN_KERNEL_EMITTER_H_

@@ -1,0 +1,275 @@
+// The LLVM half of code generation: target machines, the O3 pipeline, object
+// and assembly emission, the in-process lld link and static archives. The
+// one place llvm::Error becomes absl::Status is LLVMErrorToStatus below.
+#include "compiler/codegen/llvm_codegen.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <mutex>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "compiler/codegen/kernel_emitter.h"
+#include "lld/Common/Driver.h"
+#include "llvm/IR/LegacyPassManager.h"
+#include "llvm/IR/Verifier.h"
+#include "llvm/MC/TargetRegistry.h"
+#include "llvm/Object/ArchiveWriter.h"
+#include "llvm/Passes/PassBuilder.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Support/raw_ostream.h"
+#include "llvm/Target/TargetMachine.h"
+#include "llvm/Target/TargetOptions.h"
+#include "llvm/TargetParser/Host.h"
+#include "runtime/core/error.h"
+
+LLD_HAS_DRIVER(elf)
+
+namespace tether::compiler {
+namespace {
+
+absl::Status LLVMErrorToStatus(llvm::Error error, absl::string_view what) {
+  std::string message;
+  llvm::handleAllErrors(std::move(error), [&](const llvm::ErrorInfoBase& info) {
+    if (!message.empty()) message += "; ";
+    message += info.message();
+  });
+  return absl::InternalError(absl::StrCat(what, ": ", message));
+}
+
+void InitializeLLVM() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    llvm::InitializeAllTargetInfos();
+    llvm::InitializeAllTargets();
+    llvm::InitializeAllTargetMCs();
+    llvm::InitializeAllAsmPrinters();
+    llvm::InitializeAllAsmParsers();
+  });
+}
+
+absl::StatusOr<std::unique_ptr<llvm::TargetMachine>> CreateTargetMachine(const Target& target,
+                                                                         int opt_level) {
+  InitializeLLVM();
+  if (target.kind != "llvm") {
+    return absl::InvalidArgumentError(absl::StrCat("cannot generate code for target kind ", target.kind));
+  }
+  Target t = target;
+  if (t.triple.empty()) {
+    Target host = Target::Host();
+    t.triple = host.triple;
+    if (t.cpu.empty()) t.cpu = host.cpu;
+    if (t.attrs.empty()) t.attrs = host.attrs;
+  }
+  if (t.cpu.empty()) t.cpu = "generic";
+  std::string error;
+  const llvm::Target* llvm_target = llvm::TargetRegistry::lookupTarget(t.triple, error);
+  if (llvm_target == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown target triple ", t.triple, ": ", error));
+  }
+  llvm::TargetOptions options;
+  auto level = opt_level <= 0   ? llvm::CodeGenOptLevel::None
+               : opt_level == 1 ? llvm::CodeGenOptLevel::Less
+               : opt_level == 2 ? llvm::CodeGenOptLevel::Default
+                                : llvm::CodeGenOptLevel::Aggressive;
+  std::unique_ptr<llvm::TargetMachine> tm(llvm_target->createTargetMachine(
+      t.triple, t.cpu, t.attrs, options, llvm::Reloc::PIC_, std::nullopt, level));
+  if (!tm) return absl::InvalidArgumentError(absl::StrCat("cannot create a target machine for ", t.ToString()));
+  return tm;
+}
+
+// Lowers, verifies and optimizes `kernels` into a module for `tm`.
+absl::StatusOr<std::unique_ptr<llvm::Module>> BuildModule(llvm::LLVMContext& context,
+                                                          const std::vector<KernelFunc>& kernels,
+                                                          llvm::TargetMachine* tm,
+                                                          const CodegenOptions& options) {
+  codegen::EmitOptions emit;
+  emit.system_lib = options.system_lib;
+  emit.system_lib_prefix = options.system_lib_prefix;
+  TETHER_ASSIGN_OR_RETURN(std::unique_ptr<llvm::Module> module,
+                          codegen::EmitKernels(context, kernels, emit));
+  module->setTargetTriple(tm->getTargetTriple().str());
+  module->setDataLayout(tm->createDataLayout());
+  std::string verify;
+  llvm::raw_string_ostream verify_os(verify);
+  if (llvm::verifyModule(*module, &verify_os)) {
+    return absl::InternalError(absl::StrCat("generated kernel IR is invalid: ", verify));
+  }
+  for (llvm::Function& f : *module) {
+    if (f.isDeclaration()) continue;
+    f.addFnAttr("target-cpu", tm->getTargetCPU());
+    if (!tm->getTargetFeatureString().empty()) f.addFnAttr("target-features", tm->getTargetFeatureString());
+  }
+  llvm::LoopAnalysisManager lam;
+  llvm::FunctionAnalysisManager fam;
+  llvm::CGSCCAnalysisManager cgam;
+  llvm::ModuleAnalysisManager mam;
+  llvm::PipelineTuningOptions tuning;
+  tuning.LoopVectorization = options.opt_level >= 2;
+  tuning.SLPVectorization = options.opt_level >= 2;
+  llvm::PassBuilder pb(tm, tuning);
+  pb.registerModuleAnalyses(mam);
+  pb.registerCGSCCAnalyses(cgam);
+  pb.registerFunctionAnalyses(fam);
+  pb.registerLoopAnalyses(lam);
+  pb.crossRegisterProxies(lam, fam, cgam, mam);
+  llvm::ModulePassManager mpm;
+  if (options.opt_level <= 0) {
+    mpm = pb.buildO0DefaultPipeline(llvm::OptimizationLevel::O0);
+  } else {
+    llvm::OptimizationLevel level = options.opt_level == 1   ? llvm::OptimizationLevel::O1
+                                    : options.opt_level == 2 ? llvm::OptimizationLevel::O2
+                                                             : llvm::OptimizationLevel::O3;
+    mpm = pb.buildPerModuleDefaultPipeline(level);
+  }
+  mpm.run(*module, mam);
+  return module;
+}
+
+absl::StatusOr<std::string> EmitMachineCode(llvm::Module& module, llvm::TargetMachine* tm,
+                                            llvm::CodeGenFileType type) {
+  llvm::SmallVector<char, 0> buffer;
+  llvm::raw_svector_ostream os(buffer);
+  llvm::legacy::PassManager pm;
+  if (tm->addPassesToEmitFile(pm, os, nullptr, type)) {
+    return absl::InternalError("the target machine cannot emit this file type");
+  }
+  pm.run(module);
+  return std::string(buffer.data(), buffer.size());
+}
+
+// A private temporary directory, removed with its files.
+class TempDir {
+ public:
+  static absl::StatusOr<std::unique_ptr<TempDir>> Create() {
+    const char* base = getenv("TMPDIR");
+    std::string templ = absl::StrCat(base != nullptr && *base ? base : "/tmp", "/tether-lld-XXXXXX");
+    if (mkdtemp(templ.data()) == nullptr) {
+      return absl::InternalError(absl::StrCat("cannot create a temporary directory from ", templ));
+    }
+    return std::unique_ptr<TempDir>(new TempDir(templ));
+  }
+  ~TempDir() {
+    for (const std::string& f : files_) unlink(f.c_str());
+    rmdir(path_.c_str());
+  }
+  std::string File(absl::string_view name) {
+    files_.push_back(absl::StrCat(path_, "/", name));
+    return files_.back();
+  }
+
+ private:
+  explicit TempDir(std::string path) : path_(std::move(path)) {}
+  std::string path_;
+  std::vector<std::string> files_;
+};
+
+absl::Status WriteFile(const std::string& path, absl::string_view data) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(data.data(), static_cast<std::streamsize>(data.size()));
+  out.close();
+  if (!out) return absl::InternalError(absl::StrCat("cannot write ", path));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::InternalError(absl::StrCat("cannot read ", path));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// lld keeps global state: one link at a time.
+absl::Mutex& LinkMutex() {
+  static absl::Mutex* mu = new absl::Mutex();
+  return *mu;
+}
+
+absl::StatusOr<std::string> LinkSharedObject(absl::string_view object) {
+  TETHER_ASSIGN_OR_RETURN(std::unique_ptr<TempDir> dir, TempDir::Create());
+  std::string obj_path = dir->File("kernels.o");
+  std::string so_path = dir->File("kernels.so");
+  TETHER_RETURN_IF_ERROR(WriteFile(obj_path, object));
+  std::vector<const char*> args = {"ld.lld", "-shared", "-z", "defs", "-z", "noexecstack",
+                                   "-z", "relro", "--hash-style=gnu", "--as-needed",
+                                   "-o", so_path.c_str(), obj_path.c_str()};
+  std::string out_text, err_text;
+  llvm::raw_string_ostream out_os(out_text), err_os(err_text);
+  lld::Result result;
+  {
+    absl::MutexLock lock(&LinkMutex());
+    result = lld::lldMain(args, out_os, err_os, {{lld::Gnu, &lld::elf::link}});
+  }
+  if (result.retCode != 0) {
+    return absl::InternalError(absl::StrCat("linking the kernel library failed: ", err_text));
+  }
+  return ReadFile(so_path);
+}
+
+absl::StatusOr<std::string> MakeArchive(absl::string_view object) {
+  std::vector<llvm::NewArchiveMember> members;
+  members.emplace_back(
+      llvm::MemoryBufferRef(llvm::StringRef(object.data(), object.size()), "kernels.o"));
+  llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>> archive = llvm::writeArchiveToBuffer(
+      members, llvm::SymtabWritingMode::NormalSymtab, llvm::object::Archive::K_GNU,
+      /*Deterministic=*/true, /*Thin=*/false);
+  if (!archive) return LLVMErrorToStatus(archive.takeError(), "writing the kernel archive failed");
+  return (*archive)->getBuffer().str();
+}
+
+}  // namespace
+
+absl::StatusOr<vm::KernelLibraryBlob> BuildKernelLibrary(const std::vector<KernelFunc>& kernels,
+                                                         const Target& target,
+                                                         const CodegenOptions& options) {
+  TETHER_ASSIGN_OR_RETURN(std::unique_ptr<llvm::TargetMachine> tm,
+                          CreateTargetMachine(target, options.opt_level));
+  if (!tm->getTargetTriple().isOSBinFormatELF()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("kernel libraries are ELF only; target ", target.ToString(), " is not"));
+  }
+  llvm::LLVMContext context;
+  TETHER_ASSIGN_OR_RETURN(std::unique_ptr<llvm::Module> module,
+                          BuildModule(context, kernels, tm.get(), options));
+  TETHER_ASSIGN_OR_RETURN(std::string object,
+                          EmitMachineCode(*module, tm.get(), llvm::CodeGenFileType::ObjectFile));
+  vm::KernelLibraryBlob blob;
+  blob.target = target.ToString();
+  if (options.system_lib) {
+    blob.format = "static";
+    TETHER_ASSIGN_OR_RETURN(blob.data, MakeArchive(object));
+  } else {
+    blob.format = "so";
+    TETHER_ASSIGN_OR_RETURN(blob.data, LinkSharedObject(object));
+  }
+  return blob;
+}
+
+absl::StatusOr<std::string> EmitLLVMIR(const std::vector<KernelFunc>& kernels, const Target& target) {
+  TETHER_ASSIGN_OR_RETURN(std::unique_ptr<llvm::TargetMachine> tm, CreateTargetMachine(target, 3));
+  llvm::LLVMContext context;
+  TETHER_ASSIGN_OR_RETURN(std::unique_ptr<llvm::Module> module,
+                          BuildModule(context, kernels, tm.get(), CodegenOptions()));
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  module->print(os, nullptr);
+  os.flush();
+  return text;
+}
+
+absl::StatusOr<std::string> EmitAssembly(const std::vector<KernelFunc>& kernels, const Target& target) {
+  TETHER_ASSIGN_OR_RETURN(std::unique_ptr<llvm::TargetMachine> tm, CreateTargetMachine(target, 3));
+  llvm::LLVMContext context;
+  TETHER_ASSIGN_OR_RETURN(std::unique_ptr<llvm::Module> module,
+                          BuildModule(context, kernels, tm.get(), CodegenOptions()));
+  return EmitMachineCode(*module, tm.get(), llvm::CodeGenFileType::AssemblyFile);
+}
+
+}  // namespace tether::compiler

@@ -1,0 +1,43 @@
+// Kernel code generation with LLVM: KernelFuncs -> optimized LLVM IR ->
+// object code for a Target -> a kernel library (an ELF shared object linked
+// with in-process lld, or a static archive for a system library). The ABI of
+// the result is docs/design/kernel-abi.md; runtime/vm/kernel_library.h
+// loads it.
+//
+// Thread contract: every function here is thread-safe (each call has its own
+// LLVM context; the lld link is serialized internally).
+#ifndef TETHER_COMPILER_CODEGEN_LLVM_CODEGEN_H_
+#define TETHER_COMPILER_CODEGEN_LLVM_CODEGEN_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "compiler/codegen/target.h"
+#include "compiler/kernel/kernel_ir.h"
+#include "runtime/vm/executable.h"
+
+namespace tether::compiler {
+
+struct CodegenOptions {
+  int opt_level = 3;               // 0..3
+  bool system_lib = false;         // a static archive with a registration function
+  std::string system_lib_prefix;   // C identifier suffix of tether_system_lib_register_<prefix>
+};
+
+// One kernel library for `kernels`: format "so" (an ELF shared object with
+// no undefined symbols) or, with system_lib, format "static" (an ar archive
+// whose object defines tether_system_lib_register_<prefix>). The blob's target
+// is target.ToString(). INVALID_ARGUMENT for kernels or targets that cannot be
+// compiled (unknown triple, bad kernel IR); INTERNAL when LLVM or lld fails.
+absl::StatusOr<vm::KernelLibraryBlob> BuildKernelLibrary(const std::vector<KernelFunc>& kernels,
+                                                         const Target& target,
+                                                         const CodegenOptions& options = {});
+// The optimized LLVM IR of `kernels` for `target`, as .ll text.
+absl::StatusOr<std::string> EmitLLVMIR(const std::vector<KernelFunc>& kernels, const Target& target);
+// The target assembly of `kernels`, as .s text.
+absl::StatusOr<std::string> EmitAssembly(const std::vector<KernelFunc>& kernels, const Target& target);
+
+}  // namespace tether::compiler
+
+#endif  // TETHER_COMPILER_CODEGEN_LLVM_CODEGEN_H_

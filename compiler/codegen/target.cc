@@ -1,0 +1,78 @@
+// Target parsing and the host target, from LLVM's host queries.
+#include "compiler/codegen/target.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/TargetParser/Host.h"
+#include "llvm/TargetParser/Triple.h"
+
+namespace tether::compiler {
+
+absl::StatusOr<Target> Target::Parse(absl::string_view text) {
+  std::vector<absl::string_view> words = absl::StrSplit(text, ' ', absl::SkipWhitespace());
+  if (words.empty()) return absl::InvalidArgumentError("empty target string");
+  Target t;
+  if (words[0] != "llvm" && words[0] != "cpu") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown target kind \"", words[0], "\" in \"", text, "\", expected llvm"));
+  }
+  for (size_t i = 1; i < words.size(); ++i) {
+    absl::string_view w = words[i];
+    std::string* field = nullptr;
+    absl::string_view value;
+    for (auto [flag, dst] : {std::pair<absl::string_view, std::string*>{"-mtriple=", &t.triple},
+                             {"-mcpu=", &t.cpu},
+                             {"-mattr=", &t.attrs}}) {
+      if (absl::StartsWith(w, flag)) {
+        field = dst;
+        value = w.substr(flag.size());
+      }
+    }
+    if (field == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown target flag \"", w, "\" in \"", text, "\""));
+    }
+    if (value.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("empty value for target flag \"", w, "\""));
+    }
+    *field = std::string(value);
+  }
+  return t;
+}
+
+Target Target::Host() {
+  Target t;
+  t.triple = llvm::sys::getDefaultTargetTriple();
+  t.cpu = llvm::sys::getHostCPUName().str();
+  std::vector<std::string> features;
+  llvm::StringMap<bool> host_features = llvm::sys::getHostCPUFeatures();
+  for (const auto& f : host_features) {
+    features.push_back(absl::StrCat(f.second ? "+" : "-", f.first().str()));
+  }
+  std::sort(features.begin(), features.end());
+  t.attrs = absl::StrJoin(features, ",");
+  return t;
+}
+
+std::string Target::ToString() const {
+  std::string out = kind;
+  if (!triple.empty()) absl::StrAppend(&out, " -mtriple=", triple);
+  if (!cpu.empty()) absl::StrAppend(&out, " -mcpu=", cpu);
+  if (!attrs.empty()) absl::StrAppend(&out, " -mattr=", attrs);
+  return out;
+}
+
+bool Target::is_host() const {
+  if (triple.empty()) return true;
+  llvm::Triple mine(llvm::sys::getDefaultTargetTriple());
+  llvm::Triple theirs(triple);
+  return mine.getArch() == theirs.getArch() && mine.getOS() == theirs.getOS();
+}
+
+}  // namespace tether::compiler

@@ -1,0 +1,70 @@
+// Lowering of one operator call to a kernel: the default loop nest for
+// per-element operators, buffers for struct infos, and LowerCallToKernel,
+// which turns one normalized call of a registered operator (compiler/op/op.h)
+// into a KernelFunc that codegen can compile. Fusion builds on the same
+// pieces (MakeElementwiseLoopNest, BufferForStructInfo) for fused groups.
+//
+// Tuple arguments (concat's tensors) are flattened: every tensor field of a
+// Tuple argument gets its own kernel parameter, and its reader and buffer
+// are appended to LowerContext::inputs / input_buffers after the entries of
+// the call's own arguments, in argument order then field order (the Tuple
+// argument's own entry is empty). Operators taking a Tuple read it there.
+//
+// Thread contract: free functions over immutable IR; thread-safe.
+#ifndef TETHER_COMPILER_KERNEL_LOWER_H_
+#define TETHER_COMPILER_KERNEL_LOWER_H_
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "compiler/ir/expr.h"
+#include "compiler/ir/struct_info.h"
+#include "compiler/kernel/kernel_ir.h"
+
+namespace tether::compiler {
+
+// The loop nest writing compute(indices) to every element of `out` (one index
+// per dimension of `out`). Leading dimensions are fused into one parallel
+// loop until it has enough iterations (64, or any symbolic extent), the
+// dimensions between run serially, and the innermost is vectorized. When
+// the outer dimensions together are a small constant (a 1-D output, or
+// (2, 1000000)), the innermost dimension is split into parallel chunks so
+// the work still spreads over threads. Rank 0 gives a single Store.
+// Extents may be symbolic.
+Stmt MakeElementwiseLoopNest(const Buffer& out,
+                             const std::function<PrimExpr(const std::vector<PrimExpr>&)>& compute);
+
+// The same nest over `shape` with a statement per element: body(indices)
+// is placed inside the loops, and the innermost loop gets `inner_kind`
+// (kVectorized for stores, kSerial when the body itself loops, as a
+// reduction's does). Allocations made by `body` are per iteration, so a
+// kLocal accumulator is private to the thread running it.
+Stmt MakeParallelLoopNest(const std::vector<PrimExpr>& shape,
+                          const std::function<Stmt(const std::vector<PrimExpr>&)>& body,
+                          ForKind inner_kind = ForKind::kVectorized);
+
+// A global-scope buffer named `name` for a tensor struct info with a known
+// shape (dims may be symbolic) and dtype. INVALID_ARGUMENT when `sinfo` is
+// not a tensor or its shape or dtype is unknown.
+absl::StatusOr<Buffer> BufferForStructInfo(const StructInfo& sinfo, const std::string& name);
+
+// The kernel `kernel_name` for one normalized call (op an OpNode naming a
+// registered operator that lowers to a kernel; args and the call carry
+// struct info). Parameters: one tensor per tensor argument (Tuple fields
+// flattened, see above), shaped by its struct info, then one output buffer
+// per output tensor (a Tuple struct info gives several). A `compute`
+// operator runs through MakeElementwiseLoopNest; a `schedule` operator is
+// called with the identity epilogue. Readers Load from the parameter
+// buffers.
+// INVALID_ARGUMENT: not an operator call, unknown operator, an operator that
+// does not lower to a kernel, missing struct info or an unknown shape, or a
+// symbolic variable that no tensor shape binds. Errors of the operator's
+// schedule pass through.
+absl::StatusOr<KernelFunc> LowerCallToKernel(const CallNode& call, const std::string& kernel_name,
+                                             int num_threads = 0);
+
+}  // namespace tether::compiler
+
+#endif  // TETHER_COMPILER_KERNEL_LOWER_H_

@@ -1,0 +1,276 @@
+// relax.nn.conv2d in NCHW / OIHW with strides, padding, dilation and
+// groups, and its tiled schedule.
+//
+// The wide schedule (8 or more output channels per group): weights are
+// packed into Wp[group * blocks][ic][kh][kw][kBlock] (output channels of a
+// block contiguous, zero past the group's channels) and the input is copied
+// once into a zero-padded buffer, so the inner loops have no bounds checks.
+// The parallel loop runs over batch x channel-block x output row; each task
+// walks its row in tiles of `wt` output columns, accumulating a wt x kBlock
+// kLocal tile (columns unrolled, output channels vectorized) over ic, kh, kw.
+// The narrow schedule (depthwise and other thin groups) vectorizes over
+// output columns instead. Both apply the epilogue at the final store.
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "compiler/op/nn_common.h"
+#include "compiler/op/op.h"
+
+namespace tether::compiler {
+namespace {
+
+using nn_internal::CeilDiv;
+using nn_internal::IsConst;
+using nn_internal::Loop;
+using nn_internal::ShapeString;
+using nn_internal::Unflatten;
+
+constexpr char kConv2d[] = "relax.nn.conv2d";
+constexpr int64_t kBlock = 32;       // output channels per packed block (wide schedule)
+constexpr int64_t kNarrowTile = 64;  // output columns per tile (narrow schedule)
+
+struct ConvParams {
+  std::vector<int64_t> strides, padding, dilation;  // padding: top, left, bottom, right
+  int64_t groups = 1;
+};
+
+absl::StatusOr<ConvParams> ParseConvAttrs(const Attrs& attrs) {
+  ConvParams p;
+  absl::StatusOr<std::vector<int64_t>> v = nn_internal::Pair(attrs, "strides", {1, 1}, 1, kConv2d);
+  if (!v.ok()) return v.status();
+  p.strides = *v;
+  v = nn_internal::Pair(attrs, "dilation", {1, 1}, 1, kConv2d);
+  if (!v.ok()) return v.status();
+  p.dilation = *v;
+  v = nn_internal::Padding4(attrs, kConv2d);
+  if (!v.ok()) return v.status();
+  p.padding = *v;
+  p.groups = GetIntAttr(attrs, "groups", 1);
+  if (p.groups < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kConv2d, ": groups must be positive, got ", p.groups));
+  }
+  for (const char* key : {"data_layout", "kernel_layout", "out_layout"}) {
+    std::string expected = std::string(key) == "kernel_layout" ? "OIHW" : "NCHW";
+    if (absl::Status s = nn_internal::CheckLayout(attrs, key, expected, kConv2d); !s.ok()) return s;
+  }
+  return p;
+}
+
+// (extent + pad_lo + pad_hi - dilation * (k - 1) - 1) / stride + 1
+PrimExpr OutDim(const PrimExpr& in, const PrimExpr& k, int64_t pad, int64_t dil, int64_t stride) {
+  return FloorDiv(in + PrimExpr(pad) - PrimExpr(dil) * (k - 1) - 1, PrimExpr(stride)) + 1;
+}
+
+absl::StatusOr<StructInfo> InferConv2d(const CallNode& call) {
+  if (absl::Status s = nn_internal::CheckArity(call, 2, kConv2d); !s.ok()) return s;
+  absl::StatusOr<const TensorStructInfoNode*> x = nn_internal::TensorArg(call, 0, kConv2d);
+  if (!x.ok()) return x.status();
+  absl::StatusOr<const TensorStructInfoNode*> w = nn_internal::TensorArg(call, 1, kConv2d);
+  if (!w.ok()) return w.status();
+  absl::StatusOr<ConvParams> p = ParseConvAttrs(call.attrs);
+  if (!p.ok()) return p.status();
+  std::optional<DataType> dtype = GetDTypeAttr(call.attrs, "out_dtype");
+  if (!dtype.has_value()) dtype = (*x)->dtype;
+  for (const auto* t : {*x, *w}) {
+    if (t->ndim != -1 && t->ndim != 4) {
+      return absl::InvalidArgumentError(absl::StrCat(kConv2d, ": ", t == *x ? "data" : "weight",
+                                                     " must have 4 dims, got ", t->ndim));
+    }
+  }
+  if (!(*x)->shape.has_value() || !(*w)->shape.has_value()) return TensorSInfoOfRank(4, dtype);
+  const std::vector<PrimExpr>& xs = *(*x)->shape;
+  const std::vector<PrimExpr>& ws = *(*w)->shape;
+  const int64_t g = p->groups;
+  const int64_t* c = xs[1].as_int();
+  const int64_t* o = ws[0].as_int();
+  const int64_t* cg = ws[1].as_int();
+  if (c && cg && *c != *cg * g) {
+    return absl::InvalidArgumentError(absl::StrCat(kConv2d, ": data has ", *c,
+                                                   " channels but weight ", ShapeString(ws),
+                                                   " with ", g, " groups expects ", *cg * g));
+  }
+  if (o && *o % g != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kConv2d, ": ", *o, " output channels do not divide into ", g, " groups"));
+  }
+  PrimExpr oh =
+      OutDim(xs[2] + PrimExpr(p->padding[2]), ws[2], p->padding[0], p->dilation[0], p->strides[0]);
+  PrimExpr ow =
+      OutDim(xs[3] + PrimExpr(p->padding[3]), ws[3], p->padding[1], p->dilation[1], p->strides[1]);
+  for (const PrimExpr& d : {oh, ow}) {
+    if (const int64_t* v = d.as_int(); v && *v < 1) {
+      return absl::InvalidArgumentError(absl::StrCat(kConv2d, ": the kernel ", ShapeString(ws),
+                                                     " does not fit the padded input ",
+                                                     ShapeString(xs)));
+    }
+  }
+  return TensorSInfo({xs[0], ws[0], oh, ow}, dtype);
+}
+
+absl::StatusOr<Stmt> ScheduleConv2d(const LowerContext& ctx, const std::vector<Buffer>& outputs,
+                                    const Epilogue& epilogue) {
+  absl::StatusOr<Buffer> x_or = nn_internal::InputBuffer(ctx, 0, kConv2d);
+  if (!x_or.ok()) return x_or.status();
+  absl::StatusOr<Buffer> w_or = nn_internal::InputBuffer(ctx, 1, kConv2d);
+  if (!w_or.ok()) return w_or.status();
+  absl::StatusOr<ConvParams> p = ParseConvAttrs(ctx.call->attrs);
+  if (!p.ok()) return p.status();
+  const Buffer& X = *x_or;
+  const Buffer& W = *w_or;
+  if (outputs.size() != 1 || X->shape.size() != 4 || W->shape.size() != 4 ||
+      outputs[0]->shape.size() != 4) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kConv2d, ": expects 4-d data, weight and one 4-d output"));
+  }
+  const Buffer& Y = outputs[0];
+  const DataType acc_t = nn_internal::ComputeType(Y->dtype);
+  const PrimExpr N = X->shape[0], C = X->shape[1], H = X->shape[2], Wd = X->shape[3];
+  const PrimExpr O = W->shape[0], Cg = W->shape[1], KH = W->shape[2], KW = W->shape[3];
+  const PrimExpr OH = Y->shape[2], OW = Y->shape[3];
+  const PrimExpr G(p->groups);
+  const PrimExpr Og = FloorDiv(O, G);
+  const int64_t sh = p->strides[0], sw = p->strides[1];
+  const int64_t dh = p->dilation[0], dw = p->dilation[1];
+  const int64_t pt = p->padding[0], pl = p->padding[1], pb = p->padding[2], pr = p->padding[3];
+
+  // The zero-padded input, converted to the accumulation type (or X itself).
+  const bool padded = pt || pl || pb || pr || X->dtype != acc_t;
+  const PrimExpr Hp = H + PrimExpr(pt + pb), Wp = Wd + PrimExpr(pl + pr);
+  Buffer Xp = padded ? MakeBuffer("conv_padded", acc_t, {N, C, Hp, Wp}) : X;
+  Stmt pad;
+  if (padded) {
+    pad = Loop("ph", N * C * Hp, ForKind::kParallel, [&](const PrimExpr& t) {
+      std::vector<PrimExpr> i = Unflatten(t, {N * C, Hp});
+      PrimExpr n = FloorDiv(i[0], C), c = FloorMod(i[0], C);
+      PrimExpr ih = i[1] - PrimExpr(pt);
+      return Loop("pw", Wp, ForKind::kVectorized, [&](const PrimExpr& w) {
+        PrimExpr iw = w - PrimExpr(pl);
+        PrimExpr inside = And(And(GE(ih, 0), LT(ih, H)), And(GE(iw, 0), LT(iw, Wd)));
+        PrimExpr v = Load(X, {n, c, Max(Min(ih, H - 1), 0), Max(Min(iw, Wd - 1), 0)});
+        return Store(Xp, {n, c, i[1], w}, Select(inside, Cast(acc_t, v), MakeConst(acc_t, 0)));
+      });
+    });
+  }
+  auto input = [&](const PrimExpr& n, const PrimExpr& c, const PrimExpr& oh, const PrimExpr& kh,
+                   const PrimExpr& ow, const PrimExpr& kw) {
+    return Cast(acc_t, Load(Xp, {n, c, oh * PrimExpr(sh) + kh * PrimExpr(dh),
+                                 ow * PrimExpr(sw) + kw * PrimExpr(dw)}));
+  };
+
+  const int64_t* og_const = Og.as_int();
+  Stmt compute;
+  if (og_const == nullptr || *og_const >= 8) {
+    // Wide: packed weights, wt x bo register tile.
+    const int64_t bo = og_const ? std::min(kBlock, *og_const) : kBlock;
+    int64_t wt = 6;
+    if (const int64_t* ow = OW.as_int()) {
+      // The tile width (4..8) that wastes the fewest columns, larger on ties.
+      int64_t best_waste = -1;
+      for (int64_t cand = 8; cand >= 4; --cand) {
+        int64_t waste = (cand - *ow % cand) % cand;
+        if (best_waste < 0 || waste < best_waste) best_waste = waste, wt = cand;
+      }
+      wt = std::min(wt, *ow);
+    }
+    const PrimExpr BO(bo), WT(wt);
+    const PrimExpr obg = CeilDiv(Og, bo);
+    Buffer Wpk = MakeBuffer("conv_packed_w", acc_t, {G * obg, Cg, KH, KW, BO});
+    Stmt pack = Loop("pg", G * obg, ForKind::kParallel, [&](const PrimExpr& gob) {
+      PrimExpr g = FloorDiv(gob, obg), ob = FloorMod(gob, obg);
+      return Loop("pc", Cg * KH * KW, ForKind::kSerial, [&](const PrimExpr& r) {
+        std::vector<PrimExpr> i = Unflatten(r, {Cg, KH, KW});
+        return Loop("po", BO, ForKind::kSerial, [&](const PrimExpr& o) {
+          PrimExpr oc = ob * BO + o;
+          PrimExpr v = Load(W, {g * Og + Min(oc, Og - 1), i[0], i[1], i[2]});
+          return Store(Wpk, {gob, i[0], i[1], i[2], o},
+                       Select(LT(oc, Og), Cast(acc_t, v), MakeConst(acc_t, 0)));
+        });
+      });
+    });
+    Stmt body = Loop("cb", N * G * obg * OH, ForKind::kParallel, [&](const PrimExpr& t) {
+      std::vector<PrimExpr> i = Unflatten(t, {N, G * obg, OH});
+      PrimExpr n = i[0], gob = i[1], oh = i[2];
+      PrimExpr g = FloorDiv(gob, obg), ob = FloorMod(gob, obg);
+      return Loop("wo", CeilDiv(OW, wt), ForKind::kSerial, [&](const PrimExpr& wo) {
+        Buffer acc = MakeBuffer("conv_acc", acc_t, {WT, BO}, BufferNode::Scope::kLocal);
+        Stmt zero = Loop("zw", WT, ForKind::kUnrolled, [&](const PrimExpr& w) {
+          return Loop("zo", BO, ForKind::kVectorized, [&](const PrimExpr& o) {
+            return Store(acc, {w, o}, MakeConst(acc_t, 0));
+          });
+        });
+        Stmt red = Loop("rc", Cg, ForKind::kSerial, [&](const PrimExpr& c) {
+          return Loop("rh", KH, ForKind::kSerial, [&](const PrimExpr& kh) {
+            return Loop("rw", KW, ForKind::kSerial, [&](const PrimExpr& kw) {
+              return Loop("w", WT, ForKind::kUnrolled, [&](const PrimExpr& w) {
+                PrimExpr ow = Min(wo * WT + w, OW - 1);
+                PrimExpr xv = input(n, g * Cg + c, oh, kh, ow, kw);
+                return Loop("o", BO, ForKind::kVectorized, [&](const PrimExpr& o) {
+                  return Store(acc, {w, o},
+                               Load(acc, {w, o}) + xv * Load(Wpk, {gob, c, kh, kw, o}));
+                });
+              });
+            });
+          });
+        });
+        Stmt store = Loop("so", Min(BO, Og - ob * BO), ForKind::kSerial, [&](const PrimExpr& o) {
+          return Loop("sw", Min(WT, OW - wo * WT), ForKind::kVectorized, [&](const PrimExpr& w) {
+            std::vector<PrimExpr> yi = {n, g * Og + ob * BO + o, oh, wo * WT + w};
+            PrimExpr v = Cast(Y->dtype, Load(acc, {w, o}));
+            return Store(Y, yi, epilogue ? epilogue(v, yi) : v);
+          });
+        });
+        return Allocate(acc, Seq({zero, red, store}));
+      });
+    });
+    compute = Allocate(Wpk, Seq({pack, body}));
+  } else {
+    // Narrow (depthwise and thin groups): vectorize over output columns.
+    const PrimExpr T(kNarrowTile);
+    compute = Loop("cb", N * O * OH, ForKind::kParallel, [&](const PrimExpr& t) {
+      std::vector<PrimExpr> i = Unflatten(t, {N, O, OH});
+      PrimExpr n = i[0], oc = i[1], oh = i[2];
+      PrimExpr g = FloorDiv(oc, Og);
+      return Loop("wo", CeilDiv(OW, kNarrowTile), ForKind::kSerial, [&](const PrimExpr& wo) {
+        Buffer acc = MakeBuffer("conv_acc", acc_t, {T}, BufferNode::Scope::kLocal);
+        PrimExpr width = Min(T, OW - wo * T);
+        Stmt zero = Loop("zw", width, ForKind::kVectorized,
+                         [&](const PrimExpr& w) { return Store(acc, {w}, MakeConst(acc_t, 0)); });
+        Stmt red = Loop("rc", Cg, ForKind::kSerial, [&](const PrimExpr& c) {
+          return Loop("rh", KH, ForKind::kSerial, [&](const PrimExpr& kh) {
+            return Loop("rw", KW, ForKind::kSerial, [&](const PrimExpr& kw) {
+              PrimExpr wv = Cast(acc_t, Load(W, {oc, c, kh, kw}));
+              return Loop("w", width, ForKind::kVectorized, [&](const PrimExpr& w) {
+                PrimExpr xv = input(n, g * Cg + c, oh, kh, wo * T + w, kw);
+                return Store(acc, {w}, Load(acc, {w}) + xv * wv);
+              });
+            });
+          });
+        });
+        Stmt store = Loop("sw", width, ForKind::kVectorized, [&](const PrimExpr& w) {
+          std::vector<PrimExpr> yi = {n, oc, oh, wo * T + w};
+          PrimExpr v = Cast(Y->dtype, Load(acc, {w}));
+          return Store(Y, yi, epilogue ? epilogue(v, yi) : v);
+        });
+        return Allocate(acc, Seq({zero, red, store}));
+      });
+    });
+  }
+  if (!padded) return compute;
+  return Allocate(Xp, Seq({pad, compute}));
+}
+
+}  // namespace
+
+// Registered from nn.cc with the rest of the family.
+void RegisterConv2dOp() {
+  OpInfo info;
+  info.name = kConv2d;
+  info.pattern = OpPattern::kOutEWiseFusable;
+  info.num_args = 2;
+  info.infer = InferConv2d;
+  info.schedule = ScheduleConv2d;
+  RegisterOp(std::move(info));
+}
+
+}  // namespace tether::compiler

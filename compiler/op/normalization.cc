@@ -1,0 +1,359 @@
+// relax.nn.batch_norm (inference), relax.nn.layer_norm, relax.nn.softmax and
+// relax.nn.log_softmax, with their schedules.
+//
+// batch_norm folds the per-channel statistics into one scale and shift
+// (computed once per channel and row, outside the vectorized loop) and
+// returns TVM's (normalized, moving_mean, moving_var) tuple. layer_norm and
+// the softmaxes are row reductions: the parallel loop runs over the
+// non-reduced elements, and each row makes numerically stable passes —
+// mean then centered variance for layer_norm; max, then the sum of
+// exp(x - max), then the store for the softmaxes — each reduction over
+// kReduceLanes partial accumulators so it vectorizes. Arithmetic runs in
+// float32 for 16-bit inputs. Inputs are read through TensorReaders, so
+// injective producers may be inlined.
+#include <algorithm>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "compiler/op/nn_common.h"
+#include "compiler/op/op.h"
+
+namespace tether::compiler {
+namespace {
+
+using nn_internal::Loop;
+using nn_internal::ShapeString;
+using nn_internal::Unflatten;
+
+constexpr char kBatchNorm[] = "relax.nn.batch_norm";
+constexpr char kLayerNorm[] = "relax.nn.layer_norm";
+
+// `axis` normalized into [0, ndim); INVALID_ARGUMENT when out of range.
+absl::StatusOr<int> NormalizeAxis(int64_t axis, int ndim, absl::string_view op) {
+  if (axis < -ndim || axis >= ndim) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": axis ", axis, " is out of range for ", ndim, " dims"));
+  }
+  return static_cast<int>(axis < 0 ? axis + ndim : axis);
+}
+
+// Checks that parameter `i` of `call` (gamma, beta, ...) has `expected_shape`.
+absl::Status CheckParam(const CallNode& call, size_t i, const std::vector<PrimExpr>& expected_shape,
+                        absl::string_view op, absl::string_view what) {
+  absl::StatusOr<const TensorStructInfoNode*> t = nn_internal::TensorArg(call, i, op);
+  if (!t.ok()) return t.status();
+  if ((*t)->ndim != -1 && (*t)->ndim != static_cast<int>(expected_shape.size())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        op, ": ", what, " must have ", expected_shape.size(), " dims, got ", (*t)->ndim));
+  }
+  if ((*t)->shape.has_value()) {
+    for (size_t d = 0; d < expected_shape.size(); ++d) {
+      const int64_t* a = (*t)->shape->at(d).as_int();
+      const int64_t* b = expected_shape[d].as_int();
+      if (a && b && *a != *b) {
+        return absl::InvalidArgumentError(absl::StrCat(op, ": ", what, " has shape ",
+                                                       ShapeString(*(*t)->shape), ", expected ",
+                                                       ShapeString(expected_shape)));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+// ---- batch_norm -------------------------------------------------------
+
+absl::StatusOr<StructInfo> InferBatchNorm(const CallNode& call) {
+  if (absl::Status s = nn_internal::CheckArity(call, 5, kBatchNorm); !s.ok()) return s;
+  absl::StatusOr<const TensorStructInfoNode*> x = nn_internal::TensorArg(call, 0, kBatchNorm);
+  if (!x.ok()) return x.status();
+  const std::optional<DataType> dtype = (*x)->dtype;
+  int64_t axis_attr = GetIntAttr(call.attrs, "axis", 1);
+  if ((*x)->ndim < 0 || !(*x)->shape.has_value()) {
+    StructInfo stat = TensorSInfoOfRank(1, dtype);
+    return TupleSInfo({TensorSInfoOfRank((*x)->ndim, dtype), stat, stat});
+  }
+  absl::StatusOr<int> axis = NormalizeAxis(axis_attr, (*x)->ndim, kBatchNorm);
+  if (!axis.ok()) return axis.status();
+  const PrimExpr ch = (*(*x)->shape)[*axis];
+  const char* names[] = {"gamma", "beta", "moving_mean", "moving_var"};
+  for (size_t i = 1; i < 5; ++i) {
+    if (absl::Status s = CheckParam(call, i, {ch}, kBatchNorm, names[i - 1]); !s.ok()) return s;
+  }
+  return TupleSInfo(
+      {TensorSInfo(*(*x)->shape, dtype), TensorSInfo({ch}, dtype), TensorSInfo({ch}, dtype)});
+}
+
+absl::StatusOr<Stmt> ScheduleBatchNorm(const LowerContext& ctx, const std::vector<Buffer>& outputs,
+                                       const Epilogue& epilogue) {
+  if (GetBoolAttr(ctx.call->attrs, "training", false)) {
+    return absl::UnimplementedError(
+        absl::StrCat(kBatchNorm, ": only inference (training=False) is supported"));
+  }
+  std::vector<TensorReader> in;
+  for (size_t i = 0; i < 5; ++i) {
+    absl::StatusOr<TensorReader> r = nn_internal::InputReader(ctx, i, kBatchNorm);
+    if (!r.ok()) return r.status();
+    in.push_back(*r);
+  }
+  if (outputs.size() != 3) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kBatchNorm, ": expected 3 output buffers, got ", outputs.size()));
+  }
+  const Buffer& Y = outputs[0];
+  const std::vector<PrimExpr>& shape = Y->shape;
+  absl::StatusOr<int> axis = NormalizeAxis(GetIntAttr(ctx.call->attrs, "axis", 1),
+                                           static_cast<int>(shape.size()), kBatchNorm);
+  if (!axis.ok()) return axis.status();
+  const DataType acc_t = nn_internal::ComputeType(Y->dtype);
+  const double eps = GetFloatAttr(ctx.call->attrs, "epsilon", 1e-5);
+  const bool center = GetBoolAttr(ctx.call->attrs, "center", true);
+  const bool scale = GetBoolAttr(ctx.call->attrs, "scale", true);
+  const std::vector<PrimExpr> prefix(shape.begin(), shape.begin() + *axis);
+  const PrimExpr ch = shape[*axis];
+  const std::vector<PrimExpr> suffix(shape.begin() + *axis + 1, shape.end());
+  auto param = [&](size_t i, const PrimExpr& c) { return Cast(acc_t, in[i]({c})); };
+
+  Stmt normalize = Loop("bn", Product(prefix) * ch, ForKind::kParallel, [&](const PrimExpr& t) {
+    PrimExpr c = FloorMod(t, ch);
+    std::vector<PrimExpr> pre = Unflatten(FloorDiv(t, ch), prefix);
+    Var k("bn_scale", acc_t), b("bn_shift", acc_t);
+    PrimExpr inv = Call(acc_t, "rsqrt", {param(4, c) + MakeConst(acc_t, eps)});
+    PrimExpr kv = scale ? param(1, c) * inv : inv;
+    PrimExpr bv = center ? param(2, c) - param(3, c) * k : MakeConst(acc_t, 0) - param(3, c) * k;
+    // Nested loops over the suffix dims, the innermost vectorized.
+    std::function<Stmt(size_t, std::vector<PrimExpr>)> nest = [&](size_t d,
+                                                                  std::vector<PrimExpr> idx) {
+      if (d == suffix.size()) {
+        PrimExpr v = Cast(Y->dtype, Cast(acc_t, in[0](idx)) * k + b);
+        return Store(Y, idx, epilogue ? epilogue(v, idx) : v);
+      }
+      return Loop(absl::StrCat("bs", d), suffix[d],
+                  d + 1 == suffix.size() ? ForKind::kVectorized : ForKind::kSerial,
+                  [&](const PrimExpr& i) {
+                    std::vector<PrimExpr> next = idx;
+                    next.push_back(i);
+                    return nest(d + 1, next);
+                  });
+    };
+    std::vector<PrimExpr> idx = pre;
+    idx.push_back(c);
+    return LetStmt(k, kv, LetStmt(b, bv, nest(0, idx)));
+  });
+  Stmt stats = Loop("bc", ch, ForKind::kVectorized, [&](const PrimExpr& c) {
+    return Seq({Store(outputs[1], {c}, in[3]({c})), Store(outputs[2], {c}, in[4]({c}))});
+  });
+  return Seq({normalize, stats});
+}
+
+// ---- layer_norm ---------------------------------------------------------
+
+// The sorted, normalized reduction axes of layer_norm (default: the last).
+absl::StatusOr<std::vector<int>> LayerNormAxes(const Attrs& attrs, int ndim) {
+  std::vector<int64_t> raw = GetIntsAttr(attrs, "axes", {-1});
+  std::set<int> axes;
+  for (int64_t a : raw) {
+    absl::StatusOr<int> n = NormalizeAxis(a, ndim, kLayerNorm);
+    if (!n.ok()) return n.status();
+    if (!axes.insert(*n).second) {
+      return absl::InvalidArgumentError(absl::StrCat(kLayerNorm, ": axis ", a, " is repeated"));
+    }
+  }
+  if (axes.empty())
+    return absl::InvalidArgumentError(absl::StrCat(kLayerNorm, ": axes must not be empty"));
+  return std::vector<int>(axes.begin(), axes.end());
+}
+
+absl::StatusOr<StructInfo> InferLayerNorm(const CallNode& call) {
+  if (absl::Status s = nn_internal::CheckArity(call, 3, kLayerNorm); !s.ok()) return s;
+  absl::StatusOr<const TensorStructInfoNode*> x = nn_internal::TensorArg(call, 0, kLayerNorm);
+  if (!x.ok()) return x.status();
+  if ((*x)->ndim < 0 || !(*x)->shape.has_value()) return TensorSInfoOfRank((*x)->ndim, (*x)->dtype);
+  absl::StatusOr<std::vector<int>> axes = LayerNormAxes(call.attrs, (*x)->ndim);
+  if (!axes.ok()) return axes.status();
+  std::vector<PrimExpr> param_shape;
+  for (int a : *axes) param_shape.push_back((*(*x)->shape)[a]);
+  for (size_t i = 1; i < 3; ++i) {
+    if (absl::Status s = CheckParam(call, i, param_shape, kLayerNorm, i == 1 ? "gamma" : "beta");
+        !s.ok()) {
+      return s;
+    }
+  }
+  return TensorSInfo(*(*x)->shape, (*x)->dtype);
+}
+
+// Splits the dims of `shape` into the reduced `axes` and the rest, and
+// merges indices back.
+struct RowSplit {
+  std::vector<PrimExpr> outer_dims, inner_dims;
+  std::vector<bool> reduced;  // per dim of shape
+  RowSplit(const std::vector<PrimExpr>& shape, const std::vector<int>& axes)
+      : reduced(shape.size(), false) {
+    for (int a : axes) reduced[a] = true;
+    for (size_t d = 0; d < shape.size(); ++d)
+      (reduced[d] ? inner_dims : outer_dims).push_back(shape[d]);
+  }
+  std::vector<PrimExpr> Merge(const std::vector<PrimExpr>& outer,
+                              const std::vector<PrimExpr>& inner) const {
+    std::vector<PrimExpr> idx;
+    size_t o = 0, i = 0;
+    for (bool r : reduced) idx.push_back(r ? inner[i++] : outer[o++]);
+    return idx;
+  }
+};
+
+absl::StatusOr<Stmt> ScheduleLayerNorm(const LowerContext& ctx, const std::vector<Buffer>& outputs,
+                                       const Epilogue& epilogue) {
+  std::vector<TensorReader> in;
+  for (size_t i = 0; i < 3; ++i) {
+    absl::StatusOr<TensorReader> r = nn_internal::InputReader(ctx, i, kLayerNorm);
+    if (!r.ok()) return r.status();
+    in.push_back(*r);
+  }
+  if (outputs.size() != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kLayerNorm, ": expected 1 output buffer, got ", outputs.size()));
+  }
+  const Buffer& Y = outputs[0];
+  absl::StatusOr<std::vector<int>> axes =
+      LayerNormAxes(ctx.call->attrs, static_cast<int>(Y->shape.size()));
+  if (!axes.ok()) return axes.status();
+  const DataType acc_t = nn_internal::ComputeType(Y->dtype);
+  const double eps = GetFloatAttr(ctx.call->attrs, "epsilon", 1e-5);
+  const bool center = GetBoolAttr(ctx.call->attrs, "center", true);
+  const bool scale = GetBoolAttr(ctx.call->attrs, "scale", true);
+  const RowSplit split(Y->shape, *axes);
+  const PrimExpr R = Product(split.inner_dims);
+  return Loop("ln", Product(split.outer_dims), ForKind::kParallel, [&](const PrimExpr& t) {
+    std::vector<PrimExpr> outer = Unflatten(t, split.outer_dims);
+    auto x_at = [&](const PrimExpr& r) {
+      return Cast(acc_t, in[0](split.Merge(outer, Unflatten(r, split.inner_dims))));
+    };
+    Buffer mean = MakeBuffer("ln_mean", acc_t, {PrimExpr(1)}, BufferNode::Scope::kLocal);
+    Buffer var = MakeBuffer("ln_var", acc_t, {PrimExpr(1)}, BufferNode::Scope::kLocal);
+    auto add = [](const PrimExpr& a, const PrimExpr& b) { return a + b; };
+    const PrimExpr count = Cast(acc_t, R);
+    Stmt sum = nn_internal::LaneReduce("lm", R, acc_t, MakeConst(acc_t, 0), x_at, add, mean);
+    Var mu("ln_mu", acc_t), rstd("ln_rstd", acc_t);
+    Stmt sq = nn_internal::LaneReduce(
+        "lv", R, acc_t, MakeConst(acc_t, 0),
+        [&](const PrimExpr& r) {
+          PrimExpr d = x_at(r) - mu;
+          return d * d;
+        },
+        add, var);
+    Stmt store = Loop("ls", R, ForKind::kVectorized, [&](const PrimExpr& r) {
+      std::vector<PrimExpr> inner = Unflatten(r, split.inner_dims);
+      PrimExpr v = (x_at(r) - mu) * rstd;
+      if (scale) v = v * Cast(acc_t, in[1](inner));
+      if (center) v = v + Cast(acc_t, in[2](inner));
+      std::vector<PrimExpr> yi = split.Merge(outer, inner);
+      v = Cast(Y->dtype, v);
+      return Store(Y, yi, epilogue ? epilogue(v, yi) : v);
+    });
+    Stmt rest =
+        LetStmt(mu, Load(mean, {PrimExpr(0)}) / count,
+                Seq({sq, LetStmt(rstd,
+                                 Call(acc_t, "rsqrt",
+                                      {Load(var, {PrimExpr(0)}) / count + MakeConst(acc_t, eps)}),
+                                 store)}));
+    return Allocate(mean, Allocate(var, Seq({sum, rest})));
+  });
+}
+
+// ---- softmax / log_softmax ----------------------------------------------
+
+absl::StatusOr<StructInfo> InferSoftmax(const CallNode& call, absl::string_view op) {
+  if (absl::Status s = nn_internal::CheckArity(call, 1, op); !s.ok()) return s;
+  absl::StatusOr<const TensorStructInfoNode*> x = nn_internal::TensorArg(call, 0, op);
+  if (!x.ok()) return x.status();
+  if ((*x)->dtype.has_value() && !(*x)->dtype->is_float() && !(*x)->dtype->is_bfloat16()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": requires a float tensor, got ", (*x)->dtype->ToString()));
+  }
+  if ((*x)->ndim >= 0) {
+    absl::StatusOr<int> axis = NormalizeAxis(GetIntAttr(call.attrs, "axis", -1), (*x)->ndim, op);
+    if (!axis.ok()) return axis.status();
+  }
+  if (!(*x)->shape.has_value()) return TensorSInfoOfRank((*x)->ndim, (*x)->dtype);
+  return TensorSInfo(*(*x)->shape, (*x)->dtype);
+}
+
+absl::StatusOr<Stmt> ScheduleSoftmax(const LowerContext& ctx, const std::vector<Buffer>& outputs,
+                                     const Epilogue& epilogue, absl::string_view op, bool log) {
+  absl::StatusOr<TensorReader> x = nn_internal::InputReader(ctx, 0, op);
+  if (!x.ok()) return x.status();
+  if (outputs.size() != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": expected 1 output buffer, got ", outputs.size()));
+  }
+  const Buffer& Y = outputs[0];
+  absl::StatusOr<int> axis =
+      NormalizeAxis(GetIntAttr(ctx.call->attrs, "axis", -1), static_cast<int>(Y->shape.size()), op);
+  if (!axis.ok()) return axis.status();
+  const DataType acc_t = nn_internal::ComputeType(Y->dtype);
+  const RowSplit split(Y->shape, {*axis});
+  const PrimExpr R = split.inner_dims[0];
+  const TensorReader& read = *x;
+  return Loop("sm", Product(split.outer_dims), ForKind::kParallel, [&](const PrimExpr& t) {
+    std::vector<PrimExpr> outer = Unflatten(t, split.outer_dims);
+    auto x_at = [&](const PrimExpr& r) { return Cast(acc_t, read(split.Merge(outer, {r}))); };
+    Buffer mx = MakeBuffer("sm_max", acc_t, {PrimExpr(1)}, BufferNode::Scope::kLocal);
+    Buffer sum = MakeBuffer("sm_sum", acc_t, {PrimExpr(1)}, BufferNode::Scope::kLocal);
+    Var m("sm_m", acc_t), s("sm_s", acc_t);
+    Stmt max_pass = nn_internal::LaneReduce(
+        "sx", R, acc_t, nn_internal::LowestValue(acc_t), x_at,
+        [](const PrimExpr& a, const PrimExpr& b) { return Max(a, b); }, mx);
+    Stmt sum_pass = nn_internal::LaneReduce(
+        "se", R, acc_t, MakeConst(acc_t, 0),
+        [&](const PrimExpr& r) { return Call(acc_t, "exp", {x_at(r) - m}); },
+        [](const PrimExpr& a, const PrimExpr& b) { return a + b; }, sum);
+    Stmt store = Loop("ss", R, ForKind::kVectorized, [&](const PrimExpr& r) {
+      PrimExpr v = log ? x_at(r) - m - s : Call(acc_t, "exp", {x_at(r) - m}) * s;
+      std::vector<PrimExpr> yi = split.Merge(outer, {r});
+      v = Cast(Y->dtype, v);
+      return Store(Y, yi, epilogue ? epilogue(v, yi) : v);
+    });
+    // s: log(sum) for log_softmax, 1 / sum for softmax.
+    PrimExpr sv = log ? Call(acc_t, "log", {Load(sum, {PrimExpr(0)})})
+                      : MakeConst(acc_t, 1) / Load(sum, {PrimExpr(0)});
+    Stmt body = Seq(
+        {max_pass, LetStmt(m, Load(mx, {PrimExpr(0)}), Seq({sum_pass, LetStmt(s, sv, store)}))});
+    return Allocate(mx, Allocate(sum, body));
+  });
+}
+
+}  // namespace
+
+void RegisterNormalizationOps() {
+  OpInfo bn;
+  bn.name = kBatchNorm;
+  bn.pattern = OpPattern::kOpaque;
+  bn.num_args = 5;
+  bn.infer = InferBatchNorm;
+  bn.schedule = ScheduleBatchNorm;
+  RegisterOp(std::move(bn));
+
+  OpInfo ln;
+  ln.name = kLayerNorm;
+  ln.pattern = OpPattern::kCommReduce;
+  ln.num_args = 3;
+  ln.infer = InferLayerNorm;
+  ln.schedule = ScheduleLayerNorm;
+  RegisterOp(std::move(ln));
+
+  for (bool log : {false, true}) {
+    std::string name = log ? "relax.nn.log_softmax" : "relax.nn.softmax";
+    OpInfo info;
+    info.name = name;
+    info.pattern = OpPattern::kCommReduce;
+    info.num_args = 1;
+    info.infer = [name](const CallNode& call) { return InferSoftmax(call, name); };
+    info.schedule = [name, log](const LowerContext& ctx, const std::vector<Buffer>& outputs,
+                                const Epilogue& epilogue) {
+      return ScheduleSoftmax(ctx, outputs, epilogue, name, log);
+    };
+    RegisterOp(std::move(info));
+  }
+}
+
+}  // namespace tether::compiler

@@ -1,0 +1,339 @@
+// Slicing operators: concat (a Tuple of tensors; its fields are read
+// through the readers LowerCallToKernel appends after the call's arguments),
+// split (several outputs: a kOpaque `schedule`), strided_slice (numpy
+// semantics: negative begin/end count from the end, out-of-range values
+// clamp) and take (indices int32/int64; a negative index counts from the end
+// once, and any index still out of range is clamped to the nearest valid
+// one, so a bad index never reads outside the tensor). All but split are
+// injective `compute`s.
+#include <algorithm>
+#include <optional>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "compiler/ir/arith.h"
+#include "compiler/kernel/lower.h"
+#include "compiler/op/op_common.h"
+
+namespace tether::compiler {
+namespace {
+
+void Register(const std::string& name, OpPattern pattern, int num_args,
+              std::function<absl::StatusOr<StructInfo>(const CallNode&)> infer,
+              std::function<PrimExpr(const LowerContext&, const std::vector<PrimExpr>&)> compute) {
+  OpInfo info;
+  info.name = name;
+  info.pattern = pattern;
+  info.num_args = num_args;
+  info.infer = std::move(infer);
+  info.compute = std::move(compute);
+  RegisterOp(std::move(info));
+}
+
+// ---- concat ----
+
+// The tensor struct infos of concat's Tuple argument.
+absl::StatusOr<std::vector<const TensorStructInfoNode*>> TupleTensors(const CallNode& call) {
+  if (call.args.empty()) return OpError(call, "missing argument 0");
+  const auto* tup = call.args[0].struct_info().as<TupleStructInfoNode>();
+  if (tup == nullptr) return OpError(call, "argument 0 must be a tuple of tensors");
+  std::vector<const TensorStructInfoNode*> out;
+  for (const StructInfo& f : tup->fields) {
+    const auto* t = f.as<TensorStructInfoNode>();
+    if (t == nullptr) {
+      return OpError(call, absl::StrCat("tuple field ", out.size(), " is not a tensor: ", ToString(f)));
+    }
+    out.push_back(t);
+  }
+  if (out.empty()) return OpError(call, "cannot concatenate an empty tuple");
+  return out;
+}
+
+absl::StatusOr<StructInfo> InferConcat(const CallNode& call) {
+  if (absl::Status s = CheckNumArgs(call, 1); !s.ok()) return s;
+  absl::StatusOr<std::vector<const TensorStructInfoNode*>> ts = TupleTensors(call);
+  if (!ts.ok()) return ts.status();
+  const TensorStructInfoNode* first = (*ts)[0];
+  int ndim = -1;
+  std::optional<DataType> dtype;
+  for (const TensorStructInfoNode* t : *ts) {
+    if (t->dtype.has_value()) {
+      if (dtype.has_value() && *dtype != *t->dtype) {
+        return OpError(call, absl::StrCat("tensors have different dtypes: ",
+                                          ToString(call.args[0].struct_info())));
+      }
+      dtype = t->dtype;
+    }
+    if (t->ndim >= 0) {
+      if (ndim >= 0 && ndim != t->ndim) {
+        return OpError(call, absl::StrCat("tensors have different ranks: ",
+                                          ToString(call.args[0].struct_info())));
+      }
+      ndim = t->ndim;
+    }
+  }
+  if (ndim < 0) return TensorSInfoOfRank(-1, dtype, first->vdevice);
+  if (ndim == 0) return OpError(call, "cannot concatenate scalars");
+  absl::StatusOr<int64_t> axis = NormalizeAxis(call, GetIntAttr(call.attrs, "axis", 0), ndim);
+  if (!axis.ok()) return axis.status();
+  std::vector<PrimExpr> shape;
+  for (const TensorStructInfoNode* t : *ts) {
+    if (!t->shape.has_value()) return TensorSInfoOfRank(ndim, dtype, first->vdevice);
+    if (shape.empty()) {
+      shape = *t->shape;
+      continue;
+    }
+    for (int64_t k = 0; k < ndim; ++k) {
+      if (k == *axis) {
+        shape[k] = shape[k] + (*t->shape)[k];
+      } else if (!ProveEqual(shape[k], (*t->shape)[k])) {
+        std::optional<int64_t> a = AsConstInt(shape[k]), b = AsConstInt((*t->shape)[k]);
+        if (a.has_value() && b.has_value()) {
+          return OpError(call, absl::StrCat("dim ", k, " differs between the tensors of ",
+                                            ToString(call.args[0].struct_info())));
+        }
+      }
+    }
+  }
+  return TensorSInfo(SimplifyShape(shape), dtype, first->vdevice);
+}
+
+PrimExpr ComputeConcat(const LowerContext& ctx, const std::vector<PrimExpr>& idx) {
+  const CallNode& call = *ctx.call;
+  const auto* tup = call.args[0].struct_info().as<TupleStructInfoNode>();
+  const size_t n = tup->fields.size();
+  const int64_t ndim = static_cast<int64_t>(idx.size());
+  const int64_t axis = *NormalizeAxis(call, GetIntAttr(call.attrs, "axis", 0), ndim);
+  // Each field read with its index clamped into range (Select evaluates both
+  // sides), chosen by where idx[axis] falls.
+  std::vector<PrimExpr> offsets{0};
+  for (size_t f = 0; f < n; ++f) {
+    offsets.push_back(Simplify(offsets.back() + (*tup->fields[f].as<TensorStructInfoNode>()->shape)[axis]));
+  }
+  PrimExpr result;
+  for (size_t f = n; f-- > 0;) {
+    const PrimExpr extent = (*tup->fields[f].as<TensorStructInfoNode>()->shape)[axis];
+    std::vector<PrimExpr> in_idx = idx;
+    in_idx[axis] = n == 1 ? idx[axis] : Max(Min(idx[axis] - offsets[f], extent - 1), PrimExpr(0));
+    PrimExpr v = ctx.inputs[call.args.size() + f](in_idx);
+    result = result.defined() ? Select(LT(idx[axis], offsets[f + 1]), v, result) : v;
+  }
+  return result;
+}
+
+// ---- split ----
+
+// The [begin, end) of each piece along the axis.
+absl::StatusOr<std::vector<std::pair<PrimExpr, PrimExpr>>> SplitRanges(const CallNode& call,
+                                                                       const PrimExpr& dim) {
+  auto it = call.attrs.find("indices_or_sections");
+  if (it == call.attrs.end()) return OpError(call, "missing attribute indices_or_sections");
+  std::vector<std::pair<PrimExpr, PrimExpr>> ranges;
+  if (const auto* sections = std::get_if<int64_t>(&it->second)) {
+    if (*sections <= 0) return OpError(call, absl::StrCat("sections must be positive, got ", *sections));
+    std::optional<int64_t> c = AsConstInt(dim);
+    if (c.has_value() && *c % *sections != 0) {
+      return OpError(call, absl::StrCat("dim of size ", *c, " does not split into ", *sections,
+                                        " equal sections"));
+    }
+    PrimExpr size = Simplify(FloorDiv(dim, *sections));
+    for (int64_t s = 0; s < *sections; ++s) {
+      ranges.emplace_back(Simplify(size * s), Simplify(size * (s + 1)));
+    }
+    return ranges;
+  }
+  const auto* indices = std::get_if<std::vector<int64_t>>(&it->second);
+  if (indices == nullptr) return OpError(call, "attribute indices_or_sections must be ints");
+  PrimExpr begin = 0;
+  for (int64_t i : *indices) {
+    if (i < 0) return OpError(call, absl::StrCat("split index ", i, " is negative"));
+    PrimExpr end = Simplify(Max(Min(PrimExpr(i), dim), begin));
+    ranges.emplace_back(begin, end);
+    begin = end;
+  }
+  ranges.emplace_back(begin, dim);
+  return ranges;
+}
+
+absl::StatusOr<StructInfo> InferSplit(const CallNode& call) {
+  if (absl::Status s = CheckNumArgs(call, 1); !s.ok()) return s;
+  absl::StatusOr<const TensorStructInfoNode*> t = TensorArg(call, 0);
+  if (!t.ok()) return t.status();
+  if (!(*t)->shape.has_value()) return OpError(call, "the input shape must be known");
+  absl::StatusOr<int64_t> axis = NormalizeAxis(call, GetIntAttr(call.attrs, "axis", 0), (*t)->ndim);
+  if (!axis.ok()) return axis.status();
+  absl::StatusOr<std::vector<std::pair<PrimExpr, PrimExpr>>> ranges =
+      SplitRanges(call, (*(*t)->shape)[*axis]);
+  if (!ranges.ok()) return ranges.status();
+  std::vector<StructInfo> fields;
+  for (const auto& [b, e] : *ranges) {
+    std::vector<PrimExpr> shape = *(*t)->shape;
+    shape[*axis] = Simplify(e - b);
+    fields.push_back(TensorSInfo(shape, (*t)->dtype, (*t)->vdevice));
+  }
+  return TupleSInfo(std::move(fields));
+}
+
+absl::StatusOr<Stmt> ScheduleSplit(const LowerContext& ctx, const std::vector<Buffer>& outputs,
+                                   const Epilogue& epilogue) {
+  const CallNode& call = *ctx.call;
+  const std::vector<PrimExpr>& in = ArgShape(ctx, 0);
+  absl::StatusOr<int64_t> axis =
+      NormalizeAxis(call, GetIntAttr(call.attrs, "axis", 0), static_cast<int64_t>(in.size()));
+  if (!axis.ok()) return axis.status();
+  absl::StatusOr<std::vector<std::pair<PrimExpr, PrimExpr>>> ranges = SplitRanges(call, in[*axis]);
+  if (!ranges.ok()) return ranges.status();
+  std::vector<Stmt> nests;
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    const PrimExpr begin = (*ranges)[k].first;
+    const int64_t ax = *axis;
+    nests.push_back(MakeElementwiseLoopNest(outputs[k], [&](const std::vector<PrimExpr>& idx) {
+      std::vector<PrimExpr> in_idx = idx;
+      in_idx[ax] = idx[ax] + begin;
+      PrimExpr v = ctx.inputs[0](in_idx);
+      return k == 0 ? epilogue(v, idx) : v;
+    }));
+  }
+  return Seq(std::move(nests));
+}
+
+// ---- strided_slice ----
+
+struct SliceAxis {
+  PrimExpr begin;
+  PrimExpr extent;
+  int64_t stride;
+};
+
+absl::StatusOr<std::vector<SliceAxis>> SliceAxes(const CallNode& call,
+                                                 const std::vector<PrimExpr>& shape) {
+  const int64_t ndim = static_cast<int64_t>(shape.size());
+  std::vector<int64_t> axes = GetIntsAttr(call.attrs, "axes");
+  std::vector<int64_t> begin = GetIntsAttr(call.attrs, "begin");
+  std::vector<int64_t> end = GetIntsAttr(call.attrs, "end");
+  std::vector<int64_t> strides = GetIntsAttr(call.attrs, "strides");
+  if (axes.empty()) {
+    for (size_t k = 0; k < begin.size(); ++k) axes.push_back(static_cast<int64_t>(k));
+  }
+  if (begin.size() != axes.size() || end.size() != axes.size() ||
+      (!strides.empty() && strides.size() != axes.size())) {
+    return OpError(call, absl::StrCat("axes, begin, end and strides must have the same length, got ",
+                                      axes.size(), ", ", begin.size(), ", ", end.size(), ", ",
+                                      strides.size()));
+  }
+  absl::StatusOr<std::vector<int64_t>> norm = NormalizeAxes(call, axes, ndim);
+  if (!norm.ok()) return norm.status();
+  std::vector<SliceAxis> out;
+  for (int64_t k = 0; k < ndim; ++k) out.push_back({0, shape[k], 1});
+  constexpr int64_t kBig = int64_t{1} << 60;
+  for (size_t q = 0; q < norm->size(); ++q) {
+    const int64_t a = (*norm)[q];
+    const int64_t s = strides.empty() ? 1 : strides[q];
+    if (s == 0) return OpError(call, absl::StrCat("stride of axis ", a, " is 0"));
+    const PrimExpr dim = shape[a];
+    auto norm_pos = [&](int64_t v) -> PrimExpr {
+      v = std::clamp(v, -kBig, kBig);
+      return v < 0 ? dim + v : PrimExpr(v);
+    };
+    PrimExpr b, e, extent;
+    if (s > 0) {
+      b = Min(Max(norm_pos(begin[q]), PrimExpr(0)), dim);
+      e = Min(Max(norm_pos(end[q]), PrimExpr(0)), dim);
+      extent = Max(FloorDiv(e - b + (s - 1), s), PrimExpr(0));
+    } else {
+      b = Min(Max(norm_pos(begin[q]), PrimExpr(-1)), dim - 1);
+      e = Min(Max(norm_pos(end[q]), PrimExpr(-1)), dim - 1);
+      extent = Max(FloorDiv(b - e + (-s - 1), -s), PrimExpr(0));
+    }
+    out[a] = {Simplify(b), Simplify(extent), s};
+  }
+  return out;
+}
+
+absl::StatusOr<StructInfo> InferStridedSlice(const CallNode& call) {
+  if (absl::Status s = CheckNumArgs(call, 1); !s.ok()) return s;
+  absl::StatusOr<const TensorStructInfoNode*> t = TensorArg(call, 0);
+  if (!t.ok()) return t.status();
+  if (!(*t)->shape.has_value()) return TensorSInfoOfRank((*t)->ndim, (*t)->dtype, (*t)->vdevice);
+  absl::StatusOr<std::vector<SliceAxis>> axes = SliceAxes(call, *(*t)->shape);
+  if (!axes.ok()) return axes.status();
+  std::vector<PrimExpr> shape;
+  for (const SliceAxis& a : *axes) shape.push_back(a.extent);
+  return TensorLike(*t, shape, (*t)->ndim);
+}
+
+PrimExpr ComputeStridedSlice(const LowerContext& ctx, const std::vector<PrimExpr>& idx) {
+  std::vector<SliceAxis> axes = *SliceAxes(*ctx.call, ArgShape(ctx, 0));
+  std::vector<PrimExpr> in_idx(idx.size());
+  for (size_t k = 0; k < idx.size(); ++k) in_idx[k] = axes[k].begin + idx[k] * axes[k].stride;
+  return ctx.inputs[0](in_idx);
+}
+
+// ---- take ----
+
+absl::StatusOr<StructInfo> InferTake(const CallNode& call) {
+  if (absl::Status s = CheckNumArgs(call, 2); !s.ok()) return s;
+  absl::StatusOr<const TensorStructInfoNode*> x = TensorArg(call, 0);
+  if (!x.ok()) return x.status();
+  absl::StatusOr<const TensorStructInfoNode*> ind = TensorArg(call, 1);
+  if (!ind.ok()) return ind.status();
+  if ((*ind)->dtype.has_value() && !(*ind)->dtype->is_int() && !(*ind)->dtype->is_uint()) {
+    return OpError(call, absl::StrCat("indices must be integers, got ", (*ind)->dtype->ToString()));
+  }
+  const bool flat = call.attrs.count("axis") == 0;
+  if (!(*x)->shape.has_value() || !(*ind)->shape.has_value()) {
+    if ((*x)->ndim < 0 || (*ind)->ndim < 0) return TensorSInfoOfRank(-1, (*x)->dtype, (*x)->vdevice);
+    return TensorSInfoOfRank(flat ? (*ind)->ndim : (*x)->ndim - 1 + (*ind)->ndim, (*x)->dtype,
+                             (*x)->vdevice);
+  }
+  if (flat) return TensorSInfo(*(*ind)->shape, (*x)->dtype, (*x)->vdevice);
+  if ((*x)->ndim == 0) return OpError(call, "cannot take from a scalar along an axis");
+  absl::StatusOr<int64_t> axis = NormalizeAxis(call, GetIntAttr(call.attrs, "axis", 0), (*x)->ndim);
+  if (!axis.ok()) return axis.status();
+  const std::vector<PrimExpr>& xs = *(*x)->shape;
+  std::vector<PrimExpr> shape(xs.begin(), xs.begin() + *axis);
+  shape.insert(shape.end(), (*ind)->shape->begin(), (*ind)->shape->end());
+  shape.insert(shape.end(), xs.begin() + *axis + 1, xs.end());
+  return TensorSInfo(SimplifyShape(shape), (*x)->dtype, (*x)->vdevice);
+}
+
+// An index into a dim of size `dim`: negative indices count from the end
+// once, then anything still out of range is clamped (never a wild read).
+PrimExpr SafeIndex(const PrimExpr& raw, const PrimExpr& dim) {
+  PrimExpr i = Cast(DataType::Int(64), raw);
+  i = Select(LT(i, PrimExpr(0)), i + dim, i);
+  return Max(Min(i, dim - 1), PrimExpr(0));
+}
+
+PrimExpr ComputeTake(const LowerContext& ctx, const std::vector<PrimExpr>& idx) {
+  const std::vector<PrimExpr>& xs = ArgShape(ctx, 0);
+  const std::vector<PrimExpr>& is = ArgShape(ctx, 1);
+  if (ctx.call->attrs.count("axis") == 0) {
+    PrimExpr flat = SafeIndex(ctx.inputs[1](idx), Product(xs));
+    return ctx.inputs[0](UnravelIndex(flat, xs));
+  }
+  const size_t axis = static_cast<size_t>(
+      *NormalizeAxis(*ctx.call, GetIntAttr(ctx.call->attrs, "axis", 0), static_cast<int64_t>(xs.size())));
+  std::vector<PrimExpr> ind_idx(idx.begin() + axis, idx.begin() + axis + is.size());
+  std::vector<PrimExpr> x_idx(idx.begin(), idx.begin() + axis);
+  x_idx.push_back(SafeIndex(ctx.inputs[1](ind_idx), xs[axis]));
+  x_idx.insert(x_idx.end(), idx.begin() + axis + is.size(), idx.end());
+  return ctx.inputs[0](x_idx);
+}
+
+}  // namespace
+
+void RegisterSlicingOps() {
+  Register("relax.concat", OpPattern::kInjective, 1, InferConcat, ComputeConcat);
+  Register("relax.strided_slice", OpPattern::kInjective, 1, InferStridedSlice, ComputeStridedSlice);
+  Register("relax.take", OpPattern::kInjective, 2, InferTake, ComputeTake);
+  OpInfo split;
+  split.name = "relax.split";
+  split.pattern = OpPattern::kOpaque;
+  split.num_args = 1;
+  split.infer = InferSplit;
+  split.schedule = ScheduleSplit;
+  RegisterOp(std::move(split));
+}
+
+}  // namespace tether::compiler

@@ -1,0 +1,354 @@
+// FuseOps: grouping by operator pattern and composing each group's kernel.
+#include "compiler/transform/fuse.h"
+
+#include <algorithm>
+#include <functional>
+#include <memory>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "compiler/ir/arith.h"
+#include "compiler/kernel/lower.h"
+#include "compiler/op/op.h"
+#include "compiler/transform/legalize.h"
+#include "compiler/transform/relax_rewrite.h"
+#include "runtime/core/error.h"
+
+namespace tether::compiler {
+namespace {
+
+struct Group {
+  std::vector<int> members;  // binding indices, ascending
+  int anchor = -1;           // the reduction / out-ewise-fusable member, or -1
+  int output = -1;           // the member whose value leaves the group
+};
+
+// The calls of one dataflow block that may take part in fusion.
+struct Candidate {
+  const CallNode* call = nullptr;
+  const OpInfo* info = nullptr;
+};
+
+void CollectPrimVars(const PrimExpr& e, absl::flat_hash_set<const PrimVarNode*>* out) {
+  std::vector<Var> vars;
+  CollectVars(e, &vars);
+  for (const Var& v : vars) out->insert(v.get());
+}
+
+void CollectSInfoVars(const StructInfo& sinfo, absl::flat_hash_set<const PrimVarNode*>* out) {
+  if (const auto* t = sinfo.as<TensorStructInfoNode>(); t != nullptr && t->shape.has_value()) {
+    for (const PrimExpr& d : *t->shape) CollectPrimVars(d, out);
+  }
+}
+
+// Lowers one group into a kernel. Thread-hostile; one per group.
+class GroupLowering {
+ public:
+  GroupLowering(const BindingBlock& block, const std::vector<Candidate>& cands, const Group& group,
+                int num_threads)
+      : block_(block), cands_(cands), group_(group), num_threads_(num_threads) {
+    for (int m : group.members) member_of_var_[block.bindings[m].var.as<VarNode>()] = m;
+  }
+
+  // The external tensor inputs, in first-use order (valid after Lower).
+  const std::vector<Expr>& inputs() const { return inputs_; }
+
+  absl::StatusOr<KernelFunc> Lower() {
+    // Parameters: every tensor argument not produced inside the group.
+    std::vector<KernelParam> params;
+    for (int m : group_.members) {
+      for (const Expr& arg : cands_[m].call->args) {
+        if (arg.struct_info().as<TensorStructInfoNode>() == nullptr) continue;
+        if (Producer(arg) >= 0) continue;
+        if (param_of_.count(arg.get())) continue;
+        TETHER_ASSIGN_OR_RETURN(
+            Buffer buf, BufferForStructInfo(arg.struct_info(), absl::StrCat("p", inputs_.size())));
+        param_of_[arg.get()] = buf;
+        inputs_.push_back(arg);
+        params.push_back(KernelParam::Tensor(buf));
+      }
+    }
+    const Binding& out_binding = block_.bindings[group_.output];
+    TETHER_ASSIGN_OR_RETURN(Buffer out,
+                            BufferForStructInfo(out_binding.var.struct_info(), "T_out"));
+    params.push_back(KernelParam::Tensor(out));
+    TETHER_RETURN_IF_ERROR(CheckVarsBound(params));
+
+    Stmt body;
+    if (group_.anchor < 0) {
+      body = MakeElementwiseLoopNest(
+          out, [&](const std::vector<PrimExpr>& idx) { return Value(group_.output, idx); });
+    } else {
+      MarkDownstream();
+      const Candidate& anchor = cands_[group_.anchor];
+      LowerContext ctx = Context(group_.anchor, /*epilogue_value=*/nullptr);
+      Epilogue epilogue = [&](const PrimExpr& value, const std::vector<PrimExpr>& idx) {
+        return EpilogueValue(group_.output, value, idx);
+      };
+      TETHER_ASSIGN_OR_RETURN(body, anchor.info->schedule(ctx, {out}, epilogue));
+    }
+    return MakeKernelFunc("kernel", std::move(params), std::move(body), 1);
+  }
+
+ private:
+  int Producer(const Expr& arg) const {
+    const auto* v = arg.as<VarNode>();
+    if (v == nullptr) return -1;
+    auto it = member_of_var_.find(v);
+    return it == member_of_var_.end() ? -1 : it->second;
+  }
+
+  // Every symbolic var the group's shapes and shape arguments use must be
+  // bound by a parameter's shape (the kernel binds vars at entry only).
+  absl::Status CheckVarsBound(const std::vector<KernelParam>& params) const {
+    absl::flat_hash_set<const PrimVarNode*> bound;
+    for (const KernelParam& p : params) {
+      for (const PrimExpr& d : p.buffer->shape) {
+        if (const auto* v = d.as<PrimVarNode>()) bound.insert(v);
+      }
+    }
+    absl::flat_hash_set<const PrimVarNode*> used;
+    for (int m : group_.members) {
+      CollectSInfoVars(block_.bindings[m].var.struct_info(), &used);
+      for (const Expr& arg : cands_[m].call->args) {
+        if (const auto* s = arg.as<ShapeExprNode>()) {
+          for (const PrimExpr& d : s->values) CollectPrimVars(d, &used);
+        } else if (const auto* p = arg.as<PrimValueNode>()) {
+          CollectPrimVars(p->value, &used);
+        }
+      }
+    }
+    for (const PrimVarNode* v : used) {
+      if (!bound.count(v)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("symbolic var ", v->name, " is not bound by a kernel parameter"));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // Members on the path from the anchor to the output: they see the
+  // anchor's value through the epilogue.
+  void MarkDownstream() {
+    downstream_.insert(group_.anchor);
+    for (int m : group_.members) {
+      if (m <= group_.anchor) continue;
+      for (const Expr& arg : cands_[m].call->args) {
+        if (downstream_.count(Producer(arg))) downstream_.insert(m);
+      }
+    }
+  }
+
+  // The context of member m; with `epilogue_value`, in-group downstream
+  // arguments read that value (the epilogue's shapes equal the anchor's, so
+  // the consumer's indices are the anchor's).
+  LowerContext Context(int m, const PrimExpr* epilogue_value) {
+    const Candidate& c = cands_[m];
+    LowerContext ctx;
+    ctx.call = c.call;
+    ctx.out_sinfo = block_.bindings[m].var.struct_info();
+    ctx.num_threads = num_threads_;
+    for (const Expr& arg : c.call->args) {
+      const int producer = Producer(arg);
+      if (producer >= 0) {
+        ctx.input_buffers.push_back(Buffer());
+        if (epilogue_value != nullptr && downstream_.count(producer)) {
+          PrimExpr value = *epilogue_value;
+          ctx.inputs.push_back([this, producer, value](const std::vector<PrimExpr>& idx) {
+            return EpilogueValue(producer, value, idx);
+          });
+        } else {
+          ctx.inputs.push_back(
+              [this, producer](const std::vector<PrimExpr>& idx) { return Value(producer, idx); });
+        }
+      } else if (auto it = param_of_.find(arg.get()); it != param_of_.end()) {
+        Buffer buf = it->second;
+        ctx.input_buffers.push_back(buf);
+        ctx.inputs.push_back([buf](const std::vector<PrimExpr>& idx) { return Load(buf, idx); });
+      } else {
+        ctx.input_buffers.push_back(Buffer());
+        ctx.inputs.push_back(TensorReader());
+      }
+    }
+    return ctx;
+  }
+
+  // Member m's element at `idx` (an inlined, non-downstream member).
+  PrimExpr Value(int m, const std::vector<PrimExpr>& idx) {
+    LowerContext ctx = Context(m, nullptr);
+    return cands_[m].info->compute(ctx, idx);
+  }
+
+  // Member m's element at the anchor's `idx`, given the anchor's `value` there.
+  PrimExpr EpilogueValue(int m, const PrimExpr& value, const std::vector<PrimExpr>& idx) {
+    if (m == group_.anchor) return value;
+    LowerContext ctx = Context(m, &value);
+    return cands_[m].info->compute(ctx, idx);
+  }
+
+  const BindingBlock& block_;
+  const std::vector<Candidate>& cands_;
+  const Group& group_;
+  const int num_threads_;
+  absl::flat_hash_map<const VarNode*, int> member_of_var_;
+  absl::flat_hash_map<const ExprNode*, Buffer> param_of_;
+  std::vector<Expr> inputs_;
+  std::set<int> downstream_;
+};
+
+class Fuser {
+ public:
+  Fuser(KernelDeduplicator* kernels, const FuseOptions& options)
+      : kernels_(kernels), options_(options) {}
+
+  absl::StatusOr<Expr> Run(const Expr& body) {
+    const auto* seq = body.as<SeqExprNode>();
+    uses_ = CountVarUses(body);
+    std::vector<BindingBlock> blocks;
+    bool changed = false;
+    for (const BindingBlock& block : seq->blocks) {
+      if (!block.is_dataflow) {
+        blocks.push_back(block);
+        continue;
+      }
+      TETHER_ASSIGN_OR_RETURN(BindingBlock nb, FuseBlock(block));
+      changed |= nb.bindings.size() != block.bindings.size();
+      blocks.push_back(std::move(nb));
+    }
+    if (!changed) return body;
+    return MakeSeqExprOf(std::move(blocks), seq->body);
+  }
+
+ private:
+  static Candidate AsCandidate(const Binding& b) {
+    if (b.is_match_cast()) return {};
+    const absl::string_view op = CalledOpName(b.value);
+    const OpInfo* info = op.empty() ? nullptr : FindOp(op);
+    if (info == nullptr || !info->lowers_to_kernel() || info->pattern == OpPattern::kOpaque) {
+      return {};
+    }
+    if (info->pattern <= OpPattern::kInjective && info->compute == nullptr) return {};
+    if (info->pattern > OpPattern::kInjective && info->schedule == nullptr) return {};
+    const auto* t = b.var.struct_info().as<TensorStructInfoNode>();
+    if (t == nullptr || !t->shape.has_value() || !t->dtype.has_value()) return {};
+    const auto* call = b.value.as<CallNode>();
+    for (const Expr& arg : call->args) {
+      if (arg.struct_info().as<TupleStructInfoNode>() != nullptr) return {};  // concat: unfused
+      if (!arg.struct_info().defined()) return {};
+    }
+    return {call, info};
+  }
+
+  absl::StatusOr<BindingBlock> FuseBlock(const BindingBlock& block) {
+    const int n = static_cast<int>(block.bindings.size());
+    std::vector<Candidate> cands(n);
+    absl::flat_hash_map<const VarNode*, int> def;
+    for (int i = 0; i < n; ++i) {
+      cands[i] = AsCandidate(block.bindings[i]);
+      def[block.bindings[i].var.as<VarNode>()] = i;
+    }
+    std::vector<std::unique_ptr<Group>> groups;
+    std::vector<Group*> group_of(n, nullptr);
+    for (int c = 0; c < n; ++c) {
+      if (cands[c].call == nullptr) continue;
+      const OpPattern pattern = cands[c].info->pattern;
+      // Producer groups this call could absorb.
+      std::vector<Group*> plain, anchored;
+      for (const Expr& arg : cands[c].call->args) {
+        const auto* v = arg.as<VarNode>();
+        if (v == nullptr || arg.kind() != ExprKind::kDataflowVar) continue;
+        auto it = def.find(v);
+        if (it == def.end() || group_of[it->second] == nullptr) continue;
+        if (uses_[v] != 1) continue;
+        Group* g = group_of[it->second];
+        if (g->output != it->second) continue;
+        (g->anchor >= 0 ? anchored : plain).push_back(g);
+      }
+      auto group = std::make_unique<Group>();
+      std::vector<Group*> merge;
+      if (pattern == OpPattern::kOutEWiseFusable) {
+        group->anchor = c;
+      } else if (pattern == OpPattern::kCommReduce) {
+        merge = plain;
+        group->anchor = c;
+      } else {
+        merge = plain;
+        if (anchored.size() == 1 && pattern <= OpPattern::kBroadcast) {
+          const Group* a = anchored[0];
+          const auto* anchor_t =
+              block.bindings[a->anchor].var.struct_info().as<TensorStructInfoNode>();
+          const auto* out_t = block.bindings[c].var.struct_info().as<TensorStructInfoNode>();
+          if (SameShape(*anchor_t->shape, *out_t->shape)) {
+            merge.push_back(anchored[0]);
+            group->anchor = a->anchor;
+          }
+        }
+      }
+      for (Group* g : merge) {
+        group->members.insert(group->members.end(), g->members.begin(), g->members.end());
+      }
+      group->members.push_back(c);
+      std::sort(group->members.begin(), group->members.end());
+      group->output = c;
+      for (int m : group->members) group_of[m] = group.get();
+      groups.push_back(std::move(group));
+    }
+
+    // Lower the groups of two or more calls; place each at its output.
+    absl::flat_hash_map<int, Expr> replacement;  // output index -> call_tir
+    absl::flat_hash_set<int> removed;
+    for (const auto& g : groups) {
+      if (g->members.size() < 2 || group_of[g->output] != g.get()) continue;
+      GroupLowering lowering(block, cands, *g, options_.num_threads);
+      absl::StatusOr<KernelFunc> kernel = lowering.Lower();
+      if (!kernel.ok()) continue;  // stays unfused; LegalizeOps lowers the calls one by one
+      std::string hint = "fused";
+      for (int m : g->members) {
+        absl::StrAppend(&hint, "_", ShortOpName(CalledOpName(block.bindings[m].value)));
+      }
+      const std::string name = kernels_->Add(*kernel, hint);
+      Expr gv = MakeGlobalVar(name);
+      gv->set_struct_info(OpaqueFuncSInfo());
+      const StructInfo& out_sinfo = block.bindings[g->output].var.struct_info();
+      Expr call =
+          MakeCall(GetOp("relax.call_tir"), {gv, MakeTuple(lowering.inputs())}, {}, {out_sinfo});
+      call->set_struct_info(out_sinfo);
+      replacement[g->output] = call;
+      for (int m : g->members) {
+        if (m != g->output) removed.insert(m);
+      }
+    }
+    BindingBlock out;
+    out.is_dataflow = true;
+    for (int i = 0; i < n; ++i) {
+      if (removed.count(i)) continue;
+      Binding b = block.bindings[i];
+      if (auto it = replacement.find(i); it != replacement.end()) b.value = it->second;
+      out.bindings.push_back(std::move(b));
+    }
+    return out;
+  }
+
+  KernelDeduplicator* kernels_;
+  const FuseOptions& options_;
+  absl::flat_hash_map<const VarNode*, int> uses_;
+};
+
+}  // namespace
+
+absl::StatusOr<IRModule> FuseOps(IRModule module, const FuseOptions& options) {
+  std::unique_ptr<KernelDeduplicator> kernels;
+  return RewriteFunctionBodies(
+      std::move(module),
+      [&](const std::string&, const Expr& body, IRModule* m) -> absl::StatusOr<Expr> {
+        if (kernels == nullptr) kernels = std::make_unique<KernelDeduplicator>(m);
+        Fuser fuser(kernels.get(), options);
+        return fuser.Run(body);
+      });
+}
+
+}  // namespace tether::compiler

@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# tether compile as a user runs it: a Relax text model compiled for this host,
+# run with .npy inputs through the embedded daemon and a real tetherd, outputs
+# checked by NumPy; run/bench/profile taking the .rx directly; --emit forms;
+# an AArch64 cross build whose kernel library is an AArch64 ELF; bad input
+# giving clear errors.
+set -u
+tether=$1
+tetherd=$2
+dir=$3
+py=/usr/bin/python3
+rm -rf "$dir" && mkdir -p "$dir"
+fail() { echo "FAIL: $*"; [ -n "${daemon_pid:-}" ] && kill "$daemon_pid" 2>/dev/null; exit 1; }
+
+cat > "$dir/mlp.rx" <<'RX'
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor(("n", 4), "float32"), w: R.Tensor((4, 3), "float32"),
+             b: R.Tensor((3,), "float32")) -> R.Tensor(("n", 3), "float32"):
+        with R.dataflow():
+            lv0 = R.matmul(x, w)
+            lv1 = R.add(lv0, b)
+            gv = R.nn.relu(lv1)
+            R.output(gv)
+        return gv
+RX
+$py -c "
+import numpy as np
+rng = np.random.default_rng(7)
+np.save('$dir/x.npy', rng.standard_normal((5, 4)).astype(np.float32))
+np.save('$dir/x2.npy', rng.standard_normal((2, 4)).astype(np.float32))
+np.save('$dir/w.npy', rng.standard_normal((4, 3)).astype(np.float32))
+np.save('$dir/b.npy', rng.standard_normal((3,)).astype(np.float32))
+np.save('$dir/bad.npy', np.zeros((5, 7), dtype=np.float32))
+" || fail "numpy could not write the inputs"
+
+check() {  # output dir, input file
+  $py -c "
+import numpy as np
+x = np.load('$2'); w = np.load('$dir/w.npy'); b = np.load('$dir/b.npy')
+want = np.maximum(x @ w + b, 0)
+got = np.load('$1/out.npy')
+assert got.shape == want.shape and got.dtype == np.float32, (got.shape, got.dtype)
+assert np.allclose(got, want, rtol=1e-5, atol=1e-5), (got, want)
+" || fail "outputs in $1 differ from numpy"
+}
+
+# compile for this host, inspect, run at two batch sizes from one executable.
+"$tether" compile "$dir/mlp.rx" -o "$dir/mlp.tx" 2> "$dir/compile.log" \
+  || fail "compile: $(cat "$dir/compile.log")"
+"$tether" inspect "$dir/mlp.tx" > "$dir/inspect.log" || fail "inspect: $(cat "$dir/inspect.log")"
+grep -q "signature.main" "$dir/inspect.log" || fail "no signature metadata: $(cat "$dir/inspect.log")"
+inputs="--input w=@$dir/w.npy --input b=@$dir/b.npy"
+"$tether" run "$dir/mlp.tx" --input x=@"$dir/x.npy" $inputs --output-dir "$dir/out" > "$dir/run.log" 2>&1 \
+  || fail "run: $(cat "$dir/run.log")"
+check "$dir/out" "$dir/x.npy"
+"$tether" run "$dir/mlp.tx" --input x=@"$dir/x2.npy" $inputs --output-dir "$dir/out2" > "$dir/run.log" 2>&1 \
+  || fail "run n=2: $(cat "$dir/run.log")"
+check "$dir/out2" "$dir/x2.npy"
+
+# run, bench and profile take the .rx directly (compiled for this host).
+"$tether" run "$dir/mlp.rx" --input x=@"$dir/x.npy" $inputs --output-dir "$dir/out_rx" > "$dir/run.log" 2>&1 \
+  || fail "run .rx: $(cat "$dir/run.log")"
+check "$dir/out_rx" "$dir/x.npy"
+"$tether" bench "$dir/mlp.rx" --input x=@"$dir/x.npy" $inputs --number 5 --repeat 2 --json > "$dir/bench.json" \
+  || fail "bench .rx"
+"$tether" profile "$dir/mlp.rx" --random-inputs --shape x=3x4 --shape w=4x3 --shape b=3 > "$dir/profile.txt" \
+  || fail "profile .rx"
+
+# A real tetherd on port 0.
+"$tetherd" --listen 127.0.0.1:0 --port-file "$dir/port" > "$dir/daemon.log" 2>&1 &
+daemon_pid=$!
+for _ in $(seq 1 100); do [ -s "$dir/port" ] && break; sleep 0.1; done
+[ -s "$dir/port" ] || fail "tetherd did not report its port: $(cat "$dir/daemon.log")"
+port=$(cat "$dir/port")
+"$tether" run "$dir/mlp.tx" --remote 127.0.0.1:"$port" --input x=@"$dir/x.npy" $inputs \
+  --output-dir "$dir/out_remote" > "$dir/run.log" 2>&1 || fail "remote run: $(cat "$dir/run.log")"
+check "$dir/out_remote" "$dir/x.npy"
+kill "$daemon_pid"; wait "$daemon_pid" 2>/dev/null; daemon_pid=
+
+# --emit forms.
+"$tether" compile "$dir/mlp.rx" --emit bytecode > "$dir/bytecode.txt" || fail "emit bytecode"
+grep -q "vm.builtin.match_shape" "$dir/bytecode.txt" || fail "bytecode: $(cat "$dir/bytecode.txt")"
+"$tether" compile "$dir/mlp.rx" --emit ir > "$dir/ir.txt" || fail "emit ir"
+grep -q "def main" "$dir/ir.txt" || fail "ir: $(cat "$dir/ir.txt")"
+"$tether" compile "$dir/mlp.rx" --emit asm > "$dir/asm.txt" || fail "emit asm"
+[ -s "$dir/asm.txt" ] || fail "empty assembly"
+"$tether" compile "$dir/mlp.rx" --pipeline zero -o "$dir/zero.tx" 2> /dev/null || fail "zero pipeline"
+"$tether" run "$dir/zero.tx" --input x=@"$dir/x.npy" $inputs --output-dir "$dir/out_zero" > /dev/null 2>&1 \
+  || fail "run zero-pipeline executable"
+check "$dir/out_zero" "$dir/x.npy"
+
+# Cross build: the embedded kernel library is an AArch64 ELF (e_machine 183).
+"$tether" compile "$dir/mlp.rx" -o "$dir/mlp_a64.tx" \
+  --target "llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a72" 2> "$dir/compile.log" \
+  || fail "aarch64 compile: $(cat "$dir/compile.log")"
+$py -c "
+import struct
+data = open('$dir/mlp_a64.tx', 'rb').read()
+i = data.find(b'\x7fELF')
+assert i >= 0, 'no ELF inside the executable'
+assert struct.unpack_from('<H', data, i + 18)[0] == 183, 'e_machine is not EM_AARCH64'
+" || fail "aarch64 kernel library"
+
+# Bad input: a clear message and exit 1 (2 for bad usage).
+expect_error() {  # exit code, message fragment, command...
+  local code=$1 want=$2; shift 2
+  "$@" > "$dir/err.out" 2> "$dir/err.log"
+  local rc=$?
+  [ $rc -eq "$code" ] || fail "$* exited $rc, expected $code: $(cat "$dir/err.log")"
+  grep -q -- "$want" "$dir/err.log" || fail "$*: stderr lacks \"$want\": $(cat "$dir/err.log")"
+}
+expect_error 1 "parameter x (annotated R.Tensor((n, 4), \"float32\")): shape\[1\]" \
+  "$tether" run "$dir/mlp.tx" --input x=@"$dir/bad.npy" $inputs
+expect_error 1 "NOT_FOUND" "$tether" compile "$dir/missing.rx" -o "$dir/m.tx"
+expect_error 1 "cobol" "$tether" compile "$dir/mlp.rx" -o "$dir/m.tx" --target cobol
+expect_error 2 "--emit takes ir, bytecode or asm" "$tether" compile "$dir/mlp.rx" --emit wat
+expect_error 2 "usage: tether compile" "$tether" compile "$dir/mlp.rx"
+printf 'def main(:\n' > "$dir/broken.rx"
+expect_error 1 "broken.rx:1:" "$tether" compile "$dir/broken.rx" -o "$dir/m.tx"
+echo "PASS"

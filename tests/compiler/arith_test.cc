@@ -1,0 +1,140 @@
+// The simplifier's canonical forms, equality proofs, substitution and
+// free-variable collection.
+#include "compiler/ir/arith.h"
+
+#include "gtest/gtest.h"
+
+namespace tether::compiler {
+namespace {
+
+TEST(ArithTest, OrdersMonomialsCanonically) {
+  Var n("n"), m("m");
+  EXPECT_EQ(ToString(Simplify(PrimExpr(4) * n)), "n * 4");
+  EXPECT_EQ(ToString(Simplify(n * 4)), "n * 4");
+  EXPECT_EQ(ToString(Simplify(m + n)), ToString(Simplify(n + m)));
+  EXPECT_EQ(ToString(Simplify(n * m * 2)), ToString(Simplify(PrimExpr(2) * m * n)));
+}
+
+TEST(ArithTest, CancelsTerms) {
+  Var n("n"), m("m");
+  EXPECT_TRUE(Simplify((n + 1) - 1).same_as(n));
+  EXPECT_TRUE(Simplify(n * 2 - n).same_as(n));
+  EXPECT_EQ(*Simplify((n + m) - (m + n)).as_int(), 0);
+  EXPECT_EQ(ToString(Simplify((n + 2) * (n - 2) - n * n)), "-4");
+  EXPECT_EQ(ToString(Simplify(PrimExpr(0) - n)), "n * -1");
+  EXPECT_EQ(ToString(Simplify(m - n + 3)), "m - n + 3");
+}
+
+TEST(ArithTest, DividesByConstantsWhereExact) {
+  Var n("n");
+  EXPECT_EQ(ToString(Simplify(FloorDiv(n * 4 + 2, 2))), "n * 2 + 1");
+  EXPECT_EQ(ToString(Simplify(FloorMod(n * 4 + 3, 4))), "3");
+  EXPECT_EQ(ToString(Simplify(FloorDiv(n * 4 + 3, 2))), "n * 2 + 1");
+  EXPECT_EQ(ToString(Simplify(FloorDiv(n + 1, 2))), "floordiv(n + 1, 2)");
+  EXPECT_EQ(ToString(Simplify(FloorDiv(FloorDiv(n, 2), 3))), "floordiv(n, 6)");
+  EXPECT_EQ(ToString(Simplify(FloorMod(n * 3, 2))), "floormod(n, 2)");
+  EXPECT_EQ(ToString(Simplify(Div(n * 6, 3))), "n * 2");
+  EXPECT_EQ(ToString(Simplify(Div(n, 3))), "n / 3");
+  EXPECT_TRUE(ProveEqual(FloorDiv(n + 3, 2), FloorDiv(n + 1, 2) + 1));
+}
+
+TEST(ArithTest, FoldsMinMaxWithConstantDifference) {
+  Var n("n"), m("m");
+  EXPECT_TRUE(Simplify(Min(n, n + 1)).same_as(n));
+  EXPECT_EQ(ToString(Simplify(Max(n, n + 1))), "n + 1");
+  EXPECT_EQ(*Simplify(Max(3, 7)).as_int(), 7);
+  EXPECT_TRUE(ProveEqual(Min(n, m), Min(m, n)));
+  EXPECT_FALSE(ProveEqual(Min(n, m), Max(m, n)));
+}
+
+TEST(ArithTest, FoldsFloatConstantsOnly) {
+  PrimExpr x = FloatImm(DataType::Float(32), 1.5);
+  PrimExpr e = Simplify(x * FloatImm(DataType::Float(32), 2.0));
+  ASSERT_NE(e.as<FloatImmNode>(), nullptr);
+  EXPECT_EQ(e.as<FloatImmNode>()->value, 3.0);
+  Var f("f", DataType::Float(32));
+  EXPECT_EQ(ToString(Simplify(f + FloatImm(DataType::Float(32), 0.0))), "f + 0.0");
+}
+
+TEST(ArithTest, ProvesEqualAndRefusesUnprovable) {
+  Var n("n"), m("m");
+  EXPECT_TRUE(ProveEqual(n * 4, PrimExpr(4) * n));
+  EXPECT_TRUE(ProveEqual((n + 1) * (n + 1), n * n + n * 2 + 1));
+  EXPECT_FALSE(ProveEqual(n, m));
+  EXPECT_FALSE(ProveEqual(n * 2, n * 3));
+  // Two variables with one name are different variables.
+  Var n2("n");
+  EXPECT_FALSE(ProveEqual(n, n2));
+}
+
+TEST(ArithTest, FoldsComparisonsOfConstantDifference) {
+  Var n("n");
+  EXPECT_EQ(*Simplify(LT(n, n + 1)).as_int(), 1);
+  EXPECT_EQ(*Simplify(EQ(n * 2, n + n)).as_int(), 1);
+  EXPECT_EQ(Simplify(LT(n, PrimExpr(4))).as_int(), nullptr);
+}
+
+TEST(ArithTest, AsConstIntSimplifiesFirst) {
+  Var n("n");
+  EXPECT_EQ(AsConstInt(n - n + 7), 7);
+  EXPECT_EQ(AsConstInt(n + 1), std::nullopt);
+  EXPECT_EQ(AsConstInt(PrimExpr()), std::nullopt);
+}
+
+TEST(ArithTest, SubstitutesVariables) {
+  Var n("n"), m("m");
+  VarMap map;
+  map[n.get()] = PrimExpr(3);
+  EXPECT_EQ(*Substitute(n * 4 + 1, map).as_int(), 13);
+  PrimExpr untouched = m * 2;
+  EXPECT_TRUE(Substitute(untouched, map).same_as(untouched));
+  map[n.get()] = m + 1;
+  EXPECT_TRUE(ProveEqual(Substitute(n * 2, map), m * 2 + 2));
+}
+
+TEST(ArithTest, SubstitutesInStatementsKeepingBuffers) {
+  Var n("n"), i("i");
+  Buffer a = MakeBuffer("A", DataType::Float(32), {n});
+  Stmt loop = For(i, 0, n, ForKind::kSerial, Store(a, {i}, Load(a, {i}) + FloatImm(DataType::Float(32), 1)));
+  VarMap map;
+  map[n.get()] = PrimExpr(8);
+  Stmt out = Substitute(loop, map);
+  const auto* f = out.as<ForNode>();
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(*f->extent.as_int(), 8);
+  const auto* st = f->body.as<StoreNode>();
+  ASSERT_NE(st, nullptr);
+  EXPECT_EQ(st->buffer.get(), a.get());
+  EXPECT_TRUE(st->indices[0].same_as(i));
+}
+
+TEST(ArithTest, StatementBindersShadowOrRename) {
+  Var i("i"), j("j");
+  Buffer a = MakeBuffer("A", DataType::Int(64), {10});
+  Stmt loop = For(i, 0, 10, ForKind::kSerial, Store(a, {i}, i));
+  VarMap to_const;
+  to_const[i.get()] = PrimExpr(0);
+  EXPECT_EQ(Substitute(loop, to_const).get(), loop.get());
+  VarMap rename;
+  rename[i.get()] = j;
+  Stmt out = Substitute(loop, rename);
+  const auto* f = out.as<ForNode>();
+  ASSERT_NE(f, nullptr);
+  EXPECT_TRUE(f->var.same_as(j));
+  EXPECT_TRUE(f->body.as<StoreNode>()->indices[0].same_as(j));
+}
+
+TEST(ArithTest, CollectsFreeVarsInFirstOccurrenceOrder) {
+  Var n("n"), m("m"), k("k");
+  std::vector<Var> vars;
+  CollectVars(m * n + FloorDiv(n, k) + m, &vars);
+  ASSERT_EQ(vars.size(), 3u);
+  EXPECT_TRUE(vars[0].same_as(m));
+  EXPECT_TRUE(vars[1].same_as(n));
+  EXPECT_TRUE(vars[2].same_as(k));
+  CollectVars(k + n, &vars);
+  EXPECT_EQ(vars.size(), 3u);
+}
+
+}  // namespace
+}  // namespace tether::compiler

@@ -1,0 +1,375 @@
+// Kernel code generation end to end: hand-built KernelFuncs compiled with real
+// LLVM, linked with in-process lld, loaded with memfd + dlopen and called
+// through the kernel ABI.
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "compiler/codegen/jit.h"
+#include "compiler/codegen/llvm_codegen.h"
+#include "compiler/codegen/target.h"
+#include "compiler/kernel/kernel_ir.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "runtime/vm/kernel_library.h"
+#include "runtime/vm/exec_builder.h"
+#include "runtime/vm/local_vm.h"
+
+namespace tether::compiler {
+namespace {
+
+using ::testing::HasSubstr;
+
+const DataType kF32 = DataType::Float(32);
+
+template <typename T>
+Tensor MakeTensor(std::vector<int64_t> shape, DataType dtype, const std::vector<T>& values) {
+  absl::StatusOr<Tensor> t = Tensor::FromBytes(shape, dtype, values.data(), values.size() * sizeof(T));
+  EXPECT_TRUE(t.ok()) << t.status();
+  return *t;
+}
+template <typename T>
+std::vector<T> Read(const Tensor& t) {
+  std::vector<T> out(t->NumElements());
+  EXPECT_TRUE(t.CopyToBytes(out.data(), out.size() * sizeof(T)).ok());
+  return out;
+}
+
+// C[i] = A[i] + B[i] over a symbolic n.
+KernelFunc AddKernel(const std::string& name = "add") {
+  Var n("n");
+  Buffer a = MakeBuffer("A", kF32, {n});
+  Buffer b = MakeBuffer("B", kF32, {n});
+  Buffer c = MakeBuffer("C", kF32, {n});
+  Var i("i");
+  Stmt body = For(i, 0, n, ForKind::kSerial, Store(c, {i}, Load(a, {i}) + Load(b, {i})));
+  return MakeKernelFunc(name, {KernelParam::Tensor(a), KernelParam::Tensor(b), KernelParam::Tensor(c)},
+                        body);
+}
+
+// Y[i] = op(X[i]) over n.
+KernelFunc UnaryKernel(const std::string& op) {
+  Var n("n");
+  Buffer x = MakeBuffer("X", kF32, {n});
+  Buffer y = MakeBuffer("Y", kF32, {n});
+  Var i("i");
+  Stmt body = For(i, 0, n, ForKind::kVectorized, Store(y, {i}, Call(kF32, op, {Load(x, {i})})));
+  return MakeKernelFunc(op + "_kernel", {KernelParam::Tensor(x), KernelParam::Tensor(y)}, body);
+}
+
+Function GetKernel(const Ref<Module>& lib, const std::string& name) {
+  absl::StatusOr<Function> f = lib->GetFunction(name);
+  EXPECT_TRUE(f.ok()) << f.status();
+  return f.ok() ? *f : Function();
+}
+
+TEST(CodegenTest, ElementwiseAddRunsWithTwoSizesFromOneLibrary) {
+  absl::StatusOr<Ref<Module>> lib = BuildAndLoad({AddKernel()});
+  ASSERT_TRUE(lib.ok()) << lib.status();
+  Function add = GetKernel(*lib, "add");
+  for (int64_t n : {3, 1000}) {
+    std::vector<float> a(n), b(n);
+    for (int64_t i = 0; i < n; ++i) {
+      a[i] = static_cast<float>(i);
+      b[i] = 0.5f * static_cast<float>(i) + 1;
+    }
+    Tensor ta = MakeTensor({n}, kF32, a), tb = MakeTensor({n}, kF32, b);
+    Tensor tc = MakeTensor({n}, kF32, std::vector<float>(n, 0));
+    ASSERT_TRUE(add.Call(ta, tb, tc).ok());
+    std::vector<float> c = Read<float>(tc);
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(c[i], a[i] + b[i]) << i;
+  }
+}
+
+TEST(CodegenTest, ParallelVectorizedLoopNestOver2D) {
+  Var m("m"), n("n");
+  Buffer a = MakeBuffer("A", kF32, {m, n});
+  Buffer c = MakeBuffer("C", kF32, {m, n});
+  Var i("i"), j("j");
+  Stmt body = For(i, 0, m, ForKind::kParallel,
+                  For(j, 0, n, ForKind::kVectorized,
+                      Store(c, {i, j}, Load(a, {i, j}) * MakeConst(kF32, 2) + Cast(kF32, i))));
+  KernelFunc k = MakeKernelFunc("scale2d", {KernelParam::Tensor(a), KernelParam::Tensor(c)}, body);
+  absl::StatusOr<Ref<Module>> lib = BuildAndLoad({k});
+  ASSERT_TRUE(lib.ok()) << lib.status();
+  const int64_t rows = 37, cols = 129;
+  std::vector<float> av(rows * cols);
+  for (size_t x = 0; x < av.size(); ++x) av[x] = static_cast<float>(x % 17) - 3;
+  Tensor ta = MakeTensor({rows, cols}, kF32, av);
+  Tensor tc = MakeTensor({rows, cols}, kF32, std::vector<float>(rows * cols, 0));
+  ASSERT_TRUE(GetKernel(*lib, "scale2d").Call(ta, tc).ok());
+  std::vector<float> cv = Read<float>(tc);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t col = 0; col < cols; ++col) {
+      ASSERT_EQ(cv[r * cols + col], av[r * cols + col] * 2 + static_cast<float>(r));
+    }
+  }
+  absl::StatusOr<std::string> ir = EmitLLVMIR({k}, Target::Host());
+  ASSERT_TRUE(ir.ok()) << ir.status();
+  // The outlined parallel body and the vectorizer's work are in the IR.
+  EXPECT_NE(ir->find("scale2d.body.par0"), std::string::npos);
+  EXPECT_NE(ir->find("llvm.loop.isvectorized"), std::string::npos);
+}
+
+TEST(CodegenTest, MathIntrinsicsMatchStd) {
+  std::vector<float> xs;
+  for (int i = -400; i <= 400; ++i) xs.push_back(static_cast<float>(i) * 0.0371f);
+  for (float v : {1e-6f, -1e-6f, 1e-3f, 7.5f, -7.5f, 30.f, -30.f, 80.f}) xs.push_back(v);
+  struct Case {
+    const char* op;
+    double (*ref)(double);
+    bool positive_only;
+  };
+  const Case cases[] = {
+      {"exp", [](double x) { return std::exp(x); }, false},
+      {"tanh", [](double x) { return std::tanh(x); }, false},
+      {"erf", [](double x) { return std::erf(x); }, false},
+      {"log", [](double x) { return std::log(x); }, true},
+      {"sqrt", [](double x) { return std::sqrt(x); }, true},
+      {"sigmoid", [](double x) { return 1 / (1 + std::exp(-x)); }, false},
+  };
+  std::vector<KernelFunc> kernels;
+  for (const Case& c : cases) kernels.push_back(UnaryKernel(c.op));
+  absl::StatusOr<Ref<Module>> lib = BuildAndLoad(kernels);
+  ASSERT_TRUE(lib.ok()) << lib.status();
+  for (const Case& c : cases) {
+    std::vector<float> in;
+    for (float x : xs) {
+      if (!c.positive_only || x > 0) in.push_back(c.positive_only ? std::fabs(x) : x);
+    }
+    int64_t n = static_cast<int64_t>(in.size());
+    Tensor tx = MakeTensor({n}, kF32, in);
+    Tensor ty = MakeTensor({n}, kF32, std::vector<float>(n, 0));
+    ASSERT_TRUE(GetKernel(*lib, std::string(c.op) + "_kernel").Call(tx, ty).ok()) << c.op;
+    std::vector<float> out = Read<float>(ty);
+    for (int64_t i = 0; i < n; ++i) {
+      double want = c.ref(in[i]);
+      double tol = 2e-6 * std::fabs(want) + 1e-30;
+      ASSERT_NEAR(out[i], want, tol) << c.op << "(" << in[i] << ")";
+    }
+  }
+}
+
+TEST(CodegenTest, ReductionWithLocalAccumulator) {
+  Var m("m"), n("n");
+  Buffer a = MakeBuffer("A", kF32, {m, n});
+  Buffer s = MakeBuffer("S", kF32, {m});
+  Buffer acc = MakeBuffer("acc", kF32, {1}, BufferNode::Scope::kLocal);
+  Var i("i"), j("j");
+  Stmt row = Allocate(acc, Seq({Store(acc, {0}, MakeConst(kF32, 0)),
+                                For(j, 0, n, ForKind::kSerial,
+                                    Store(acc, {0}, Load(acc, {0}) + Load(a, {i, j}))),
+                                Store(s, {i}, Load(acc, {0}))}));
+  KernelFunc k = MakeKernelFunc("rowsum", {KernelParam::Tensor(a), KernelParam::Tensor(s)},
+                                For(i, 0, m, ForKind::kParallel, row));
+  absl::StatusOr<Ref<Module>> lib = BuildAndLoad({k});
+  ASSERT_TRUE(lib.ok()) << lib.status();
+  Tensor ta = MakeTensor({3, 4}, kF32, std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12});
+  Tensor ts = MakeTensor({3}, kF32, std::vector<float>(3, -1));
+  ASSERT_TRUE(GetKernel(*lib, "rowsum").Call(ta, ts).ok());
+  EXPECT_EQ(Read<float>(ts), (std::vector<float>{10, 26, 42}));
+}
+
+TEST(CodegenTest, WorkspaceAllocationHoldsIntermediate) {
+  Var n("n");
+  Buffer a = MakeBuffer("A", kF32, {n});
+  Buffer c = MakeBuffer("C", kF32, {n});
+  Buffer tmp = MakeBuffer("tmp", kF32, {n}, BufferNode::Scope::kGlobal);
+  Var i("i"), j("j");
+  Stmt body = Allocate(tmp, Seq({For(i, 0, n, ForKind::kSerial, Store(tmp, {i}, Load(a, {i}) * Load(a, {i}))),
+                                 For(j, 0, n, ForKind::kSerial,
+                                     Store(c, {j}, Load(tmp, {n - 1 - j}) + MakeConst(kF32, 1)))}));
+  KernelFunc k = MakeKernelFunc("rev_sq", {KernelParam::Tensor(a), KernelParam::Tensor(c)}, body);
+  absl::StatusOr<Ref<Module>> lib = BuildAndLoad({k});
+  ASSERT_TRUE(lib.ok()) << lib.status();
+  Tensor ta = MakeTensor({4}, kF32, std::vector<float>{1, 2, 3, 4});
+  Tensor tc = MakeTensor({4}, kF32, std::vector<float>(4, 0));
+  ASSERT_TRUE(GetKernel(*lib, "rev_sq").Call(ta, tc).ok());
+  EXPECT_EQ(Read<float>(tc), (std::vector<float>{17, 10, 5, 2}));
+}
+
+TEST(CodegenTest, IntBoolAndFloat16LoadStore) {
+  Var n("n");
+  Buffer a32 = MakeBuffer("A", DataType::Int(32), {n});
+  Buffer b64 = MakeBuffer("B", DataType::Int(64), {n});
+  Buffer mask = MakeBuffer("M", DataType::Bool(), {n});
+  Buffer h = MakeBuffer("H", DataType::Float(16), {n});
+  Buffer h_out = MakeBuffer("HO", DataType::Float(16), {n});
+  Var i("i");
+  Stmt body = For(i, 0, n, ForKind::kSerial,
+                  Seq({Store(b64, {i}, Cast(DataType::Int(64), Load(a32, {i})) * 3),
+                       Store(mask, {i}, GT(Load(a32, {i}), IntImm(DataType::Int(32), 1))),
+                       Store(h_out, {i}, Load(h, {i}) * MakeConst(DataType::Float(16), 2))}));
+  KernelFunc k = MakeKernelFunc("mixed",
+                                {KernelParam::Tensor(a32), KernelParam::Tensor(h), KernelParam::Tensor(b64),
+                                 KernelParam::Tensor(mask), KernelParam::Tensor(h_out)},
+                                body, 3);
+  absl::StatusOr<Ref<Module>> lib = BuildAndLoad({k});
+  ASSERT_TRUE(lib.ok()) << lib.status();
+  // float16 bits: 1.0 = 0x3c00, -2.5 = 0xc100, 0.5 = 0x3800.
+  Tensor ta = MakeTensor({3}, DataType::Int(32), std::vector<int32_t>{1, 2, -7});
+  Tensor th = MakeTensor({3}, DataType::Float(16), std::vector<uint16_t>{0x3c00, 0xc100, 0x3800});
+  Tensor tb = MakeTensor({3}, DataType::Int(64), std::vector<int64_t>(3, 0));
+  Tensor tm = MakeTensor({3}, DataType::Bool(), std::vector<uint8_t>(3, 7));
+  Tensor tho = MakeTensor({3}, DataType::Float(16), std::vector<uint16_t>(3, 0));
+  ASSERT_TRUE(GetKernel(*lib, "mixed").Call(ta, th, tb, tm, tho).ok());
+  EXPECT_EQ(Read<int64_t>(tb), (std::vector<int64_t>{3, 6, -21}));
+  EXPECT_EQ(Read<uint8_t>(tm), (std::vector<uint8_t>{0, 1, 0}));
+  // 2.0 = 0x4000, -5.0 = 0xc500, 1.0 = 0x3c00.
+  EXPECT_EQ(Read<uint16_t>(tho), (std::vector<uint16_t>{0x4000, 0xc500, 0x3c00}));
+}
+
+TEST(CodegenTest, AssertFailureReturnsItsMessage) {
+  Var n("n");
+  Buffer a = MakeBuffer("A", kF32, {n});
+  Var i("i");
+  Stmt body = AssertStmt(LT(n, 4), "n must be below 4",
+                         For(i, 0, n, ForKind::kSerial, Store(a, {i}, MakeConst(kF32, 1))));
+  absl::StatusOr<Ref<Module>> lib =
+      BuildAndLoad({MakeKernelFunc("guarded", {KernelParam::Tensor(a)}, body)});
+  ASSERT_TRUE(lib.ok()) << lib.status();
+  Function f = GetKernel(*lib, "guarded");
+  EXPECT_TRUE(f.Call(MakeTensor({3}, kF32, std::vector<float>(3, 0))).ok());
+  absl::StatusOr<Value> r = f.Call(MakeTensor({5}, kF32, std::vector<float>(5, 0)));
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(r.status().message(), HasSubstr("n must be below 4"));
+}
+
+TEST(CodegenTest, ShapeMismatchBetweenArgumentsIsAClearError) {
+  absl::StatusOr<Ref<Module>> lib = BuildAndLoad({AddKernel()});
+  ASSERT_TRUE(lib.ok()) << lib.status();
+  absl::StatusOr<Value> r = GetKernel(*lib, "add").Call(MakeTensor({4}, kF32, std::vector<float>(4, 0)),
+                                                        MakeTensor({3}, kF32, std::vector<float>(3, 0)),
+                                                        MakeTensor({4}, kF32, std::vector<float>(4, 0)));
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(r.status().message(), HasSubstr("kernel add: argument 1 dim 0 is 3, expected n = 4"));
+}
+
+TEST(CodegenTest, WrongDtypeOrNdimNamesTheArgument) {
+  absl::StatusOr<Ref<Module>> lib = BuildAndLoad({AddKernel()});
+  ASSERT_TRUE(lib.ok()) << lib.status();
+  Function add = GetKernel(*lib, "add");
+  Tensor ok = MakeTensor({2}, kF32, std::vector<float>(2, 0));
+  absl::StatusOr<Value> r = add.Call(ok, MakeTensor({2}, DataType::Int(32), std::vector<int32_t>(2, 0)), ok);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(r.status().message(), HasSubstr("kernel add: argument 1 has dtype int32, expected float32"));
+  r = add.Call(ok, ok, MakeTensor({1, 2}, kF32, std::vector<float>(2, 0)));
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(r.status().message(), HasSubstr("kernel add: argument 2 has 2 dims, expected 1"));
+  r = add.Call(ok, ok);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(r.status().message(), HasSubstr("takes 3 arguments, got 2"));
+}
+
+TEST(CodegenTest, ScalarParameterIsPassedAsInt) {
+  Var n("n"), k("k");
+  Buffer a = MakeBuffer("A", DataType::Int(64), {n});
+  Var i("i");
+  KernelFunc f = MakeKernelFunc("fill", {KernelParam::Tensor(a), KernelParam::Scalar(k)},
+                                For(i, 0, n, ForKind::kSerial, Store(a, {i}, k + i)));
+  absl::StatusOr<Ref<Module>> lib = BuildAndLoad({f});
+  ASSERT_TRUE(lib.ok()) << lib.status();
+  Tensor ta = MakeTensor({3}, DataType::Int(64), std::vector<int64_t>(3, 0));
+  ASSERT_TRUE(GetKernel(*lib, "fill").Call(ta, int64_t{40}).ok());
+  EXPECT_EQ(Read<int64_t>(ta), (std::vector<int64_t>{40, 41, 42}));
+}
+
+TEST(CodegenTest, LibraryCarriesManifest) {
+  absl::StatusOr<vm::KernelLibraryBlob> blob = BuildKernelLibrary({AddKernel(), UnaryKernel("exp")}, Target::Host());
+  ASSERT_TRUE(blob.ok()) << blob.status();
+  EXPECT_EQ(blob->format, "so");
+  EXPECT_THAT(blob->data, HasSubstr("kernel add 3\ntensor float32 1\n"));
+  absl::StatusOr<Ref<Module>> lib = LoadKernelLibrary(*blob);
+  ASSERT_TRUE(lib.ok()) << lib.status();
+  EXPECT_TRUE((*lib)->ImplementsFunction("add"));
+  EXPECT_TRUE((*lib)->ImplementsFunction("exp_kernel"));
+  EXPECT_EQ((*lib)->GetFunction("nope").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(CodegenTest, CorruptOrTruncatedBlobIsAnError) {
+  absl::StatusOr<vm::KernelLibraryBlob> blob = BuildKernelLibrary({AddKernel()}, Target::Host());
+  ASSERT_TRUE(blob.ok()) << blob.status();
+  vm::KernelLibraryBlob truncated = *blob;
+  truncated.data.resize(truncated.data.size() / 2);
+  absl::StatusOr<Ref<Module>> lib = LoadKernelLibrary(truncated);
+  EXPECT_EQ(lib.status().code(), absl::StatusCode::kInvalidArgument);
+  vm::KernelLibraryBlob garbage = *blob;
+  garbage.data = "not an elf file at all";
+  lib = LoadKernelLibrary(garbage);
+  EXPECT_EQ(lib.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(lib.status().message(), HasSubstr("not an ELF image"));
+}
+
+TEST(CodegenTest, ManifestParserRejectsMalformedText) {
+  EXPECT_FALSE(ParseKernelManifest("hello").ok());
+  EXPECT_FALSE(ParseKernelManifest("tether-kernel-manifest 1\nkernel add 2\ntensor float32 1\n").ok());
+  EXPECT_FALSE(ParseKernelManifest("tether-kernel-manifest 1\nkernel add -1\nend\n").ok());
+  absl::StatusOr<std::vector<KernelInfo>> ok =
+      ParseKernelManifest("tether-kernel-manifest 1\nkernel f 2\ntensor float16 3\nint64\nend\n");
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  ASSERT_EQ(ok->size(), 1u);
+  EXPECT_EQ((*ok)[0].params[0].ndim, 3);
+  EXPECT_FALSE((*ok)[0].params[1].is_tensor);
+}
+
+TEST(CodegenTest, CrossCompilesAnAArch64SharedObject) {
+  absl::StatusOr<Target> target = Target::Parse("llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a72 -mattr=+neon");
+  ASSERT_TRUE(target.ok()) << target.status();
+  EXPECT_FALSE(target->is_host());
+  absl::StatusOr<vm::KernelLibraryBlob> blob = BuildKernelLibrary({AddKernel(), UnaryKernel("tanh")}, *target);
+  ASSERT_TRUE(blob.ok()) << blob.status();
+  ASSERT_GT(blob->data.size(), 20u);
+  uint16_t machine;
+  std::memcpy(&machine, blob->data.data() + 18, 2);
+  EXPECT_EQ(machine, 183);  // EM_AARCH64
+  EXPECT_EQ(LoadKernelLibrary(*blob).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(CodegenTest, TargetParseRejectsUnknownKindAndFlag) {
+  EXPECT_EQ(Target::Parse("cuda -arch=sm_90").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Target::Parse("llvm -mfoo=bar").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(Target::Host().is_host());
+}
+
+TEST(CodegenTest, EmitAssemblyContainsKernelName) {
+  absl::StatusOr<std::string> s = EmitAssembly({AddKernel("my_add")}, Target::Host());
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_THAT(*s, HasSubstr("my_add:"));
+}
+
+TEST(CodegenTest, SystemLibBuildsAnArchiveWithRegistration) {
+  CodegenOptions options;
+  options.system_lib = true;
+  options.system_lib_prefix = "demo";
+  absl::StatusOr<vm::KernelLibraryBlob> blob = BuildKernelLibrary({AddKernel()}, Target::Host(), options);
+  ASSERT_TRUE(blob.ok()) << blob.status();
+  EXPECT_EQ(blob->format, "static");
+  EXPECT_EQ(blob->data.substr(0, 8), "!<arch>\n");
+  EXPECT_THAT(blob->data, HasSubstr("tether_system_lib_register_demo"));
+}
+
+TEST(CodegenTest, VirtualMachineCallsKernelFromEmbeddedLibrary) {
+  absl::StatusOr<vm::KernelLibraryBlob> blob = BuildKernelLibrary({AddKernel("vm_add")}, Target::Host());
+  ASSERT_TRUE(blob.ok()) << blob.status();
+  vm::ExecBuilder b;
+  b.AddKernelLibrary(*blob);
+  b.EmitFunction("main", 3, {"a", "b", "c"});
+  b.EmitCall("vm_add", {vm::Arg::Register(0), vm::Arg::Register(1), vm::Arg::Register(2)});
+  b.EmitRet(2);
+  b.EndFunction("main");
+  absl::StatusOr<Ref<vm::Executable>> exec = b.Get();
+  ASSERT_TRUE(exec.ok()) << exec.status();
+  absl::StatusOr<std::unique_ptr<vm::LocalVirtualMachine>> machine =
+      vm::LocalVirtualMachine::Create(*exec, {Device::Cpu()});
+  ASSERT_TRUE(machine.ok()) << machine.status();
+  Tensor ta = MakeTensor({2}, kF32, std::vector<float>{1, 2});
+  Tensor tb = MakeTensor({2}, kF32, std::vector<float>{10, 20});
+  Tensor tc = MakeTensor({2}, kF32, std::vector<float>{0, 0});
+  Value args[] = {ta, tb, tc};
+  absl::StatusOr<Value> r = (*machine)->Invoke("main", ArgSpan(args, 3));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(Read<float>(tc), (std::vector<float>{11, 22}));
+}
+
+}  // namespace
+}  // namespace tether::compiler

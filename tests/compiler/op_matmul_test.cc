@@ -1,0 +1,201 @@
+// relax.matmul: struct info inference (1-D promotion, batch broadcasting,
+// symbolic dims, errors) and the packed schedule against a plain C++
+// reference, including sizes that are not multiples of the tile, batched
+// and broadcast operands, 1-D operands and a fused epilogue.
+#include <cmath>
+
+#include "compiler/kernel/lower.h"
+#include "gtest/gtest.h"
+#include "tests/compiler/op_test_util.h"
+
+namespace tether::compiler {
+namespace {
+
+using optest::HostTensor;
+using optest::kF16;
+using optest::kF32;
+using optest::Random;
+using optest::Shape;
+
+constexpr char kOp[] = "relax.matmul";
+
+// numpy.matmul in double, rounded to `dtype`.
+HostTensor MatmulRef(const HostTensor& a, const HostTensor& b, DataType dtype) {
+  Shape as = a.shape, bs = b.shape;
+  const bool a_vec = as.size() == 1, b_vec = bs.size() == 1;
+  if (a_vec) as.insert(as.begin(), 1);
+  if (b_vec) bs.push_back(1);
+  const int64_t M = as[as.size() - 2], K = as.back(), N = bs.back();
+  Shape ab(as.begin(), as.end() - 2), bb(bs.begin(), bs.end() - 2);
+  Shape batch = optest::BroadcastShape({ab, bb});
+  Shape out_shape = batch;
+  if (!a_vec) out_shape.push_back(M);
+  if (!b_vec) out_shape.push_back(N);
+  HostTensor out{out_shape, dtype, {}};
+  const int64_t nb = optest::NumElements(batch);
+  const Shape a_strides = optest::Strides(ab), b_strides = optest::Strides(bb);
+  for (int64_t t = 0; t < nb; ++t) {
+    Shape idx = optest::Unravel(t, batch);
+    int64_t ao = 0, bo = 0;
+    for (size_t d = 0; d < ab.size(); ++d) {
+      ao += (ab[d] == 1 ? 0 : idx[idx.size() - ab.size() + d]) * a_strides[d];
+    }
+    for (size_t d = 0; d < bb.size(); ++d) {
+      bo += (bb[d] == 1 ? 0 : idx[idx.size() - bb.size() + d]) * b_strides[d];
+    }
+    for (int64_t i = 0; i < M; ++i) {
+      for (int64_t j = 0; j < N; ++j) {
+        double s = 0;
+        for (int64_t k = 0; k < K; ++k) {
+          s += a.data[static_cast<size_t>((ao * M + i) * K + k)] *
+               b.data[static_cast<size_t>((bo * K + k) * N + j)];
+        }
+        out.data.push_back(optest::RoundTo(dtype, s));
+      }
+    }
+  }
+  return out;
+}
+
+void ExpectMatmul(const Shape& as, const Shape& bs, uint32_t seed, DataType dtype = kF32) {
+  HostTensor a = Random(as, dtype, seed), b = Random(bs, dtype, seed + 1);
+  OP_TEST_ASSIGN_OR_SKIP(out, optest::RunOp(kOp, {a, b}));
+  ASSERT_EQ(out.size(), 1u);
+  // Accumulation order differs from the reference: scale the tolerance with K.
+  const double k = static_cast<double>(as.back());
+  optest::ExpectClose(out[0], MatmulRef(a, b, dtype), optest::Tolerance(dtype) * (1 + k / 8));
+}
+
+TEST(MatmulInferTest, Shapes2dBatchedAndVectors) {
+  auto check = [](Shape a, Shape b, const std::string& expected) {
+    absl::StatusOr<StructInfo> s =
+        optest::InferOp(kOp, {optest::TensorVar("a", optest::Dims(a), kF32),
+                              optest::TensorVar("b", optest::Dims(b), kF32)});
+    ASSERT_TRUE(s.ok()) << s.status();
+    EXPECT_EQ(ToString(*s), expected);
+  };
+  check({3, 4}, {4, 5}, "R.Tensor((3, 5), \"float32\")");
+  check({2, 1, 3, 4}, {6, 4, 5}, "R.Tensor((2, 6, 3, 5), \"float32\")");
+  check({4}, {2, 4, 5}, "R.Tensor((2, 5), \"float32\")");
+  check({2, 3, 4}, {4}, "R.Tensor((2, 3), \"float32\")");
+  check({4}, {4}, "R.Tensor((), \"float32\")");
+}
+
+TEST(MatmulInferTest, KeepsSymbolicDimsAndOutDtype) {
+  Var n("n"), k("k");
+  absl::StatusOr<StructInfo> s = optest::InferOp(
+      kOp, {optest::TensorVar("a", {n, k}, kF16), optest::TensorVar("b", {k, 8}, kF16)},
+      {{"out_dtype", DataType::Float(32)}});
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(ToString(*s), "R.Tensor((n, 8), \"float32\")");
+}
+
+TEST(MatmulInferTest, RejectsMismatchedReductionDims) {
+  absl::StatusOr<StructInfo> s = optest::InferOp(
+      kOp, {optest::TensorVar("a", {3, 4}, kF32), optest::TensorVar("b", {5, 6}, kF32)});
+  ASSERT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.status().message().find("relax.matmul: reduction dims differ: 4"), std::string::npos)
+      << s.status();
+}
+
+TEST(MatmulInferTest, RejectsUnbroadcastableBatchAndScalars) {
+  absl::StatusOr<StructInfo> s = optest::InferOp(
+      kOp, {optest::TensorVar("a", {2, 3, 4}, kF32), optest::TensorVar("b", {3, 4, 5}, kF32)});
+  ASSERT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.status().message().find("cannot broadcast batch dims 2 and 3"), std::string::npos)
+      << s.status();
+  s = optest::InferOp(kOp, {optest::TensorVar("a", {}, kF32), optest::TensorVar("b", {3}, kF32)});
+  ASSERT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.status().message().find("at least 1 dimension"), std::string::npos) << s.status();
+}
+
+TEST(MatmulInferTest, RejectsMixedDtypesWithoutOutDtype) {
+  absl::StatusOr<StructInfo> s = optest::InferOp(
+      kOp, {optest::TensorVar("a", {3, 4}, kF32), optest::TensorVar("b", {4, 5}, kF16)});
+  ASSERT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.status().message().find("float32 and float16"), std::string::npos) << s.status();
+}
+
+TEST(MatmulScheduleTest, SquareMultipleOfTile) { ExpectMatmul({96, 64}, {64, 64}, 1); }
+
+TEST(MatmulScheduleTest, OddSizesNotMultipleOfTile) {
+  ExpectMatmul({7, 13}, {13, 37}, 2);
+  ExpectMatmul({13, 1}, {1, 33}, 3);
+  ExpectMatmul({65, 129}, {129, 71}, 4);
+}
+
+TEST(MatmulScheduleTest, SizeOne) {
+  ExpectMatmul({1, 1}, {1, 1}, 5);
+  ExpectMatmul({1, 9}, {9, 1}, 6);
+}
+
+TEST(MatmulScheduleTest, BatchedWithBroadcasting) {
+  ExpectMatmul({3, 5, 7}, {3, 7, 9}, 7);
+  ExpectMatmul({2, 1, 5, 7}, {3, 7, 40}, 8);
+  ExpectMatmul({4, 6, 7}, {7, 33}, 9);
+}
+
+TEST(MatmulScheduleTest, VectorOperands) {
+  ExpectMatmul({17}, {17, 35}, 10);
+  ExpectMatmul({2, 35, 17}, {17}, 11);
+  ExpectMatmul({17}, {17}, 12);
+}
+
+TEST(MatmulScheduleTest, Float16ComputesInFloat32) { ExpectMatmul({9, 20}, {20, 18}, 13, kF16); }
+
+TEST(MatmulScheduleTest, SymbolicRows) {
+  Var n("n");
+  HostTensor a = Random({11, 24}, kF32, 14), b = Random({24, 19}, kF32, 15);
+  absl::StatusOr<Expr> call = optest::MakeOpCall(
+      kOp, {optest::TensorVar("a", {n, 24}, kF32), optest::TensorVar("b", {24, 19}, kF32)});
+  ASSERT_TRUE(call.ok()) << call.status();
+  OP_TEST_ASSIGN_OR_SKIP(out, optest::RunCall(*call, {a, b}, {{11, 19}}));
+  optest::ExpectClose(out[0], MatmulRef(a, b, kF32), 1e-4);
+}
+
+TEST(MatmulScheduleTest, AppliesEpilogueAtTheFinalStore) {
+  HostTensor a = Random({10, 21}, kF32, 16), b = Random({21, 35}, kF32, 17);
+  absl::StatusOr<Expr> call =
+      optest::MakeOpCall(kOp, {optest::TensorVar("a", a), optest::TensorVar("b", b)});
+  ASSERT_TRUE(call.ok()) << call.status();
+  const CallNode& c = *call->as<CallNode>();
+  Buffer A = MakeBuffer("A", kF32, optest::Dims(a.shape));
+  Buffer B = MakeBuffer("B", kF32, optest::Dims(b.shape));
+  absl::StatusOr<Buffer> C = BufferForStructInfo(call->struct_info(), "C");
+  ASSERT_TRUE(C.ok()) << C.status();
+  LowerContext ctx;
+  ctx.call = &c;
+  ctx.input_buffers = {A, B};
+  ctx.inputs = {[A](const std::vector<PrimExpr>& i) { return Load(A, i); },
+                [B](const std::vector<PrimExpr>& i) { return Load(B, i); }};
+  ctx.out_sinfo = call->struct_info();
+  absl::StatusOr<Stmt> body =
+      FindOp(kOp)->schedule(ctx, {*C}, [](const PrimExpr& v, const std::vector<PrimExpr>&) {
+        return Max(v + FloatImm(kF32, 1), FloatImm(kF32, 0));
+      });
+  ASSERT_TRUE(body.ok()) << body.status();
+  KernelFunc k = MakeKernelFunc(
+      "matmul_epilogue", {KernelParam::Tensor(A), KernelParam::Tensor(B), KernelParam::Tensor(*C)},
+      *body);
+  OP_TEST_ASSIGN_OR_SKIP(compiled, optest::CompiledKernel::Create(k));
+  OP_TEST_ASSIGN_OR_SKIP(out, compiled.Run({a, b}));
+  HostTensor expected = MatmulRef(a, b, kF32);
+  for (double& v : expected.data) v = std::max(v + 1, 0.0);
+  optest::ExpectClose(out[0], expected, 1e-4);
+}
+
+TEST(MatmulScheduleTest, RequiresParameterBuffers) {
+  absl::StatusOr<Expr> call = optest::MakeOpCall(
+      kOp, {optest::TensorVar("a", {2, 3}, kF32), optest::TensorVar("b", {3, 4}, kF32)});
+  ASSERT_TRUE(call.ok()) << call.status();
+  LowerContext ctx;
+  ctx.call = call->as<CallNode>();
+  ctx.input_buffers = {nullptr, nullptr};
+  absl::StatusOr<Stmt> body =
+      FindOp(kOp)->schedule(ctx, {MakeBuffer("C", kF32, {2, 4})}, Epilogue());
+  ASSERT_EQ(body.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(body.status().message().find("must be a kernel parameter buffer"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tether::compiler
