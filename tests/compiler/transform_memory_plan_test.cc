@@ -106,7 +106,8 @@ TEST(StaticPlanBlockMemoryTest, DataflowBlocksBecomeOrdinaryBlocks) {
     }
   }
   // The returned variable is the one the last kernel writes.
-  const Binding* gv = testing::FindBinding(testing::Bindings(*planned), "gv");
+  std::vector<Binding> bindings = testing::Bindings(*planned);
+  const Binding* gv = testing::FindBinding(bindings, "gv");
   ASSERT_NE(gv, nullptr);
   EXPECT_TRUE(seq->body.same_as(gv->var));
 }
@@ -196,7 +197,8 @@ TEST(StaticPlanBlockMemoryTest, TupleOutputsAreAllocatedAndRepacked) {
   auto planned = StaticPlanBlockMemory(ModuleOf(f.Finish(gv)));
   ASSERT_TRUE(planned.ok()) << planned.status();
   EXPECT_EQ(BindingsCalling(*planned, "relax.builtin.alloc_tensor").size(), 2u);
-  const Binding* tb = testing::FindBinding(testing::Bindings(*planned), "t");
+  std::vector<Binding> bindings = testing::Bindings(*planned);
+  const Binding* tb = testing::FindBinding(bindings, "t");
   ASSERT_NE(tb, nullptr);
   const auto* tuple = tb->value.as<TupleNode>();
   ASSERT_NE(tuple, nullptr);

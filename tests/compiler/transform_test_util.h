@@ -154,6 +154,8 @@ inline std::vector<Binding> BindingsCalling(const IRModule& module, absl::string
 }
 
 // The binding of `fn` that defines a var named `name` (first match).
+// The result points into `bindings`, so a temporary vector is refused.
+const Binding* FindBinding(std::vector<Binding>&& bindings, const std::string& name) = delete;
 inline const Binding* FindBinding(const std::vector<Binding>& bindings, const std::string& name) {
   for (const Binding& b : bindings) {
     if (b.var.as<VarNode>()->name_hint == name) return &b;
