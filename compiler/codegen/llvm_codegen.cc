@@ -16,6 +16,9 @@
 #include "absl/synchronization/mutex.h"
 #include "compiler/codegen/kernel_emitter.h"
 #include "lld/Common/Driver.h"
+#include "llvm/IR/DiagnosticHandler.h"
+#include "llvm/IR/DiagnosticInfo.h"
+#include "llvm/IR/LLVMContext.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Verifier.h"
 #include "llvm/MC/TargetRegistry.h"
@@ -224,6 +227,22 @@ absl::StatusOr<std::string> MakeArchive(absl::string_view object) {
   return (*archive)->getBuffer().str();
 }
 
+// LLVM's remarks and warnings ("loop not vectorized: ...") are hints about
+// our own schedules, not about the user's model: keep them off the user's
+// terminal. Errors still take LLVM's default path.
+struct QuietDiagnostics : llvm::DiagnosticHandler {
+  bool handleDiagnostics(const llvm::DiagnosticInfo& info) override {
+    return info.getSeverity() != llvm::DS_Error;
+  }
+};
+
+// A context for one compilation, with QuietDiagnostics installed.
+std::unique_ptr<llvm::LLVMContext> MakeContext() {
+  auto context = std::make_unique<llvm::LLVMContext>();
+  context->setDiagnosticHandler(std::make_unique<QuietDiagnostics>());
+  return context;
+}
+
 }  // namespace
 
 absl::StatusOr<vm::KernelLibraryBlob> BuildKernelLibrary(const std::vector<KernelFunc>& kernels,
@@ -235,9 +254,9 @@ absl::StatusOr<vm::KernelLibraryBlob> BuildKernelLibrary(const std::vector<Kerne
     return absl::InvalidArgumentError(
         absl::StrCat("kernel libraries are ELF only; target ", target.ToString(), " is not"));
   }
-  llvm::LLVMContext context;
+  std::unique_ptr<llvm::LLVMContext> context = MakeContext();
   TETHER_ASSIGN_OR_RETURN(std::unique_ptr<llvm::Module> module,
-                          BuildModule(context, kernels, tm.get(), options));
+                          BuildModule(*context, kernels, tm.get(), options));
   TETHER_ASSIGN_OR_RETURN(std::string object,
                           EmitMachineCode(*module, tm.get(), llvm::CodeGenFileType::ObjectFile));
   vm::KernelLibraryBlob blob;
@@ -254,9 +273,9 @@ absl::StatusOr<vm::KernelLibraryBlob> BuildKernelLibrary(const std::vector<Kerne
 
 absl::StatusOr<std::string> EmitLLVMIR(const std::vector<KernelFunc>& kernels, const Target& target) {
   TETHER_ASSIGN_OR_RETURN(std::unique_ptr<llvm::TargetMachine> tm, CreateTargetMachine(target, 3));
-  llvm::LLVMContext context;
+  std::unique_ptr<llvm::LLVMContext> context = MakeContext();
   TETHER_ASSIGN_OR_RETURN(std::unique_ptr<llvm::Module> module,
-                          BuildModule(context, kernels, tm.get(), CodegenOptions()));
+                          BuildModule(*context, kernels, tm.get(), CodegenOptions()));
   std::string text;
   llvm::raw_string_ostream os(text);
   module->print(os, nullptr);
@@ -266,9 +285,9 @@ absl::StatusOr<std::string> EmitLLVMIR(const std::vector<KernelFunc>& kernels, c
 
 absl::StatusOr<std::string> EmitAssembly(const std::vector<KernelFunc>& kernels, const Target& target) {
   TETHER_ASSIGN_OR_RETURN(std::unique_ptr<llvm::TargetMachine> tm, CreateTargetMachine(target, 3));
-  llvm::LLVMContext context;
+  std::unique_ptr<llvm::LLVMContext> context = MakeContext();
   TETHER_ASSIGN_OR_RETURN(std::unique_ptr<llvm::Module> module,
-                          BuildModule(context, kernels, tm.get(), CodegenOptions()));
+                          BuildModule(*context, kernels, tm.get(), CodegenOptions()));
   return EmitMachineCode(*module, tm.get(), llvm::CodeGenFileType::AssemblyFile);
 }
 
