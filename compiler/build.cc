@@ -25,8 +25,8 @@ absl::Status CheckOptions(const BuildOptions& options) {
         "exec_mode \"compiled\" (native Relax functions) is not implemented; use \"bytecode\"");
   }
   if (options.exec_mode != "bytecode") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "unknown exec_mode \"", options.exec_mode, "\"; expected \"bytecode\" or \"compiled\""));
+    return absl::InvalidArgumentError(absl::StrCat("unknown exec_mode \"", options.exec_mode,
+                                                   "\"; expected \"bytecode\" or \"compiled\""));
   }
   if (options.num_threads < 0) {
     return absl::InvalidArgumentError(

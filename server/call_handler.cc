@@ -185,7 +185,8 @@ class Ops {
       }
       case v1::CallRequest::kGetTrace: {
         TETHER_ASSIGN_OR_RETURN(vm::LocalVirtualMachine * vm, Vm(request.get_trace().vm_id()));
-        TETHER_ASSIGN_OR_RETURN(profiling::Report report, vm->GetTrace(request.get_trace().clear()));
+        TETHER_ASSIGN_OR_RETURN(profiling::Report report,
+                                vm->GetTrace(request.get_trace().clear()));
         rpc::EncodeReport(report, response->mutable_report());
         return absl::OkStatus();
       }

@@ -18,8 +18,8 @@
 #include "absl/synchronization/notification.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
-#include "grpcpp/impl/server_builder_option.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/impl/server_builder_option.h"
 #include "grpcpp/security/server_credentials.h"
 #include "openssl/bio.h"
 #include "openssl/evp.h"
@@ -45,7 +45,8 @@ class ReflectionOption : public grpc::ServerBuilderOption {
   void UpdatePlugins(std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>* plugins) override {
     const std::string name = grpc::reflection::ProtoServerReflectionPlugin().name();
     std::erase_if(*plugins, [&](const auto& p) { return p->name() == name; });
-    if (enable_) plugins->push_back(std::make_unique<grpc::reflection::ProtoServerReflectionPlugin>());
+    if (enable_)
+      plugins->push_back(std::make_unique<grpc::reflection::ProtoServerReflectionPlugin>());
   }
 
  private:

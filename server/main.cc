@@ -97,8 +97,7 @@ int main(int argc, char** argv) {
     if (size_t eq = flag.find('='); eq != std::string::npos && absl::StartsWith(flag, "--")) {
       value = flag.substr(eq + 1);
       flag = flag.substr(0, eq);
-    } else if (flag != "--help" && flag != "-h" && flag != "--insecure" &&
-               flag != "--reflection") {
+    } else if (flag != "--help" && flag != "-h" && flag != "--insecure" && flag != "--reflection") {
       if (i + 1 >= argc) return Fail(absl::StrCat(flag, " needs a value\n", kUsage));
       value = argv[++i];
     }

@@ -446,9 +446,8 @@ absl::Status TetherService::RunCall(Session& session, const v1::CallRequest& req
   }
   uint64_t token = 0;
   if (deadline != absl::InfiniteFuture()) {
-    token = timer_->Schedule(deadline, [&session, run] {
-      session.Interrupt(run, absl::StatusCode::kDeadlineExceeded);
-    });
+    token = timer_->Schedule(
+        deadline, [&session, run] { session.Interrupt(run, absl::StatusCode::kDeadlineExceeded); });
   }
   absl::Status status = handler_.Execute(session, request, response);
   if (token != 0) timer_->Cancel(token);

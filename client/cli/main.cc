@@ -9,31 +9,32 @@
 namespace {
 
 void PrintUsage(FILE* out) {
-  std::fprintf(out,
-               "usage: tether <command> [options]\n"
-               "\n"
-               "commands:\n"
-               "  demo [--output FILE] [--device DEV] [--memory-cfg CFG]\n"
-               "      build an executable in C++, save it, load it back, and run it through\n"
-               "      set_input / invoke_stateful / get_outputs, time_evaluator and profile\n"
-               "  compile MODEL.rx -o OUT.tx [--target T] [--emit ir|bytecode|asm] [--pipeline P]\n"
-               "      compile a Relax text model into an executable for a target\n"
-               "  inspect FILE [--text] [--stats]\n"
-               "      load and validate an executable file and print its listing\n"
-               "  run-demo FILE [--device DEV]\n"
-               "      run an executable written by `tether demo` in this process\n"
-               "  info [--remote HOST:PORT]\n"
-               "      the daemon's protocol, limits and devices with all their attributes\n"
-               "  run EXEC|MODEL.rx [--remote HOST:PORT] [--input NAME=@x.npy] [--output-dir DIR] ...\n"
-               "      upload EXEC, run it through set_input / invoke_stateful / get_outputs\n"
-               "  bench EXEC [...] [--number N] [--repeat R] [--min-repeat-ms M] [--json]\n"
-               "      time it on the daemon with time_evaluator\n"
-               "  profile EXEC [...] [--format table|csv|json]\n"
-               "      per-call profile, measured on the daemon\n"
-               "\n"
-               "Without --remote, run/bench/profile/info start an embedded daemon on 127.0.0.1.\n"
-               "\n"
-               "Run `tether <command> --help` for the options of one command.\n");
+  std::fprintf(
+      out,
+      "usage: tether <command> [options]\n"
+      "\n"
+      "commands:\n"
+      "  demo [--output FILE] [--device DEV] [--memory-cfg CFG]\n"
+      "      build an executable in C++, save it, load it back, and run it through\n"
+      "      set_input / invoke_stateful / get_outputs, time_evaluator and profile\n"
+      "  compile MODEL.rx -o OUT.tx [--target T] [--emit ir|bytecode|asm] [--pipeline P]\n"
+      "      compile a Relax text model into an executable for a target\n"
+      "  inspect FILE [--text] [--stats]\n"
+      "      load and validate an executable file and print its listing\n"
+      "  run-demo FILE [--device DEV]\n"
+      "      run an executable written by `tether demo` in this process\n"
+      "  info [--remote HOST:PORT]\n"
+      "      the daemon's protocol, limits and devices with all their attributes\n"
+      "  run EXEC|MODEL.rx [--remote HOST:PORT] [--input NAME=@x.npy] [--output-dir DIR] ...\n"
+      "      upload EXEC, run it through set_input / invoke_stateful / get_outputs\n"
+      "  bench EXEC [...] [--number N] [--repeat R] [--min-repeat-ms M] [--json]\n"
+      "      time it on the daemon with time_evaluator\n"
+      "  profile EXEC [...] [--format table|csv|json]\n"
+      "      per-call profile, measured on the daemon\n"
+      "\n"
+      "Without --remote, run/bench/profile/info start an embedded daemon on 127.0.0.1.\n"
+      "\n"
+      "Run `tether <command> --help` for the options of one command.\n");
 }
 
 }  // namespace

@@ -81,11 +81,12 @@ std::optional<std::vector<int64_t>> ParseDims(absl::string_view text) {
 int ParseArgs(const std::string& command, const std::vector<std::string>& args, bool want_file,
               const char* extra_help, Options* o) {
   auto usage = [&](FILE* out) {
-    std::fprintf(
-        out, "usage: tether %s %s[options]\n%s%s%s", command.c_str(), want_file ? "EXEC|MODEL.rx " : "",
-        want_file ? kCommonHelp
-                  : "  --remote HOST:PORT     a running tetherd (default: an embedded daemon)\n",
-        kSecurityHelp, extra_help);
+    std::fprintf(out, "usage: tether %s %s[options]\n%s%s%s", command.c_str(),
+                 want_file ? "EXEC|MODEL.rx " : "",
+                 want_file
+                     ? kCommonHelp
+                     : "  --remote HOST:PORT     a running tetherd (default: an embedded daemon)\n",
+                 kSecurityHelp, extra_help);
   };
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];

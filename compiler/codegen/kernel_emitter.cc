@@ -23,11 +23,24 @@ namespace {
 constexpr int kMessageBytes = 512;
 
 // DLTensor field indices (DLPack 0.6).
-enum DLField { kDLData = 0, kDLDevice = 1, kDLNdim = 2, kDLDtype = 3, kDLShape = 4, kDLStrides = 5,
-               kDLByteOffset = 6 };
+enum DLField {
+  kDLData = 0,
+  kDLDevice = 1,
+  kDLNdim = 2,
+  kDLDtype = 3,
+  kDLShape = 4,
+  kDLStrides = 5,
+  kDLByteOffset = 6
+};
 // TetherKernelServices field indices.
-enum ServiceField { kSvcVersion = 0, kSvcCtx = 2, kSvcParallelFor = 3, kSvcWorkspaceAlloc = 4,
-                    kSvcWorkspaceFree = 5, kSvcSetError = 6 };
+enum ServiceField {
+  kSvcVersion = 0,
+  kSvcCtx = 2,
+  kSvcParallelFor = 3,
+  kSvcWorkspaceAlloc = 4,
+  kSvcWorkspaceFree = 5,
+  kSvcSetError = 6
+};
 
 bool IsCIdentifier(absl::string_view s) {
   if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
@@ -49,17 +62,21 @@ struct MsgPart {
 class Emitter {
  public:
   Emitter(llvm::LLVMContext& ctx, const EmitOptions& options)
-      : ctx_(ctx), options_(options), module_(std::make_unique<llvm::Module>("tether_kernels", ctx)),
-        b_(ctx), math_(module_.get()) {
+      : ctx_(ctx),
+        options_(options),
+        module_(std::make_unique<llvm::Module>("tether_kernels", ctx)),
+        b_(ctx),
+        math_(module_.get()) {
     i8_ = b_.getInt8Ty();
     i16_ = b_.getInt16Ty();
     i32_ = b_.getInt32Ty();
     i64_ = b_.getInt64Ty();
     ptr_ = b_.getPtrTy();
-    dltensor_ty_ = llvm::StructType::create(
-        ctx, {ptr_, llvm::StructType::get(ctx, {i32_, i32_}), i32_,
-              llvm::StructType::get(ctx, {i8_, i8_, i16_}), ptr_, ptr_, i64_},
-        "DLTensor");
+    dltensor_ty_ =
+        llvm::StructType::create(ctx,
+                                 {ptr_, llvm::StructType::get(ctx, {i32_, i32_}), i32_,
+                                  llvm::StructType::get(ctx, {i8_, i8_, i16_}), ptr_, ptr_, i64_},
+                                 "DLTensor");
     services_ty_ = llvm::StructType::create(ctx, {i32_, i32_, ptr_, ptr_, ptr_, ptr_, ptr_},
                                             "TetherKernelServices");
   }
@@ -238,7 +255,8 @@ class Emitter {
     llvm::PHINode* n = h.CreatePHI(i64_, 2);
     x->addIncoming(u, entry);
     n->addIncoming(h.getInt64(0), entry);
-    llvm::Value* digit = h.CreateTrunc(h.CreateAdd(h.CreateURem(x, h.getInt64(10)), h.getInt64('0')), i8_);
+    llvm::Value* digit =
+        h.CreateTrunc(h.CreateAdd(h.CreateURem(x, h.getInt64(10)), h.getInt64('0')), i8_);
     h.CreateStore(digit, h.CreateGEP(i8_, digits, n));
     llvm::Value* next = h.CreateUDiv(x, h.getInt64(10));
     llvm::Value* n1 = h.CreateAdd(n, h.getInt64(1));
@@ -249,7 +267,9 @@ class Emitter {
     llvm::Value* pos0 = f->getArg(1);
     llvm::Value* room = h.CreateICmpSLT(pos0, h.getInt64(kMessageBytes - 1));
     llvm::Value* put_minus = h.CreateAnd(neg, room);
-    h.CreateStore(h.getInt8('-'), h.CreateGEP(i8_, f->getArg(0), h.CreateSelect(room, pos0, h.getInt64(kMessageBytes - 1))));
+    h.CreateStore(
+        h.getInt8('-'),
+        h.CreateGEP(i8_, f->getArg(0), h.CreateSelect(room, pos0, h.getInt64(kMessageBytes - 1))));
     llvm::Value* pos1 = h.CreateAdd(pos0, h.CreateZExt(put_minus, i64_));
     llvm::BasicBlock* copy_entry = h.GetInsertBlock();
     h.CreateBr(cbody);
@@ -264,7 +284,8 @@ class Emitter {
     h.CreateCondBr(more, store, done);
     h.SetInsertPoint(store);
     llvm::Value* k1 = h.CreateSub(k, h.getInt64(1));
-    h.CreateStore(h.CreateLoad(i8_, h.CreateGEP(i8_, digits, k1)), h.CreateGEP(i8_, f->getArg(0), pos));
+    h.CreateStore(h.CreateLoad(i8_, h.CreateGEP(i8_, digits, k1)),
+                  h.CreateGEP(i8_, f->getArg(0), pos));
     pos->addIncoming(h.CreateAdd(pos, h.getInt64(1)), store);
     k->addIncoming(k1, store);
     h.CreateBr(cbody);
@@ -288,16 +309,16 @@ class Emitter {
     llvm::Value* sign = b_.CreateShl(b_.CreateAnd(h, 0x8000), 16);
     llvm::Value* exp = b_.CreateAnd(b_.CreateLShr(h, 10), 0x1f);
     llvm::Value* mant = b_.CreateAnd(h, 0x3ff);
-    llvm::Value* normal = b_.CreateOr(b_.CreateShl(b_.CreateAdd(exp, b_.getInt32(112)), 23),
-                                      b_.CreateShl(mant, 13));
+    llvm::Value* normal =
+        b_.CreateOr(b_.CreateShl(b_.CreateAdd(exp, b_.getInt32(112)), 23), b_.CreateShl(mant, 13));
     llvm::Value* special = b_.CreateOr(b_.getInt32(0x7f800000), b_.CreateShl(mant, 13));
     llvm::Value* sub = b_.CreateBitCast(
         b_.CreateFMul(b_.CreateUIToFP(mant, b_.getFloatTy()),
                       llvm::ConstantFP::get(b_.getFloatTy(), 5.9604644775390625e-8)),
         i32_);
-    llvm::Value* bits = b_.CreateSelect(
-        b_.CreateICmpEQ(exp, b_.getInt32(0)), sub,
-        b_.CreateSelect(b_.CreateICmpEQ(exp, b_.getInt32(31)), special, normal));
+    llvm::Value* bits =
+        b_.CreateSelect(b_.CreateICmpEQ(exp, b_.getInt32(0)), sub,
+                        b_.CreateSelect(b_.CreateICmpEQ(exp, b_.getInt32(31)), special, normal));
     return b_.CreateBitCast(b_.CreateOr(bits, sign), b_.getFloatTy());
   }
   llvm::Value* FloatToHalf(llvm::Value* f) {
@@ -310,8 +331,8 @@ class Emitter {
                                           llvm::ConstantFP::get(b_.getFloatTy(), 0.5));
     llvm::Value* denorm = b_.CreateSub(b_.CreateBitCast(denorm_f, i32_), b_.getInt32(0x3f000000));
     llvm::Value* odd = b_.CreateAnd(b_.CreateLShr(x, 13), 1);
-    llvm::Value* normal = b_.CreateLShr(
-        b_.CreateAdd(b_.CreateAdd(x, b_.getInt32(0xc8000fffu)), odd), 13);
+    llvm::Value* normal =
+        b_.CreateLShr(b_.CreateAdd(b_.CreateAdd(x, b_.getInt32(0xc8000fffu)), odd), 13);
     llvm::Value* o = b_.CreateSelect(
         b_.CreateICmpUGE(x, b_.getInt32(0x47800000)), infnan,
         b_.CreateSelect(b_.CreateICmpULT(x, b_.getInt32(0x38800000)), denorm, normal));
@@ -376,7 +397,9 @@ class Emitter {
     TETHER_ASSIGN_OR_RETURN(llvm::Value * v, EmitExpr(e));
     return CastValue(v, e.dtype(), t);
   }
-  absl::StatusOr<llvm::Value*> EmitIndex(const PrimExpr& e) { return EmitExprAs(e, DataType::Int(64)); }
+  absl::StatusOr<llvm::Value*> EmitIndex(const PrimExpr& e) {
+    return EmitExprAs(e, DataType::Int(64));
+  }
 
   absl::StatusOr<llvm::Value*> EmitExpr(const PrimExpr& e) {
     if (!e.defined()) return Unsupported("undefined expression");
@@ -391,7 +414,8 @@ class Emitter {
       case PrimKind::kFloatImm: {
         TETHER_ASSIGN_OR_RETURN(llvm::Type * ty, ComputeType(t));
         double v = e.as<FloatImmNode>()->value;
-        if (!ty->isFloatingPointTy()) return llvm::ConstantInt::get(ty, static_cast<int64_t>(v), true);
+        if (!ty->isFloatingPointTy())
+          return llvm::ConstantInt::get(ty, static_cast<int64_t>(v), true);
         return llvm::ConstantFP::get(ty, v);
       }
       case PrimKind::kVar: {
@@ -432,7 +456,8 @@ class Emitter {
         }
         absl::StatusOr<llvm::Value*> r = math_.Call(b_, c->op, args);
         if (!r.ok()) {
-          return absl::InvalidArgumentError(absl::StrCat("kernel ", fs_.kernel, ": ", r.status().message()));
+          return absl::InvalidArgumentError(
+              absl::StrCat("kernel ", fs_.kernel, ": ", r.status().message()));
         }
         return CastValue(*r, DataType::Float(64), t);
       }
@@ -454,10 +479,14 @@ class Emitter {
     bool fl = ot.is_float() || ot.is_bfloat16();
     bool sg = ot.is_int();
     switch (k) {
-      case PrimKind::kAdd: return fl ? b_.CreateFAdd(a, c) : b_.CreateAdd(a, c);
-      case PrimKind::kSub: return fl ? b_.CreateFSub(a, c) : b_.CreateSub(a, c);
-      case PrimKind::kMul: return fl ? b_.CreateFMul(a, c) : b_.CreateMul(a, c);
-      case PrimKind::kDiv: return fl ? b_.CreateFDiv(a, c) : (sg ? b_.CreateSDiv(a, c) : b_.CreateUDiv(a, c));
+      case PrimKind::kAdd:
+        return fl ? b_.CreateFAdd(a, c) : b_.CreateAdd(a, c);
+      case PrimKind::kSub:
+        return fl ? b_.CreateFSub(a, c) : b_.CreateSub(a, c);
+      case PrimKind::kMul:
+        return fl ? b_.CreateFMul(a, c) : b_.CreateMul(a, c);
+      case PrimKind::kDiv:
+        return fl ? b_.CreateFDiv(a, c) : (sg ? b_.CreateSDiv(a, c) : b_.CreateUDiv(a, c));
       case PrimKind::kFloorDiv:
       case PrimKind::kFloorMod: {
         if (fl) {
@@ -471,46 +500,60 @@ class Emitter {
         llvm::Value* q = b_.CreateSDiv(a, c);
         llvm::Value* r = b_.CreateSRem(a, c);
         llvm::Value* zero = llvm::ConstantInt::get(a->getType(), 0);
-        llvm::Value* adj = b_.CreateAnd(b_.CreateICmpNE(r, zero),
-                                        b_.CreateICmpSLT(b_.CreateXor(r, c), zero));
+        llvm::Value* adj =
+            b_.CreateAnd(b_.CreateICmpNE(r, zero), b_.CreateICmpSLT(b_.CreateXor(r, c), zero));
         if (k == PrimKind::kFloorDiv) return b_.CreateSub(q, b_.CreateZExt(adj, a->getType()));
         return b_.CreateSelect(adj, b_.CreateAdd(r, c), r);
       }
       case PrimKind::kMin:
       case PrimKind::kMax: {
         bool is_min = k == PrimKind::kMin;
-        llvm::Value* lt = fl ? b_.CreateFCmpOLT(a, c) : (sg ? b_.CreateICmpSLT(a, c) : b_.CreateICmpULT(a, c));
+        llvm::Value* lt =
+            fl ? b_.CreateFCmpOLT(a, c) : (sg ? b_.CreateICmpSLT(a, c) : b_.CreateICmpULT(a, c));
         return is_min ? b_.CreateSelect(lt, a, c) : b_.CreateSelect(lt, c, a);
       }
-      case PrimKind::kEQ: return fl ? b_.CreateFCmpOEQ(a, c) : b_.CreateICmpEQ(a, c);
-      case PrimKind::kNE: return fl ? b_.CreateFCmpUNE(a, c) : b_.CreateICmpNE(a, c);
-      case PrimKind::kLT: return fl ? b_.CreateFCmpOLT(a, c) : (sg ? b_.CreateICmpSLT(a, c) : b_.CreateICmpULT(a, c));
-      case PrimKind::kLE: return fl ? b_.CreateFCmpOLE(a, c) : (sg ? b_.CreateICmpSLE(a, c) : b_.CreateICmpULE(a, c));
-      case PrimKind::kGT: return fl ? b_.CreateFCmpOGT(a, c) : (sg ? b_.CreateICmpSGT(a, c) : b_.CreateICmpUGT(a, c));
-      case PrimKind::kGE: return fl ? b_.CreateFCmpOGE(a, c) : (sg ? b_.CreateICmpSGE(a, c) : b_.CreateICmpUGE(a, c));
-      case PrimKind::kAnd: return b_.CreateAnd(a, c);
-      case PrimKind::kOr: return b_.CreateOr(a, c);
-      default: return Unsupported("binary kind ", PrimKindName(k));
+      case PrimKind::kEQ:
+        return fl ? b_.CreateFCmpOEQ(a, c) : b_.CreateICmpEQ(a, c);
+      case PrimKind::kNE:
+        return fl ? b_.CreateFCmpUNE(a, c) : b_.CreateICmpNE(a, c);
+      case PrimKind::kLT:
+        return fl ? b_.CreateFCmpOLT(a, c) : (sg ? b_.CreateICmpSLT(a, c) : b_.CreateICmpULT(a, c));
+      case PrimKind::kLE:
+        return fl ? b_.CreateFCmpOLE(a, c) : (sg ? b_.CreateICmpSLE(a, c) : b_.CreateICmpULE(a, c));
+      case PrimKind::kGT:
+        return fl ? b_.CreateFCmpOGT(a, c) : (sg ? b_.CreateICmpSGT(a, c) : b_.CreateICmpUGT(a, c));
+      case PrimKind::kGE:
+        return fl ? b_.CreateFCmpOGE(a, c) : (sg ? b_.CreateICmpSGE(a, c) : b_.CreateICmpUGE(a, c));
+      case PrimKind::kAnd:
+        return b_.CreateAnd(a, c);
+      case PrimKind::kOr:
+        return b_.CreateOr(a, c);
+      default:
+        return Unsupported("binary kind ", PrimKindName(k));
     }
   }
 
   // Row-major flat address of buffer[indices].
-  absl::StatusOr<llvm::Value*> ElementAddress(const Buffer& buffer, const std::vector<PrimExpr>& indices) {
+  absl::StatusOr<llvm::Value*> ElementAddress(const Buffer& buffer,
+                                              const std::vector<PrimExpr>& indices) {
     auto it = buffers_.find(buffer.get());
     if (it == buffers_.end()) {
-      return absl::InvalidArgumentError(absl::StrCat("kernel ", fs_.kernel, ": buffer ", buffer->name,
+      return absl::InvalidArgumentError(absl::StrCat("kernel ", fs_.kernel, ": buffer ",
+                                                     buffer->name,
                                                      " is neither a parameter nor allocated"));
     }
     if (indices.size() != buffer->shape.size()) {
-      return absl::InvalidArgumentError(absl::StrCat("kernel ", fs_.kernel, ": buffer ", buffer->name, " has ",
-                                                     buffer->shape.size(), " dims but is indexed with ",
-                                                     indices.size()));
+      return absl::InvalidArgumentError(absl::StrCat("kernel ", fs_.kernel, ": buffer ",
+                                                     buffer->name, " has ", buffer->shape.size(),
+                                                     " dims but is indexed with ", indices.size()));
     }
     llvm::Value* flat = b_.getInt64(0);
     for (size_t d = 0; d < indices.size(); ++d) {
       TETHER_ASSIGN_OR_RETURN(llvm::Value * extent, EmitIndex(buffer->shape[d]));
       TETHER_ASSIGN_OR_RETURN(llvm::Value * idx, EmitIndex(indices[d]));
-      flat = d == 0 ? idx : b_.CreateAdd(b_.CreateMul(flat, extent, "", false, true), idx, "", false, true);
+      flat = d == 0
+                 ? idx
+                 : b_.CreateAdd(b_.CreateMul(flat, extent, "", false, true), idx, "", false, true);
     }
     TETHER_ASSIGN_OR_RETURN(llvm::Type * st, StorageType(buffer->dtype));
     return b_.CreateInBoundsGEP(st, it->second, flat);
@@ -580,14 +623,16 @@ class Emitter {
       int64_t count = 1;
       for (const PrimExpr& d : buf->shape) {
         if (d.as_int() == nullptr || *d.as_int() < 0) {
-          return absl::InvalidArgumentError(absl::StrCat("kernel ", fs_.kernel, ": local buffer ", buf->name,
-                                                         " needs a constant shape, got ", ToString(d)));
+          return absl::InvalidArgumentError(absl::StrCat("kernel ", fs_.kernel, ": local buffer ",
+                                                         buf->name, " needs a constant shape, got ",
+                                                         ToString(d)));
         }
         count *= *d.as_int();
       }
       if (count * buf->dtype.bytes() > (int64_t{1} << 20)) {
-        return absl::InvalidArgumentError(absl::StrCat("kernel ", fs_.kernel, ": local buffer ", buf->name,
-                                                       " of ", count, " elements is too large for the stack"));
+        return absl::InvalidArgumentError(absl::StrCat("kernel ", fs_.kernel, ": local buffer ",
+                                                       buf->name, " of ", count,
+                                                       " elements is too large for the stack"));
       }
       buffers_[buf.get()] = EntryAlloca(llvm::ArrayType::get(st, count), buf->name.c_str());
       absl::Status status = EmitStmt(n->body);
@@ -600,12 +645,14 @@ class Emitter {
       count = b_.CreateMul(count, v);
     }
     llvm::Value* bytes = b_.CreateMul(count, b_.getInt64(buf->dtype.bytes()));
-    llvm::Value* p = b_.CreateCall(llvm::FunctionType::get(ptr_, {ptr_, i64_, i64_}, false),
-                                   Service(kSvcWorkspaceAlloc), {Service(kSvcCtx), bytes, b_.getInt64(64)});
-    EmitCheck(b_.CreateIsNotNull(p),
-              {absl::StrCat("kernel ", fs_.kernel, ": cannot allocate workspace ", buf->name, " of "), bytes,
-               " bytes"},
-              TETHER_KERNEL_OUT_OF_MEMORY);
+    llvm::Value* p =
+        b_.CreateCall(llvm::FunctionType::get(ptr_, {ptr_, i64_, i64_}, false),
+                      Service(kSvcWorkspaceAlloc), {Service(kSvcCtx), bytes, b_.getInt64(64)});
+    EmitCheck(
+        b_.CreateIsNotNull(p),
+        {absl::StrCat("kernel ", fs_.kernel, ": cannot allocate workspace ", buf->name, " of "),
+         bytes, " bytes"},
+        TETHER_KERNEL_OUT_OF_MEMORY);
     fs_.workspaces.push_back(p);
     buffers_[buf.get()] = p;
     absl::Status status = EmitStmt(n->body);
@@ -619,8 +666,9 @@ class Emitter {
     llvm::SmallVector<llvm::Metadata*, 3> ops;
     ops.push_back(nullptr);  // self reference
     if (kind == ForKind::kVectorized) {
-      ops.push_back(llvm::MDNode::get(ctx_, {llvm::MDString::get(ctx_, "llvm.loop.vectorize.enable"),
-                                             llvm::ConstantAsMetadata::get(b_.getTrue())}));
+      ops.push_back(
+          llvm::MDNode::get(ctx_, {llvm::MDString::get(ctx_, "llvm.loop.vectorize.enable"),
+                                   llvm::ConstantAsMetadata::get(b_.getTrue())}));
     } else if (kind == ForKind::kUnrolled) {
       ops.push_back(llvm::MDNode::get(ctx_, {llvm::MDString::get(ctx_, "llvm.loop.unroll.full")}));
     } else {
@@ -632,7 +680,8 @@ class Emitter {
   }
 
   // for var in [begin, end): body, with `var` = the induction variable.
-  absl::Status EmitRange(const Var& var, llvm::Value* begin, llvm::Value* end, ForKind kind, const Stmt& body) {
+  absl::Status EmitRange(const Var& var, llvm::Value* begin, llvm::Value* end, ForKind kind,
+                         const Stmt& body) {
     llvm::BasicBlock* pre = b_.GetInsertBlock();
     auto* header = llvm::BasicBlock::Create(ctx_, "for.header", fs_.fn);
     auto* body_bb = llvm::BasicBlock::Create(ctx_, "for.body", fs_.fn);
@@ -719,8 +768,9 @@ class Emitter {
     llvm::Function* inner = BeginInner(base + ".inner", caps, {i64_, i64_, i64_});
     fs_.in_parallel = true;
     llvm::Value* cmin = inner->getArg(2);
-    absl::Status status = EmitRange(n->var, b_.CreateAdd(cmin, inner->getArg(0)),
-                                    b_.CreateAdd(cmin, inner->getArg(1)), ForKind::kSerial, n->body);
+    absl::Status status =
+        EmitRange(n->var, b_.CreateAdd(cmin, inner->getArg(0)),
+                  b_.CreateAdd(cmin, inner->getArg(1)), ForKind::kSerial, n->body);
     if (status.ok()) b_.CreateRet(b_.getInt32(0));
 
     // Trampoline: (begin, end, closure) unpacks the closure and calls inner.
@@ -751,9 +801,9 @@ class Emitter {
     for (size_t i = 0; i < caps.size(); ++i) {
       b_.CreateStore(caps[i].value, b_.CreateStructGEP(closure_ty, closure, i + 2));
     }
-    llvm::Value* code = b_.CreateCall(
-        llvm::FunctionType::get(i32_, {ptr_, i64_, ptr_, ptr_}, false), Service(kSvcParallelFor),
-        {Service(kSvcCtx), extent, tramp, closure});
+    llvm::Value* code =
+        b_.CreateCall(llvm::FunctionType::get(i32_, {ptr_, i64_, ptr_, ptr_}, false),
+                      Service(kSvcParallelFor), {Service(kSvcCtx), extent, tramp, closure});
     auto* fail = llvm::BasicBlock::Create(ctx_, "par.fail", fs_.fn);
     auto* cont = llvm::BasicBlock::Create(ctx_, "par.ok", fs_.fn);
     b_.CreateCondBr(b_.CreateICmpEQ(code, b_.getInt32(0)), cont, fail);
@@ -770,9 +820,10 @@ class Emitter {
     fs_.kernel = k->name;
     vars_.clear();
     buffers_.clear();
-    auto linkage = options_.system_lib ? llvm::GlobalValue::InternalLinkage : llvm::GlobalValue::ExternalLinkage;
-    auto* entry = llvm::Function::Create(llvm::FunctionType::get(i32_, {ptr_, i32_, ptr_}, false), linkage,
-                                         k->name, module_.get());
+    auto linkage = options_.system_lib ? llvm::GlobalValue::InternalLinkage
+                                       : llvm::GlobalValue::ExternalLinkage;
+    auto* entry = llvm::Function::Create(llvm::FunctionType::get(i32_, {ptr_, i32_, ptr_}, false),
+                                         linkage, k->name, module_.get());
     entry->addFnAttr(llvm::Attribute::NoUnwind);
     fs_.fn = entry;
     fs_.services = entry->getArg(2);
@@ -780,7 +831,8 @@ class Emitter {
     const std::string& name = k->name;
     const int num_params = static_cast<int>(k->params.size());
     EmitCheck(b_.CreateICmpEQ(entry->getArg(1), b_.getInt32(num_params)),
-              {absl::StrCat("kernel ", name, ": expected ", num_params, " arguments, got "), entry->getArg(1)},
+              {absl::StrCat("kernel ", name, ": expected ", num_params, " arguments, got "),
+               entry->getArg(1)},
               TETHER_KERNEL_INVALID_ARGUMENT);
 
     std::vector<Capture> caps;  // data pointers and bound vars, in binding order
@@ -790,7 +842,8 @@ class Emitter {
       llvm::Value* slot = b_.CreateInBoundsGEP(i64_, entry->getArg(0), b_.getInt64(i));
       if (!p.is_tensor()) {
         llvm::Value* v = b_.CreateLoad(i64_, slot);
-        TETHER_RETURN_IF_ERROR(BindOrCheck(p.var, v, {absl::StrCat("kernel ", name, ": argument ", i, " is ")}));
+        TETHER_RETURN_IF_ERROR(
+            BindOrCheck(p.var, v, {absl::StrCat("kernel ", name, ": argument ", i, " is ")}));
         continue;
       }
       const Buffer& buf = p.buffer;
@@ -798,21 +851,23 @@ class Emitter {
       llvm::Value* t = b_.CreateLoad(ptr_, slot);
       EmitCheck(b_.CreateIsNotNull(t), {arg + " is null"}, TETHER_KERNEL_INVALID_ARGUMENT);
       llvm::Value* dev = b_.CreateLoad(i32_, b_.CreateStructGEP(dltensor_ty_, t, kDLDevice));
-      EmitCheck(b_.CreateICmpEQ(dev, b_.getInt32(kDLCPU)), {arg + " is not on the cpu (device type ", dev, ")"},
+      EmitCheck(b_.CreateICmpEQ(dev, b_.getInt32(kDLCPU)),
+                {arg + " is not on the cpu (device type ", dev, ")"},
                 TETHER_KERNEL_INVALID_ARGUMENT);
       int ndim = static_cast<int>(buf->shape.size());
       llvm::Value* nd = b_.CreateLoad(i32_, b_.CreateStructGEP(dltensor_ty_, t, kDLNdim));
-      EmitCheck(b_.CreateICmpEQ(nd, b_.getInt32(ndim)), {arg + " has ", nd, absl::StrCat(" dims, expected ", ndim)},
+      EmitCheck(b_.CreateICmpEQ(nd, b_.getInt32(ndim)),
+                {arg + " has ", nd, absl::StrCat(" dims, expected ", ndim)},
                 TETHER_KERNEL_INVALID_ARGUMENT);
       llvm::Value* dt = b_.CreateStructGEP(dltensor_ty_, t, kDLDtype);
       llvm::Type* dt_ty = llvm::StructType::get(ctx_, {i8_, i8_, i16_});
       llvm::Value* code = b_.CreateLoad(i8_, b_.CreateStructGEP(dt_ty, dt, 0));
       llvm::Value* bits = b_.CreateLoad(i8_, b_.CreateStructGEP(dt_ty, dt, 1));
       llvm::Value* lanes = b_.CreateLoad(i16_, b_.CreateStructGEP(dt_ty, dt, 2));
-      llvm::Value* dtype_ok = b_.CreateAnd(
-          b_.CreateAnd(b_.CreateICmpEQ(code, b_.getInt8(buf->dtype.code())),
-                       b_.CreateICmpEQ(bits, b_.getInt8(buf->dtype.bits()))),
-          b_.CreateICmpEQ(lanes, b_.getInt16(buf->dtype.lanes())));
+      llvm::Value* dtype_ok =
+          b_.CreateAnd(b_.CreateAnd(b_.CreateICmpEQ(code, b_.getInt8(buf->dtype.code())),
+                                    b_.CreateICmpEQ(bits, b_.getInt8(buf->dtype.bits()))),
+                       b_.CreateICmpEQ(lanes, b_.getInt16(buf->dtype.lanes())));
       EmitCheck(dtype_ok, {arg + " has the wrong dtype, expected " + buf->dtype.ToString()},
                 TETHER_KERNEL_INVALID_ARGUMENT);
       llvm::Value* shape = b_.CreateLoad(ptr_, b_.CreateStructGEP(dltensor_ty_, t, kDLShape));
@@ -829,7 +884,8 @@ class Emitter {
         llvm::Value* expected = b_.getInt64(1);
         llvm::Value* ok = b_.getTrue();
         for (int d = ndim - 1; d >= 0; --d) {
-          llvm::Value* st = b_.CreateLoad(i64_, b_.CreateInBoundsGEP(i64_, strides, b_.getInt64(d)));
+          llvm::Value* st =
+              b_.CreateLoad(i64_, b_.CreateInBoundsGEP(i64_, strides, b_.getInt64(d)));
           ok = b_.CreateAnd(ok, b_.CreateOr(b_.CreateICmpEQ(dims[i][d], b_.getInt64(1)),
                                             b_.CreateICmpEQ(st, expected)));
           expected = b_.CreateMul(expected, dims[i][d]);
@@ -845,8 +901,8 @@ class Emitter {
       for (int d = 0; d < ndim; ++d) {
         const PrimExpr& e = buf->shape[d];
         if (e.kind() != PrimKind::kVar) continue;
-        TETHER_RETURN_IF_ERROR(
-            BindOrCheck(e, dims[i][d], {absl::StrCat("kernel ", name, ": argument ", i, " dim ", d, " is ")}));
+        TETHER_RETURN_IF_ERROR(BindOrCheck(
+            e, dims[i][d], {absl::StrCat("kernel ", name, ": argument ", i, " dim ", d, " is ")}));
       }
     }
     // Shape expressions and constants, now that every var is bound.
@@ -858,10 +914,12 @@ class Emitter {
         if (e.kind() == PrimKind::kVar) continue;
         absl::StatusOr<llvm::Value*> expected = EmitIndex(e);
         if (!expected.ok()) {
-          return absl::InvalidArgumentError(absl::StrCat("kernel ", name, ": shape of parameter ", p.buffer->name,
-                                                         " dim ", d, " (", ToString(e), ") uses a variable no parameter binds"));
+          return absl::InvalidArgumentError(
+              absl::StrCat("kernel ", name, ": shape of parameter ", p.buffer->name, " dim ", d,
+                           " (", ToString(e), ") uses a variable no parameter binds"));
         }
-        std::vector<MsgPart> msg = {absl::StrCat("kernel ", name, ": argument ", i, " dim ", d, " is "), dims[i][d]};
+        std::vector<MsgPart> msg = {
+            absl::StrCat("kernel ", name, ": argument ", i, " dim ", d, " is "), dims[i][d]};
         if (e.as_int() != nullptr) {
           msg.push_back(absl::StrCat(", expected ", *e.as_int()));
         } else {
@@ -897,7 +955,8 @@ class Emitter {
       TETHER_ASSIGN_OR_RETURN(vars_[var.get()], CastValue(value, DataType::Int(64), var.dtype()));
       return absl::OkStatus();
     }
-    TETHER_ASSIGN_OR_RETURN(llvm::Value * bound, CastValue(it->second, var.dtype(), DataType::Int(64)));
+    TETHER_ASSIGN_OR_RETURN(llvm::Value * bound,
+                            CastValue(it->second, var.dtype(), DataType::Int(64)));
     msg.push_back(value);
     msg.push_back(absl::StrCat(", expected ", var.as<PrimVarNode>()->name, " = "));
     msg.push_back(bound);
@@ -912,7 +971,8 @@ class Emitter {
     llvm::SmallVector<llvm::GlobalValue*, 3> used;
     for (const char* name : {"memset", "memcpy", "memmove"}) {
       bool is_set = std::string(name) == "memset";
-      std::vector<llvm::Type*> params = {ptr_, is_set ? static_cast<llvm::Type*>(i32_) : ptr_, i64_};
+      std::vector<llvm::Type*> params = {ptr_, is_set ? static_cast<llvm::Type*>(i32_) : ptr_,
+                                         i64_};
       auto* f = llvm::Function::Create(llvm::FunctionType::get(ptr_, params, false),
                                        llvm::GlobalValue::InternalLinkage, name, module_.get());
       f->addFnAttr("no-builtins");
@@ -922,9 +982,10 @@ class Emitter {
       llvm::Value* dst = f->getArg(0);
       llvm::Value* n = f->getArg(2);
       // memmove copies backwards when dst lies above src.
-      llvm::Value* backwards = std::string(name) == "memmove"
-                                   ? h.CreateICmpUGT(h.CreatePtrToInt(dst, i64_), h.CreatePtrToInt(f->getArg(1), i64_))
-                                   : h.getFalse();
+      llvm::Value* backwards =
+          std::string(name) == "memmove"
+              ? h.CreateICmpUGT(h.CreatePtrToInt(dst, i64_), h.CreatePtrToInt(f->getArg(1), i64_))
+              : h.getFalse();
       llvm::BasicBlock* entry = h.GetInsertBlock();
       auto* loop = llvm::BasicBlock::Create(ctx_, "loop", f);
       auto* body = llvm::BasicBlock::Create(ctx_, "body", f);
@@ -936,8 +997,9 @@ class Emitter {
       h.CreateCondBr(h.CreateICmpULT(i, n), body, done);
       h.SetInsertPoint(body);
       llvm::Value* at = h.CreateSelect(backwards, h.CreateSub(h.CreateSub(n, h.getInt64(1)), i), i);
-      llvm::Value* byte = is_set ? h.CreateTrunc(f->getArg(1), i8_)
-                                 : static_cast<llvm::Value*>(h.CreateLoad(i8_, h.CreateGEP(i8_, f->getArg(1), at)));
+      llvm::Value* byte =
+          is_set ? h.CreateTrunc(f->getArg(1), i8_)
+                 : static_cast<llvm::Value*>(h.CreateLoad(i8_, h.CreateGEP(i8_, f->getArg(1), at)));
       h.CreateStore(byte, h.CreateGEP(i8_, dst, at));
       i->addIncoming(h.CreateAdd(i, h.getInt64(1)), body);
       h.CreateBr(loop);
@@ -949,12 +1011,14 @@ class Emitter {
   }
 
   // ---- System library registration ----
-  void EmitRegistration(const std::vector<KernelInfo>& infos, const std::vector<llvm::Function*>& entries,
+  void EmitRegistration(const std::vector<KernelInfo>& infos,
+                        const std::vector<llvm::Function*>& entries,
                         llvm::GlobalVariable* manifest) {
     auto* reg_ty = llvm::FunctionType::get(i32_, {ptr_, ptr_, ptr_}, false);
     llvm::FunctionCallee reg = module_->getOrInsertFunction("TetherSystemLibRegister", reg_ty);
-    auto* fn = llvm::Function::Create(llvm::FunctionType::get(i32_, {}, false), llvm::GlobalValue::ExternalLinkage,
-                                      "tether_system_lib_register_" + options_.system_lib_prefix, module_.get());
+    auto* fn = llvm::Function::Create(
+        llvm::FunctionType::get(i32_, {}, false), llvm::GlobalValue::ExternalLinkage,
+        "tether_system_lib_register_" + options_.system_lib_prefix, module_.get());
     llvm::IRBuilder<> r(llvm::BasicBlock::Create(ctx_, "entry", fn));
     llvm::Value* prefix = r.CreateGlobalStringPtr(options_.system_lib_prefix);
     llvm::Value* failed = r.getInt32(0);
@@ -967,7 +1031,8 @@ class Emitter {
     r.CreateRet(failed);
     // A constructor too, for --whole-archive links.
     auto* ctor = llvm::Function::Create(llvm::FunctionType::get(b_.getVoidTy(), {}, false),
-                                        llvm::GlobalValue::InternalLinkage, "tether.system_lib.ctor", module_.get());
+                                        llvm::GlobalValue::InternalLinkage,
+                                        "tether.system_lib.ctor", module_.get());
     llvm::IRBuilder<> c(llvm::BasicBlock::Create(ctx_, "entry", ctor));
     c.CreateCall(fn);
     c.CreateRetVoid();
@@ -999,9 +1064,10 @@ class Emitter {
 absl::StatusOr<std::unique_ptr<llvm::Module>> EmitKernels(llvm::LLVMContext& context,
                                                           const std::vector<KernelFunc>& kernels,
                                                           const EmitOptions& options) {
-  if (options.system_lib && !options.system_lib_prefix.empty() && !IsCIdentifier(options.system_lib_prefix)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("system library prefix \"", options.system_lib_prefix, "\" is not a C identifier"));
+  if (options.system_lib && !options.system_lib_prefix.empty() &&
+      !IsCIdentifier(options.system_lib_prefix)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "system library prefix \"", options.system_lib_prefix, "\" is not a C identifier"));
   }
   Emitter emitter(context, options);
   return emitter.Run(kernels);

@@ -22,8 +22,8 @@
 namespace tether::compiler::codegen {
 
 struct EmitOptions {
-  bool system_lib = false;         // registration function instead of exported kernels
-  std::string system_lib_prefix;   // a C identifier suffix, may be empty
+  bool system_lib = false;        // registration function instead of exported kernels
+  std::string system_lib_prefix;  // a C identifier suffix, may be empty
 };
 
 // INVALID_ARGUMENT for kernels codegen cannot lower (bad names, duplicate

@@ -61,7 +61,8 @@ absl::StatusOr<std::unique_ptr<llvm::TargetMachine>> CreateTargetMachine(const T
                                                                          int opt_level) {
   InitializeLLVM();
   if (target.kind != "llvm") {
-    return absl::InvalidArgumentError(absl::StrCat("cannot generate code for target kind ", target.kind));
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot generate code for target kind ", target.kind));
   }
   Target t = target;
   if (t.triple.empty()) {
@@ -74,7 +75,8 @@ absl::StatusOr<std::unique_ptr<llvm::TargetMachine>> CreateTargetMachine(const T
   std::string error;
   const llvm::Target* llvm_target = llvm::TargetRegistry::lookupTarget(t.triple, error);
   if (llvm_target == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat("unknown target triple ", t.triple, ": ", error));
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown target triple ", t.triple, ": ", error));
   }
   llvm::TargetOptions options;
   auto level = opt_level <= 0   ? llvm::CodeGenOptLevel::None
@@ -83,7 +85,9 @@ absl::StatusOr<std::unique_ptr<llvm::TargetMachine>> CreateTargetMachine(const T
                                 : llvm::CodeGenOptLevel::Aggressive;
   std::unique_ptr<llvm::TargetMachine> tm(llvm_target->createTargetMachine(
       t.triple, t.cpu, t.attrs, options, llvm::Reloc::PIC_, std::nullopt, level));
-  if (!tm) return absl::InvalidArgumentError(absl::StrCat("cannot create a target machine for ", t.ToString()));
+  if (!tm)
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot create a target machine for ", t.ToString()));
   return tm;
 }
 
@@ -107,7 +111,8 @@ absl::StatusOr<std::unique_ptr<llvm::Module>> BuildModule(llvm::LLVMContext& con
   for (llvm::Function& f : *module) {
     if (f.isDeclaration()) continue;
     f.addFnAttr("target-cpu", tm->getTargetCPU());
-    if (!tm->getTargetFeatureString().empty()) f.addFnAttr("target-features", tm->getTargetFeatureString());
+    if (!tm->getTargetFeatureString().empty())
+      f.addFnAttr("target-features", tm->getTargetFeatureString());
   }
   llvm::LoopAnalysisManager lam;
   llvm::FunctionAnalysisManager fam;
@@ -152,7 +157,8 @@ class TempDir {
  public:
   static absl::StatusOr<std::unique_ptr<TempDir>> Create() {
     const char* base = getenv("TMPDIR");
-    std::string templ = absl::StrCat(base != nullptr && *base ? base : "/tmp", "/tether-lld-XXXXXX");
+    std::string templ =
+        absl::StrCat(base != nullptr && *base ? base : "/tmp", "/tether-lld-XXXXXX");
     if (mkdtemp(templ.data()) == nullptr) {
       return absl::InternalError(absl::StrCat("cannot create a temporary directory from ", templ));
     }
@@ -200,9 +206,19 @@ absl::StatusOr<std::string> LinkSharedObject(absl::string_view object) {
   std::string obj_path = dir->File("kernels.o");
   std::string so_path = dir->File("kernels.so");
   TETHER_RETURN_IF_ERROR(WriteFile(obj_path, object));
-  std::vector<const char*> args = {"ld.lld", "-shared", "-z", "defs", "-z", "noexecstack",
-                                   "-z", "relro", "--hash-style=gnu", "--as-needed",
-                                   "-o", so_path.c_str(), obj_path.c_str()};
+  std::vector<const char*> args = {"ld.lld",
+                                   "-shared",
+                                   "-z",
+                                   "defs",
+                                   "-z",
+                                   "noexecstack",
+                                   "-z",
+                                   "relro",
+                                   "--hash-style=gnu",
+                                   "--as-needed",
+                                   "-o",
+                                   so_path.c_str(),
+                                   obj_path.c_str()};
   std::string out_text, err_text;
   llvm::raw_string_ostream out_os(out_text), err_os(err_text);
   lld::Result result;
@@ -271,7 +287,8 @@ absl::StatusOr<vm::KernelLibraryBlob> BuildKernelLibrary(const std::vector<Kerne
   return blob;
 }
 
-absl::StatusOr<std::string> EmitLLVMIR(const std::vector<KernelFunc>& kernels, const Target& target) {
+absl::StatusOr<std::string> EmitLLVMIR(const std::vector<KernelFunc>& kernels,
+                                       const Target& target) {
   TETHER_ASSIGN_OR_RETURN(std::unique_ptr<llvm::TargetMachine> tm, CreateTargetMachine(target, 3));
   std::unique_ptr<llvm::LLVMContext> context = MakeContext();
   TETHER_ASSIGN_OR_RETURN(std::unique_ptr<llvm::Module> module,
@@ -283,7 +300,8 @@ absl::StatusOr<std::string> EmitLLVMIR(const std::vector<KernelFunc>& kernels, c
   return text;
 }
 
-absl::StatusOr<std::string> EmitAssembly(const std::vector<KernelFunc>& kernels, const Target& target) {
+absl::StatusOr<std::string> EmitAssembly(const std::vector<KernelFunc>& kernels,
+                                         const Target& target) {
   TETHER_ASSIGN_OR_RETURN(std::unique_ptr<llvm::TargetMachine> tm, CreateTargetMachine(target, 3));
   std::unique_ptr<llvm::LLVMContext> context = MakeContext();
   TETHER_ASSIGN_OR_RETURN(std::unique_ptr<llvm::Module> module,

@@ -20,9 +20,9 @@
 namespace tether::compiler {
 
 struct CodegenOptions {
-  int opt_level = 3;               // 0..3
-  bool system_lib = false;         // a static archive with a registration function
-  std::string system_lib_prefix;   // C identifier suffix of tether_system_lib_register_<prefix>
+  int opt_level = 3;              // 0..3
+  bool system_lib = false;        // a static archive with a registration function
+  std::string system_lib_prefix;  // C identifier suffix of tether_system_lib_register_<prefix>
 };
 
 // One kernel library for `kernels`: format "so" (an ELF shared object with
@@ -34,9 +34,11 @@ absl::StatusOr<vm::KernelLibraryBlob> BuildKernelLibrary(const std::vector<Kerne
                                                          const Target& target,
                                                          const CodegenOptions& options = {});
 // The optimized LLVM IR of `kernels` for `target`, as .ll text.
-absl::StatusOr<std::string> EmitLLVMIR(const std::vector<KernelFunc>& kernels, const Target& target);
+absl::StatusOr<std::string> EmitLLVMIR(const std::vector<KernelFunc>& kernels,
+                                       const Target& target);
 // The target assembly of `kernels`, as .s text.
-absl::StatusOr<std::string> EmitAssembly(const std::vector<KernelFunc>& kernels, const Target& target);
+absl::StatusOr<std::string> EmitAssembly(const std::vector<KernelFunc>& kernels,
+                                         const Target& target);
 
 }  // namespace tether::compiler
 

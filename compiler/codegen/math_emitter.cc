@@ -23,10 +23,10 @@ struct F {
   llvm::Value* Div(llvm::Value* a, llvm::Value* c) { return b.CreateFDiv(a, c); }
   llvm::Value* Lt(llvm::Value* a, llvm::Value* c) { return b.CreateFCmpOLT(a, c); }
   llvm::Value* Gt(llvm::Value* a, llvm::Value* c) { return b.CreateFCmpOGT(a, c); }
-  llvm::Value* Sel(llvm::Value* c, llvm::Value* t, llvm::Value* f) { return b.CreateSelect(c, t, f); }
-  llvm::Value* Abs(llvm::Value* x) {
-    return b.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x);
+  llvm::Value* Sel(llvm::Value* c, llvm::Value* t, llvm::Value* f) {
+    return b.CreateSelect(c, t, f);
   }
+  llvm::Value* Abs(llvm::Value* x) { return b.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x); }
   llvm::Value* CopySign(llvm::Value* mag, llvm::Value* sign) {
     return b.CreateBinaryIntrinsic(llvm::Intrinsic::copysign, mag, sign);
   }
@@ -152,9 +152,8 @@ llvm::Value* Erf(F& f, llvm::Value* x) {
   llvm::Value* al = f.Sel(f.Lt(a, f.C(3)), f.C(3), f.Sel(f.Gt(a, f.C(7)), f.C(7), a));
   llvm::Value* inv2 = f.Div(f.C(1), f.Mul(al, al));
   llvm::Value* asym = f.Poly(inv2, {1.0, -0.5, 0.75, -1.875, 6.5625, -29.53125, 162.421875});
-  llvm::Value* erfc = f.Mul(f.Div(Exp(f, f.Sub(f.C(0), f.Mul(al, al))),
-                                  f.Mul(al, f.C(1.7724538509055159))),
-                            asym);
+  llvm::Value* erfc =
+      f.Mul(f.Div(Exp(f, f.Sub(f.C(0), f.Mul(al, al))), f.Mul(al, f.C(1.7724538509055159))), asym);
   llvm::Value* tail = f.Sel(f.Gt(a, f.C(6.5)), f.C(1), f.Sub(f.C(1), erfc));
   llvm::Value* y = f.Sel(f.Lt(a, f.C(3)), series, tail);
   y = f.Sel(f.IsNaN(x), x, y);
@@ -184,9 +183,9 @@ llvm::Value* SinCos(F& f, llvm::Value* x, bool is_cos) {
   // sin(r + q pi/2): q=0 s, 1 c, 2 -s, 3 -c.
   llvm::Value* neg_s = f.Sub(f.C(0), s);
   llvm::Value* neg_c = f.Sub(f.C(0), c);
-  llvm::Value* y = f.Sel(b.CreateICmpEQ(q, f.I(0)), s,
-                         f.Sel(b.CreateICmpEQ(q, f.I(1)), c,
-                               f.Sel(b.CreateICmpEQ(q, f.I(2)), neg_s, neg_c)));
+  llvm::Value* y =
+      f.Sel(b.CreateICmpEQ(q, f.I(0)), s,
+            f.Sel(b.CreateICmpEQ(q, f.I(1)), c, f.Sel(b.CreateICmpEQ(q, f.I(2)), neg_s, neg_c)));
   return f.Sel(ok, y, f.C(NAN));
 }
 

@@ -408,13 +408,20 @@ PrimExpr SimplifyImpl(const PrimExpr& e) {
       if (diff.is_const()) {
         int64_t d = diff.constant();
         switch (e.kind()) {
-          case PrimKind::kEQ: return BoolImm(d == 0);
-          case PrimKind::kNE: return BoolImm(d != 0);
-          case PrimKind::kLT: return BoolImm(d < 0);
-          case PrimKind::kLE: return BoolImm(d <= 0);
-          case PrimKind::kGT: return BoolImm(d > 0);
-          case PrimKind::kGE: return BoolImm(d >= 0);
-          default: break;
+          case PrimKind::kEQ:
+            return BoolImm(d == 0);
+          case PrimKind::kNE:
+            return BoolImm(d != 0);
+          case PrimKind::kLT:
+            return BoolImm(d < 0);
+          case PrimKind::kLE:
+            return BoolImm(d <= 0);
+          case PrimKind::kGT:
+            return BoolImm(d > 0);
+          case PrimKind::kGE:
+            return BoolImm(d >= 0);
+          default:
+            break;
         }
       }
     }

@@ -57,14 +57,14 @@ absl::StatusOr<Expr> BindParams(const Expr& function, const std::map<std::string
       continue;
     }
     ++found;
-    if (!it->second) return absl::InvalidArgumentError(absl::StrCat("tensor for param ", name, " is null"));
+    if (!it->second)
+      return absl::InvalidArgumentError(absl::StrCat("tensor for param ", name, " is null"));
     Expr c = MakeConstant(it->second);
     if (!MatchStructInfo(p.struct_info(), c.struct_info(), &sym) ||
         !IsBaseOf(EraseToRank(p.struct_info()), EraseToRank(c.struct_info()))) {
       return absl::InvalidArgumentError(absl::StrCat("param ", name, " of ",
-                                                     ToString(p.struct_info()),
-                                                     " cannot bind a ", it->second.ToString(),
-                                                     " tensor"));
+                                                     ToString(p.struct_info()), " cannot bind a ",
+                                                     it->second.ToString(), " tensor"));
     }
     bound.emplace_back(p, c);
   }
@@ -72,7 +72,8 @@ absl::StatusOr<Expr> BindParams(const Expr& function, const std::map<std::string
     for (const auto& [name, t] : params) {
       bool any = false;
       for (const Expr& p : f->params) any |= p.as<VarNode>()->name_hint == name;
-      if (!any) return absl::InvalidArgumentError(absl::StrCat("function has no param named ", name));
+      if (!any)
+        return absl::InvalidArgumentError(absl::StrCat("function has no param named ", name));
     }
   }
   Binder binder(std::move(sym));
@@ -95,7 +96,8 @@ absl::StatusOr<Expr> BindSymbolicVars(const Expr& function,
         any = true;
       }
     }
-    if (!any) return absl::InvalidArgumentError(absl::StrCat("function has no symbolic var named ", name));
+    if (!any)
+      return absl::InvalidArgumentError(absl::StrCat("function has no symbolic var named ", name));
   }
   Binder binder(std::move(sym));
   return Rebuild(f, &binder, f->params);

@@ -69,7 +69,9 @@ BindingBlock BlockBuilder::EndBlock() {
   return b;
 }
 
-bool BlockBuilder::InDataflowBlock() const { return !blocks_.empty() && blocks_.back().is_dataflow; }
+bool BlockBuilder::InDataflowBlock() const {
+  return !blocks_.empty() && blocks_.back().is_dataflow;
+}
 
 Expr BlockBuilder::FreshVar(absl::string_view name_hint, StructInfo sinfo, bool dataflow) {
   return dataflow ? MakeDataflowVar(std::string(name_hint), std::move(sinfo))
@@ -152,9 +154,9 @@ absl::Status BlockBuilder::EmitBinding(const Binding& binding) {
   } else {
     VarMap unused;
     if (!MatchStructInfo(b.var.struct_info(), vs, &unused)) {
-      return Error(span, absl::StrCat("binding of ", VarName(b.var), ": a value of ", ToString(vs),
-                                      " does not match its annotation ",
-                                      ToString(b.var.struct_info())));
+      return Error(span,
+                   absl::StrCat("binding of ", VarName(b.var), ": a value of ", ToString(vs),
+                                " does not match its annotation ", ToString(b.var.struct_info())));
     }
   }
   blocks_.back().bindings.push_back(std::move(b));
@@ -230,8 +232,8 @@ absl::StatusOr<Expr> BlockBuilder::NormalizeExpr(const Expr& e) {
       StructInfo sinfo;
       if (const auto* ti = ts.as<TupleStructInfoNode>()) {
         if (t->index < 0 || t->index >= static_cast<int>(ti->fields.size())) {
-          return Error(e->span, absl::StrCat("tuple index ", t->index, " out of range for ",
-                                             ToString(ts)));
+          return Error(e->span,
+                       absl::StrCat("tuple index ", t->index, " out of range for ", ToString(ts)));
         }
         sinfo = ti->fields[t->index];
       } else if (ts.kind() == StructInfoKind::kObject) {
@@ -349,8 +351,8 @@ absl::StatusOr<Expr> BlockBuilder::NormalizeCall(const Expr& e) {
     info = FindOp(o->name);
     if (info == nullptr) return Error(e->span, absl::StrCat("unknown operator ", o->name));
     if (info->num_args >= 0 && static_cast<int>(c->args.size()) != info->num_args) {
-      return Error(e->span, absl::StrCat(o->name, ": expects ", info->num_args,
-                                         " arguments, got ", c->args.size()));
+      return Error(e->span, absl::StrCat(o->name, ": expects ", info->num_args, " arguments, got ",
+                                         c->args.size()));
     }
   }
   std::vector<Expr> args;
@@ -390,10 +392,9 @@ absl::StatusOr<Expr> BlockBuilder::NormalizeCall(const Expr& e) {
       VarMap bindings;
       for (size_t i = 0; i < nc->args.size(); ++i) {
         if (!MatchStructInfo((*f->params)[i], nc->args[i].struct_info(), &bindings)) {
-          return Error(e->span, absl::StrCat("argument ", i, " of ",
-                                             ToString(nc->args[i].struct_info()),
-                                             " does not match parameter ",
-                                             ToString((*f->params)[i])));
+          return Error(e->span,
+                       absl::StrCat("argument ", i, " of ", ToString(nc->args[i].struct_info()),
+                                    " does not match parameter ", ToString((*f->params)[i])));
         }
       }
       sinfo = SubstituteStructInfo(f->ret, bindings);
@@ -440,8 +441,7 @@ absl::StatusOr<Expr> BlockBuilder::NormalizeFunction(const Expr& e) {
     if (!MatchStructInfo(ret, body->struct_info(), &unused)) {
       sym_vars_ = std::move(saved);
       return Error(e->span, absl::StrCat("function body of ", ToString(body->struct_info()),
-                                         " does not match the return annotation ",
-                                         ToString(ret)));
+                                         " does not match the return annotation ", ToString(ret)));
     }
   } else {
     ret = body->struct_info();
@@ -570,7 +570,8 @@ absl::StatusOr<IRModule> NormalizeModule(IRModule module) {
   for (const auto& [name, fn] : module.functions) names.push_back(name);
   for (const std::string& name : names) {
     Expr fn = module.functions[name];
-    if (!fn.defined()) return absl::InvalidArgumentError(absl::StrCat("function ", name, " is undefined"));
+    if (!fn.defined())
+      return absl::InvalidArgumentError(absl::StrCat("function ", name, " is undefined"));
     if (fn.kind() != ExprKind::kFunction) continue;  // extern functions stay as they are
     BlockBuilder bb(&module);
     absl::StatusOr<Expr> n = bb.Normalize(fn);

@@ -81,9 +81,9 @@ class BlockBuilder {
   bool IsSymbolicVarDefined(const PrimVarNode* var) const { return sym_vars_.contains(var); }
 
  private:
-  absl::StatusOr<Expr> NormalizeExpr(const Expr& e);   // any expression, result not emitted
-  absl::StatusOr<Expr> NormalizeArg(const Expr& e);    // a leaf or tuple of leaves (emits)
-  absl::StatusOr<Expr> NormalizeBody(const Expr& e);   // a SeqExpr in its own scope
+  absl::StatusOr<Expr> NormalizeExpr(const Expr& e);  // any expression, result not emitted
+  absl::StatusOr<Expr> NormalizeArg(const Expr& e);   // a leaf or tuple of leaves (emits)
+  absl::StatusOr<Expr> NormalizeBody(const Expr& e);  // a SeqExpr in its own scope
   absl::StatusOr<Expr> NormalizeCall(const Expr& e);
   absl::StatusOr<Expr> NormalizeFunction(const Expr& e);
   absl::StatusOr<StructInfo> CalleeStructInfo(const Expr& op, const Expr& call);

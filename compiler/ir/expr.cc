@@ -38,7 +38,9 @@ Expr MakePrimValue(PrimExpr value) {
   StructInfo s = PrimSInfo(value.dtype(), value);
   return Make<PrimValueNode>(std::move(s), std::move(value));
 }
-Expr MakeStringImm(std::string value) { return Make<StringImmNode>(ObjectSInfo(), std::move(value)); }
+Expr MakeStringImm(std::string value) {
+  return Make<StringImmNode>(ObjectSInfo(), std::move(value));
+}
 Expr MakeDataTypeImm(DataType value) { return Make<DataTypeImmNode>(ObjectSInfo(), value); }
 Expr MakeShapeExpr(std::vector<PrimExpr> values) {
   StructInfo s = ShapeSInfo(values);
@@ -49,8 +51,10 @@ Expr MakeTuple(std::vector<Expr> fields) {
   std::vector<StructInfo> f;
   bool known = true;
   for (const Expr& e : fields) {
-    if (!e.struct_info().defined()) known = false;
-    else f.push_back(e.struct_info());
+    if (!e.struct_info().defined())
+      known = false;
+    else
+      f.push_back(e.struct_info());
   }
   return Make<TupleNode>(known ? TupleSInfo(std::move(f)) : StructInfo(), std::move(fields));
 }
@@ -74,8 +78,10 @@ Expr MakeFunction(std::vector<Expr> params, Expr body, StructInfo ret_struct_inf
   std::vector<StructInfo> ps;
   bool known = ret_struct_info.defined();
   for (const Expr& p : params) {
-    if (!p.struct_info().defined()) known = false;
-    else ps.push_back(p.struct_info());
+    if (!p.struct_info().defined())
+      known = false;
+    else
+      ps.push_back(p.struct_info());
   }
   if (known) sinfo = FuncSInfo(std::move(ps), ret_struct_info, is_pure);
   return Make<FunctionNode>(std::move(sinfo), std::move(params), std::move(body),
@@ -170,7 +176,8 @@ std::string ToString(const AttrValue& value) {
     }
     std::string operator()(const std::vector<PrimExpr>& v) const {
       std::string s = "[";
-      for (size_t i = 0; i < v.size(); ++i) absl::StrAppend(&s, i ? ", " : "", compiler::ToString(v[i]));
+      for (size_t i = 0; i < v.size(); ++i)
+        absl::StrAppend(&s, i ? ", " : "", compiler::ToString(v[i]));
       return s + "]";
     }
   };

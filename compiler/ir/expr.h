@@ -159,7 +159,9 @@ class TupleGetItemNode : public ExprNodeOf<ExprKind::kTupleGetItem> {
 class CallNode : public ExprNodeOf<ExprKind::kCall> {
  public:
   CallNode(Expr op, std::vector<Expr> args, Attrs attrs, std::vector<StructInfo> sinfo_args)
-      : op(std::move(op)), args(std::move(args)), attrs(std::move(attrs)),
+      : op(std::move(op)),
+        args(std::move(args)),
+        attrs(std::move(attrs)),
         sinfo_args(std::move(sinfo_args)) {}
   const Expr op;
   const std::vector<Expr> args;
@@ -170,7 +172,8 @@ class CallNode : public ExprNodeOf<ExprKind::kCall> {
 class IfNode : public ExprNodeOf<ExprKind::kIf> {
  public:
   IfNode(Expr cond, Expr true_branch, Expr false_branch)
-      : cond(std::move(cond)), true_branch(std::move(true_branch)),
+      : cond(std::move(cond)),
+        true_branch(std::move(true_branch)),
         false_branch(std::move(false_branch)) {}
   const Expr cond;
   const Expr true_branch;   // a SeqExpr after normalization
@@ -179,7 +182,7 @@ class IfNode : public ExprNodeOf<ExprKind::kIf> {
 
 // var = value, or var = R.match_cast(value, struct_info).
 struct Binding {
-  Expr var;    // a Var or DataflowVar
+  Expr var;  // a Var or DataflowVar
   Expr value;
   StructInfo match_cast;  // defined for a MatchCast binding
   bool is_match_cast() const { return match_cast.defined(); }
@@ -203,8 +206,11 @@ class FunctionNode : public ExprNodeOf<ExprKind::kFunction> {
  public:
   FunctionNode(std::vector<Expr> params, Expr body, StructInfo ret_struct_info, bool is_pure,
                Attrs attrs)
-      : params(std::move(params)), body(std::move(body)),
-        ret_struct_info(std::move(ret_struct_info)), is_pure(is_pure), attrs(std::move(attrs)) {}
+      : params(std::move(params)),
+        body(std::move(body)),
+        ret_struct_info(std::move(ret_struct_info)),
+        is_pure(is_pure),
+        attrs(std::move(attrs)) {}
   const std::vector<Expr> params;  // Vars, each with its annotated struct info
   const Expr body;                 // a SeqExpr after normalization
   const StructInfo ret_struct_info;

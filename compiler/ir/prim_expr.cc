@@ -43,8 +43,7 @@ PrimExpr ConvertTo(DataType dtype, PrimExpr e) {
 
 }  // namespace
 
-PrimExpr::PrimExpr(int64_t value)
-    : node_(MakeRef<IntImmNode>(DataType::Int(64), value)) {}
+PrimExpr::PrimExpr(int64_t value) : node_(MakeRef<IntImmNode>(DataType::Int(64), value)) {}
 
 DataType PrimExpr::dtype() const { return node_->dtype(); }
 PrimKind PrimExpr::kind() const { return node_->kind(); }
@@ -82,48 +81,80 @@ PrimExpr MakeBinary(PrimKind kind, PrimExpr a, PrimExpr b) {
   const int64_t* ib = b.as_int();
   const double* fa = AsFloat(a);
   const double* fb = AsFloat(b);
-  DataType result = IsComparison(kind) || kind == PrimKind::kAnd || kind == PrimKind::kOr
-                        ? DataType::Bool()
-                        : dt;
+  DataType result =
+      IsComparison(kind) || kind == PrimKind::kAnd || kind == PrimKind::kOr ? DataType::Bool() : dt;
   // Both constant: fold.
   if (ia && ib) {
     int64_t x = *ia, y = *ib;
     switch (kind) {
-      case PrimKind::kAdd: return IntImm(dt, x + y);
-      case PrimKind::kSub: return IntImm(dt, x - y);
-      case PrimKind::kMul: return IntImm(dt, x * y);
-      case PrimKind::kDiv: if (y != 0) return IntImm(dt, x / y); break;
-      case PrimKind::kFloorDiv: if (y != 0) return IntImm(dt, FloorDivInt(x, y)); break;
-      case PrimKind::kFloorMod: if (y != 0) return IntImm(dt, FloorModInt(x, y)); break;
-      case PrimKind::kMin: return IntImm(dt, std::min(x, y));
-      case PrimKind::kMax: return IntImm(dt, std::max(x, y));
-      case PrimKind::kEQ: return BoolImm(x == y);
-      case PrimKind::kNE: return BoolImm(x != y);
-      case PrimKind::kLT: return BoolImm(x < y);
-      case PrimKind::kLE: return BoolImm(x <= y);
-      case PrimKind::kGT: return BoolImm(x > y);
-      case PrimKind::kGE: return BoolImm(x >= y);
-      case PrimKind::kAnd: return BoolImm(x && y);
-      case PrimKind::kOr: return BoolImm(x || y);
-      default: break;
+      case PrimKind::kAdd:
+        return IntImm(dt, x + y);
+      case PrimKind::kSub:
+        return IntImm(dt, x - y);
+      case PrimKind::kMul:
+        return IntImm(dt, x * y);
+      case PrimKind::kDiv:
+        if (y != 0) return IntImm(dt, x / y);
+        break;
+      case PrimKind::kFloorDiv:
+        if (y != 0) return IntImm(dt, FloorDivInt(x, y));
+        break;
+      case PrimKind::kFloorMod:
+        if (y != 0) return IntImm(dt, FloorModInt(x, y));
+        break;
+      case PrimKind::kMin:
+        return IntImm(dt, std::min(x, y));
+      case PrimKind::kMax:
+        return IntImm(dt, std::max(x, y));
+      case PrimKind::kEQ:
+        return BoolImm(x == y);
+      case PrimKind::kNE:
+        return BoolImm(x != y);
+      case PrimKind::kLT:
+        return BoolImm(x < y);
+      case PrimKind::kLE:
+        return BoolImm(x <= y);
+      case PrimKind::kGT:
+        return BoolImm(x > y);
+      case PrimKind::kGE:
+        return BoolImm(x >= y);
+      case PrimKind::kAnd:
+        return BoolImm(x && y);
+      case PrimKind::kOr:
+        return BoolImm(x || y);
+      default:
+        break;
     }
   }
   if (fa && fb) {
     double x = *fa, y = *fb;
     switch (kind) {
-      case PrimKind::kAdd: return FloatImm(dt, x + y);
-      case PrimKind::kSub: return FloatImm(dt, x - y);
-      case PrimKind::kMul: return FloatImm(dt, x * y);
-      case PrimKind::kDiv: return FloatImm(dt, x / y);
-      case PrimKind::kMin: return FloatImm(dt, std::min(x, y));
-      case PrimKind::kMax: return FloatImm(dt, std::max(x, y));
-      case PrimKind::kEQ: return BoolImm(x == y);
-      case PrimKind::kNE: return BoolImm(x != y);
-      case PrimKind::kLT: return BoolImm(x < y);
-      case PrimKind::kLE: return BoolImm(x <= y);
-      case PrimKind::kGT: return BoolImm(x > y);
-      case PrimKind::kGE: return BoolImm(x >= y);
-      default: break;
+      case PrimKind::kAdd:
+        return FloatImm(dt, x + y);
+      case PrimKind::kSub:
+        return FloatImm(dt, x - y);
+      case PrimKind::kMul:
+        return FloatImm(dt, x * y);
+      case PrimKind::kDiv:
+        return FloatImm(dt, x / y);
+      case PrimKind::kMin:
+        return FloatImm(dt, std::min(x, y));
+      case PrimKind::kMax:
+        return FloatImm(dt, std::max(x, y));
+      case PrimKind::kEQ:
+        return BoolImm(x == y);
+      case PrimKind::kNE:
+        return BoolImm(x != y);
+      case PrimKind::kLT:
+        return BoolImm(x < y);
+      case PrimKind::kLE:
+        return BoolImm(x <= y);
+      case PrimKind::kGT:
+        return BoolImm(x > y);
+      case PrimKind::kGE:
+        return BoolImm(x >= y);
+      default:
+        break;
     }
   }
   // Identities on ints (float identities are not exact under NaN/-0).
@@ -161,29 +192,58 @@ PrimExpr MakeBinary(PrimKind kind, PrimExpr a, PrimExpr b) {
         break;
     }
   }
-  return PrimExpr(Ref<const PrimExprNode>(MakeRef<BinaryNode>(kind, result, std::move(a), std::move(b))));
+  return PrimExpr(
+      Ref<const PrimExprNode>(MakeRef<BinaryNode>(kind, result, std::move(a), std::move(b))));
 }
 
-PrimExpr Add(PrimExpr a, PrimExpr b) { return MakeBinary(PrimKind::kAdd, std::move(a), std::move(b)); }
-PrimExpr Sub(PrimExpr a, PrimExpr b) { return MakeBinary(PrimKind::kSub, std::move(a), std::move(b)); }
-PrimExpr Mul(PrimExpr a, PrimExpr b) { return MakeBinary(PrimKind::kMul, std::move(a), std::move(b)); }
-PrimExpr Div(PrimExpr a, PrimExpr b) { return MakeBinary(PrimKind::kDiv, std::move(a), std::move(b)); }
+PrimExpr Add(PrimExpr a, PrimExpr b) {
+  return MakeBinary(PrimKind::kAdd, std::move(a), std::move(b));
+}
+PrimExpr Sub(PrimExpr a, PrimExpr b) {
+  return MakeBinary(PrimKind::kSub, std::move(a), std::move(b));
+}
+PrimExpr Mul(PrimExpr a, PrimExpr b) {
+  return MakeBinary(PrimKind::kMul, std::move(a), std::move(b));
+}
+PrimExpr Div(PrimExpr a, PrimExpr b) {
+  return MakeBinary(PrimKind::kDiv, std::move(a), std::move(b));
+}
 PrimExpr FloorDiv(PrimExpr a, PrimExpr b) {
   return MakeBinary(PrimKind::kFloorDiv, std::move(a), std::move(b));
 }
 PrimExpr FloorMod(PrimExpr a, PrimExpr b) {
   return MakeBinary(PrimKind::kFloorMod, std::move(a), std::move(b));
 }
-PrimExpr Min(PrimExpr a, PrimExpr b) { return MakeBinary(PrimKind::kMin, std::move(a), std::move(b)); }
-PrimExpr Max(PrimExpr a, PrimExpr b) { return MakeBinary(PrimKind::kMax, std::move(a), std::move(b)); }
-PrimExpr EQ(PrimExpr a, PrimExpr b) { return MakeBinary(PrimKind::kEQ, std::move(a), std::move(b)); }
-PrimExpr NE(PrimExpr a, PrimExpr b) { return MakeBinary(PrimKind::kNE, std::move(a), std::move(b)); }
-PrimExpr LT(PrimExpr a, PrimExpr b) { return MakeBinary(PrimKind::kLT, std::move(a), std::move(b)); }
-PrimExpr LE(PrimExpr a, PrimExpr b) { return MakeBinary(PrimKind::kLE, std::move(a), std::move(b)); }
-PrimExpr GT(PrimExpr a, PrimExpr b) { return MakeBinary(PrimKind::kGT, std::move(a), std::move(b)); }
-PrimExpr GE(PrimExpr a, PrimExpr b) { return MakeBinary(PrimKind::kGE, std::move(a), std::move(b)); }
-PrimExpr And(PrimExpr a, PrimExpr b) { return MakeBinary(PrimKind::kAnd, std::move(a), std::move(b)); }
-PrimExpr Or(PrimExpr a, PrimExpr b) { return MakeBinary(PrimKind::kOr, std::move(a), std::move(b)); }
+PrimExpr Min(PrimExpr a, PrimExpr b) {
+  return MakeBinary(PrimKind::kMin, std::move(a), std::move(b));
+}
+PrimExpr Max(PrimExpr a, PrimExpr b) {
+  return MakeBinary(PrimKind::kMax, std::move(a), std::move(b));
+}
+PrimExpr EQ(PrimExpr a, PrimExpr b) {
+  return MakeBinary(PrimKind::kEQ, std::move(a), std::move(b));
+}
+PrimExpr NE(PrimExpr a, PrimExpr b) {
+  return MakeBinary(PrimKind::kNE, std::move(a), std::move(b));
+}
+PrimExpr LT(PrimExpr a, PrimExpr b) {
+  return MakeBinary(PrimKind::kLT, std::move(a), std::move(b));
+}
+PrimExpr LE(PrimExpr a, PrimExpr b) {
+  return MakeBinary(PrimKind::kLE, std::move(a), std::move(b));
+}
+PrimExpr GT(PrimExpr a, PrimExpr b) {
+  return MakeBinary(PrimKind::kGT, std::move(a), std::move(b));
+}
+PrimExpr GE(PrimExpr a, PrimExpr b) {
+  return MakeBinary(PrimKind::kGE, std::move(a), std::move(b));
+}
+PrimExpr And(PrimExpr a, PrimExpr b) {
+  return MakeBinary(PrimKind::kAnd, std::move(a), std::move(b));
+}
+PrimExpr Or(PrimExpr a, PrimExpr b) {
+  return MakeBinary(PrimKind::kOr, std::move(a), std::move(b));
+}
 
 PrimExpr Not(PrimExpr a) {
   if (const int64_t* v = a.as_int()) return BoolImm(*v == 0);
@@ -208,7 +268,8 @@ PrimExpr Cast(DataType dtype, PrimExpr value) {
 }
 
 PrimExpr Load(Buffer buffer, std::vector<PrimExpr> indices) {
-  return PrimExpr(Ref<const PrimExprNode>(MakeRef<LoadNode>(std::move(buffer), std::move(indices))));
+  return PrimExpr(
+      Ref<const PrimExprNode>(MakeRef<LoadNode>(std::move(buffer), std::move(indices))));
 }
 
 PrimExpr Call(DataType dtype, std::string op, std::vector<PrimExpr> args) {
@@ -224,30 +285,54 @@ PrimExpr Product(const std::vector<PrimExpr>& dims) {
 
 const char* PrimKindName(PrimKind kind) {
   switch (kind) {
-    case PrimKind::kIntImm: return "int";
-    case PrimKind::kFloatImm: return "float";
-    case PrimKind::kVar: return "var";
-    case PrimKind::kAdd: return "add";
-    case PrimKind::kSub: return "sub";
-    case PrimKind::kMul: return "mul";
-    case PrimKind::kDiv: return "div";
-    case PrimKind::kFloorDiv: return "floordiv";
-    case PrimKind::kFloorMod: return "floormod";
-    case PrimKind::kMin: return "min";
-    case PrimKind::kMax: return "max";
-    case PrimKind::kEQ: return "eq";
-    case PrimKind::kNE: return "ne";
-    case PrimKind::kLT: return "lt";
-    case PrimKind::kLE: return "le";
-    case PrimKind::kGT: return "gt";
-    case PrimKind::kGE: return "ge";
-    case PrimKind::kAnd: return "and";
-    case PrimKind::kOr: return "or";
-    case PrimKind::kNot: return "not";
-    case PrimKind::kSelect: return "select";
-    case PrimKind::kCast: return "cast";
-    case PrimKind::kLoad: return "load";
-    case PrimKind::kCall: return "call";
+    case PrimKind::kIntImm:
+      return "int";
+    case PrimKind::kFloatImm:
+      return "float";
+    case PrimKind::kVar:
+      return "var";
+    case PrimKind::kAdd:
+      return "add";
+    case PrimKind::kSub:
+      return "sub";
+    case PrimKind::kMul:
+      return "mul";
+    case PrimKind::kDiv:
+      return "div";
+    case PrimKind::kFloorDiv:
+      return "floordiv";
+    case PrimKind::kFloorMod:
+      return "floormod";
+    case PrimKind::kMin:
+      return "min";
+    case PrimKind::kMax:
+      return "max";
+    case PrimKind::kEQ:
+      return "eq";
+    case PrimKind::kNE:
+      return "ne";
+    case PrimKind::kLT:
+      return "lt";
+    case PrimKind::kLE:
+      return "le";
+    case PrimKind::kGT:
+      return "gt";
+    case PrimKind::kGE:
+      return "ge";
+    case PrimKind::kAnd:
+      return "and";
+    case PrimKind::kOr:
+      return "or";
+    case PrimKind::kNot:
+      return "not";
+    case PrimKind::kSelect:
+      return "select";
+    case PrimKind::kCast:
+      return "cast";
+    case PrimKind::kLoad:
+      return "load";
+    case PrimKind::kCall:
+      return "call";
   }
   return "?";
 }
@@ -257,31 +342,56 @@ namespace {
 // Binding strength for printing with minimal parentheses.
 int Precedence(const PrimExpr& e) {
   switch (e.kind()) {
-    case PrimKind::kOr: return 1;
-    case PrimKind::kAnd: return 2;
-    case PrimKind::kEQ: case PrimKind::kNE: case PrimKind::kLT:
-    case PrimKind::kLE: case PrimKind::kGT: case PrimKind::kGE: return 3;
-    case PrimKind::kAdd: case PrimKind::kSub: return 4;
-    case PrimKind::kMul: case PrimKind::kDiv: return 5;
-    default: return 6;
+    case PrimKind::kOr:
+      return 1;
+    case PrimKind::kAnd:
+      return 2;
+    case PrimKind::kEQ:
+    case PrimKind::kNE:
+    case PrimKind::kLT:
+    case PrimKind::kLE:
+    case PrimKind::kGT:
+    case PrimKind::kGE:
+      return 3;
+    case PrimKind::kAdd:
+    case PrimKind::kSub:
+      return 4;
+    case PrimKind::kMul:
+    case PrimKind::kDiv:
+      return 5;
+    default:
+      return 6;
   }
 }
 
 const char* Infix(PrimKind k) {
   switch (k) {
-    case PrimKind::kAdd: return " + ";
-    case PrimKind::kSub: return " - ";
-    case PrimKind::kMul: return " * ";
-    case PrimKind::kDiv: return " / ";
-    case PrimKind::kEQ: return " == ";
-    case PrimKind::kNE: return " != ";
-    case PrimKind::kLT: return " < ";
-    case PrimKind::kLE: return " <= ";
-    case PrimKind::kGT: return " > ";
-    case PrimKind::kGE: return " >= ";
-    case PrimKind::kAnd: return " and ";
-    case PrimKind::kOr: return " or ";
-    default: return nullptr;
+    case PrimKind::kAdd:
+      return " + ";
+    case PrimKind::kSub:
+      return " - ";
+    case PrimKind::kMul:
+      return " * ";
+    case PrimKind::kDiv:
+      return " / ";
+    case PrimKind::kEQ:
+      return " == ";
+    case PrimKind::kNE:
+      return " != ";
+    case PrimKind::kLT:
+      return " < ";
+    case PrimKind::kLE:
+      return " <= ";
+    case PrimKind::kGT:
+      return " > ";
+    case PrimKind::kGE:
+      return " >= ";
+    case PrimKind::kAnd:
+      return " and ";
+    case PrimKind::kOr:
+      return " or ";
+    default:
+      return nullptr;
   }
 }
 

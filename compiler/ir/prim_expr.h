@@ -98,7 +98,8 @@ class PrimExprNode : public Object {
 class IntImmNode : public PrimExprNode {
  public:
   static bool Is(PrimKind k) { return k == PrimKind::kIntImm; }
-  IntImmNode(DataType dtype, int64_t value) : PrimExprNode(PrimKind::kIntImm, dtype), value(value) {}
+  IntImmNode(DataType dtype, int64_t value)
+      : PrimExprNode(PrimKind::kIntImm, dtype), value(value) {}
   const int64_t value;
 };
 
@@ -151,7 +152,8 @@ class SelectNode : public PrimExprNode {
 class CastNode : public PrimExprNode {
  public:
   static bool Is(PrimKind k) { return k == PrimKind::kCast; }
-  CastNode(DataType dtype, PrimExpr value) : PrimExprNode(PrimKind::kCast, dtype), value(std::move(value)) {}
+  CastNode(DataType dtype, PrimExpr value)
+      : PrimExprNode(PrimKind::kCast, dtype), value(std::move(value)) {}
   const PrimExpr value;
 };
 

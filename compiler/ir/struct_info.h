@@ -79,7 +79,11 @@ class TensorStructInfoNode : public StructInfoNode {
   static constexpr StructInfoKind kKind = StructInfoKind::kTensor;
   TensorStructInfoNode(std::optional<std::vector<PrimExpr>> shape, std::optional<DataType> dtype,
                        int ndim, std::optional<Device> vdevice)
-      : StructInfoNode(kKind), shape(std::move(shape)), dtype(dtype), ndim(ndim), vdevice(vdevice) {}
+      : StructInfoNode(kKind),
+        shape(std::move(shape)),
+        dtype(dtype),
+        ndim(ndim),
+        vdevice(vdevice) {}
   const std::optional<std::vector<PrimExpr>> shape;
   const std::optional<DataType> dtype;  // nullopt: unknown ("void" in TVM)
   const int ndim;                       // == shape->size() when the shape is known; -1 unknown

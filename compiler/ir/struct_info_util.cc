@@ -177,7 +177,8 @@ const std::vector<PrimExpr>* TensorShape(const StructInfo& s) {
 }
 
 StructInfo StructInfoFromValue(const Value& value) {
-  if (value.is_int()) return PrimSInfo(DataType::Int(64), IntImm(DataType::Int(64), value.int_value()));
+  if (value.is_int())
+    return PrimSInfo(DataType::Int(64), IntImm(DataType::Int(64), value.int_value()));
   if (value.is_bool()) return PrimSInfo(DataType::Bool(), BoolImm(value.bool_value()));
   if (value.is_float()) {
     return PrimSInfo(DataType::Float(64), FloatImm(DataType::Float(64), value.float_value()));

@@ -174,7 +174,8 @@ class Serializer {
         Prim(e.as<PrimValueNode>()->value);
         break;
       case ExprKind::kStringImm:
-        absl::StrAppend(&out, e.as<StringImmNode>()->value.size(), ":", e.as<StringImmNode>()->value);
+        absl::StrAppend(&out, e.as<StringImmNode>()->value.size(), ":",
+                        e.as<StringImmNode>()->value);
         break;
       case ExprKind::kDataTypeImm:
         out += e.as<DataTypeImmNode>()->value.ToString();

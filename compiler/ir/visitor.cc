@@ -7,21 +7,36 @@ void ExprVisitor::VisitExpr(const Expr& e) {
   if (!e.defined()) return;
   switch (e.kind()) {
     case ExprKind::kVar:
-    case ExprKind::kDataflowVar: return VisitVar(e);
-    case ExprKind::kConstant: return VisitConstant(e);
-    case ExprKind::kPrimValue: return VisitPrimValue(e);
-    case ExprKind::kStringImm: return VisitStringImm(e);
-    case ExprKind::kDataTypeImm: return VisitDataTypeImm(e);
-    case ExprKind::kShapeExpr: return VisitShapeExpr(e);
-    case ExprKind::kTuple: return VisitTuple(e);
-    case ExprKind::kTupleGetItem: return VisitTupleGetItem(e);
-    case ExprKind::kCall: return VisitCall(e);
-    case ExprKind::kIf: return VisitIf(e);
-    case ExprKind::kSeqExpr: return VisitSeqExpr(e);
-    case ExprKind::kFunction: return VisitFunction(e);
-    case ExprKind::kExternFunc: return VisitExternFunc(e);
-    case ExprKind::kGlobalVar: return VisitGlobalVar(e);
-    case ExprKind::kOp: return VisitOp(e);
+    case ExprKind::kDataflowVar:
+      return VisitVar(e);
+    case ExprKind::kConstant:
+      return VisitConstant(e);
+    case ExprKind::kPrimValue:
+      return VisitPrimValue(e);
+    case ExprKind::kStringImm:
+      return VisitStringImm(e);
+    case ExprKind::kDataTypeImm:
+      return VisitDataTypeImm(e);
+    case ExprKind::kShapeExpr:
+      return VisitShapeExpr(e);
+    case ExprKind::kTuple:
+      return VisitTuple(e);
+    case ExprKind::kTupleGetItem:
+      return VisitTupleGetItem(e);
+    case ExprKind::kCall:
+      return VisitCall(e);
+    case ExprKind::kIf:
+      return VisitIf(e);
+    case ExprKind::kSeqExpr:
+      return VisitSeqExpr(e);
+    case ExprKind::kFunction:
+      return VisitFunction(e);
+    case ExprKind::kExternFunc:
+      return VisitExternFunc(e);
+    case ExprKind::kGlobalVar:
+      return VisitGlobalVar(e);
+    case ExprKind::kOp:
+      return VisitOp(e);
   }
 }
 
@@ -123,21 +138,36 @@ Expr ExprMutator::VisitExpr(const Expr& e) {
   if (!e.defined()) return e;
   switch (e.kind()) {
     case ExprKind::kVar:
-    case ExprKind::kDataflowVar: return VisitVar(e);
-    case ExprKind::kConstant: return VisitConstant(e);
-    case ExprKind::kPrimValue: return VisitPrimValue(e);
-    case ExprKind::kStringImm: return VisitStringImm(e);
-    case ExprKind::kDataTypeImm: return VisitDataTypeImm(e);
-    case ExprKind::kShapeExpr: return VisitShapeExpr(e);
-    case ExprKind::kTuple: return VisitTuple(e);
-    case ExprKind::kTupleGetItem: return VisitTupleGetItem(e);
-    case ExprKind::kCall: return VisitCall(e);
-    case ExprKind::kIf: return VisitIf(e);
-    case ExprKind::kSeqExpr: return VisitSeqExpr(e);
-    case ExprKind::kFunction: return VisitFunction(e);
-    case ExprKind::kExternFunc: return VisitExternFunc(e);
-    case ExprKind::kGlobalVar: return VisitGlobalVar(e);
-    case ExprKind::kOp: return VisitOp(e);
+    case ExprKind::kDataflowVar:
+      return VisitVar(e);
+    case ExprKind::kConstant:
+      return VisitConstant(e);
+    case ExprKind::kPrimValue:
+      return VisitPrimValue(e);
+    case ExprKind::kStringImm:
+      return VisitStringImm(e);
+    case ExprKind::kDataTypeImm:
+      return VisitDataTypeImm(e);
+    case ExprKind::kShapeExpr:
+      return VisitShapeExpr(e);
+    case ExprKind::kTuple:
+      return VisitTuple(e);
+    case ExprKind::kTupleGetItem:
+      return VisitTupleGetItem(e);
+    case ExprKind::kCall:
+      return VisitCall(e);
+    case ExprKind::kIf:
+      return VisitIf(e);
+    case ExprKind::kSeqExpr:
+      return VisitSeqExpr(e);
+    case ExprKind::kFunction:
+      return VisitFunction(e);
+    case ExprKind::kExternFunc:
+      return VisitExternFunc(e);
+    case ExprKind::kGlobalVar:
+      return VisitGlobalVar(e);
+    case ExprKind::kOp:
+      return VisitOp(e);
   }
   return e;
 }
@@ -259,8 +289,8 @@ Expr ExprMutator::VisitFunction(const Expr& e) {
   }
   Expr body = VisitExpr(f->body);
   changed |= !body.same_as(f->body);
-  StructInfo ret = f->ret_struct_info.defined() ? VisitStructInfo(f->ret_struct_info)
-                                                : f->ret_struct_info;
+  StructInfo ret =
+      f->ret_struct_info.defined() ? VisitStructInfo(f->ret_struct_info) : f->ret_struct_info;
   changed |= !ret.same_as(f->ret_struct_info);
   if (!changed) return e;
   Expr fresh = MakeFunction(std::move(params), body, ret, f->is_pure, f->attrs);
@@ -290,7 +320,7 @@ Expr ExprMutator::VisitVarDef(const Expr& var) {
   if (ns.same_as(s)) return var;
   const auto* v = var.as<VarNode>();
   Expr fresh = var.kind() == ExprKind::kDataflowVar ? MakeDataflowVar(v->name_hint, ns)
-                                                     : MakeVar(v->name_hint, ns);
+                                                    : MakeVar(v->name_hint, ns);
   const_cast<ExprNode*>(fresh.get())->span = var->span;
   var_remap_[var.get()] = fresh;
   return fresh;

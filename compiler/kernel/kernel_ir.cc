@@ -21,7 +21,8 @@ std::string Indices(const std::vector<PrimExpr>& idx) {
 
 std::string BufferType(const Buffer& b) {
   std::string s = "T.Buffer((";
-  for (size_t i = 0; i < b->shape.size(); ++i) absl::StrAppend(&s, i ? ", " : "", ToString(b->shape[i]));
+  for (size_t i = 0; i < b->shape.size(); ++i)
+    absl::StrAppend(&s, i ? ", " : "", ToString(b->shape[i]));
   if (b->shape.size() == 1) s += ",";
   absl::StrAppend(&s, "), \"", b->dtype.ToString(), "\"");
   if (b->scope == BufferNode::Scope::kLocal) s += ", scope=\"local\"";
@@ -31,10 +32,14 @@ std::string BufferType(const Buffer& b) {
 
 const char* ForKindName(ForKind k) {
   switch (k) {
-    case ForKind::kSerial: return "T.serial";
-    case ForKind::kParallel: return "T.parallel";
-    case ForKind::kVectorized: return "T.vectorized";
-    case ForKind::kUnrolled: return "T.unroll";
+    case ForKind::kSerial:
+      return "T.serial";
+    case ForKind::kParallel:
+      return "T.parallel";
+    case ForKind::kVectorized:
+      return "T.vectorized";
+    case ForKind::kUnrolled:
+      return "T.unroll";
   }
   return "T.serial";
 }
@@ -114,7 +119,8 @@ void PrintStmt(const Stmt& s, int indent, std::string* out) {
 }  // namespace
 
 Stmt For(Var var, PrimExpr min, PrimExpr extent, ForKind kind, Stmt body) {
-  return MakeStmt<ForNode>(std::move(var), std::move(min), std::move(extent), kind, std::move(body));
+  return MakeStmt<ForNode>(std::move(var), std::move(min), std::move(extent), kind,
+                           std::move(body));
 }
 
 Stmt Store(Buffer buffer, std::vector<PrimExpr> indices, PrimExpr value) {

@@ -58,8 +58,12 @@ class ForNode : public StmtNode {
  public:
   static constexpr StmtKind kKind = StmtKind::kFor;
   ForNode(Var var, PrimExpr min, PrimExpr extent, ForKind for_kind, Stmt body)
-      : StmtNode(kKind), var(std::move(var)), min(std::move(min)), extent(std::move(extent)),
-        for_kind(for_kind), body(std::move(body)) {}
+      : StmtNode(kKind),
+        var(std::move(var)),
+        min(std::move(min)),
+        extent(std::move(extent)),
+        for_kind(for_kind),
+        body(std::move(body)) {}
   const Var var;
   const PrimExpr min;
   const PrimExpr extent;
@@ -72,7 +76,9 @@ class StoreNode : public StmtNode {
  public:
   static constexpr StmtKind kKind = StmtKind::kStore;
   StoreNode(Buffer buffer, std::vector<PrimExpr> indices, PrimExpr value)
-      : StmtNode(kKind), buffer(std::move(buffer)), indices(std::move(indices)),
+      : StmtNode(kKind),
+        buffer(std::move(buffer)),
+        indices(std::move(indices)),
         value(std::move(value)) {}
   const Buffer buffer;
   const std::vector<PrimExpr> indices;
@@ -114,7 +120,9 @@ class IfThenElseNode : public StmtNode {
  public:
   static constexpr StmtKind kKind = StmtKind::kIf;
   IfThenElseNode(PrimExpr cond, Stmt then_case, Stmt else_case)
-      : StmtNode(kKind), cond(std::move(cond)), then_case(std::move(then_case)),
+      : StmtNode(kKind),
+        cond(std::move(cond)),
+        then_case(std::move(then_case)),
         else_case(std::move(else_case)) {}
   const PrimExpr cond;
   const Stmt then_case;
@@ -127,7 +135,10 @@ class AssertStmtNode : public StmtNode {
  public:
   static constexpr StmtKind kKind = StmtKind::kAssert;
   AssertStmtNode(PrimExpr cond, std::string message, Stmt body)
-      : StmtNode(kKind), cond(std::move(cond)), message(std::move(message)), body(std::move(body)) {}
+      : StmtNode(kKind),
+        cond(std::move(cond)),
+        message(std::move(message)),
+        body(std::move(body)) {}
   const PrimExpr cond;
   const std::string message;
   const Stmt body;
@@ -169,7 +180,9 @@ struct KernelParam {
 class KernelFuncNode : public Object {
  public:
   KernelFuncNode(std::string name, std::vector<KernelParam> params, Stmt body, int num_outputs)
-      : name(std::move(name)), params(std::move(params)), body(std::move(body)),
+      : name(std::move(name)),
+        params(std::move(params)),
+        body(std::move(body)),
         num_outputs(num_outputs) {}
   absl::string_view type_key() const override { return "KernelFunc"; }
   const std::string name;

@@ -32,9 +32,8 @@ void FlattenTensors(const StructInfo& sinfo, std::vector<StructInfo>* out) {
 
 Stmt MakeElementwiseLoopNest(const Buffer& out,
                              const std::function<PrimExpr(const std::vector<PrimExpr>&)>& compute) {
-  return MakeParallelLoopNest(out->shape, [&](const std::vector<PrimExpr>& idx) {
-    return Store(out, idx, compute(idx));
-  });
+  return MakeParallelLoopNest(
+      out->shape, [&](const std::vector<PrimExpr>& idx) { return Store(out, idx, compute(idx)); });
 }
 
 Stmt MakeParallelLoopNest(const std::vector<PrimExpr>& shape,
@@ -152,8 +151,8 @@ absl::StatusOr<KernelFunc> LowerCallToKernel(const CallNode& call, const std::st
         absl::StrCat("kernel ", kernel_name, ": unknown operator ", op->name));
   }
   if (!info->lowers_to_kernel()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("kernel ", kernel_name, ": operator ", op->name, " does not lower to a kernel"));
+    return absl::InvalidArgumentError(absl::StrCat("kernel ", kernel_name, ": operator ", op->name,
+                                                   " does not lower to a kernel"));
   }
   if (!call.struct_info().defined()) {
     return absl::InvalidArgumentError(
@@ -172,8 +171,7 @@ absl::StatusOr<KernelFunc> LowerCallToKernel(const CallNode& call, const std::st
   auto reader_of = [](Buffer b) -> TensorReader {
     return [b](const std::vector<PrimExpr>& idx) { return Load(b, idx); };
   };
-  auto add_param = [&](const StructInfo& sinfo,
-                       const std::string& name) -> absl::StatusOr<Buffer> {
+  auto add_param = [&](const StructInfo& sinfo, const std::string& name) -> absl::StatusOr<Buffer> {
     absl::StatusOr<Buffer> b = BufferForStructInfo(sinfo, name);
     if (!b.ok()) {
       return absl::InvalidArgumentError(
@@ -239,9 +237,9 @@ absl::StatusOr<KernelFunc> LowerCallToKernel(const CallNode& call, const std::st
     bool ok = false;
     for (const Var& b : bound) ok = ok || b.same_as(v);
     if (!ok) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          op->name, ": kernel ", kernel_name, ": symbolic variable ", ToString(v),
-          " is not a dimension of any argument or output"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(op->name, ": kernel ", kernel_name, ": symbolic variable ", ToString(v),
+                       " is not a dimension of any argument or output"));
     }
   }
 

@@ -18,8 +18,8 @@ absl::Status Bad(absl::string_view op, absl::string_view message) {
 // The result of call_tir / call_dps_packed: a tensor or a tuple of tensors.
 absl::StatusOr<StructInfo> DpsOutput(absl::string_view op, const CallNode& call) {
   if (call.sinfo_args.size() != 1 || !call.sinfo_args[0].defined()) {
-    return Bad(op, absl::StrCat("expects exactly one output struct info, got ",
-                                call.sinfo_args.size()));
+    return Bad(
+        op, absl::StrCat("expects exactly one output struct info, got ", call.sinfo_args.size()));
   }
   const StructInfo& out = call.sinfo_args[0];
   if (out.kind() == StructInfoKind::kTensor) return out;
@@ -74,8 +74,8 @@ absl::StatusOr<StructInfo> InferCallPurePacked(const CallNode& call) {
     return Bad(kOp, "argument 0 must be an extern function");
   }
   if (call.sinfo_args.size() != 1 || !call.sinfo_args[0].defined()) {
-    return Bad(kOp, absl::StrCat("expects exactly one result struct info, got ",
-                                 call.sinfo_args.size()));
+    return Bad(
+        kOp, absl::StrCat("expects exactly one result struct info, got ", call.sinfo_args.size()));
   }
   return call.sinfo_args[0];
 }
@@ -83,14 +83,15 @@ absl::StatusOr<StructInfo> InferCallPurePacked(const CallNode& call) {
 absl::StatusOr<StructInfo> InferShapeOf(const CallNode& call) {
   const StructInfo& s = call.args[0].struct_info();
   const auto* t = s.as<TensorStructInfoNode>();
-  if (t == nullptr) return Bad("relax.shape_of", absl::StrCat("expects a tensor, got ", ToString(s)));
+  if (t == nullptr)
+    return Bad("relax.shape_of", absl::StrCat("expects a tensor, got ", ToString(s)));
   if (t->shape) return ShapeSInfo(*t->shape);
   return ShapeSInfoOfRank(t->ndim);
 }
 
 // The values of a ShapeExpr argument, or an error naming the operator.
-absl::StatusOr<std::vector<PrimExpr>> ShapeArg(absl::string_view op, const CallNode& call,
-                                               size_t i, absl::string_view what) {
+absl::StatusOr<std::vector<PrimExpr>> ShapeArg(absl::string_view op, const CallNode& call, size_t i,
+                                               absl::string_view what) {
   if (const auto* s = call.args[i].as<ShapeExprNode>()) return s->values;
   const auto* ss = call.args[i].struct_info().as<ShapeStructInfoNode>();
   if (ss && ss->values) return *ss->values;
@@ -117,7 +118,8 @@ absl::StatusOr<StructInfo> InferAllocStorage(const CallNode& call) {
   if (!size.ok()) return size.status();
   if (size->size() != 1) return Bad(kOp, absl::StrCat("size must have 1 dim, got ", size->size()));
   if (absl::Status s = ExpectPrim(kOp, call, 1, "device index"); !s.ok()) return s;
-  if (call.args[2].kind() != ExprKind::kStringImm) return Bad(kOp, "argument 2 must be a scope string");
+  if (call.args[2].kind() != ExprKind::kStringImm)
+    return Bad(kOp, "argument 2 must be a scope string");
   absl::StatusOr<DataType> dtype = DTypeArg(kOp, call, 3);
   if (!dtype.ok()) return dtype.status();
   return ObjectSInfo();
@@ -157,8 +159,9 @@ absl::StatusOr<StructInfo> InferOnDevice(absl::string_view op, const CallNode& c
   if (t == nullptr) return s;
   auto type = GetIntAttr(call.attrs, "device_type", -1);
   if (type < 0) return Bad(op, "missing attribute device_type");
-  Device dev = Device::FromDL(DLDevice{static_cast<DLDeviceType>(type),
-                                       static_cast<int32_t>(GetIntAttr(call.attrs, "device_id", 0))});
+  Device dev =
+      Device::FromDL(DLDevice{static_cast<DLDeviceType>(type),
+                              static_cast<int32_t>(GetIntAttr(call.attrs, "device_id", 0))});
   if (t->shape) return TensorSInfo(*t->shape, t->dtype, dev);
   return TensorSInfoOfRank(t->ndim, t->dtype, dev);
 }

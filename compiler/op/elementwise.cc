@@ -34,9 +34,9 @@ PrimExpr FloatCall(const std::string& name, std::vector<PrimExpr> args) {
 }
 
 enum class DTypeRule {
-  kAny,       // any numeric dtype
-  kFloat,     // float types only
-  kBool,      // bool only
+  kAny,    // any numeric dtype
+  kFloat,  // float types only
+  kBool,   // bool only
 };
 
 absl::Status CheckDType(const CallNode& call, const TensorStructInfoNode* t, DTypeRule rule) {
@@ -57,7 +57,8 @@ absl::Status CheckDType(const CallNode& call, const TensorStructInfoNode* t, DTy
 
 // Unary: out has the input's struct info (or `out_dtype`).
 void RegisterUnary(const std::string& name, DTypeRule rule,
-                   std::function<PrimExpr(const PrimExpr&)> f, OpPattern pattern = OpPattern::kElemWise,
+                   std::function<PrimExpr(const PrimExpr&)> f,
+                   OpPattern pattern = OpPattern::kElemWise,
                    std::optional<DataType> out_dtype = std::nullopt) {
   OpInfo info;
   info.name = name;
@@ -257,12 +258,18 @@ void RegisterElementwiseOps() {
   RegisterBinary("relax.power", kFloat, [](E a, E b) { return FloatCall("pow", {a, b}); });
   RegisterBinary("relax.maximum", kAny, [](E a, E b) { return Max(a, b); });
   RegisterBinary("relax.minimum", kAny, [](E a, E b) { return Min(a, b); });
-  RegisterBinary("relax.equal", kAny, [](E a, E b) { return EQ(a, b); }, true);
-  RegisterBinary("relax.not_equal", kAny, [](E a, E b) { return NE(a, b); }, true);
-  RegisterBinary("relax.less", kAny, [](E a, E b) { return LT(a, b); }, true);
-  RegisterBinary("relax.less_equal", kAny, [](E a, E b) { return LE(a, b); }, true);
-  RegisterBinary("relax.greater", kAny, [](E a, E b) { return GT(a, b); }, true);
-  RegisterBinary("relax.greater_equal", kAny, [](E a, E b) { return GE(a, b); }, true);
+  RegisterBinary(
+      "relax.equal", kAny, [](E a, E b) { return EQ(a, b); }, true);
+  RegisterBinary(
+      "relax.not_equal", kAny, [](E a, E b) { return NE(a, b); }, true);
+  RegisterBinary(
+      "relax.less", kAny, [](E a, E b) { return LT(a, b); }, true);
+  RegisterBinary(
+      "relax.less_equal", kAny, [](E a, E b) { return LE(a, b); }, true);
+  RegisterBinary(
+      "relax.greater", kAny, [](E a, E b) { return GT(a, b); }, true);
+  RegisterBinary(
+      "relax.greater_equal", kAny, [](E a, E b) { return GE(a, b); }, true);
   RegisterBinary("relax.logical_and", kBool, [](E a, E b) { return And(a, b); });
   RegisterBinary("relax.logical_or", kBool, [](E a, E b) { return Or(a, b); });
 

@@ -50,7 +50,8 @@ absl::StatusOr<std::optional<std::vector<int64_t>>> AxesAttr(const CallNode& cal
   if (const auto* l = std::get_if<std::vector<int64_t>>(&it->second)) {
     return std::optional<std::vector<int64_t>>(*l);
   }
-  return OpError(call, absl::StrCat("attribute ", key, " must be ints, got ", ToString(it->second)));
+  return OpError(call,
+                 absl::StrCat("attribute ", key, " must be ints, got ", ToString(it->second)));
 }
 
 // ---- reshape, flatten ----
@@ -76,7 +77,8 @@ absl::StatusOr<StructInfo> InferReshape(const CallNode& call) {
     }
   }
   if (!(*t)->shape.has_value()) {
-    if (infer_at >= 0) return TensorSInfoOfRank(static_cast<int>(shape.size()), (*t)->dtype, (*t)->vdevice);
+    if (infer_at >= 0)
+      return TensorSInfoOfRank(static_cast<int>(shape.size()), (*t)->dtype, (*t)->vdevice);
     return TensorSInfo(SimplifyShape(shape), (*t)->dtype, (*t)->vdevice);
   }
   PrimExpr total = Simplify(Product(*(*t)->shape));
@@ -93,10 +95,10 @@ absl::StatusOr<StructInfo> InferReshape(const CallNode& call) {
   std::optional<int64_t> a = AsConstInt(total), b = AsConstInt(new_total);
   if ((a.has_value() && b.has_value() && *a != *b) ||
       (!ProveEqual(total, new_total) && a.has_value() != b.has_value())) {
-    return OpError(call, absl::StrCat("cannot reshape ", ToString(call.args[0].struct_info()), " (",
-                                      ToString(total), " elements) to ",
-                                      ToString(ShapeSInfo(*target)), " (", ToString(new_total),
-                                      " elements)"));
+    return OpError(
+        call, absl::StrCat("cannot reshape ", ToString(call.args[0].struct_info()), " (",
+                           ToString(total), " elements) to ", ToString(ShapeSInfo(*target)), " (",
+                           ToString(new_total), " elements)"));
   }
   return TensorSInfo(SimplifyShape(shape), (*t)->dtype, (*t)->vdevice);
 }
@@ -244,8 +246,9 @@ absl::StatusOr<StructInfo> InferSqueeze(const CallNode& call) {
     for (int64_t a : *n) {
       std::optional<int64_t> c = AsConstInt(in[a]);
       if (c.has_value() && *c != 1) {
-        return OpError(call, absl::StrCat("cannot squeeze axis ", a, " of ",
-                                          ToString(call.args[0].struct_info()), ": its size is ", *c));
+        return OpError(call,
+                       absl::StrCat("cannot squeeze axis ", a, " of ",
+                                    ToString(call.args[0].struct_info()), ": its size is ", *c));
       }
     }
     axes = *n;

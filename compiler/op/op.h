@@ -29,12 +29,13 @@ namespace tether::compiler {
 
 // As TVM's OpPatternKind; the order matters (fusion compares kinds).
 enum class OpPattern : uint8_t {
-  kElemWise = 0,         // out[i] = f(in0[i], in1[i], ...), same shapes
-  kBroadcast = 1,        // elementwise with numpy broadcasting
-  kInjective = 2,        // each output element reads a few input elements (reshape, transpose, take)
-  kCommReduce = 3,       // reductions (sum, max, argmax, ...)
-  kOutEWiseFusable = 4,  // complex ops whose output can take an elementwise epilogue (matmul, conv2d)
-  kOpaque = 8,           // never fused (ops that are not lowered to kernels, or multi-output)
+  kElemWise = 0,    // out[i] = f(in0[i], in1[i], ...), same shapes
+  kBroadcast = 1,   // elementwise with numpy broadcasting
+  kInjective = 2,   // each output element reads a few input elements (reshape, transpose, take)
+  kCommReduce = 3,  // reductions (sum, max, argmax, ...)
+  kOutEWiseFusable =
+      4,        // complex ops whose output can take an elementwise epilogue (matmul, conv2d)
+  kOpaque = 8,  // never fused (ops that are not lowered to kernels, or multi-output)
 };
 
 // Reads the element of one operand at `indices` (one per dimension of the
@@ -49,7 +50,7 @@ using Epilogue =
 
 // One call being lowered.
 struct LowerContext {
-  const CallNode* call = nullptr;        // args (with struct info) and attrs
+  const CallNode* call = nullptr;  // args (with struct info) and attrs
   // Per argument of the call: a reader when the argument is a tensor, else
   // empty (shape, prim value and other non-tensor arguments are read from
   // call->args directly and must be known at compile time or symbolic).
@@ -66,9 +67,9 @@ struct LowerContext {
 };
 
 struct OpInfo {
-  std::string name;        // "relax.nn.conv2d"
+  std::string name;  // "relax.nn.conv2d"
   OpPattern pattern = OpPattern::kOpaque;
-  int num_args = -1;       // -1: variadic (checked by infer)
+  int num_args = -1;  // -1: variadic (checked by infer)
 
   // The struct info of `call` (its args are normalized and carry struct info).
   // INVALID_ARGUMENT naming the operator and what is wrong:
@@ -102,12 +103,14 @@ std::vector<std::string> ListOps();
 // One function per operator family, each defined in its own file of
 // compiler/op/ and called once by FindOp/ListOps (explicit calls, because a
 // static library drops unreferenced self-registering objects).
-void RegisterElementwiseOps();   // elementwise.cc: arithmetic, math, activations, compare, where, astype, clip
-void RegisterReductionOps();     // reduction.cc: sum/mean/max/min/prod, argmax/argmin
-void RegisterManipulationOps();  // manipulation.cc: reshape, permute_dims, ..., full/zeros/ones
-void RegisterLinearAlgebraOps(); // linear_algebra.cc: matmul
-void RegisterNNOps();            // nn.cc: conv2d, pooling, batch_norm, layer_norm, softmax
-void RegisterBuiltinOps();       // builtin.cc: call_tir, call_dps_packed, call_pure_packed, shape_of, ...
+void RegisterElementwiseOps();    // elementwise.cc: arithmetic, math, activations, compare, where,
+                                  // astype, clip
+void RegisterReductionOps();      // reduction.cc: sum/mean/max/min/prod, argmax/argmin
+void RegisterManipulationOps();   // manipulation.cc: reshape, permute_dims, ..., full/zeros/ones
+void RegisterLinearAlgebraOps();  // linear_algebra.cc: matmul
+void RegisterNNOps();             // nn.cc: conv2d, pooling, batch_norm, layer_norm, softmax
+void RegisterBuiltinOps();  // builtin.cc: call_tir, call_dps_packed, call_pure_packed, shape_of,
+                            // ...
 
 }  // namespace tether::compiler
 

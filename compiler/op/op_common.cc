@@ -37,9 +37,11 @@ absl::StatusOr<const TensorStructInfoNode*> TensorArg(const CallNode& call, size
   return t;
 }
 
-absl::StatusOr<std::optional<std::vector<PrimExpr>>> BroadcastShapes(
-    const CallNode& call, const std::vector<PrimExpr>& a, const std::vector<PrimExpr>& b,
-    const StructInfo& a_sinfo, const StructInfo& b_sinfo) {
+absl::StatusOr<std::optional<std::vector<PrimExpr>>> BroadcastShapes(const CallNode& call,
+                                                                     const std::vector<PrimExpr>& a,
+                                                                     const std::vector<PrimExpr>& b,
+                                                                     const StructInfo& a_sinfo,
+                                                                     const StructInfo& b_sinfo) {
   const size_t rank = std::max(a.size(), b.size());
   std::vector<PrimExpr> out(rank);
   bool known = true;
@@ -66,8 +68,8 @@ absl::StatusOr<std::optional<std::vector<PrimExpr>>> BroadcastShapes(
     } else if (ProveEqual(x, y)) {
       out[k] = x;
     } else if (cx.has_value() && cy.has_value()) {
-      return OpError(call, absl::StrCat("cannot broadcast ", ToString(a_sinfo), " with ",
-                                        ToString(b_sinfo)));
+      return OpError(
+          call, absl::StrCat("cannot broadcast ", ToString(a_sinfo), " with ", ToString(b_sinfo)));
     } else {
       known = false;
     }
@@ -125,8 +127,8 @@ const std::vector<PrimExpr>& OutShape(const LowerContext& ctx, size_t k) {
 
 absl::StatusOr<int64_t> NormalizeAxis(const CallNode& call, int64_t axis, int64_t ndim) {
   if (axis < -ndim || axis >= ndim) {
-    return OpError(call, absl::StrCat("axis ", axis, " is out of range for a tensor of ", ndim,
-                                      " dims"));
+    return OpError(call,
+                   absl::StrCat("axis ", axis, " is out of range for a tensor of ", ndim, " dims"));
   }
   return axis < 0 ? axis + ndim : axis;
 }
@@ -165,7 +167,7 @@ std::vector<PrimExpr> UnravelIndex(const PrimExpr& flat, const std::vector<PrimE
 }
 
 StructInfo TensorLike(const TensorStructInfoNode* t, std::optional<std::vector<PrimExpr>> shape,
-                    int ndim) {
+                      int ndim) {
   if (shape.has_value()) return TensorSInfo(SimplifyShape(std::move(*shape)), t->dtype, t->vdevice);
   return TensorSInfoOfRank(ndim, t->dtype, t->vdevice);
 }

@@ -34,9 +34,11 @@ absl::StatusOr<const TensorStructInfoNode*> TensorArg(const CallNode& call, size
 // size-1 dims stretch. nullopt (shape unknown, rank known) when a pair of
 // symbolic dims cannot be proven equal; INVALID_ARGUMENT naming the operator
 // and both struct infos when constant dims differ.
-absl::StatusOr<std::optional<std::vector<PrimExpr>>> BroadcastShapes(
-    const CallNode& call, const std::vector<PrimExpr>& a, const std::vector<PrimExpr>& b,
-    const StructInfo& a_sinfo, const StructInfo& b_sinfo);
+absl::StatusOr<std::optional<std::vector<PrimExpr>>> BroadcastShapes(const CallNode& call,
+                                                                     const std::vector<PrimExpr>& a,
+                                                                     const std::vector<PrimExpr>& b,
+                                                                     const StructInfo& a_sinfo,
+                                                                     const StructInfo& b_sinfo);
 
 // The struct info of broadcasting `tensors` together (tensors[i] is the
 // struct info of call.args[i], used in error messages), with `dtype` as the

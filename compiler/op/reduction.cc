@@ -50,7 +50,8 @@ absl::StatusOr<StructInfo> InferReduce(const CallNode& call, Reducer r) {
   absl::StatusOr<const TensorStructInfoNode*> t = TensorArg(call, 0);
   if (!t.ok()) return t.status();
   const bool keepdims = GetBoolAttr(call.attrs, "keepdims", false);
-  std::optional<DataType> dtype = IsArg(r) ? std::optional<DataType>(DataType::Int(64)) : (*t)->dtype;
+  std::optional<DataType> dtype =
+      IsArg(r) ? std::optional<DataType>(DataType::Int(64)) : (*t)->dtype;
   if ((*t)->dtype.has_value() && (*t)->dtype->is_bool()) {
     return OpError(call, "cannot reduce a bool tensor");
   }
@@ -86,8 +87,8 @@ PrimExpr Extreme(DataType t, bool lowest) {
     // The all-ones bit pattern is the unsigned maximum.
     return IntImm(t, lowest ? 0 : t.bits() >= 64 ? -1 : (int64_t{1} << t.bits()) - 1);
   }
-  const int64_t max = t.bits() >= 64 ? std::numeric_limits<int64_t>::max()
-                                     : (int64_t{1} << (t.bits() - 1)) - 1;
+  const int64_t max =
+      t.bits() >= 64 ? std::numeric_limits<int64_t>::max() : (int64_t{1} << (t.bits() - 1)) - 1;
   return IntImm(t, lowest ? -max - 1 : max);
 }
 
@@ -103,8 +104,9 @@ absl::StatusOr<Stmt> ScheduleReduce(const LowerContext& ctx, const std::vector<B
   const DataType in_dtype = call.args[0].struct_info().as<TensorStructInfoNode>()->dtype.value();
   const bool half = (in_dtype.is_float() && in_dtype.bits() == 16) || in_dtype.is_bfloat16();
   const DataType acc_dtype =
-      half && (r == Reducer::kSum || r == Reducer::kMean || r == Reducer::kProd) ? DataType::Float(32)
-                                                                                 : in_dtype;
+      half && (r == Reducer::kSum || r == Reducer::kMean || r == Reducer::kProd)
+          ? DataType::Float(32)
+          : in_dtype;
   std::vector<Var> rvars;
   for (int64_t a : *axes) rvars.emplace_back(absl::StrCat("r", a));
   PrimExpr count = 1;
@@ -136,7 +138,8 @@ absl::StatusOr<Stmt> ScheduleReduce(const LowerContext& ctx, const std::vector<B
       init = Seq({Store(acc, {0}, Extreme(acc_dtype, r == Reducer::kArgMax)),
                   Store(acc_idx, {0}, IntImm(DataType::Int(64), 0))});
       PrimExpr better = r == Reducer::kArgMax ? GT(x, cur) : LT(x, cur);
-      update = IfThenElse(better, Seq({Store(acc, {0}, x), Store(acc_idx, {0}, Cast(DataType::Int(64), pos))}));
+      update = IfThenElse(
+          better, Seq({Store(acc, {0}, x), Store(acc_idx, {0}, Cast(DataType::Int(64), pos))}));
       finish = Store(out, out_idx, epilogue(Load(acc_idx, {0}), out_idx));
       Stmt loops = update;
       for (size_t q = rvars.size(); q-- > 0;) {

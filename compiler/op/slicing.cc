@@ -41,7 +41,8 @@ absl::StatusOr<std::vector<const TensorStructInfoNode*>> TupleTensors(const Call
   for (const StructInfo& f : tup->fields) {
     const auto* t = f.as<TensorStructInfoNode>();
     if (t == nullptr) {
-      return OpError(call, absl::StrCat("tuple field ", out.size(), " is not a tensor: ", ToString(f)));
+      return OpError(call,
+                     absl::StrCat("tuple field ", out.size(), " is not a tensor: ", ToString(f)));
     }
     out.push_back(t);
   }
@@ -108,7 +109,8 @@ PrimExpr ComputeConcat(const LowerContext& ctx, const std::vector<PrimExpr>& idx
   // sides), chosen by where idx[axis] falls.
   std::vector<PrimExpr> offsets{0};
   for (size_t f = 0; f < n; ++f) {
-    offsets.push_back(Simplify(offsets.back() + (*tup->fields[f].as<TensorStructInfoNode>()->shape)[axis]));
+    offsets.push_back(
+        Simplify(offsets.back() + (*tup->fields[f].as<TensorStructInfoNode>()->shape)[axis]));
   }
   PrimExpr result;
   for (size_t f = n; f-- > 0;) {
@@ -130,7 +132,8 @@ absl::StatusOr<std::vector<std::pair<PrimExpr, PrimExpr>>> SplitRanges(const Cal
   if (it == call.attrs.end()) return OpError(call, "missing attribute indices_or_sections");
   std::vector<std::pair<PrimExpr, PrimExpr>> ranges;
   if (const auto* sections = std::get_if<int64_t>(&it->second)) {
-    if (*sections <= 0) return OpError(call, absl::StrCat("sections must be positive, got ", *sections));
+    if (*sections <= 0)
+      return OpError(call, absl::StrCat("sections must be positive, got ", *sections));
     std::optional<int64_t> c = AsConstInt(dim);
     if (c.has_value() && *c % *sections != 0) {
       return OpError(call, absl::StrCat("dim of size ", *c, " does not split into ", *sections,
@@ -217,9 +220,10 @@ absl::StatusOr<std::vector<SliceAxis>> SliceAxes(const CallNode& call,
   }
   if (begin.size() != axes.size() || end.size() != axes.size() ||
       (!strides.empty() && strides.size() != axes.size())) {
-    return OpError(call, absl::StrCat("axes, begin, end and strides must have the same length, got ",
-                                      axes.size(), ", ", begin.size(), ", ", end.size(), ", ",
-                                      strides.size()));
+    return OpError(
+        call,
+        absl::StrCat("axes, begin, end and strides must have the same length, got ", axes.size(),
+                     ", ", begin.size(), ", ", end.size(), ", ", strides.size()));
   }
   absl::StatusOr<std::vector<int64_t>> norm = NormalizeAxes(call, axes, ndim);
   if (!norm.ok()) return norm.status();
@@ -282,7 +286,8 @@ absl::StatusOr<StructInfo> InferTake(const CallNode& call) {
   }
   const bool flat = call.attrs.count("axis") == 0;
   if (!(*x)->shape.has_value() || !(*ind)->shape.has_value()) {
-    if ((*x)->ndim < 0 || (*ind)->ndim < 0) return TensorSInfoOfRank(-1, (*x)->dtype, (*x)->vdevice);
+    if ((*x)->ndim < 0 || (*ind)->ndim < 0)
+      return TensorSInfoOfRank(-1, (*x)->dtype, (*x)->vdevice);
     return TensorSInfoOfRank(flat ? (*ind)->ndim : (*x)->ndim - 1 + (*ind)->ndim, (*x)->dtype,
                              (*x)->vdevice);
   }
@@ -312,8 +317,8 @@ PrimExpr ComputeTake(const LowerContext& ctx, const std::vector<PrimExpr>& idx) 
     PrimExpr flat = SafeIndex(ctx.inputs[1](idx), Product(xs));
     return ctx.inputs[0](UnravelIndex(flat, xs));
   }
-  const size_t axis = static_cast<size_t>(
-      *NormalizeAxis(*ctx.call, GetIntAttr(ctx.call->attrs, "axis", 0), static_cast<int64_t>(xs.size())));
+  const size_t axis = static_cast<size_t>(*NormalizeAxis(
+      *ctx.call, GetIntAttr(ctx.call->attrs, "axis", 0), static_cast<int64_t>(xs.size())));
   std::vector<PrimExpr> ind_idx(idx.begin() + axis, idx.begin() + axis + is.size());
   std::vector<PrimExpr> x_idx(idx.begin(), idx.begin() + axis);
   x_idx.push_back(SafeIndex(ctx.inputs[1](ind_idx), xs[axis]));

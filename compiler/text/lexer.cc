@@ -130,8 +130,9 @@ class Lexer {
     while (pos_ < p) Advance();
     if (width > indents_.back()) {
       if (indents_.size() > kMaxIndentDepth) {
-        return Error(line_, column_, absl::StrCat("expected at most ", kMaxIndentDepth,
-                                                  " nested blocks, got more"));
+        return Error(
+            line_, column_,
+            absl::StrCat("expected at most ", kMaxIndentDepth, " nested blocks, got more"));
       }
       indents_.push_back(width);
       Push(TokenKind::kIndent, "", line_, column_);
@@ -184,8 +185,9 @@ class Lexer {
     for (int i = 0; i < len; ++i) Advance();
     if (len == 1 && (p == "(" || p == "[" || p == "{")) {
       if (brackets_.size() >= kMaxBracketDepth) {
-        return Error(line, column, absl::StrCat("expected at most ", kMaxBracketDepth,
-                                                " nested brackets, got more"));
+        return Error(
+            line, column,
+            absl::StrCat("expected at most ", kMaxBracketDepth, " nested brackets, got more"));
       }
       brackets_.push_back({p[0], line, column});
     } else if (len == 1 && (p == ")" || p == "]" || p == "}")) {
@@ -208,8 +210,8 @@ class Lexer {
   absl::Status Number(int line, int column) {
     size_t start = pos_;
     bool is_float = false;
-    while (pos_ < text_.size() && (absl::ascii_isdigit(static_cast<unsigned char>(text_[pos_])) ||
-                                   text_[pos_] == '_')) {
+    while (pos_ < text_.size() &&
+           (absl::ascii_isdigit(static_cast<unsigned char>(text_[pos_])) || text_[pos_] == '_')) {
       Advance();
     }
     if (pos_ < text_.size() && text_[pos_] == '.') {
@@ -254,8 +256,8 @@ class Lexer {
       t.kind = TokenKind::kInt;
       t.int_value = std::strtoll(digits.c_str(), &end, 10);
       if (errno == ERANGE) {
-        return Error(line, column, absl::StrCat("expected an int64 literal, got ", digits,
-                                                " (out of range)"));
+        return Error(line, column,
+                     absl::StrCat("expected an int64 literal, got ", digits, " (out of range)"));
       }
     }
     tokens_.push_back(std::move(t));
@@ -282,11 +284,23 @@ class Lexer {
         if (pos_ >= text_.size()) continue;
         char e = text_[pos_];
         switch (e) {
-          case 'n': value.push_back('\n'); break;
-          case 't': value.push_back('\t'); break;
-          case 'r': value.push_back('\r'); break;
-          case '0': value.push_back('\0'); break;
-          case '\\': case '"': case '\'': value.push_back(e); break;
+          case 'n':
+            value.push_back('\n');
+            break;
+          case 't':
+            value.push_back('\t');
+            break;
+          case 'r':
+            value.push_back('\r');
+            break;
+          case '0':
+            value.push_back('\0');
+            break;
+          case '\\':
+          case '"':
+          case '\'':
+            value.push_back(e);
+            break;
           default:
             return Error(line_, column_ - 1,
                          absl::StrCat("expected an escape (\\n \\t \\r \\0 \\\\ \\\" \\'), got '\\",

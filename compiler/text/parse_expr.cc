@@ -44,8 +44,9 @@ void AppendAs(const ConstValue& v, std::vector<uint8_t>* bytes) {
 
 absl::StatusOr<Expr> Parser::ParseValue() {
   const Token& t = Peek();
-  bool number = t.kind == TokenKind::kInt || t.kind == TokenKind::kFloat ||
-                (t.IsPunct("-") && (Peek(1).kind == TokenKind::kInt || Peek(1).kind == TokenKind::kFloat));
+  bool number =
+      t.kind == TokenKind::kInt || t.kind == TokenKind::kFloat ||
+      (t.IsPunct("-") && (Peek(1).kind == TokenKind::kInt || Peek(1).kind == TokenKind::kFloat));
   bool sym = t.kind == TokenKind::kName && !Peek(1).IsPunct(".") && !Peek(1).IsPunct("(") &&
              !LookupVar(t.text).defined() && sym_vars_.count(t.text);
   if (number || sym || (t.IsName("T") && Peek(1).IsPunct("."))) {
@@ -71,7 +72,8 @@ absl::StatusOr<Expr> Parser::ParsePostfix() {
       const Token& idx = Peek();
       if (idx.kind != TokenKind::kInt) return Expected("a non-negative integer index after '['");
       Next();
-      if (idx.int_value > (int64_t{1} << 30)) return ErrorAt(idx, "expected a tuple index below 2^30");
+      if (idx.int_value > (int64_t{1} << 30))
+        return ErrorAt(idx, "expected a tuple index below 2^30");
       if (absl::Status s = ExpectPunct("]", "after the tuple index"); !s.ok()) return s;
       expr = WithSpan(MakeTupleGetItem(expr, static_cast<int>(idx.int_value)), SpanOf(t));
     } else if (t.IsPunct("(")) {
@@ -90,8 +92,9 @@ absl::StatusOr<Expr> Parser::ParseAtom() {
     case TokenKind::kPunct:
       if (t.IsPunct("(")) return ParseTupleOrShape();
       if (t.IsPunct("[")) {
-        return ErrorAt(t, "expected an expression, got '[' (lists are only allowed in R.const, "
-                          "R.shape and keyword arguments)");
+        return ErrorAt(t,
+                       "expected an expression, got '[' (lists are only allowed in R.const, "
+                       "R.shape and keyword arguments)");
       }
       return Expected("an expression");
     case TokenKind::kString:
@@ -116,7 +119,8 @@ absl::StatusOr<Expr> Parser::ParseAtom() {
   if ((t.text == "cls" || (!class_name_.empty() && t.text == class_name_)) && Peek().IsPunct(".")) {
     Next();
     const Token& name_tok = Peek();
-    absl::StatusOr<std::string> name = ExpectName(absl::StrCat("a function name after '", t.text, ".'"));
+    absl::StatusOr<std::string> name =
+        ExpectName(absl::StrCat("a function name after '", t.text, ".'"));
     if (!name.ok()) return name.status();
     auto it = global_vars_.find(*name);
     if (it == global_vars_.end()) it = global_vars_.emplace(*name, MakeGlobalVar(*name)).first;
@@ -124,8 +128,9 @@ absl::StatusOr<Expr> Parser::ParseAtom() {
     return it->second;
   }
   if (t.text == "metadata") {
-    return ErrorAt(t, "expected an inline R.const(...), got a metadata[...] reference: large "
-                      "constants printed as metadata are not supported in text");
+    return ErrorAt(t,
+                   "expected an inline R.const(...), got a metadata[...] reference: large "
+                   "constants printed as metadata are not supported in text");
   }
   if (t.text == "True" || t.text == "False") {
     return WithSpan(MakePrimValue(BoolImm(t.text == "True")), SpanOf(t));
@@ -172,8 +177,9 @@ absl::StatusOr<Expr> Parser::ParseRCall(const Token& start, const std::string& p
   }
   if (path == "const") return ParseConst(start);
   if (path == "match_cast") {
-    return ErrorAt(start, "expected an expression, got R.match_cast: it is only allowed as the "
-                          "whole value of a binding");
+    return ErrorAt(start,
+                   "expected an expression, got R.match_cast: it is only allowed as the "
+                   "whole value of a binding");
   }
   if (path == "output" || path == "dataflow" || path == "func_attr") {
     return ErrorAt(start, absl::StrCat("expected an expression, got the statement R.", path));
@@ -190,7 +196,8 @@ absl::StatusOr<Expr> Parser::ParseRCall(const Token& start, const std::string& p
       if (!v.ok()) return v.status();
       e = MakePrimValue(*v);
     } else {
-      if (Peek().kind != TokenKind::kString) return Expected(absl::StrCat("a string in R.", path, "(...)"));
+      if (Peek().kind != TokenKind::kString)
+        return Expected(absl::StrCat("a string in R.", path, "(...)"));
       const Token& str = Next();
       if (path == "str") {
         e = MakeStringImm(str.text);
@@ -200,7 +207,8 @@ absl::StatusOr<Expr> Parser::ParseRCall(const Token& start, const std::string& p
         e = MakeDataTypeImm(*dt);
       }
     }
-    if (absl::Status s = ExpectPunct(")", absl::StrCat("to close R.", path, "(...)")); !s.ok()) return s;
+    if (absl::Status s = ExpectPunct(")", absl::StrCat("to close R.", path, "(...)")); !s.ok())
+      return s;
     return WithSpan(e, SpanOf(start));
   }
   if (!Peek().IsPunct("(")) return Expected(absl::StrCat("'(' to call R.", path));
@@ -221,7 +229,8 @@ absl::StatusOr<Expr> Parser::ParseCallArgs(const Token& start, Expr op, bool pac
       keywords = true;
       Next();
       Next();
-      if (attrs.count(t.text)) return ErrorAt(t, absl::StrCat("keyword '", t.text, "' is given twice"));
+      if (attrs.count(t.text))
+        return ErrorAt(t, absl::StrCat("keyword '", t.text, "' is given twice"));
       if (t.text == "out_sinfo" || t.text == "sinfo_args") {
         bool list = TryPunct("[");
         while (true) {
@@ -231,7 +240,8 @@ absl::StatusOr<Expr> Parser::ParseCallArgs(const Token& start, Expr op, bool pac
           sinfo_args.push_back(*s);
           if (!list) break;
           if (!Peek().IsPunct("]")) {
-            if (absl::Status st = ExpectPunct(",", "or ']' in the struct info list"); !st.ok()) return st;
+            if (absl::Status st = ExpectPunct(",", "or ']' in the struct info list"); !st.ok())
+              return st;
           }
         }
       } else {
@@ -240,7 +250,8 @@ absl::StatusOr<Expr> Parser::ParseCallArgs(const Token& start, Expr op, bool pac
         if (v->has_value()) attrs[t.text] = **v;
       }
     } else {
-      if (keywords) return ErrorAt(t, "expected a keyword argument (name=value) after keyword arguments");
+      if (keywords)
+        return ErrorAt(t, "expected a keyword argument (name=value) after keyword arguments");
       if (packed && args.empty() && t.kind == TokenKind::kString) {
         Next();
         args.push_back(WithSpan(MakeExternFunc(t.text), SpanOf(t)));
@@ -291,7 +302,8 @@ absl::StatusOr<Expr> Parser::ParseConst(const Token& start) {
       Next();
       --depth;
       if (extents[depth] && *extents[depth] != counts[depth]) {
-        return ErrorAt(t, absl::StrCat("expected ", *extents[depth], " elements in this list of "
+        return ErrorAt(t, absl::StrCat("expected ", *extents[depth],
+                                       " elements in this list of "
                                        "R.const (the nested lists are not rectangular), got ",
                                        counts[depth]));
       }
@@ -349,30 +361,42 @@ absl::StatusOr<Expr> Parser::ParseConst(const Token& start) {
   }
   if (absl::Status s = ExpectPunct(")", "to close R.const(...)"); !s.ok()) return s;
   if (!dtype) {
-    dtype = value.any_float ? DataType::Float(32)
+    dtype = value.any_float                          ? DataType::Float(32)
             : value.all_bool && !value.reals.empty() ? DataType::Bool()
                                                      : DataType::Int(64);
   }
   std::vector<uint8_t> bytes;
   DataType dt = *dtype;
-  if (dt.lanes() != 1) return ErrorAt(value_tok, "expected a scalar dtype in R.const, got a vector dtype");
+  if (dt.lanes() != 1)
+    return ErrorAt(value_tok, "expected a scalar dtype in R.const, got a vector dtype");
   if (value.any_float && !dt.is_float()) {
     return ErrorAt(value_tok, absl::StrCat("expected integer values for R.const of dtype ",
                                            dt.ToString(), ", got a float"));
   }
-  if (dt == DataType::Float(32)) AppendAs<float>(value, &bytes);
-  else if (dt == DataType::Float(64)) AppendAs<double>(value, &bytes);
-  else if (dt == DataType::Int(8)) AppendAs<int8_t>(value, &bytes);
-  else if (dt == DataType::Int(16)) AppendAs<int16_t>(value, &bytes);
-  else if (dt == DataType::Int(32)) AppendAs<int32_t>(value, &bytes);
-  else if (dt == DataType::Int(64)) AppendAs<int64_t>(value, &bytes);
-  else if (dt == DataType::UInt(8) || dt.is_bool()) AppendAs<uint8_t>(value, &bytes);
-  else if (dt == DataType::UInt(16)) AppendAs<uint16_t>(value, &bytes);
-  else if (dt == DataType::UInt(32)) AppendAs<uint32_t>(value, &bytes);
-  else if (dt == DataType::UInt(64)) AppendAs<uint64_t>(value, &bytes);
+  if (dt == DataType::Float(32))
+    AppendAs<float>(value, &bytes);
+  else if (dt == DataType::Float(64))
+    AppendAs<double>(value, &bytes);
+  else if (dt == DataType::Int(8))
+    AppendAs<int8_t>(value, &bytes);
+  else if (dt == DataType::Int(16))
+    AppendAs<int16_t>(value, &bytes);
+  else if (dt == DataType::Int(32))
+    AppendAs<int32_t>(value, &bytes);
+  else if (dt == DataType::Int(64))
+    AppendAs<int64_t>(value, &bytes);
+  else if (dt == DataType::UInt(8) || dt.is_bool())
+    AppendAs<uint8_t>(value, &bytes);
+  else if (dt == DataType::UInt(16))
+    AppendAs<uint16_t>(value, &bytes);
+  else if (dt == DataType::UInt(32))
+    AppendAs<uint32_t>(value, &bytes);
+  else if (dt == DataType::UInt(64))
+    AppendAs<uint64_t>(value, &bytes);
   else {
     return ErrorAt(value_tok, absl::StrCat("expected a dtype R.const can hold in text (float32, "
-                                           "float64, intN, uintN, bool), got ", dt.ToString()));
+                                           "float64, intN, uintN, bool), got ",
+                                           dt.ToString()));
   }
   absl::StatusOr<Tensor> tensor = Tensor::FromBytes(value.shape, dt, bytes.data(), bytes.size());
   if (!tensor.ok()) {

@@ -8,18 +8,21 @@ namespace tether::compiler::text {
 
 absl::Status Parser::ParseStatement(Body* body, Place place) {
   const Token& t = Peek();
-  if (t.kind == TokenKind::kIndent) return ErrorAt(t, "expected a statement, got an unexpected indent");
+  if (t.kind == TokenKind::kIndent)
+    return ErrorAt(t, "expected a statement, got an unexpected indent");
   if (t.IsName("with")) {
     if (place != Place::kFunction) {
-      return ErrorAt(t, "expected a binding, got 'with': dataflow blocks are only allowed at the "
-                        "top level of a function");
+      return ErrorAt(t,
+                     "expected a binding, got 'with': dataflow blocks are only allowed at the "
+                     "top level of a function");
     }
     return ParseDataflow(body);
   }
   if (t.IsName("if")) {
     if (place == Place::kDataflow) {
-      return ErrorAt(t, "expected a binding, got 'if': control flow is not allowed inside a "
-                        "dataflow block");
+      return ErrorAt(t,
+                     "expected a binding, got 'if': control flow is not allowed inside a "
+                     "dataflow block");
     }
     return ParseIf(body, place);
   }
@@ -30,8 +33,9 @@ absl::Status Parser::ParseStatement(Body* body, Place place) {
                             "of the function body");
   }
   if (t.IsName("R") && Peek(1).IsPunct(".") && Peek(2).IsName("output")) {
-    return ErrorAt(t, "expected a binding, got R.output: R.output is only allowed as the last "
-                      "statement of a dataflow block");
+    return ErrorAt(t,
+                   "expected a binding, got R.output: R.output is only allowed as the last "
+                   "statement of a dataflow block");
   }
   if (t.IsName("R") && Peek(1).IsPunct(".") && Peek(2).IsName("func_attr")) {
     if (place != Place::kFunction) return ErrorAt(t, "expected a binding, got R.func_attr");
@@ -50,7 +54,8 @@ absl::Status Parser::ParseStatement(Body* body, Place place) {
     absl::StatusOr<DataType> parsed = DataType::Parse(*dtype);
     if (!parsed.ok() || !(parsed->is_int() || parsed->is_uint())) {
       return ErrorAt(dt, absl::StrCat("expected an integer dtype such as T.int64() to declare a "
-                                      "symbolic variable, got T.", *dtype));
+                                      "symbolic variable, got T.",
+                                      *dtype));
     }
     if (absl::Status s = ExpectPunct("(", absl::StrCat("after T.", *dtype)); !s.ok()) return s;
     if (absl::Status s = ExpectPunct(")", "(a symbolic variable takes no arguments)"); !s.ok()) {
@@ -92,7 +97,8 @@ absl::Status Parser::ParseBinding(Body* body, Place place) {
   Next();
   StructInfo var_sinfo = annotation.defined() ? annotation : b.match_cast;
   bool dataflow = place == Place::kDataflow && !dataflow_outputs_.count(name_tok.text);
-  Expr var = dataflow ? MakeDataflowVar(name_tok.text, var_sinfo) : MakeVar(name_tok.text, var_sinfo);
+  Expr var =
+      dataflow ? MakeDataflowVar(name_tok.text, var_sinfo) : MakeVar(name_tok.text, var_sinfo);
   b.var = WithSpan(var, SpanOf(name_tok));
   if (annotation.defined()) annotated_vars_.emplace_back(b.var, b.span);
   Define(name_tok.text, b.var);
@@ -151,7 +157,8 @@ absl::Status Parser::ParseDataflow(Body* body) {
         if (!name.ok()) return name.status();
         if (!scopes_.back().count(*name)) {
           return ErrorAt(o, absl::StrCat("expected a variable bound in this dataflow block in "
-                                         "R.output(...), got '", *name, "'"));
+                                         "R.output(...), got '",
+                                         *name, "'"));
         }
         if (!Peek().IsPunct(")")) {
           if (absl::Status s = ExpectPunct(",", "or ')' in R.output(...)"); !s.ok()) return s;
@@ -187,7 +194,8 @@ absl::Status Parser::ParseIf(Body* body, Place place) {
   if (!cond.ok()) return cond.status();
   Body branches[2];
   for (int i = 0; i < 2; ++i) {
-    if (i == 1 && !TryName("else")) return Expected("'else' after the 'if' branch (both are required)");
+    if (i == 1 && !TryName("else"))
+      return Expected("'else' after the 'if' branch (both are required)");
     if (absl::Status s = ExpectPunct(":", i == 0 ? "after the if condition" : "after 'else'");
         !s.ok()) {
       return s;
@@ -212,9 +220,10 @@ absl::Status Parser::ParseIf(Body* body, Place place) {
     }
   }
   if (branches[0].last_name != branches[1].last_name) {
-    return ErrorAt(if_tok, absl::StrCat("expected both branches of 'if' to end by binding the same "
-                                        "variable, got '", branches[0].last_name, "' and '",
-                                        branches[1].last_name, "'"));
+    return ErrorAt(if_tok,
+                   absl::StrCat("expected both branches of 'if' to end by binding the same "
+                                "variable, got '",
+                                branches[0].last_name, "' and '", branches[1].last_name, "'"));
   }
   Expr seqs[2];
   for (int i = 0; i < 2; ++i) {

@@ -40,14 +40,16 @@ absl::StatusOr<StructInfo> Parser::ParseStructInfo(DimNames names) {
   }
   if (kind == "Callable") {
     if (!has_args || TryPunct(")")) return OpaqueFuncSInfo();
-    if (absl::Status s = ExpectPunct("(", "to start the parameter list of R.Callable"); !s.ok()) return s;
+    if (absl::Status s = ExpectPunct("(", "to start the parameter list of R.Callable"); !s.ok())
+      return s;
     std::vector<StructInfo> params;
     while (!TryPunct(")")) {
       absl::StatusOr<StructInfo> p = ParseStructInfo(names);
       if (!p.ok()) return p.status();
       params.push_back(*p);
       if (!Peek().IsPunct(")")) {
-        if (absl::Status s = ExpectPunct(",", "or ')' in the parameters of R.Callable"); !s.ok()) return s;
+        if (absl::Status s = ExpectPunct(",", "or ')' in the parameters of R.Callable"); !s.ok())
+          return s;
       }
     }
     if (absl::Status s = ExpectPunct(",", "after the parameters of R.Callable"); !s.ok()) return s;
@@ -56,15 +58,18 @@ absl::StatusOr<StructInfo> Parser::ParseStructInfo(DimNames names) {
     bool purity = true;
     if (TryPunct(",")) {
       if (!(TryName("purity") && TryPunct("="))) return Expected("purity= in R.Callable");
-      if (TryName("False")) purity = false;
-      else if (!TryName("True")) return Expected("True or False for purity");
+      if (TryName("False"))
+        purity = false;
+      else if (!TryName("True"))
+        return Expected("True or False for purity");
     }
     if (absl::Status s = ExpectPunct(")", "to close R.Callable(...)"); !s.ok()) return s;
     return FuncSInfo(std::move(params), *ret, purity);
   }
   if (kind != "Tensor" && kind != "Shape" && kind != "Prim") {
     return ErrorAt(kind_tok, absl::StrCat("expected a struct info (R.Tensor, R.Tuple, R.Shape, "
-                                          "R.Prim, R.Object or R.Callable), got R.", kind));
+                                          "R.Prim, R.Object or R.Callable), got R.",
+                                          kind));
   }
 
   std::optional<std::vector<PrimExpr>> dims;
@@ -84,9 +89,9 @@ absl::StatusOr<StructInfo> Parser::ParseStructInfo(DimNames names) {
       key = positional++ == 0 ? "dtype" : "";
     } else {
       key = positional == 0 && !Peek().IsPunct("(") && !Peek().IsPunct("[") ? "dtype"
-            : positional == 0                                             ? "shape"
-            : positional == 1                                             ? "dtype"
-                                                                          : "vdevice";
+            : positional == 0                                               ? "shape"
+            : positional == 1                                               ? "dtype"
+                                                                            : "vdevice";
       ++positional;
     }
     const Token& v = Peek();
@@ -111,7 +116,8 @@ absl::StatusOr<StructInfo> Parser::ParseStructInfo(DimNames names) {
       if (Peek().kind != TokenKind::kInt) return Expected("an integer ndim");
       int64_t n = Next().int_value;
       ndim = neg ? -n : n;
-      if (*ndim < -1 || *ndim > 64) return ErrorAt(v, absl::StrCat("expected ndim in [-1, 64], got ", *ndim));
+      if (*ndim < -1 || *ndim > 64)
+        return ErrorAt(v, absl::StrCat("expected ndim in [-1, 64], got ", *ndim));
     } else if (key == "vdevice" && kind == "Tensor") {
       if (v.kind != TokenKind::kString) return Expected("a device string such as \"cuda:0\"");
       Next();
@@ -123,9 +129,9 @@ absl::StatusOr<StructInfo> Parser::ParseStructInfo(DimNames names) {
       if (!pv.ok()) return pv.status();
       value = *pv;
     } else {
-      return ErrorAt(t, key.empty() ? absl::StrCat("expected ')' after the arguments of R.", kind)
-                                    : absl::StrCat("expected an argument of R.", kind, ", got '",
-                                                   key, "'"));
+      return ErrorAt(
+          t, key.empty() ? absl::StrCat("expected ')' after the arguments of R.", kind)
+                         : absl::StrCat("expected an argument of R.", kind, ", got '", key, "'"));
     }
     if (!Peek().IsPunct(")")) {
       if (absl::Status s = ExpectPunct(",", absl::StrCat("or ')' in R.", kind, "(...)")); !s.ok()) {
@@ -135,8 +141,8 @@ absl::StatusOr<StructInfo> Parser::ParseStructInfo(DimNames names) {
   }
 
   if (dims && ndim && *ndim != static_cast<int64_t>(dims->size())) {
-    return ErrorAt(start, absl::StrCat("expected ndim=", dims->size(), " to match the shape, got ",
-                                       *ndim));
+    return ErrorAt(
+        start, absl::StrCat("expected ndim=", dims->size(), " to match the shape, got ", *ndim));
   }
   if (kind == "Tensor") {
     if (dims) return TensorSInfo(*std::move(dims), dtype, vdevice);
@@ -147,12 +153,16 @@ absl::StatusOr<StructInfo> Parser::ParseStructInfo(DimNames names) {
     return ShapeSInfoOfRank(ndim ? static_cast<int>(*ndim) : -1);
   }
   // Prim.
-  if (!dtype && !value.defined()) return ErrorAt(start, "expected a dtype or value= in R.Prim(...)");
+  if (!dtype && !value.defined())
+    return ErrorAt(start, "expected a dtype or value= in R.Prim(...)");
   if (!dtype) return PrimSInfo(value.dtype(), value);
   if (value.defined() && value.dtype() != *dtype) {
-    if (const auto* i = value.as<IntImmNode>()) value = MakeConst(*dtype, static_cast<double>(i->value));
-    else if (const auto* f = value.as<FloatImmNode>()) value = MakeConst(*dtype, f->value);
-    else value = Cast(*dtype, value);
+    if (const auto* i = value.as<IntImmNode>())
+      value = MakeConst(*dtype, static_cast<double>(i->value));
+    else if (const auto* f = value.as<FloatImmNode>())
+      value = MakeConst(*dtype, f->value);
+    else
+      value = Cast(*dtype, value);
   }
   return PrimSInfo(*dtype, value);
 }
@@ -173,7 +183,8 @@ absl::StatusOr<std::vector<PrimExpr>> Parser::ParseDimList(DimNames names, bool 
     }
     dims.push_back(*d);
     if (!Peek().IsPunct(close)) {
-      if (absl::Status s = ExpectPunct(",", absl::StrCat("or '", close, "' in the shape")); !s.ok()) {
+      if (absl::Status s = ExpectPunct(",", absl::StrCat("or '", close, "' in the shape"));
+          !s.ok()) {
         return s;
       }
       comma = true;
@@ -224,17 +235,23 @@ absl::StatusOr<PrimExpr> Parser::ParseDimProduct(DimNames names) {
   absl::StatusOr<PrimExpr> lhs = ParseDimUnary(names);
   if (!lhs.ok()) return lhs;
   PrimExpr e = *lhs;
-  while (Peek().IsPunct("*") || Peek().IsPunct("//") || Peek().IsPunct("%") || Peek().IsPunct("/")) {
+  while (Peek().IsPunct("*") || Peek().IsPunct("//") || Peek().IsPunct("%") ||
+         Peek().IsPunct("/")) {
     const Token& op = Next();
     absl::StatusOr<PrimExpr> rhs = ParseDimUnary(names);
     if (!rhs.ok()) return rhs;
     if (op.text != "*") {
-      if (const int64_t* z = rhs->as_int(); z && *z == 0) return ErrorAt(op, "expected a non-zero divisor, got 0");
+      if (const int64_t* z = rhs->as_int(); z && *z == 0)
+        return ErrorAt(op, "expected a non-zero divisor, got 0");
     }
-    if (op.text == "*") e = Mul(e, *rhs);
-    else if (op.text == "//") e = FloorDiv(e, *rhs);
-    else if (op.text == "%") e = FloorMod(e, *rhs);
-    else e = Div(e, *rhs);
+    if (op.text == "*")
+      e = Mul(e, *rhs);
+    else if (op.text == "//")
+      e = FloorDiv(e, *rhs);
+    else if (op.text == "%")
+      e = FloorMod(e, *rhs);
+    else
+      e = Div(e, *rhs);
   }
   return e;
 }
@@ -267,10 +284,12 @@ absl::StatusOr<PrimExpr> Parser::ParseDimAtom(DimNames names) {
     Next();
     absl::StatusOr<PrimExpr> e = ParseDimSum(names);
     if (!e.ok()) return e;
-    if (absl::Status s = ExpectPunct(")", "to close the parenthesized dimension"); !s.ok()) return s;
+    if (absl::Status s = ExpectPunct(")", "to close the parenthesized dimension"); !s.ok())
+      return s;
     return e;
   }
-  if (t.kind != TokenKind::kName) return Expected("a dimension (an integer or a symbolic variable)");
+  if (t.kind != TokenKind::kName)
+    return Expected("a dimension (an integer or a symbolic variable)");
   Next();
   if (t.text == "True" || t.text == "False") return BoolImm(t.text == "True");
   std::string fn = t.text;
@@ -284,13 +303,19 @@ absl::StatusOr<PrimExpr> Parser::ParseDimAtom(DimNames names) {
       bool neg = TryPunct("-");
       const Token& n = Peek();
       PrimExpr c;
-      if (n.kind == TokenKind::kInt) c = MakeConst(*dt, static_cast<double>(neg ? -n.int_value : n.int_value));
-      else if (n.kind == TokenKind::kFloat) c = MakeConst(*dt, neg ? -n.float_value : n.float_value);
-      else if (n.IsName("True") || n.IsName("False")) c = MakeConst(*dt, n.IsName("True") ? 1 : 0);
-      else return Expected(absl::StrCat("a number in T.", fn, "(...)"));
-      if (dt->is_int() && n.kind == TokenKind::kInt) c = IntImm(*dt, neg ? -n.int_value : n.int_value);
+      if (n.kind == TokenKind::kInt)
+        c = MakeConst(*dt, static_cast<double>(neg ? -n.int_value : n.int_value));
+      else if (n.kind == TokenKind::kFloat)
+        c = MakeConst(*dt, neg ? -n.float_value : n.float_value);
+      else if (n.IsName("True") || n.IsName("False"))
+        c = MakeConst(*dt, n.IsName("True") ? 1 : 0);
+      else
+        return Expected(absl::StrCat("a number in T.", fn, "(...)"));
+      if (dt->is_int() && n.kind == TokenKind::kInt)
+        c = IntImm(*dt, neg ? -n.int_value : n.int_value);
       Next();
-      if (absl::Status s = ExpectPunct(")", absl::StrCat("to close T.", fn, "(...)")); !s.ok()) return s;
+      if (absl::Status s = ExpectPunct(")", absl::StrCat("to close T.", fn, "(...)")); !s.ok())
+        return s;
       return c;
     }
   }
@@ -299,17 +324,21 @@ absl::StatusOr<PrimExpr> Parser::ParseDimAtom(DimNames names) {
       Next();
       absl::StatusOr<PrimExpr> a = ParseDimSum(names);
       if (!a.ok()) return a;
-      if (absl::Status s = ExpectPunct(",", absl::StrCat("between the arguments of ", fn)); !s.ok()) return s;
+      if (absl::Status s = ExpectPunct(",", absl::StrCat("between the arguments of ", fn)); !s.ok())
+        return s;
       absl::StatusOr<PrimExpr> b = ParseDimSum(names);
       if (!b.ok()) return b;
-      if (absl::Status s = ExpectPunct(")", absl::StrCat("to close ", fn, "(...)")); !s.ok()) return s;
+      if (absl::Status s = ExpectPunct(")", absl::StrCat("to close ", fn, "(...)")); !s.ok())
+        return s;
       if (fn == "min") return Min(*a, *b);
       if (fn == "max") return Max(*a, *b);
-      if (const int64_t* z = b->as_int(); z && *z == 0) return ErrorAt(t, "expected a non-zero divisor, got 0");
+      if (const int64_t* z = b->as_int(); z && *z == 0)
+        return ErrorAt(t, "expected a non-zero divisor, got 0");
       return fn == "floordiv" ? FloorDiv(*a, *b) : FloorMod(*a, *b);
     }
   }
-  if (t.text == "T") return ErrorAt(t, absl::StrCat("expected a dtype such as T.int64(...), got T.", fn));
+  if (t.text == "T")
+    return ErrorAt(t, absl::StrCat("expected a dtype such as T.int64(...), got T.", fn));
   return SymVar(t, names);
 }
 
@@ -321,9 +350,9 @@ absl::StatusOr<PrimExpr> Parser::SymVar(const Token& t, DimNames names) {
     sym_vars_.emplace(t.text, v);
     return PrimExpr(v);
   }
-  return ErrorAt(t, absl::StrCat("expected a declared symbolic variable, got '", t.text,
-                                 "' (declare it with ", t.text, " = T.int64() or quote it as \"",
-                                 t.text, "\")"));
+  return ErrorAt(
+      t, absl::StrCat("expected a declared symbolic variable, got '", t.text, "' (declare it with ",
+                      t.text, " = T.int64() or quote it as \"", t.text, "\")"));
 }
 
 }  // namespace tether::compiler::text

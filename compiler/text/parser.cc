@@ -49,10 +49,10 @@ absl::Status CheckAnnotations(const IRModule& module,
     if (it == values.end() || !it->second.struct_info().defined()) continue;
     const StructInfo& value = it->second.struct_info();
     if (!IsBaseOf(var.struct_info(), value)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          span.ToString(), ": expected an annotation of '", var.as<VarNode>()->name_hint,
-          "' that covers its value's ", ToString(value), ", got ", ToString(var.struct_info()),
-          " (use R.match_cast to narrow)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(span.ToString(), ": expected an annotation of '",
+                       var.as<VarNode>()->name_hint, "' that covers its value's ", ToString(value),
+                       ", got ", ToString(var.struct_info()), " (use R.match_cast to narrow)"));
     }
   }
   return absl::OkStatus();
@@ -132,7 +132,8 @@ absl::Status Parser::ParseTopLevel(IRModule* module) {
     Next();
     return absl::OkStatus();
   }
-  if (t.kind == TokenKind::kIndent) return ErrorAt(t, "expected a statement, got an unexpected indent");
+  if (t.kind == TokenKind::kIndent)
+    return ErrorAt(t, "expected a statement, got an unexpected indent");
   // `import tvm`, `from tvm.script import relax as R`: accepted and ignored.
   if (t.IsName("import") || t.IsName("from")) {
     while (Peek().kind != TokenKind::kNewline && Peek().kind != TokenKind::kEnd) Next();
@@ -201,11 +202,16 @@ absl::Status Parser::ParseDecoratedFunction(IRModule* module) {
       if (!key.ok()) return key.status();
       if (absl::Status s = ExpectPunct("=", absl::StrCat("after '", *key, "'")); !s.ok()) return s;
       bool value;
-      if (TryName("True")) value = true;
-      else if (TryName("False")) value = false;
-      else return Expected(absl::StrCat("True or False for '", *key, "'"));
-      if (*key == "pure") is_pure = value;
-      else if (*key != "private") return ErrorAt(at, absl::StrCat("unknown @R.function argument '", *key, "'"));
+      if (TryName("True"))
+        value = true;
+      else if (TryName("False"))
+        value = false;
+      else
+        return Expected(absl::StrCat("True or False for '", *key, "'"));
+      if (*key == "pure")
+        is_pure = value;
+      else if (*key != "private")
+        return ErrorAt(at, absl::StrCat("unknown @R.function argument '", *key, "'"));
       if (!Peek().IsPunct(")")) {
         if (absl::Status s = ExpectPunct(",", "between decorator arguments"); !s.ok()) return s;
       }
@@ -257,7 +263,8 @@ absl::Status Parser::ParseFunction(IRModule* module, bool is_pure) {
     ret = *r;
   }
   if (absl::Status s = ExpectPunct(":", "after the function signature"); !s.ok()) return s;
-  if (Peek().kind != TokenKind::kNewline) return Expected("end of line after the function signature");
+  if (Peek().kind != TokenKind::kNewline)
+    return Expected("end of line after the function signature");
   Next();
   if (Peek().kind != TokenKind::kIndent) return Expected("an indented function body");
   Next();

@@ -37,9 +37,10 @@ std::string FormatFloat(double v, bool single) {
 
 bool IsKeyword(const std::string& s) {
   static const auto* kWords = new std::set<std::string>{
-      "R", "T", "I", "cls", "metadata", "True", "False", "None", "def", "return", "if", "else",
-      "elif", "with", "class", "import", "from", "in", "and", "or", "not", "lambda", "for",
-      "while", "pass", "as", "is", "inf", "nan", "floordiv", "floormod", "min", "max"};
+      "R",      "T",   "I",        "cls",      "metadata", "True",  "False",  "None", "def",
+      "return", "if",  "else",     "elif",     "with",     "class", "import", "from", "in",
+      "and",    "or",  "not",      "lambda",   "for",      "while", "pass",   "as",   "is",
+      "inf",    "nan", "floordiv", "floormod", "min",      "max"};
   return kWords->count(s) > 0;
 }
 
@@ -54,8 +55,8 @@ class Printer {
       if (const auto* f = func.as<FunctionNode>()) {
         out += Function(name, *f, 1);
       } else if (const auto* e = func.as<ExternFuncNode>()) {
-        absl::StrAppend(&out, "    # ", name, ": extern function \"", absl::CEscape(e->global_symbol),
-                        "\" (not representable in text)\n");
+        absl::StrAppend(&out, "    # ", name, ": extern function \"",
+                        absl::CEscape(e->global_symbol), "\" (not representable in text)\n");
       }
     }
     for (const auto& [name, kernel] : module.kernels) {
@@ -129,7 +130,8 @@ class Printer {
       case ExprKind::kTuple: {
         const auto& fields = e.as<TupleNode>()->fields;
         std::string s = "(";
-        for (size_t i = 0; i < fields.size(); ++i) absl::StrAppend(&s, i ? ", " : "", Inline(fields[i]));
+        for (size_t i = 0; i < fields.size(); ++i)
+          absl::StrAppend(&s, i ? ", " : "", Inline(fields[i]));
         return s + (fields.size() == 1 ? ",)" : ")");
       }
       case ExprKind::kTupleGetItem: {
@@ -184,7 +186,8 @@ class Printer {
       case StructInfoKind::kTuple: {
         const auto* t = s.as<TupleStructInfoNode>();
         std::string out = "R.Tuple(";
-        for (size_t i = 0; i < t->fields.size(); ++i) absl::StrAppend(&out, i ? ", " : "", SInfo(t->fields[i]));
+        for (size_t i = 0; i < t->fields.size(); ++i)
+          absl::StrAppend(&out, i ? ", " : "", SInfo(t->fields[i]));
         return out + ")";
       }
       case StructInfoKind::kFunc: {
@@ -279,7 +282,8 @@ class Printer {
       std::string ann = seq->body.struct_info().defined()
                             ? absl::StrCat(": ", SInfo(seq->body.struct_info()))
                             : "";
-      absl::StrAppend(&out, std::string(indent * 4, ' '), name, ann, " = ", Inline(seq->body), "\n");
+      absl::StrAppend(&out, std::string(indent * 4, ' '), name, ann, " = ", Inline(seq->body),
+                      "\n");
     }
     return out;
   }
@@ -323,8 +327,10 @@ class Printer {
 
   std::string Attr(const AttrValue& v) {
     if (const auto* d = std::get_if<double>(&v)) return FormatFloat(*d, false);
-    if (const auto* s = std::get_if<std::string>(&v)) return absl::StrCat("\"", absl::CEscape(*s), "\"");
-    if (const auto* t = std::get_if<DataType>(&v)) return absl::StrCat("R.dtype(\"", t->ToString(), "\")");
+    if (const auto* s = std::get_if<std::string>(&v))
+      return absl::StrCat("\"", absl::CEscape(*s), "\"");
+    if (const auto* t = std::get_if<DataType>(&v))
+      return absl::StrCat("R.dtype(\"", t->ToString(), "\")");
     if (const auto* p = std::get_if<std::vector<PrimExpr>>(&v)) return Dims(*p, '[');
     return ToString(v);
   }
@@ -373,7 +379,8 @@ class Printer {
         double v = e.as<FloatImmNode>()->value;
         bool single = e.dtype() == DataType::Float(32);
         std::string s = FormatFloat(v, single);
-        return single && std::isfinite(v) ? s : absl::StrCat("T.", e.dtype().ToString(), "(", s, ")");
+        return single && std::isfinite(v) ? s
+                                          : absl::StrCat("T.", e.dtype().ToString(), "(", s, ")");
       }
       case PrimKind::kVar: {
         const std::string& n = e.as<PrimVarNode>()->name;
@@ -391,13 +398,26 @@ class Printer {
     }
     const char* op = nullptr;
     switch (e.kind()) {
-      case PrimKind::kAdd: op = " + "; break;
-      case PrimKind::kSub: op = " - "; break;
-      case PrimKind::kMul: op = " * "; break;
-      case PrimKind::kDiv: op = " / "; break;
-      case PrimKind::kFloorDiv: op = " // "; break;
-      case PrimKind::kFloorMod: op = " % "; break;
-      default: break;
+      case PrimKind::kAdd:
+        op = " + ";
+        break;
+      case PrimKind::kSub:
+        op = " - ";
+        break;
+      case PrimKind::kMul:
+        op = " * ";
+        break;
+      case PrimKind::kDiv:
+        op = " / ";
+        break;
+      case PrimKind::kFloorDiv:
+        op = " // ";
+        break;
+      case PrimKind::kFloorMod:
+        op = " % ";
+        break;
+      default:
+        break;
     }
     if (!op) return ToString(e);
     const auto* b = e.as<BinaryNode>();
@@ -428,18 +448,26 @@ class Printer {
       if (dt.is_bool()) return load(uint8_t{0}) ? "True" : "False";
       if (dt.is_int()) {
         switch (dt.bits()) {
-          case 8: return absl::StrCat(load(int8_t{0}));
-          case 16: return absl::StrCat(load(int16_t{0}));
-          case 32: return absl::StrCat(load(int32_t{0}));
-          default: return absl::StrCat(load(int64_t{0}));
+          case 8:
+            return absl::StrCat(load(int8_t{0}));
+          case 16:
+            return absl::StrCat(load(int16_t{0}));
+          case 32:
+            return absl::StrCat(load(int32_t{0}));
+          default:
+            return absl::StrCat(load(int64_t{0}));
         }
       }
       if (dt.is_uint()) {
         switch (dt.bits()) {
-          case 8: return absl::StrCat(load(uint8_t{0}));
-          case 16: return absl::StrCat(load(uint16_t{0}));
-          case 32: return absl::StrCat(load(uint32_t{0}));
-          default: return absl::StrCat(load(uint64_t{0}));
+          case 8:
+            return absl::StrCat(load(uint8_t{0}));
+          case 16:
+            return absl::StrCat(load(uint16_t{0}));
+          case 32:
+            return absl::StrCat(load(uint32_t{0}));
+          default:
+            return absl::StrCat(load(uint64_t{0}));
         }
       }
       return "";

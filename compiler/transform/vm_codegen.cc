@@ -157,16 +157,23 @@ absl::Status FunctionCodegen::AppendProgram(const PrimExpr& e, std::vector<int64
   if (const auto* bin = e.as<BinaryNode>()) {
     TETHER_RETURN_IF_ERROR(AppendProgram(bin->a, prog));
     TETHER_RETURN_IF_ERROR(AppendProgram(bin->b, prog));
-    static const std::map<PrimKind, ShapeProgramOp>* kOps = new std::map<PrimKind, ShapeProgramOp>{
-        {PrimKind::kAdd, ShapeProgramOp::kAdd},       {PrimKind::kSub, ShapeProgramOp::kSub},
-        {PrimKind::kMul, ShapeProgramOp::kMul},       {PrimKind::kDiv, ShapeProgramOp::kTruncDiv},
-        {PrimKind::kFloorDiv, ShapeProgramOp::kFloorDiv},
-        {PrimKind::kFloorMod, ShapeProgramOp::kFloorMod},
-        {PrimKind::kMin, ShapeProgramOp::kMin},       {PrimKind::kMax, ShapeProgramOp::kMax},
-        {PrimKind::kEQ, ShapeProgramOp::kEQ},         {PrimKind::kNE, ShapeProgramOp::kNE},
-        {PrimKind::kLT, ShapeProgramOp::kLT},         {PrimKind::kLE, ShapeProgramOp::kLE},
-        {PrimKind::kGT, ShapeProgramOp::kGT},         {PrimKind::kGE, ShapeProgramOp::kGE},
-        {PrimKind::kAnd, ShapeProgramOp::kAnd},       {PrimKind::kOr, ShapeProgramOp::kOr}};
+    static const std::map<PrimKind, ShapeProgramOp>* kOps =
+        new std::map<PrimKind, ShapeProgramOp>{{PrimKind::kAdd, ShapeProgramOp::kAdd},
+                                               {PrimKind::kSub, ShapeProgramOp::kSub},
+                                               {PrimKind::kMul, ShapeProgramOp::kMul},
+                                               {PrimKind::kDiv, ShapeProgramOp::kTruncDiv},
+                                               {PrimKind::kFloorDiv, ShapeProgramOp::kFloorDiv},
+                                               {PrimKind::kFloorMod, ShapeProgramOp::kFloorMod},
+                                               {PrimKind::kMin, ShapeProgramOp::kMin},
+                                               {PrimKind::kMax, ShapeProgramOp::kMax},
+                                               {PrimKind::kEQ, ShapeProgramOp::kEQ},
+                                               {PrimKind::kNE, ShapeProgramOp::kNE},
+                                               {PrimKind::kLT, ShapeProgramOp::kLT},
+                                               {PrimKind::kLE, ShapeProgramOp::kLE},
+                                               {PrimKind::kGT, ShapeProgramOp::kGT},
+                                               {PrimKind::kGE, ShapeProgramOp::kGE},
+                                               {PrimKind::kAnd, ShapeProgramOp::kAnd},
+                                               {PrimKind::kOr, ShapeProgramOp::kOr}};
     auto it = kOps->find(e.kind());
     if (it == kOps->end()) return Invalid(name_, ": cannot compute ", ToString(e), " at run time");
     op(it->second);
@@ -242,8 +249,8 @@ absl::StatusOr<Arg> FunctionCodegen::PrimArg(const PrimExpr& value) {
   }
   if (const auto* f = value.as<FloatImmNode>()) return b_->ConvertConstant(Value(f->value));
   TETHER_ASSIGN_OR_RETURN(auto codes, PrepareDims({value}));
-  return Reg(CallToNew("vm.builtin.make_prim_value",
-                       {Heap(), Imm(codes[0].first), Imm(codes[0].second)}));
+  return Reg(
+      CallToNew("vm.builtin.make_prim_value", {Heap(), Imm(codes[0].first), Imm(codes[0].second)}));
 }
 
 absl::Status FunctionCodegen::MatchDims(Arg value, const std::vector<PrimExpr>& dims,
@@ -329,7 +336,8 @@ absl::Status FunctionCodegen::MatchStructInfo(Arg value, const StructInfo& sinfo
       for (size_t i = 0; i < t->fields.size(); ++i) {
         const StructInfo& f = t->fields[i];
         if (!f.defined() || f.kind() == StructInfoKind::kObject) continue;
-        RegName field = CallToNew("vm.builtin.tuple_getitem", {value, Imm(static_cast<int64_t>(i))});
+        RegName field =
+            CallToNew("vm.builtin.tuple_getitem", {value, Imm(static_cast<int64_t>(i))});
         std::string ctx = err_ctx;
         if (!ctx.empty() && ctx.back() == ':') ctx.pop_back();
         TETHER_RETURN_IF_ERROR(
@@ -371,7 +379,7 @@ absl::Status FunctionCodegen::ResolvePending(const std::vector<PendingCheck>& pe
 }
 
 absl::StatusOr<std::vector<Arg>> FunctionCodegen::EmitArgs(const std::vector<Expr>& args,
-                                                          size_t begin) {
+                                                           size_t begin) {
   std::vector<Arg> out;
   for (size_t i = begin; i < args.size(); ++i) {
     TETHER_ASSIGN_OR_RETURN(Arg a, EmitExpr(args[i]));
@@ -397,7 +405,7 @@ absl::StatusOr<std::string> FunctionCodegen::CalleeName(const Expr& callee,
 // Kernel arguments: tensors and scalars as they are, ShapeExprs (the tir_vars
 // of call_tir) flattened into one int64 per dimension.
 absl::StatusOr<std::vector<Arg>> FunctionCodegen::KernelArgs(const std::vector<Expr>& args,
-                                                            size_t begin) {
+                                                             size_t begin) {
   std::vector<Arg> out;
   for (size_t i = begin; i < args.size(); ++i) {
     if (const auto* s = args[i].as<ShapeExprNode>()) {
@@ -415,7 +423,8 @@ absl::StatusOr<std::vector<Arg>> FunctionCodegen::KernelArgs(const std::vector<E
 
 absl::StatusOr<Arg> FunctionCodegen::EmitDPSCall(const CallNode& call, const std::string& op) {
   if (call.args.size() < 2 || call.sinfo_args.empty()) {
-    return Invalid(name_, ": ", op, " expects a callee, a tuple of arguments and an output "
+    return Invalid(name_, ": ", op,
+                   " expects a callee, a tuple of arguments and an output "
                    "struct info");
   }
   TETHER_ASSIGN_OR_RETURN(std::string callee, CalleeName(call.args[0], op));
@@ -436,13 +445,15 @@ absl::StatusOr<Arg> FunctionCodegen::EmitDPSCall(const CallNode& call, const std
   for (const StructInfo& s : outs) {
     const auto* t = s.as<TensorStructInfoNode>();
     if (t == nullptr || !t->shape || !t->dtype) {
-      return Invalid(name_, ": ", op, " to ", callee, " needs outputs with known shape and dtype, "
-                     "got ", ToString(s));
+      return Invalid(name_, ": ", op, " to ", callee,
+                     " needs outputs with known shape and dtype, "
+                     "got ",
+                     ToString(s));
     }
     TETHER_ASSIGN_OR_RETURN(Arg shape, ShapeArg(*t->shape));
-    out_regs.push_back(Reg(CallToNew(
-        "vm.builtin.alloc_tensor_for_shape",
-        {kVM, shape, b_->ConvertConstant(Value(*t->dtype)), Imm(kDefaultDeviceIndex)})));
+    out_regs.push_back(Reg(
+        CallToNew("vm.builtin.alloc_tensor_for_shape",
+                  {kVM, shape, b_->ConvertConstant(Value(*t->dtype)), Imm(kDefaultDeviceIndex)})));
   }
   args.insert(args.end(), out_regs.begin(), out_regs.end());
   if (call.args.size() > 2) {
@@ -457,7 +468,8 @@ absl::StatusOr<Arg> FunctionCodegen::EmitDPSCall(const CallNode& call, const std
 absl::StatusOr<Arg> FunctionCodegen::EmitOpCall(const std::string& op, const CallNode& call) {
   const auto& a = call.args;
   auto need = [&](size_t n) -> absl::Status {
-    if (a.size() != n) return Invalid(name_, ": ", op, " expects ", n, " arguments, got ", a.size());
+    if (a.size() != n)
+      return Invalid(name_, ": ", op, " expects ", n, " arguments, got ", a.size());
     return absl::OkStatus();
   };
   if (op == "relax.call_tir" || op == "relax.call_dps_packed") return EmitDPSCall(call, op);
@@ -527,8 +539,8 @@ absl::StatusOr<Arg> FunctionCodegen::EmitOpCall(const std::string& op, const Cal
   if (op == "relax.shape_of" || op == "relax.tensor_to_shape") {
     TETHER_RETURN_IF_ERROR(need(1));
     TETHER_ASSIGN_OR_RETURN(Arg x, EmitExpr(a[0]));
-    return Reg(CallToNew(op == "relax.shape_of" ? "vm.builtin.shape_of" : "vm.builtin.tensor_to_shape",
-                         {x}));
+    return Reg(CallToNew(
+        op == "relax.shape_of" ? "vm.builtin.shape_of" : "vm.builtin.tensor_to_shape", {x}));
   }
   if (op == "relax.make_closure") {
     TETHER_RETURN_IF_ERROR(need(2));
@@ -621,8 +633,8 @@ absl::StatusOr<Arg> FunctionCodegen::EmitIf(const IfNode& node) {
   if (plan_ == nullptr) {
     measured_.if_branches[index] = {t, f};
   } else if (t != sizes.first || f != sizes.second) {
-    return absl::InternalError(absl::StrCat("vm codegen: branch sizes of an if in ", name_,
-                                            " differ between runs"));
+    return absl::InternalError(
+        absl::StrCat("vm codegen: branch sizes of an if in ", name_, " differ between runs"));
   }
   return Reg(merge);
 }
@@ -712,7 +724,8 @@ absl::Status FunctionCodegen::Run() {
   }
   b_->EmitFunction(name_, num_params, names);
   next_reg_ = num_params;
-  for (int64_t i = 0; i < num_params; ++i) vars_[func_->params[static_cast<size_t>(i)].get()] = Reg(i);
+  for (int64_t i = 0; i < num_params; ++i)
+    vars_[func_->params[static_cast<size_t>(i)].get()] = Reg(i);
   int64_t slots = plan_ != nullptr ? plan_->num_slots : 0;
   if (plan_ == nullptr || slots > 0) {
     heap_reg_ = CallToNew("vm.builtin.alloc_shape_heap", {kVM, Imm(slots)});

@@ -2,13 +2,13 @@
 // allocation, value plumbing, closures, and the shape heap and checks that
 // guard every function entry, plus the shape programs
 // (vm.builtin.compute_shape_heap) that evaluate symbolic shape expressions
-// such as n * 4 at run time (docs/design/compiler-pipeline.md). Semantics follow §3 of tvm-semantics.md; every
-// bad argument is a Status, never a crash.
+// such as n * 4 at run time (docs/design/compiler-pipeline.md). Semantics follow §3 of
+// tvm-semantics.md; every bad argument is a Status, never a crash.
 #include <algorithm>
 #include <climits>
 #include <cstring>
-#include <vector>
 #include <mutex>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "runtime/core/registry.h"
@@ -289,8 +289,8 @@ absl::StatusOr<Value> AllocTensorForShape(ArgSpan args) {
   }
   TETHER_RETURN_IF_ERROR(CheckedNumElements({dims.data(), dims.size()}).status());
   size_t i = static_cast<size_t>(index);
-  TETHER_ASSIGN_OR_RETURN(
-      Tensor t, Tensor::Empty({dims.data(), dims.size()}, dtype, vm->devices()[i], vm->allocator(i)));
+  TETHER_ASSIGN_OR_RETURN(Tensor t, Tensor::Empty({dims.data(), dims.size()}, dtype,
+                                                  vm->devices()[i], vm->allocator(i)));
   return Value(t);
 }
 
@@ -375,9 +375,15 @@ absl::StatusOr<Value> ComputeShapeHeap(ArgSpan args) {
     auto ua = static_cast<uint64_t>(a), ub = static_cast<uint64_t>(b);
     int64_t r = 0;
     switch (op) {
-      case kSpAdd: r = static_cast<int64_t>(ua + ub); break;
-      case kSpSub: r = static_cast<int64_t>(ua - ub); break;
-      case kSpMul: r = static_cast<int64_t>(ua * ub); break;
+      case kSpAdd:
+        r = static_cast<int64_t>(ua + ub);
+        break;
+      case kSpSub:
+        r = static_cast<int64_t>(ua - ub);
+        break;
+      case kSpMul:
+        r = static_cast<int64_t>(ua * ub);
+        break;
       case kSpFloorDiv:
       case kSpFloorMod:
       case kSpTruncDiv: {
@@ -392,16 +398,36 @@ absl::StatusOr<Value> ComputeShapeHeap(ArgSpan args) {
         }
         break;
       }
-      case kSpMin: r = std::min(a, b); break;
-      case kSpMax: r = std::max(a, b); break;
-      case kSpEQ: r = a == b; break;
-      case kSpNE: r = a != b; break;
-      case kSpLT: r = a < b; break;
-      case kSpLE: r = a <= b; break;
-      case kSpGT: r = a > b; break;
-      case kSpGE: r = a >= b; break;
-      case kSpAnd: r = (a != 0) && (b != 0); break;
-      case kSpOr: r = (a != 0) || (b != 0); break;
+      case kSpMin:
+        r = std::min(a, b);
+        break;
+      case kSpMax:
+        r = std::max(a, b);
+        break;
+      case kSpEQ:
+        r = a == b;
+        break;
+      case kSpNE:
+        r = a != b;
+        break;
+      case kSpLT:
+        r = a < b;
+        break;
+      case kSpLE:
+        r = a <= b;
+        break;
+      case kSpGT:
+        r = a > b;
+        break;
+      case kSpGE:
+        r = a >= b;
+        break;
+      case kSpAnd:
+        r = (a != 0) && (b != 0);
+        break;
+      case kSpOr:
+        r = (a != 0) || (b != 0);
+        break;
       default:
         return ValueError(kName, ": unknown opcode ", op, " at word ", pc);
     }

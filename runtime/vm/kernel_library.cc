@@ -158,8 +158,8 @@ class KernelFunctionObj final : public FunctionObj {
     std::string message;
     {
       absl::MutexLock lock(&call.mu);
-      message = call.has_error ? call.error
-                               : absl::StrCat("kernel ", k.name, " failed with code ", code);
+      message =
+          call.has_error ? call.error : absl::StrCat("kernel ", k.name, " failed with code ", code);
     }
     if (code == TETHER_KERNEL_OUT_OF_MEMORY) return OutOfMemoryError(message);
     return ValueError(message);
@@ -211,9 +211,9 @@ absl::Status CheckElfImage(absl::string_view data) {
       !RangeInside(eh.e_phoff, uint64_t{eh.e_phnum} * sizeof(Elf64_Phdr), data.size())) {
     return ValueError("kernel library has a corrupt program header table");
   }
-  if (eh.e_shnum != 0 && (eh.e_shentsize != sizeof(Elf64_Shdr) ||
-                          !RangeInside(eh.e_shoff, uint64_t{eh.e_shnum} * sizeof(Elf64_Shdr),
-                                       data.size()))) {
+  if (eh.e_shnum != 0 &&
+      (eh.e_shentsize != sizeof(Elf64_Shdr) ||
+       !RangeInside(eh.e_shoff, uint64_t{eh.e_shnum} * sizeof(Elf64_Shdr), data.size()))) {
     return ValueError("kernel library has a corrupt section header table");
   }
   for (int i = 0; i < eh.e_phnum; ++i) {
@@ -221,8 +221,8 @@ absl::Status CheckElfImage(absl::string_view data) {
     std::memcpy(&ph, data.data() + eh.e_phoff + i * sizeof(Elf64_Phdr), sizeof(ph));
     if (ph.p_type == PT_NULL) continue;
     if (!RangeInside(ph.p_offset, ph.p_filesz, data.size()) || ph.p_filesz > ph.p_memsz) {
-      return ValueError("kernel library segment ", i, " (offset ", ph.p_offset, ", ",
-                        ph.p_filesz, " bytes) lies outside the ", data.size(), "-byte image");
+      return ValueError("kernel library segment ", i, " (offset ", ph.p_offset, ", ", ph.p_filesz,
+                        " bytes) lies outside the ", data.size(), "-byte image");
     }
   }
   return absl::OkStatus();
@@ -290,8 +290,8 @@ class SoKernelLibrary final : public Module {
     if (it == symbols_.end()) {
       return NotFoundError("kernel ", std::string(name), " is not in this kernel library");
     }
-    return Function(MakeRef<KernelFunctionObj>(Ref<Object>(this), it->second.first,
-                                               it->second.second));
+    return Function(
+        MakeRef<KernelFunctionObj>(Ref<Object>(this), it->second.first, it->second.second));
   }
   bool ImplementsOwnFunction(absl::string_view name) const override {
     return symbols_.contains(name);
@@ -382,8 +382,7 @@ absl::StatusOr<std::vector<KernelInfo>> ParseKernelManifest(absl::string_view te
     k.name = std::string(w[1]);
     if (k.name.empty()) return ManifestError(line_no, "empty kernel name");
     int num_params = 0;
-    if (!absl::SimpleAtoi(w[2], &num_params) || num_params < 0 ||
-        num_params > kMaxManifestParams) {
+    if (!absl::SimpleAtoi(w[2], &num_params) || num_params < 0 || num_params > kMaxManifestParams) {
       return ManifestError(line_no, absl::StrCat("bad parameter count ", w[2]));
     }
     if (!seen.emplace(k.name, line_no).second) {
@@ -400,8 +399,7 @@ absl::StatusOr<std::vector<KernelInfo>> ParseKernelManifest(absl::string_view te
         absl::StatusOr<DataType> dtype = DataType::Parse(pw[1]);
         if (!dtype.ok()) return ManifestError(static_cast<int>(i) + 1, "bad dtype");
         info.dtype = *dtype;
-        if (!absl::SimpleAtoi(pw[2], &info.ndim) || info.ndim < 0 ||
-            info.ndim > kMaxManifestNdim) {
+        if (!absl::SimpleAtoi(pw[2], &info.ndim) || info.ndim < 0 || info.ndim > kMaxManifestNdim) {
           return ManifestError(static_cast<int>(i) + 1, absl::StrCat("bad ndim ", pw[2]));
         }
       } else {
@@ -433,8 +431,9 @@ absl::StatusOr<Ref<Module>> LoadSystemLibKernels(absl::string_view prefix) {
     return NotFoundError("no kernel library is registered in system library \"",
                          std::string(prefix), "\"");
   }
-  TETHER_ASSIGN_OR_RETURN(std::vector<KernelInfo> kernels,
-                          ParseKernelManifest(absl::string_view(manifest, strnlen(manifest, 1 << 24))));
+  TETHER_ASSIGN_OR_RETURN(
+      std::vector<KernelInfo> kernels,
+      ParseKernelManifest(absl::string_view(manifest, strnlen(manifest, 1 << 24))));
   return Ref<Module>(MakeRef<SystemLibKernels>(std::move(lib), std::move(kernels)).get());
 }
 

@@ -10,9 +10,9 @@
 #include "absl/synchronization/mutex.h"
 #include "runtime/core/registry.h"
 #include "runtime/device/device_api.h"
-#include "runtime/vm/kernel_library.h"
 #include "runtime/threading/thread_pool.h"
 #include "runtime/vm/closure.h"
+#include "runtime/vm/kernel_library.h"
 #include "runtime/vm/profile_recorder.h"
 
 namespace tether::vm {
@@ -312,8 +312,9 @@ absl::Status LocalVirtualMachine::SetInstrumentByName(absl::string_view factory_
   if (factory_name == "trace") {
     int64_t max_records = TraceLogObj::kDefaultMaxRecords;
     if (args.size() > 1 || (args.size() == 1 && (!args[0].is_int() || args[0].int_value() < 0))) {
-      return ValueError("the trace instrument takes at most one argument, a non-negative "
-                        "record limit");
+      return ValueError(
+          "the trace instrument takes at most one argument, a non-negative "
+          "record limit");
     }
     if (args.size() == 1) max_records = args[0].int_value();
     trace_ = MakeRef<TraceLogObj>(max_records);
@@ -334,8 +335,9 @@ absl::Status LocalVirtualMachine::SetInstrumentByName(absl::string_view factory_
 
 absl::StatusOr<profiling::Report> LocalVirtualMachine::GetTrace(bool clear) {
   if (!trace_) {
-    return PreconditionError("no trace was recorded on this VM; install the \"trace\" "
-                             "instrument first");
+    return PreconditionError(
+        "no trace was recorded on this VM; install the \"trace\" "
+        "instrument first");
   }
   return trace_->ToReport(clear);
 }

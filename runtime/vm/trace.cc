@@ -31,8 +31,8 @@ absl::StatusOr<Value> TraceLogObj::OnCall(ArgSpan args) {
   for (const Value& a : call_args) {
     if (a.is_tensor()) device = a.AsRef<TensorObj>()->device();
   }
-  records_.push_back({symbol, begun.start - origin_, now - begun.start, device,
-                      ArgumentShapes(call_args)});
+  records_.push_back(
+      {symbol, begun.start - origin_, now - begun.start, device, ArgumentShapes(call_args)});
   return Value();
 }
 
@@ -60,9 +60,8 @@ int64_t TraceLogObj::size() const {
 }
 
 Function MakeTraceInstrument(Ref<TraceLogObj> log) {
-  return Function::FromPacked("trace", [log = std::move(log)](ArgSpan args) {
-    return log->OnCall(args);
-  });
+  return Function::FromPacked("trace",
+                              [log = std::move(log)](ArgSpan args) { return log->OnCall(args); });
 }
 
 }  // namespace tether::vm

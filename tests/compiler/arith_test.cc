@@ -95,7 +95,8 @@ TEST(ArithTest, SubstitutesVariables) {
 TEST(ArithTest, SubstitutesInStatementsKeepingBuffers) {
   Var n("n"), i("i");
   Buffer a = MakeBuffer("A", DataType::Float(32), {n});
-  Stmt loop = For(i, 0, n, ForKind::kSerial, Store(a, {i}, Load(a, {i}) + FloatImm(DataType::Float(32), 1)));
+  Stmt loop = For(i, 0, n, ForKind::kSerial,
+                  Store(a, {i}, Load(a, {i}) + FloatImm(DataType::Float(32), 1)));
   VarMap map;
   map[n.get()] = PrimExpr(8);
   Stmt out = Substitute(loop, map);

@@ -31,7 +31,9 @@ const bool kRegistered = [] {
 
 Expr Id(Expr x) { return MakeCall(GetOp("test.bb_identity"), {std::move(x)}); }
 
-StructInfo F32(std::vector<PrimExpr> shape) { return TensorSInfo(std::move(shape), DataType::Float(32)); }
+StructInfo F32(std::vector<PrimExpr> shape) {
+  return TensorSInfo(std::move(shape), DataType::Float(32));
+}
 
 TEST(BlockBuilderTest, BindsNestedCallsToFreshVars) {
   ASSERT_TRUE(kRegistered);
@@ -162,7 +164,8 @@ TEST(BlockBuilderTest, DataflowVarEscapingItsBlockIsAnError) {
   mod.functions["main"] = MainWithEscapingDataflowVar(true);
   absl::StatusOr<IRModule> out = NormalizeModule(mod);
   EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(out.status().message(), HasSubstr("main: dataflow var lv is used outside its dataflow block"));
+  EXPECT_THAT(out.status().message(),
+              HasSubstr("main: dataflow var lv is used outside its dataflow block"));
 }
 
 TEST(BlockBuilderTest, UndefinedSymbolicParamVarIsAnError) {
@@ -216,8 +219,8 @@ TEST(BuiltinOpsTest, ShapeOfAndCallPurePacked) {
   absl::StatusOr<StructInfo> s = InferStructInfo(MakeCall(GetOp("relax.shape_of"), {x}));
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_EQ(ToString(*s), "R.Shape([n, 3])");
-  absl::StatusOr<StructInfo> p = InferStructInfo(MakeCall(
-      GetOp("relax.call_pure_packed"), {MakeExternFunc("my_func"), x}, {}, {F32({2})}));
+  absl::StatusOr<StructInfo> p = InferStructInfo(
+      MakeCall(GetOp("relax.call_pure_packed"), {MakeExternFunc("my_func"), x}, {}, {F32({2})}));
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(ToString(*p), "R.Tensor((2,), \"float32\")");
   absl::StatusOr<StructInfo> bad =
@@ -232,13 +235,13 @@ TEST(BuiltinOpsTest, CallTirAndMemoryOps) {
       MakeCall(GetOp("relax.call_tir"), {MakeGlobalVar("k"), MakeTuple({x})}, {}, {F32({4})}));
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_EQ(ToString(*t), "R.Tensor((4,), \"float32\")");
-  absl::StatusOr<StructInfo> bad = InferStructInfo(
-      MakeCall(GetOp("relax.call_tir"), {MakeGlobalVar("k"), x}, {}, {F32({4})}));
+  absl::StatusOr<StructInfo> bad =
+      InferStructInfo(MakeCall(GetOp("relax.call_tir"), {MakeGlobalVar("k"), x}, {}, {F32({4})}));
   EXPECT_THAT(bad.status().message(), HasSubstr("argument 1 must be a tuple"));
   Expr storage = MakeVar("st", ObjectSInfo());
-  absl::StatusOr<StructInfo> a = InferStructInfo(
-      MakeCall(GetOp("relax.memory.alloc_tensor"),
-               {storage, MakePrimValue(0), MakeShapeExpr({2, 3}), MakeDataTypeImm(DataType::Float(16))}));
+  absl::StatusOr<StructInfo> a = InferStructInfo(MakeCall(
+      GetOp("relax.memory.alloc_tensor"),
+      {storage, MakePrimValue(0), MakeShapeExpr({2, 3}), MakeDataTypeImm(DataType::Float(16))}));
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_EQ(ToString(*a), "R.Tensor((2, 3), \"float16\")");
   absl::StatusOr<StructInfo> kill =
@@ -255,7 +258,8 @@ TEST(StructInfoUtilTest, IsBaseOfAndLca) {
   EXPECT_FALSE(IsBaseOf(F32({n, 4}), TensorSInfoOfRank(2, DataType::Float(32))));
   EXPECT_FALSE(IsBaseOf(F32({2}), TensorSInfo({2}, DataType::Int(32))));
   EXPECT_EQ(ToString(StructInfoLCA(F32({2}), F32({3}))), "R.Tensor(\"float32\", ndim=1)");
-  EXPECT_EQ(ToString(EraseToRank(TupleSInfo({F32({n})}))), "R.Tuple(R.Tensor(\"float32\", ndim=1))");
+  EXPECT_EQ(ToString(EraseToRank(TupleSInfo({F32({n})}))),
+            "R.Tuple(R.Tensor(\"float32\", ndim=1))");
 }
 
 TEST(StructInfoUtilTest, MatchBindsVarsAndRejectsConstants) {

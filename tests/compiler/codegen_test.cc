@@ -11,8 +11,8 @@
 #include "compiler/kernel/kernel_ir.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "runtime/vm/kernel_library.h"
 #include "runtime/vm/exec_builder.h"
+#include "runtime/vm/kernel_library.h"
 #include "runtime/vm/local_vm.h"
 
 namespace tether::compiler {
@@ -24,7 +24,8 @@ const DataType kF32 = DataType::Float(32);
 
 template <typename T>
 Tensor MakeTensor(std::vector<int64_t> shape, DataType dtype, const std::vector<T>& values) {
-  absl::StatusOr<Tensor> t = Tensor::FromBytes(shape, dtype, values.data(), values.size() * sizeof(T));
+  absl::StatusOr<Tensor> t =
+      Tensor::FromBytes(shape, dtype, values.data(), values.size() * sizeof(T));
   EXPECT_TRUE(t.ok()) << t.status();
   return *t;
 }
@@ -43,8 +44,8 @@ KernelFunc AddKernel(const std::string& name = "add") {
   Buffer c = MakeBuffer("C", kF32, {n});
   Var i("i");
   Stmt body = For(i, 0, n, ForKind::kSerial, Store(c, {i}, Load(a, {i}) + Load(b, {i})));
-  return MakeKernelFunc(name, {KernelParam::Tensor(a), KernelParam::Tensor(b), KernelParam::Tensor(c)},
-                        body);
+  return MakeKernelFunc(
+      name, {KernelParam::Tensor(a), KernelParam::Tensor(b), KernelParam::Tensor(c)}, body);
 }
 
 // Y[i] = op(X[i]) over n.
@@ -156,10 +157,10 @@ TEST(CodegenTest, ReductionWithLocalAccumulator) {
   Buffer s = MakeBuffer("S", kF32, {m});
   Buffer acc = MakeBuffer("acc", kF32, {1}, BufferNode::Scope::kLocal);
   Var i("i"), j("j");
-  Stmt row = Allocate(acc, Seq({Store(acc, {0}, MakeConst(kF32, 0)),
-                                For(j, 0, n, ForKind::kSerial,
-                                    Store(acc, {0}, Load(acc, {0}) + Load(a, {i, j}))),
-                                Store(s, {i}, Load(acc, {0}))}));
+  Stmt row = Allocate(
+      acc, Seq({Store(acc, {0}, MakeConst(kF32, 0)),
+                For(j, 0, n, ForKind::kSerial, Store(acc, {0}, Load(acc, {0}) + Load(a, {i, j}))),
+                Store(s, {i}, Load(acc, {0}))}));
   KernelFunc k = MakeKernelFunc("rowsum", {KernelParam::Tensor(a), KernelParam::Tensor(s)},
                                 For(i, 0, m, ForKind::kParallel, row));
   absl::StatusOr<Ref<Module>> lib = BuildAndLoad({k});
@@ -176,9 +177,10 @@ TEST(CodegenTest, WorkspaceAllocationHoldsIntermediate) {
   Buffer c = MakeBuffer("C", kF32, {n});
   Buffer tmp = MakeBuffer("tmp", kF32, {n}, BufferNode::Scope::kGlobal);
   Var i("i"), j("j");
-  Stmt body = Allocate(tmp, Seq({For(i, 0, n, ForKind::kSerial, Store(tmp, {i}, Load(a, {i}) * Load(a, {i}))),
-                                 For(j, 0, n, ForKind::kSerial,
-                                     Store(c, {j}, Load(tmp, {n - 1 - j}) + MakeConst(kF32, 1)))}));
+  Stmt body = Allocate(
+      tmp, Seq({For(i, 0, n, ForKind::kSerial, Store(tmp, {i}, Load(a, {i}) * Load(a, {i}))),
+                For(j, 0, n, ForKind::kSerial,
+                    Store(c, {j}, Load(tmp, {n - 1 - j}) + MakeConst(kF32, 1)))}));
   KernelFunc k = MakeKernelFunc("rev_sq", {KernelParam::Tensor(a), KernelParam::Tensor(c)}, body);
   absl::StatusOr<Ref<Module>> lib = BuildAndLoad({k});
   ASSERT_TRUE(lib.ok()) << lib.status();
@@ -200,10 +202,11 @@ TEST(CodegenTest, IntBoolAndFloat16LoadStore) {
                   Seq({Store(b64, {i}, Cast(DataType::Int(64), Load(a32, {i})) * 3),
                        Store(mask, {i}, GT(Load(a32, {i}), IntImm(DataType::Int(32), 1))),
                        Store(h_out, {i}, Load(h, {i}) * MakeConst(DataType::Float(16), 2))}));
-  KernelFunc k = MakeKernelFunc("mixed",
-                                {KernelParam::Tensor(a32), KernelParam::Tensor(h), KernelParam::Tensor(b64),
-                                 KernelParam::Tensor(mask), KernelParam::Tensor(h_out)},
-                                body, 3);
+  KernelFunc k =
+      MakeKernelFunc("mixed",
+                     {KernelParam::Tensor(a32), KernelParam::Tensor(h), KernelParam::Tensor(b64),
+                      KernelParam::Tensor(mask), KernelParam::Tensor(h_out)},
+                     body, 3);
   absl::StatusOr<Ref<Module>> lib = BuildAndLoad({k});
   ASSERT_TRUE(lib.ok()) << lib.status();
   // float16 bits: 1.0 = 0x3c00, -2.5 = 0xc100, 0.5 = 0x3800.
@@ -238,9 +241,10 @@ TEST(CodegenTest, AssertFailureReturnsItsMessage) {
 TEST(CodegenTest, ShapeMismatchBetweenArgumentsIsAClearError) {
   absl::StatusOr<Ref<Module>> lib = BuildAndLoad({AddKernel()});
   ASSERT_TRUE(lib.ok()) << lib.status();
-  absl::StatusOr<Value> r = GetKernel(*lib, "add").Call(MakeTensor({4}, kF32, std::vector<float>(4, 0)),
-                                                        MakeTensor({3}, kF32, std::vector<float>(3, 0)),
-                                                        MakeTensor({4}, kF32, std::vector<float>(4, 0)));
+  absl::StatusOr<Value> r = GetKernel(*lib, "add")
+                                .Call(MakeTensor({4}, kF32, std::vector<float>(4, 0)),
+                                      MakeTensor({3}, kF32, std::vector<float>(3, 0)),
+                                      MakeTensor({4}, kF32, std::vector<float>(4, 0)));
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(r.status().message(), HasSubstr("kernel add: argument 1 dim 0 is 3, expected n = 4"));
 }
@@ -250,9 +254,11 @@ TEST(CodegenTest, WrongDtypeOrNdimNamesTheArgument) {
   ASSERT_TRUE(lib.ok()) << lib.status();
   Function add = GetKernel(*lib, "add");
   Tensor ok = MakeTensor({2}, kF32, std::vector<float>(2, 0));
-  absl::StatusOr<Value> r = add.Call(ok, MakeTensor({2}, DataType::Int(32), std::vector<int32_t>(2, 0)), ok);
+  absl::StatusOr<Value> r =
+      add.Call(ok, MakeTensor({2}, DataType::Int(32), std::vector<int32_t>(2, 0)), ok);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(r.status().message(), HasSubstr("kernel add: argument 1 has dtype int32, expected float32"));
+  EXPECT_THAT(r.status().message(),
+              HasSubstr("kernel add: argument 1 has dtype int32, expected float32"));
   r = add.Call(ok, ok, MakeTensor({1, 2}, kF32, std::vector<float>(2, 0)));
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(r.status().message(), HasSubstr("kernel add: argument 2 has 2 dims, expected 1"));
@@ -275,7 +281,8 @@ TEST(CodegenTest, ScalarParameterIsPassedAsInt) {
 }
 
 TEST(CodegenTest, LibraryCarriesManifest) {
-  absl::StatusOr<vm::KernelLibraryBlob> blob = BuildKernelLibrary({AddKernel(), UnaryKernel("exp")}, Target::Host());
+  absl::StatusOr<vm::KernelLibraryBlob> blob =
+      BuildKernelLibrary({AddKernel(), UnaryKernel("exp")}, Target::Host());
   ASSERT_TRUE(blob.ok()) << blob.status();
   EXPECT_EQ(blob->format, "so");
   EXPECT_THAT(blob->data, HasSubstr("kernel add 3\ntensor float32 1\n"));
@@ -302,7 +309,8 @@ TEST(CodegenTest, CorruptOrTruncatedBlobIsAnError) {
 
 TEST(CodegenTest, ManifestParserRejectsMalformedText) {
   EXPECT_FALSE(ParseKernelManifest("hello").ok());
-  EXPECT_FALSE(ParseKernelManifest("tether-kernel-manifest 1\nkernel add 2\ntensor float32 1\n").ok());
+  EXPECT_FALSE(
+      ParseKernelManifest("tether-kernel-manifest 1\nkernel add 2\ntensor float32 1\n").ok());
   EXPECT_FALSE(ParseKernelManifest("tether-kernel-manifest 1\nkernel add -1\nend\n").ok());
   absl::StatusOr<std::vector<KernelInfo>> ok =
       ParseKernelManifest("tether-kernel-manifest 1\nkernel f 2\ntensor float16 3\nint64\nend\n");
@@ -313,10 +321,12 @@ TEST(CodegenTest, ManifestParserRejectsMalformedText) {
 }
 
 TEST(CodegenTest, CrossCompilesAnAArch64SharedObject) {
-  absl::StatusOr<Target> target = Target::Parse("llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a72 -mattr=+neon");
+  absl::StatusOr<Target> target =
+      Target::Parse("llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a72 -mattr=+neon");
   ASSERT_TRUE(target.ok()) << target.status();
   EXPECT_FALSE(target->is_host());
-  absl::StatusOr<vm::KernelLibraryBlob> blob = BuildKernelLibrary({AddKernel(), UnaryKernel("tanh")}, *target);
+  absl::StatusOr<vm::KernelLibraryBlob> blob =
+      BuildKernelLibrary({AddKernel(), UnaryKernel("tanh")}, *target);
   ASSERT_TRUE(blob.ok()) << blob.status();
   ASSERT_GT(blob->data.size(), 20u);
   uint16_t machine;
@@ -341,7 +351,8 @@ TEST(CodegenTest, SystemLibBuildsAnArchiveWithRegistration) {
   CodegenOptions options;
   options.system_lib = true;
   options.system_lib_prefix = "demo";
-  absl::StatusOr<vm::KernelLibraryBlob> blob = BuildKernelLibrary({AddKernel()}, Target::Host(), options);
+  absl::StatusOr<vm::KernelLibraryBlob> blob =
+      BuildKernelLibrary({AddKernel()}, Target::Host(), options);
   ASSERT_TRUE(blob.ok()) << blob.status();
   EXPECT_EQ(blob->format, "static");
   EXPECT_EQ(blob->data.substr(0, 8), "!<arch>\n");
@@ -349,7 +360,8 @@ TEST(CodegenTest, SystemLibBuildsAnArchiveWithRegistration) {
 }
 
 TEST(CodegenTest, VirtualMachineCallsKernelFromEmbeddedLibrary) {
-  absl::StatusOr<vm::KernelLibraryBlob> blob = BuildKernelLibrary({AddKernel("vm_add")}, Target::Host());
+  absl::StatusOr<vm::KernelLibraryBlob> blob =
+      BuildKernelLibrary({AddKernel("vm_add")}, Target::Host());
   ASSERT_TRUE(blob.ok()) << blob.status();
   vm::ExecBuilder b;
   b.AddKernelLibrary(*blob);

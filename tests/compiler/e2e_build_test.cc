@@ -163,7 +163,9 @@ TEST_F(BuildTest, Aarch64TargetEmbedsAnAarch64SharedObject) {
   ASSERT_EQ(exec->kernel_libraries.size(), 1u);
   const std::string& so = exec->kernel_libraries[0].data;
   ASSERT_GE(so.size(), 20u);
-  EXPECT_EQ(so.substr(0, 4), "\x7f" "ELF");
+  EXPECT_EQ(so.substr(0, 4),
+            "\x7f"
+            "ELF");
   uint16_t machine;
   std::memcpy(&machine, so.data() + 18, 2);
   EXPECT_EQ(machine, 183);  // EM_AARCH64

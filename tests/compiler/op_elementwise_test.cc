@@ -18,11 +18,11 @@ struct ShapePair {
 };
 const std::vector<ShapePair>& BinaryShapes() {
   static const auto* shapes = new std::vector<ShapePair>{
-      {{3, 5}, {3, 5}},          // same shape
-      {{4, 1, 7}, {5, 1}},       // both sides stretch
-      {{1}, {67, 13}},           // size-1 against an odd 2-D shape
-      {{}, {2, 3}},              // rank 0
-      {{2, 5000}, {5000}},       // small outer, chunked inner
+      {{3, 5}, {3, 5}},     // same shape
+      {{4, 1, 7}, {5, 1}},  // both sides stretch
+      {{1}, {67, 13}},      // size-1 against an odd 2-D shape
+      {{}, {2, 3}},         // rank 0
+      {{2, 5000}, {5000}},  // small outer, chunked inner
   };
   return *shapes;
 }
@@ -56,8 +56,8 @@ void CheckUnary(const std::string& op, DataType dtype, const Fn1& ref, double lo
     SCOPED_TRACE(op + " " + dtype.ToString() + " rank " + std::to_string(shape.size()));
     HostTensor x = Random(shape, dtype, seed++, lo, hi);
     OP_TEST_ASSIGN_OR_SKIP(out, RunOp(op, {x}));
-    HostTensor expected =
-        BroadcastRef({x}, dtype, [&](const std::vector<double>& v) { return RoundTo(dtype, ref(v[0])); });
+    HostTensor expected = BroadcastRef(
+        {x}, dtype, [&](const std::vector<double>& v) { return RoundTo(dtype, ref(v[0])); });
     ExpectClose(out[0], expected);
   }
 }
@@ -122,8 +122,8 @@ TEST(ElementwiseOpTest, RejectsFloatMathOnInts) {
 
 TEST(ElementwiseOpTest, RejectsNonBoolCondition) {
   absl::StatusOr<StructInfo> s =
-      InferOp("relax.where", {TensorVar("c", {3}, kF32), TensorVar("a", {3}, kF32),
-                              TensorVar("b", {3}, kF32)});
+      InferOp("relax.where",
+              {TensorVar("c", {3}, kF32), TensorVar("a", {3}, kF32), TensorVar("b", {3}, kF32)});
   ASSERT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.status().message().find("relax.where"), std::string::npos) << s.status();
 }
@@ -142,19 +142,25 @@ TEST(ElementwiseOpTest, ArithmeticFloat32MatchesReference) {
   CheckBinary("relax.maximum", kF32, [](double a, double b) { return std::max(a, b); });
   CheckBinary("relax.minimum", kF32, [](double a, double b) { return std::min(a, b); });
   CheckBinary("relax.floor_divide", kF32, [](double a, double b) { return std::floor(a / b); });
-  CheckBinary("relax.power", kF32, [](double a, double b) { return std::pow(a, b); }, false, 0.1,
-              3);
+  CheckBinary(
+      "relax.power", kF32, [](double a, double b) { return std::pow(a, b); }, false, 0.1, 3);
 }
 
 TEST(ElementwiseOpTest, ArithmeticIntMatchesReference) {
   for (DataType t : {kI32, kI64}) {
-    CheckBinary("relax.add", t, [](double a, double b) { return a + b; }, false, -100, 100);
-    CheckBinary("relax.subtract", t, [](double a, double b) { return a - b; }, false, -100, 100);
-    CheckBinary("relax.multiply", t, [](double a, double b) { return a * b; }, false, -100, 100);
-    CheckBinary("relax.maximum", t, [](double a, double b) { return std::max(a, b); }, false);
-    CheckBinary("relax.minimum", t, [](double a, double b) { return std::min(a, b); }, false);
-    CheckBinary("relax.floor_divide", t, [](double a, double b) { return std::floor(a / b); },
-                false, -20, 20);
+    CheckBinary(
+        "relax.add", t, [](double a, double b) { return a + b; }, false, -100, 100);
+    CheckBinary(
+        "relax.subtract", t, [](double a, double b) { return a - b; }, false, -100, 100);
+    CheckBinary(
+        "relax.multiply", t, [](double a, double b) { return a * b; }, false, -100, 100);
+    CheckBinary(
+        "relax.maximum", t, [](double a, double b) { return std::max(a, b); }, false);
+    CheckBinary(
+        "relax.minimum", t, [](double a, double b) { return std::min(a, b); }, false);
+    CheckBinary(
+        "relax.floor_divide", t, [](double a, double b) { return std::floor(a / b); }, false, -20,
+        20);
   }
 }
 
@@ -165,18 +171,26 @@ TEST(ElementwiseOpTest, Float16AddAndMultiplyMatchReference) {
 
 TEST(ElementwiseOpTest, ComparisonsMatchReference) {
   for (DataType t : {kF32, kI32}) {
-    CheckBinary("relax.equal", t, [](double a, double b) { return a == b; }, true, -2, 2);
-    CheckBinary("relax.not_equal", t, [](double a, double b) { return a != b; }, true, -2, 2);
-    CheckBinary("relax.less", t, [](double a, double b) { return a < b; }, true, -2, 2);
-    CheckBinary("relax.less_equal", t, [](double a, double b) { return a <= b; }, true, -2, 2);
-    CheckBinary("relax.greater", t, [](double a, double b) { return a > b; }, true, -2, 2);
-    CheckBinary("relax.greater_equal", t, [](double a, double b) { return a >= b; }, true, -2, 2);
+    CheckBinary(
+        "relax.equal", t, [](double a, double b) { return a == b; }, true, -2, 2);
+    CheckBinary(
+        "relax.not_equal", t, [](double a, double b) { return a != b; }, true, -2, 2);
+    CheckBinary(
+        "relax.less", t, [](double a, double b) { return a < b; }, true, -2, 2);
+    CheckBinary(
+        "relax.less_equal", t, [](double a, double b) { return a <= b; }, true, -2, 2);
+    CheckBinary(
+        "relax.greater", t, [](double a, double b) { return a > b; }, true, -2, 2);
+    CheckBinary(
+        "relax.greater_equal", t, [](double a, double b) { return a >= b; }, true, -2, 2);
   }
 }
 
 TEST(ElementwiseOpTest, LogicalOpsMatchReference) {
-  CheckBinary("relax.logical_and", kBool, [](double a, double b) { return a && b; }, true);
-  CheckBinary("relax.logical_or", kBool, [](double a, double b) { return a || b; }, true);
+  CheckBinary(
+      "relax.logical_and", kBool, [](double a, double b) { return a && b; }, true);
+  CheckBinary(
+      "relax.logical_or", kBool, [](double a, double b) { return a || b; }, true);
   CheckUnary("relax.logical_not", kBool, [](double a) { return !a; });
 }
 
@@ -184,9 +198,12 @@ TEST(ElementwiseOpTest, UnaryMathMatchesReference) {
   CheckUnary("relax.negative", kF32, [](double x) { return -x; });
   CheckUnary("relax.abs", kF32, [](double x) { return std::fabs(x); });
   CheckUnary("relax.exp", kF32, [](double x) { return std::exp(x); });
-  CheckUnary("relax.log", kF32, [](double x) { return std::log(x); }, 0.01, 10);
-  CheckUnary("relax.sqrt", kF32, [](double x) { return std::sqrt(x); }, 0, 10);
-  CheckUnary("relax.rsqrt", kF32, [](double x) { return 1 / std::sqrt(x); }, 0.05, 10);
+  CheckUnary(
+      "relax.log", kF32, [](double x) { return std::log(x); }, 0.01, 10);
+  CheckUnary(
+      "relax.sqrt", kF32, [](double x) { return std::sqrt(x); }, 0, 10);
+  CheckUnary(
+      "relax.rsqrt", kF32, [](double x) { return 1 / std::sqrt(x); }, 0.05, 10);
   CheckUnary("relax.tanh", kF32, [](double x) { return std::tanh(x); });
   CheckUnary("relax.sigmoid", kF32, [](double x) { return 1 / (1 + std::exp(-x)); });
   CheckUnary("relax.erf", kF32, [](double x) { return std::erf(x); });
@@ -203,9 +220,12 @@ TEST(ElementwiseOpTest, ActivationsMatchReference) {
 }
 
 TEST(ElementwiseOpTest, IntUnaryMatchesReference) {
-  CheckUnary("relax.negative", kI32, [](double x) { return -x; }, -50, 50);
-  CheckUnary("relax.abs", kI64, [](double x) { return std::fabs(x); }, -50, 50);
-  CheckUnary("relax.nn.relu", kI32, [](double x) { return std::max(x, 0.0); }, -50, 50);
+  CheckUnary(
+      "relax.negative", kI32, [](double x) { return -x; }, -50, 50);
+  CheckUnary(
+      "relax.abs", kI64, [](double x) { return std::fabs(x); }, -50, 50);
+  CheckUnary(
+      "relax.nn.relu", kI32, [](double x) { return std::max(x, 0.0); }, -50, 50);
 }
 
 TEST(ElementwiseOpTest, Float16MathMatchesReference) {
@@ -230,9 +250,8 @@ TEST(ElementwiseOpTest, WhereMatchesReference) {
   struct Case {
     Shape c, a, b;
   };
-  for (const Case& cs : std::vector<Case>{{{4, 5}, {4, 5}, {4, 5}},
-                                          {{3, 1}, {1, 6}, {}},
-                                          {{1}, {2, 3, 7}, {7}}}) {
+  for (const Case& cs :
+       std::vector<Case>{{{4, 5}, {4, 5}, {4, 5}}, {{3, 1}, {1, 6}, {}}, {{1}, {2, 3, 7}, {7}}}) {
     HostTensor c = Random(cs.c, kBool, 11);
     HostTensor a = Random(cs.a, kF32, 12);
     HostTensor b = Random(cs.b, kF32, 13);
@@ -247,8 +266,13 @@ TEST(ElementwiseOpTest, AstypeMatchesReference) {
   struct Case {
     DataType from, to;
   };
-  for (const Case& cs : std::vector<Case>{{kF32, kI32}, {kI32, kF32}, {kF32, kF16}, {kF16, kF32},
-                                          {kI64, kI32}, {kF32, kBool}, {kBool, kF32}}) {
+  for (const Case& cs : std::vector<Case>{{kF32, kI32},
+                                          {kI32, kF32},
+                                          {kF32, kF16},
+                                          {kF16, kF32},
+                                          {kI64, kI32},
+                                          {kF32, kBool},
+                                          {kBool, kF32}}) {
     SCOPED_TRACE(cs.from.ToString() + " -> " + cs.to.ToString());
     for (const Shape& shape : std::vector<Shape>{{}, {3, 1}, {129}}) {
       HostTensor x = Random(shape, cs.from, 21, -100, 100);

@@ -8,9 +8,8 @@ namespace {
 
 std::string NestFor(std::vector<PrimExpr> shape) {
   Buffer out = MakeBuffer("out", kF32, std::move(shape));
-  return ToString(MakeElementwiseLoopNest(out, [](const std::vector<PrimExpr>&) {
-    return FloatImm(kF32, 1.0);
-  }));
+  return ToString(MakeElementwiseLoopNest(
+      out, [](const std::vector<PrimExpr>&) { return FloatImm(kF32, 1.0); }));
 }
 
 size_t Count(const std::string& s, const std::string& what) {

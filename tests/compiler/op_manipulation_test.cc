@@ -26,16 +26,18 @@ HostTensor Reshaped(HostTensor x, Shape shape) {
 }
 
 TEST(ManipulationOpTest, ReshapeInfersMinusOne) {
-  absl::StatusOr<StructInfo> s = InferOp(
-      "relax.reshape", {TensorVar("x", {2, 3, 4}, kF32), MakeShapeExpr({PrimExpr(-1), PrimExpr(4)})});
+  absl::StatusOr<StructInfo> s =
+      InferOp("relax.reshape",
+              {TensorVar("x", {2, 3, 4}, kF32), MakeShapeExpr({PrimExpr(-1), PrimExpr(4)})});
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_EQ(ToString(*s), ToString(TensorSInfo({6, 4}, kF32)));
 }
 
 TEST(ManipulationOpTest, ReshapeInfersSymbolicMinusOne) {
   Var n("n");
-  absl::StatusOr<StructInfo> s = InferOp(
-      "relax.reshape", {TensorVar("x", {n, 3, 4}, kF32), MakeShapeExpr({PrimExpr(-1), PrimExpr(12)})});
+  absl::StatusOr<StructInfo> s =
+      InferOp("relax.reshape",
+              {TensorVar("x", {n, 3, 4}, kF32), MakeShapeExpr({PrimExpr(-1), PrimExpr(12)})});
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_TRUE(ProveEqual((*s->as<TensorStructInfoNode>()->shape)[0], n)) << ToString(*s);
 }
@@ -56,8 +58,8 @@ TEST(ManipulationOpTest, ReshapeAndFlattenMatchReference) {
   OP_TEST_ASSIGN_OR_SKIP(flat, RunOp("relax.flatten", {x}));
   ExpectClose(flat[0], Reshaped(x, {30}));
   HostTensor y = Random({7}, kI32, 2, -9, 9);
-  OP_TEST_ASSIGN_OR_SKIP(
-      out3, RunOp("relax.reshape", {y}, {}, {MakeShapeExpr({PrimExpr(1), PrimExpr(7), PrimExpr(1)})}));
+  OP_TEST_ASSIGN_OR_SKIP(out3, RunOp("relax.reshape", {y}, {},
+                                     {MakeShapeExpr({PrimExpr(1), PrimExpr(7), PrimExpr(1)})}));
   ExpectClose(out3[0], Reshaped(y, {1, 7, 1}));
 }
 
@@ -79,10 +81,15 @@ TEST(ManipulationOpTest, SymbolicReshapeRunsAtTwoSizes) {
 
 TEST(ManipulationOpTest, PermuteDimsMatchesReference) {
   HostTensor x = Random({2, 3, 5}, kF32, 4);
-  OP_TEST_ASSIGN_OR_SKIP(out, RunOp("relax.permute_dims", {x}, {{"axes", std::vector<int64_t>{1, 2, 0}}}));
-  ExpectClose(out[0], GatherRef(x, {3, 5, 2}, [](const Shape& i) { return Shape{i[2], i[0], i[1]}; }));
+  OP_TEST_ASSIGN_OR_SKIP(
+      out, RunOp("relax.permute_dims", {x}, {{"axes", std::vector<int64_t>{1, 2, 0}}}));
+  ExpectClose(out[0], GatherRef(x, {3, 5, 2}, [](const Shape& i) {
+                return Shape{i[2], i[0], i[1]};
+              }));
   OP_TEST_ASSIGN_OR_SKIP(rev, RunOp("relax.permute_dims", {x}));
-  ExpectClose(rev[0], GatherRef(x, {5, 3, 2}, [](const Shape& i) { return Shape{i[2], i[1], i[0]}; }));
+  ExpectClose(rev[0], GatherRef(x, {5, 3, 2}, [](const Shape& i) {
+                return Shape{i[2], i[1], i[0]};
+              }));
   HostTensor y = Random({65, 1}, kI64, 5, -9, 9);
   OP_TEST_ASSIGN_OR_SKIP(t, RunOp("relax.permute_dims", {y}));
   ExpectClose(t[0], Reshaped(y, {1, 65}));
@@ -97,7 +104,8 @@ TEST(ManipulationOpTest, PermuteDimsRejectsWrongAxes) {
 
 TEST(ManipulationOpTest, ExpandDimsAndSqueezeMatchReference) {
   HostTensor x = Random({3, 4}, kF32, 6);
-  OP_TEST_ASSIGN_OR_SKIP(e, RunOp("relax.expand_dims", {x}, {{"axis", std::vector<int64_t>{0, -1}}}));
+  OP_TEST_ASSIGN_OR_SKIP(e,
+                         RunOp("relax.expand_dims", {x}, {{"axis", std::vector<int64_t>{0, -1}}}));
   ExpectClose(e[0], Reshaped(x, {1, 3, 4, 1}));
   OP_TEST_ASSIGN_OR_SKIP(e1, RunOp("relax.expand_dims", {x}, {{"axis", int64_t{1}}}));
   ExpectClose(e1[0], Reshaped(x, {3, 1, 4}));
@@ -109,22 +117,23 @@ TEST(ManipulationOpTest, ExpandDimsAndSqueezeMatchReference) {
 }
 
 TEST(ManipulationOpTest, SqueezeRejectsNonUnitAxis) {
-  absl::StatusOr<StructInfo> s = InferOp("relax.squeeze", {TensorVar("x", {2, 3}, kF32)},
-                                         {{"axis", std::vector<int64_t>{1}}});
+  absl::StatusOr<StructInfo> s =
+      InferOp("relax.squeeze", {TensorVar("x", {2, 3}, kF32)}, {{"axis", std::vector<int64_t>{1}}});
   ASSERT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.status().message().find("relax.squeeze"), std::string::npos) << s.status();
 }
 
 TEST(ManipulationOpTest, ConcatMatchesReference) {
   for (int64_t axis : {0, 1, -1}) {
-    HostTensor a = Random({2, 3}, kF32, 8), b = Random({2, 1}, kF32, 9), c = Random({2, 4}, kF32, 10);
+    HostTensor a = Random({2, 3}, kF32, 8), b = Random({2, 1}, kF32, 9),
+               c = Random({2, 4}, kF32, 10);
     if (axis == 0) {
       b = Random({1, 3}, kF32, 9);
       c = Random({4, 3}, kF32, 10);
     }
-    Expr tuple = MakeVar("t", TupleSInfo({TensorSInfo(Dims(a.shape), kF32),
-                                          TensorSInfo(Dims(b.shape), kF32),
-                                          TensorSInfo(Dims(c.shape), kF32)}));
+    Expr tuple =
+        MakeVar("t", TupleSInfo({TensorSInfo(Dims(a.shape), kF32), TensorSInfo(Dims(b.shape), kF32),
+                                 TensorSInfo(Dims(c.shape), kF32)}));
     absl::StatusOr<Expr> call = MakeOpCall("relax.concat", {tuple}, {{"axis", axis}});
     ASSERT_TRUE(call.ok()) << call.status();
     OP_TEST_ASSIGN_OR_SKIP(out, RunCall(*call, {a, b, c}));
@@ -162,20 +171,25 @@ TEST(ManipulationOpTest, SplitMatchesReference) {
       out, RunOp("relax.split", {x}, {{"indices_or_sections", int64_t{3}}, {"axis", int64_t{1}}}));
   ASSERT_EQ(out.size(), 3u);
   for (int64_t k = 0; k < 3; ++k) {
-    ExpectClose(out[static_cast<size_t>(k)],
-                GatherRef(x, {4, 2}, [k](const Shape& i) { return Shape{i[0], i[1] + 2 * k}; }));
+    ExpectClose(out[static_cast<size_t>(k)], GatherRef(x, {4, 2}, [k](const Shape& i) {
+                  return Shape{i[0], i[1] + 2 * k};
+                }));
   }
   OP_TEST_ASSIGN_OR_SKIP(
       pieces, RunOp("relax.split", {x}, {{"indices_or_sections", std::vector<int64_t>{1, 3}}}));
   ASSERT_EQ(pieces.size(), 3u);
   ExpectClose(pieces[0], GatherRef(x, {1, 6}, [](const Shape& i) { return i; }));
-  ExpectClose(pieces[1], GatherRef(x, {2, 6}, [](const Shape& i) { return Shape{i[0] + 1, i[1]}; }));
-  ExpectClose(pieces[2], GatherRef(x, {1, 6}, [](const Shape& i) { return Shape{i[0] + 3, i[1]}; }));
+  ExpectClose(pieces[1], GatherRef(x, {2, 6}, [](const Shape& i) {
+                return Shape{i[0] + 1, i[1]};
+              }));
+  ExpectClose(pieces[2], GatherRef(x, {1, 6}, [](const Shape& i) {
+                return Shape{i[0] + 3, i[1]};
+              }));
 }
 
 TEST(ManipulationOpTest, SplitRejectsUnevenSections) {
-  absl::StatusOr<StructInfo> s = InferOp("relax.split", {TensorVar("x", {5}, kF32)},
-                                         {{"indices_or_sections", int64_t{2}}});
+  absl::StatusOr<StructInfo> s =
+      InferOp("relax.split", {TensorVar("x", {5}, kF32)}, {{"indices_or_sections", int64_t{2}}});
   ASSERT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.status().message().find("relax.split"), std::string::npos) << s.status();
 }
@@ -183,17 +197,23 @@ TEST(ManipulationOpTest, SplitRejectsUnevenSections) {
 TEST(ManipulationOpTest, StridedSliceMatchesReference) {
   HostTensor x = Random({6, 7}, kF32, 12);
   // x[1:5:2, -3:]
-  OP_TEST_ASSIGN_OR_SKIP(
-      out, RunOp("relax.strided_slice", {x},
-                 {{"axes", std::vector<int64_t>{0, 1}}, {"begin", std::vector<int64_t>{1, -3}},
-                  {"end", std::vector<int64_t>{5, 100}}, {"strides", std::vector<int64_t>{2, 1}}}));
-  ExpectClose(out[0], GatherRef(x, {2, 3}, [](const Shape& i) { return Shape{1 + 2 * i[0], 4 + i[1]}; }));
+  OP_TEST_ASSIGN_OR_SKIP(out, RunOp("relax.strided_slice", {x},
+                                    {{"axes", std::vector<int64_t>{0, 1}},
+                                     {"begin", std::vector<int64_t>{1, -3}},
+                                     {"end", std::vector<int64_t>{5, 100}},
+                                     {"strides", std::vector<int64_t>{2, 1}}}));
+  ExpectClose(out[0], GatherRef(x, {2, 3}, [](const Shape& i) {
+                return Shape{1 + 2 * i[0], 4 + i[1]};
+              }));
   // x[:, ::-2] (begin clamped from a huge value)
-  OP_TEST_ASSIGN_OR_SKIP(
-      rev, RunOp("relax.strided_slice", {x},
-                 {{"axes", std::vector<int64_t>{1}}, {"begin", std::vector<int64_t>{1000}},
-                  {"end", std::vector<int64_t>{-1000}}, {"strides", std::vector<int64_t>{-2}}}));
-  ExpectClose(rev[0], GatherRef(x, {6, 4}, [](const Shape& i) { return Shape{i[0], 6 - 2 * i[1]}; }));
+  OP_TEST_ASSIGN_OR_SKIP(rev, RunOp("relax.strided_slice", {x},
+                                    {{"axes", std::vector<int64_t>{1}},
+                                     {"begin", std::vector<int64_t>{1000}},
+                                     {"end", std::vector<int64_t>{-1000}},
+                                     {"strides", std::vector<int64_t>{-2}}}));
+  ExpectClose(rev[0], GatherRef(x, {6, 4}, [](const Shape& i) {
+                return Shape{i[0], 6 - 2 * i[1]};
+              }));
   // An empty slice.
   absl::StatusOr<StructInfo> s = InferOp("relax.strided_slice", {TensorVar("x", {6}, kF32)},
                                          {{"axes", std::vector<int64_t>{0}},
@@ -208,7 +228,8 @@ TEST(ManipulationOpTest, TakeMatchesReferenceAndClamps) {
   HostTensor ind{{2, 2}, kI64, {4, 0, -1, 9}};  // -1 wraps to 4, 9 clamps to 4
   OP_TEST_ASSIGN_OR_SKIP(out, RunOp("relax.take", {x, ind}, {{"axis", int64_t{0}}}));
   ExpectClose(out[0], GatherRef(x, {2, 2, 3}, [&](const Shape& i) {
-                const int64_t raw = static_cast<int64_t>(ind.data[static_cast<size_t>(i[0] * 2 + i[1])]);
+                const int64_t raw =
+                    static_cast<int64_t>(ind.data[static_cast<size_t>(i[0] * 2 + i[1])]);
                 const int64_t r = std::clamp<int64_t>(raw < 0 ? raw + 5 : raw, 0, 4);
                 return Shape{r, i[2]};
               }));
@@ -228,18 +249,19 @@ TEST(ManipulationOpTest, TakeRejectsFloatIndices) {
 
 TEST(ManipulationOpTest, BroadcastToMatchesReference) {
   HostTensor x = Random({3, 1}, kF32, 14);
-  OP_TEST_ASSIGN_OR_SKIP(
-      out, RunOp("relax.broadcast_to", {x}, {}, {MakeShapeExpr({PrimExpr(2), PrimExpr(3), PrimExpr(5)})}));
+  OP_TEST_ASSIGN_OR_SKIP(out, RunOp("relax.broadcast_to", {x}, {},
+                                    {MakeShapeExpr({PrimExpr(2), PrimExpr(3), PrimExpr(5)})}));
   ExpectClose(out[0], GatherRef(x, {2, 3, 5}, [](const Shape& i) { return Shape{i[1], 0}; }));
-  absl::StatusOr<StructInfo> bad = InferOp(
-      "relax.broadcast_to", {TensorVar("x", {3, 2}, kF32), MakeShapeExpr({PrimExpr(3), PrimExpr(4)})});
+  absl::StatusOr<StructInfo> bad =
+      InferOp("relax.broadcast_to",
+              {TensorVar("x", {3, 2}, kF32), MakeShapeExpr({PrimExpr(3), PrimExpr(4)})});
   ASSERT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(bad.status().message().find("relax.broadcast_to"), std::string::npos) << bad.status();
 }
 
 TEST(ManipulationOpTest, FullZerosOnesMatchReference) {
-  absl::StatusOr<Expr> full = MakeOpCall(
-      "relax.full", {MakeShapeExpr({PrimExpr(2), PrimExpr(3)}), MakePrimValue(FloatImm(kF32, 2.5))});
+  absl::StatusOr<Expr> full = MakeOpCall("relax.full", {MakeShapeExpr({PrimExpr(2), PrimExpr(3)}),
+                                                        MakePrimValue(FloatImm(kF32, 2.5))});
   ASSERT_TRUE(full.ok()) << full.status();
   OP_TEST_ASSIGN_OR_SKIP(f, RunCall(*full, {}));
   ExpectClose(f[0], Filled({2, 3}, kF32, 2.5));
@@ -263,9 +285,9 @@ namespace {
 TEST(ManipulationOpTest, FullTakesAScalarTensorFillValue) {
   absl::StatusOr<Tensor> scalar = ToTensor(HostTensor{{}, kI32, {-7}});
   ASSERT_TRUE(scalar.ok()) << scalar.status();
-  absl::StatusOr<Expr> full = MakeOpCall(
-      "relax.full", {MakeShapeExpr({PrimExpr(3), PrimExpr(2)}), MakeConstant(*scalar)},
-      {{"dtype", kF32}});
+  absl::StatusOr<Expr> full =
+      MakeOpCall("relax.full", {MakeShapeExpr({PrimExpr(3), PrimExpr(2)}), MakeConstant(*scalar)},
+                 {{"dtype", kF32}});
   ASSERT_TRUE(full.ok()) << full.status();
   EXPECT_EQ(ToString(full->struct_info()), ToString(TensorSInfo({3, 2}, kF32)));
   OP_TEST_ASSIGN_OR_SKIP(f, RunCall(*full, {HostTensor{{}, kI32, {-7}}}));

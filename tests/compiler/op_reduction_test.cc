@@ -34,9 +34,10 @@ HostTensor ReduceRef(const HostTensor& x, std::vector<int64_t> axes, bool keepdi
   std::vector<double> acc(static_cast<size_t>(n_out)), best(static_cast<size_t>(n_out), -1);
   std::vector<int64_t> pos(static_cast<size_t>(n_out), 0);
   for (auto& a : acc) {
-    a = kind == Kind::kProd ? 1 : kind == Kind::kMax || kind == Kind::kArgMax ? -inf
-        : kind == Kind::kMin || kind == Kind::kArgMin                          ? inf
-                                                                               : 0;
+    a = kind == Kind::kProd                           ? 1
+        : kind == Kind::kMax || kind == Kind::kArgMax ? -inf
+        : kind == Kind::kMin || kind == Kind::kArgMin ? inf
+                                                      : 0;
   }
   const Shape kept_strides = Strides(kept_shape);
   for (int64_t i = 0; i < NumElements(x.shape); ++i) {
@@ -53,10 +54,18 @@ HostTensor ReduceRef(const HostTensor& x, std::vector<int64_t> axes, bool keepdi
     double& a = acc[static_cast<size_t>(o)];
     switch (kind) {
       case Kind::kSum:
-      case Kind::kMean: a += v; break;
-      case Kind::kProd: a *= v; break;
-      case Kind::kMax: a = std::max(a, v); break;
-      case Kind::kMin: a = std::min(a, v); break;
+      case Kind::kMean:
+        a += v;
+        break;
+      case Kind::kProd:
+        a *= v;
+        break;
+      case Kind::kMax:
+        a = std::max(a, v);
+        break;
+      case Kind::kMin:
+        a = std::min(a, v);
+        break;
       case Kind::kArgMax:
         if (v > a) a = v, pos[static_cast<size_t>(o)] = p;
         break;
@@ -85,8 +94,8 @@ struct Case {
 void CheckReduce(const std::string& op, Kind kind, DataType dtype, double lo = -3, double hi = 3,
                  double tol = -1) {
   const std::vector<Case> cases = {
-      {{5}, {}, false},          {{4, 7}, {1}, false},       {{4, 7}, {0}, true},
-      {{3, 1, 9}, {0, 2}, false}, {{2, 3, 5}, {}, true},     {{130, 33}, {-1}, false},
+      {{5}, {}, false},           {{4, 7}, {1}, false},  {{4, 7}, {0}, true},
+      {{3, 1, 9}, {0, 2}, false}, {{2, 3, 5}, {}, true}, {{130, 33}, {-1}, false},
       {{1}, {0}, true},
   };
   uint32_t seed = 40;
@@ -106,8 +115,8 @@ void CheckReduce(const std::string& op, Kind kind, DataType dtype, double lo = -
 }
 
 TEST(ReductionOpTest, InfersShapes) {
-  absl::StatusOr<StructInfo> s = InferOp("relax.sum", {TensorVar("x", {2, 3, 4}, kF32)},
-                                         {{"axis", std::vector<int64_t>{1}}});
+  absl::StatusOr<StructInfo> s =
+      InferOp("relax.sum", {TensorVar("x", {2, 3, 4}, kF32)}, {{"axis", std::vector<int64_t>{1}}});
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_EQ(ToString(*s), ToString(TensorSInfo({2, 4}, kF32)));
   s = InferOp("relax.max", {TensorVar("x", {2, 3, 4}, kF32)},
@@ -124,23 +133,23 @@ TEST(ReductionOpTest, InfersShapes) {
 
 TEST(ReductionOpTest, KeepsSymbolicDims) {
   Var n("n");
-  absl::StatusOr<StructInfo> s = InferOp("relax.sum", {TensorVar("x", {n, 8}, kF32)},
-                                         {{"axis", std::vector<int64_t>{1}}});
+  absl::StatusOr<StructInfo> s =
+      InferOp("relax.sum", {TensorVar("x", {n, 8}, kF32)}, {{"axis", std::vector<int64_t>{1}}});
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_EQ(ToString(*s), ToString(TensorSInfo({n}, kF32)));
 }
 
 TEST(ReductionOpTest, RejectsBadAxis) {
-  absl::StatusOr<StructInfo> s = InferOp("relax.sum", {TensorVar("x", {2, 3}, kF32)},
-                                         {{"axis", std::vector<int64_t>{2}}});
+  absl::StatusOr<StructInfo> s =
+      InferOp("relax.sum", {TensorVar("x", {2, 3}, kF32)}, {{"axis", std::vector<int64_t>{2}}});
   ASSERT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.status().message().find("relax.sum"), std::string::npos) << s.status();
   EXPECT_NE(s.status().message().find("axis 2"), std::string::npos) << s.status();
 }
 
 TEST(ReductionOpTest, RejectsRepeatedAxis) {
-  absl::StatusOr<StructInfo> s = InferOp("relax.min", {TensorVar("x", {2, 3}, kF32)},
-                                         {{"axis", std::vector<int64_t>{1, -1}}});
+  absl::StatusOr<StructInfo> s =
+      InferOp("relax.min", {TensorVar("x", {2, 3}, kF32)}, {{"axis", std::vector<int64_t>{1, -1}}});
   ASSERT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.status().message().find("repeated"), std::string::npos) << s.status();
 }
@@ -181,7 +190,8 @@ TEST(ReductionOpTest, ArgMaxArgMinTakeTheFirstIndexOnTies) {
       std::vector<int64_t> norm;
       if (!c.axes.empty()) {
         attrs["axis"] = c.axes[0];
-        norm.push_back(c.axes[0] < 0 ? c.axes[0] + static_cast<int64_t>(c.shape.size()) : c.axes[0]);
+        norm.push_back(c.axes[0] < 0 ? c.axes[0] + static_cast<int64_t>(c.shape.size())
+                                     : c.axes[0]);
       }
       OP_TEST_ASSIGN_OR_SKIP(out, RunOp(op, {x}, attrs));
       ExpectClose(out[0], ReduceRef(x, norm, c.keepdims, kind));
@@ -191,8 +201,8 @@ TEST(ReductionOpTest, ArgMaxArgMinTakeTheFirstIndexOnTies) {
 
 TEST(ReductionOpTest, SymbolicKernelRunsAtTwoSizes) {
   Var n("n");
-  absl::StatusOr<Expr> call = MakeOpCall("relax.sum", {TensorVar("x", {n, 6}, kF32)},
-                                         {{"axis", std::vector<int64_t>{0}}});
+  absl::StatusOr<Expr> call =
+      MakeOpCall("relax.sum", {TensorVar("x", {n, 6}, kF32)}, {{"axis", std::vector<int64_t>{0}}});
   ASSERT_TRUE(call.ok()) << call.status();
   absl::StatusOr<KernelFunc> kernel = LowerCallToKernel(*call->as<CallNode>(), "sum_n");
   ASSERT_TRUE(kernel.ok()) << kernel.status();
@@ -214,8 +224,8 @@ namespace {
 // The fusion contract: a schedule reads inputs only through ctx.inputs and
 // passes the final value through the epilogue.
 TEST(ReductionOpTest, ScheduleUsesReadersAndEpilogue) {
-  absl::StatusOr<Expr> call = MakeOpCall("relax.max", {TensorVar("x", {3, 4}, kF32)},
-                                         {{"axis", std::vector<int64_t>{1}}});
+  absl::StatusOr<Expr> call =
+      MakeOpCall("relax.max", {TensorVar("x", {3, 4}, kF32)}, {{"axis", std::vector<int64_t>{1}}});
   ASSERT_TRUE(call.ok()) << call.status();
   const CallNode* node = call->as<CallNode>();
   Buffer in = MakeBuffer("X", kF32, {3, 4});
@@ -224,7 +234,8 @@ TEST(ReductionOpTest, ScheduleUsesReadersAndEpilogue) {
   ctx.call = node;
   ctx.out_sinfo = node->struct_info();
   // An inlined producer: exp(X[i, j]).
-  ctx.inputs = {[in](const std::vector<PrimExpr>& idx) { return Call(kF32, "exp", {Load(in, idx)}); }};
+  ctx.inputs = {
+      [in](const std::vector<PrimExpr>& idx) { return Call(kF32, "exp", {Load(in, idx)}); }};
   ctx.input_buffers = {Buffer()};
   Epilogue twice = [](const PrimExpr& v, const std::vector<PrimExpr>&) {
     return v * FloatImm(kF32, 2.0);
@@ -242,7 +253,8 @@ TEST(ReductionOpTest, ScheduleUsesReadersAndEpilogue) {
   HostTensor expected{{3}, kF32, {}};
   for (int64_t i = 0; i < 3; ++i) {
     double m = -1e300;
-    for (int64_t j = 0; j < 4; ++j) m = std::max(m, std::exp(x.data[static_cast<size_t>(i * 4 + j)]));
+    for (int64_t j = 0; j < 4; ++j)
+      m = std::max(m, std::exp(x.data[static_cast<size_t>(i * 4 + j)]));
     expected.data.push_back(RoundTo(kF32, 2 * m));
   }
   ExpectClose((*got)[0], expected, 1e-5);

@@ -164,7 +164,8 @@ inline absl::StatusOr<Tensor> ToTensor(const HostTensor& t) {
       int64_t x = static_cast<int64_t>(v);
       std::memcpy(p, &x, static_cast<size_t>(d.bytes()));  // little-endian truncation
     } else {
-      return absl::InvalidArgumentError(absl::StrCat("op test: no host conversion for ", d.ToString()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("op test: no host conversion for ", d.ToString()));
     }
   }
   return Tensor::FromBytes(t.shape, d, bytes.data(), bytes.size());
@@ -242,8 +243,8 @@ class CompiledKernel {
 #if TETHER_OP_TEST_HAS_JIT
     absl::StatusOr<Ref<Module>> mod = BuildAndLoad({kernel});
     if (!mod.ok()) {
-      return absl::Status(mod.status().code(), absl::StrCat(mod.status().message(), "\nkernel:\n",
-                                                            ToString(kernel)));
+      return absl::Status(mod.status().code(),
+                          absl::StrCat(mod.status().message(), "\nkernel:\n", ToString(kernel)));
     }
     absl::StatusOr<Function> fn = (*mod)->GetFunction(kernel->name);
     if (!fn.ok()) return fn.status();
@@ -293,8 +294,8 @@ class CompiledKernel {
     std::vector<Value> values(args.begin(), args.end());
     absl::StatusOr<Value> r = fn_(ArgSpan(values.data(), values.size()));
     if (!r.ok()) {
-      return absl::Status(r.status().code(), absl::StrCat(r.status().message(), "\nkernel:\n",
-                                                          ToString(kernel_)));
+      return absl::Status(r.status().code(),
+                          absl::StrCat(r.status().message(), "\nkernel:\n", ToString(kernel_)));
     }
     std::vector<HostTensor> outs;
     for (size_t k = 0; k < num_outputs; ++k) outs.push_back(FromTensor(args[inputs.size() + k]));
@@ -336,11 +337,11 @@ inline absl::StatusOr<std::vector<HostTensor>> RunOp(const std::string& op,
 }
 
 // Skips the test when the JIT is not there yet; otherwise asserts OK.
-#define OP_TEST_ASSIGN_OR_SKIP(lhs, expr)                                         \
-  auto lhs##_or = (expr);                                                         \
+#define OP_TEST_ASSIGN_OR_SKIP(lhs, expr)                                             \
+  auto lhs##_or = (expr);                                                             \
   if (!lhs##_or.ok() && lhs##_or.status().code() == absl::StatusCode::kUnimplemented) \
-    GTEST_SKIP() << lhs##_or.status().message();                                  \
-  ASSERT_TRUE(lhs##_or.ok()) << lhs##_or.status();                                \
+    GTEST_SKIP() << lhs##_or.status().message();                                      \
+  ASSERT_TRUE(lhs##_or.ok()) << lhs##_or.status();                                    \
   auto lhs = std::move(*lhs##_or)
 
 // Tolerance for comparing results of `dtype`: relative and absolute.
@@ -352,12 +353,11 @@ inline double Tolerance(DataType dtype) {
 }
 
 // Expects `actual` to match `expected` element by element (NaNs equal).
-inline void ExpectClose(const HostTensor& actual, const HostTensor& expected,
-                        double tol = -1) {
+inline void ExpectClose(const HostTensor& actual, const HostTensor& expected, double tol = -1) {
   if (tol < 0) tol = Tolerance(expected.dtype);
   ASSERT_EQ(actual.shape, expected.shape);
-  ASSERT_EQ(actual.dtype, expected.dtype) << actual.dtype.ToString() << " vs "
-                                          << expected.dtype.ToString();
+  ASSERT_EQ(actual.dtype, expected.dtype)
+      << actual.dtype.ToString() << " vs " << expected.dtype.ToString();
   ASSERT_EQ(actual.data.size(), expected.data.size());
   int failures = 0;
   for (size_t i = 0; i < actual.data.size() && failures < 10; ++i) {

@@ -13,7 +13,9 @@ namespace {
 
 using ::testing::HasSubstr;
 
-StructInfo F32(std::vector<PrimExpr> shape) { return TensorSInfo(std::move(shape), DataType::Float(32)); }
+StructInfo F32(std::vector<PrimExpr> shape) {
+  return TensorSInfo(std::move(shape), DataType::Float(32));
+}
 
 // fn(x: (n, 4), w: (4,)) -> shape_of(x) bound to a var, returns x.
 Expr MakeFn(const std::string& n_name) {
@@ -29,8 +31,8 @@ Tensor FloatTensor(std::vector<int64_t> shape, float fill) {
   int64_t count = 1;
   for (int64_t d : shape) count *= d;
   std::vector<float> data(static_cast<size_t>(count), fill);
-  absl::StatusOr<Tensor> t = Tensor::FromBytes(shape, DataType::Float(32), data.data(),
-                                               data.size() * sizeof(float));
+  absl::StatusOr<Tensor> t =
+      Tensor::FromBytes(shape, DataType::Float(32), data.data(), data.size() * sizeof(float));
   return *t;
 }
 

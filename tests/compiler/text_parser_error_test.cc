@@ -17,11 +17,11 @@ using ::testing::HasSubstr;
 
 absl::Status ParseError(absl::string_view text) { return ParseModule(text, "bad.rx").status(); }
 
-#define EXPECT_PARSE_ERROR(text, fragment)                                  \
-  do {                                                                      \
-    absl::Status s_ = ParseError(text);                                     \
-    EXPECT_EQ(s_.code(), absl::StatusCode::kInvalidArgument) << s_;         \
-    EXPECT_THAT(std::string(s_.message()), HasSubstr(fragment));            \
+#define EXPECT_PARSE_ERROR(text, fragment)                          \
+  do {                                                              \
+    absl::Status s_ = ParseError(text);                             \
+    EXPECT_EQ(s_.code(), absl::StatusCode::kInvalidArgument) << s_; \
+    EXPECT_THAT(std::string(s_.message()), HasSubstr(fragment));    \
   } while (0)
 
 TEST(TextParserErrorTest, ReportsWrongPunctuationAfterParameterName) {
@@ -39,7 +39,8 @@ TEST(TextParserErrorTest, ReportsBadIndentation) {
       "@R.function\ndef main(x: R.Tensor((2,), \"float32\")):\n    y = R.nn.relu(x)\n  return y\n",
       "bad.rx:4:3: expected indentation of 0 columns");
   EXPECT_PARSE_ERROR(
-      "@R.function\ndef main(x: R.Tensor((2,), \"float32\")):\n    y = R.nn.relu(x)\n        z = y\n"
+      "@R.function\ndef main(x: R.Tensor((2,), \"float32\")):\n    y = R.nn.relu(x)\n        z = "
+      "y\n"
       "    return y\n",
       "bad.rx:4:9: expected a statement, got an unexpected indent");
 }
@@ -55,34 +56,40 @@ TEST(TextParserErrorTest, ReportsUnknownType) {
 }
 
 TEST(TextParserErrorTest, ReportsUndefinedVariables) {
-  EXPECT_PARSE_ERROR("@R.function\ndef main(x: R.Tensor((2,), \"float32\")):\n    y = R.add(x, z)\n"
-                     "    return y\n",
-                     "bad.rx:3:18: expected a defined variable, got 'z' (undefined)");
+  EXPECT_PARSE_ERROR(
+      "@R.function\ndef main(x: R.Tensor((2,), \"float32\")):\n    y = R.add(x, z)\n"
+      "    return y\n",
+      "bad.rx:3:18: expected a defined variable, got 'z' (undefined)");
   // A dataflow var is not visible after its block.
-  EXPECT_PARSE_ERROR("@R.function\ndef main(x: R.Tensor((2,), \"float32\")):\n"
-                     "    with R.dataflow():\n        lv = R.nn.relu(x)\n        gv = R.add(lv, x)\n"
-                     "        R.output(gv)\n    return lv\n",
-                     "bad.rx:7:12: expected a defined variable, got 'lv' (undefined)");
+  EXPECT_PARSE_ERROR(
+      "@R.function\ndef main(x: R.Tensor((2,), \"float32\")):\n"
+      "    with R.dataflow():\n        lv = R.nn.relu(x)\n        gv = R.add(lv, x)\n"
+      "        R.output(gv)\n    return lv\n",
+      "bad.rx:7:12: expected a defined variable, got 'lv' (undefined)");
   // A bare symbolic name in an annotation must have been declared.
-  EXPECT_PARSE_ERROR("@R.function\ndef main(x: R.Tensor((2,), \"float32\")):\n"
-                     "    y: R.Tensor((k,), \"float32\") = R.nn.relu(x)\n    return y\n",
-                     "bad.rx:3:18: expected a declared symbolic variable, got 'k'");
-  EXPECT_PARSE_ERROR("@I.ir_module\nclass M:\n    @R.function\n    def main(x: R.Tensor((2,), \"float32\")):\n"
-                     "        y = cls.missing(x)\n        return y\n",
-                     "bad.rx:5:17: expected a function of the module after 'cls.', got 'missing'");
+  EXPECT_PARSE_ERROR(
+      "@R.function\ndef main(x: R.Tensor((2,), \"float32\")):\n"
+      "    y: R.Tensor((k,), \"float32\") = R.nn.relu(x)\n    return y\n",
+      "bad.rx:3:18: expected a declared symbolic variable, got 'k'");
+  EXPECT_PARSE_ERROR(
+      "@I.ir_module\nclass M:\n    @R.function\n    def main(x: R.Tensor((2,), \"float32\")):\n"
+      "        y = cls.missing(x)\n        return y\n",
+      "bad.rx:5:17: expected a function of the module after 'cls.', got 'missing'");
 }
 
 TEST(TextParserErrorTest, ReportsAnnotationThatIsNotASupertype) {
   // Wrong shape.
-  EXPECT_PARSE_ERROR("@R.function\ndef main(x: R.Tensor((2,), \"float32\")):\n"
-                     "    y: R.Tensor((3,), \"float32\") = R.nn.relu(x)\n    return y\n",
-                     "bad.rx:3:5:");
+  EXPECT_PARSE_ERROR(
+      "@R.function\ndef main(x: R.Tensor((2,), \"float32\")):\n"
+      "    y: R.Tensor((3,), \"float32\") = R.nn.relu(x)\n    return y\n",
+      "bad.rx:3:5:");
   // Narrowing needs R.match_cast.
-  EXPECT_PARSE_ERROR("@R.function\ndef main(x: R.Tensor(ndim=1, dtype=\"float32\")):\n"
-                     "    y: R.Tensor((4,), \"float32\") = R.nn.relu(x)\n    return y\n",
-                     "bad.rx:3:5: expected an annotation of 'y' that covers its value's "
-                     "R.Tensor(\"float32\", ndim=1), got R.Tensor((4,), \"float32\") (use R.match_cast "
-                     "to narrow)");
+  EXPECT_PARSE_ERROR(
+      "@R.function\ndef main(x: R.Tensor(ndim=1, dtype=\"float32\")):\n"
+      "    y: R.Tensor((4,), \"float32\") = R.nn.relu(x)\n    return y\n",
+      "bad.rx:3:5: expected an annotation of 'y' that covers its value's "
+      "R.Tensor(\"float32\", ndim=1), got R.Tensor((4,), \"float32\") (use R.match_cast "
+      "to narrow)");
   // Widening is fine.
   EXPECT_TRUE(ParseModule("@R.function\ndef main(x: R.Tensor((2,), \"float32\")):\n"
                           "    y: R.Tensor(ndim=1) = R.nn.relu(x)\n    return y\n")
@@ -90,60 +97,74 @@ TEST(TextParserErrorTest, ReportsAnnotationThatIsNotASupertype) {
 }
 
 TEST(TextParserErrorTest, ReportsOperatorErrorsAtTheCall) {
-  EXPECT_PARSE_ERROR("@R.function\ndef main(x: R.Tensor((2, 3), \"float32\"), w: R.Tensor((4, 5), \"float32\")):\n"
-                     "    y = R.matmul(x, w)\n    return y\n",
-                     "bad.rx:3:9: relax.matmul");
-  EXPECT_PARSE_ERROR("@R.function\ndef main(x: R.Tensor((2, 3), \"float32\")):\n"
-                     "    y = R.no_such_op(x)\n    return y\n",
-                     "bad.rx:3:9:");
+  EXPECT_PARSE_ERROR(
+      "@R.function\ndef main(x: R.Tensor((2, 3), \"float32\"), w: R.Tensor((4, 5), \"float32\")):\n"
+      "    y = R.matmul(x, w)\n    return y\n",
+      "bad.rx:3:9: relax.matmul");
+  EXPECT_PARSE_ERROR(
+      "@R.function\ndef main(x: R.Tensor((2, 3), \"float32\")):\n"
+      "    y = R.no_such_op(x)\n    return y\n",
+      "bad.rx:3:9:");
 }
 
 TEST(TextParserErrorTest, ReportsROutputOutsideDataflow) {
-  EXPECT_PARSE_ERROR("@R.function\ndef main(x: R.Tensor((2,), \"float32\")):\n    R.output(x)\n"
-                     "    return x\n",
-                     "bad.rx:3:5: expected a binding, got R.output");
+  EXPECT_PARSE_ERROR(
+      "@R.function\ndef main(x: R.Tensor((2,), \"float32\")):\n    R.output(x)\n"
+      "    return x\n",
+      "bad.rx:3:5: expected a binding, got R.output");
 }
 
 TEST(TextParserErrorTest, ReportsMissingReturn) {
-  EXPECT_PARSE_ERROR("@R.function\ndef main(x: R.Tensor((2,), \"float32\")):\n    y = R.nn.relu(x)\n",
-                     "bad.rx:2:5: expected 'return' as the last statement of function 'main'");
-  EXPECT_PARSE_ERROR("@R.function\ndef main(x: R.Tensor((2,), \"float32\")):\n    return x\n    y = x\n",
-                     "bad.rx:4:5: expected the end of function 'main' after 'return', got 'y'");
+  EXPECT_PARSE_ERROR(
+      "@R.function\ndef main(x: R.Tensor((2,), \"float32\")):\n    y = R.nn.relu(x)\n",
+      "bad.rx:2:5: expected 'return' as the last statement of function 'main'");
+  EXPECT_PARSE_ERROR(
+      "@R.function\ndef main(x: R.Tensor((2,), \"float32\")):\n    return x\n    y = x\n",
+      "bad.rx:4:5: expected the end of function 'main' after 'return', got 'y'");
 }
 
 TEST(TextParserErrorTest, ReportsMisuseOfBlocksAndBuiltins) {
-  EXPECT_PARSE_ERROR("@R.function\ndef main(c: R.Prim(\"bool\"), x: R.Tensor((2,), \"float32\")):\n"
-                     "    if c:\n        y = x\n    else:\n        z = x\n    return x\n",
-                     "bad.rx:3:5: expected both branches of 'if' to end by binding the same variable, "
-                     "got 'y' and 'z'");
-  EXPECT_PARSE_ERROR("@R.function\ndef main(x: R.Tensor((2,), \"float32\")):\n"
-                     "    with R.dataflow():\n        gv = x\n        R.output(gv)\n        y = gv\n    return x\n",
-                     "bad.rx:6:9: expected the end of the dataflow block after R.output(...)");
-  EXPECT_PARSE_ERROR("@R.function\ndef main(x: R.Tensor((2,), \"float32\")):\n    y = R.add(R.match_cast(x, R.Tensor), x)\n"
-                     "    return y\n",
-                     "bad.rx:3:15: expected an expression, got R.match_cast");
-  EXPECT_PARSE_ERROR("@R.function\ndef main(x: R.Tensor((2,), \"float32\")):\n    y = R.add(x, axis=1, x)\n"
-                     "    return y\n",
-                     "bad.rx:3:26: expected a keyword argument (name=value) after keyword arguments");
+  EXPECT_PARSE_ERROR(
+      "@R.function\ndef main(c: R.Prim(\"bool\"), x: R.Tensor((2,), \"float32\")):\n"
+      "    if c:\n        y = x\n    else:\n        z = x\n    return x\n",
+      "bad.rx:3:5: expected both branches of 'if' to end by binding the same variable, "
+      "got 'y' and 'z'");
+  EXPECT_PARSE_ERROR(
+      "@R.function\ndef main(x: R.Tensor((2,), \"float32\")):\n"
+      "    with R.dataflow():\n        gv = x\n        R.output(gv)\n        y = gv\n    return "
+      "x\n",
+      "bad.rx:6:9: expected the end of the dataflow block after R.output(...)");
+  EXPECT_PARSE_ERROR(
+      "@R.function\ndef main(x: R.Tensor((2,), \"float32\")):\n    y = R.add(R.match_cast(x, "
+      "R.Tensor), x)\n"
+      "    return y\n",
+      "bad.rx:3:15: expected an expression, got R.match_cast");
+  EXPECT_PARSE_ERROR(
+      "@R.function\ndef main(x: R.Tensor((2,), \"float32\")):\n    y = R.add(x, axis=1, x)\n"
+      "    return y\n",
+      "bad.rx:3:26: expected a keyword argument (name=value) after keyword arguments");
   EXPECT_PARSE_ERROR("@R.function\ndef main():\n    y = R.const([[1, 2], [3]])\n    return y\n",
                      "bad.rx:3:28: expected 2 elements in this list of R.const");
-  EXPECT_PARSE_ERROR("@R.function\ndef main():\n    y = metadata[\"relax.Constant\"][0]\n    return y\n",
-                     "bad.rx:3:9: expected an inline R.const(...), got a metadata[...] reference");
+  EXPECT_PARSE_ERROR(
+      "@R.function\ndef main():\n    y = metadata[\"relax.Constant\"][0]\n    return y\n",
+      "bad.rx:3:9: expected an inline R.const(...), got a metadata[...] reference");
 }
 
 TEST(TextParserErrorTest, RefusesKernelBodiesAndCallTirToThem) {
-  EXPECT_PARSE_ERROR("@I.ir_module\nclass M:\n    @T.prim_func\n    def add(A: T.Buffer((4,), \"float32\")):\n"
-                     "        pass\n",
-                     "bad.rx:3:5: expected '@R.function', got '@T.prim_func'");
-  EXPECT_PARSE_ERROR("@I.ir_module\nclass M:\n    @R.function\n    def main(x: R.Tensor((4,), \"float32\")):\n"
-                     "        y = R.call_tir(cls.add, (x,), out_sinfo=R.Tensor((4,), \"float32\"))\n"
-                     "        return y\n",
-                     "bad.rx:5:28: expected a function of the module, got kernel 'add'");
+  EXPECT_PARSE_ERROR(
+      "@I.ir_module\nclass M:\n    @T.prim_func\n    def add(A: T.Buffer((4,), \"float32\")):\n"
+      "        pass\n",
+      "bad.rx:3:5: expected '@R.function', got '@T.prim_func'");
+  EXPECT_PARSE_ERROR(
+      "@I.ir_module\nclass M:\n    @R.function\n    def main(x: R.Tensor((4,), \"float32\")):\n"
+      "        y = R.call_tir(cls.add, (x,), out_sinfo=R.Tensor((4,), \"float32\"))\n"
+      "        return y\n",
+      "bad.rx:5:28: expected a function of the module, got kernel 'add'");
 }
 
 TEST(TextParserErrorTest, BoundsNestingDepth) {
-  std::string deep = "@R.function\ndef main():\n    y = R.prim_value(" + std::string(100000, '(') + "1" +
-                     std::string(100000, ')') + ")\n    return y\n";
+  std::string deep = "@R.function\ndef main():\n    y = R.prim_value(" + std::string(100000, '(') +
+                     "1" + std::string(100000, ')') + ")\n    return y\n";
   EXPECT_PARSE_ERROR(deep, "bad.rx:3:221: expected at most 200 nested brackets, got more");
   std::string minus = "@R.function\ndef main():\n    y = R.prim_value(" + std::string(100000, '-') +
                       "1)\n    return y\n";
@@ -173,11 +194,21 @@ TEST(TextParserErrorTest, SurvivesMutatedInput) {
     for (int e = 0; e < edits && !text.empty(); ++e) {
       size_t at = rng() % text.size();
       switch (rng() % 5) {
-        case 0: text.erase(at, 1 + rng() % 8); break;
-        case 1: text.insert(at, 1, alphabet[rng() % alphabet.size()]); break;
-        case 2: text[at] = alphabet[rng() % alphabet.size()]; break;
-        case 3: text.resize(at); break;
-        case 4: text.insert(at, text.substr(rng() % text.size(), 1 + rng() % 16)); break;
+        case 0:
+          text.erase(at, 1 + rng() % 8);
+          break;
+        case 1:
+          text.insert(at, 1, alphabet[rng() % alphabet.size()]);
+          break;
+        case 2:
+          text[at] = alphabet[rng() % alphabet.size()];
+          break;
+        case 3:
+          text.resize(at);
+          break;
+        case 4:
+          text.insert(at, text.substr(rng() % text.size(), 1 + rng() % 16));
+          break;
       }
     }
     absl::StatusOr<IRModule> m = ParseModule(text, "fuzz.rx");

@@ -1,8 +1,7 @@
 // The text-format parser: the IR each construct builds, with spans and
 // shared symbolic variables.
-#include "compiler/text/parser.h"
-
 #include "absl/status/status.h"
+#include "compiler/text/parser.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -98,7 +97,8 @@ def main(a: R.Tensor(("n", "n * 2 + 1"), dtype="float16"), b: R.Tensor(ndim=2, d
 }
 
 TEST(TextParserTest, BareFunctionFileIsAModuleOfOneFunction) {
-  absl::StatusOr<IRModule> m = ParseModule("@R.function\ndef f(x: R.Tensor((2,), \"float32\")):\n    return x\n");
+  absl::StatusOr<IRModule> m =
+      ParseModule("@R.function\ndef f(x: R.Tensor((2,), \"float32\")):\n    return x\n");
   ASSERT_TRUE(m.ok()) << m.status();
   EXPECT_EQ(m->functions.size(), 1u);
   EXPECT_TRUE(m->Lookup("f").defined());
@@ -255,7 +255,8 @@ def main():
   ASSERT_TRUE(m.ok()) << m.status();
   const auto& bs = Body(Func(*m, "main")).blocks[0].bindings;
   const Tensor& a = bs[0].value.as<ConstantNode>()->data;
-  EXPECT_EQ(std::vector<int64_t>(a->shape().begin(), a->shape().end()), (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(std::vector<int64_t>(a->shape().begin(), a->shape().end()),
+            (std::vector<int64_t>{2, 3}));
   EXPECT_EQ(a->dtype(), DataType::Int(32));
   EXPECT_EQ(static_cast<const int32_t*>(a->element_data())[5], 6);
   const Tensor& b = bs[1].value.as<ConstantNode>()->data;

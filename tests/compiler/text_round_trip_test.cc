@@ -56,9 +56,11 @@ TEST(TextRoundTripTest, EveryExampleRoundTrips) {
 
 TEST(TextRoundTripTest, DifferentModulesAreNotEqual) {
   constexpr absl::string_view kText =
-      "@R.function\ndef main(x: R.Tensor((\"n\", 4), \"float32\")):\n    y = R.nn.relu(x)\n    return y\n";
+      "@R.function\ndef main(x: R.Tensor((\"n\", 4), \"float32\")):\n    y = R.nn.relu(x)\n    "
+      "return y\n";
   absl::StatusOr<IRModule> a = ParseModule(kText);
-  absl::StatusOr<IRModule> b = ParseModule(std::string(kText).replace(kText.find("relu"), 4, "silu"));
+  absl::StatusOr<IRModule> b =
+      ParseModule(std::string(kText).replace(kText.find("relu"), 4, "silu"));
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_FALSE(StructuralEqual(*a, *b));
   EXPECT_TRUE(StructuralEqual(*a, *ParseModule(PrintModule(*a))));
@@ -79,7 +81,8 @@ def main(x: R.Tensor(("n", 784), "float32"), w: R.Tensor((784, 128), "float32"))
                                  "R.Tensor((\"n\", 128), dtype=\"float32\"):\n"
                                  "        n = T.int64()\n"));
   EXPECT_THAT(printed, HasSubstr("lv0: R.Tensor((n, 128), dtype=\"float32\") = R.matmul(x, w)"));
-  EXPECT_THAT(printed, HasSubstr("            gv: R.Tensor((n, 128), dtype=\"float32\") = R.nn.relu(lv0)\n            R.output(gv)\n"));
+  EXPECT_THAT(printed, HasSubstr("            gv: R.Tensor((n, 128), dtype=\"float32\") = "
+                                 "R.nn.relu(lv0)\n            R.output(gv)\n"));
 }
 
 TEST(TextRoundTripTest, SymbolicArithmeticAndStructInfoForms) {
@@ -95,7 +98,9 @@ def main(a: R.Tensor(("n", "n * 2 + 1"), "float16"), b: R.Tensor(ndim=2, dtype="
   EXPECT_THAT(printed, HasSubstr("a: R.Tensor((\"n\", \"n * 2 + 1\"), dtype=\"float16\")"));
   EXPECT_THAT(printed, HasSubstr("b: R.Tensor(dtype=\"float32\", ndim=2), c: R.Tensor,"));
   EXPECT_THAT(printed, HasSubstr("R.Tuple(R.Shape([4, \"n\"]), R.Shape(ndim=2), R.Shape)"));
-  EXPECT_THAT(printed, HasSubstr("g: R.Callable((R.Tensor((2,), dtype=\"float32\"),), R.Object, purity=False)"));
+  EXPECT_THAT(
+      printed,
+      HasSubstr("g: R.Callable((R.Tensor((2,), dtype=\"float32\"),), R.Object, purity=False)"));
   EXPECT_THAT(printed, HasSubstr("h: R.Tensor((\"n // 2\", \"(n - 1) % 3\"), dtype=\"int8\")"));
   EXPECT_THAT(printed, HasSubstr("k: R.Prim(\"int64\", value=\"n\")"));
   EXPECT_THAT(printed, HasSubstr("vdevice=\"cuda:0\""));
@@ -159,8 +164,12 @@ class Module:
   EXPECT_THAT(printed, HasSubstr("lv1 = R.match_cast(x, R.Tensor((m,), dtype=\"float32\"))"));
   EXPECT_THAT(printed, HasSubstr("        if c:\n            a"));
   EXPECT_THAT(printed, HasSubstr("cls.helper(lv)"));
-  EXPECT_THAT(printed, HasSubstr("        else:\n            y: R.Tensor((4,), dtype=\"float32\") = R.multiply(lv, lv)\n"));
-  EXPECT_THAT(printed, HasSubstr("R.call_dps_packed(\"my_add\", (y, y), out_sinfo=R.Tensor((4,), dtype=\"float32\"))"));
+  EXPECT_THAT(printed, HasSubstr("        else:\n            y: R.Tensor((4,), dtype=\"float32\") "
+                                 "= R.multiply(lv, lv)\n"));
+  EXPECT_THAT(
+      printed,
+      HasSubstr(
+          "R.call_dps_packed(\"my_add\", (y, y), out_sinfo=R.Tensor((4,), dtype=\"float32\"))"));
   EXPECT_THAT(printed, HasSubstr("sinfo_args=R.Tensor((4,), dtype=\"float32\"))"));
   EXPECT_THAT(printed, HasSubstr("@R.function(pure=False)"));
 }
@@ -185,7 +194,8 @@ def main():
 
   std::vector<float> big(kMaxInlineConstantElements + 1, 1.0f);
   std::vector<int64_t> shape = {static_cast<int64_t>(big.size())};
-  absl::StatusOr<Tensor> t = Tensor::FromBytes(shape, DataType::Float(32), big.data(), big.size() * 4);
+  absl::StatusOr<Tensor> t =
+      Tensor::FromBytes(shape, DataType::Float(32), big.data(), big.size() * 4);
   ASSERT_TRUE(t.ok());
   EXPECT_EQ(PrintExpr(MakeConstant(*t)), "metadata[\"relax.Constant\"][0]");
 }
@@ -196,9 +206,8 @@ TEST(TextRoundTripTest, PrintsKernelsAsPrimFuncs) {
   Buffer a = MakeBuffer("A", DataType::Float(32), {n});
   Buffer b = MakeBuffer("B", DataType::Float(32), {n});
   Var i("i");
-  m.kernels["copy"] = MakeKernelFunc(
-      "copy", {KernelParam::Tensor(a), KernelParam::Tensor(b)},
-      For(i, 0, n, ForKind::kSerial, Store(b, {i}, Load(a, {i}))));
+  m.kernels["copy"] = MakeKernelFunc("copy", {KernelParam::Tensor(a), KernelParam::Tensor(b)},
+                                     For(i, 0, n, ForKind::kSerial, Store(b, {i}, Load(a, {i}))));
   std::string printed = PrintModule(m);
   EXPECT_THAT(printed, HasSubstr("class Module:\n    @T.prim_func\n    def copy("));
   absl::Status s = ParseModule(printed, "k.rx").status();

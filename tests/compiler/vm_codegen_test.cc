@@ -205,8 +205,8 @@ TEST_F(VMCodegenTest, IfRunsTheSelectedBranch) {
   };
   Expr r = MakeVar("r", TensorSInfo({2}, kF32));
   IRModule m;
-  m.functions["main"] = MakeFunction(
-      {c, x}, Seq({Bind(r, MakeIf(c, branch(2), branch(3)))}, r), TensorSInfo({2}, kF32));
+  m.functions["main"] = MakeFunction({c, x}, Seq({Bind(r, MakeIf(c, branch(2), branch(3)))}, r),
+                                     TensorSInfo({2}, kF32));
   auto vm = Load(m);
   ASSERT_TRUE(vm);
   Tensor in = MakeFloatTensor({2}, {1.0f, 2.0f});
@@ -227,8 +227,7 @@ TEST_F(VMCodegenTest, MatchCastDefinesNewVariables) {
   Expr y = MakeVar("y", TensorSInfo({a, 3}, kF32));
   Binding cast{y, x, TensorSInfo({a, 3}, kF32), {}};
   IRModule m;
-  m.functions["main"] =
-      MakeFunction({x}, Seq({cast}, MakeShapeExpr({a * 2})), ShapeSInfoOfRank(1));
+  m.functions["main"] = MakeFunction({x}, Seq({cast}, MakeShapeExpr({a * 2})), ShapeSInfoOfRank(1));
   auto vm = Load(m);
   ASSERT_TRUE(vm);
   Value args[] = {MakeFloatTensor({5, 3}, std::vector<float>(15, 0.0f))};
@@ -254,12 +253,12 @@ TEST_F(VMCodegenTest, CallsOtherRelaxFunctionsAndExternFuncs) {
   Expr x = MakeVar("x", TensorSInfo({3}, kF32));
   Expr d = MakeVar("d", TensorSInfo({3}, kF32));
   Expr s = MakeVar("s", TensorSInfo({3}, kF32));
-  m.functions["main"] = MakeFunction(
-      {x},
-      Seq({Bind(d, MakeCall(MakeGlobalVar("double"), {x})),
-           Bind(s, MakeCall(MakeGlobalVar("scale"), {d, MakePrimValue(10)}))},
-          s),
-      TensorSInfo({3}, kF32));
+  m.functions["main"] =
+      MakeFunction({x},
+                   Seq({Bind(d, MakeCall(MakeGlobalVar("double"), {x})),
+                        Bind(s, MakeCall(MakeGlobalVar("scale"), {d, MakePrimValue(10)}))},
+                       s),
+                   TensorSInfo({3}, kF32));
   auto vm = Load(m);
   ASSERT_TRUE(vm);
   Value args[] = {MakeFloatTensor({3}, {1.0f, 2.0f, 3.0f})};
@@ -274,14 +273,14 @@ TEST_F(VMCodegenTest, CallTirAllocatesOutputsAndKillsRegisters) {
   Var n("n");
   Expr x = MakeVar("x", TensorSInfo({n}, kF32));
   Expr o = MakeVar("o", TensorSInfo({n}, kF32));
-  Expr call = MakeCall(GetOp("relax.call_tir"),
-                       {MakeGlobalVar("test.codegen.add"), MakeTuple({x, x})}, {},
-                       {TensorSInfo({n}, kF32)});
+  Expr call =
+      MakeCall(GetOp("relax.call_tir"), {MakeGlobalVar("test.codegen.add"), MakeTuple({x, x})}, {},
+               {TensorSInfo({n}, kF32)});
   Expr kill = MakeCall(GetOp("relax.memory.kill_tensor"), {x});
   IRModule m;
-  m.functions["main"] = MakeFunction(
-      {x}, Seq({Bind(o, call), Bind(MakeVar("k", TupleSInfo({})), kill)}, o),
-      TensorSInfo({n}, kF32));
+  m.functions["main"] =
+      MakeFunction({x}, Seq({Bind(o, call), Bind(MakeVar("k", TupleSInfo({})), kill)}, o),
+                   TensorSInfo({n}, kF32));
   auto vm = Load(m);
   ASSERT_TRUE(vm);
   Value args[] = {MakeFloatTensor({2}, {1.5f, 2.5f})};
@@ -296,9 +295,9 @@ TEST_F(VMCodegenTest, StorageAllocationsBecomeBuiltins) {
   Expr x = MakeVar("x", TensorSInfo({4}, kF32));
   Expr s = MakeVar("s", ObjectSInfo());
   Expr t = MakeVar("t", TensorSInfo({4}, kF32));
-  Expr storage = MakeCall(GetOp("relax.memory.alloc_storage"),
-                          {MakeShapeExpr({16}), MakePrimValue(0), MakeStringImm("global"),
-                           MakeDataTypeImm(kF32)});
+  Expr storage = MakeCall(
+      GetOp("relax.memory.alloc_storage"),
+      {MakeShapeExpr({16}), MakePrimValue(0), MakeStringImm("global"), MakeDataTypeImm(kF32)});
   Expr tensor = MakeCall(GetOp("relax.memory.alloc_tensor"),
                          {s, MakePrimValue(0), MakeShapeExpr({4}), MakeDataTypeImm(kF32)});
   Expr add = MakeCall(MakeGlobalVar("test.codegen.add"), {x, x, t});
@@ -316,27 +315,27 @@ TEST_F(VMCodegenTest, StorageAllocationsBecomeBuiltins) {
 }
 
 TEST_F(VMCodegenTest, ClosuresCaptureValues) {
-  // adder(k, x) = scale(x, k); main(x) { f = make_closure(adder, (2,)); return invoke_closure(f, (x,)) }
+  // adder(k, x) = scale(x, k); main(x) { f = make_closure(adder, (2,)); return invoke_closure(f,
+  // (x,)) }
   Expr k = MakeVar("k", PrimSInfo(DataType::Int(64)));
   Expr ax = MakeVar("x", TensorSInfo({2}, kF32));
   Expr r = MakeVar("r", TensorSInfo({2}, kF32));
   IRModule m;
   m.functions["adder"] = MakeFunction(
-      {ax, k},
-      Seq({Bind(r, MakeCall(MakeExternFunc("test.codegen.scale"), {ax, k}))}, r),
+      {ax, k}, Seq({Bind(r, MakeCall(MakeExternFunc("test.codegen.scale"), {ax, k}))}, r),
       TensorSInfo({2}, kF32));
   Expr x = MakeVar("x", TensorSInfo({2}, kF32));
   Expr f = MakeVar("f", ObjectSInfo());
   Expr v = MakeVar("v", TensorSInfo({2}, kF32));
   // The closure binds its captured value last: adder(x, k=2).
-  m.functions["main"] = MakeFunction(
-      {x},
-      Seq({Bind(f, MakeCall(GetOp("relax.make_closure"),
-                            {MakeGlobalVar("adder"), MakeTuple({MakePrimValue(2)})})),
-           Bind(v, MakeCall(GetOp("relax.invoke_closure"), {f, MakeTuple({x})}, {},
-                            {TensorSInfo({2}, kF32)}))},
-          v),
-      TensorSInfo({2}, kF32));
+  m.functions["main"] =
+      MakeFunction({x},
+                   Seq({Bind(f, MakeCall(GetOp("relax.make_closure"),
+                                         {MakeGlobalVar("adder"), MakeTuple({MakePrimValue(2)})})),
+                        Bind(v, MakeCall(GetOp("relax.invoke_closure"), {f, MakeTuple({x})}, {},
+                                         {TensorSInfo({2}, kF32)}))},
+                       v),
+                   TensorSInfo({2}, kF32));
   auto vm = Load(m);
   ASSERT_TRUE(vm);
   Value args[] = {MakeFloatTensor({2}, {1.0f, 4.0f})};
@@ -373,9 +372,8 @@ TEST_F(VMCodegenTest, UnloweredOperatorIsAnError) {
   Expr x = MakeVar("x", TensorSInfo({2}, kF32));
   Expr y = MakeVar("y", TensorSInfo({2}, kF32));
   IRModule m;
-  m.functions["main"] =
-      MakeFunction({x}, Seq({Bind(y, MakeCall(GetOp("relax.add"), {x, x}))}, y),
-                   TensorSInfo({2}, kF32));
+  m.functions["main"] = MakeFunction({x}, Seq({Bind(y, MakeCall(GetOp("relax.add"), {x, x}))}, y),
+                                     TensorSInfo({2}, kF32));
   auto exec = VMCodegen(m, {});
   EXPECT_EQ(exec.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(exec.status().message(),

@@ -5,9 +5,9 @@
 #include <memory>
 #include <string>
 
-#include "gtest/gtest.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
 #include "server/daemon.h"
 
 namespace tether::server {
