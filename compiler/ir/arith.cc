@@ -17,14 +17,6 @@
 namespace tether::compiler {
 namespace {
 
-int64_t FloorDivInt(int64_t a, int64_t b) {
-  int64_t q = a / b;
-  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
-  return q;
-}
-
-int64_t FloorModInt(int64_t a, int64_t b) { return a - FloorDivInt(a, b) * b; }
-
 bool IsIntLike(DataType t) { return (t.is_int() || t.is_uint()) && !t.is_bool(); }
 
 // A structural key of an atom; variables are keyed by name and node, so the

@@ -7,7 +7,6 @@
 #include "absl/strings/str_join.h"
 
 namespace tether::compiler {
-namespace {
 
 int64_t FloorDivInt(int64_t a, int64_t b) {
   int64_t q = a / b;
@@ -16,6 +15,8 @@ int64_t FloorDivInt(int64_t a, int64_t b) {
 }
 
 int64_t FloorModInt(int64_t a, int64_t b) { return a - FloorDivInt(a, b) * b; }
+
+namespace {
 
 const double* AsFloat(const PrimExpr& e) {
   const auto* f = e.as<FloatImmNode>();

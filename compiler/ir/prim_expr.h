@@ -257,6 +257,11 @@ inline PrimExpr operator*(PrimExpr a, PrimExpr b) { return Mul(std::move(a), std
 inline PrimExpr operator/(PrimExpr a, PrimExpr b) { return Div(std::move(a), std::move(b)); }
 inline PrimExpr operator-(PrimExpr a) { return Sub(MakeConst(a.dtype(), 0), std::move(a)); }
 
+// Integer floor division and modulo (b != 0): the quotient rounds towards
+// negative infinity and the remainder has the sign of b, as FloorDiv/FloorMod.
+int64_t FloorDivInt(int64_t a, int64_t b);
+int64_t FloorModInt(int64_t a, int64_t b);
+
 // The product of `dims` (1 for none).
 PrimExpr Product(const std::vector<PrimExpr>& dims);
 
