@@ -21,36 +21,12 @@
 #include "absl/status/statusor.h"
 #include "compiler/ir/module.h"
 #include "runtime/vm/executable.h"
+#include "runtime/vm/shape_program.h"
 
 namespace tether::compiler {
 
-// Opcodes of the shape programs that vm.builtin.compute_shape_heap runs (the
-// runtime keeps the same numbering in runtime/vm/builtins.cc): a program is a
-// Shape constant of int64 words, each opcode followed by its operand where it
-// has one, evaluated on a stack of int64.
-enum class ShapeProgramOp : int64_t {
-  kPushImm = 0,  // operand: the value
-  kLoad = 1,     // operand: a heap slot
-  kStore = 2,    // operand: a heap slot; pops the value
-  kAdd = 3,
-  kSub = 4,
-  kMul = 5,
-  kFloorDiv = 6,
-  kFloorMod = 7,
-  kMin = 8,
-  kMax = 9,
-  kTruncDiv = 10,
-  kEQ = 11,
-  kNE = 12,
-  kLT = 13,
-  kLE = 14,
-  kGT = 15,
-  kGE = 16,
-  kAnd = 17,
-  kOr = 18,
-  kNot = 19,
-  kSelect = 20,  // pops false value, true value, condition
-};
+// Symbolic shape arithmetic becomes a shape program (runtime/vm/shape_program.h).
+using vm::ShapeProgramOp;
 
 // Metadata keys VMCodegen writes, one per Relax function F:
 //   "signature.F": "(x: R.Tensor((n, 784), \"float32\"), w: ...) -> R.Tensor(...)".

@@ -16,6 +16,7 @@
 #include "runtime/memory/allocator.h"
 #include "runtime/vm/closure.h"
 #include "runtime/vm/local_vm.h"
+#include "runtime/vm/shape_program.h"
 
 namespace tether::vm {
 namespace {
@@ -294,33 +295,6 @@ absl::StatusOr<Value> AllocTensorForShape(ArgSpan args) {
   return Value(t);
 }
 
-// Opcodes of the shape programs vm.builtin.compute_shape_heap runs: a stack
-// machine over int64 with the semantics of the compiler's PrimExpr integer
-// operators (floordiv/floormod round towards negative infinity).
-enum ShapeProgramOp : int64_t {
-  kSpPushImm = 0,  // operand: the value
-  kSpLoad = 1,     // operand: a heap slot
-  kSpStore = 2,    // operand: a heap slot; pops
-  kSpAdd = 3,
-  kSpSub = 4,
-  kSpMul = 5,
-  kSpFloorDiv = 6,
-  kSpFloorMod = 7,
-  kSpMin = 8,
-  kSpMax = 9,
-  kSpTruncDiv = 10,
-  kSpEQ = 11,
-  kSpNE = 12,
-  kSpLT = 13,
-  kSpLE = 14,
-  kSpGT = 15,
-  kSpGE = 16,
-  kSpAnd = 17,
-  kSpOr = 18,
-  kSpNot = 19,
-  kSpSelect = 20,  // pops false, true, cond
-};
-
 absl::StatusOr<Value> ComputeShapeHeap(ArgSpan args) {
   constexpr absl::string_view kName = "vm.builtin.compute_shape_heap";
   if (args.size() != 2)
@@ -337,29 +311,31 @@ absl::StatusOr<Value> ComputeShapeHeap(ArgSpan args) {
     return absl::OkStatus();
   };
   for (size_t pc = 0; pc < prog.size(); ++pc) {
-    int64_t op = prog[pc];
-    if (op == kSpPushImm || op == kSpLoad || op == kSpStore) {
-      if (pc + 1 >= prog.size()) return ValueError(kName, ": opcode ", op, " lacks its operand");
+    auto op = static_cast<ShapeProgramOp>(prog[pc]);
+    if (op == ShapeProgramOp::kPushImm || op == ShapeProgramOp::kLoad ||
+        op == ShapeProgramOp::kStore) {
+      if (pc + 1 >= prog.size())
+        return ValueError(kName, ": opcode ", prog[pc], " lacks its operand");
       int64_t operand = prog[++pc];
-      if (op == kSpPushImm) {
+      if (op == ShapeProgramOp::kPushImm) {
         stack.push_back(operand);
         continue;
       }
       TETHER_RETURN_IF_ERROR(CheckSlot(heap, operand, kName));
-      if (op == kSpLoad) {
+      if (op == ShapeProgramOp::kLoad) {
         stack.push_back(heap[static_cast<size_t>(operand)]);
       } else {
         TETHER_RETURN_IF_ERROR(pop(&heap[static_cast<size_t>(operand)]));
       }
       continue;
     }
-    if (op == kSpNot) {
+    if (op == ShapeProgramOp::kNot) {
       int64_t a;
       TETHER_RETURN_IF_ERROR(pop(&a));
       stack.push_back(a == 0);
       continue;
     }
-    if (op == kSpSelect) {
+    if (op == ShapeProgramOp::kSelect) {
       int64_t c, t, f;
       TETHER_RETURN_IF_ERROR(pop(&f));
       TETHER_RETURN_IF_ERROR(pop(&t));
@@ -375,61 +351,61 @@ absl::StatusOr<Value> ComputeShapeHeap(ArgSpan args) {
     auto ua = static_cast<uint64_t>(a), ub = static_cast<uint64_t>(b);
     int64_t r = 0;
     switch (op) {
-      case kSpAdd:
+      case ShapeProgramOp::kAdd:
         r = static_cast<int64_t>(ua + ub);
         break;
-      case kSpSub:
+      case ShapeProgramOp::kSub:
         r = static_cast<int64_t>(ua - ub);
         break;
-      case kSpMul:
+      case ShapeProgramOp::kMul:
         r = static_cast<int64_t>(ua * ub);
         break;
-      case kSpFloorDiv:
-      case kSpFloorMod:
-      case kSpTruncDiv: {
+      case ShapeProgramOp::kFloorDiv:
+      case ShapeProgramOp::kFloorMod:
+      case ShapeProgramOp::kTruncDiv: {
         if (b == 0) return ValueError(kName, ": division by zero in shape program");
         if (a == INT64_MIN && b == -1) return ValueError(kName, ": overflow in shape program");
         int64_t q = a / b, m = a % b;
-        if (op == kSpTruncDiv) {
+        if (op == ShapeProgramOp::kTruncDiv) {
           r = q;
         } else {
           bool adjust = m != 0 && ((m < 0) != (b < 0));
-          r = op == kSpFloorDiv ? (adjust ? q - 1 : q) : (adjust ? m + b : m);
+          r = op == ShapeProgramOp::kFloorDiv ? (adjust ? q - 1 : q) : (adjust ? m + b : m);
         }
         break;
       }
-      case kSpMin:
+      case ShapeProgramOp::kMin:
         r = std::min(a, b);
         break;
-      case kSpMax:
+      case ShapeProgramOp::kMax:
         r = std::max(a, b);
         break;
-      case kSpEQ:
+      case ShapeProgramOp::kEQ:
         r = a == b;
         break;
-      case kSpNE:
+      case ShapeProgramOp::kNE:
         r = a != b;
         break;
-      case kSpLT:
+      case ShapeProgramOp::kLT:
         r = a < b;
         break;
-      case kSpLE:
+      case ShapeProgramOp::kLE:
         r = a <= b;
         break;
-      case kSpGT:
+      case ShapeProgramOp::kGT:
         r = a > b;
         break;
-      case kSpGE:
+      case ShapeProgramOp::kGE:
         r = a >= b;
         break;
-      case kSpAnd:
+      case ShapeProgramOp::kAnd:
         r = (a != 0) && (b != 0);
         break;
-      case kSpOr:
+      case ShapeProgramOp::kOr:
         r = (a != 0) || (b != 0);
         break;
       default:
-        return ValueError(kName, ": unknown opcode ", op, " at word ", pc);
+        return ValueError(kName, ": unknown opcode ", static_cast<int64_t>(op), " at word ", pc);
     }
     stack.push_back(r);
   }
