@@ -10,6 +10,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "compiler/codegen/math_emitter.h"
+#include "compiler/codegen/vectorize.h"
+#include "compiler/ir/arith.h"
 #include "llvm/IR/IRBuilder.h"
 #include "llvm/IR/Intrinsics.h"
 #include "llvm/IR/MDBuilder.h"
@@ -82,6 +84,10 @@ class Emitter {
   }
 
   absl::StatusOr<std::unique_ptr<llvm::Module>> Run(const std::vector<KernelFunc>& kernels) {
+    if (!options_.emit.empty() && (options_.system_lib || options_.emit.size() != kernels.size())) {
+      return absl::InvalidArgumentError(
+          "sharded emission needs one flag per kernel and no system library");
+    }
     std::vector<KernelInfo> infos;
     absl::flat_hash_map<std::string, int> names;
     std::vector<llvm::Function*> entries;
@@ -110,8 +116,13 @@ class Emitter {
         info.params.push_back(pi);
       }
       infos.push_back(std::move(info));
+      if (!options_.emit.empty() && !options_.emit[infos.size() - 1]) continue;
       TETHER_ASSIGN_OR_RETURN(llvm::Function * entry, EmitKernel(k));
       entries.push_back(entry);
+    }
+    if (!options_.library_globals) {
+      EmitMemoryBuiltins();
+      return std::move(module_);
     }
     std::string manifest = FormatKernelManifest(infos);
     llvm::Constant* manifest_init = llvm::ConstantDataArray::getString(ctx_, manifest, true);
@@ -366,6 +377,9 @@ class Emitter {
   absl::StatusOr<llvm::Value*> CastValue(llvm::Value* v, DataType from, DataType to) {
     TETHER_ASSIGN_OR_RETURN(llvm::Type * dst, ComputeType(to));
     if (from == to) return v;
+    if (auto* vt = llvm::dyn_cast<llvm::VectorType>(v->getType())) {
+      dst = llvm::VectorType::get(dst, vt->getElementCount());
+    }
     bool from_float = from.is_float() || from.is_bfloat16();
     bool to_float = to.is_float() || to.is_bfloat16();
     if (to.is_bool()) {
@@ -435,6 +449,11 @@ class Emitter {
         TETHER_ASSIGN_OR_RETURN(llvm::Value * c, EmitExprAs(s->cond, DataType::Bool()));
         TETHER_ASSIGN_OR_RETURN(llvm::Value * x, EmitExprAs(s->true_value, t));
         TETHER_ASSIGN_OR_RETURN(llvm::Value * y, EmitExprAs(s->false_value, t));
+        Unify(x, y);
+        if (c->getType()->isVectorTy()) {
+          x = Widen(x);
+          y = Widen(y);
+        }
         return b_.CreateSelect(c, x, y);
       }
       case PrimKind::kCast: {
@@ -443,6 +462,7 @@ class Emitter {
       }
       case PrimKind::kLoad: {
         const LoadNode* l = e.as<LoadNode>();
+        if (vec_.lanes > 0) return EmitVectorLoad(l);
         TETHER_ASSIGN_OR_RETURN(llvm::Value * addr, ElementAddress(l->buffer, l->indices));
         TETHER_ASSIGN_OR_RETURN(llvm::Type * st, StorageType(l->buffer->dtype));
         return ToCompute(b_.CreateLoad(st, addr), l->buffer->dtype);
@@ -476,6 +496,7 @@ class Emitter {
     if (is_cmp && n->b.dtype().bits() > ot.bits()) ot = n->b.dtype();
     TETHER_ASSIGN_OR_RETURN(llvm::Value * a, EmitExprAs(n->a, ot));
     TETHER_ASSIGN_OR_RETURN(llvm::Value * c, EmitExprAs(n->b, ot));
+    Unify(a, c);
     bool fl = ot.is_float() || ot.is_bfloat16();
     bool sg = ot.is_int();
     switch (k) {
@@ -551,9 +572,14 @@ class Emitter {
     for (size_t d = 0; d < indices.size(); ++d) {
       TETHER_ASSIGN_OR_RETURN(llvm::Value * extent, EmitIndex(buffer->shape[d]));
       TETHER_ASSIGN_OR_RETURN(llvm::Value * idx, EmitIndex(indices[d]));
-      flat = d == 0
-                 ? idx
-                 : b_.CreateAdd(b_.CreateMul(flat, extent, "", false, true), idx, "", false, true);
+      if (d == 0) {
+        flat = idx;
+        continue;
+      }
+      Unify(flat, extent);
+      llvm::Value* scaled = b_.CreateMul(flat, extent, "", false, true);
+      Unify(scaled, idx);
+      flat = b_.CreateAdd(scaled, idx, "", false, true);
     }
     TETHER_ASSIGN_OR_RETURN(llvm::Type * st, StorageType(buffer->dtype));
     return b_.CreateInBoundsGEP(st, it->second, flat);
@@ -568,6 +594,7 @@ class Emitter {
         return absl::OkStatus();
       case StmtKind::kStore: {
         const StoreNode* n = s.as<StoreNode>();
+        if (vec_.lanes > 0) return EmitVectorStore(n);
         TETHER_ASSIGN_OR_RETURN(llvm::Value * addr, ElementAddress(n->buffer, n->indices));
         TETHER_ASSIGN_OR_RETURN(llvm::Value * v, EmitExprAs(n->value, n->buffer->dtype));
         b_.CreateStore(ToStorage(v, n->buffer->dtype), addr);
@@ -577,7 +604,10 @@ class Emitter {
         const LetStmtNode* n = s.as<LetStmtNode>();
         TETHER_ASSIGN_OR_RETURN(llvm::Value * v, EmitExprAs(n->value, n->var.dtype()));
         vars_[n->var.get()] = v;
+        bool varying = vec_.lanes > 0 && IsVarying(n->value, vec_.varying);
+        if (varying) vec_.varying.insert(n->var.get());
         absl::Status st = EmitStmt(n->body);
+        if (varying) vec_.varying.erase(n->var.get());
         vars_.erase(n->var.get());
         return st;
       }
@@ -704,10 +734,106 @@ class Emitter {
   }
 
   absl::Status EmitLoop(const ForNode* n) {
+    if (n->for_kind == ForKind::kVectorized && vec_.lanes == 0) {
+      if (std::optional<int64_t> lanes = VectorizableLanes(*n)) return EmitVectorLoop(n, *lanes);
+    }
+    if (n->for_kind == ForKind::kUnrolled) {
+      std::optional<int64_t> extent = AsConstInt(n->extent);
+      if (extent.has_value() && *extent >= 0 && *extent <= kMaxUnroll) {
+        return EmitUnrolled(n, *extent);
+      }
+    }
     TETHER_ASSIGN_OR_RETURN(llvm::Value * min, EmitIndex(n->min));
     TETHER_ASSIGN_OR_RETURN(llvm::Value * extent, EmitIndex(n->extent));
     ForKind kind = n->for_kind == ForKind::kParallel ? ForKind::kSerial : n->for_kind;
     return EmitRange(n->var, min, b_.CreateAdd(min, extent), kind, n->body);
+  }
+
+  // A kUnrolled loop with a small constant extent: the body once per
+  // iteration, the var a constant offset from min, so the accesses of a
+  // register tile have constant offsets before any LLVM pass runs.
+  static constexpr int64_t kMaxUnroll = 16;
+  absl::Status EmitUnrolled(const ForNode* n, int64_t extent) {
+    TETHER_ASSIGN_OR_RETURN(llvm::Value * min, EmitIndex(n->min));
+    for (int64_t i = 0; i < extent; ++i) {
+      llvm::Value* at = b_.CreateAdd(min, b_.getInt64(i), "", false, true);
+      TETHER_ASSIGN_OR_RETURN(vars_[n->var.get()],
+                              CastValue(at, DataType::Int(64), n->var.dtype()));
+      absl::Status st = EmitStmt(n->body);
+      vars_.erase(n->var.get());
+      TETHER_RETURN_IF_ERROR(st);
+    }
+    return absl::OkStatus();
+  }
+
+  // A loop VectorizableLanes accepted (vectorize.h): the body once, with the
+  // loop var a vector <min, min+1, ...>; contiguous accesses become vector
+  // loads and stores at the lane-0 address, others gathers.
+  absl::Status EmitVectorLoop(const ForNode* n, int64_t lanes) {
+    TETHER_ASSIGN_OR_RETURN(llvm::Value * min, EmitIndex(n->min));
+    std::vector<llvm::Constant*> steps;
+    for (int64_t i = 0; i < lanes; ++i) steps.push_back(b_.getInt64(i));
+    llvm::Value* ramp = b_.CreateAdd(b_.CreateVectorSplat(lanes, min),
+                                     llvm::ConstantVector::get(steps), "", false, true);
+    TETHER_ASSIGN_OR_RETURN(llvm::Value * lane0, CastValue(min, DataType::Int(64), n->var.dtype()));
+    TETHER_ASSIGN_OR_RETURN(llvm::Value * all, CastValue(ramp, DataType::Int(64), n->var.dtype()));
+    vec_ = VecState{lanes, n->var, lane0, {n->var.get()}};
+    vars_[n->var.get()] = all;
+    absl::Status st = EmitStmt(n->body);
+    vars_.erase(n->var.get());
+    vec_ = VecState();
+    return st;
+  }
+
+  // The address of lane 0's element of a contiguous access.
+  absl::StatusOr<llvm::Value*> Lane0Address(const Buffer& buffer,
+                                            const std::vector<PrimExpr>& indices) {
+    llvm::Value* all = vars_[vec_.var.get()];
+    vars_[vec_.var.get()] = vec_.lane0;
+    absl::StatusOr<llvm::Value*> addr = ElementAddress(buffer, indices);
+    vars_[vec_.var.get()] = all;
+    return addr;
+  }
+
+  absl::Status EmitVectorStore(const StoreNode* n) {
+    TETHER_ASSIGN_OR_RETURN(llvm::Value * addr, Lane0Address(n->buffer, n->indices));
+    TETHER_ASSIGN_OR_RETURN(llvm::Value * v, EmitExprAs(n->value, n->buffer->dtype));
+    v = Widen(v);
+    b_.CreateAlignedStore(v, addr, llvm::Align(n->buffer->dtype.bytes()));
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<llvm::Value*> EmitVectorLoad(const LoadNode* l) {
+    TETHER_ASSIGN_OR_RETURN(llvm::Type * st, StorageType(l->buffer->dtype));
+    llvm::Align align(l->buffer->dtype.bytes());
+    switch (ClassifyAccess(l->buffer, l->indices, vec_.var, vec_.varying)) {
+      case LaneAccess::kUniform:
+        break;
+      case LaneAccess::kContiguous: {
+        TETHER_ASSIGN_OR_RETURN(llvm::Value * addr, Lane0Address(l->buffer, l->indices));
+        return b_.CreateAlignedLoad(llvm::FixedVectorType::get(st, vec_.lanes), addr, align);
+      }
+      case LaneAccess::kGather: {
+        TETHER_ASSIGN_OR_RETURN(llvm::Value * addrs, ElementAddress(l->buffer, l->indices));
+        addrs = Widen(addrs);
+        return b_.CreateMaskedGather(llvm::FixedVectorType::get(st, vec_.lanes), addrs, align);
+      }
+    }
+    TETHER_ASSIGN_OR_RETURN(llvm::Value * addr, ElementAddress(l->buffer, l->indices));
+    return b_.CreateLoad(st, addr);
+  }
+
+  // `v` as a vector of the current lane count (a splat when scalar).
+  llvm::Value* Widen(llvm::Value* v) {
+    if (vec_.lanes == 0 || v->getType()->isVectorTy()) return v;
+    return b_.CreateVectorSplat(vec_.lanes, v);
+  }
+  // Splats the scalar one when the other is a vector.
+  void Unify(llvm::Value*& a, llvm::Value*& c) {
+    if (a->getType()->isVectorTy() != c->getType()->isVectorTy()) {
+      a = Widen(a);
+      c = Widen(c);
+    }
   }
 
   // The state one function sees: bound vars and buffers. Captured by value
@@ -1055,6 +1181,15 @@ class Emitter {
   llvm::Function* append_i64_ = nullptr;
   int parallel_count_ = 0;
   FnState fs_;
+  // Inside EmitVectorLoop: the lane count (0 outside), the loop var, its
+  // lane-0 value and the vars that vary across lanes.
+  struct VecState {
+    int64_t lanes = 0;
+    Var var;
+    llvm::Value* lane0 = nullptr;
+    VaryingVars varying;
+  };
+  VecState vec_;
   absl::flat_hash_map<const PrimExprNode*, llvm::Value*> vars_;
   absl::flat_hash_map<const BufferNode*, llvm::Value*> buffers_;
 };

@@ -24,6 +24,13 @@ namespace tether::compiler::codegen {
 struct EmitOptions {
   bool system_lib = false;        // registration function instead of exported kernels
   std::string system_lib_prefix;  // a C identifier suffix, may be empty
+  // Sharding, for compiling one library as several modules in parallel and
+  // linking their objects together: when `emit` is not empty, only the
+  // kernels i with emit[i] get code in this module (all are still checked),
+  // and the library globals (manifest, ABI version) are emitted only when
+  // `library_globals`. Not with system_lib.
+  std::vector<bool> emit;
+  bool library_globals = true;
 };
 
 // INVALID_ARGUMENT for kernels codegen cannot lower (bad names, duplicate

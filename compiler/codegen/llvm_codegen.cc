@@ -6,15 +6,18 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <memory>
 #include <mutex>
 #include <sstream>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "compiler/codegen/kernel_emitter.h"
+#include "compiler/ir/arith.h"
 #include "lld/Common/Driver.h"
 #include "llvm/IR/DiagnosticHandler.h"
 #include "llvm/IR/DiagnosticInfo.h"
@@ -92,11 +95,12 @@ absl::StatusOr<std::unique_ptr<llvm::TargetMachine>> CreateTargetMachine(const T
 }
 
 // Lowers, verifies and optimizes `kernels` into a module for `tm`.
+// `emit` selects the kernels (and globals) of one shard; default: all.
 absl::StatusOr<std::unique_ptr<llvm::Module>> BuildModule(llvm::LLVMContext& context,
                                                           const std::vector<KernelFunc>& kernels,
                                                           llvm::TargetMachine* tm,
-                                                          const CodegenOptions& options) {
-  codegen::EmitOptions emit;
+                                                          const CodegenOptions& options,
+                                                          codegen::EmitOptions emit = {}) {
   emit.system_lib = options.system_lib;
   emit.system_lib_prefix = options.system_lib_prefix;
   TETHER_ASSIGN_OR_RETURN(std::unique_ptr<llvm::Module> module,
@@ -201,24 +205,18 @@ absl::Mutex& LinkMutex() {
   return *mu;
 }
 
-absl::StatusOr<std::string> LinkSharedObject(absl::string_view object) {
+absl::StatusOr<std::string> LinkSharedObject(const std::vector<std::string>& objects) {
   TETHER_ASSIGN_OR_RETURN(std::unique_ptr<TempDir> dir, TempDir::Create());
-  std::string obj_path = dir->File("kernels.o");
+  std::vector<std::string> obj_paths;
+  for (size_t i = 0; i < objects.size(); ++i) {
+    obj_paths.push_back(dir->File(absl::StrCat("kernels", i, ".o")));
+    TETHER_RETURN_IF_ERROR(WriteFile(obj_paths.back(), objects[i]));
+  }
   std::string so_path = dir->File("kernels.so");
-  TETHER_RETURN_IF_ERROR(WriteFile(obj_path, object));
-  std::vector<const char*> args = {"ld.lld",
-                                   "-shared",
-                                   "-z",
-                                   "defs",
-                                   "-z",
-                                   "noexecstack",
-                                   "-z",
-                                   "relro",
-                                   "--hash-style=gnu",
-                                   "--as-needed",
-                                   "-o",
-                                   so_path.c_str(),
-                                   obj_path.c_str()};
+  std::vector<const char*> args = {
+      "ld.lld", "-shared",          "-z",          "defs", "-z",           "noexecstack", "-z",
+      "relro",  "--hash-style=gnu", "--as-needed", "-o",   so_path.c_str()};
+  for (const std::string& p : obj_paths) args.push_back(p.c_str());
   std::string out_text, err_text;
   llvm::raw_string_ostream out_os(out_text), err_os(err_text);
   lld::Result result;
@@ -259,6 +257,94 @@ std::unique_ptr<llvm::LLVMContext> MakeContext() {
   return context;
 }
 
+// A rough size of the code a kernel turns into: statements, with unrolled
+// loops counted once per iteration. Balances the shards.
+int64_t KernelCost(const Stmt& s) {
+  if (!s.defined()) return 0;
+  switch (s.kind()) {
+    case StmtKind::kSeq: {
+      int64_t c = 0;
+      for (const Stmt& x : s.as<SeqStmtNode>()->seq) c += KernelCost(x);
+      return c;
+    }
+    case StmtKind::kFor: {
+      const ForNode* n = s.as<ForNode>();
+      std::optional<int64_t> e = AsConstInt(n->extent);
+      int64_t times =
+          n->for_kind == ForKind::kUnrolled && e.has_value() ? std::max<int64_t>(*e, 1) : 1;
+      return 4 + times * KernelCost(n->body);
+    }
+    case StmtKind::kLet:
+      return 1 + KernelCost(s.as<LetStmtNode>()->body);
+    case StmtKind::kAllocate:
+      return 2 + KernelCost(s.as<AllocateNode>()->body);
+    case StmtKind::kIf: {
+      const IfThenElseNode* n = s.as<IfThenElseNode>();
+      return 2 + KernelCost(n->then_case) + KernelCost(n->else_case);
+    }
+    case StmtKind::kAssert:
+      return 2 + KernelCost(s.as<AssertStmtNode>()->body);
+    default:
+      return 1;
+  }
+}
+
+// Splits `kernels` into at most `shards` groups of about equal cost (the
+// greedy longest-first rule), as one emit mask per non-empty group.
+std::vector<std::vector<bool>> AssignShards(const std::vector<KernelFunc>& kernels, int shards) {
+  std::vector<std::pair<int64_t, size_t>> order;
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    order.emplace_back(kernels[i] ? 16 + KernelCost(kernels[i]->body) : 0, i);
+  }
+  std::sort(order.begin(), order.end(), std::greater<>());
+  std::vector<std::vector<bool>> masks(shards, std::vector<bool>(kernels.size(), false));
+  std::vector<int64_t> load(shards, 0);
+  for (const auto& [cost, i] : order) {
+    int s = static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
+    masks[s][i] = true;
+    load[s] += cost;
+  }
+  return masks;
+}
+
+// One shard: its own context and target machine (so shards run on
+// threads), compiled to an object file.
+absl::StatusOr<std::string> CompileShard(const std::vector<KernelFunc>& kernels,
+                                         const Target& target, const CodegenOptions& options,
+                                         codegen::EmitOptions emit) {
+  TETHER_ASSIGN_OR_RETURN(std::unique_ptr<llvm::TargetMachine> tm,
+                          CreateTargetMachine(target, options.opt_level));
+  std::unique_ptr<llvm::LLVMContext> context = MakeContext();
+  TETHER_ASSIGN_OR_RETURN(std::unique_ptr<llvm::Module> module,
+                          BuildModule(*context, kernels, tm.get(), options, std::move(emit)));
+  return EmitMachineCode(*module, tm.get(), llvm::CodeGenFileType::ObjectFile);
+}
+
+// Compiles the kernels as up to `threads` modules in parallel and links
+// the objects into one shared object.
+absl::StatusOr<std::string> BuildSharedObject(const std::vector<KernelFunc>& kernels,
+                                              const Target& target, const CodegenOptions& options,
+                                              int threads) {
+  std::vector<std::vector<bool>> masks = AssignShards(kernels, threads);
+  std::vector<absl::StatusOr<std::string>> objects(masks.size(), absl::UnknownError("not run"));
+  std::vector<std::thread> workers;
+  for (size_t s = 0; s < masks.size(); ++s) {
+    codegen::EmitOptions emit;
+    emit.emit = masks[s];
+    emit.library_globals = s == 0;
+    workers.emplace_back([&, s, emit = std::move(emit)] {
+      objects[s] = CompileShard(kernels, target, options, emit);
+    });
+  }
+  for (std::thread& t : workers) t.join();
+  std::vector<std::string> parts;
+  for (absl::StatusOr<std::string>& o : objects) {
+    if (!o.ok()) return o.status();
+    parts.push_back(std::move(*o));
+  }
+  return LinkSharedObject(parts);
+}
+
 }  // namespace
 
 absl::StatusOr<vm::KernelLibraryBlob> BuildKernelLibrary(const std::vector<KernelFunc>& kernels,
@@ -269,6 +355,16 @@ absl::StatusOr<vm::KernelLibraryBlob> BuildKernelLibrary(const std::vector<Kerne
   if (!tm->getTargetTriple().isOSBinFormatELF()) {
     return absl::InvalidArgumentError(
         absl::StrCat("kernel libraries are ELF only; target ", target.ToString(), " is not"));
+  }
+  int threads =
+      options.threads > 0 ? options.threads : static_cast<int>(std::thread::hardware_concurrency());
+  threads = std::min<int>({threads, static_cast<int>(kernels.size()), kMaxCodegenThreads});
+  if (!options.system_lib && threads > 1) {
+    vm::KernelLibraryBlob blob;
+    blob.target = target.ToString();
+    blob.format = "so";
+    TETHER_ASSIGN_OR_RETURN(blob.data, BuildSharedObject(kernels, target, options, threads));
+    return blob;
   }
   std::unique_ptr<llvm::LLVMContext> context = MakeContext();
   TETHER_ASSIGN_OR_RETURN(std::unique_ptr<llvm::Module> module,
@@ -282,7 +378,7 @@ absl::StatusOr<vm::KernelLibraryBlob> BuildKernelLibrary(const std::vector<Kerne
     TETHER_ASSIGN_OR_RETURN(blob.data, MakeArchive(object));
   } else {
     blob.format = "so";
-    TETHER_ASSIGN_OR_RETURN(blob.data, LinkSharedObject(object));
+    TETHER_ASSIGN_OR_RETURN(blob.data, LinkSharedObject({object}));
   }
   return blob;
 }

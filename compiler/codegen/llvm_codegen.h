@@ -23,7 +23,12 @@ struct CodegenOptions {
   int opt_level = 3;              // 0..3
   bool system_lib = false;        // a static archive with a registration function
   std::string system_lib_prefix;  // C identifier suffix of tether_system_lib_register_<prefix>
+  // Shared objects are compiled as up to this many modules on as many
+  // threads, then linked into one library (0: one per hardware thread, at
+  // most kMaxCodegenThreads). System libraries are one module.
+  int threads = 0;
 };
+inline constexpr int kMaxCodegenThreads = 8;
 
 // One kernel library for `kernels`: format "so" (an ELF shared object with
 // no undefined symbols) or, with system_lib, format "static" (an ar archive

@@ -112,6 +112,73 @@ TEST(CodegenTest, ParallelVectorizedLoopNestOver2D) {
   EXPECT_NE(ir->find("llvm.loop.isvectorized"), std::string::npos);
 }
 
+// A short constant-extent kVectorized loop is emitted as vector code
+// (compiler/codegen/vectorize.h): contiguous, uniform and gathered loads, a
+// lane-varying let, and a contiguous store, here under an unrolled loop.
+TEST(CodegenTest, ShortConstantLoopsBecomeVectorCode) {
+  Var m("m");
+  Buffer a = MakeBuffer("A", kF32, {m, 8});
+  Buffer at = MakeBuffer("At", kF32, {8, m});
+  Buffer c = MakeBuffer("C", kF32, {m, 8});
+  Var i("i"), u("u"), j("j"), t("t", kF32);
+  Stmt lanes = LetStmt(
+      t, Load(a, {i, j}) * MakeConst(kF32, 2),
+      Store(c, {i, j},
+            t + Load(at, {j, i}) + Load(a, {i, PrimExpr(0)}) + Cast(kF32, u) * MakeConst(kF32, 0)));
+  Stmt body = For(i, 0, m, ForKind::kSerial,
+                  For(u, 0, 2, ForKind::kUnrolled, For(j, 0, 8, ForKind::kVectorized, lanes)));
+  KernelFunc k = MakeKernelFunc(
+      "lanes", {KernelParam::Tensor(a), KernelParam::Tensor(at), KernelParam::Tensor(c)}, body);
+  absl::StatusOr<std::string> ir = EmitLLVMIR({k}, Target::Host());
+  ASSERT_TRUE(ir.ok()) << ir.status();
+  EXPECT_THAT(*ir, HasSubstr("<8 x float>"));
+  EXPECT_THAT(*ir, HasSubstr("llvm.masked.gather"));
+  absl::StatusOr<Ref<Module>> lib = BuildAndLoad({k});
+  ASSERT_TRUE(lib.ok()) << lib.status();
+  const int64_t rows = 5;
+  std::vector<float> av(rows * 8), atv(8 * rows);
+  for (size_t x = 0; x < av.size(); ++x) av[x] = static_cast<float>(x) * 0.5f - 7;
+  for (size_t x = 0; x < atv.size(); ++x) atv[x] = static_cast<float>(x % 7) + 0.25f;
+  Tensor ta = MakeTensor({rows, 8}, kF32, av), tat = MakeTensor({8, rows}, kF32, atv);
+  Tensor tc = MakeTensor({rows, 8}, kF32, std::vector<float>(rows * 8, 0));
+  ASSERT_TRUE(GetKernel(*lib, "lanes").Call(ta, tat, tc).ok());
+  std::vector<float> cv = Read<float>(tc);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t col = 0; col < 8; ++col) {
+      ASSERT_EQ(cv[r * 8 + col], av[r * 8 + col] * 2 + atv[col * rows + r] + av[r * 8]) << r;
+    }
+  }
+}
+
+// Libraries of several kernels are compiled as parallel shards and linked
+// into one object: every kernel is there once and runs, with one manifest.
+TEST(CodegenTest, ShardedBuildLinksEveryKernelOnce) {
+  std::vector<KernelFunc> kernels = {AddKernel("add"), AddKernel("add_again"), UnaryKernel("exp"),
+                                     UnaryKernel("sqrt")};
+  CodegenOptions options;
+  options.threads = 3;
+  absl::StatusOr<vm::KernelLibraryBlob> blob = BuildKernelLibrary(kernels, Target::Host(), options);
+  ASSERT_TRUE(blob.ok()) << blob.status();
+  size_t manifests = 0;
+  for (size_t at = blob->data.find("kernel add 3\n"); at != std::string::npos;
+       at = blob->data.find("kernel add 3\n", at + 1)) {
+    ++manifests;
+  }
+  EXPECT_EQ(manifests, 1u);
+  absl::StatusOr<Ref<Module>> lib = LoadKernelLibrary(*blob);
+  ASSERT_TRUE(lib.ok()) << lib.status();
+  Tensor x = MakeTensor({3}, kF32, std::vector<float>{1, 4, 9});
+  Tensor y = MakeTensor({3}, kF32, std::vector<float>(3, 0));
+  for (const char* name : {"add", "add_again"}) {
+    ASSERT_TRUE(GetKernel(*lib, name).Call(x, x, y).ok()) << name;
+    EXPECT_EQ(Read<float>(y), (std::vector<float>{2, 8, 18})) << name;
+  }
+  ASSERT_TRUE(GetKernel(*lib, "sqrt_kernel").Call(x, y).ok());
+  EXPECT_EQ(Read<float>(y), (std::vector<float>{1, 2, 3}));
+  ASSERT_TRUE(GetKernel(*lib, "exp_kernel").Call(x, y).ok());
+  EXPECT_NEAR(Read<float>(y)[0], std::exp(1.0f), 1e-5);
+}
+
 TEST(CodegenTest, MathIntrinsicsMatchStd) {
   std::vector<float> xs;
   for (int i = -400; i <= 400; ++i) xs.push_back(static_cast<float>(i) * 0.0371f);
