@@ -24,6 +24,7 @@ absl::StatusOr<std::unique_ptr<RemoteVM>> RemoteVM::Create(RemoteSession* sessio
   create->set_module_sha256(std::string(module_sha256));
   for (Device d : devices) rpc::EncodeDevice(d, create->add_devices());
   create->set_memory_cfg(std::string(memory_cfg));
+  create->set_num_threads(options.num_threads);
   TETHER_ASSIGN_OR_RETURN(v1::CallResponse response, vm->Exec(request));
   vm->vm_id_ = response.create_vm().vm_id();
   return vm;

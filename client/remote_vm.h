@@ -35,6 +35,9 @@ struct RemoteVmOptions {
   bool fetch_outputs = true;
   // Per-call deadline enforced by the daemon; zero: none.
   absl::Duration call_timeout = absl::ZeroDuration();
+  // Threads the VM's kernels may use on the daemon; 0: the daemon's default
+  // (TETHER_NUM_THREADS there, else its core count).
+  int num_threads = 0;
 };
 
 // Thread contract: thread-hostile, like the local VM: one caller at a time.

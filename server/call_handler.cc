@@ -57,6 +57,10 @@ class Ops {
   absl::StatusOr<vm::LocalVirtualMachine*> Vm(uint64_t id) { return session_.FindVm(id); }
 
   absl::Status CreateVm(const v1::CreateVm& op, v1::CreateVmResult* out) {
+    if (op.num_threads() < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("create_vm: num_threads must be >= 0, got ", op.num_threads()));
+    }
     std::vector<Device> devices;
     for (const v1::Device& d : op.devices()) {
       TETHER_ASSIGN_OR_RETURN(Device device, rpc::DecodeDevice(d));
@@ -75,6 +79,7 @@ class Ops {
       return vm.status();
     }
     vm::LocalVirtualMachine* raw = vm->get();
+    raw->SetNumThreads(op.num_threads());
     uint64_t id = session_.AddVm(std::move(*vm), op.module_sha256());
     out->set_vm_id(id);
     for (const vm::FunctionInfo& f : exec->functions) {

@@ -23,6 +23,7 @@ namespace {
 constexpr int kSpinIterations = 2000;
 
 thread_local bool tls_in_parallel_region = false;
+thread_local int tls_thread_limit = 0;  // ScopedThreadLimit; 0: none
 
 inline void CpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -228,6 +229,19 @@ ThreadPool& Pool() {
 
 int NumThreads() { return Pool().num_threads(); }
 
+ScopedThreadLimit::ScopedThreadLimit(int max_threads) : saved_(tls_thread_limit) {
+  tls_thread_limit = std::max(0, max_threads);
+}
+ScopedThreadLimit::~ScopedThreadLimit() { tls_thread_limit = saved_; }
+
+namespace {
+// The threads a region started on this thread may use.
+int RegionThreads(const ThreadPool& pool) {
+  const int n = pool.num_threads();
+  return tls_thread_limit > 0 ? std::min(n, tls_thread_limit) : n;
+}
+}  // namespace
+
 void SetNumThreads(int num_threads) {
   Pool().Resize(num_threads > 0 ? num_threads : DefaultNumThreads());
 }
@@ -236,7 +250,7 @@ bool InParallelRegion() { return tls_in_parallel_region; }
 
 absl::Status ParallelLaunch(int num_tasks, ParallelTask task) {
   ThreadPool& pool = Pool();
-  if (num_tasks <= 0) num_tasks = pool.num_threads();
+  if (num_tasks <= 0) num_tasks = RegionThreads(pool);
   return pool.Launch(num_tasks, task);
 }
 
@@ -246,7 +260,7 @@ absl::Status ParallelFor(int64_t begin, int64_t end, ParallelBody body, int64_t 
   const auto chunk_min = static_cast<uint64_t>(std::max<int64_t>(1, min_chunk));
   ThreadPool& pool = Pool();
   const uint64_t max_tasks =
-      std::min<uint64_t>(n / chunk_min, static_cast<uint64_t>(pool.num_threads()));
+      std::min<uint64_t>(n / chunk_min, static_cast<uint64_t>(RegionThreads(pool)));
   if (max_tasks <= 1 || tls_in_parallel_region) return body(begin, end);
   const int num_tasks = static_cast<int>(max_tasks);
   const uint64_t base = n / max_tasks;

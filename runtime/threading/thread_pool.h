@@ -41,6 +41,21 @@ absl::Status ParallelLaunch(int num_tasks, ParallelTask task);
 using ParallelBody = absl::FunctionRef<absl::Status(int64_t begin, int64_t end)>;
 absl::Status ParallelFor(int64_t begin, int64_t end, ParallelBody body, int64_t min_chunk = 1);
 
+// While it lives, parallel regions started on this thread use at most
+// `max_threads` threads (<= 0: no cap; a cap never raises NumThreads()).
+// Nests: the innermost cap applies. How a VM created with num_threads keeps
+// its kernels to that many threads in a daemon shared by several clients.
+class ScopedThreadLimit {
+ public:
+  explicit ScopedThreadLimit(int max_threads);
+  ~ScopedThreadLimit();
+  ScopedThreadLimit(const ScopedThreadLimit&) = delete;
+  ScopedThreadLimit& operator=(const ScopedThreadLimit&) = delete;
+
+ private:
+  int saved_;
+};
+
 }  // namespace tether
 
 #endif  // TETHER_RUNTIME_THREADING_THREAD_POOL_H_

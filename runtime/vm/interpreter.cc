@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "runtime/threading/thread_pool.h"
 #include "runtime/vm/closure.h"
 #include "runtime/vm/local_vm.h"
 #include "runtime/vm/profile_recorder.h"
@@ -45,6 +46,7 @@ absl::Status LocalVirtualMachine::CheckArity(Index func_index, size_t num_args) 
 }
 
 absl::StatusOr<Value> LocalVirtualMachine::RunFunction(Index func_index, ArgSpan args) {
+  ScopedThreadLimit thread_limit(num_threads_);
   TETHER_RETURN_IF_ERROR(CheckArity(func_index, args.size()));
   if (frames_.size() >= kMaxFrames) {
     return OutOfMemoryError("vm call stack exhausted: more than ", kMaxFrames, " frames");
@@ -300,6 +302,7 @@ absl::Status LocalVirtualMachine::CallPacked(const Value& callee, Index func_ind
 }
 
 absl::StatusOr<Value> LocalVirtualMachine::CallValue(const Value& callee, ArgSpan args) {
+  ScopedThreadLimit thread_limit(num_threads_);
   if (callee.is_function()) return static_cast<const FunctionObj*>(callee.object())->Call(args);
   if (!callee.is_closure()) {
     return TypeError("cannot call a value of type ", callee.TypeName(),

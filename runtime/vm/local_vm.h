@@ -68,6 +68,11 @@ class LocalVirtualMachine final : public VirtualMachine {
   // the VM or be reset to null; it may be set from any thread.
   void SetInterrupt(const std::atomic<int>* code) { interrupt_ = code; }
 
+  // Caps the threads of the kernels this VM runs (ScopedThreadLimit);
+  // <= 0: the process's NumThreads().
+  void SetNumThreads(int num_threads) { num_threads_ = num_threads; }
+  int num_threads() const { return num_threads_; }
+
   // --- The VM context that builtins receive as `%vm`. ---
   const std::vector<Device>& devices() const { return devices_; }
   // The allocator of devices()[i].
@@ -179,6 +184,7 @@ class LocalVirtualMachine final : public VirtualMachine {
   absl::flat_hash_map<std::string, std::vector<Value>> inputs_;
   absl::flat_hash_map<std::string, Value> outputs_;
   absl::flat_hash_map<std::string, Value> saved_functions_;  // closures
+  int num_threads_ = 0;                                      // SetNumThreads
 
   Function instrument_;
   Ref<TraceLogObj> trace_;  // the last "trace" instrument installed

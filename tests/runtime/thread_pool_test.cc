@@ -35,6 +35,37 @@ TEST_F(ThreadPoolTest, NumThreadsFollowsSetNumThreads) {
   EXPECT_GE(NumThreads(), 1);
 }
 
+TEST_F(ThreadPoolTest, ScopedThreadLimitCapsRegionsAndNests) {
+  auto count_chunks = [] {
+    std::atomic<int> chunks{0};
+    EXPECT_TRUE(ParallelFor(0, 1000, [&](int64_t, int64_t) {
+                  chunks.fetch_add(1);
+                  return absl::OkStatus();
+                }).ok());
+    return chunks.load();
+  };
+  EXPECT_EQ(count_chunks(), 4);
+  {
+    ScopedThreadLimit two(2);
+    EXPECT_EQ(count_chunks(), 2);
+    {
+      ScopedThreadLimit one(1);
+      EXPECT_EQ(count_chunks(), 1);
+      std::atomic<int> tasks{0};
+      ASSERT_TRUE(ParallelLaunch(0, [&](int, int n) {
+                    EXPECT_EQ(n, 1);
+                    tasks.fetch_add(1);
+                    return absl::OkStatus();
+                  }).ok());
+      EXPECT_EQ(tasks.load(), 1);
+    }
+    EXPECT_EQ(count_chunks(), 2);
+    ScopedThreadLimit many(64);  // a cap above the pool does not raise it
+    EXPECT_EQ(count_chunks(), 4);
+  }
+  EXPECT_EQ(count_chunks(), 4);
+}
+
 TEST_F(ThreadPoolTest, ParallelForCoversTheRangeExactlyOnce) {
   for (int64_t n : {1, 2, 3, 4, 5, 7, 64, 1000, 100003}) {
     std::vector<std::atomic<int>> hits(static_cast<size_t>(n));

@@ -262,6 +262,22 @@ TEST_F(DaemonTest, CorruptExecutableIsInvalidArgument) {
   EXPECT_EQ(Call(req, &resp).error_code(), grpc::StatusCode::NOT_FOUND);
 }
 
+TEST_F(DaemonTest, CreateVmTakesAThreadCountAndRefusesANegativeOne) {
+  std::string sha = UploadExec();
+  std::string session = Open();
+  v1::CallRequest req;
+  req.set_session_id(session);
+  req.mutable_create_vm()->set_module_sha256(sha);
+  req.mutable_create_vm()->set_num_threads(-2);
+  v1::CallResponse resp;
+  grpc::Status s = Call(req, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("num_threads must be >= 0, got -2"));
+  req.mutable_create_vm()->set_num_threads(1);
+  ASSERT_TRUE(Call(req, &resp).ok());
+  EXPECT_NE(resp.create_vm().vm_id(), 0u);
+}
+
 TEST_F(DaemonTest, InvokeThroughCallAndNestedTuples) {
   std::string sha = UploadExec();
   std::string session = Open();
