@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "compiler/codegen/math_emitter.h"
 #include "compiler/codegen/vectorize.h"
+#include "compiler/codegen/work_estimate.h"
 #include "compiler/ir/arith.h"
 #include "llvm/IR/IRBuilder.h"
 #include "llvm/IR/Intrinsics.h"
@@ -927,9 +928,28 @@ class Emitter {
     for (size_t i = 0; i < caps.size(); ++i) {
       b_.CreateStore(caps[i].value, b_.CreateStructGEP(closure_ty, closure, i + 2));
     }
-    llvm::Value* code =
+    // Small loops run inline: the whole range in one call of the trampoline.
+    // The body's work per iteration is a compile-time estimate, the trip
+    // count a run-time one.
+    const int64_t per_iter = std::max<int64_t>(1, WorkEstimate(n->body));
+    llvm::Value* small =
+        b_.CreateICmpSLT(extent, b_.getInt64(std::max<int64_t>(1, kMinParallelWork / per_iter)));
+    llvm::BasicBlock* launch_bb = llvm::BasicBlock::Create(ctx_, "par.launch", fs_.fn);
+    llvm::BasicBlock* inline_bb = llvm::BasicBlock::Create(ctx_, "par.inline", fs_.fn);
+    llvm::BasicBlock* join_bb = llvm::BasicBlock::Create(ctx_, "par.join", fs_.fn);
+    b_.CreateCondBr(small, inline_bb, launch_bb);
+    b_.SetInsertPoint(inline_bb);
+    llvm::Value* inline_code = b_.CreateCall(tramp, {b_.getInt64(0), extent, closure});
+    b_.CreateBr(join_bb);
+    b_.SetInsertPoint(launch_bb);
+    llvm::Value* launch_code =
         b_.CreateCall(llvm::FunctionType::get(i32_, {ptr_, i64_, ptr_, ptr_}, false),
                       Service(kSvcParallelFor), {Service(kSvcCtx), extent, tramp, closure});
+    b_.CreateBr(join_bb);
+    b_.SetInsertPoint(join_bb);
+    llvm::PHINode* code = b_.CreatePHI(i32_, 2);
+    code->addIncoming(inline_code, inline_bb);
+    code->addIncoming(launch_code, launch_bb);
     auto* fail = llvm::BasicBlock::Create(ctx_, "par.fail", fs_.fn);
     auto* cont = llvm::BasicBlock::Create(ctx_, "par.ok", fs_.fn);
     b_.CreateCondBr(b_.CreateICmpEQ(code, b_.getInt32(0)), cont, fail);

@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "compiler/codegen/kernel_emitter.h"
+#include "compiler/codegen/work_estimate.h"
 #include "compiler/ir/arith.h"
 #include "lld/Common/Driver.h"
 #include "llvm/IR/DiagnosticHandler.h"
@@ -257,44 +258,12 @@ std::unique_ptr<llvm::LLVMContext> MakeContext() {
   return context;
 }
 
-// A rough size of the code a kernel turns into: statements, with unrolled
-// loops counted once per iteration. Balances the shards.
-int64_t KernelCost(const Stmt& s) {
-  if (!s.defined()) return 0;
-  switch (s.kind()) {
-    case StmtKind::kSeq: {
-      int64_t c = 0;
-      for (const Stmt& x : s.as<SeqStmtNode>()->seq) c += KernelCost(x);
-      return c;
-    }
-    case StmtKind::kFor: {
-      const ForNode* n = s.as<ForNode>();
-      std::optional<int64_t> e = AsConstInt(n->extent);
-      int64_t times =
-          n->for_kind == ForKind::kUnrolled && e.has_value() ? std::max<int64_t>(*e, 1) : 1;
-      return 4 + times * KernelCost(n->body);
-    }
-    case StmtKind::kLet:
-      return 1 + KernelCost(s.as<LetStmtNode>()->body);
-    case StmtKind::kAllocate:
-      return 2 + KernelCost(s.as<AllocateNode>()->body);
-    case StmtKind::kIf: {
-      const IfThenElseNode* n = s.as<IfThenElseNode>();
-      return 2 + KernelCost(n->then_case) + KernelCost(n->else_case);
-    }
-    case StmtKind::kAssert:
-      return 2 + KernelCost(s.as<AssertStmtNode>()->body);
-    default:
-      return 1;
-  }
-}
-
 // Splits `kernels` into at most `shards` groups of about equal cost (the
 // greedy longest-first rule), as one emit mask per non-empty group.
 std::vector<std::vector<bool>> AssignShards(const std::vector<KernelFunc>& kernels, int shards) {
   std::vector<std::pair<int64_t, size_t>> order;
   for (size_t i = 0; i < kernels.size(); ++i) {
-    order.emplace_back(kernels[i] ? 16 + KernelCost(kernels[i]->body) : 0, i);
+    order.emplace_back(kernels[i] ? 16 + codegen::CodeSize(kernels[i]->body) : 0, i);
   }
   std::sort(order.begin(), order.end(), std::greater<>());
   std::vector<std::vector<bool>> masks(shards, std::vector<bool>(kernels.size(), false));

@@ -93,22 +93,27 @@ TEST(CodegenTest, ParallelVectorizedLoopNestOver2D) {
   KernelFunc k = MakeKernelFunc("scale2d", {KernelParam::Tensor(a), KernelParam::Tensor(c)}, body);
   absl::StatusOr<Ref<Module>> lib = BuildAndLoad({k});
   ASSERT_TRUE(lib.ok()) << lib.status();
-  const int64_t rows = 37, cols = 129;
-  std::vector<float> av(rows * cols);
-  for (size_t x = 0; x < av.size(); ++x) av[x] = static_cast<float>(x % 17) - 3;
-  Tensor ta = MakeTensor({rows, cols}, kF32, av);
-  Tensor tc = MakeTensor({rows, cols}, kF32, std::vector<float>(rows * cols, 0));
-  ASSERT_TRUE(GetKernel(*lib, "scale2d").Call(ta, tc).ok());
-  std::vector<float> cv = Read<float>(tc);
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t col = 0; col < cols; ++col) {
-      ASSERT_EQ(cv[r * cols + col], av[r * cols + col] * 2 + static_cast<float>(r));
+  // 37 rows are too little work to hand to the pool and run inline; 400 rows
+  // go through the services' parallel_for.
+  for (int64_t rows : {37, 400}) {
+    const int64_t cols = 129;
+    std::vector<float> av(rows * cols);
+    for (size_t x = 0; x < av.size(); ++x) av[x] = static_cast<float>(x % 17) - 3;
+    Tensor ta = MakeTensor({rows, cols}, kF32, av);
+    Tensor tc = MakeTensor({rows, cols}, kF32, std::vector<float>(rows * cols, 0));
+    ASSERT_TRUE(GetKernel(*lib, "scale2d").Call(ta, tc).ok());
+    std::vector<float> cv = Read<float>(tc);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t col = 0; col < cols; ++col) {
+        ASSERT_EQ(cv[r * cols + col], av[r * cols + col] * 2 + static_cast<float>(r)) << rows;
+      }
     }
   }
   absl::StatusOr<std::string> ir = EmitLLVMIR({k}, Target::Host());
   ASSERT_TRUE(ir.ok()) << ir.status();
   // The outlined parallel body and the vectorizer's work are in the IR.
   EXPECT_NE(ir->find("scale2d.body.par0"), std::string::npos);
+  EXPECT_NE(ir->find("par.inline"), std::string::npos);
   EXPECT_NE(ir->find("llvm.loop.isvectorized"), std::string::npos);
 }
 
