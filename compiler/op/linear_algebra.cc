@@ -4,12 +4,11 @@
 // The schedule follows the GotoBLAS/BLIS shape on a small scale: B is
 // packed once per B batch into zero-padded column panels Bp[bb][jo][k][NR]
 // (so the micro-kernel reads NR contiguous values per k and never checks
-// bounds), and each (batch, row-block) pair — the parallel loop — runs an
-// MR x NR micro-kernel per column panel: MR x NR accumulators in a kLocal
-// tile, MR rows unrolled, NR columns vectorized, the k loop innermost.
-// Rows past M read a clamped row and are not stored; columns past N are
-// zeros in the panel and are not stored. The epilogue is applied at the
-// single final store.
+// bounds) unless the panels tile N exactly, when B is read in place; and each (batch, row-block)
+// pair — the parallel loop — runs an MR x NR micro-kernel per column panel: MR x NR accumulators in
+// a kLocal tile, MR rows unrolled, NR columns vectorized, the k loop innermost. Rows past M read a
+// clamped row and are not stored; columns past N are zeros in the panel and are not stored. The
+// epilogue is applied at the single final store.
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
@@ -147,14 +146,20 @@ absl::StatusOr<Stmt> ScheduleMatmul(const LowerContext& ctx, const std::vector<B
   const PrimExpr mi = CeilDiv(M, mr);
   const PrimExpr b_batches = Product(b_batch);
 
-  // Pack B: Bp[bb, jo, k, jj] = B[bb..., k, jo * NR + jj], zero past N.
-  Buffer Bp = MakeBuffer("matmul_packed_b", acc_t, {b_batches, nj, K, NR});
   auto read_b = [&](const std::vector<PrimExpr>& bidx, const PrimExpr& k, const PrimExpr& col) {
     std::vector<PrimExpr> idx = bidx;
     idx.push_back(k);
     if (!b_vec) idx.push_back(col);
     return Cast(acc_t, Load(B, idx));
   };
+  // When the column panels tile N exactly, the micro-kernel reads B in place
+  // (NR contiguous values per k, as from a packed panel). Otherwise B is packed
+  // into zero-padded panels first. Packing costs a pass over B per call, which
+  // dominates for few rows (a batch of 8 against a 784 x 256 weight).
+  const int64_t* n_const = N.as_int();
+  const bool direct_b = n_const != nullptr && *n_const % nr == 0;
+  // Pack B: Bp[bb, jo, k, jj] = B[bb..., k, jo * NR + jj], zero past N.
+  Buffer Bp = MakeBuffer("matmul_packed_b", acc_t, {b_batches, nj, K, NR});
   Stmt pack = Loop("pb", b_batches * nj, ForKind::kParallel, [&](const PrimExpr& t) {
     PrimExpr bb = FloorDiv(t, nj), jo = FloorMod(t, nj);
     std::vector<PrimExpr> bidx = Unflatten(bb, b_batch);
@@ -182,6 +187,9 @@ absl::StatusOr<Stmt> ScheduleMatmul(const LowerContext& ctx, const std::vector<B
     // Flat index of B's batch in the packed buffer.
     PrimExpr bb(0);
     for (size_t d = 0; d < b_batch.size(); ++d) bb = bb * b_batch[d] + bidx[d];
+    auto panel = [&](const PrimExpr& jo, const PrimExpr& k, const PrimExpr& jj) {
+      return direct_b ? read_b(bidx, k, jo * NR + jj) : Load(Bp, {bb, jo, k, jj});
+    };
     return Loop("jo", nj, ForKind::kSerial, [&](const PrimExpr& jo) {
       Buffer acc = MakeBuffer("matmul_acc", acc_t, {MR, NR}, BufferNode::Scope::kLocal);
       Stmt zero = Loop("zi", MR, ForKind::kUnrolled, [&](const PrimExpr& ii) {
@@ -197,7 +205,7 @@ absl::StatusOr<Stmt> ScheduleMatmul(const LowerContext& ctx, const std::vector<B
           ai.push_back(k);
           PrimExpr av = Cast(acc_t, Load(A, ai));
           return Loop("jj", NR, ForKind::kVectorized, [&](const PrimExpr& jj) {
-            return Store(acc, {ii, jj}, Load(acc, {ii, jj}) + av * Load(Bp, {bb, jo, k, jj}));
+            return Store(acc, {ii, jj}, Load(acc, {ii, jj}) + av * panel(jo, k, jj));
           });
         });
       });
@@ -213,6 +221,7 @@ absl::StatusOr<Stmt> ScheduleMatmul(const LowerContext& ctx, const std::vector<B
       return Allocate(acc, Seq({zero, kloop, store}));
     });
   });
+  if (direct_b) return compute;
   return Allocate(Bp, Seq({pack, compute}));
 }
 
