@@ -258,15 +258,22 @@ class Fuser {
       const OpPattern pattern = cands[c].info->pattern;
       // Producer groups this call could absorb.
       std::vector<Group*> plain, anchored;
+      std::vector<std::pair<const VarNode*, Group*>> shared;  // outputs used more than once
       for (const Expr& arg : cands[c].call->args) {
         const auto* v = arg.as<VarNode>();
         if (v == nullptr || arg.kind() != ExprKind::kDataflowVar) continue;
         auto it = def.find(v);
         if (it == def.end() || group_of[it->second] == nullptr) continue;
-        if (uses_[v] != 1) continue;
         Group* g = group_of[it->second];
         if (g->output != it->second) continue;
+        if (uses_[v] != 1) {
+          shared.emplace_back(v, g);
+          continue;
+        }
         (g->anchor >= 0 ? anchored : plain).push_back(g);
+      }
+      if (pattern <= OpPattern::kBroadcast && !shared.empty()) {
+        AbsorbDiamonds(cands, c, shared, &plain, &anchored);
       }
       auto group = std::make_unique<Group>();
       std::vector<Group*> merge;
@@ -331,6 +338,44 @@ class Fuser {
       out.bindings.push_back(std::move(b));
     }
     return out;
+  }
+
+  // Diamonds (x * sigmoid(x), PyTorch's erf GELU after a matmul): a producer
+  // group whose output is used several times joins the group `c` is forming
+  // when every one of those uses is by a member of it. Absorbing one group
+  // can bring in the remaining users of another, so this runs to a fixed
+  // point.
+  void AbsorbDiamonds(const std::vector<Candidate>& cands, int c,
+                      const std::vector<std::pair<const VarNode*, Group*>>& shared,
+                      std::vector<Group*>* plain, std::vector<Group*>* anchored) {
+    std::set<int> members = {c};
+    std::set<const Group*> taken;
+    auto take = [&](Group* g) {
+      if (!taken.insert(g).second) return;
+      members.insert(g->members.begin(), g->members.end());
+      (g->anchor >= 0 ? *anchored : *plain).push_back(g);
+    };
+    for (Group* g : *plain) {
+      taken.insert(g);
+      members.insert(g->members.begin(), g->members.end());
+    }
+    for (Group* g : *anchored) {
+      taken.insert(g);
+      members.insert(g->members.begin(), g->members.end());
+    }
+    for (bool grew = true; grew;) {
+      grew = false;
+      for (const auto& [v, g] : shared) {
+        if (taken.count(g)) continue;
+        int64_t inside = 0;
+        for (int m : members) {
+          for (const Expr& arg : cands[m].call->args) inside += arg.as<VarNode>() == v ? 1 : 0;
+        }
+        if (inside != uses_[v]) continue;
+        take(g);
+        grew = true;
+      }
+    }
   }
 
   KernelDeduplicator* kernels_;

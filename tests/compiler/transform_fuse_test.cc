@@ -68,10 +68,59 @@ TEST(FuseOpsTest, ElementwiseChainFusesIntoOneLoop) {
   Expr y = f.Param("y", F32({33}));
   Expr a = f.Bind("a", Op("relax.exp", {x}));
   Expr b = f.Bind("b", Op("relax.add", {a, y}));
-  Expr gv = f.Output("gv", Op("relax.multiply", {b, b}));  // b used twice: ends a group
+  Expr c = f.Bind("c", Op("relax.negative", {b}));
+  Expr gv = f.Output("gv", Op("relax.multiply", {c, y}));
   IRModule m = Fused(f.Finish(gv));
-  EXPECT_THAT(KernelNames(m), ElementsAre("fused_exp_add"));
-  EXPECT_THAT(RemainingOps(m), ElementsAre("relax.call_tir", "relax.multiply"));
+  EXPECT_THAT(KernelNames(m), ElementsAre("fused_exp_add_negative_multiply"));
+  EXPECT_THAT(RemainingOps(m), ElementsAre("relax.call_tir"));
+}
+
+// A value used twice inside what becomes one group (b * b) is a diamond:
+// the group takes both uses.
+TEST(FuseOpsTest, DiamondOfElementwiseOpsFusesIntoOneLoop) {
+  RawFunction f;
+  Expr x = f.Param("x", F32({16, 33}));
+  Expr y = f.Param("y", F32({33}));
+  Expr a = f.Bind("a", Op("relax.exp", {x}));
+  Expr b = f.Bind("b", Op("relax.add", {a, y}));
+  Expr gv = f.Output("gv", Op("relax.multiply", {b, b}));
+  IRModule m = Fused(f.Finish(gv));
+  EXPECT_THAT(KernelNames(m), ElementsAre("fused_exp_add_multiply"));
+  EXPECT_THAT(RemainingOps(m), ElementsAre("relax.call_tir"));
+}
+
+// PyTorch's GELU after a linear layer, x * 0.5 * (1 + erf(x / sqrt 2)) with x
+// = matmul + bias: x has two users, and the whole diamond becomes the
+// matmul's epilogue.
+TEST(FuseOpsTest, ErfGeluDiamondJoinsTheMatmulEpilogue) {
+  RawFunction f;
+  Expr x = f.Param("x", F32({4, 8}));
+  Expr w = f.Param("w", F32({8, 16}));
+  Expr bias = f.Param("bias", F32({16}));
+  Expr k = f.Param("k", F32({}));
+  Expr mm = f.Bind("mm", Op("relax.matmul", {x, w}));
+  Expr h = f.Bind("h", Op("relax.add", {mm, bias}));
+  Expr d = f.Bind("d", Op("relax.divide", {h, k}));
+  Expr e = f.Bind("e", Op("relax.erf", {d}));
+  Expr p = f.Bind("p", Op("relax.add", {e, k}));
+  Expr gv = f.Output("gv", Op("relax.multiply", {h, p}));
+  IRModule m = Fused(f.Finish(gv));
+  EXPECT_THAT(KernelNames(m), ElementsAre("fused_matmul_add_divide_erf_add_multiply"));
+  EXPECT_THAT(RemainingOps(m), ElementsAre("relax.call_tir"));
+}
+
+// When one use of a shared value is outside the group (here a reduction,
+// which cannot take an elementwise producer with two users), the value ends
+// its group.
+TEST(FuseOpsTest, SharedValueWithAUseOutsideTheGroupEndsIt) {
+  RawFunction f;
+  Expr x = f.Param("x", F32({16, 33}));
+  Expr a = f.Bind("a", Op("relax.exp", {x}));
+  Expr b = f.Bind("b", Op("relax.multiply", {a, a}));
+  Expr s = f.Bind("s", Op("relax.sum", {a}));
+  Expr gv = f.Output("gv", MakeTuple({b, s}));
+  IRModule m = Fused(f.Finish(gv));
+  EXPECT_THAT(RemainingOps(m), ElementsAre("relax.exp", "relax.multiply", "relax.sum"));
 }
 
 TEST(FuseOpsTest, BlockOutputEndsAGroup) {
