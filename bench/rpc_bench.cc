@@ -9,10 +9,21 @@
 //   Rss: resident memory idle, at the peak of a 256 MiB upload + download, and
 //     after the tensors are freed (it must fall back). The daemon runs in this
 //     process, so the figures include the client.
+//   DaemonRss: the same for a separate tetherd process (its /proc status), and
+//     the memory a vanished client leaves behind: a child process uploads
+//     256 MiB and exits without closing its session; the daemon holds the
+//     tensor until the session's idle lease (1 s here) expires, then releases
+//     it. Reports the daemon's RSS at each step and how long the release took.
 // The daemon runs in this process (its gRPC server on 127.0.0.1:0), so client
 // and daemon share the machine's two cores.
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -284,9 +295,9 @@ void BM_TimeEvaluatorRemoteVsLocal(benchmark::State& state) {
 }
 BENCHMARK(BM_TimeEvaluatorRemoteVsLocal)->Unit(benchmark::kMillisecond)->Iterations(5);
 
-// Resident set size of this process in MiB, from /proc/self/status.
-double RssMiB() {
-  std::ifstream status("/proc/self/status");
+// Resident set size of a process in MiB, from /proc/<pid>/status.
+double RssMiB(const std::string& pid = "self") {
+  std::ifstream status("/proc/" + pid + "/status");
   std::string line;
   while (std::getline(status, line)) {
     if (line.rfind("VmRSS:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
@@ -317,7 +328,103 @@ void BM_Rss(benchmark::State& state) {
 }
 BENCHMARK(BM_Rss)->Iterations(1)->Unit(benchmark::kMillisecond);
 
+extern "C" char** environ;
+
+// Starts `argv` as a child process; its pid, or -1.
+pid_t Spawn(const std::vector<std::string>& argv) {
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = -1;
+  return posix_spawn(&pid, args[0], nullptr, nullptr, args.data(), environ) == 0 ? pid : -1;
+}
+
+// `rpc_bench --vanishing-client TARGET`: opens a session with a 1 s idle
+// lease, uploads 256 MiB and exits without closing anything.
+int VanishingClient(const std::string& target) {
+  client::ConnectOptions options;
+  options.idle_timeout = absl::Seconds(1);
+  options.client_name = "vanishing-client";
+  auto session = client::RemoteSession::Connect(target, options);
+  if (!session.ok()) return 2;
+  auto remote = (*session)->UploadTensor(BytesTensor(int64_t{256} << 20));
+  std::fflush(stdout);
+  _exit(remote.ok() ? 0 : 3);
+}
+
+void BM_DaemonRss(benchmark::State& state) {
+  std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("rpc-bench-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  std::string port_file = (dir / "port").string();
+  pid_t daemon = Spawn({TETHERD_PATH, "--listen", "127.0.0.1:0", "--port-file", port_file,
+                        "--store-dir", (dir / "store").string(), "--session-idle-timeout", "1"});
+  auto stop = [&] {
+    if (daemon > 0) {
+      kill(daemon, SIGTERM);
+      waitpid(daemon, nullptr, 0);
+    }
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  };
+  std::string port;
+  for (int i = 0; i < 100 && port.empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::ifstream in(port_file);
+    std::getline(in, port);
+  }
+  if (daemon <= 0 || port.empty()) {
+    stop();
+    return state.SkipWithError("tetherd did not start");
+  }
+  const std::string target = "127.0.0.1:" + port, pid = std::to_string(daemon);
+  double idle = 0, peak = 0, after = 0, held = 0, expired = 0, release_s = 0;
+  for (auto _ : state) {
+    idle = RssMiB(pid);
+    {
+      auto session = client::RemoteSession::Connect(target);
+      if (!session.ok()) return stop(), state.SkipWithError("cannot connect");
+      auto remote = (*session)->UploadTensor(BytesTensor(int64_t{256} << 20));
+      if (!remote.ok()) return stop(), state.SkipWithError("upload failed");
+      auto back = (*session)->DownloadTensor(*remote);
+      if (!back.ok()) return stop(), state.SkipWithError("download failed");
+      peak = RssMiB(pid);
+      (void)(*session)->FreeObjects({client::AsRemoteHandle(*remote)->id()});
+      after = RssMiB(pid);
+    }
+    pid_t child = Spawn({"/proc/self/exe", "--vanishing-client", target});
+    int status = 0;
+    if (child <= 0 || waitpid(child, &status, 0) != child || WEXITSTATUS(status) != 0) {
+      return stop(), state.SkipWithError("the vanishing client failed");
+    }
+    held = RssMiB(pid);
+    Clock::time_point gone = Clock::now();
+    expired = held;
+    while (Seconds(gone, Clock::now()) < 10 && expired > after + 64) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      expired = RssMiB(pid);
+    }
+    release_s = Seconds(gone, Clock::now());
+  }
+  stop();
+  state.counters["rss_idle_MiB"] = idle;
+  state.counters["rss_peak_MiB"] = peak;
+  state.counters["rss_after_free_MiB"] = after;
+  state.counters["rss_orphan_held_MiB"] = held;
+  state.counters["rss_after_expiry_MiB"] = expired;
+  state.counters["expiry_release_s"] = release_s;
+}
+BENCHMARK(BM_DaemonRss)->Iterations(1)->Unit(benchmark::kMillisecond);
+
 }  // namespace
 }  // namespace tether
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  if (argc == 3 && std::string(argv[1]) == "--vanishing-client") {
+    return tether::VanishingClient(argv[2]);
+  }
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
