@@ -272,9 +272,6 @@ class Fuser {
         }
         (g->anchor >= 0 ? anchored : plain).push_back(g);
       }
-      if (pattern <= OpPattern::kBroadcast && !shared.empty()) {
-        AbsorbDiamonds(cands, c, shared, &plain, &anchored);
-      }
       auto group = std::make_unique<Group>();
       std::vector<Group*> merge;
       if (pattern == OpPattern::kOutEWiseFusable) {
@@ -294,6 +291,9 @@ class Fuser {
             group->anchor = a->anchor;
           }
         }
+      }
+      if (pattern <= OpPattern::kBroadcast && !shared.empty()) {
+        AbsorbDiamonds(block, cands, c, shared, &merge, &group->anchor);
       }
       for (Group* g : merge) {
         group->members.insert(group->members.end(), g->members.begin(), g->members.end());
@@ -340,39 +340,41 @@ class Fuser {
     return out;
   }
 
-  // Diamonds (x * sigmoid(x), PyTorch's erf GELU after a matmul): a producer
-  // group whose output is used several times joins the group `c` is forming
-  // when every one of those uses is by a member of it. Absorbing one group
-  // can bring in the remaining users of another, so this runs to a fixed
-  // point.
-  void AbsorbDiamonds(const std::vector<Candidate>& cands, int c,
+  // Diamonds (x * sigmoid(x), PyTorch's erf GELU after a linear layer): a
+  // producer group whose output is used several times joins the group `c`
+  // forms (with the groups in `merge`) when every one of those uses is by a
+  // member of it. An anchored producer joins only while the group has no
+  // anchor and `c`'s output has the anchor's shape (the epilogue rule).
+  // Absorbing one group can bring in the remaining users of another, so this
+  // runs to a fixed point.
+  void AbsorbDiamonds(const BindingBlock& block, const std::vector<Candidate>& cands, int c,
                       const std::vector<std::pair<const VarNode*, Group*>>& shared,
-                      std::vector<Group*>* plain, std::vector<Group*>* anchored) {
+                      std::vector<Group*>* merge, int* anchor) {
     std::set<int> members = {c};
     std::set<const Group*> taken;
-    auto take = [&](Group* g) {
-      if (!taken.insert(g).second) return;
-      members.insert(g->members.begin(), g->members.end());
-      (g->anchor >= 0 ? *anchored : *plain).push_back(g);
-    };
-    for (Group* g : *plain) {
+    for (Group* g : *merge) {
       taken.insert(g);
       members.insert(g->members.begin(), g->members.end());
     }
-    for (Group* g : *anchored) {
-      taken.insert(g);
-      members.insert(g->members.begin(), g->members.end());
-    }
+    const auto* out_t = block.bindings[c].var.struct_info().as<TensorStructInfoNode>();
     for (bool grew = true; grew;) {
       grew = false;
       for (const auto& [v, g] : shared) {
         if (taken.count(g)) continue;
+        if (g->anchor >= 0) {
+          const auto* anchor_t =
+              block.bindings[g->anchor].var.struct_info().as<TensorStructInfoNode>();
+          if (*anchor >= 0 || !SameShape(*anchor_t->shape, *out_t->shape)) continue;
+        }
         int64_t inside = 0;
         for (int m : members) {
           for (const Expr& arg : cands[m].call->args) inside += arg.as<VarNode>() == v ? 1 : 0;
         }
         if (inside != uses_[v]) continue;
-        take(g);
+        taken.insert(g);
+        members.insert(g->members.begin(), g->members.end());
+        merge->push_back(g);
+        if (g->anchor >= 0) *anchor = g->anchor;
         grew = true;
       }
     }

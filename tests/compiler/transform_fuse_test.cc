@@ -109,6 +109,23 @@ TEST(FuseOpsTest, ErfGeluDiamondJoinsTheMatmulEpilogue) {
   EXPECT_THAT(RemainingOps(m), ElementsAre("relax.call_tir"));
 }
 
+// Softmax written out (ONNX's *_expanded tests): exp(x - max) feeds both the
+// sum and the division. The division cannot take the sum as an anchor (other
+// shape), so exp's second use stays outside and exp must stay a group output.
+TEST(FuseOpsTest, SharedValueWhoseOtherUserCannotJoinStaysAnOutput) {
+  RawFunction f;
+  Expr x = f.Param("x", F32({4, 10}));
+  Attrs keep = {{"axis", std::vector<int64_t>{1}}, {"keepdims", true}};
+  Expr mx = f.Bind("mx", Op("relax.max", {x}, keep));
+  Expr d = f.Bind("d", Op("relax.subtract", {x, mx}));
+  Expr e = f.Bind("e", Op("relax.exp", {d}));
+  Expr sum = f.Bind("sum", Op("relax.sum", {e}, keep));
+  Expr gv = f.Output("gv", Op("relax.divide", {e, sum}));
+  IRModule m = Fused(f.Finish(gv));  // checks well-formedness
+  EXPECT_THAT(RemainingOps(m),
+              ElementsAre("relax.max", "relax.call_tir", "relax.sum", "relax.divide"));
+}
+
 // When one use of a shared value is outside the group (here a reduction,
 // which cannot take an elementwise producer with two users), the value ends
 // its group.
