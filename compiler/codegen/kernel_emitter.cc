@@ -10,6 +10,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "compiler/codegen/math_emitter.h"
+#include "compiler/codegen/math_f32.h"
 #include "compiler/codegen/vectorize.h"
 #include "compiler/codegen/work_estimate.h"
 #include "compiler/ir/arith.h"
@@ -470,6 +471,13 @@ class Emitter {
       }
       case PrimKind::kCall: {
         const PrimCallNode* c = e.as<PrimCallNode>();
+        // float32 (and float16/bfloat16, computed in float) use the
+        // single-precision versions where there is one (math_f32.h).
+        bool narrow = (t.is_float() && t.bits() <= 32) || t.is_bfloat16();
+        if (narrow && c->args.size() == 1 && HasFloat32Math(c->op)) {
+          TETHER_ASSIGN_OR_RETURN(llvm::Value * x, EmitExprAs(c->args[0], DataType::Float(32)));
+          return CastValue(EmitFloat32Math(b_, c->op, x), DataType::Float(32), t);
+        }
         std::vector<llvm::Value*> args;
         for (const PrimExpr& a : c->args) {
           TETHER_ASSIGN_OR_RETURN(llvm::Value * v, EmitExprAs(a, DataType::Float(64)));

@@ -3,6 +3,7 @@
 
 #include <functional>
 
+#include "compiler/codegen/math_f32.h"
 #include "compiler/ir/arith.h"
 
 namespace tether::compiler::codegen {
@@ -40,7 +41,9 @@ bool PlainDType(DataType t) { return !t.is_bool() && !t.is_bfloat16() && t.bits(
 // Whether the expression can be emitted lane-wise.
 bool VectorizableExpr(const PrimExpr& e) {
   return AllOf(e, [](const PrimExpr& x) {
-    if (x.as<PrimCallNode>() != nullptr) return false;
+    if (const PrimCallNode* c = x.as<PrimCallNode>()) {
+      return c->args.size() == 1 && HasFloat32Math(c->op) && x.dtype() == DataType::Float(32);
+    }
     if (const LoadNode* l = x.as<LoadNode>()) return PlainDType(l->buffer->dtype);
     if (x.as<CastNode>() != nullptr) return PlainDType(x.dtype());
     if ((x.kind() == PrimKind::kFloorDiv || x.kind() == PrimKind::kFloorMod) &&

@@ -47,8 +47,9 @@ LaneAccess ClassifyAccess(const Buffer& buffer, const std::vector<PrimExpr>& ind
 
 // The lane count when `loop` (a kVectorized loop) can be emitted as vector
 // code: a constant extent in [2, kMaxVectorLanes]; a body of lets and stores
-// only; every store contiguous; no math calls, no float floor division, and
-// no float16/bfloat16/bool in memory or casts. Otherwise nullopt.
+// only; every store contiguous; math calls only float32 ones with a
+// single-precision version (math_f32.h); no float floor division, and no
+// float16/bfloat16/bool in memory or casts. Otherwise nullopt.
 std::optional<int64_t> VectorizableLanes(const ForNode& loop);
 
 }  // namespace tether::compiler::codegen
