@@ -201,6 +201,41 @@ llvm::Value* Pow(F& f, llvm::Value* a, llvm::Value* e) {
   return f.Sel(b.CreateOr(b.CreateFCmpOEQ(e, f.C(0)), b.CreateFCmpOEQ(a, f.C(1))), f.C(1), y);
 }
 
+// atan: |x| > 1 folds to pi/2 - atan(1/|x|); two half-angle steps
+// (t / (1 + sqrt(1 + t^2))) bring the argument under tan(pi/16) ~ 0.199,
+// where 13 terms of the alternating series reach double precision.
+llvm::Value* Atan(F& f, llvm::Value* x) {
+  llvm::Value* a = f.Abs(x);
+  llvm::Value* big = f.Gt(a, f.C(1));
+  llvm::Value* t = f.Sel(big, f.Div(f.C(1), a), a);
+  for (int i = 0; i < 2; ++i) {
+    llvm::Value* r = f.b.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, f.Add(f.C(1), f.Mul(t, t)));
+    t = f.Div(t, f.Add(f.C(1), r));
+  }
+  std::vector<double> c(13);
+  for (int k = 0; k < 13; ++k) c[k] = (k % 2 ? -1.0 : 1.0) / (2 * k + 1);
+  llvm::Value* y = f.Mul(f.C(4), f.Mul(t, f.Poly(f.Mul(t, t), c)));
+  y = f.Sel(big, f.Sub(f.C(1.5707963267948966), y), y);
+  y = f.CopySign(y, x);
+  return f.Sel(f.IsNaN(x), x, y);
+}
+
+// asin(x) = atan(x / sqrt((1 - x)(1 + x))): +-pi/2 at +-1, NaN beyond.
+llvm::Value* Asin(F& f, llvm::Value* x) {
+  llvm::Value* d =
+      f.b.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, f.Mul(f.Sub(f.C(1), x), f.Add(f.C(1), x)));
+  llvm::Value* y = Atan(f, f.Div(x, d));
+  return f.Sel(f.Gt(f.Abs(x), f.C(1)), f.C(NAN), y);
+}
+
+// acos(x) = 2 atan(sqrt((1 - x) / (1 + x))): accurate near 1, pi at -1.
+llvm::Value* Acos(F& f, llvm::Value* x) {
+  llvm::Value* q =
+      f.b.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, f.Div(f.Sub(f.C(1), x), f.Add(f.C(1), x)));
+  llvm::Value* y = f.Mul(f.C(2), Atan(f, q));
+  return f.Sel(f.Gt(f.Abs(x), f.C(1)), f.C(NAN), y);
+}
+
 }  // namespace
 
 llvm::Value* MathEmitter::Build(llvm::IRBuilder<>& b, const std::string& op, llvm::Value* x,
@@ -221,6 +256,9 @@ llvm::Value* MathEmitter::Build(llvm::IRBuilder<>& b, const std::string& op, llv
   if (op == "sin") return SinCos(f, x, /*is_cos=*/false);
   if (op == "cos") return SinCos(f, x, /*is_cos=*/true);
   if (op == "pow") return Pow(f, x, y);
+  if (op == "atan") return Atan(f, x);
+  if (op == "asin") return Asin(f, x);
+  if (op == "acos") return Acos(f, x);
   return nullptr;
 }
 

@@ -283,7 +283,7 @@ void RegisterElementwiseOps() {
     std::string fn = f;
     RegisterUnary(absl::StrCat("relax.", f), kFloat, [fn](E x) { return FloatCall(fn, {x}); });
   }
-  for (const char* f : {"floor", "ceil", "round", "sin", "cos"}) {
+  for (const char* f : {"floor", "ceil", "round", "sin", "cos", "asin", "acos", "atan"}) {
     std::string fn = f;
     RegisterUnary(absl::StrCat("relax.", f), kFloat, [fn](E x) { return FloatCall(fn, {x}); });
   }

@@ -1,13 +1,15 @@
 // Tensor manipulation: reshape, flatten, permute_dims, expand_dims, squeeze,
-// broadcast_to, and the creation ops full, zeros and ones; the slicing ops
-// (concat, split, strided_slice, take) are in slicing.cc. Each is a
-// `compute` that maps an output index to the input element it copies, so
-// they fuse into their consumers.
+// broadcast_to, tril/triu, cumsum, and the creation ops full, zeros and
+// ones; the slicing ops (concat, split, strided_slice, take,
+// gather_elements) are in slicing.cc. Each but cumsum is a `compute` that
+// maps an output index to the input element it copies, so they fuse into
+// their consumers; cumsum is a serial scan along its axis (a `schedule`).
 #include <algorithm>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "compiler/ir/arith.h"
+#include "compiler/kernel/lower.h"
 #include "compiler/op/op_common.h"
 
 namespace tether::compiler {
@@ -346,6 +348,85 @@ void RegisterFill(const std::string& name, double value) {
       });
 }
 
+// ---- tril, triu ----
+
+// Keeps the elements on and below (tril) or above (triu) the k-th diagonal
+// of the last two dims and zeroes the rest: element (.., i, j) is kept when
+// j - i <= k (tril) or j - i >= k (triu).
+absl::StatusOr<StructInfo> InferTriangle(const CallNode& call) {
+  if (absl::Status s = CheckNumArgs(call, 1); !s.ok()) return s;
+  absl::StatusOr<const TensorStructInfoNode*> t = TensorArg(call, 0);
+  if (!t.ok()) return t.status();
+  if ((*t)->ndim >= 0 && (*t)->ndim < 2) {
+    return OpError(call, absl::StrCat("the tensor must have at least 2 dims, got ",
+                                      ToString(call.args[0].struct_info())));
+  }
+  return call.args[0].struct_info();
+}
+
+PrimExpr ComputeTriangle(const LowerContext& ctx, const std::vector<PrimExpr>& idx, bool lower) {
+  const size_t n = idx.size();
+  const PrimExpr diff = idx[n - 1] - idx[n - 2];
+  const PrimExpr k = GetIntAttr(ctx.call->attrs, "k", 0);
+  const PrimExpr keep = lower ? LE(diff, k) : GE(diff, k);
+  const DataType dtype = *ctx.out_sinfo.as<TensorStructInfoNode>()->dtype;
+  const PrimExpr zero = dtype.is_bool() ? BoolImm(false) : MakeConst(dtype, 0);
+  return Select(keep, ctx.inputs[0](idx), zero);
+}
+
+// ---- cumsum ----
+
+// The running sum along attr "axis" (required), with "exclusive" (the sum
+// of the elements before, 0 first) and "reverse" (summing from the end, as
+// ONNX's CumSum). A schedule: per position of the other dims, a serial loop
+// along the axis with a thread-local accumulator.
+absl::StatusOr<StructInfo> InferCumsum(const CallNode& call) {
+  if (absl::Status s = CheckNumArgs(call, 1); !s.ok()) return s;
+  absl::StatusOr<const TensorStructInfoNode*> t = TensorArg(call, 0);
+  if (!t.ok()) return t.status();
+  if ((*t)->dtype.has_value() && (*t)->dtype->is_bool()) {
+    return OpError(call, "cannot sum a bool tensor");
+  }
+  if (call.attrs.count("axis") == 0) return OpError(call, "missing attribute axis");
+  if ((*t)->ndim >= 0) {
+    absl::StatusOr<int64_t> axis =
+        NormalizeAxis(call, GetIntAttr(call.attrs, "axis", 0), (*t)->ndim);
+    if (!axis.ok()) return axis.status();
+  }
+  return call.args[0].struct_info();
+}
+
+absl::StatusOr<Stmt> ScheduleCumsum(const LowerContext& ctx, const std::vector<Buffer>& outputs,
+                                    const Epilogue& epilogue) {
+  const CallNode& call = *ctx.call;
+  const std::vector<PrimExpr>& shape = ArgShape(ctx, 0);
+  absl::StatusOr<int64_t> axis =
+      NormalizeAxis(call, GetIntAttr(call.attrs, "axis", 0), static_cast<int64_t>(shape.size()));
+  if (!axis.ok()) return axis.status();
+  const bool exclusive = GetBoolAttr(call.attrs, "exclusive", false);
+  const bool reverse = GetBoolAttr(call.attrs, "reverse", false);
+  const Buffer& out = outputs[0];
+  const DataType dtype = out->dtype;
+  const PrimExpr n = shape[*axis];
+  std::vector<PrimExpr> outer = shape;
+  outer.erase(outer.begin() + *axis);
+  Var j("j");
+  return MakeParallelLoopNest(
+      outer,
+      [&](const std::vector<PrimExpr>& outer_idx) -> Stmt {
+        std::vector<PrimExpr> idx = outer_idx;
+        idx.insert(idx.begin() + *axis, reverse ? n - 1 - j : PrimExpr(j));
+        Buffer acc = MakeBuffer("acc", dtype, {1}, BufferNode::Scope::kLocal);
+        const PrimExpr x = ctx.inputs[0](idx);
+        Stmt add = Store(acc, {0}, Load(acc, {0}) + x);
+        Stmt store = Store(out, idx, epilogue(Load(acc, {0}), idx));
+        Stmt body = exclusive ? Seq({store, add}) : Seq({add, store});
+        return Allocate(
+            acc, Seq({Store(acc, {0}, MakeConst(dtype, 0)), For(j, 0, n, ForKind::kSerial, body)}));
+      },
+      ForKind::kSerial);
+}
+
 }  // namespace
 
 void RegisterManipulationOps() {
@@ -358,6 +439,21 @@ void RegisterManipulationOps() {
   Register("relax.full", OpPattern::kElemWise, 2, InferFull, ComputeFull);
   RegisterFill("relax.zeros", 0);
   RegisterFill("relax.ones", 1);
+  Register("relax.tril", OpPattern::kInjective, 1, InferTriangle,
+           [](const LowerContext& ctx, const std::vector<PrimExpr>& idx) {
+             return ComputeTriangle(ctx, idx, /*lower=*/true);
+           });
+  Register("relax.triu", OpPattern::kInjective, 1, InferTriangle,
+           [](const LowerContext& ctx, const std::vector<PrimExpr>& idx) {
+             return ComputeTriangle(ctx, idx, /*lower=*/false);
+           });
+  OpInfo cumsum;
+  cumsum.name = "relax.cumsum";
+  cumsum.pattern = OpPattern::kOpaque;
+  cumsum.num_args = 1;
+  cumsum.infer = InferCumsum;
+  cumsum.schedule = ScheduleCumsum;
+  RegisterOp(std::move(cumsum));
 
   RegisterSlicingOps();  // slicing.cc
 }

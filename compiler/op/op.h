@@ -106,9 +106,11 @@ std::vector<std::string> ListOps();
 void RegisterElementwiseOps();    // elementwise.cc: arithmetic, math, activations, compare, where,
                                   // astype, clip
 void RegisterReductionOps();      // reduction.cc: sum/mean/max/min/prod, argmax/argmin
-void RegisterManipulationOps();   // manipulation.cc: reshape, permute_dims, ..., full/zeros/ones
+void RegisterManipulationOps();   // manipulation.cc: reshape, permute_dims, ..., full/zeros/ones,
+                                  // tril/triu, cumsum (slicing.cc adds take, strided_slice,
+                                  // gather_elements, scatter_elements)
 void RegisterLinearAlgebraOps();  // linear_algebra.cc: matmul
-void RegisterNNOps();             // nn.cc: conv2d, pooling, batch_norm, layer_norm, softmax
+void RegisterNNOps();             // nn.cc: conv2d, pooling, batch_norm, layer_norm, softmax, pad
 void RegisterBuiltinOps();  // builtin.cc: call_tir, call_dps_packed, call_pure_packed, shape_of,
                             // ...
 

@@ -2,10 +2,11 @@
 // through the readers LowerCallToKernel appends after the call's arguments),
 // split (several outputs: a kOpaque `schedule`), strided_slice (numpy
 // semantics: negative begin/end count from the end, out-of-range values
-// clamp) and take (indices int32/int64; a negative index counts from the end
-// once, and any index still out of range is clamped to the nearest valid
-// one, so a bad index never reads outside the tensor). All but split are
-// injective `compute`s.
+// clamp), take and gather_elements (indices int32/int64; a negative index
+// counts from the end once, and any index still out of range is clamped to
+// the nearest valid one, so a bad index never reads outside the tensor),
+// and scatter_elements (indices as gather_elements', clamped the same way).
+// All but split and scatter_elements are injective `compute`s.
 #include <algorithm>
 #include <optional>
 #include <utility>
@@ -326,12 +327,133 @@ PrimExpr ComputeTake(const LowerContext& ctx, const std::vector<PrimExpr>& idx) 
   return ctx.inputs[0](x_idx);
 }
 
+// ---- gather_elements ----
+
+// out[i0, .., ia, ..] = x[i0, .., indices[i0, .., ia, ..], ..] along `axis`:
+// the output has the shape of indices (which has x's rank).
+absl::StatusOr<StructInfo> InferGatherElements(const CallNode& call) {
+  if (absl::Status s = CheckNumArgs(call, 2); !s.ok()) return s;
+  absl::StatusOr<const TensorStructInfoNode*> x = TensorArg(call, 0);
+  if (!x.ok()) return x.status();
+  absl::StatusOr<const TensorStructInfoNode*> ind = TensorArg(call, 1);
+  if (!ind.ok()) return ind.status();
+  if ((*ind)->dtype.has_value() && !(*ind)->dtype->is_int() && !(*ind)->dtype->is_uint()) {
+    return OpError(call, absl::StrCat("indices must be integers, got ", (*ind)->dtype->ToString()));
+  }
+  if ((*x)->ndim >= 0 && (*ind)->ndim >= 0 && (*x)->ndim != (*ind)->ndim) {
+    return OpError(call,
+                   absl::StrCat("indices have ", (*ind)->ndim, " dims, the tensor ", (*x)->ndim));
+  }
+  const int ndim = (*x)->ndim >= 0 ? (*x)->ndim : (*ind)->ndim;
+  if (ndim == 0) return OpError(call, "cannot gather elements of a scalar");
+  if (ndim > 0) {
+    absl::StatusOr<int64_t> axis = NormalizeAxis(call, GetIntAttr(call.attrs, "axis", 0), ndim);
+    if (!axis.ok()) return axis.status();
+  }
+  if (!(*ind)->shape.has_value()) return TensorSInfoOfRank(ndim, (*x)->dtype, (*x)->vdevice);
+  return TensorSInfo(*(*ind)->shape, (*x)->dtype, (*x)->vdevice);
+}
+
+PrimExpr ComputeGatherElements(const LowerContext& ctx, const std::vector<PrimExpr>& idx) {
+  const std::vector<PrimExpr>& xs = ArgShape(ctx, 0);
+  const size_t axis = static_cast<size_t>(*NormalizeAxis(
+      *ctx.call, GetIntAttr(ctx.call->attrs, "axis", 0), static_cast<int64_t>(xs.size())));
+  std::vector<PrimExpr> x_idx = idx;
+  x_idx[axis] = SafeIndex(ctx.inputs[1](idx), xs[axis]);
+  return ctx.inputs[0](x_idx);
+}
+
+// ---- scatter_elements ----
+
+// out = data, then for every position p of indices, in row-major order:
+// out[p with p[axis] = indices[p]] = combine(that element, updates[p]), where
+// "reduction" is "update" (the default: the last write wins), "add" or
+// "mul". A kOpaque `schedule`: a parallel copy, then a serial loop nest over
+// the updates (serial so repeated indices combine deterministically).
+absl::StatusOr<StructInfo> InferScatterElements(const CallNode& call) {
+  if (absl::Status s = CheckNumArgs(call, 3); !s.ok()) return s;
+  absl::StatusOr<const TensorStructInfoNode*> x = TensorArg(call, 0);
+  if (!x.ok()) return x.status();
+  absl::StatusOr<const TensorStructInfoNode*> ind = TensorArg(call, 1);
+  if (!ind.ok()) return ind.status();
+  absl::StatusOr<const TensorStructInfoNode*> upd = TensorArg(call, 2);
+  if (!upd.ok()) return upd.status();
+  if ((*ind)->dtype.has_value() && !(*ind)->dtype->is_int() && !(*ind)->dtype->is_uint()) {
+    return OpError(call, absl::StrCat("indices must be integers, got ", (*ind)->dtype->ToString()));
+  }
+  if ((*x)->dtype.has_value() && (*upd)->dtype.has_value() && *(*x)->dtype != *(*upd)->dtype) {
+    return OpError(call, absl::StrCat("updates are ", (*upd)->dtype->ToString(), ", the tensor ",
+                                      (*x)->dtype->ToString()));
+  }
+  if ((*x)->ndim >= 0 && (*ind)->ndim >= 0 && (*x)->ndim != (*ind)->ndim) {
+    return OpError(call,
+                   absl::StrCat("indices have ", (*ind)->ndim, " dims, the tensor ", (*x)->ndim));
+  }
+  if ((*ind)->shape.has_value() && (*upd)->shape.has_value()) {
+    for (size_t k = 0; k < (*ind)->shape->size() && k < (*upd)->shape->size(); ++k) {
+      std::optional<int64_t> a = AsConstInt((*(*ind)->shape)[k]);
+      std::optional<int64_t> b = AsConstInt((*(*upd)->shape)[k]);
+      if ((*ind)->shape->size() != (*upd)->shape->size() ||
+          (a.has_value() && b.has_value() && *a != *b)) {
+        return OpError(
+            call, absl::StrCat("updates ", ToString(call.args[2].struct_info()),
+                               " do not match indices ", ToString(call.args[1].struct_info())));
+      }
+    }
+  }
+  const std::string reduction = GetStringAttr(call.attrs, "reduction", "update");
+  if (reduction != "update" && reduction != "add" && reduction != "mul") {
+    return OpError(call, absl::StrCat("unknown reduction '", reduction, "'"));
+  }
+  if ((*x)->ndim == 0) return OpError(call, "cannot scatter into a scalar");
+  if ((*x)->ndim > 0) {
+    absl::StatusOr<int64_t> axis =
+        NormalizeAxis(call, GetIntAttr(call.attrs, "axis", 0), (*x)->ndim);
+    if (!axis.ok()) return axis.status();
+  }
+  return call.args[0].struct_info();
+}
+
+absl::StatusOr<Stmt> ScheduleScatterElements(const LowerContext& ctx,
+                                             const std::vector<Buffer>& outputs,
+                                             const Epilogue& /*epilogue: kOpaque, never fused*/) {
+  const CallNode& call = *ctx.call;
+  const std::vector<PrimExpr>& xs = ArgShape(ctx, 0);
+  const std::vector<PrimExpr>& is = ArgShape(ctx, 1);
+  absl::StatusOr<int64_t> axis =
+      NormalizeAxis(call, GetIntAttr(call.attrs, "axis", 0), static_cast<int64_t>(xs.size()));
+  if (!axis.ok()) return axis.status();
+  const std::string reduction = GetStringAttr(call.attrs, "reduction", "update");
+  const Buffer& out = outputs[0];
+  Stmt copy = MakeElementwiseLoopNest(
+      out, [&](const std::vector<PrimExpr>& idx) { return ctx.inputs[0](idx); });
+  std::vector<Var> vars;
+  std::vector<PrimExpr> idx;
+  for (size_t k = 0; k < is.size(); ++k) {
+    vars.emplace_back(absl::StrCat("s", k));
+    idx.push_back(vars.back());
+  }
+  std::vector<PrimExpr> target = idx;
+  target[*axis] = SafeIndex(ctx.inputs[1](idx), xs[*axis]);
+  const PrimExpr u = ctx.inputs[2](idx);
+  PrimExpr value = u;
+  if (reduction == "add") value = Load(out, target) + u;
+  if (reduction == "mul") value = Load(out, target) * u;
+  Stmt scatter = Store(out, target, value);
+  for (size_t k = vars.size(); k-- > 0;) {
+    scatter = For(vars[k], 0, is[k], ForKind::kSerial, scatter);
+  }
+  return Seq({copy, scatter});
+}
+
 }  // namespace
 
 void RegisterSlicingOps() {
   Register("relax.concat", OpPattern::kInjective, 1, InferConcat, ComputeConcat);
   Register("relax.strided_slice", OpPattern::kInjective, 1, InferStridedSlice, ComputeStridedSlice);
   Register("relax.take", OpPattern::kInjective, 2, InferTake, ComputeTake);
+  Register("relax.gather_elements", OpPattern::kInjective, 2, InferGatherElements,
+           ComputeGatherElements);
   OpInfo split;
   split.name = "relax.split";
   split.pattern = OpPattern::kOpaque;
@@ -339,6 +461,13 @@ void RegisterSlicingOps() {
   split.infer = InferSplit;
   split.schedule = ScheduleSplit;
   RegisterOp(std::move(split));
+  OpInfo scatter;
+  scatter.name = "relax.scatter_elements";
+  scatter.pattern = OpPattern::kOpaque;
+  scatter.num_args = 3;
+  scatter.infer = InferScatterElements;
+  scatter.schedule = ScheduleScatterElements;
+  RegisterOp(std::move(scatter));
 }
 
 }  // namespace tether::compiler

@@ -209,6 +209,19 @@ TEST(ElementwiseOpTest, UnaryMathMatchesReference) {
   CheckUnary("relax.erf", kF32, [](double x) { return std::erf(x); });
 }
 
+TEST(ElementwiseOpTest, InverseTrigMatchesReference) {
+  for (DataType dtype : {kF32, DataType::Float(64)}) {
+    CheckUnary(
+        "relax.atan", dtype, [](double x) { return std::atan(x); }, -40, 40);
+    CheckUnary(
+        "relax.atan", dtype, [](double x) { return std::atan(x); }, -1.2, 1.2);
+    CheckUnary(
+        "relax.asin", dtype, [](double x) { return std::asin(x); }, -1, 1);
+    CheckUnary(
+        "relax.acos", dtype, [](double x) { return std::acos(x); }, -1, 1);
+  }
+}
+
 TEST(ElementwiseOpTest, ActivationsMatchReference) {
   CheckUnary("relax.nn.relu", kF32, [](double x) { return std::max(x, 0.0); });
   CheckUnary("relax.nn.gelu", kF32,

@@ -312,5 +312,117 @@ TEST(ManipulationOpTest, FusedReaderIsInlinedIntoInjectiveCompute) {
   EXPECT_TRUE(seen[1].same_as(i));
 }
 
+// ---- gather_elements, tril/triu, cumsum ----
+
+TEST(ManipulationOpTest, GatherElementsMatchesReferenceAndClamps) {
+  HostTensor x = Random({3, 4}, kF32, 21);
+  HostTensor ind{{2, 4}, kI64, {0, 2, -1, 1, 2, 7, 0, -3}};  // -1 wraps to 2, 7 clamps to 2
+  OP_TEST_ASSIGN_OR_SKIP(out, RunOp("relax.gather_elements", {x, ind}, {{"axis", int64_t{0}}}));
+  ExpectClose(out[0], GatherRef(x, {2, 4}, [&](const Shape& i) {
+                const int64_t raw =
+                    static_cast<int64_t>(ind.data[static_cast<size_t>(i[0] * 4 + i[1])]);
+                return Shape{std::clamp<int64_t>(raw < 0 ? raw + 3 : raw, 0, 2), i[1]};
+              }));
+}
+
+TEST(ManipulationOpTest, GatherElementsRejectsRankMismatch) {
+  absl::StatusOr<StructInfo> s =
+      InferOp("relax.gather_elements", {TensorVar("x", {3, 4}, kF32), TensorVar("i", {2}, kI64)},
+              {{"axis", int64_t{0}}});
+  ASSERT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.status().message().find("indices have 1 dims, the tensor 2"), std::string::npos)
+      << s.status();
+}
+
+TEST(ManipulationOpTest, TrilAndTriuMatchReference) {
+  HostTensor x = Random({2, 3, 4}, kF32, 22);
+  for (int64_t k : {-1, 0, 2}) {
+    for (bool lower : {true, false}) {
+      OP_TEST_ASSIGN_OR_SKIP(out, RunOp(lower ? "relax.tril" : "relax.triu", {x}, {{"k", k}}));
+      HostTensor want = x;
+      for (int64_t i = 0; i < NumElements(x.shape); ++i) {
+        const Shape idx = Unravel(i, x.shape);
+        const int64_t diff = idx[2] - idx[1];
+        if (lower ? diff > k : diff < k) want.data[static_cast<size_t>(i)] = 0;
+      }
+      ExpectClose(out[0], want);
+    }
+  }
+}
+
+TEST(ManipulationOpTest, TrilRejectsVector) {
+  absl::StatusOr<StructInfo> s = InferOp("relax.tril", {TensorVar("x", {4}, kF32)});
+  ASSERT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.status().message().find("at least 2 dims"), std::string::npos) << s.status();
+}
+
+TEST(ManipulationOpTest, CumsumMatchesReferenceInEveryMode) {
+  HostTensor x = Random({3, 5}, kF32, 23);
+  for (int64_t axis : {0, -1}) {
+    for (bool exclusive : {false, true}) {
+      for (bool reverse : {false, true}) {
+        OP_TEST_ASSIGN_OR_SKIP(
+            out, RunOp("relax.cumsum", {x},
+                       {{"axis", axis}, {"exclusive", exclusive}, {"reverse", reverse}}));
+        const int64_t a = axis < 0 ? axis + 2 : axis;
+        HostTensor want = x;
+        for (int64_t i = 0; i < NumElements(x.shape); ++i) {
+          const Shape idx = Unravel(i, x.shape);
+          double sum = 0;
+          for (int64_t j = 0; j < x.shape[a]; ++j) {
+            const bool before = reverse ? j > idx[a] : j < idx[a];
+            if (!(before || (!exclusive && j == idx[a]))) continue;
+            Shape src = idx;
+            src[a] = j;
+            sum += x.data[static_cast<size_t>(src[0] * x.shape[1] + src[1])];
+          }
+          want.data[static_cast<size_t>(i)] = sum;
+        }
+        ExpectClose(out[0], want);
+      }
+    }
+  }
+}
+
+TEST(ManipulationOpTest, CumsumOfIntsIsExact) {
+  HostTensor x{{4}, kI64, {1, 2, 3, 4}};
+  OP_TEST_ASSIGN_OR_SKIP(out, RunOp("relax.cumsum", {x}, {{"axis", int64_t{0}}}));
+  ExpectClose(out[0], HostTensor{{4}, kI64, {1, 3, 6, 10}});
+}
+
+TEST(ManipulationOpTest, CumsumRejectsMissingAxis) {
+  absl::StatusOr<StructInfo> s = InferOp("relax.cumsum", {TensorVar("x", {4}, kF32)});
+  ASSERT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.status().message().find("missing attribute axis"), std::string::npos) << s.status();
+}
+
+TEST(ManipulationOpTest, ScatterElementsMatchesReferenceInEveryMode) {
+  HostTensor x = Random({3, 4}, kF32, 24);
+  HostTensor ind{{2, 4}, kI64, {0, 2, -1, 1, 0, 2, 1, -3}};  // -1 wraps to 2, -3 to 0
+  HostTensor upd = Random({2, 4}, kF32, 25);
+  for (const std::string reduction : {"update", "add", "mul"}) {
+    OP_TEST_ASSIGN_OR_SKIP(out, RunOp("relax.scatter_elements", {x, ind, upd},
+                                      {{"axis", int64_t{0}}, {"reduction", reduction}}));
+    HostTensor want = x;
+    for (int64_t p = 0; p < 8; ++p) {
+      const int64_t raw = static_cast<int64_t>(ind.data[static_cast<size_t>(p)]);
+      const int64_t row = raw < 0 ? raw + 3 : raw;
+      double& dst = want.data[static_cast<size_t>(row * 4 + p % 4)];
+      const double u = upd.data[static_cast<size_t>(p)];
+      dst = reduction == "add" ? dst + u : reduction == "mul" ? dst * u : u;
+    }
+    ExpectClose(out[0], want);
+  }
+}
+
+TEST(ManipulationOpTest, ScatterElementsRejectsUnknownReduction) {
+  absl::StatusOr<StructInfo> s =
+      InferOp("relax.scatter_elements",
+              {TensorVar("x", {4}, kF32), TensorVar("i", {2}, kI64), TensorVar("u", {2}, kF32)},
+              {{"reduction", std::string("max")}});
+  ASSERT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.status().message().find("unknown reduction 'max'"), std::string::npos) << s.status();
+}
+
 }  // namespace
 }  // namespace tether::compiler::optest

@@ -8,6 +8,8 @@
 #include <limits>
 #include <map>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "compiler/kernel/lower.h"
 #include "gtest/gtest.h"
 #include "tests/compiler/op_test_util.h"
@@ -590,6 +592,72 @@ TEST(SoftmaxTest, RejectsIntegerInputAndBadAxis) {
                       {{"axis", int64_t{-3}}});
   ASSERT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.status().message().find("axis -3 is out of range for 2 dims"), std::string::npos);
+}
+
+// ---- pad ----
+
+TEST(PadTest, InfersShapeAndRejectsBadWidths) {
+  Attrs a = {{"pad_width", std::vector<int64_t>{1, 2, 0, -1}}};
+  absl::StatusOr<StructInfo> s =
+      optest::InferOp("relax.nn.pad", {optest::TensorVar("x", {2, 3}, kF32)}, a);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(ToString(*s), "R.Tensor((5, 2), \"float32\")");
+  s = optest::InferOp("relax.nn.pad", {optest::TensorVar("x", {2, 3}, kF32)},
+                      {{"pad_width", std::vector<int64_t>{1, 1}}});
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("pad_width [1, 1] must have 4 values for 2 dims"),
+            std::string::npos)
+      << s.status();
+  s = optest::InferOp(
+      "relax.nn.pad", {optest::TensorVar("x", {2, 3}, kF32)},
+      {{"pad_width", std::vector<int64_t>{0, 0, 3, 0}}, {"pad_mode", std::string("reflect")}});
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("must be smaller than dim 1 of size 3"), std::string::npos)
+      << s.status();
+  s = optest::InferOp(
+      "relax.nn.pad", {optest::TensorVar("x", {2, 3}, kF32)},
+      {{"pad_width", std::vector<int64_t>{0, 0, 0, 0}}, {"pad_mode", std::string("wrap")}});
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("pad_mode must be constant, edge or reflect, got 'wrap'"),
+            std::string::npos)
+      << s.status();
+}
+
+// numpy.pad of a 2-D tensor with interleaved (before, after) widths.
+HostTensor PadRef(const HostTensor& x, const std::vector<int64_t>& w, const std::string& mode,
+                  double value) {
+  const int64_t h = x.shape[0], wd = x.shape[1];
+  HostTensor y{{h + w[0] + w[1], wd + w[2] + w[3]}, x.dtype, {}};
+  auto map = [&](int64_t i, int64_t d, bool* in) {
+    *in = i >= 0 && i < d;
+    if (mode == "edge") return std::clamp<int64_t>(i, 0, d - 1);
+    if (mode == "reflect") {
+      while (i < 0 || i >= d) i = i < 0 ? -i : 2 * (d - 1) - i;
+      return i;
+    }
+    return std::clamp<int64_t>(i, 0, d - 1);
+  };
+  for (int64_t r = 0; r < y.shape[0]; ++r)
+    for (int64_t c = 0; c < y.shape[1]; ++c) {
+      bool in_r = false, in_c = false;
+      const int64_t xr = map(r - w[0], h, &in_r), xc = map(c - w[2], wd, &in_c);
+      y.data.push_back(mode == "constant" && !(in_r && in_c) ? value : x.data[xr * wd + xc]);
+    }
+  return y;
+}
+
+TEST(PadTest, ConstantEdgeReflectAndCrop) {
+  HostTensor x = Random({3, 4}, kF32, 7);
+  for (const char* mode : {"constant", "edge", "reflect"}) {
+    for (const std::vector<int64_t>& w :
+         {std::vector<int64_t>{1, 2, 2, 0}, std::vector<int64_t>{0, 0, 3, 3},
+          std::vector<int64_t>{-1, 1, 1, -2}}) {
+      SCOPED_TRACE(absl::StrCat(mode, " ", absl::StrJoin(w, ",")));
+      Attrs a = {{"pad_width", w}, {"pad_mode", std::string(mode)}, {"pad_value", 1.5}};
+      OP_TEST_ASSIGN_OR_SKIP(out, optest::RunOp("relax.nn.pad", {x}, a));
+      optest::ExpectClose(out[0], PadRef(x, w, mode, 1.5));
+    }
+  }
 }
 
 }  // namespace

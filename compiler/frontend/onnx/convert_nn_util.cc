@@ -1,0 +1,121 @@
+// Helpers shared by the NN-family ONNX converters (convert_nn_util.h).
+#include "compiler/frontend/onnx/convert_nn_util.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "onnx/onnx_pb.h"
+#include "runtime/core/error.h"
+
+namespace tether::compiler::onnx_frontend::nn_convert {
+namespace {
+
+template <typename T>
+void Fill(void* data, int64_t n, const std::vector<double>& values) {
+  T* out = static_cast<T*>(data);
+  for (int64_t i = 0; i < n; ++i) {
+    out[i] = static_cast<T>(values.size() == 1 ? values[0] : values[i]);
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<Tensor> MakeFilledTensor(DataType dtype, const std::vector<int64_t>& shape,
+                                        const std::vector<double>& values) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  if (values.size() != 1 && static_cast<int64_t>(values.size()) != n) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("onnx: constant of ", n, " elements given ", values.size(), " values"));
+  }
+  TETHER_ASSIGN_OR_RETURN(Tensor t, Tensor::Empty(shape, dtype, Device::Cpu()));
+  void* p = t->element_data();
+  const int bits = dtype.bits();
+  if (dtype.is_float() && bits == 32) {
+    Fill<float>(p, n, values);
+  } else if (dtype.is_float() && bits == 64) {
+    Fill<double>(p, n, values);
+  } else if (dtype.is_int() && bits == 8) {
+    Fill<int8_t>(p, n, values);
+  } else if (dtype.is_int() && bits == 16) {
+    Fill<int16_t>(p, n, values);
+  } else if (dtype.is_int() && bits == 32) {
+    Fill<int32_t>(p, n, values);
+  } else if (dtype.is_int() && bits == 64) {
+    Fill<int64_t>(p, n, values);
+  } else if (dtype.is_uint() && bits == 8) {
+    Fill<uint8_t>(p, n, values);
+  } else if (dtype.is_uint() && bits == 16) {
+    Fill<uint16_t>(p, n, values);
+  } else if (dtype.is_uint() && bits == 32) {
+    Fill<uint32_t>(p, n, values);
+  } else if (dtype.is_uint() && bits == 64) {
+    Fill<uint64_t>(p, n, values);
+  } else {
+    return absl::UnimplementedError(
+        absl::StrCat("onnx: constants of dtype ", dtype.ToString(), " are not supported"));
+  }
+  return t;
+}
+
+absl::StatusOr<Expr> ScalarConstant(DataType dtype, double value) {
+  TETHER_ASSIGN_OR_RETURN(Tensor t, MakeFilledTensor(dtype, {}, {value}));
+  return MakeConstant(std::move(t));
+}
+
+absl::StatusOr<DataType> InputDType(ConvertContext& ctx, int i) {
+  TETHER_ASSIGN_OR_RETURN(const TensorStructInfoNode* t, ctx.InputTensorInfo(i));
+  if (!t->dtype.has_value()) {
+    return ctx.Unsupported(absl::StrCat("input ", i, " has an unknown dtype"));
+  }
+  return *t->dtype;
+}
+
+absl::StatusOr<int> InputRank(ConvertContext& ctx, int i) {
+  TETHER_ASSIGN_OR_RETURN(const TensorStructInfoNode* t, ctx.InputTensorInfo(i));
+  if (t->ndim < 0) return ctx.Unsupported(absl::StrCat("input ", i, " has an unknown rank"));
+  return t->ndim;
+}
+
+absl::StatusOr<std::vector<PrimExpr>> InputShape(ConvertContext& ctx, int i) {
+  TETHER_ASSIGN_OR_RETURN(const TensorStructInfoNode* t, ctx.InputTensorInfo(i));
+  if (!t->shape.has_value()) {
+    return ctx.Unsupported(absl::StrCat("input ", i, " has an unknown shape"));
+  }
+  return *t->shape;
+}
+
+absl::StatusOr<int64_t> NormalizeAxis(const ConvertContext& ctx, int64_t axis, int64_t ndim,
+                                      absl::string_view what) {
+  if (axis < -ndim || axis >= ndim) {
+    return ctx.Invalid(
+        absl::StrCat(what, " ", axis, " is out of range for an input of ", ndim, " dims"));
+  }
+  return axis < 0 ? axis + ndim : axis;
+}
+
+bool WantsOutput(const ConvertContext& ctx, int i) {
+  return i < ctx.node().output_size() && !ctx.node().output(i).empty();
+}
+
+absl::StatusOr<Expr> ExpandDims(ConvertContext& ctx, const Expr& x, std::vector<int64_t> axes) {
+  if (axes.empty()) return x;
+  return ctx.EmitOp("relax.expand_dims", {x}, {{"axis", std::move(axes)}});
+}
+
+absl::StatusOr<Expr> Squeeze(ConvertContext& ctx, const Expr& x, std::vector<int64_t> axes) {
+  if (axes.empty()) return x;
+  return ctx.EmitOp("relax.squeeze", {x}, {{"axis", std::move(axes)}});
+}
+
+absl::StatusOr<Expr> MulScalar(ConvertContext& ctx, const Expr& x, DataType dtype, double value) {
+  TETHER_ASSIGN_OR_RETURN(Expr c, ScalarConstant(dtype, value));
+  return ctx.EmitOp("relax.multiply", {x, c});
+}
+
+absl::StatusOr<Expr> AddScalar(ConvertContext& ctx, const Expr& x, DataType dtype, double value) {
+  TETHER_ASSIGN_OR_RETURN(Expr c, ScalarConstant(dtype, value));
+  return ctx.EmitOp("relax.add", {x, c});
+}
+
+}  // namespace tether::compiler::onnx_frontend::nn_convert

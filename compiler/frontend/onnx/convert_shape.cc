@@ -1,0 +1,526 @@
+// Shape and data-movement converters of the ONNX importer: Reshape,
+// Transpose, Flatten, Squeeze, Unsqueeze, Concat, Split, Slice, Gather,
+// Expand and Tile. The index-driven ones (GatherElements, Trilu, CumSum,
+// OneHot, DepthToSpace, SpaceToDepth) are in convert_index.cc.
+//
+// Shape arithmetic stays at import time: when the data input of Gather,
+// Concat, Slice, Squeeze, Unsqueeze or Reshape is a KnownInts value (a
+// shape, maybe symbolic), the result is KnownInts too and no code is
+// emitted, so PyTorch's Shape -> Gather -> Unsqueeze -> Concat -> Reshape
+// chains end in a relax.reshape with a symbolic ShapeExpr.
+#include <algorithm>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "compiler/frontend/onnx/convert_shape_util.h"
+#include "compiler/frontend/onnx/converter.h"
+#include "compiler/ir/arith.h"
+#include "onnx/onnx_pb.h"
+
+namespace tether::compiler::onnx_frontend {
+namespace {
+
+using Outputs = absl::StatusOr<std::vector<OnnxValue>>;
+
+Outputs One(absl::StatusOr<Expr> e) {
+  if (!e.ok()) return e.status();
+  return std::vector<OnnxValue>{OnnxValue::Of(*std::move(e))};
+}
+
+Outputs OneKnown(std::vector<PrimExpr> values, bool scalar, DataType dtype) {
+  KnownInts k;
+  k.values = std::move(values);
+  k.scalar = scalar;
+  k.dtype = dtype;
+  return std::vector<OnnxValue>{OnnxValue::Known(std::move(k))};
+}
+
+// ---- Reshape ----
+
+// The target shape of a Reshape: 0 copies the input dim (unless allowzero),
+// -1 is resolved from the element count when the input shape is known.
+absl::StatusOr<std::vector<PrimExpr>> ReshapeTarget(ConvertContext& ctx,
+                                                    const std::vector<PrimExpr>& target,
+                                                    const std::optional<std::vector<PrimExpr>>& in,
+                                                    bool allowzero) {
+  std::vector<PrimExpr> out = target;
+  int infer_at = -1;
+  for (size_t k = 0; k < out.size(); ++k) {
+    std::optional<int64_t> c = AsConstInt(out[k]);
+    if (c == 0 && !allowzero) {
+      if (!in.has_value())
+        return ctx.Unsupported("reshape with 0 in the shape of an unknown-shape input");
+      if (k >= in->size()) {
+        return ctx.Invalid(absl::StrCat("shape element ", k, " is 0 (copy) but the input has only ",
+                                        in->size(), " dims"));
+      }
+      out[k] = (*in)[k];
+    } else if (c == -1) {
+      if (infer_at >= 0) return ctx.Invalid("the shape has more than one -1");
+      infer_at = static_cast<int>(k);
+    } else if (c.has_value() && *c < -1) {
+      return ctx.Invalid(absl::StrCat("shape element ", k, " is ", *c));
+    }
+  }
+  if (infer_at >= 0 && in.has_value()) {
+    // Cancel the target dims that equal an input dim, so [batch, 3, 4] to
+    // [batch, -1] gives 12 rather than floordiv(batch * 12, batch).
+    std::vector<PrimExpr> rest = *in;
+    PrimExpr denom = 1;
+    for (size_t k = 0; k < out.size(); ++k) {
+      if (static_cast<int>(k) == infer_at) continue;
+      auto it = std::find_if(rest.begin(), rest.end(),
+                             [&](const PrimExpr& d) { return ProveEqual(d, out[k]); });
+      if (it != rest.end()) {
+        rest.erase(it);
+      } else {
+        denom = denom * out[k];
+      }
+    }
+    PrimExpr numer = Simplify(Product(rest));
+    denom = Simplify(denom);
+    std::optional<int64_t> nc = AsConstInt(numer), dc = AsConstInt(denom);
+    if (nc.has_value() && dc.has_value() && (*dc == 0 || *nc % *dc != 0)) {
+      return ctx.Invalid(absl::StrCat("cannot reshape ", *nc, " elements into dims of ", *dc,
+                                      " elements and a -1"));
+    }
+    out[infer_at] = Simplify(FloorDiv(numer, denom));
+  }
+  return out;
+}
+
+Outputs ConvertReshape(ConvertContext& ctx) {
+  const bool allowzero = ctx.AttrInt("allowzero", 0) != 0;
+  // (The importer starts at opset 7; the shape attribute of opset < 5 never occurs.)
+  std::optional<KnownInts> shape = ctx.KnownInput(1);
+  if (!shape.has_value()) return ctx.Unsupported("input 1 (shape) must be known at import time");
+  if (shape->scalar) return ctx.Invalid("input 1 (shape) must be 1-D");
+  const std::vector<PrimExpr>& target = shape->values;
+  // Reshape of import-time ints (to a scalar or a vector) stays known.
+  if (std::optional<KnownInts> data = ctx.KnownInput(0); data.has_value() && target.size() <= 1) {
+    std::vector<PrimExpr> in{static_cast<int64_t>(data->values.size())};
+    if (data->scalar) in.clear();
+    absl::StatusOr<std::vector<PrimExpr>> t = ReshapeTarget(ctx, target, in, allowzero);
+    if (!t.ok()) return t.status();
+    std::optional<int64_t> n = t->empty() ? std::optional<int64_t>(1) : AsConstInt((*t)[0]);
+    if (n == static_cast<int64_t>(data->values.size())) {
+      return OneKnown(data->values, t->empty(), data->dtype);
+    }
+  }
+  absl::StatusOr<const TensorStructInfoNode*> info = ctx.InputTensorInfo(0);
+  if (!info.ok()) return info.status();
+  absl::StatusOr<std::vector<PrimExpr>> t = ReshapeTarget(ctx, target, (*info)->shape, allowzero);
+  if (!t.ok()) return t.status();
+  absl::StatusOr<Expr> x = ctx.Input(0);
+  if (!x.ok()) return x.status();
+  return One(ctx.EmitOp("relax.reshape", {*x, MakeShapeExpr(*t)}));
+}
+
+// ---- Transpose, Flatten ----
+
+Outputs ConvertTranspose(ConvertContext& ctx) {
+  absl::StatusOr<const TensorStructInfoNode*> info = ctx.InputTensorInfo(0);
+  if (!info.ok()) return info.status();
+  const int64_t rank = (*info)->ndim;
+  if (rank < 0) return ctx.Unsupported("transpose of a tensor of unknown rank");
+  std::vector<int64_t> perm = ctx.AttrInts("perm");
+  if (perm.empty()) {
+    for (int64_t k = rank; k-- > 0;) perm.push_back(k);
+  }
+  absl::StatusOr<std::vector<int64_t>> axes = NormalizeOnnxAxes(ctx, perm, rank, "perm");
+  if (!axes.ok()) return axes.status();
+  if (static_cast<int64_t>(axes->size()) != rank) {
+    return ctx.Invalid(
+        absl::StrCat("perm has ", axes->size(), " entries for a tensor of ", rank, " dims"));
+  }
+  absl::StatusOr<Expr> x = ctx.Input(0);
+  if (!x.ok()) return x.status();
+  return One(ctx.EmitOp("relax.permute_dims", {*x}, {{"axes", *axes}}));
+}
+
+Outputs ConvertFlatten(ConvertContext& ctx) {
+  absl::StatusOr<const TensorStructInfoNode*> info = ctx.InputTensorInfo(0);
+  if (!info.ok()) return info.status();
+  if (!(*info)->shape.has_value()) return ctx.Unsupported("flatten of a tensor of unknown shape");
+  const std::vector<PrimExpr>& in = *(*info)->shape;
+  const int64_t rank = static_cast<int64_t>(in.size());
+  int64_t axis = ctx.AttrInt("axis", 1);
+  if (axis < -rank || axis > rank) {
+    return ctx.Invalid(
+        absl::StrCat("axis ", axis, " is out of range for a tensor of ", rank, " dims"));
+  }
+  if (axis < 0) axis += rank;
+  std::vector<PrimExpr> outer(in.begin(), in.begin() + axis), inner(in.begin() + axis, in.end());
+  absl::StatusOr<Expr> x = ctx.Input(0);
+  if (!x.ok()) return x.status();
+  return One(ctx.EmitOp("relax.reshape",
+                        {*x, MakeShapeExpr({Simplify(Product(outer)), Simplify(Product(inner))})}));
+}
+
+// ---- Squeeze, Unsqueeze ----
+
+Outputs ConvertSqueeze(ConvertContext& ctx) {
+  absl::StatusOr<std::optional<std::vector<int64_t>>> axes = AxesAttrOrInput(ctx, 13, 1, "axes");
+  if (!axes.ok()) return axes.status();
+  if (std::optional<KnownInts> data = ctx.KnownInput(0);
+      data.has_value() && !data->scalar && data->values.size() == 1) {
+    bool all_ok = !axes->has_value() || std::all_of((*axes)->begin(), (*axes)->end(),
+                                                    [](int64_t a) { return a == 0 || a == -1; });
+    if (all_ok) return OneKnown(data->values, true, data->dtype);
+  }
+  absl::StatusOr<const TensorStructInfoNode*> info = ctx.InputTensorInfo(0);
+  if (!info.ok()) return info.status();
+  absl::StatusOr<Expr> x = ctx.Input(0);
+  if (!x.ok()) return x.status();
+  Attrs attrs;
+  if (axes->has_value()) {
+    if ((*info)->ndim < 0) return ctx.Unsupported("squeeze of a tensor of unknown rank");
+    absl::StatusOr<std::vector<int64_t>> norm =
+        NormalizeOnnxAxes(ctx, **axes, (*info)->ndim, "axes");
+    if (!norm.ok()) return norm.status();
+    if ((*info)->shape.has_value()) {
+      for (int64_t a : *norm) {
+        std::optional<int64_t> c = AsConstInt((*(*info)->shape)[a]);
+        if (c.has_value() && *c != 1) {
+          return ctx.Invalid(absl::StrCat("cannot squeeze axis ", a, " of size ", *c));
+        }
+      }
+    }
+    attrs["axis"] = *norm;
+  }
+  return One(ctx.EmitOp("relax.squeeze", {*x}, std::move(attrs)));
+}
+
+Outputs ConvertUnsqueeze(ConvertContext& ctx) {
+  absl::StatusOr<std::optional<std::vector<int64_t>>> axes = AxesAttrOrInput(ctx, 13, 1, "axes");
+  if (!axes.ok()) return axes.status();
+  if (!axes->has_value() || (*axes)->empty())
+    return ctx.Invalid("axes must be given and non-empty");
+  if (std::optional<KnownInts> data = ctx.KnownInput(0); data.has_value() && data->scalar &&
+                                                         (*axes)->size() == 1 &&
+                                                         ((**axes)[0] == 0 || (**axes)[0] == -1)) {
+    return OneKnown(data->values, false, data->dtype);
+  }
+  absl::StatusOr<const TensorStructInfoNode*> info = ctx.InputTensorInfo(0);
+  if (!info.ok()) return info.status();
+  if ((*info)->ndim < 0) return ctx.Unsupported("unsqueeze of a tensor of unknown rank");
+  const int64_t out_rank = (*info)->ndim + static_cast<int64_t>((*axes)->size());
+  absl::StatusOr<std::vector<int64_t>> norm = NormalizeOnnxAxes(ctx, **axes, out_rank, "axes");
+  if (!norm.ok()) return norm.status();
+  absl::StatusOr<Expr> x = ctx.Input(0);
+  if (!x.ok()) return x.status();
+  return One(ctx.EmitOp("relax.expand_dims", {*x}, {{"axis", *norm}}));
+}
+
+// ---- Concat, Split ----
+
+Outputs ConvertConcat(ConvertContext& ctx) {
+  const int64_t axis = ctx.AttrInt("axis", 0);
+  if (!ctx.HasAttr("axis") && ctx.opset() >= 4) return ctx.Invalid("missing attribute axis");
+  const int n = ctx.num_inputs();
+  if (n == 0) return ctx.Invalid("concat of no inputs");
+  // All inputs known vectors: concatenate at import time.
+  if (axis == 0 || axis == -1) {
+    std::vector<PrimExpr> values;
+    std::optional<DataType> dtype;
+    bool all_known = true;
+    for (int i = 0; i < n && all_known; ++i) {
+      std::optional<KnownInts> k = ctx.KnownInput(i);
+      if (!k.has_value() || k->scalar) {
+        all_known = false;
+        break;
+      }
+      values.insert(values.end(), k->values.begin(), k->values.end());
+      dtype = k->dtype;
+    }
+    if (all_known) return OneKnown(std::move(values), false, *dtype);
+  }
+  std::vector<Expr> fields;
+  int64_t rank = -1;
+  for (int i = 0; i < n; ++i) {
+    if (!ctx.HasInput(i)) continue;
+    absl::StatusOr<const TensorStructInfoNode*> info = ctx.InputTensorInfo(i);
+    if (!info.ok()) return info.status();
+    rank = std::max<int64_t>(rank, (*info)->ndim);
+    absl::StatusOr<Expr> x = ctx.Input(i);
+    if (!x.ok()) return x.status();
+    fields.push_back(*x);
+  }
+  if (rank < 0) return ctx.Unsupported("concat of tensors of unknown rank");
+  absl::StatusOr<int64_t> a = NormalizeOnnxAxis(ctx, axis, rank, "axis");
+  if (!a.ok()) return a.status();
+  if (fields.size() == 1) return std::vector<OnnxValue>{OnnxValue::Of(fields[0])};
+  return One(ctx.EmitOp("relax.concat", {MakeTuple(std::move(fields))}, {{"axis", *a}}));
+}
+
+Outputs ConvertSplit(ConvertContext& ctx) {
+  const int num_outputs = ctx.node().output_size();
+  if (num_outputs < 1) return ctx.Invalid("split has no outputs");
+  absl::StatusOr<const TensorStructInfoNode*> info = ctx.InputTensorInfo(0);
+  if (!info.ok()) return info.status();
+  if (!(*info)->shape.has_value()) return ctx.Unsupported("split of a tensor of unknown shape");
+  absl::StatusOr<int64_t> axis =
+      NormalizeOnnxAxis(ctx, ctx.AttrInt("axis", 0), (*info)->ndim, "axis");
+  if (!axis.ok()) return axis.status();
+  const PrimExpr dim = (*(*info)->shape)[*axis];
+  std::vector<int64_t> sizes;
+  if (ctx.opset() < 13) {
+    sizes = ctx.AttrInts("split");
+  } else if (ctx.HasInput(1)) {
+    absl::StatusOr<std::vector<int64_t>> s = ctx.ConstantInts(1, "split");
+    if (!s.ok()) return s.status();
+    sizes = *s;
+  }
+  AttrValue sections;
+  if (sizes.empty()) {
+    std::optional<int64_t> c = AsConstInt(dim);
+    if (c.has_value() && *c % num_outputs != 0) {
+      return ctx.Invalid(absl::StrCat("axis ", *axis, " of size ", *c, " does not split into ",
+                                      num_outputs, " equal parts"));
+    }
+    sections = static_cast<int64_t>(num_outputs);
+  } else {
+    if (static_cast<int>(sizes.size()) != num_outputs) {
+      return ctx.Invalid(
+          absl::StrCat("split has ", sizes.size(), " sizes for ", num_outputs, " outputs"));
+    }
+    std::vector<int64_t> indices;
+    int64_t sum = 0;
+    for (size_t k = 0; k < sizes.size(); ++k) {
+      if (sizes[k] < 0) return ctx.Invalid(absl::StrCat("split size ", sizes[k], " is negative"));
+      sum += sizes[k];
+      if (k + 1 < sizes.size()) indices.push_back(sum);
+    }
+    std::optional<int64_t> c = AsConstInt(dim);
+    if (c.has_value() && *c != sum) {
+      return ctx.Invalid(absl::StrCat("split sizes [", absl::StrJoin(sizes, ", "), "] sum to ", sum,
+                                      ", but axis ", *axis, " has size ", *c));
+    }
+    sections = indices;
+  }
+  absl::StatusOr<Expr> x = ctx.Input(0);
+  if (!x.ok()) return x.status();
+  if (num_outputs == 1) return std::vector<OnnxValue>{OnnxValue::Of(*x)};
+  absl::StatusOr<Expr> tuple =
+      ctx.EmitOp("relax.split", {*x}, {{"indices_or_sections", sections}, {"axis", *axis}});
+  if (!tuple.ok()) return tuple.status();
+  std::vector<OnnxValue> out;
+  for (int k = 0; k < num_outputs; ++k) {
+    absl::StatusOr<Expr> item = ctx.Emit(MakeTupleGetItem(*tuple, k));
+    if (!item.ok()) return item.status();
+    out.push_back(OnnxValue::Of(*item));
+  }
+  return out;
+}
+
+// ---- Slice ----
+
+// Numpy-style clamped slice bounds of one axis of constant size `dim`: the
+// elements picked.
+std::vector<int64_t> SliceIndices(int64_t dim, int64_t start, int64_t end, int64_t step) {
+  auto norm = [dim](int64_t v) { return v < 0 ? (v < -dim ? -1 : v + dim) : v; };
+  std::vector<int64_t> out;
+  if (step > 0) {
+    int64_t b = std::clamp<int64_t>(norm(start), 0, dim);
+    int64_t e = std::clamp<int64_t>(norm(end), 0, dim);
+    for (int64_t i = b; i < e; i += step) out.push_back(i);
+  } else {
+    int64_t b = std::clamp<int64_t>(norm(start), -1, dim - 1);
+    int64_t e = std::clamp<int64_t>(norm(end), -1, dim - 1);
+    for (int64_t i = b; i > e; i += step) out.push_back(i);
+  }
+  return out;
+}
+
+Outputs ConvertSlice(ConvertContext& ctx) {
+  std::vector<int64_t> starts, ends, axes, steps;
+  if (ctx.opset() < 10) {
+    starts = ctx.AttrInts("starts");
+    ends = ctx.AttrInts("ends");
+    axes = ctx.AttrInts("axes");
+  } else {
+    absl::StatusOr<std::vector<int64_t>> s = ctx.ConstantInts(1, "starts");
+    if (!s.ok()) return s.status();
+    starts = *s;
+    absl::StatusOr<std::vector<int64_t>> e = ctx.ConstantInts(2, "ends");
+    if (!e.ok()) return e.status();
+    ends = *e;
+    if (ctx.HasInput(3)) {
+      absl::StatusOr<std::vector<int64_t>> a = ctx.ConstantInts(3, "axes");
+      if (!a.ok()) return a.status();
+      axes = *a;
+    }
+    if (ctx.HasInput(4)) {
+      absl::StatusOr<std::vector<int64_t>> st = ctx.ConstantInts(4, "steps");
+      if (!st.ok()) return st.status();
+      steps = *st;
+    }
+  }
+  if (axes.empty()) {
+    for (size_t k = 0; k < starts.size(); ++k) axes.push_back(static_cast<int64_t>(k));
+  }
+  if (steps.empty()) steps.assign(starts.size(), 1);
+  if (ends.size() != starts.size() || axes.size() != starts.size() ||
+      steps.size() != starts.size()) {
+    return ctx.Invalid(
+        absl::StrCat("starts, ends, axes and steps have different lengths: ", starts.size(), ", ",
+                     ends.size(), ", ", axes.size(), ", ", steps.size()));
+  }
+  for (int64_t s : steps) {
+    if (s == 0) return ctx.Invalid("a step is 0");
+  }
+  if (std::optional<KnownInts> data = ctx.KnownInput(0); data.has_value() && !data->scalar) {
+    if (axes.size() != 1 || (axes[0] != 0 && axes[0] != -1)) {
+      return ctx.Invalid(
+          absl::StrCat("axes [", absl::StrJoin(axes, ", "), "] are out of range for a 1-D input"));
+    }
+    std::vector<PrimExpr> values;
+    for (int64_t i :
+         SliceIndices(static_cast<int64_t>(data->values.size()), starts[0], ends[0], steps[0])) {
+      values.push_back(data->values[i]);
+    }
+    return OneKnown(std::move(values), false, data->dtype);
+  }
+  absl::StatusOr<const TensorStructInfoNode*> info = ctx.InputTensorInfo(0);
+  if (!info.ok()) return info.status();
+  if ((*info)->ndim < 0) return ctx.Unsupported("slice of a tensor of unknown rank");
+  absl::StatusOr<std::vector<int64_t>> norm = NormalizeOnnxAxes(ctx, axes, (*info)->ndim, "axes");
+  if (!norm.ok()) return norm.status();
+  absl::StatusOr<Expr> x = ctx.Input(0);
+  if (!x.ok()) return x.status();
+  return One(ctx.EmitOp("relax.strided_slice", {*x},
+                        {{"axes", *norm}, {"begin", starts}, {"end", ends}, {"strides", steps}}));
+}
+
+// ---- Gather ----
+
+Outputs ConvertGather(ConvertContext& ctx) {
+  const int64_t axis = ctx.AttrInt("axis", 0);
+  std::optional<KnownInts> data = ctx.KnownInput(0);
+  std::optional<KnownInts> indices = ctx.KnownInput(1);
+  if (data.has_value() && !data->scalar && indices.has_value() && (axis == 0 || axis == -1)) {
+    const int64_t n = static_cast<int64_t>(data->values.size());
+    std::vector<PrimExpr> values;
+    bool constant = true;
+    for (const PrimExpr& e : indices->values) {
+      std::optional<int64_t> i = AsConstInt(e);
+      if (!i.has_value()) {
+        constant = false;
+        break;
+      }
+      if (*i < -n || *i >= n) {
+        return ctx.Invalid(absl::StrCat("index ", *i, " is out of range for a dim of size ", n));
+      }
+      values.push_back(data->values[*i < 0 ? *i + n : *i]);
+    }
+    if (constant) return OneKnown(std::move(values), indices->scalar, data->dtype);
+  }
+  absl::StatusOr<const TensorStructInfoNode*> info = ctx.InputTensorInfo(0);
+  if (!info.ok()) return info.status();
+  if ((*info)->ndim < 0) return ctx.Unsupported("gather from a tensor of unknown rank");
+  absl::StatusOr<int64_t> a = NormalizeOnnxAxis(ctx, axis, (*info)->ndim, "axis");
+  if (!a.ok()) return a.status();
+  absl::StatusOr<const TensorStructInfoNode*> ind_info = ctx.InputTensorInfo(1);
+  if (!ind_info.ok()) return ind_info.status();
+  if (!(*ind_info)->dtype.has_value() ||
+      !((*ind_info)->dtype->is_int() || (*ind_info)->dtype->is_uint())) {
+    return ctx.Invalid("indices must be an integer tensor");
+  }
+  absl::StatusOr<Expr> x = ctx.Input(0);
+  if (!x.ok()) return x.status();
+  absl::StatusOr<Expr> ind = ctx.Input(1);
+  if (!ind.ok()) return ind.status();
+  return One(ctx.EmitOp("relax.take", {*x, *ind}, {{"axis", *a}}));
+}
+
+// ---- Expand, Tile ----
+
+Outputs ConvertExpand(ConvertContext& ctx) {
+  std::optional<KnownInts> shape = ctx.KnownInput(1);
+  if (!shape.has_value()) return ctx.Unsupported("input 1 (shape) must be known at import time");
+  absl::StatusOr<const TensorStructInfoNode*> info = ctx.InputTensorInfo(0);
+  if (!info.ok()) return info.status();
+  if (!(*info)->shape.has_value()) return ctx.Unsupported("expand of a tensor of unknown shape");
+  const std::vector<PrimExpr>& in = *(*info)->shape;
+  const std::vector<PrimExpr>& to = shape->values;
+  const size_t rank = std::max(in.size(), to.size());
+  std::vector<PrimExpr> out(rank);
+  for (size_t k = 0; k < rank; ++k) {
+    // Right-aligned: a missing dim counts as 1.
+    PrimExpr a = k + in.size() >= rank ? in[k + in.size() - rank] : PrimExpr(1);
+    PrimExpr b = k + to.size() >= rank ? to[k + to.size() - rank] : PrimExpr(1);
+    std::optional<int64_t> ac = AsConstInt(a), bc = AsConstInt(b);
+    if (bc == 1) {
+      out[k] = a;
+    } else if (ac == 1 || ProveEqual(a, b)) {
+      out[k] = b;
+    } else if (ac.has_value() && bc.has_value()) {
+      return ctx.Invalid(absl::StrCat("cannot expand dim of size ", *ac, " to ", *bc));
+    } else {
+      out[k] = b;  // symbolic: the requested size; broadcast_to checks at run time
+    }
+  }
+  absl::StatusOr<Expr> x = ctx.Input(0);
+  if (!x.ok()) return x.status();
+  return One(ctx.EmitOp("relax.broadcast_to", {*x, MakeShapeExpr(out)}));
+}
+
+// Tile as expand_dims -> broadcast_to -> reshape: [d0, d1] by [r0, r1] is
+// [1, d0, 1, d1] broadcast to [r0, d0, r1, d1], reshaped to [r0*d0, r1*d1].
+// All three are injective and fuse into one kernel.
+Outputs ConvertTile(ConvertContext& ctx) {
+  absl::StatusOr<const TensorStructInfoNode*> info = ctx.InputTensorInfo(0);
+  if (!info.ok()) return info.status();
+  if (!(*info)->shape.has_value()) return ctx.Unsupported("tile of a tensor of unknown shape");
+  absl::StatusOr<std::vector<int64_t>> repeats = ctx.ConstantInts(1, "repeats");
+  if (!repeats.ok()) return repeats.status();
+  const std::vector<PrimExpr>& in = *(*info)->shape;
+  if (repeats->size() != in.size()) {
+    return ctx.Invalid(absl::StrCat("repeats has ", repeats->size(), " entries for a tensor of ",
+                                    in.size(), " dims"));
+  }
+  absl::StatusOr<Expr> x = ctx.Input(0);
+  if (!x.ok()) return x.status();
+  bool identity = true;
+  for (int64_t r : *repeats) {
+    if (r < 0) return ctx.Invalid(absl::StrCat("repeat ", r, " is negative"));
+    identity = identity && r == 1;
+  }
+  if (identity) return std::vector<OnnxValue>{OnnxValue::Of(*x)};
+  std::vector<int64_t> new_axes;
+  std::vector<PrimExpr> wide, out;
+  for (size_t k = 0; k < in.size(); ++k) {
+    new_axes.push_back(static_cast<int64_t>(2 * k));
+    wide.push_back((*repeats)[k]);
+    wide.push_back(in[k]);
+    out.push_back(Simplify(in[k] * (*repeats)[k]));
+  }
+  absl::StatusOr<Expr> e = ctx.EmitOp("relax.expand_dims", {*x}, {{"axis", new_axes}});
+  if (!e.ok()) return e.status();
+  absl::StatusOr<Expr> b = ctx.EmitOp("relax.broadcast_to", {*e, MakeShapeExpr(wide)});
+  if (!b.ok()) return b.status();
+  return One(ctx.EmitOp("relax.reshape", {*b, MakeShapeExpr(out)}));
+}
+
+}  // namespace
+
+void RegisterShapeConverters() {
+  RegisterConverter("Reshape", 5, ConvertReshape);
+  RegisterConverter("Transpose", 1, ConvertTranspose);
+  RegisterConverter("Flatten", 1, ConvertFlatten);
+  RegisterConverter("Squeeze", 1, ConvertSqueeze);
+  RegisterConverter("Unsqueeze", 1, ConvertUnsqueeze);
+  RegisterConverter("Concat", 1, ConvertConcat);
+  RegisterConverter("Split", 1, ConvertSplit);
+  RegisterConverter("Slice", 1, ConvertSlice);
+  RegisterConverter("Gather", 1, ConvertGather);
+  RegisterConverter("Expand", 8, ConvertExpand);
+  RegisterConverter("Tile", 6, ConvertTile);
+  RegisterIndexConverters();  // convert_index.cc
+}
+
+}  // namespace tether::compiler::onnx_frontend

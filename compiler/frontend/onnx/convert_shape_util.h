@@ -1,0 +1,44 @@
+// Helpers shared by the shape converters (convert_shape.cc,
+// convert_index.cc): axis normalization with ONNX-node errors, and axes
+// given as an attribute before some opset and as an input from it on.
+//
+// Thread contract: free functions over a converter's context; as
+// thread-safe as the context they are given.
+#ifndef TETHER_COMPILER_FRONTEND_ONNX_CONVERT_SHAPE_UTIL_H_
+#define TETHER_COMPILER_FRONTEND_ONNX_CONVERT_SHAPE_UTIL_H_
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "compiler/frontend/onnx/converter.h"
+
+namespace tether::compiler::onnx_frontend {
+
+// `axis` in [-rank, rank) made non-negative; INVALID_ARGUMENT through
+// ctx.Invalid naming `what` ("axis 3 is out of range for a tensor of 2
+// dims") otherwise.
+absl::StatusOr<int64_t> NormalizeOnnxAxis(const ConvertContext& ctx, int64_t axis, int64_t rank,
+                                          absl::string_view what);
+// Each axis normalized; INVALID_ARGUMENT on one out of range or a repeat.
+absl::StatusOr<std::vector<int64_t>> NormalizeOnnxAxes(const ConvertContext& ctx,
+                                                       const std::vector<int64_t>& axes,
+                                                       int64_t rank, absl::string_view what);
+
+// The axes of Squeeze/Unsqueeze-like operators: the attribute `name` before
+// `input_since_opset`, input `input_index` (which must be known at import
+// time) from it on. nullopt when absent.
+absl::StatusOr<std::optional<std::vector<int64_t>>> AxesAttrOrInput(ConvertContext& ctx,
+                                                                    int64_t input_since_opset,
+                                                                    int input_index,
+                                                                    absl::string_view name);
+
+// Registers GatherElements, Trilu, CumSum, OneHot, DepthToSpace and
+// SpaceToDepth (convert_index.cc); called by RegisterShapeConverters.
+void RegisterIndexConverters();
+
+}  // namespace tether::compiler::onnx_frontend
+
+#endif  // TETHER_COMPILER_FRONTEND_ONNX_CONVERT_SHAPE_UTIL_H_

@@ -1,0 +1,225 @@
+// ONNX tensor converters: Constant, Shape, Size, ConstantOfShape, Range,
+// Identity, Dropout (inference), EyeLike. Shape and Size produce import-time
+// values (KnownInts, symbolic when the input's dims are); Range and EyeLike
+// are computed at import time from constant inputs.
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "compiler/frontend/onnx/converter.h"
+#include "compiler/frontend/onnx/known_ints.h"
+#include "compiler/frontend/onnx/tensor_proto.h"
+#include "onnx/onnx_pb.h"
+
+namespace tether::compiler::onnx_frontend {
+namespace {
+
+using Result = absl::StatusOr<std::vector<OnnxValue>>;
+
+Result One(Expr e) { return std::vector<OnnxValue>{OnnxValue::Of(std::move(e))}; }
+
+Result ConvertConstant(ConvertContext& ctx) {
+  if (ctx.HasAttr("sparse_value")) return ctx.Unsupported("sparse_value");
+  if (ctx.HasAttr("value_string") || ctx.HasAttr("value_strings")) {
+    return ctx.Unsupported("string constants");
+  }
+  absl::StatusOr<Tensor> t;
+  if (ctx.HasAttr("value")) {
+    t = ctx.AttrTensor("value");
+  } else if (ctx.HasAttr("value_float")) {
+    t = TensorFromDoubles({ctx.AttrFloat("value_float", 0)}, {}, DataType::Float(32));
+  } else if (ctx.HasAttr("value_floats")) {
+    std::vector<float> v = ctx.AttrFloats("value_floats");
+    t = TensorFromDoubles(std::vector<double>(v.begin(), v.end()), {static_cast<int64_t>(v.size())},
+                          DataType::Float(32));
+  } else if (ctx.HasAttr("value_int")) {
+    t = TensorFromInts({ctx.AttrInt("value_int", 0)}, {}, DataType::Int(64));
+  } else if (ctx.HasAttr("value_ints")) {
+    std::vector<int64_t> v = ctx.AttrInts("value_ints");
+    t = TensorFromInts(v, {static_cast<int64_t>(v.size())}, DataType::Int(64));
+  } else {
+    return ctx.Invalid("no value attribute");
+  }
+  if (!t.ok()) return t.status();
+  return One(MakeConstant(*t));
+}
+
+// The input's shape (symbolic dims allowed); UNIMPLEMENTED for unknown rank.
+absl::StatusOr<std::vector<PrimExpr>> InputShape(ConvertContext& ctx, int i) {
+  absl::StatusOr<const TensorStructInfoNode*> t = ctx.InputTensorInfo(i);
+  if (!t.ok()) return t.status();
+  if (!(*t)->shape.has_value()) {
+    return ctx.Unsupported(absl::StrCat("the shape of input ", i, " is not known at import time (",
+                                        (*t)->ndim < 0 ? "unknown rank" : "unknown dims", ")"));
+  }
+  return *(*t)->shape;
+}
+
+Result ConvertShape(ConvertContext& ctx) {
+  absl::StatusOr<std::vector<PrimExpr>> shape = InputShape(ctx, 0);
+  if (!shape.ok()) return shape.status();
+  const int64_t rank = static_cast<int64_t>(shape->size());
+  int64_t start = ctx.AttrInt("start", 0);
+  int64_t end = ctx.AttrInt("end", rank);
+  if (ctx.opset() < 15 && (ctx.HasAttr("start") || ctx.HasAttr("end"))) {
+    return ctx.Invalid("start and end need opset 15");
+  }
+  // Negative values count from the back; both are clamped to [0, rank].
+  if (start < 0) start += rank;
+  if (end < 0) end += rank;
+  start = std::clamp<int64_t>(start, 0, rank);
+  end = std::clamp<int64_t>(end, 0, rank);
+  KnownInts k;
+  for (int64_t i = start; i < end; ++i) k.values.push_back((*shape)[static_cast<size_t>(i)]);
+  return std::vector<OnnxValue>{OnnxValue::Known(std::move(k))};
+}
+
+Result ConvertSize(ConvertContext& ctx) {
+  absl::StatusOr<std::vector<PrimExpr>> shape = InputShape(ctx, 0);
+  if (!shape.ok()) return shape.status();
+  KnownInts k;
+  k.scalar = true;
+  k.values.push_back(Product(*shape));
+  return std::vector<OnnxValue>{OnnxValue::Known(std::move(k))};
+}
+
+Result ConvertConstantOfShape(ConvertContext& ctx) {
+  std::optional<KnownInts> shape = ctx.KnownInput(0);
+  if (!shape.has_value()) return ctx.Unsupported("input 0 (shape) must be known at import time");
+  Tensor value;
+  if (ctx.HasAttr("value")) {
+    absl::StatusOr<Tensor> t = ctx.AttrTensor("value");
+    if (!t.ok()) return t.status();
+    if ((*t)->NumElements() != 1) {
+      return ctx.Invalid(absl::StrCat("value must have one element, got ", (*t)->NumElements()));
+    }
+    absl::StatusOr<Tensor> scalar = t->CreateView({}, (*t)->dtype());
+    if (!scalar.ok()) return scalar.status();
+    value = *scalar;
+  } else {
+    absl::StatusOr<Tensor> t = TensorFromDoubles({0.0}, {}, DataType::Float(32));
+    if (!t.ok()) return t.status();
+    value = *t;
+  }
+  for (const PrimExpr& d : shape->values) {
+    if (const int64_t* c = d.as_int(); c != nullptr && *c < 0) {
+      return ctx.Invalid(absl::StrCat("negative dim ", *c, " in the shape"));
+    }
+  }
+  absl::StatusOr<Expr> out =
+      ctx.EmitOp("relax.full", {MakeShapeExpr(shape->values), MakeConstant(value)},
+                 {{"dtype", value->dtype()}});
+  if (!out.ok()) return out.status();
+  return One(*out);
+}
+
+Result ConvertRange(ConvertContext& ctx) {
+  std::optional<Tensor> ts[3];
+  for (int i = 0; i < 3; ++i) {
+    ts[i] = ctx.ConstantInput(i);
+    if (!ts[i].has_value()) {
+      return ctx.Unsupported(absl::StrCat("input ", i, " must be known at import time"));
+    }
+    if ((*ts[i])->NumElements() != 1) {
+      return ctx.Invalid(absl::StrCat("input ", i, " must be a scalar, got ", ts[i]->ToString()));
+    }
+  }
+  const DataType dtype = (*ts[0])->dtype();
+  std::optional<std::vector<double>> s = DoublesFromTensor(*ts[0]), l = DoublesFromTensor(*ts[1]),
+                                     d = DoublesFromTensor(*ts[2]);
+  if (!s || !l || !d) return ctx.Unsupported(absl::StrCat("dtype ", dtype.ToString()));
+  const double start = (*s)[0], limit = (*l)[0], delta = (*d)[0];
+  if (delta == 0) return ctx.Invalid("delta is 0");
+  const double count = std::max(std::ceil((limit - start) / delta), 0.0);
+  if (!(count <= 1 << 26)) return ctx.Invalid(absl::StrCat("range of ", count, " elements"));
+  const bool is_int = dtype.is_int() || dtype.is_uint();
+  std::vector<double> values(static_cast<size_t>(count));
+  for (size_t i = 0; i < values.size(); ++i) {
+    // As the spec: start + i * delta.
+    values[i] = start + static_cast<double>(i) * delta;
+  }
+  absl::StatusOr<Tensor> t =
+      is_int ? TensorFromInts(std::vector<int64_t>(values.begin(), values.end()),
+                              {static_cast<int64_t>(values.size())}, dtype)
+             : TensorFromDoubles(values, {static_cast<int64_t>(values.size())}, dtype);
+  if (!t.ok()) return t.status();
+  return One(MakeConstant(*t));
+}
+
+Result ConvertIdentity(ConvertContext& ctx) {
+  if (std::optional<KnownInts> k = ctx.KnownInput(0)) {
+    if (!ctx.ConstantInput(0).has_value()) {
+      return std::vector<OnnxValue>{OnnxValue::Known(*k)};
+    }
+  }
+  absl::StatusOr<Expr> x = ctx.Input(0);
+  if (!x.ok()) return x.status();
+  return One(*x);
+}
+
+Result ConvertDropout(ConvertContext& ctx) {
+  // Inference: the data passes through. training_mode (opset 12 input 2)
+  // must be absent or a constant false.
+  if (ctx.HasInput(2)) {
+    std::optional<Tensor> mode = ctx.ConstantInput(2);
+    std::optional<std::vector<int64_t>> v = mode ? IntsFromTensor(*mode) : std::nullopt;
+    if (!v.has_value() || v->size() != 1) {
+      return ctx.Unsupported("training_mode that is not a constant");
+    }
+    if ((*v)[0] != 0) return ctx.Unsupported("training_mode=true (only inference is supported)");
+  }
+  if (ctx.opset() < 7 && ctx.AttrInt("is_test", 0) == 0) {
+    return ctx.Unsupported("is_test=0 (only inference is supported)");
+  }
+  absl::StatusOr<Expr> x = ctx.Input(0);
+  if (!x.ok()) return x.status();
+  std::vector<OnnxValue> outs{OnnxValue::Of(*x)};
+  if (ctx.node().output_size() > 1 && !ctx.node().output(1).empty()) {
+    absl::StatusOr<Expr> mask = ctx.EmitOp("relax.ones_like", {*x}, {{"dtype", DataType::Bool()}});
+    if (!mask.ok()) return mask.status();
+    outs.push_back(OnnxValue::Of(*mask));
+  }
+  return outs;
+}
+
+Result ConvertEyeLike(ConvertContext& ctx) {
+  absl::StatusOr<const TensorStructInfoNode*> t = ctx.InputTensorInfo(0);
+  if (!t.ok()) return t.status();
+  if (!(*t)->shape.has_value() || (*t)->shape->size() != 2) {
+    return ctx.Invalid("input 0 must be a 2-D tensor");
+  }
+  const int64_t* rows = (*t)->shape->at(0).as_int();
+  const int64_t* cols = (*t)->shape->at(1).as_int();
+  if (rows == nullptr || cols == nullptr) return ctx.Unsupported("symbolic dims");
+  DataType dtype = (*t)->dtype.value_or(DataType::Float(32));
+  if (ctx.HasAttr("dtype")) {
+    absl::StatusOr<DataType> d = DataTypeFromOnnx(static_cast<int>(ctx.AttrInt("dtype", 0)));
+    if (!d.ok()) return ctx.Unsupported(d.status().message());
+    dtype = *d;
+  }
+  const int64_t k = ctx.AttrInt("k", 0);
+  std::vector<double> values(static_cast<size_t>(*rows * *cols), 0.0);
+  for (int64_t i = 0; i < *rows; ++i) {
+    const int64_t j = i + k;
+    if (j >= 0 && j < *cols) values[static_cast<size_t>(i * *cols + j)] = 1.0;
+  }
+  absl::StatusOr<Tensor> out = TensorFromDoubles(values, {*rows, *cols}, dtype);
+  if (!out.ok()) return out.status();
+  return One(MakeConstant(*out));
+}
+
+}  // namespace
+
+void RegisterTensorConverters() {
+  RegisterConverter("Constant", 1, ConvertConstant);
+  RegisterConverter("Shape", 1, ConvertShape);
+  RegisterConverter("Size", 1, ConvertSize);
+  RegisterConverter("ConstantOfShape", 9, ConvertConstantOfShape);
+  RegisterConverter("Range", 11, ConvertRange);
+  RegisterConverter("Identity", 1, ConvertIdentity);
+  RegisterConverter("Dropout", 1, ConvertDropout);
+  RegisterConverter("EyeLike", 9, ConvertEyeLike);
+}
+
+}  // namespace tether::compiler::onnx_frontend

@@ -1,0 +1,133 @@
+// The converter registry of the ONNX importer: one Converter per ONNX
+// operator (and opset range), which turns one NodeProto into Relax bindings
+// through a ConvertContext. Converters live in per-family files
+// (convert_*.cc), each with one Register*Converters function called from
+// importer.cc, as the operator families of compiler/op/ are.
+//
+// A converter reads its inputs and attributes through the context, emits
+// Relax operator calls (ctx.EmitOp("relax.add", {a, b})), and returns one
+// OnnxValue per node output. Values that are small integer tensors known at
+// import time -- shapes and what is computed from them -- travel as
+// OnnxValue::known, so Shape -> Gather -> Concat -> Reshape works with
+// symbolic dims and emits no code; such a value is turned into a constant
+// tensor only when a consumer needs it as a tensor.
+//
+// Errors come from ctx.Unsupported (UNIMPLEMENTED) and ctx.Invalid
+// (INVALID_ARGUMENT); both prefix "onnx: node 'NAME' (OP, opset N): ".
+//
+// Thread contract: converters are pure functions of their context; the
+// registry is filled once (on first import) and read-only afterwards.
+#ifndef TETHER_COMPILER_FRONTEND_ONNX_CONVERTER_H_
+#define TETHER_COMPILER_FRONTEND_ONNX_CONVERTER_H_
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "compiler/ir/expr.h"
+#include "compiler/ir/prim_expr.h"
+#include "compiler/ir/struct_info.h"
+#include "runtime/core/tensor.h"
+
+namespace onnx {
+class NodeProto;
+}  // namespace onnx
+
+namespace tether::compiler::onnx_frontend {
+
+// The elements of a 0-D or 1-D integer tensor known at import time, maybe
+// symbolic (Shape of an input with dim_params).
+struct KnownInts {
+  std::vector<PrimExpr> values;
+  bool scalar = false;  // 0-D (then values has one element)
+  DataType dtype = DataType::Int(64);
+};
+
+// One value of the ONNX graph.
+struct OnnxValue {
+  Expr expr;                       // a Relax leaf (var or constant) with struct info; may be
+                                   // null when `known` is set (materialized on demand)
+  std::optional<KnownInts> known;  // set for import-time integer values
+  static OnnxValue Of(Expr e) { return OnnxValue{std::move(e), std::nullopt}; }
+  static OnnxValue Known(KnownInts k) { return OnnxValue{Expr(), std::move(k)}; }
+};
+
+class ConvertContext {
+ public:
+  virtual ~ConvertContext() = default;
+
+  virtual const onnx::NodeProto& node() const = 0;
+  virtual int64_t opset() const = 0;  // of the default domain
+  // "node 'conv_3' (Conv, opset 13)" (the output name stands in for an empty node name).
+  virtual std::string Describe() const = 0;
+
+  // Inputs. An optional input given as "" (or beyond the node's list) is absent.
+  virtual int num_inputs() const = 0;
+  virtual bool HasInput(int i) const = 0;
+  // The input as a Relax value (known ints are materialized as a constant
+  // tensor; symbolic ones are UNIMPLEMENTED). INVALID_ARGUMENT when absent.
+  virtual absl::StatusOr<Expr> Input(int i) = 0;
+  // The input's tensor struct info (dtype, ndim, shape maybe symbolic);
+  // INVALID_ARGUMENT when absent or not a tensor.
+  virtual absl::StatusOr<const TensorStructInfoNode*> InputTensorInfo(int i) = 0;
+  // The input's concrete value when it is an initializer, a Constant's
+  // output or known ints with no symbolic element; else nullopt.
+  virtual std::optional<Tensor> ConstantInput(int i) const = 0;
+  // The input's elements when it is a 0-D/1-D integer value known at import
+  // time (constant or shape-derived, maybe symbolic); else nullopt.
+  virtual std::optional<KnownInts> KnownInput(int i) const = 0;
+  // ConstantInput as int64s (any integer dtype); UNIMPLEMENTED "input 1
+  // (shape) must be known at import time" otherwise.
+  virtual absl::StatusOr<std::vector<int64_t>> ConstantInts(int i, absl::string_view what) = 0;
+
+  // Attributes (defaults when absent; a present attribute of the wrong type
+  // is INVALID_ARGUMENT through CheckAttrs, which the importer runs first).
+  virtual bool HasAttr(absl::string_view name) const = 0;
+  virtual int64_t AttrInt(absl::string_view name, int64_t def) const = 0;
+  virtual float AttrFloat(absl::string_view name, float def) const = 0;
+  virtual std::string AttrString(absl::string_view name, absl::string_view def) const = 0;
+  virtual std::vector<int64_t> AttrInts(absl::string_view name,
+                                        std::vector<int64_t> def = {}) const = 0;
+  virtual std::vector<float> AttrFloats(absl::string_view name,
+                                        std::vector<float> def = {}) const = 0;
+  virtual absl::StatusOr<Tensor> AttrTensor(absl::string_view name) const = 0;
+
+  // Emits `value` (normalized, struct info inferred) and returns the bound var.
+  virtual absl::StatusOr<Expr> Emit(const Expr& value) = 0;
+  // Emits a call of the Relax operator `op` ("relax.add").
+  virtual absl::StatusOr<Expr> EmitOp(absl::string_view op, std::vector<Expr> args,
+                                      Attrs attrs = {}) = 0;
+
+  // Status helpers with Describe() as prefix.
+  virtual absl::Status Unsupported(absl::string_view what) const = 0;  // UNIMPLEMENTED
+  virtual absl::Status Invalid(absl::string_view what) const = 0;      // INVALID_ARGUMENT
+};
+
+// One OnnxValue per node output, in order (trailing optional outputs that
+// nothing reads may be left off).
+using Converter = std::function<absl::StatusOr<std::vector<OnnxValue>>(ConvertContext& ctx)>;
+
+// Registers `fn` for `op_type` from `since_opset` on (until the next
+// registration of the same op with a higher since_opset). Aborts on a
+// duplicate (op_type, since_opset): a build bug any test catches.
+void RegisterConverter(std::string op_type, int since_opset, Converter fn);
+
+// One function per family, each in its own file, called once by the importer.
+void RegisterElementwiseConverters();  // convert_elementwise.cc: arithmetic, math, activations,
+                                       // logic, compare, Where, Clip, Cast
+void RegisterTensorConverters();       // convert_tensor.cc: Constant, Shape, Size,
+                                       // ConstantOfShape, Range, Identity, Dropout
+void RegisterNNConverters();           // convert_nn.cc: MatMul, Gemm, Conv, pools, norms,
+                                       // Softmax/LogSoftmax, reductions, ArgMax/ArgMin
+void RegisterShapeConverters();        // convert_shape.cc: Reshape, Transpose, Flatten,
+                                       // Squeeze, Unsqueeze, Concat, Split, Slice, Gather,
+                                       // Expand, Tile, ...
+
+}  // namespace tether::compiler::onnx_frontend
+
+#endif  // TETHER_COMPILER_FRONTEND_ONNX_CONVERTER_H_

@@ -1,0 +1,724 @@
+// The ONNX importer's graph walk: ModelProto -> one Relax function "main"
+// built with a BlockBuilder in a single dataflow block. Graph inputs become
+// parameters (dim_params shared symbolic vars), initializers constants or
+// trailing parameters, each node is handed to the converter registered for
+// its (op_type, opset), and the graph outputs are emitted as R.output.
+//
+// The converter registry lives here too: it is filled once, on the first
+// import, by the four Register*Converters family functions.
+#include "compiler/frontend/onnx/importer.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <cstdlib>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <set>
+#include <sstream>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
+#include "compiler/frontend/onnx/converter.h"
+#include "compiler/frontend/onnx/known_ints.h"
+#include "compiler/frontend/onnx/tensor_proto.h"
+#include "compiler/ir/block_builder.h"
+#include "compiler/op/op.h"
+#include "onnx/onnx_pb.h"
+
+namespace tether::compiler::onnx_frontend {
+namespace {
+
+constexpr int64_t kMinOpset = 1;
+constexpr int64_t kMaxOpset = 17;
+
+// op_type -> since_opset -> converter.
+using Registry = std::map<std::string, std::map<int, Converter>>;
+
+Registry& MutableRegistry() {
+  static Registry* registry = new Registry();
+  return *registry;
+}
+
+const Registry& GetRegistry() {
+  static const bool filled = [] {
+    RegisterElementwiseConverters();
+    RegisterTensorConverters();
+    RegisterNNConverters();
+    RegisterShapeConverters();
+    return true;
+  }();
+  (void)filled;
+  return MutableRegistry();
+}
+
+// The converter of `op_type` for `opset`, or nullptr (with the lowest opset
+// it is registered from in *since, 0 when never).
+const Converter* FindConverter(const std::string& op_type, int64_t opset, int* since) {
+  *since = 0;
+  const Registry& registry = GetRegistry();
+  auto it = registry.find(op_type);
+  if (it == registry.end() || it->second.empty()) return nullptr;
+  *since = it->second.begin()->first;
+  auto upper = it->second.upper_bound(static_cast<int>(opset));
+  if (upper == it->second.begin()) return nullptr;
+  return &std::prev(upper)->second;
+}
+
+const char* AttrTypeName(int type) {
+  switch (type) {
+    case ::onnx::AttributeProto::FLOAT:
+      return "FLOAT";
+    case ::onnx::AttributeProto::INT:
+      return "INT";
+    case ::onnx::AttributeProto::STRING:
+      return "STRING";
+    case ::onnx::AttributeProto::TENSOR:
+      return "TENSOR";
+    case ::onnx::AttributeProto::GRAPH:
+      return "GRAPH";
+    case ::onnx::AttributeProto::FLOATS:
+      return "FLOATS";
+    case ::onnx::AttributeProto::INTS:
+      return "INTS";
+    case ::onnx::AttributeProto::STRINGS:
+      return "STRINGS";
+    case ::onnx::AttributeProto::TENSORS:
+      return "TENSORS";
+    case ::onnx::AttributeProto::GRAPHS:
+      return "GRAPHS";
+    case ::onnx::AttributeProto::SPARSE_TENSOR:
+      return "SPARSE_TENSOR";
+    default:
+      return "UNDEFINED";
+  }
+}
+
+// A name usable as a symbolic var in the text format.
+std::string SymbolName(const std::string& name) {
+  std::string out = name;
+  for (char& c : out) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') c = '_';
+  }
+  if (out.empty() || std::isdigit(static_cast<unsigned char>(out[0]))) out = "d_" + out;
+  return out;
+}
+
+class GraphImporter;
+
+// The ConvertContext of one node.
+class NodeContext final : public ConvertContext {
+ public:
+  NodeContext(GraphImporter* importer, const ::onnx::NodeProto& node, int64_t opset)
+      : importer_(importer), node_(node), opset_(opset) {}
+
+  const ::onnx::NodeProto& node() const override { return node_; }
+  int64_t opset() const override { return opset_; }
+  std::string Describe() const override {
+    std::string name = node_.name();
+    if (name.empty() && node_.output_size() > 0) name = node_.output(0);
+    return absl::StrCat("node '", name, "' (", node_.op_type(), ", opset ", opset_, ")");
+  }
+
+  int num_inputs() const override { return node_.input_size(); }
+  bool HasInput(int i) const override {
+    return i >= 0 && i < node_.input_size() && !node_.input(i).empty();
+  }
+  absl::StatusOr<Expr> Input(int i) override;
+  absl::StatusOr<const TensorStructInfoNode*> InputTensorInfo(int i) override;
+  std::optional<Tensor> ConstantInput(int i) const override;
+  std::optional<KnownInts> KnownInput(int i) const override;
+  absl::StatusOr<std::vector<int64_t>> ConstantInts(int i, absl::string_view what) override;
+
+  bool HasAttr(absl::string_view name) const override { return FindAttr(name) != nullptr; }
+  int64_t AttrInt(absl::string_view name, int64_t def) const override;
+  float AttrFloat(absl::string_view name, float def) const override;
+  std::string AttrString(absl::string_view name, absl::string_view def) const override;
+  std::vector<int64_t> AttrInts(absl::string_view name, std::vector<int64_t> def) const override;
+  std::vector<float> AttrFloats(absl::string_view name, std::vector<float> def) const override;
+  absl::StatusOr<Tensor> AttrTensor(absl::string_view name) const override;
+
+  absl::StatusOr<Expr> Emit(const Expr& value) override;
+  absl::StatusOr<Expr> EmitOp(absl::string_view op, std::vector<Expr> args, Attrs attrs) override;
+
+  absl::Status Unsupported(absl::string_view what) const override {
+    return absl::UnimplementedError(absl::StrCat("onnx: ", Describe(), ": ", what));
+  }
+  absl::Status Invalid(absl::string_view what) const override {
+    return absl::InvalidArgumentError(absl::StrCat("onnx: ", Describe(), ": ", what));
+  }
+
+  // The first attribute of the wrong type an accessor met (converters read
+  // attributes without status; the importer checks this after the call).
+  const absl::Status& attr_error() const { return attr_error_; }
+
+ private:
+  const ::onnx::AttributeProto* FindAttr(absl::string_view name) const {
+    for (const auto& a : node_.attribute()) {
+      if (a.name() == name) return &a;
+    }
+    return nullptr;
+  }
+  // The attribute `name` when present with one of `types`; records an error
+  // when present with another type.
+  const ::onnx::AttributeProto* TypedAttr(absl::string_view name,
+                                          std::initializer_list<int> types) const {
+    const ::onnx::AttributeProto* a = FindAttr(name);
+    if (a == nullptr) return nullptr;
+    for (int t : types) {
+      if (a->type() == t) return a;
+    }
+    if (attr_error_.ok()) {
+      attr_error_ =
+          Invalid(absl::StrCat("attribute '", name, "' has type ", AttrTypeName(a->type()),
+                               ", expected ", AttrTypeName(*types.begin())));
+    }
+    return nullptr;
+  }
+  const OnnxValue* Value(int i) const;
+
+  GraphImporter* importer_;
+  const ::onnx::NodeProto& node_;
+  int64_t opset_;
+  mutable absl::Status attr_error_;
+  std::deque<StructInfo> sinfo_keepalive_;
+};
+
+class GraphImporter {
+ public:
+  GraphImporter(const ::onnx::ModelProto& model, const OnnxImportOptions& options,
+                std::string base_dir)
+      : model_(model), options_(options), base_dir_(std::move(base_dir)), bb_(&module_) {}
+
+  absl::StatusOr<ImportedModel> Run();
+
+  // Used by NodeContext.
+  const std::string& base_dir() const { return base_dir_; }
+  const OnnxValue* Find(const std::string& name) const {
+    auto it = values_.find(name);
+    return it == values_.end() ? nullptr : &it->second;
+  }
+  const Tensor* InitializerValue(const std::string& name) const {
+    auto it = initializer_values_.find(name);
+    return it == initializer_values_.end() ? nullptr : &it->second;
+  }
+  // The value `name` as a Relax leaf, materializing known ints (cached).
+  absl::StatusOr<Expr> Materialize(const std::string& name, const NodeContext* ctx);
+  BlockBuilder& builder() { return bb_; }
+
+ private:
+  absl::Status ReadOpset();
+  absl::Status AddInitializers();
+  absl::Status AddInputs();
+  absl::StatusOr<StructInfo> InputStructInfo(const ::onnx::ValueInfoProto& input);
+  absl::Status ConvertNode(const ::onnx::NodeProto& node);
+
+  const ::onnx::ModelProto& model_;
+  const OnnxImportOptions& options_;
+  const std::string base_dir_;
+  IRModule module_;
+  BlockBuilder bb_;
+  int64_t opset_ = 0;
+  std::map<std::string, OnnxValue> values_;
+  std::map<std::string, Tensor> initializer_values_;
+  std::map<std::string, Var> dim_vars_;              // by dim_param
+  std::map<std::string, int64_t> fixed_dim_params_;  // dim_params fixed by input_shapes
+  std::vector<Expr> params_;
+  std::vector<Expr> kept_params_;
+  ImportedModel result_;
+};
+
+// ---- NodeContext ----
+
+const OnnxValue* NodeContext::Value(int i) const {
+  if (!HasInput(i)) return nullptr;
+  return importer_->Find(node_.input(i));
+}
+
+absl::StatusOr<Expr> NodeContext::Input(int i) {
+  if (!HasInput(i)) return Invalid(absl::StrCat("input ", i, " is absent"));
+  return importer_->Materialize(node_.input(i), this);
+}
+
+absl::StatusOr<const TensorStructInfoNode*> NodeContext::InputTensorInfo(int i) {
+  const OnnxValue* v = Value(i);
+  if (v == nullptr) return Invalid(absl::StrCat("input ", i, " is absent"));
+  if (v->expr.defined()) {
+    const auto* t = v->expr.struct_info().as<TensorStructInfoNode>();
+    if (t == nullptr) {
+      return Invalid(absl::StrCat("input ", i, " ('", node_.input(i), "') is not a tensor but ",
+                                  ToString(v->expr.struct_info())));
+    }
+    return t;
+  }
+  const KnownInts& k = *v->known;
+  std::vector<PrimExpr> shape;
+  if (!k.scalar) shape.push_back(PrimExpr(static_cast<int64_t>(k.values.size())));
+  sinfo_keepalive_.push_back(TensorSInfo(std::move(shape), k.dtype));
+  return sinfo_keepalive_.back().as<TensorStructInfoNode>();
+}
+
+std::optional<Tensor> NodeContext::ConstantInput(int i) const {
+  const OnnxValue* v = Value(i);
+  if (v == nullptr) return std::nullopt;
+  if (v->expr.defined()) {
+    if (const auto* c = v->expr.as<ConstantNode>()) return c->data;
+  }
+  if (const Tensor* t = importer_->InitializerValue(node_.input(i))) return *t;
+  if (v->known.has_value()) return TensorFromKnownInts(*v->known);
+  return std::nullopt;
+}
+
+std::optional<KnownInts> NodeContext::KnownInput(int i) const {
+  const OnnxValue* v = Value(i);
+  if (v == nullptr) return std::nullopt;
+  if (v->known.has_value()) return v->known;
+  std::optional<Tensor> t = ConstantInput(i);
+  if (!t.has_value()) return std::nullopt;
+  return KnownIntsFromTensor(*t);
+}
+
+absl::StatusOr<std::vector<int64_t>> NodeContext::ConstantInts(int i, absl::string_view what) {
+  std::optional<Tensor> t = ConstantInput(i);
+  std::optional<std::vector<int64_t>> v;
+  if (t.has_value() && ((*t)->dtype().is_int() || (*t)->dtype().is_uint())) v = IntsFromTensor(*t);
+  if (!v.has_value()) {
+    return Unsupported(absl::StrCat("input ", i, " (", what, ") must be known at import time"));
+  }
+  return *v;
+}
+
+int64_t NodeContext::AttrInt(absl::string_view name, int64_t def) const {
+  const auto* a = TypedAttr(name, {::onnx::AttributeProto::INT});
+  return a == nullptr ? def : a->i();
+}
+
+float NodeContext::AttrFloat(absl::string_view name, float def) const {
+  const auto* a = TypedAttr(name, {::onnx::AttributeProto::FLOAT, ::onnx::AttributeProto::INT});
+  if (a == nullptr) return def;
+  return a->type() == ::onnx::AttributeProto::INT ? static_cast<float>(a->i()) : a->f();
+}
+
+std::string NodeContext::AttrString(absl::string_view name, absl::string_view def) const {
+  const auto* a = TypedAttr(name, {::onnx::AttributeProto::STRING});
+  return a == nullptr ? std::string(def) : a->s();
+}
+
+std::vector<int64_t> NodeContext::AttrInts(absl::string_view name, std::vector<int64_t> def) const {
+  const auto* a = TypedAttr(name, {::onnx::AttributeProto::INTS});
+  if (a == nullptr) return def;
+  return std::vector<int64_t>(a->ints().begin(), a->ints().end());
+}
+
+std::vector<float> NodeContext::AttrFloats(absl::string_view name, std::vector<float> def) const {
+  const auto* a = TypedAttr(name, {::onnx::AttributeProto::FLOATS});
+  if (a == nullptr) return def;
+  return std::vector<float>(a->floats().begin(), a->floats().end());
+}
+
+absl::StatusOr<Tensor> NodeContext::AttrTensor(absl::string_view name) const {
+  const ::onnx::AttributeProto* a = FindAttr(name);
+  if (a == nullptr) return Invalid(absl::StrCat("missing attribute '", name, "'"));
+  if (a->type() != ::onnx::AttributeProto::TENSOR) {
+    return Invalid(absl::StrCat("attribute '", name, "' has type ", AttrTypeName(a->type()),
+                                ", expected TENSOR"));
+  }
+  absl::StatusOr<Tensor> t = TensorFromProto(a->t(), importer_->base_dir());
+  if (!t.ok()) {
+    return absl::Status(t.status().code(), absl::StrCat("onnx: ", Describe(), ": attribute '", name,
+                                                        "': ", t.status().message()));
+  }
+  return t;
+}
+
+absl::StatusOr<Expr> NodeContext::Emit(const Expr& value) {
+  std::string hint = node_.output_size() > 0 && !node_.output(0).empty() ? node_.output(0) : "lv";
+  absl::StatusOr<Expr> var = importer_->builder().Emit(value, hint);
+  if (!var.ok()) {
+    return absl::Status(var.status().code(),
+                        absl::StrCat("onnx: ", Describe(), ": ", var.status().message()));
+  }
+  return var;
+}
+
+absl::StatusOr<Expr> NodeContext::EmitOp(absl::string_view op, std::vector<Expr> args,
+                                         Attrs attrs) {
+  if (FindOp(op) == nullptr) {
+    return absl::InternalError(
+        absl::StrCat("onnx: ", Describe(), ": the converter uses unknown operator ", op));
+  }
+  return Emit(MakeCall(GetOp(op), std::move(args), std::move(attrs)));
+}
+
+// ---- GraphImporter ----
+
+absl::StatusOr<Expr> GraphImporter::Materialize(const std::string& name, const NodeContext* ctx) {
+  auto it = values_.find(name);
+  if (it == values_.end()) {
+    return absl::InvalidArgumentError(absl::StrCat("onnx: value '", name, "' is not defined"));
+  }
+  OnnxValue& v = it->second;
+  if (v.expr.defined()) return v.expr;
+  std::optional<Tensor> t = TensorFromKnownInts(*v.known);
+  if (!t.has_value()) {
+    std::vector<std::string> elems;
+    for (const PrimExpr& e : v.known->values) elems.push_back(ToString(e));
+    std::string what = absl::StrCat("value '", name, "' = [", absl::StrJoin(elems, ", "),
+                                    "] has symbolic elements and is used as a tensor");
+    if (ctx != nullptr) return ctx->Unsupported(what);
+    return absl::UnimplementedError(absl::StrCat("onnx: ", what));
+  }
+  v.expr = MakeConstant(*t);
+  return v.expr;
+}
+
+absl::Status GraphImporter::ReadOpset() {
+  bool found = false;
+  for (const auto& op : model_.opset_import()) {
+    if (op.domain().empty() || op.domain() == "ai.onnx") {
+      opset_ = op.version();
+      found = true;
+    }
+  }
+  if (!found) {
+    std::vector<std::string> others;
+    for (const auto& op : model_.opset_import()) {
+      others.push_back(absl::StrCat("'", op.domain(), "' ", op.version()));
+    }
+    if (others.empty()) return absl::InvalidArgumentError("onnx: the model imports no opset");
+    return absl::UnimplementedError(
+        absl::StrCat("onnx: the model imports no opset of the default domain, only ",
+                     absl::StrJoin(others, ", "), " (other domains are not supported)"));
+  }
+  if (opset_ < kMinOpset || opset_ > kMaxOpset) {
+    return absl::UnimplementedError(absl::StrCat("onnx: opset ", opset_,
+                                                 " of the default domain is not supported (",
+                                                 kMinOpset, " to ", kMaxOpset, ")"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GraphImporter::AddInitializers() {
+  const auto& graph = model_.graph();
+  if (graph.sparse_initializer_size() > 0) {
+    return absl::UnimplementedError(absl::StrCat("onnx: sparse initializer '",
+                                                 graph.sparse_initializer(0).values().name(),
+                                                 "' is not supported"));
+  }
+  for (const auto& init : graph.initializer()) {
+    if (init.name().empty()) {
+      return absl::InvalidArgumentError("onnx: an initializer has no name");
+    }
+    absl::StatusOr<Tensor> t = TensorFromProto(init, base_dir_);
+    if (!t.ok()) {
+      return absl::Status(t.status().code(),
+                          absl::StrCat("onnx: initializer: ", t.status().message()));
+    }
+    initializer_values_[init.name()] = *t;
+    if (options_.keep_params_in_input) {
+      std::vector<PrimExpr> shape;
+      for (int64_t d : (*t)->shape()) shape.push_back(PrimExpr(d));
+      Expr var = MakeVar(init.name(), TensorSInfo(std::move(shape), (*t)->dtype()));
+      kept_params_.push_back(var);
+      result_.params[init.name()] = *t;
+      values_[init.name()] = OnnxValue::Of(var);
+    } else {
+      values_[init.name()] = OnnxValue::Of(MakeConstant(*t));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<StructInfo> GraphImporter::InputStructInfo(const ::onnx::ValueInfoProto& input) {
+  const std::string& name = input.name();
+  if (!input.type().has_tensor_type()) {
+    return absl::UnimplementedError(absl::StrCat("onnx: graph input '", name,
+                                                 "' is not a tensor (only tensors are supported)"));
+  }
+  const auto& tt = input.type().tensor_type();
+  absl::StatusOr<DataType> dtype = DataTypeFromOnnx(tt.elem_type());
+  if (!dtype.ok()) {
+    return absl::Status(dtype.status().code(),
+                        absl::StrCat("onnx: graph input '", name,
+                                     "': ", absl::StripPrefix(dtype.status().message(), "onnx: ")));
+  }
+  auto fixed = options_.input_shapes.find(name);
+  if (!tt.has_shape()) {
+    if (fixed == options_.input_shapes.end()) return TensorSInfoOfRank(-1, *dtype);
+    std::vector<PrimExpr> shape;
+    for (int64_t d : fixed->second) shape.push_back(PrimExpr(d));
+    return TensorSInfo(std::move(shape), *dtype);
+  }
+  const int rank = tt.shape().dim_size();
+  if (fixed != options_.input_shapes.end() && static_cast<int>(fixed->second.size()) != rank) {
+    return absl::InvalidArgumentError(absl::StrCat("onnx: input_shapes gives input '", name, "' ",
+                                                   fixed->second.size(),
+                                                   " dims, the model declares ", rank));
+  }
+  std::vector<PrimExpr> shape;
+  for (int axis = 0; axis < rank; ++axis) {
+    const auto& dim = tt.shape().dim(axis);
+    const bool has_fixed = fixed != options_.input_shapes.end();
+    const int64_t want = has_fixed ? fixed->second[static_cast<size_t>(axis)] : -1;
+    if (dim.has_dim_value()) {
+      if (dim.dim_value() < 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("onnx: graph input '", name, "' has dim ", axis, " = ", dim.dim_value()));
+      }
+      if (has_fixed && want != dim.dim_value()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("onnx: input_shapes gives input '", name, "' dim ", axis, " = ", want,
+                         ", the model fixes it to ", dim.dim_value()));
+      }
+      shape.push_back(PrimExpr(dim.dim_value()));
+    } else if (has_fixed) {
+      if (want < 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("onnx: input_shapes gives input '", name, "' dim ", axis, " = ", want));
+      }
+      shape.push_back(PrimExpr(want));
+    } else if (dim.has_dim_param() && !dim.dim_param().empty()) {
+      auto f = fixed_dim_params_.find(dim.dim_param());
+      if (f != fixed_dim_params_.end()) {
+        shape.push_back(PrimExpr(f->second));
+        continue;
+      }
+      auto [it, inserted] = dim_vars_.emplace(dim.dim_param(), Var());
+      if (inserted) it->second = Var(SymbolName(dim.dim_param()));
+      shape.push_back(it->second);
+    } else {
+      shape.push_back(Var(SymbolName(absl::StrCat(name, "_d", axis))));
+    }
+  }
+  return TensorSInfo(std::move(shape), *dtype);
+}
+
+// A frozen input's value against the input's declaration.
+absl::Status CheckFrozen(const std::string& name, const StructInfo& declared, const Tensor& value) {
+  const auto* t = declared.as<TensorStructInfoNode>();
+  if (!value || value->device().type != kDLCPU) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("onnx: frozen input '", name, "' must be a CPU tensor"));
+  }
+  if (t->dtype.has_value() && *t->dtype != value->dtype()) {
+    return absl::InvalidArgumentError(absl::StrCat("onnx: frozen input '", name, "' is ",
+                                                   value->dtype().ToString(), ", declared ",
+                                                   t->dtype->ToString()));
+  }
+  bool ok = t->ndim < 0 || t->ndim == value->ndim();
+  if (ok && t->shape.has_value()) {
+    for (int i = 0; i < value->ndim(); ++i) {
+      const int64_t* d = (*t->shape)[static_cast<size_t>(i)].as_int();
+      if (d != nullptr && *d != value->shape()[static_cast<size_t>(i)]) ok = false;
+    }
+  }
+  if (!ok) {
+    return absl::InvalidArgumentError(absl::StrCat("onnx: frozen input '", name, "' has shape ",
+                                                   value.ToString(), ", declared ",
+                                                   ToString(declared)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GraphImporter::AddInputs() {
+  const auto& graph = model_.graph();
+  std::set<std::string> inputs;
+  // dim_params fixed through input_shapes apply to every input naming them.
+  for (const auto& input : graph.input()) {
+    inputs.insert(input.name());
+    auto fixed = options_.input_shapes.find(input.name());
+    if (fixed == options_.input_shapes.end() || !input.type().has_tensor_type() ||
+        !input.type().tensor_type().has_shape()) {
+      continue;
+    }
+    const auto& shape = input.type().tensor_type().shape();
+    if (shape.dim_size() != static_cast<int>(fixed->second.size())) continue;  // reported below
+    for (int axis = 0; axis < shape.dim_size(); ++axis) {
+      if (shape.dim(axis).has_dim_param() && !shape.dim(axis).dim_param().empty()) {
+        fixed_dim_params_[shape.dim(axis).dim_param()] = fixed->second[static_cast<size_t>(axis)];
+      }
+    }
+  }
+  for (const auto& [name, value] : options_.frozen_inputs) {
+    if (!inputs.count(name) || initializer_values_.count(name)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("onnx: frozen_inputs names '", name, "', which is not a graph input"));
+    }
+  }
+  for (const auto& [name, dims] : options_.input_shapes) {
+    if (!inputs.count(name) || initializer_values_.count(name)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("onnx: input_shapes names '", name, "', which is not a graph input"));
+    }
+  }
+  for (const auto& input : graph.input()) {
+    if (initializer_values_.count(input.name())) continue;  // an initializer listed as input
+    if (input.name().empty()) return absl::InvalidArgumentError("onnx: a graph input has no name");
+    if (values_.count(input.name())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("onnx: graph input '", input.name(), "' is declared twice"));
+    }
+    absl::StatusOr<StructInfo> sinfo = InputStructInfo(input);
+    if (!sinfo.ok()) return sinfo.status();
+    if (auto frozen = options_.frozen_inputs.find(input.name());
+        frozen != options_.frozen_inputs.end()) {
+      if (absl::Status s = CheckFrozen(input.name(), *sinfo, frozen->second); !s.ok()) return s;
+      values_[input.name()] = OnnxValue::Of(MakeConstant(frozen->second));
+      continue;
+    }
+    Expr var = MakeVar(input.name(), *sinfo);
+    params_.push_back(var);
+    values_[input.name()] = OnnxValue::Of(var);
+    result_.input_names.push_back(input.name());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GraphImporter::ConvertNode(const ::onnx::NodeProto& node) {
+  NodeContext ctx(this, node, opset_);
+  if (!node.domain().empty() && node.domain() != "ai.onnx") {
+    return absl::UnimplementedError(
+        absl::StrCat("onnx: ", ctx.Describe(), ": domain '", node.domain(), "' is not supported"));
+  }
+  for (int i = 0; i < node.input_size(); ++i) {
+    if (!node.input(i).empty() && Find(node.input(i)) == nullptr) {
+      return ctx.Invalid(absl::StrCat("input ", i, " reads undefined value '", node.input(i), "'"));
+    }
+  }
+  int since = 0;
+  const Converter* converter = FindConverter(node.op_type(), opset_, &since);
+  if (converter == nullptr) {
+    if (since > 0) {
+      return ctx.Unsupported(
+          absl::StrCat("unsupported operator (supported from opset ", since, ")"));
+    }
+    return ctx.Unsupported("unsupported operator");
+  }
+  absl::StatusOr<std::vector<OnnxValue>> outs = (*converter)(ctx);
+  if (!ctx.attr_error().ok()) return ctx.attr_error();
+  if (!outs.ok()) return outs.status();
+  if (static_cast<int>(outs->size()) > node.output_size()) {
+    return absl::InternalError(absl::StrCat("onnx: ", ctx.Describe(), ": the converter returned ",
+                                            outs->size(), " outputs for ", node.output_size()));
+  }
+  for (size_t k = 0; k < outs->size(); ++k) {
+    OnnxValue& v = (*outs)[k];
+    if (!v.expr.defined() && !v.known.has_value()) {
+      return absl::InternalError(
+          absl::StrCat("onnx: ", ctx.Describe(), ": the converter left output ", k, " empty"));
+    }
+    const std::string& name = node.output(static_cast<int>(k));
+    if (name.empty()) continue;
+    values_[name] = std::move(v);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ImportedModel> GraphImporter::Run() {
+  if (!model_.has_graph()) return absl::InvalidArgumentError("onnx: the model has no graph");
+  if (absl::Status s = ReadOpset(); !s.ok()) return s;
+  result_.opset = opset_;
+  if (absl::Status s = AddInitializers(); !s.ok()) return s;
+  if (absl::Status s = AddInputs(); !s.ok()) return s;
+
+  bb_.BeginDataflowBlock();
+  for (const auto& node : model_.graph().node()) {
+    if (absl::Status s = ConvertNode(node); !s.ok()) {
+      bb_.EndBlock();
+      return s;
+    }
+  }
+  std::vector<Expr> outputs;
+  for (const auto& out : model_.graph().output()) {
+    if (Find(out.name()) == nullptr) {
+      bb_.EndBlock();
+      return absl::InvalidArgumentError(
+          absl::StrCat("onnx: graph output '", out.name(), "' is not produced by any node"));
+    }
+    absl::StatusOr<Expr> e = Materialize(out.name(), nullptr);
+    absl::StatusOr<Expr> gv = e.ok() ? bb_.EmitOutput(*e, out.name()) : e;
+    if (!gv.ok()) {
+      bb_.EndBlock();
+      return gv.status();
+    }
+    outputs.push_back(*gv);
+    result_.output_names.push_back(out.name());
+  }
+  BindingBlock block = bb_.EndBlock();
+  if (outputs.empty()) return absl::InvalidArgumentError("onnx: the graph has no outputs");
+  Expr body = outputs.size() == 1 ? outputs[0] : MakeTuple(outputs);
+
+  std::vector<Expr> params = params_;
+  params.insert(params.end(), kept_params_.begin(), kept_params_.end());
+  Attrs attrs;
+  attrs["global_symbol"] = std::string("main");
+  attrs["num_input"] = static_cast<int64_t>(params_.size());
+  module_.functions["main"] =
+      MakeFunction(std::move(params), MakeSeqExpr({std::move(block)}, body), StructInfo(),
+                   /*is_pure=*/true, std::move(attrs));
+  absl::StatusOr<IRModule> normalized = NormalizeModule(std::move(module_));
+  if (!normalized.ok()) {
+    return absl::Status(
+        normalized.status().code(),
+        absl::StrCat("onnx: the imported module is malformed: ", normalized.status().message()));
+  }
+  result_.module = std::move(*normalized);
+  return std::move(result_);
+}
+
+}  // namespace
+
+void RegisterConverter(std::string op_type, int since_opset, Converter fn) {
+  auto& by_opset = MutableRegistry()[op_type];
+  if (!by_opset.emplace(since_opset, std::move(fn)).second) {
+    std::fprintf(stderr, "onnx: converter %s (since opset %d) registered twice\n", op_type.c_str(),
+                 since_opset);
+    std::abort();
+  }
+}
+
+absl::StatusOr<ImportedModel> ImportOnnxBytes(absl::string_view bytes,
+                                              const OnnxImportOptions& options,
+                                              const std::string& base_dir) {
+  ::onnx::ModelProto model;
+  if (bytes.size() > static_cast<size_t>(std::numeric_limits<int>::max()) ||
+      !model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("onnx: the ", bytes.size(), " bytes given are not a serialized ModelProto"));
+  }
+  GraphImporter importer(model, options, base_dir);
+  return importer.Run();
+}
+
+absl::StatusOr<ImportedModel> ImportOnnxFile(const std::string& path,
+                                             const OnnxImportOptions& options) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("onnx: cannot read model file '", path, "'"));
+  std::stringstream buf;
+  buf << in.rdbuf();
+  std::string bytes = buf.str();
+  std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  absl::StatusOr<ImportedModel> m =
+      ImportOnnxBytes(bytes, options, dir.empty() ? std::string(".") : dir.string());
+  if (!m.ok() && m.status().code() == absl::StatusCode::kInvalidArgument &&
+      absl::StrContains(m.status().message(), "not a serialized ModelProto")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("onnx: '", path, "' (", bytes.size(), " bytes) is not an ONNX model"));
+  }
+  return m;
+}
+
+std::vector<std::string> SupportedOnnxOps() {
+  std::vector<std::string> out;
+  for (const auto& [op, by_opset] : GetRegistry()) out.push_back(op);
+  return out;
+}
+
+}  // namespace tether::compiler::onnx_frontend
