@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The main job, end to end as a user would run it: compile examples/mlp.rx
+# The main job for a Relax text model (the README's main job is run_onnx.sh): compile examples/mlp.rx
 # for this machine, start a real tetherd on a free port, run the model on it
 # with .npy inputs, check the outputs against NumPy, then time and profile it
 # on the daemon. Usage: examples/run_mlp.sh [BUILD_DIR] (default: build).

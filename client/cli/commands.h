@@ -4,11 +4,20 @@
 #ifndef TETHER_CLIENT_CLI_COMMANDS_H_
 #define TETHER_CLIENT_CLI_COMMANDS_H_
 
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "compiler/ir/module.h"
+#include "runtime/core/data_type.h"
 
 namespace tether::cli {
 
@@ -21,9 +30,51 @@ int RunBench(const std::vector<std::string>& args);
 int RunProfile(const std::vector<std::string>& args);
 int RunCompile(const std::vector<std::string>& args);
 
-// The bytes of the executable at `path`; a Relax text model (.rx) is
-// compiled for this host first (compile_command.cc).
-absl::StatusOr<std::string> LoadOrCompileExecutable(const std::string& path);
+// Parses dims "2x3x4" (also "2,3,4"; "scalar" for 0-d); nullopt when malformed.
+std::optional<std::vector<int64_t>> ParseDims(absl::string_view text);
+
+// How a model file becomes an executable (model_loader.cc).
+struct ModelOptions {
+  // Fixes the dims of ONNX graph inputs by name (--shape x=1x3x224x224).
+  std::map<std::string, std::vector<int64_t>> shapes;
+  std::string target = "llvm";
+  // ONNX builds are cached on disk (TETHER_CACHE_DIR, else
+  // $XDG_CACHE_HOME/tether, else ~/.cache/tether), keyed by the model's
+  // SHA-256, the target, the shapes and the compiler version.
+  bool use_cache = true;
+  // No progress lines on stderr.
+  bool quiet = false;
+};
+
+// The bytes of the executable at `path`. A Relax text model (.rx) or an
+// ONNX model (.onnx) is compiled first, for `options.target`.
+absl::StatusOr<std::string> LoadOrCompileExecutable(const std::string& path,
+                                                    const ModelOptions& options = {});
+
+// A Relax module from a .rx or .onnx file (the ONNX graph inputs fixed by
+// options.shapes), for `tether compile`.
+absl::StatusOr<compiler::IRModule> LoadModelSource(const std::string& path,
+                                                   const ModelOptions& options);
+
+// The graph inputs of an ONNX model file: name -> (shape with -1 for
+// dynamic dims, dtype). Empty for other files.
+absl::StatusOr<std::map<std::string, std::pair<std::vector<int64_t>, DataType>>> ModelInputShapes(
+    const std::string& path);
+
+// While alive, and once `what` has taken more than a second, says so on
+// stderr ("tether: compiling m.onnx ...") and, when done, how long it took.
+class SlowWorkNotice {
+ public:
+  SlowWorkNotice(std::string what, bool quiet);
+  ~SlowWorkNotice();
+  SlowWorkNotice(const SlowWorkNotice&) = delete;
+  SlowWorkNotice& operator=(const SlowWorkNotice&) = delete;
+
+ private:
+  struct State;
+  std::shared_ptr<State> state_;
+  std::thread thread_;
+};
 
 // Registers the demo's C++ kernels (demo.dense, demo.relu) in this process, so
 // the embedded daemon of `tether run/bench/profile` can run demo executables.

@@ -1,7 +1,6 @@
-// `tether compile MODEL.rx -o OUT.tx`: parse a Relax text module, build it for
-// a target and write the executable; --emit prints an intermediate form
-// instead of (or besides) writing it. Also the helper that lets
-// run/bench/profile take a .rx file and compile it for this host on the fly.
+// `tether compile MODEL.rx|MODEL.onnx -o OUT.tx`: parse a Relax text module
+// (or import an ONNX model), build it for a target and write the executable;
+// --emit prints an intermediate form instead of (or besides) writing it.
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -20,34 +19,27 @@ namespace tether::cli {
 namespace {
 
 constexpr char kCompileUsage[] =
-    "usage: tether compile MODEL.rx [-o OUT.tx] [--target TARGET] [--emit ir|bytecode|asm]\n"
-    "                      [--pipeline default|zero] [--system-lib PREFIX] [--num-threads N]\n"
-    "Parses MODEL.rx, runs the pipeline, generates the kernels for TARGET and the\n"
-    "bytecode, and writes the executable to OUT.tx. --emit prints the lowered IR,\n"
-    "the bytecode listing or the kernels' assembly to stdout.\n"
+    "usage: tether compile MODEL.rx|MODEL.onnx [-o OUT.tx] [--target TARGET]\n"
+    "                      [--emit ir|bytecode|asm] [--shape NAME=DIMS] [--pipeline default|zero]\n"
+    "                      [--system-lib PREFIX] [--num-threads N]\n"
+    "Parses MODEL.rx (or imports MODEL.onnx), runs the pipeline, generates the kernels\n"
+    "for TARGET and the bytecode, and writes the executable to OUT.tx. --emit prints\n"
+    "the lowered IR, the bytecode listing or the kernels' assembly to stdout.\n"
     "  -o, --output FILE   where to write the executable\n"
     "  --target TARGET     \"llvm\" (this host, the default) or e.g.\n"
     "                      \"llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a72\"\n"
     "  --emit FORM         ir | bytecode | asm\n"
+    "  --shape NAME=DIMS   fix the dims of an ONNX graph input (e.g. x=1x3x224x224)\n"
     "  --pipeline NAME     default (fusion, constant folding, memory planning) or zero\n"
     "  --system-lib PREFIX emit the kernels as a static system library\n"
     "  --num-threads N     threads the kernels are tuned for (0: unknown)\n";
 
 }  // namespace
 
-bool IsRelaxSource(const std::string& path) { return absl::EndsWith(path, ".rx"); }
-
-absl::StatusOr<std::string> LoadOrCompileExecutable(const std::string& path) {
-  if (!IsRelaxSource(path)) return ReadFileToString(path);
-  TETHER_ASSIGN_OR_RETURN(compiler::IRModule module, compiler::ParseModuleFile(path));
-  TETHER_ASSIGN_OR_RETURN(Ref<vm::Executable> exec,
-                          compiler::Build(std::move(module), compiler::BuildOptions()));
-  return exec->SaveToBytes();
-}
-
 int RunCompile(const std::vector<std::string>& args) {
   std::string input, output, emit;
   compiler::BuildOptions options;
+  ModelOptions model;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     auto value = [&](std::string* out) -> bool {
@@ -72,6 +64,18 @@ int RunCompile(const std::vector<std::string>& args) {
                      emit.c_str());
         return 2;
       }
+    } else if (a == "--shape") {
+      std::string v;
+      if (!value(&v)) return 2;
+      size_t eq = v.find('=');
+      std::optional<std::vector<int64_t>> dims =
+          eq == std::string::npos ? std::nullopt : ParseDims(v.substr(eq + 1));
+      if (eq == std::string::npos || eq == 0 || !dims) {
+        std::fprintf(stderr, "tether compile: --shape wants NAME=1x3x224x224, got \"%s\"\n",
+                     v.c_str());
+        return 2;
+      }
+      model.shapes[v.substr(0, eq)] = *dims;
     } else if (a == "--pipeline") {
       if (!value(&options.pipeline)) return 2;
     } else if (a == "--system-lib") {
@@ -98,7 +102,8 @@ int RunCompile(const std::vector<std::string>& args) {
     std::fprintf(stderr, "%s", kCompileUsage);
     return 2;
   }
-  auto module = compiler::ParseModuleFile(input);
+  model.target = options.target;
+  auto module = LoadModelSource(input, model);
   if (!module.ok()) return Fail(input, module.status());
 
   if (emit == "ir" || emit == "asm") {

@@ -48,6 +48,9 @@ struct Options {
   profiling::TimeEvaluatorOptions timing;
   bool json = false;
   std::string format = "table";
+  int threads = 0;  // the VM's kernel threads on the daemon; 0: its default
+  bool quiet = false;
+  bool no_cache = false;
 };
 
 constexpr char kSecurityHelp[] =
@@ -63,26 +66,19 @@ constexpr char kCommonHelp[] =
     "  --memory-cfg CFG       naive | pooled | cpu:0=naive,...\n"
     "  --input NAME=@FILE     a .npy input for parameter NAME (repeatable)\n"
     "  --random-inputs        fill inputs not given by --input with random values on the device\n"
-    "  --shape NAME=2x32[:dtype]  the shape (and dtype, default float32) of a random input\n";
-
-// Parses "2x3x4" (also "2,3,4"; "scalar" for 0-d).
-std::optional<std::vector<int64_t>> ParseDims(absl::string_view text) {
-  std::vector<int64_t> dims;
-  if (text == "scalar") return dims;
-  for (absl::string_view part : absl::StrSplit(text, absl::ByAnyChar("x,"))) {
-    int64_t d;
-    if (!absl::SimpleAtoi(part, &d) || d < 0) return std::nullopt;
-    dims.push_back(d);
-  }
-  return dims;
-}
+    "  --shape NAME=2x32[:dtype]  the shape (and dtype, default float32) of a random input;\n"
+    "                         for an ONNX model, also fixes the input's dynamic dims\n"
+    "  --threads N            threads the model's kernels use on the daemon (default: its\n"
+    "                         TETHER_NUM_THREADS, else its core count)\n"
+    "  --quiet                no progress lines for slow compiles and uploads\n"
+    "  --no-cache             compile an ONNX model even when the compile cache has it\n";
 
 // -1: go on; otherwise the exit code.
 int ParseArgs(const std::string& command, const std::vector<std::string>& args, bool want_file,
               const char* extra_help, Options* o) {
   auto usage = [&](FILE* out) {
     std::fprintf(out, "usage: tether %s %s[options]\n%s%s%s", command.c_str(),
-                 want_file ? "EXEC|MODEL.rx " : "",
+                 want_file ? "EXEC|MODEL.rx|MODEL.onnx " : "",
                  want_file
                      ? kCommonHelp
                      : "  --remote HOST:PORT     a running tetherd (default: an embedded daemon)\n",
@@ -171,6 +167,12 @@ int ParseArgs(const std::string& command, const std::vector<std::string>& args, 
       o->shapes[v->substr(0, eq)] = {*dims, dtype};
     } else if (a == "--random-inputs") {
       o->random_inputs = true;
+    } else if (a == "--threads") {
+      if (!int_flag(&o->threads)) return 2;
+    } else if (a == "--quiet") {
+      o->quiet = true;
+    } else if (a == "--no-cache") {
+      o->no_cache = true;
     } else if (a == "--output-dir") {
       const std::string* v = next();
       if (!v) return 2;
@@ -296,8 +298,15 @@ struct Prepared {
 };
 
 absl::StatusOr<Prepared> Prepare(const Options& o) {
-  // A .rx model is compiled for this host on the fly.
-  TETHER_ASSIGN_OR_RETURN(std::string bytes, LoadOrCompileExecutable(o.file));
+  // A .rx or .onnx model is compiled for this host on the fly.
+  ModelOptions model;
+  model.quiet = o.quiet;
+  model.use_cache = !o.no_cache;
+  TETHER_ASSIGN_OR_RETURN(auto model_inputs, ModelInputShapes(o.file));
+  for (const auto& [name, spec] : o.shapes) {
+    if (model_inputs.contains(name)) model.shapes[name] = spec.first;
+  }
+  TETHER_ASSIGN_OR_RETURN(std::string bytes, LoadOrCompileExecutable(o.file, model));
   TETHER_ASSIGN_OR_RETURN(Ref<vm::Executable> exec, vm::Executable::LoadFromBytes(bytes));
   auto it = exec->function_map.find(o.function);
   if (it == exec->function_map.end() ||
@@ -312,9 +321,16 @@ absl::StatusOr<Prepared> Prepare(const Options& o) {
   }
   RegisterDemoKernels();  // the embedded daemon runs demo executables too
   TETHER_ASSIGN_OR_RETURN(p.connection, Connect(o));
-  TETHER_ASSIGN_OR_RETURN(std::string sha, p.connection.session->UploadModule(bytes));
-  TETHER_ASSIGN_OR_RETURN(
-      p.vm, client::RemoteVM::Create(p.connection.session.get(), sha, {o.device}, o.memory_cfg));
+  std::string sha;
+  {
+    SlowWorkNotice notice(absl::StrFormat("uploading %s (%.1f MB)", o.file, bytes.size() / 1e6),
+                          o.quiet);
+    TETHER_ASSIGN_OR_RETURN(sha, p.connection.session->UploadModule(bytes));
+  }
+  client::RemoteVmOptions vm_options;
+  vm_options.num_threads = o.threads;
+  TETHER_ASSIGN_OR_RETURN(p.vm, client::RemoteVM::Create(p.connection.session.get(), sha,
+                                                         {o.device}, o.memory_cfg, vm_options));
 
   // Inputs: .npy files by name, random ones filled on the device.
   std::map<std::string, Value> given;
@@ -336,13 +352,22 @@ absl::StatusOr<Prepared> Prepare(const Options& o) {
       return ValueError("no input for parameter ", name, " of ", o.function, "; give --input ",
                         name, "=@FILE.npy or --random-inputs with --shape ", name, "=DIMS");
     }
-    auto s = o.shapes.find(name);
-    if (s == o.shapes.end()) {
+    // The shape: --shape, else the model's own when it has no dynamic dim.
+    std::pair<std::vector<int64_t>, DataType> spec;
+    auto declared = model_inputs.find(name);
+    if (auto s = o.shapes.find(name); s != o.shapes.end()) {
+      spec = s->second;
+      if (declared != model_inputs.end()) spec.second = declared->second.second;
+    } else if (declared != model_inputs.end() &&
+               std::find(declared->second.first.begin(), declared->second.first.end(), -1) ==
+                   declared->second.first.end()) {
+      spec = declared->second;
+    } else {
       return ValueError("--random-inputs needs the shape of parameter ", name, ": --shape ", name,
                         "=2x32[:dtype]");
     }
-    TETHER_ASSIGN_OR_RETURN(Value remote, p.connection.session->AllocTensor(
-                                              s->second.first, s->second.second, o.device));
+    TETHER_ASSIGN_OR_RETURN(Value remote,
+                            p.connection.session->AllocTensor(spec.first, spec.second, o.device));
     TETHER_RETURN_IF_ERROR(p.connection.session->FillRandom(remote, 42, -1.0, 1.0));
     args.push_back(remote);
   }

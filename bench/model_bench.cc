@@ -1,0 +1,235 @@
+// model_bench: the three example ONNX models (examples/onnx/make_models.py:
+// an MLP, a small CNN, a transformer encoder block) timed with Tether and
+// with ONNX Runtime on the same inputs, with 1 and 2 threads, in one run.
+//
+//   Model/Tether/<model>/<threads>  remote time_evaluator on an embedded
+//       tetherd (the timing loop runs in the daemon); one sample per
+//       benchmark iteration, each the mean of `kNumber` calls.
+//   Model/ORT/<model>/<threads>     onnxruntime-node (ONNX Runtime's CPU
+//       build from the npm registry; bench/ort/install.sh), driven by
+//       bench/ort/ort_bench.js with intra_op_num_threads = threads and full
+//       graph optimization; one sample per iteration, same batch size.
+//
+// ratio = Tether latency / ONNX Runtime latency (the target: <= 1.5).
+// Both sides compute the same model on the same input; the outputs' largest
+// magnitude is printed for both so a broken run is visible. Node is only
+// needed here: without bench/ort/node_modules the anchor rows are skipped
+// with a message, and the Tether rows still run.
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "benchmark/benchmark.h"
+#include "client/npy.h"
+#include "client/remote_session.h"
+#include "client/remote_vm.h"
+#include "compiler/build.h"
+#include "compiler/frontend/onnx/importer.h"
+#include "runtime/core/error.h"
+#include "server/daemon.h"
+
+namespace tether {
+namespace {
+
+constexpr int kNumber = 20;   // calls per sample
+constexpr int kSamples = 15;  // samples (benchmark iterations) per row
+const char* const kModels[] = {"mlp", "cnn", "transformer"};
+
+std::filesystem::path& ModelDir() {
+  static auto* dir = new std::filesystem::path();
+  return *dir;
+}
+
+struct Figures {
+  double tether_ms = 0, ort_ms = 0;
+  double tether_out = 0, ort_out = 0;
+};
+std::map<std::string, Figures>& Results() {
+  static auto* r = new std::map<std::string, Figures>();
+  return *r;
+}
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+// One embedded daemon and session for the whole run.
+struct Remote {
+  std::unique_ptr<server::Daemon> daemon;
+  std::unique_ptr<client::RemoteSession> session;
+};
+absl::StatusOr<Remote*> GetRemote() {
+  static Remote* remote = nullptr;
+  if (remote != nullptr) return remote;
+  auto r = std::make_unique<Remote>();
+  server::DaemonOptions options;
+  options.listen = {"127.0.0.1:0"};
+  options.log_events = false;
+  TETHER_ASSIGN_OR_RETURN(r->daemon, server::Daemon::Start(options));
+  client::ConnectOptions connect;
+  connect.client_name = "model_bench";
+  TETHER_ASSIGN_OR_RETURN(r->session, client::RemoteSession::Connect(r->daemon->target(), connect));
+  remote = r.release();
+  return remote;
+}
+
+// The model compiled for this host and uploaded (once per model).
+absl::StatusOr<std::string> Uploaded(const std::string& model) {
+  static auto* shas = new std::map<std::string, std::string>();
+  if (auto it = shas->find(model); it != shas->end()) return it->second;
+  TETHER_ASSIGN_OR_RETURN(Remote * remote, GetRemote());
+  TETHER_ASSIGN_OR_RETURN(
+      compiler::onnx_frontend::ImportedModel imported,
+      compiler::onnx_frontend::ImportOnnxFile((ModelDir() / (model + ".onnx")).string()));
+  TETHER_ASSIGN_OR_RETURN(Ref<vm::Executable> exec,
+                          compiler::Build(std::move(imported.module), compiler::BuildOptions()));
+  std::string bytes = exec->SaveToBytes();
+  TETHER_ASSIGN_OR_RETURN(std::string sha, remote->session->UploadModule(bytes));
+  (*shas)[model] = sha;
+  return sha;
+}
+
+void TetherModel(benchmark::State& state, const std::string& model, int threads) {
+  auto fail = [&](const absl::Status& s) { state.SkipWithError(s.ToString().c_str()); };
+  absl::StatusOr<std::string> sha = Uploaded(model);
+  if (!sha.ok()) return fail(sha.status());
+  Remote* remote = *GetRemote();
+  client::RemoteVmOptions vm_options;
+  vm_options.num_threads = threads;
+  auto vm = client::RemoteVM::Create(remote->session.get(), *sha, {Device::Cpu()}, "", vm_options);
+  if (!vm.ok()) return fail(vm.status());
+  absl::StatusOr<Tensor> x = client::ReadNpyFile((ModelDir() / (model + ".x.npy")).string());
+  if (!x.ok()) return fail(x.status());
+  std::vector<Value> args = {Value(*x)};
+  absl::StatusOr<Value> out = (*vm)->Invoke("main", args);  // warm-up, and the output check
+  if (!out.ok()) return fail(out.status());
+  profiling::TimeEvaluatorOptions timing;
+  timing.number = kNumber;
+  std::vector<double> samples;
+  for (auto _ : state) {
+    auto r = (*vm)->TimeEvaluator("main", Device::Cpu(), timing, args);
+    if (!r.ok()) return fail(r.status());
+    state.SetIterationTime(r->mean);
+    samples.push_back(r->mean * 1e3);
+  }
+  Figures& f = Results()[absl::StrCat(model, " t", threads)];
+  f.tether_ms = Median(samples);
+  if (out->is_tensor()) {
+    Tensor t(out->AsRef<TensorObj>());
+    const float* p = static_cast<const float*>(t->element_data());
+    for (int64_t i = 0; i < t->NumElements(); ++i) {
+      f.tether_out = std::max(f.tether_out, static_cast<double>(std::fabs(p[i])));
+    }
+  }
+  state.counters["ms"] = f.tether_ms;
+  if (f.ort_ms > 0) state.counters["ratio"] = f.tether_ms / f.ort_ms;
+}
+
+// Runs ort_bench.js and returns its JSON line.
+absl::StatusOr<std::string> RunNode(const std::string& model, int threads) {
+  std::filesystem::path script =
+      std::filesystem::path(TETHER_SOURCE_DIR) / "bench/ort/ort_bench.js";
+  std::filesystem::path out = ModelDir() / absl::StrCat("ort_", model, "_", threads, ".json");
+  std::string cmd =
+      absl::StrCat("node '", script.string(), "' '", (ModelDir() / (model + ".onnx")).string(),
+                   "' 'x=", (ModelDir() / (model + ".x.npy")).string(), "' ", threads, " ",
+                   kSamples, " ", kNumber, " > '", out.string(), "'");
+  if (std::system(cmd.c_str()) != 0) {
+    return absl::UnavailableError(absl::StrCat("onnxruntime-node failed: ", cmd));
+  }
+  return ReadFileToString(out.string());
+}
+
+// The numbers after "key": in a flat JSON object (ours, from ort_bench.js).
+std::vector<double> JsonNumbers(const std::string& json, const std::string& key) {
+  std::vector<double> v;
+  size_t at = json.find("\"" + key + "\":");
+  if (at == std::string::npos) return v;
+  const char* p = json.c_str() + at + key.size() + 3;
+  bool list = *p == '[';
+  if (list) ++p;
+  while (true) {
+    char* end = nullptr;
+    double d = std::strtod(p, &end);
+    if (end == p) break;
+    v.push_back(d);
+    p = end;
+    if (!list || *p != ',') break;
+    ++p;
+  }
+  return v;
+}
+
+void OrtModel(benchmark::State& state, const std::string& model, int threads) {
+  if (!std::filesystem::exists(std::filesystem::path(TETHER_SOURCE_DIR) /
+                               "bench/ort/node_modules/onnxruntime-node")) {
+    state.SkipWithError("onnxruntime-node is not installed: run bench/ort/install.sh");
+    return;
+  }
+  absl::StatusOr<std::string> json = RunNode(model, threads);
+  if (!json.ok()) {
+    state.SkipWithError(json.status().ToString().c_str());
+    return;
+  }
+  std::vector<double> samples = JsonNumbers(*json, "samples_ms");
+  size_t i = 0;
+  for (auto _ : state) state.SetIterationTime(samples[i++ % samples.size()] / 1e3);
+  Figures& f = Results()[absl::StrCat(model, " t", threads)];
+  f.ort_ms = Median(samples);
+  std::vector<double> out = JsonNumbers(*json, "max_abs_out");
+  f.ort_out = out.empty() ? 0 : out[0];
+  state.counters["ms"] = f.ort_ms;
+}
+
+}  // namespace
+}  // namespace tether
+
+int main(int argc, char** argv) {
+  using tether::ModelDir;
+  ModelDir() =
+      std::filesystem::temp_directory_path() / absl::StrCat("tether-model-bench-", getpid());
+  std::string make =
+      absl::StrCat("/usr/bin/python3 '", TETHER_SOURCE_DIR, "/examples/onnx/make_models.py' '",
+                   ModelDir().string(), "' > /dev/null");
+  if (std::system(make.c_str()) != 0) {
+    std::fprintf(stderr, "model_bench: %s failed\n", make.c_str());
+    return 1;
+  }
+  for (const char* model : tether::kModels) {
+    for (int threads : {1, 2}) {
+      std::string m = model;
+      benchmark::RegisterBenchmark(
+          absl::StrCat("Model/ORT/", m, "/", threads).c_str(),
+          [m, threads](benchmark::State& s) { tether::OrtModel(s, m, threads); })
+          ->UseManualTime()
+          ->Iterations(tether::kSamples)
+          ->Unit(benchmark::kMillisecond);
+      benchmark::RegisterBenchmark(
+          absl::StrCat("Model/Tether/", m, "/", threads).c_str(),
+          [m, threads](benchmark::State& s) { tether::TetherModel(s, m, threads); })
+          ->UseManualTime()
+          ->Iterations(tether::kSamples)
+          ->Unit(benchmark::kMillisecond);
+    }
+  }
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  std::printf("\n%-18s %14s %14s %8s %14s\n", "model", "ORT (ms)", "Tether (ms)", "ratio",
+              "max|out| o/t");
+  for (const auto& [name, f] : tether::Results()) {
+    std::printf("%-18s %14.4f %14.4f %8.2f %7.3f/%-7.3f\n", name.c_str(), f.ort_ms, f.tether_ms,
+                f.ort_ms > 0 ? f.tether_ms / f.ort_ms : 0.0, f.ort_out, f.tether_out);
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(ModelDir(), ec);
+  benchmark::Shutdown();
+  return 0;
+}

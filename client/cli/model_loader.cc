@@ -1,0 +1,181 @@
+// Model files to executables for the CLI: .tx files are read, .rx files are
+// parsed and built, .onnx files are imported and built through an on-disk
+// compile cache. Also the notice that long steps print on stderr.
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
+#include "client/cli/commands.h"
+#include "compiler/build.h"
+#include "compiler/frontend/onnx/importer.h"
+#include "compiler/text/parser.h"
+#include "proto/codec/value_codec.h"
+#include "runtime/core/error.h"
+#include "runtime/module/module.h"
+#include "runtime/vm/executable.h"
+
+namespace tether::cli {
+namespace {
+
+bool IsOnnx(const std::string& path) { return absl::EndsWith(path, ".onnx"); }
+bool IsRelax(const std::string& path) { return absl::EndsWith(path, ".rx"); }
+
+// The compile cache's folder, or "" when no home is known.
+std::filesystem::path CacheDir() {
+  if (const char* d = std::getenv("TETHER_CACHE_DIR"); d != nullptr && *d) return d;
+  if (const char* d = std::getenv("XDG_CACHE_HOME"); d != nullptr && *d) {
+    return std::filesystem::path(d) / "tether";
+  }
+  if (const char* h = std::getenv("HOME"); h != nullptr && *h) {
+    return std::filesystem::path(h) / ".cache" / "tether";
+  }
+  return {};
+}
+
+// What a cached build depends on: the model bytes, the target, the fixed
+// shapes and the compiler.
+std::string CacheKey(absl::string_view model_bytes, const ModelOptions& options) {
+  std::string key = absl::StrCat(rpc::Sha256Hex(model_bytes), "\n", options.target, "\n",
+                                 compiler::kCompilerVersion, "\n");
+  for (const auto& [name, dims] : options.shapes) {
+    absl::StrAppend(&key, name, "=", absl::StrJoin(dims, "x"), "\n");
+  }
+  return rpc::Sha256Hex(key);
+}
+
+absl::StatusOr<compiler::IRModule> ImportOnnx(const std::string& path, absl::string_view bytes,
+                                              const ModelOptions& options) {
+  compiler::onnx_frontend::OnnxImportOptions import;
+  import.input_shapes = options.shapes;
+  std::string base = std::filesystem::path(path).parent_path().string();
+  TETHER_ASSIGN_OR_RETURN(
+      compiler::onnx_frontend::ImportedModel model,
+      compiler::onnx_frontend::ImportOnnxBytes(bytes, import, base.empty() ? "." : base));
+  return std::move(model.module);
+}
+
+absl::StatusOr<std::string> BuildToBytes(compiler::IRModule module, const std::string& path,
+                                         const ModelOptions& options) {
+  SlowWorkNotice notice(absl::StrCat("compiling ", path), options.quiet);
+  compiler::BuildOptions build;
+  build.target = options.target;
+  TETHER_ASSIGN_OR_RETURN(Ref<vm::Executable> exec, compiler::Build(std::move(module), build));
+  return exec->SaveToBytes();
+}
+
+// Writes `bytes` to `file` through a temporary file and a rename, so a
+// concurrent reader sees the old file or the whole new one.
+void WriteCacheFile(const std::filesystem::path& file, const std::string& bytes) {
+  std::error_code ec;
+  std::filesystem::create_directories(file.parent_path(), ec);
+  if (ec) return;  // the cache is an optimization: no cache, no error
+  std::filesystem::path tmp = file;
+  tmp += absl::StrCat(".tmp", ::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    if (!out) {
+      std::filesystem::remove(tmp, ec);
+      return;
+    }
+  }
+  std::filesystem::rename(tmp, file, ec);
+  if (ec) std::filesystem::remove(tmp, ec);
+}
+
+absl::StatusOr<std::string> CompileOnnx(const std::string& path, const ModelOptions& options) {
+  TETHER_ASSIGN_OR_RETURN(std::string model, ReadFileToString(path));
+  std::filesystem::path dir = CacheDir();
+  std::filesystem::path cached;
+  if (options.use_cache && !dir.empty()) {
+    cached = dir / "compiled" / (CacheKey(model, options) + ".tx");
+    if (absl::StatusOr<std::string> hit = ReadFileToString(cached.string()); hit.ok()) {
+      // A damaged entry is rebuilt, not trusted.
+      if (vm::Executable::LoadFromBytes(*hit).ok()) return *hit;
+    }
+  }
+  TETHER_ASSIGN_OR_RETURN(compiler::IRModule module, ImportOnnx(path, model, options));
+  TETHER_ASSIGN_OR_RETURN(std::string bytes, BuildToBytes(std::move(module), path, options));
+  if (!cached.empty()) WriteCacheFile(cached, bytes);
+  return bytes;
+}
+
+}  // namespace
+
+std::optional<std::vector<int64_t>> ParseDims(absl::string_view text) {
+  std::vector<int64_t> dims;
+  if (text == "scalar") return dims;
+  for (absl::string_view part : absl::StrSplit(text, absl::ByAnyChar("x,"))) {
+    int64_t d;
+    if (!absl::SimpleAtoi(part, &d) || d < 0) return std::nullopt;
+    dims.push_back(d);
+  }
+  return dims;
+}
+
+absl::StatusOr<std::string> LoadOrCompileExecutable(const std::string& path,
+                                                    const ModelOptions& options) {
+  if (IsOnnx(path)) return CompileOnnx(path, options);
+  if (!IsRelax(path)) return ReadFileToString(path);
+  TETHER_ASSIGN_OR_RETURN(compiler::IRModule module, compiler::ParseModuleFile(path));
+  return BuildToBytes(std::move(module), path, options);
+}
+
+absl::StatusOr<compiler::IRModule> LoadModelSource(const std::string& path,
+                                                   const ModelOptions& options) {
+  if (!IsOnnx(path)) return compiler::ParseModuleFile(path);
+  TETHER_ASSIGN_OR_RETURN(std::string model, ReadFileToString(path));
+  return ImportOnnx(path, model, options);
+}
+
+absl::StatusOr<std::map<std::string, std::pair<std::vector<int64_t>, DataType>>> ModelInputShapes(
+    const std::string& path) {
+  std::map<std::string, std::pair<std::vector<int64_t>, DataType>> out;
+  if (!IsOnnx(path)) return out;
+  TETHER_ASSIGN_OR_RETURN(std::string model, ReadFileToString(path));
+  TETHER_ASSIGN_OR_RETURN(std::vector<compiler::onnx_frontend::OnnxInputInfo> inputs,
+                          compiler::onnx_frontend::ReadOnnxInputs(model));
+  for (compiler::onnx_frontend::OnnxInputInfo& in : inputs) {
+    out[in.name] = {std::move(in.shape), in.dtype};
+  }
+  return out;
+}
+
+struct SlowWorkNotice::State {
+  absl::Mutex mu;
+  bool done ABSL_GUARDED_BY(mu) = false;
+};
+
+SlowWorkNotice::SlowWorkNotice(std::string what, bool quiet) {
+  if (quiet) return;
+  state_ = std::make_shared<State>();
+  thread_ = std::thread([state = state_, what = std::move(what)] {
+    auto start = std::chrono::steady_clock::now();
+    absl::MutexLock lock(&state->mu);
+    auto done = [&] { return state->done; };
+    if (state->mu.AwaitWithTimeout(absl::Condition(&done), absl::Seconds(1))) return;
+    std::fprintf(stderr, "tether: %s ...\n", what.c_str());
+    state->mu.Await(absl::Condition(&done));
+    std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+    std::fprintf(stderr, "tether: %s took %.1f s\n", what.c_str(), took.count());
+  });
+}
+
+SlowWorkNotice::~SlowWorkNotice() {
+  if (!state_) return;
+  {
+    absl::MutexLock lock(&state_->mu);
+    state_->done = true;
+  }
+  thread_.join();
+}
+
+}  // namespace tether::cli
