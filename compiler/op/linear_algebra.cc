@@ -4,10 +4,12 @@
 // The schedule follows the GotoBLAS/BLIS shape on a small scale: B is
 // packed once per B batch into zero-padded column panels Bp[bb][jo][k][NR]
 // (so the micro-kernel reads NR contiguous values per k and never checks
-// bounds) unless the panels tile N exactly, when B is read in place; and each (batch, row-block)
-// pair — the parallel loop — runs an MR x NR micro-kernel per column panel: MR x NR accumulators in
-// a kLocal tile, MR rows unrolled, NR columns vectorized, the k loop innermost. Rows past M read a
-// clamped row and are not stored; columns past N are zeros in the panel and are not stored. The
+// bounds) unless the panels tile N exactly, when B is read in place. Each
+// (batch, row block, column panel) triple -- the parallel loop, panels
+// innermost -- runs an MR x NR micro-kernel: MR x NR accumulators in a kLocal
+// tile (emitted as vector registers), MR rows unrolled, NR columns
+// vectorized, the k loop innermost. Rows past M read a clamped row and are
+// not stored; columns past N are zeros in the panel and are not stored. The
 // epilogue is applied at the single final store.
 #include <algorithm>
 
@@ -26,9 +28,9 @@ using nn_internal::ShapeString;
 using nn_internal::Unflatten;
 
 constexpr char kMatmul[] = "relax.matmul";
-// Micro-kernel: kRows x kCols float32 accumulators (12 AVX-512 or 24 AVX2
-// registers' worth at 6 x 32).
-constexpr int64_t kRows = 6;
+// Micro-kernel: kRows x kCols float32 accumulators, 16 AVX-512 registers at
+// 8 x 32 (a batch of 8 rows is one row block, with no clamped rows).
+constexpr int64_t kRows = 8;
 constexpr int64_t kCols = 32;
 
 absl::StatusOr<StructInfo> InferMatmul(const CallNode& call) {
@@ -178,49 +180,52 @@ absl::StatusOr<Stmt> ScheduleMatmul(const LowerContext& ctx, const std::vector<B
     });
   });
 
-  // Compute: parallel over (output batch, row block).
-  Stmt compute = Loop("mb", Product(out_batch) * mi, ForKind::kParallel, [&](const PrimExpr& t) {
-    PrimExpr bflat = FloorDiv(t, mi), io = FloorMod(t, mi);
-    std::vector<PrimExpr> oidx = Unflatten(bflat, out_batch);
-    std::vector<PrimExpr> aidx = OperandBatchIndex(a_batch, out_batch, oidx);
-    std::vector<PrimExpr> bidx = OperandBatchIndex(b_batch, out_batch, oidx);
-    // Flat index of B's batch in the packed buffer.
-    PrimExpr bb(0);
-    for (size_t d = 0; d < b_batch.size(); ++d) bb = bb * b_batch[d] + bidx[d];
-    auto panel = [&](const PrimExpr& jo, const PrimExpr& k, const PrimExpr& jj) {
-      return direct_b ? read_b(bidx, k, jo * NR + jj) : Load(Bp, {bb, jo, k, jj});
-    };
-    return Loop("jo", nj, ForKind::kSerial, [&](const PrimExpr& jo) {
-      Buffer acc = MakeBuffer("matmul_acc", acc_t, {MR, NR}, BufferNode::Scope::kLocal);
-      Stmt zero = Loop("zi", MR, ForKind::kUnrolled, [&](const PrimExpr& ii) {
-        return Loop("zj", NR, ForKind::kVectorized, [&](const PrimExpr& jj) {
-          return Store(acc, {ii, jj}, MakeConst(acc_t, 0));
-        });
-      });
-      Stmt kloop = Loop("k", K, ForKind::kSerial, [&](const PrimExpr& k) {
-        return Loop("ii", MR, ForKind::kUnrolled, [&](const PrimExpr& ii) {
-          PrimExpr row = Min(io * MR + ii, M - 1);
-          std::vector<PrimExpr> ai = aidx;
-          if (!a_vec) ai.push_back(row);
-          ai.push_back(k);
-          PrimExpr av = Cast(acc_t, Load(A, ai));
-          return Loop("jj", NR, ForKind::kVectorized, [&](const PrimExpr& jj) {
-            return Store(acc, {ii, jj}, Load(acc, {ii, jj}) + av * panel(jo, k, jj));
+  // Compute: parallel over (output batch, row block, column panel), panels
+  // innermost so that a thread's contiguous share of tasks keeps its A rows.
+  Stmt compute =
+      Loop("mb", Product(out_batch) * mi * nj, ForKind::kParallel, [&](const PrimExpr& t) {
+        PrimExpr tile = FloorMod(t, mi * nj);
+        PrimExpr bflat = FloorDiv(t, mi * nj), io = FloorDiv(tile, nj), jo = FloorMod(tile, nj);
+        std::vector<PrimExpr> oidx = Unflatten(bflat, out_batch);
+        std::vector<PrimExpr> aidx = OperandBatchIndex(a_batch, out_batch, oidx);
+        std::vector<PrimExpr> bidx = OperandBatchIndex(b_batch, out_batch, oidx);
+        // Flat index of B's batch in the packed buffer.
+        PrimExpr bb(0);
+        for (size_t d = 0; d < b_batch.size(); ++d) bb = bb * b_batch[d] + bidx[d];
+        auto panel = [&](const PrimExpr& jo, const PrimExpr& k, const PrimExpr& jj) {
+          return direct_b ? read_b(bidx, k, jo * NR + jj) : Load(Bp, {bb, jo, k, jj});
+        };
+        {
+          Buffer acc = MakeBuffer("matmul_acc", acc_t, {MR, NR}, BufferNode::Scope::kLocal);
+          Stmt zero = Loop("zi", MR, ForKind::kUnrolled, [&](const PrimExpr& ii) {
+            return Loop("zj", NR, ForKind::kVectorized, [&](const PrimExpr& jj) {
+              return Store(acc, {ii, jj}, MakeConst(acc_t, 0));
+            });
           });
-        });
+          Stmt kloop = Loop("k", K, ForKind::kSerial, [&](const PrimExpr& k) {
+            return Loop("ii", MR, ForKind::kUnrolled, [&](const PrimExpr& ii) {
+              PrimExpr row = Min(io * MR + ii, M - 1);
+              std::vector<PrimExpr> ai = aidx;
+              if (!a_vec) ai.push_back(row);
+              ai.push_back(k);
+              PrimExpr av = Cast(acc_t, Load(A, ai));
+              return Loop("jj", NR, ForKind::kVectorized, [&](const PrimExpr& jj) {
+                return Store(acc, {ii, jj}, Load(acc, {ii, jj}) + av * panel(jo, k, jj));
+              });
+            });
+          });
+          Stmt store = Loop("si", Min(MR, M - io * MR), ForKind::kSerial, [&](const PrimExpr& ii) {
+            return Loop("sj", Min(NR, N - jo * NR), ForKind::kVectorized, [&](const PrimExpr& jj) {
+              std::vector<PrimExpr> ci = oidx;
+              if (!a_vec) ci.push_back(io * MR + ii);
+              if (!b_vec) ci.push_back(jo * NR + jj);
+              PrimExpr v = Cast(C->dtype, Load(acc, {ii, jj}));
+              return Store(C, ci, epilogue ? epilogue(v, ci) : v);
+            });
+          });
+          return Allocate(acc, Seq({zero, kloop, store}));
+        }
       });
-      Stmt store = Loop("si", Min(MR, M - io * MR), ForKind::kSerial, [&](const PrimExpr& ii) {
-        return Loop("sj", Min(NR, N - jo * NR), ForKind::kVectorized, [&](const PrimExpr& jj) {
-          std::vector<PrimExpr> ci = oidx;
-          if (!a_vec) ci.push_back(io * MR + ii);
-          if (!b_vec) ci.push_back(jo * NR + jj);
-          PrimExpr v = Cast(C->dtype, Load(acc, {ii, jj}));
-          return Store(C, ci, epilogue ? epilogue(v, ci) : v);
-        });
-      });
-      return Allocate(acc, Seq({zero, kloop, store}));
-    });
-  });
   if (direct_b) return compute;
   return Allocate(Bp, Seq({pack, compute}));
 }
