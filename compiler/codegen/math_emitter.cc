@@ -6,37 +6,17 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "compiler/codegen/float_ops.h"
 #include "llvm/IR/Intrinsics.h"
 
 namespace tether::compiler::codegen {
 namespace {
 
-// Shorthands over one builder.
-struct F {
-  llvm::IRBuilder<>& b;
-  llvm::Type* f64() { return b.getDoubleTy(); }
-  llvm::Value* C(double v) { return llvm::ConstantFP::get(f64(), v); }
-  llvm::Value* I(int64_t v) { return b.getInt64(static_cast<uint64_t>(v)); }
-  llvm::Value* Add(llvm::Value* a, llvm::Value* c) { return b.CreateFAdd(a, c); }
-  llvm::Value* Sub(llvm::Value* a, llvm::Value* c) { return b.CreateFSub(a, c); }
-  llvm::Value* Mul(llvm::Value* a, llvm::Value* c) { return b.CreateFMul(a, c); }
-  llvm::Value* Div(llvm::Value* a, llvm::Value* c) { return b.CreateFDiv(a, c); }
-  llvm::Value* Lt(llvm::Value* a, llvm::Value* c) { return b.CreateFCmpOLT(a, c); }
-  llvm::Value* Gt(llvm::Value* a, llvm::Value* c) { return b.CreateFCmpOGT(a, c); }
-  llvm::Value* Sel(llvm::Value* c, llvm::Value* t, llvm::Value* f) {
-    return b.CreateSelect(c, t, f);
-  }
-  llvm::Value* Abs(llvm::Value* x) { return b.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x); }
-  llvm::Value* CopySign(llvm::Value* mag, llvm::Value* sign) {
-    return b.CreateBinaryIntrinsic(llvm::Intrinsic::copysign, mag, sign);
-  }
-  llvm::Value* IsNaN(llvm::Value* x) { return b.CreateFCmpUNO(x, x); }
-  // Horner: c[0] + x*(c[1] + x*(c[2] + ...)).
-  llvm::Value* Poly(llvm::Value* x, const std::vector<double>& c) {
-    llvm::Value* acc = C(c.back());
-    for (int i = static_cast<int>(c.size()) - 2; i >= 0; --i) acc = Add(C(c[i]), Mul(x, acc));
-    return acc;
-  }
+// Shorthands over one builder, on double.
+struct F : FloatOps {
+  explicit F(llvm::IRBuilder<>& builder) : FloatOps{builder, builder.getDoubleTy()} {}
+  llvm::Type* f64() const { return ft; }
+  llvm::Value* I(int64_t v) const { return b.getInt64(static_cast<uint64_t>(v)); }
   // trunc(x) for |x| < 2^52 through an int64 round trip; x itself beyond
   // (already integral, inf or NaN). fptosi is only fed in-range values.
   llvm::Value* Trunc(llvm::Value* x) {
@@ -240,7 +220,7 @@ llvm::Value* Acos(F& f, llvm::Value* x) {
 
 llvm::Value* MathEmitter::Build(llvm::IRBuilder<>& b, const std::string& op, llvm::Value* x,
                                 llvm::Value* y) {
-  F f{b};
+  F f(b);
   if (op == "exp") return Exp(f, x);
   if (op == "log") return Log(f, x);
   if (op == "tanh") return Tanh(f, x);

@@ -5,46 +5,24 @@
 #include <cmath>
 #include <vector>
 
-#include "llvm/IR/Intrinsics.h"
+#include "compiler/codegen/float_ops.h"
 
 namespace tether::compiler::codegen {
 namespace {
 
 // Shorthands over one builder and one value type (float or <N x float>) with
 // the matching int32 type.
-struct G {
-  llvm::IRBuilder<>& b;
-  llvm::Type* ft;
+struct G : FloatOps {
   llvm::Type* it;
 
-  G(llvm::IRBuilder<>& builder, llvm::Type* type) : b(builder), ft(type) {
+  G(llvm::IRBuilder<>& builder, llvm::Type* type) : FloatOps{builder, type} {
     it = b.getInt32Ty();
     if (auto* vt = llvm::dyn_cast<llvm::VectorType>(type)) {
       it = llvm::VectorType::get(it, vt->getElementCount());
     }
   }
-  llvm::Value* C(double v) { return llvm::ConstantFP::get(ft, v); }
-  llvm::Value* I(int32_t v) { return llvm::ConstantInt::get(it, static_cast<uint64_t>(v), true); }
-  llvm::Value* Add(llvm::Value* a, llvm::Value* c) { return b.CreateFAdd(a, c); }
-  llvm::Value* Sub(llvm::Value* a, llvm::Value* c) { return b.CreateFSub(a, c); }
-  llvm::Value* Mul(llvm::Value* a, llvm::Value* c) { return b.CreateFMul(a, c); }
-  llvm::Value* Div(llvm::Value* a, llvm::Value* c) { return b.CreateFDiv(a, c); }
-  llvm::Value* Lt(llvm::Value* a, llvm::Value* c) { return b.CreateFCmpOLT(a, c); }
-  llvm::Value* Gt(llvm::Value* a, llvm::Value* c) { return b.CreateFCmpOGT(a, c); }
-  llvm::Value* Sel(llvm::Value* c, llvm::Value* t, llvm::Value* f) {
-    return b.CreateSelect(c, t, f);
-  }
-  llvm::Value* Abs(llvm::Value* x) { return b.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x); }
-  llvm::Value* Sqrt(llvm::Value* x) { return b.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, x); }
-  llvm::Value* CopySign(llvm::Value* mag, llvm::Value* sign) {
-    return b.CreateBinaryIntrinsic(llvm::Intrinsic::copysign, mag, sign);
-  }
-  llvm::Value* IsNaN(llvm::Value* x) { return b.CreateFCmpUNO(x, x); }
-  // c[0] + x*(c[1] + x*(c[2] + ...)).
-  llvm::Value* Poly(llvm::Value* x, const std::vector<double>& c) {
-    llvm::Value* acc = C(c.back());
-    for (int i = static_cast<int>(c.size()) - 2; i >= 0; --i) acc = Add(C(c[i]), Mul(x, acc));
-    return acc;
+  llvm::Value* I(int32_t v) const {
+    return llvm::ConstantInt::get(it, static_cast<uint64_t>(v), true);
   }
   // Round to nearest integer (|x| < 2^22), as an int32 and as a float.
   llvm::Value* RoundToInt(llvm::Value* x) {
