@@ -56,10 +56,16 @@ absl::StatusOr<compiler::IRModule> ImportOnnx(const std::string& path, absl::str
   compiler::onnx_frontend::OnnxImportOptions import;
   import.input_shapes = options.shapes;
   std::string base = std::filesystem::path(path).parent_path().string();
-  TETHER_ASSIGN_OR_RETURN(
-      compiler::onnx_frontend::ImportedModel model,
-      compiler::onnx_frontend::ImportOnnxBytes(bytes, import, base.empty() ? "." : base));
-  return std::move(model.module);
+  absl::StatusOr<compiler::onnx_frontend::ImportedModel> model =
+      compiler::onnx_frontend::ImportOnnxBytes(bytes, import, base.empty() ? "." : base);
+  if (!model.ok()) {
+    // Same code and payload, the file named first.
+    absl::Status named(model.status().code(), absl::StrCat(path, ": ", model.status().message()));
+    model.status().ForEachPayload(
+        [&](absl::string_view url, const absl::Cord& payload) { named.SetPayload(url, payload); });
+    return named;
+  }
+  return std::move(model->module);
 }
 
 absl::StatusOr<std::string> BuildToBytes(compiler::IRModule module, const std::string& path,

@@ -302,11 +302,14 @@ absl::StatusOr<Prepared> Prepare(const Options& o) {
   ModelOptions model;
   model.quiet = o.quiet;
   model.use_cache = !o.no_cache;
-  TETHER_ASSIGN_OR_RETURN(auto model_inputs, ModelInputShapes(o.file));
-  for (const auto& [name, spec] : o.shapes) {
-    if (model_inputs.contains(name)) model.shapes[name] = spec.first;
-  }
+  for (const auto& [name, spec] : o.shapes) model.shapes[name] = spec.first;
   TETHER_ASSIGN_OR_RETURN(std::string bytes, LoadOrCompileExecutable(o.file, model));
+  // An ONNX model's declared inputs (shapes, dtypes) for --random-inputs;
+  // read only then, since it parses the whole model again.
+  std::map<std::string, std::pair<std::vector<int64_t>, DataType>> model_inputs;
+  if (o.random_inputs) {
+    TETHER_ASSIGN_OR_RETURN(model_inputs, ModelInputShapes(o.file));
+  }
   TETHER_ASSIGN_OR_RETURN(Ref<vm::Executable> exec, vm::Executable::LoadFromBytes(bytes));
   auto it = exec->function_map.find(o.function);
   if (it == exec->function_map.end() ||

@@ -93,8 +93,10 @@ expect_error() {  # pattern, args...
   "$tether" "$@" > "$dir/err.txt" 2>&1 && fail "accepted: $*"
   grep -qiE "$pattern" "$dir/err.txt" || fail "for '$*' expected /$pattern/, got: $(cat "$dir/err.txt")"
 }
-expect_error "not an ONNX model|parse" run "$dir/truncated.onnx" --remote "$remote" --random-inputs
-expect_error "not an ONNX model|parse" run "$dir/text.onnx" --remote "$remote" --random-inputs
+expect_error "truncated.onnx: .*not a serialized ModelProto|not an ONNX model" run "$dir/truncated.onnx" \
+  --remote "$remote" --random-inputs
+expect_error "text.onnx: .*not a serialized ModelProto|not an ONNX model" run "$dir/text.onnx" \
+  --remote "$remote" --random-inputs
 expect_error "FancyNewOp.*opset 13.*fancy_1|fancy_1.*FancyNewOp" run "$dir/unknown_op.onnx" \
   --remote "$remote" --random-inputs
 expect_error "no parameter named nope" run "$dir/mlp.onnx" --remote "$remote" --input "nope=@$dir/mlp.x.npy"
