@@ -9,6 +9,9 @@
 //   Rss: resident memory idle, at the peak of a 256 MiB upload + download, and
 //     after the tensors are freed (it must fall back). The daemon runs in this
 //     process, so the figures include the client.
+//   RoundTripPlacement: the RoundTrip figures with tetherd, the echo server
+//     and the client as separate processes, the servers pinned to CPU 0 and
+//     the client to the same CPU (/0) or the other one (/1).
 //   DaemonRss: the same for a separate tetherd process (its /proc status), and
 //     the memory a vanished client leaves behind: a child process uploads
 //     256 MiB and exits without closing its session; the daemon holds the
@@ -16,6 +19,7 @@
 //     it. Reports the daemon's RSS at each step and how long the release took.
 // The daemon runs in this process (its gRPC server on 127.0.0.1:0), so client
 // and daemon share the machine's two cores.
+#include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -331,13 +335,136 @@ BENCHMARK(BM_Rss)->Iterations(1)->Unit(benchmark::kMillisecond);
 extern "C" char** environ;
 
 // Starts `argv` as a child process; its pid, or -1.
-pid_t Spawn(const std::vector<std::string>& argv) {
+// Starts `argv` as a child process, its stdout to `stdout_path` when given;
+// its pid, or -1.
+pid_t Spawn(const std::vector<std::string>& argv, const std::string& stdout_path = "") {
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  if (!stdout_path.empty()) {
+    posix_spawn_file_actions_addopen(&actions, 1, stdout_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                     0644);
+  }
   pid_t pid = -1;
-  return posix_spawn(&pid, args[0], nullptr, nullptr, args.data(), environ) == 0 ? pid : -1;
+  int rc = posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  return rc == 0 ? pid : -1;
 }
+
+// Waits up to 5 s for a port number in `path`; "" when none came.
+std::string WaitForPort(const std::string& path) {
+  std::string port;
+  for (int i = 0; i < 100 && port.empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::ifstream in(path);
+    std::getline(in, port);
+  }
+  return port;
+}
+
+// `rpc_bench --echo-server PORT_FILE`: the raw gRPC echo anchor as its own
+// process (so it can be pinned like the daemon); runs until killed.
+int EchoServer(const std::string& port_file) {
+  EchoService service;
+  int port = 0;
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server) return 2;
+  std::ofstream(port_file) << port << "\n";
+  server->Wait();
+  return 0;
+}
+
+// `rpc_bench --round-trip-client DAEMON ECHO N`: N empty VM calls through a
+// RemoteVM on DAEMON and N unary echoes on ECHO, alternating; prints the
+// mean microseconds of each ("tether_us echo_us").
+int RoundTripClient(const std::string& daemon, const std::string& echo_target, int n) {
+  vm::ExecBuilder b;
+  b.EmitFunction("empty", 0);
+  b.EmitRet(vm::kVoidRegister);
+  b.EndFunction("empty");
+  auto exec = b.Get();
+  auto session = client::RemoteSession::Connect(daemon);
+  if (!exec.ok() || !session.ok()) return 2;
+  auto sha = (*session)->UploadModule((*exec)->SaveToBytes());
+  if (!sha.ok()) return 3;
+  auto vm = client::RemoteVM::Create(session->get(), *sha);
+  if (!vm.ok()) return 4;
+  auto echo =
+      bench::Echo::NewStub(grpc::CreateChannel(echo_target, grpc::InsecureChannelCredentials()));
+  bench::Blob request, reply;
+  double tether_s = 0, echo_s = 0;
+  for (int i = 0; i < n + 100; ++i) {  // the first 100 of each warm up
+    auto t0 = Clock::now();
+    auto out = (*vm)->Invoke("empty", {});
+    auto t1 = Clock::now();
+    grpc::ClientContext ctx;
+    grpc::Status st = echo->Echo(&ctx, request, &reply);
+    auto t2 = Clock::now();
+    if (!out.ok() || !st.ok()) return 5;
+    if (i < 100) continue;
+    tether_s += Seconds(t0, t1);
+    echo_s += Seconds(t1, t2);
+  }
+  std::printf("%.3f %.3f\n", tether_s / n * 1e6, echo_s / n * 1e6);
+  return 0;
+}
+
+// Round trip with the daemon and the echo server pinned to CPU 0 and the
+// client pinned to CPU 0 (arg 0: same core) or CPU 1 (arg 1: different
+// cores), each a separate process, through taskset.
+void BM_RoundTripPlacement(benchmark::State& state) {
+  const bool other_core = state.range(0) != 0;
+  if (std::thread::hardware_concurrency() < 2 && other_core) {
+    return state.SkipWithError("one CPU: no different-core placement");
+  }
+  std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("rpc-bench-rt-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string taskset = "/usr/bin/taskset";
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  pid_t daemon = Spawn({taskset, "-c", "0", TETHERD_PATH, "--listen", "127.0.0.1:0", "--port-file",
+                        (dir / "daemon_port").string(), "--store-dir", (dir / "store").string()});
+  pid_t echo = Spawn({taskset, "-c", "0", self, "--echo-server", (dir / "echo_port").string()});
+  auto stop = [&] {
+    for (pid_t p : {daemon, echo}) {
+      if (p > 0) {
+        kill(p, SIGTERM);
+        waitpid(p, nullptr, 0);
+      }
+    }
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  };
+  const std::string daemon_port = WaitForPort((dir / "daemon_port").string());
+  const std::string echo_port = WaitForPort((dir / "echo_port").string());
+  if (daemon <= 0 || echo <= 0 || daemon_port.empty() || echo_port.empty()) {
+    stop();
+    return state.SkipWithError("tetherd or the echo server did not start (is taskset there?)");
+  }
+  double tether_us = 0, echo_us = 0;
+  for (auto _ : state) {
+    const std::string out = (dir / "client.txt").string();
+    pid_t client = Spawn({taskset, "-c", other_core ? "1" : "0", self, "--round-trip-client",
+                          "127.0.0.1:" + daemon_port, "127.0.0.1:" + echo_port, "2000"},
+                         out);
+    int status = 0;
+    if (client <= 0 || waitpid(client, &status, 0) != client || WEXITSTATUS(status) != 0) {
+      stop();
+      return state.SkipWithError("the round-trip client failed");
+    }
+    std::ifstream(out) >> tether_us >> echo_us;
+  }
+  stop();
+  state.counters["tether_us"] = tether_us;
+  state.counters["grpc_echo_us"] = echo_us;
+  state.counters["ratio_vs_echo"] = echo_us > 0 ? tether_us / echo_us : 0;
+}
+BENCHMARK(BM_RoundTripPlacement)->Arg(0)->Arg(1)->Iterations(1)->Unit(benchmark::kMillisecond);
 
 // `rpc_bench --vanishing-client TARGET`: opens a session with a 1 s idle
 // lease, uploads 256 MiB and exits without closing anything.
@@ -422,6 +549,10 @@ BENCHMARK(BM_DaemonRss)->Iterations(1)->Unit(benchmark::kMillisecond);
 int main(int argc, char** argv) {
   if (argc == 3 && std::string(argv[1]) == "--vanishing-client") {
     return tether::VanishingClient(argv[2]);
+  }
+  if (argc == 3 && std::string(argv[1]) == "--echo-server") return tether::EchoServer(argv[2]);
+  if (argc == 5 && std::string(argv[1]) == "--round-trip-client") {
+    return tether::RoundTripClient(argv[2], argv[3], std::atoi(argv[4]));
   }
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();
