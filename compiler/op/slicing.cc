@@ -276,15 +276,23 @@ PrimExpr ComputeStridedSlice(const LowerContext& ctx, const std::vector<PrimExpr
 
 // ---- take ----
 
-absl::StatusOr<StructInfo> InferTake(const CallNode& call) {
-  if (absl::Status s = CheckNumArgs(call, 2); !s.ok()) return s;
-  absl::StatusOr<const TensorStructInfoNode*> x = TensorArg(call, 0);
-  if (!x.ok()) return x.status();
-  absl::StatusOr<const TensorStructInfoNode*> ind = TensorArg(call, 1);
+// Argument `i` as a tensor of integer indices (take, gather_elements,
+// scatter_elements).
+absl::StatusOr<const TensorStructInfoNode*> IndicesArg(const CallNode& call, int i) {
+  absl::StatusOr<const TensorStructInfoNode*> ind = TensorArg(call, i);
   if (!ind.ok()) return ind.status();
   if ((*ind)->dtype.has_value() && !(*ind)->dtype->is_int() && !(*ind)->dtype->is_uint()) {
     return OpError(call, absl::StrCat("indices must be integers, got ", (*ind)->dtype->ToString()));
   }
+  return ind;
+}
+
+absl::StatusOr<StructInfo> InferTake(const CallNode& call) {
+  if (absl::Status s = CheckNumArgs(call, 2); !s.ok()) return s;
+  absl::StatusOr<const TensorStructInfoNode*> x = TensorArg(call, 0);
+  if (!x.ok()) return x.status();
+  absl::StatusOr<const TensorStructInfoNode*> ind = IndicesArg(call, 1);
+  if (!ind.ok()) return ind.status();
   const bool flat = call.attrs.count("axis") == 0;
   if (!(*x)->shape.has_value() || !(*ind)->shape.has_value()) {
     if ((*x)->ndim < 0 || (*ind)->ndim < 0)
@@ -335,11 +343,8 @@ absl::StatusOr<StructInfo> InferGatherElements(const CallNode& call) {
   if (absl::Status s = CheckNumArgs(call, 2); !s.ok()) return s;
   absl::StatusOr<const TensorStructInfoNode*> x = TensorArg(call, 0);
   if (!x.ok()) return x.status();
-  absl::StatusOr<const TensorStructInfoNode*> ind = TensorArg(call, 1);
+  absl::StatusOr<const TensorStructInfoNode*> ind = IndicesArg(call, 1);
   if (!ind.ok()) return ind.status();
-  if ((*ind)->dtype.has_value() && !(*ind)->dtype->is_int() && !(*ind)->dtype->is_uint()) {
-    return OpError(call, absl::StrCat("indices must be integers, got ", (*ind)->dtype->ToString()));
-  }
   if ((*x)->ndim >= 0 && (*ind)->ndim >= 0 && (*x)->ndim != (*ind)->ndim) {
     return OpError(call,
                    absl::StrCat("indices have ", (*ind)->ndim, " dims, the tensor ", (*x)->ndim));
@@ -374,13 +379,10 @@ absl::StatusOr<StructInfo> InferScatterElements(const CallNode& call) {
   if (absl::Status s = CheckNumArgs(call, 3); !s.ok()) return s;
   absl::StatusOr<const TensorStructInfoNode*> x = TensorArg(call, 0);
   if (!x.ok()) return x.status();
-  absl::StatusOr<const TensorStructInfoNode*> ind = TensorArg(call, 1);
+  absl::StatusOr<const TensorStructInfoNode*> ind = IndicesArg(call, 1);
   if (!ind.ok()) return ind.status();
   absl::StatusOr<const TensorStructInfoNode*> upd = TensorArg(call, 2);
   if (!upd.ok()) return upd.status();
-  if ((*ind)->dtype.has_value() && !(*ind)->dtype->is_int() && !(*ind)->dtype->is_uint()) {
-    return OpError(call, absl::StrCat("indices must be integers, got ", (*ind)->dtype->ToString()));
-  }
   if ((*x)->dtype.has_value() && (*upd)->dtype.has_value() && *(*x)->dtype != *(*upd)->dtype) {
     return OpError(call, absl::StrCat("updates are ", (*upd)->dtype->ToString(), ", the tensor ",
                                       (*x)->dtype->ToString()));

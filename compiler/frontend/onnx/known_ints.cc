@@ -96,43 +96,24 @@ std::optional<std::vector<int64_t>> IntsFromTensor(const Tensor& t) {
     return out;
   }
   if (d.lanes() != 1) return std::nullopt;
-  if (d.is_int()) {
-    switch (d.bits()) {
-      case 8:
-        Read<int8_t>(p, n, &out);
-        return out;
-      case 16:
-        Read<int16_t>(p, n, &out);
-        return out;
-      case 32:
-        Read<int32_t>(p, n, &out);
-        return out;
-      case 64:
-        Read<int64_t>(p, n, &out);
-        return out;
-      default:
-        return std::nullopt;
-    }
+  if (!d.is_int() && !d.is_uint()) return std::nullopt;
+  const bool sign = d.is_int();
+  switch (d.bits()) {
+    case 8:
+      sign ? Read<int8_t>(p, n, &out) : Read<uint8_t>(p, n, &out);
+      return out;
+    case 16:
+      sign ? Read<int16_t>(p, n, &out) : Read<uint16_t>(p, n, &out);
+      return out;
+    case 32:
+      sign ? Read<int32_t>(p, n, &out) : Read<uint32_t>(p, n, &out);
+      return out;
+    case 64:
+      sign ? Read<int64_t>(p, n, &out) : Read<uint64_t>(p, n, &out);
+      return out;
+    default:
+      return std::nullopt;
   }
-  if (d.is_uint()) {
-    switch (d.bits()) {
-      case 8:
-        Read<uint8_t>(p, n, &out);
-        return out;
-      case 16:
-        Read<uint16_t>(p, n, &out);
-        return out;
-      case 32:
-        Read<uint32_t>(p, n, &out);
-        return out;
-      case 64:
-        Read<uint64_t>(p, n, &out);
-        return out;
-      default:
-        return std::nullopt;
-    }
-  }
-  return std::nullopt;
 }
 
 std::optional<std::vector<double>> DoublesFromTensor(const Tensor& t) {
