@@ -1,5 +1,6 @@
 // RPC benchmarks on loopback, each with its anchor timed in the same run:
-//   RoundTrip: an empty VM call through RemoteVM (the session's CallStream)
+//   RoundTrip: an empty VM call through RemoteVM on the direct channel (the
+//     default for a daemon on this host) and on the CallStream (gRPC only),
 //     against a raw gRPC unary echo (sync client and server, default settings).
 //   Upload / Download: a tensor of 1, 16 or 256 MiB through the daemon's
 //     chunked streams against a raw gRPC stream of the same bytes in 1 MiB
@@ -9,7 +10,8 @@
 //   Rss: resident memory idle, at the peak of a 256 MiB upload + download, and
 //     after the tensors are freed (it must fall back). The daemon runs in this
 //     process, so the figures include the client.
-//   RoundTripPlacement: the RoundTrip figures with tetherd, the echo server
+//   RoundTripPlacement: the RoundTrip figures (direct channel and stream) with tetherd, the echo
+//   server
 //     and the client as separate processes, the servers pinned to CPU 0 and
 //     the client to the same CPU (/0) or the other one (/1).
 //   DaemonRss: the same for a separate tetherd process (its /proc status), and
@@ -78,6 +80,7 @@ struct Fixture {
   std::unique_ptr<server::Daemon> daemon;
   std::unique_ptr<client::RemoteSession> session;
   std::unique_ptr<client::RemoteVM> vm;
+  std::unique_ptr<client::RemoteVM> stream_vm;  // the same, with the direct channel off
   std::unique_ptr<vm::LocalVirtualMachine> local_vm;
   EchoService echo_service;
   std::unique_ptr<grpc::Server> echo_server;
@@ -131,6 +134,14 @@ struct Fixture {
     }
     vm = std::move(*vm_or);
     local_vm = std::move(*local_or);
+    client::RemoteVmOptions stream_options;
+    stream_options.direct_channel = false;
+    auto stream_or = client::RemoteVM::Create(session.get(), *sha, {}, "", stream_options);
+    if (!stream_or.ok()) {
+      error = "cannot create the stream vm";
+      return;
+    }
+    stream_vm = std::move(*stream_or);
     int port = 0;
     grpc::ServerBuilder builder;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
@@ -149,7 +160,10 @@ Fixture& F() {
 void BM_RoundTrip(benchmark::State& state) {
   Fixture& f = F();
   if (!f.error.empty()) return state.SkipWithError(f.error.c_str());
-  double tether_s = 0, echo_s = 0;
+  if (f.vm->transport() != client::RemoteVM::Transport::kDirect) {
+    return state.SkipWithError("the vm is not on the direct channel");
+  }
+  double tether_s = 0, stream_s = 0, echo_s = 0;
   int64_t n = 0;
   bench::Blob request, reply;
   for (auto _ : state) {
@@ -159,15 +173,20 @@ void BM_RoundTrip(benchmark::State& state) {
     grpc::ClientContext ctx;
     grpc::Status s = f.echo->Echo(&ctx, request, &reply);
     auto t2 = Clock::now();
-    if (!out.ok() || !s.ok()) return state.SkipWithError("call failed");
+    auto streamed = f.stream_vm->Invoke("empty", {});
+    auto t3 = Clock::now();
+    if (!out.ok() || !s.ok() || !streamed.ok()) return state.SkipWithError("call failed");
     state.SetIterationTime(Seconds(t0, t1));
     tether_s += Seconds(t0, t1);
     echo_s += Seconds(t1, t2);
+    stream_s += Seconds(t2, t3);
     ++n;
   }
   state.counters["tether_us"] = tether_s / n * 1e6;
+  state.counters["stream_us"] = stream_s / n * 1e6;
   state.counters["grpc_echo_us"] = echo_s / n * 1e6;
   state.counters["ratio_vs_echo"] = tether_s / echo_s;
+  state.counters["stream_ratio"] = stream_s / echo_s;
 }
 BENCHMARK(BM_RoundTrip)->UseManualTime()->Unit(benchmark::kMicrosecond);
 
@@ -380,8 +399,9 @@ int EchoServer(const std::string& port_file) {
 }
 
 // `rpc_bench --round-trip-client DAEMON ECHO N`: N empty VM calls through a
-// RemoteVM on DAEMON and N unary echoes on ECHO, alternating; prints the
-// mean microseconds of each ("tether_us echo_us").
+// RemoteVM on DAEMON (the direct channel), N unary echoes on ECHO and N
+// calls of a RemoteVM kept on the CallStream, alternating; prints the mean
+// microseconds of each ("tether_us echo_us stream_us").
 int RoundTripClient(const std::string& daemon, const std::string& echo_target, int n) {
   vm::ExecBuilder b;
   b.EmitFunction("empty", 0);
@@ -393,11 +413,15 @@ int RoundTripClient(const std::string& daemon, const std::string& echo_target, i
   auto sha = (*session)->UploadModule((*exec)->SaveToBytes());
   if (!sha.ok()) return 3;
   auto vm = client::RemoteVM::Create(session->get(), *sha);
-  if (!vm.ok()) return 4;
+  client::RemoteVmOptions stream_options;
+  stream_options.direct_channel = false;
+  auto stream_vm = client::RemoteVM::Create(session->get(), *sha, {}, "", stream_options);
+  if (!vm.ok() || !stream_vm.ok()) return 4;
+  if ((*vm)->transport() != client::RemoteVM::Transport::kDirect) return 6;
   auto echo =
       bench::Echo::NewStub(grpc::CreateChannel(echo_target, grpc::InsecureChannelCredentials()));
   bench::Blob request, reply;
-  double tether_s = 0, echo_s = 0;
+  double tether_s = 0, echo_s = 0, stream_s = 0;
   for (int i = 0; i < n + 100; ++i) {  // the first 100 of each warm up
     auto t0 = Clock::now();
     auto out = (*vm)->Invoke("empty", {});
@@ -405,12 +429,15 @@ int RoundTripClient(const std::string& daemon, const std::string& echo_target, i
     grpc::ClientContext ctx;
     grpc::Status st = echo->Echo(&ctx, request, &reply);
     auto t2 = Clock::now();
-    if (!out.ok() || !st.ok()) return 5;
+    auto streamed = (*stream_vm)->Invoke("empty", {});
+    auto t3 = Clock::now();
+    if (!out.ok() || !st.ok() || !streamed.ok()) return 5;
     if (i < 100) continue;
     tether_s += Seconds(t0, t1);
     echo_s += Seconds(t1, t2);
+    stream_s += Seconds(t2, t3);
   }
-  std::printf("%.3f %.3f\n", tether_s / n * 1e6, echo_s / n * 1e6);
+  std::printf("%.3f %.3f %.3f\n", tether_s / n * 1e6, echo_s / n * 1e6, stream_s / n * 1e6);
   return 0;
 }
 
@@ -446,7 +473,7 @@ void BM_RoundTripPlacement(benchmark::State& state) {
     stop();
     return state.SkipWithError("tetherd or the echo server did not start (is taskset there?)");
   }
-  double tether_us = 0, echo_us = 0;
+  double tether_us = 0, echo_us = 0, stream_us = 0;
   for (auto _ : state) {
     const std::string out = (dir / "client.txt").string();
     pid_t client = Spawn({taskset, "-c", other_core ? "1" : "0", self, "--round-trip-client",
@@ -457,12 +484,14 @@ void BM_RoundTripPlacement(benchmark::State& state) {
       stop();
       return state.SkipWithError("the round-trip client failed");
     }
-    std::ifstream(out) >> tether_us >> echo_us;
+    std::ifstream(out) >> tether_us >> echo_us >> stream_us;
   }
   stop();
   state.counters["tether_us"] = tether_us;
+  state.counters["stream_us"] = stream_us;
   state.counters["grpc_echo_us"] = echo_us;
   state.counters["ratio_vs_echo"] = echo_us > 0 ? tether_us / echo_us : 0;
+  state.counters["stream_ratio"] = echo_us > 0 ? stream_us / echo_us : 0;
 }
 BENCHMARK(BM_RoundTripPlacement)->Arg(0)->Arg(1)->Iterations(1)->Unit(benchmark::kMillisecond);
 

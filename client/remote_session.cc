@@ -330,6 +330,18 @@ absl::StatusOr<v1::CallResponse> RemoteSession::Call(v1::CallRequest request) {
   return response;
 }
 
+absl::StatusOr<v1::OpenDirectChannelResponse> RemoteSession::OpenDirectChannel() {
+  TETHER_RETURN_IF_ERROR(CheckOpen());
+  v1::OpenDirectChannelRequest request;
+  request.set_session_id(session_id_);
+  grpc::ClientContext ctx;
+  PrepareContext(&ctx);
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + options_.deadline));
+  v1::OpenDirectChannelResponse response;
+  TETHER_RETURN_IF_ERROR(ConvertStatus(stub_->OpenDirectChannel(&ctx, request, &response), ctx));
+  return response;
+}
+
 absl::StatusOr<Value> RemoteSession::AllocTensor(std::span<const int64_t> shape, DataType dtype,
                                                  Device device) {
   v1::CallRequest request;

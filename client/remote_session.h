@@ -125,6 +125,11 @@ class RemoteSession {
   // error (if any) is returned as the status.
   absl::StatusOr<v1::CallResponse> Call(v1::CallRequest request);
 
+  // A ticket for the daemon's direct channel (docs/design/rpc-protocol.md):
+  // FAILED_PRECONDITION when the daemon does not offer it to this client (not
+  // on its host, or turned off), UNIMPLEMENTED from a daemon older than
+  // protocol 1.1.
+  absl::StatusOr<v1::OpenDirectChannelResponse> OpenDirectChannel();
   // For RemoteVM's stream: the stub and a context carrying common settings.
   v1::Tether::Stub* stub() { return stub_.get(); }
   // Adds what every call of this session carries (the bearer token). Every

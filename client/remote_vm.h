@@ -1,12 +1,14 @@
 // RemoteVM: the VirtualMachine interface over a RemoteSession, so code and
 // tests written against the local interpreter run unchanged on a daemon.
 //
-// Every call travels on one long-lived CallStream per RemoteVM (replies
-// matched by request_id); if the stream breaks, later calls fall back to the
-// unary Call RPC. Tensor arguments up to the daemon's max_inline_tensor_bytes
-// travel inline; larger ones are uploaded first and passed as handles, then
-// freed once the call has returned (the daemon's VM holds its own references
-// to whatever it keeps, e.g. SetInput and SaveFunction arguments).
+// Calls travel, in order of preference, on the daemon's direct channel (a
+// loopback socket, for a daemon on this host; client/direct_connection.h), on
+// one long-lived CallStream per RemoteVM (replies matched by request_id), or
+// as unary Calls. A transport that is refused or breaks before a request was
+// delivered hands that request to the next one; later calls stay there. Tensor arguments up to the
+// daemon's max_inline_tensor_bytes travel inline; larger ones are uploaded first and passed as
+// handles, then freed once the call has returned (the daemon's VM holds its own references to
+// whatever it keeps, e.g. SetInput and SaveFunction arguments).
 //
 // Outputs: with fetch_outputs (the default) every tensor comes back as a local
 // CPU tensor (large ones are downloaded in chunks and their handles freed).
@@ -25,6 +27,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "client/direct_connection.h"
 #include "client/remote_session.h"
 #include "runtime/vm/virtual_machine.h"
 
@@ -38,6 +41,9 @@ struct RemoteVmOptions {
   // Threads the VM's kernels may use on the daemon; 0: the daemon's default
   // (TETHER_NUM_THREADS there, else its core count).
   int num_threads = 0;
+  // Use the daemon's direct channel when it offers one (same host). False
+  // keeps every call on gRPC.
+  bool direct_channel = true;
 };
 
 // Thread contract: thread-hostile, like the local VM: one caller at a time.
@@ -55,8 +61,11 @@ class RemoteVM final : public vm::VirtualMachine {
   ~RemoteVM() override;
 
   uint64_t vm_id() const { return vm_id_; }
-  // True while calls use the CallStream (false after it broke).
-  bool using_stream() const { return !stream_broken_; }
+  enum class Transport { kDirect, kStream, kUnary };
+  // What the next call travels on.
+  Transport transport() const {
+    return direct_ ? Transport::kDirect : stream_broken_ ? Transport::kUnary : Transport::kStream;
+  }
 
   absl::StatusOr<Value> Invoke(absl::string_view func_name, ArgSpan args) override;
   absl::StatusOr<Value> InvokeClosure(const Value& closure, ArgSpan args) override;
@@ -84,6 +93,9 @@ class RemoteVM final : public vm::VirtualMachine {
   // its decoded error.
   absl::StatusOr<v1::CallResponse> Exec(v1::CallRequest& request);
   absl::StatusOr<v1::CallResponse> ExecOnStream(v1::CallRequest& request, bool* fall_back);
+  // Opens the direct connection if the daemon offers one; on any refusal the
+  // VM stays on gRPC.
+  void TryDirect();
   void CloseStream();
   // Encodes an argument; large tensors are uploaded, their ids added to
   // temps_ (freed by FreeTemps after the call).
@@ -105,6 +117,8 @@ class RemoteVM final : public vm::VirtualMachine {
   std::unique_ptr<grpc::ClientContext> stream_ctx_;
   std::unique_ptr<grpc::ClientReaderWriter<v1::CallRequest, v1::CallResponse>> stream_;
   bool stream_broken_ = false;
+  std::unique_ptr<DirectConnection> direct_;
+  bool direct_tried_ = false;
 };
 
 }  // namespace tether::client

@@ -26,6 +26,7 @@
 #include "openssl/pem.h"
 #include "openssl/x509.h"
 #include "server/deadline_timer.h"
+#include "server/direct_channel.h"
 #include "server/executor.h"
 #include "server/module_store.h"
 #include "server/session_table.h"
@@ -167,6 +168,19 @@ class DaemonImpl final : public Daemon {
     service_ = std::make_unique<TetherService>(limits, store_.get(), sessions_.get(),
                                                executor_.get(), timer_.get(), options.auth_token);
 
+    if (options.direct_channel) {
+      DirectChannelOptions direct_options;
+      direct_options.max_frame_bytes = limits.max_message_bytes;
+      direct_options.max_connections =
+          static_cast<int>(std::min<uint32_t>(4 * options.max_sessions, 1024));
+      direct_options.log_events = options.log_events;
+      absl::StatusOr<std::unique_ptr<DirectChannel>> direct =
+          DirectChannel::Start(service_.get(), direct_options);
+      if (!direct.ok()) return direct.status();
+      direct_ = std::move(*direct);
+      service_->set_direct_channel(direct_.get());
+    }
+
     grpc::EnableDefaultHealthCheckService(true);
     grpc::ServerBuilder builder;
     builder.SetOption(std::make_unique<ReflectionOption>(options.enable_reflection));
@@ -197,12 +211,14 @@ class DaemonImpl final : public Daemon {
     }
     if (options.log_events) {
       std::fprintf(stderr,
-                   "tetherd: event=listening addresses=\"%s\" port=%d store=%s tls=%s token=%s\n",
+                   "tetherd: event=listening addresses=\"%s\" port=%d store=%s tls=%s token=%s "
+                   "direct=%s\n",
                    absl::StrJoin(options.listen, ",").c_str(), port_, options.store_dir.c_str(),
                    options.tls_cert_file.empty()        ? "off"
                    : options.tls_client_ca_file.empty() ? "on"
                                                         : "mutual",
-                   options.auth_token.empty() ? "off" : "on");
+                   options.auth_token.empty() ? "off" : "on",
+                   direct_ ? direct_->address().c_str() : "off");
     }
     return absl::OkStatus();
   }
@@ -228,7 +244,10 @@ class DaemonImpl final : public Daemon {
           sessions_->InterruptAll(absl::StatusCode::kUnavailable);
         }
       });
-      server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
+      absl::Time deadline = absl::Now() + grace;
+      if (direct_) direct_->Shutdown();
+      server_->Shutdown(absl::ToChronoTime(deadline));
+      if (direct_) direct_->Join(std::max(deadline - absl::Now(), absl::ZeroDuration()));
       drained.Notify();
       interrupter.join();
       server_->Wait();
@@ -253,6 +272,7 @@ class DaemonImpl final : public Daemon {
   std::unique_ptr<DeadlineTimer> timer_;
   std::unique_ptr<SessionTable> sessions_;
   std::unique_ptr<TetherService> service_;
+  std::unique_ptr<DirectChannel> direct_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   absl::Mutex mu_;

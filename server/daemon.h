@@ -46,6 +46,10 @@ struct DaemonOptions {
   // answers without the token (it describes only the public schema); the
   // Tether methods it leads to still check it.
   bool enable_reflection = false;
+  // Offer same-host clients the direct channel: VM calls as length-prefixed
+  // frames on a loopback socket (docs/design/rpc-protocol.md), a fraction of
+  // a gRPC stream's latency. Off: every call stays on gRPC.
+  bool direct_channel = true;
 };
 
 // Thread contract: thread-safe.

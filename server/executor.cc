@@ -3,6 +3,8 @@
 
 #include <utility>
 
+#include "absl/synchronization/notification.h"
+
 namespace tether::server {
 
 Executor::Executor(int num_threads) {
@@ -47,6 +49,30 @@ void SerialQueue::Post(std::function<void()> task) {
     if (!running_) running_ = start = true;
   }
   if (start) executor_->Post([this] { Drain(); });
+}
+
+void SerialQueue::RunHere(const std::function<void()>& task) {
+  bool idle = false;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!running_) running_ = idle = true;
+  }
+  if (!idle) {
+    absl::Notification done;
+    Post([&] {
+      task();
+      done.Notify();
+    });
+    done.WaitForNotification();
+    return;
+  }
+  task();
+  absl::MutexLock lock(&mu_);
+  if (tasks_.empty()) {
+    running_ = false;
+  } else {
+    executor_->Post([this] { Drain(); });
+  }
 }
 
 void SerialQueue::Drain() {

@@ -35,6 +35,7 @@ constexpr char kUsage[] =
     "                                (the file's content, trimmed; health checks exempt)\n"
     "  --insecure                    allow non-loopback addresses without TLS or a token\n"
     "  --reflection                  serve gRPC server reflection (for grpcurl and friends)\n"
+    "  --no-direct-channel           keep same-host VM calls on gRPC (no loopback direct channel)\n"
     "  --help                        show this help\n";
 
 bool ParseBytes(std::string text, uint64_t* out) {
@@ -97,7 +98,8 @@ int main(int argc, char** argv) {
     if (size_t eq = flag.find('='); eq != std::string::npos && absl::StartsWith(flag, "--")) {
       value = flag.substr(eq + 1);
       flag = flag.substr(0, eq);
-    } else if (flag != "--help" && flag != "-h" && flag != "--insecure" && flag != "--reflection") {
+    } else if (flag != "--help" && flag != "-h" && flag != "--insecure" && flag != "--reflection" &&
+               flag != "--no-direct-channel") {
       if (i + 1 >= argc) return Fail(absl::StrCat(flag, " needs a value\n", kUsage));
       value = argv[++i];
     }
@@ -108,6 +110,8 @@ int main(int argc, char** argv) {
       insecure = true;
     } else if (flag == "--reflection") {
       options.enable_reflection = true;
+    } else if (flag == "--no-direct-channel") {
+      options.direct_channel = false;
     } else if (flag == "--listen") {
       options.listen.push_back(value);
     } else if (flag == "--tls-cert") {

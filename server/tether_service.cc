@@ -16,6 +16,7 @@
 #include "proto/codec/value_codec.h"
 #include "runtime/core/error.h"
 #include "runtime/device/device_api.h"
+#include "server/direct_channel.h"
 
 #ifndef TETHER_VERSION_STRING
 #define TETHER_VERSION_STRING "0.0.0"
@@ -518,6 +519,29 @@ grpc::ServerUnaryReactor* TetherService::CloseSession(grpc::CallbackServerContex
                                                       v1::CloseSessionResponse*) {
   if (absl::Status auth = auth_.Check(*context); !auth.ok()) return FinishNow(context, auth);
   return FinishNow(context, sessions_->Close(request->session_id()));
+}
+
+grpc::ServerUnaryReactor* TetherService::OpenDirectChannel(
+    grpc::CallbackServerContext* context, const v1::OpenDirectChannelRequest* request,
+    v1::OpenDirectChannelResponse* response) {
+  if (absl::Status auth = auth_.Check(*context); !auth.ok()) return FinishNow(context, auth);
+  if (direct_ == nullptr) {
+    return FinishNow(context, absl::FailedPreconditionError(
+                                  "this daemon does not offer the direct channel; use CallStream"));
+  }
+  if (!IsSameHostPeer(context->peer())) {
+    return FinishNow(context, absl::FailedPreconditionError(absl::StrCat(
+                                  "the direct channel is for clients on the daemon's host; peer ",
+                                  context->peer(), " must use CallStream")));
+  }
+  absl::StatusOr<std::shared_ptr<Session>> session = sessions_->Get(request->session_id());
+  if (!session.ok()) return FinishNow(context, session.status());
+  absl::StatusOr<std::string> ticket = direct_->IssueTicket((*session)->id());
+  if (!ticket.ok()) return FinishNow(context, ticket.status());
+  response->set_address(direct_->address());
+  response->set_ticket(std::move(*ticket));
+  response->set_max_frame_bytes(direct_->max_frame_bytes());
+  return FinishNow(context, absl::OkStatus());
 }
 
 grpc::ServerUnaryReactor* TetherService::HasModule(grpc::CallbackServerContext* context,

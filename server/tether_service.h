@@ -21,6 +21,8 @@
 
 namespace tether::server {
 
+class DirectChannel;
+
 struct ServiceLimits {
   uint64_t max_inline_tensor_bytes = uint64_t{1} << 20;
   uint64_t chunk_bytes = uint64_t{1} << 20;
@@ -67,6 +69,9 @@ class TetherService final : public v1::Tether::CallbackService {
                        absl::Time deadline, CallCancellation* cancel = nullptr);
 
   const ServiceLimits& limits() const { return limits_; }
+  // The direct channel whose tickets OpenDirectChannel hands out; null (the
+  // default) refuses it with FAILED_PRECONDITION. Set before serving.
+  void set_direct_channel(DirectChannel* direct) { direct_ = direct; }
   ModuleStore* store() { return store_; }
   SessionTable* sessions() { return sessions_; }
 
@@ -82,6 +87,9 @@ class TetherService final : public v1::Tether::CallbackService {
   grpc::ServerUnaryReactor* CloseSession(grpc::CallbackServerContext* context,
                                          const v1::CloseSessionRequest* request,
                                          v1::CloseSessionResponse* response) override;
+  grpc::ServerUnaryReactor* OpenDirectChannel(grpc::CallbackServerContext* context,
+                                              const v1::OpenDirectChannelRequest* request,
+                                              v1::OpenDirectChannelResponse* response) override;
   grpc::ServerUnaryReactor* HasModule(grpc::CallbackServerContext* context,
                                       const v1::HasModuleRequest* request,
                                       v1::HasModuleResponse* response) override;
@@ -104,6 +112,7 @@ class TetherService final : public v1::Tether::CallbackService {
   Executor* executor_;
   DeadlineTimer* timer_;
   CallHandler handler_;
+  DirectChannel* direct_ = nullptr;
   // Checked first by every method (the health service is a separate one).
   const BearerTokenCheck auth_;
 };

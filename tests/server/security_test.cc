@@ -138,7 +138,7 @@ class SecurityTest : public ::testing::Test {
     ASSERT_EQ(tuple->fields.size(), 2u);
     EXPECT_EQ(tuple->fields[0].int_value(), 3);
     EXPECT_EQ(tuple->fields[1].int_value(), 2);
-    EXPECT_TRUE((*vm)->using_stream());
+    EXPECT_EQ((*vm)->transport(), client::RemoteVM::Transport::kDirect);
     const int64_t shape[] = {4};
     auto tensor = Tensor::Empty(shape, DataType::Float(32), Device::Cpu());
     ASSERT_TRUE(tensor.ok()) << tensor.status();

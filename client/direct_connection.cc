@@ -1,0 +1,135 @@
+// The client end of the direct channel: connect, hello, one frame each way
+// per call.
+#include "client/direct_connection.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "proto/codec/frame_io.h"
+#include "proto/codec/value_codec.h"
+
+namespace tether::client {
+namespace {
+
+void SetReceiveTimeout(int fd, absl::Duration timeout) {
+  timeval tv{};
+  if (timeout != absl::InfiniteDuration()) tv = absl::ToTimeval(timeout);
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+}
+
+// Connects a blocking socket to `address` within `timeout`.
+absl::StatusOr<int> Dial(absl::string_view address, absl::Duration timeout) {
+  size_t colon = address.rfind(':');
+  if (colon == absl::string_view::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("direct channel: address '", address, "' has no port"));
+  }
+  std::string host(address.substr(0, colon));
+  std::string port(address.substr(colon + 1));
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  if (int rc = ::getaddrinfo(host.c_str(), port.c_str(), &hints, &found); rc != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("direct channel: address '", address,
+                                                   "' is not numeric: ", ::gai_strerror(rc)));
+  }
+  int fd = ::socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) {
+    ::freeaddrinfo(found);
+    return absl::UnavailableError(
+        absl::StrCat("direct channel: cannot create a socket: ", std::strerror(errno)));
+  }
+  int rc = ::connect(fd, found->ai_addr, found->ai_addrlen);
+  ::freeaddrinfo(found);
+  int error = rc == 0 ? 0 : errno;
+  if (error == EINPROGRESS) {
+    pollfd p{fd, POLLOUT, 0};
+    int ready = ::poll(&p, 1, static_cast<int>(absl::ToInt64Milliseconds(timeout)));
+    socklen_t len = sizeof(error);
+    if (ready <= 0) {
+      error = ready == 0 ? ETIMEDOUT : errno;
+    } else if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &len) != 0) {
+      error = errno;
+    }
+  }
+  if (error != 0) {
+    ::close(fd);
+    return absl::UnavailableError(
+        absl::StrCat("direct channel: cannot connect to ", address, ": ", std::strerror(error)));
+  }
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  return fd;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<DirectConnection>> DirectConnection::Connect(
+    absl::string_view address, absl::string_view ticket, uint64_t max_frame_bytes,
+    absl::Duration timeout) {
+  if (ticket.size() != rpc::kDirectTicketBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "direct channel: a ticket has ", rpc::kDirectTicketBytes, " bytes, got ", ticket.size()));
+  }
+  absl::StatusOr<int> fd = Dial(address, timeout);
+  if (!fd.ok()) return fd.status();
+  std::unique_ptr<DirectConnection> connection(new DirectConnection(*fd, max_frame_bytes));
+  SetReceiveTimeout(*fd, timeout);
+  std::string hello =
+      absl::StrCat(absl::string_view(rpc::kDirectMagic, rpc::kDirectMagicBytes), ticket);
+  if (absl::Status s = rpc::WriteAll(*fd, hello); !s.ok()) return s;
+  v1::CallResponse accepted;
+  if (absl::Status s = connection->reader_.Read(max_frame_bytes, &accepted); !s.ok()) return s;
+  if (accepted.has_error() && accepted.error().code() != 0) {
+    return rpc::DecodeError(accepted.error());
+  }
+  SetReceiveTimeout(*fd, absl::InfiniteDuration());
+  return connection;
+}
+
+DirectConnection::~DirectConnection() {
+  if (fd_ < 0) return;
+  // The goodbye (an empty frame): without it the daemon takes the client
+  // for gone and closes its session.
+  (void)rpc::WriteFrame(fd_, v1::CallRequest());
+  ::close(fd_);
+}
+
+absl::StatusOr<v1::CallResponse> DirectConnection::Call(const v1::CallRequest& request,
+                                                        bool* delivered) {
+  *delivered = false;
+  if (fd_ < 0) return absl::UnavailableError("direct channel: the connection is closed");
+  absl::Status status = rpc::WriteFrame(fd_, request);
+  v1::CallResponse response;
+  if (status.ok()) {
+    *delivered = true;
+    status = reader_.Read(max_frame_bytes_, &response);
+  }
+  if (!status.ok()) {
+    ::close(fd_);
+    fd_ = -1;
+    if (status.code() != absl::StatusCode::kUnavailable) {
+      status = absl::UnavailableError(absl::StrCat("direct channel broke: ", status.message()));
+    }
+    return status;
+  }
+  return response;
+}
+
+}  // namespace tether::client

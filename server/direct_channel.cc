@@ -1,0 +1,351 @@
+// The direct channel: a loopback listener, tickets, and one thread per
+// connection running calls inline.
+#include "server/direct_channel.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "openssl/crypto.h"
+#include "proto/codec/frame_io.h"
+#include "proto/codec/value_codec.h"
+#include "server/tether_service.h"
+
+namespace tether::server {
+namespace {
+
+constexpr size_t kTicketIdBytes = 8;
+
+absl::Status RandomBytes(char* out, size_t size) {
+  size_t got = 0;
+  while (got < size) {
+    ssize_t n = ::getrandom(out + got, size - got, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return absl::InternalError(absl::StrCat("getrandom failed: ", std::strerror(errno)));
+    }
+    got += static_cast<size_t>(n);
+  }
+  return absl::OkStatus();
+}
+
+void SetReceiveTimeout(int fd, absl::Duration timeout) {
+  timeval tv{};
+  if (timeout != absl::InfiniteDuration()) tv = absl::ToTimeval(timeout);
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+}
+
+// A reply that carries only an error (the hello's refusal, a bad frame).
+absl::Status WriteError(int fd, uint64_t request_id, const absl::Status& error) {
+  v1::CallResponse reply;
+  reply.set_request_id(request_id);
+  rpc::EncodeError(error, reply.mutable_error());
+  return rpc::WriteFrame(fd, reply);
+}
+
+}  // namespace
+
+bool IsSameHostPeer(absl::string_view peer) {
+  if (absl::StartsWith(peer, "unix:") || absl::StartsWith(peer, "unix-abstract:")) return true;
+  if (absl::StartsWith(peer, "ipv4:127.")) return true;
+  for (absl::string_view loopback :
+       {"ipv6:[::1]:", "ipv6:%5B::1%5D:", "ipv6:[::ffff:127.", "ipv6:%5B::ffff:127."}) {
+    if (absl::StartsWith(peer, loopback)) return true;
+  }
+  return false;
+}
+
+absl::StatusOr<std::unique_ptr<DirectChannel>> DirectChannel::Start(TetherService* service,
+                                                                    DirectChannelOptions options) {
+  std::unique_ptr<DirectChannel> channel(new DirectChannel(service, options));
+  channel->epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
+  channel->wake_fd_ = ::eventfd(0, EFD_CLOEXEC);
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0 || channel->epoll_fd_ < 0 || channel->wake_fd_ < 0) {
+    int error = errno;
+    if (fd >= 0) ::close(fd);
+    return absl::UnavailableError(
+        absl::StrCat("direct channel: cannot create its sockets: ", std::strerror(error)));
+  }
+  epoll_event wake{};
+  wake.events = EPOLLIN;
+  wake.data.u64 = 0;  // connection serials start at 1
+  ::epoll_ctl(channel->epoll_fd_, EPOLL_CTL_ADD, channel->wake_fd_, &wake);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || ::listen(fd, 64) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    int error = errno;
+    ::close(fd);
+    return absl::UnavailableError(
+        absl::StrCat("direct channel: cannot listen on 127.0.0.1: ", std::strerror(error)));
+  }
+  channel->listen_fd_ = fd;
+  channel->port_ = ntohs(addr.sin_port);
+  channel->acceptor_ = std::thread([c = channel.get()] { c->AcceptLoop(); });
+  channel->watcher_ = std::thread([c = channel.get()] { c->WatchLoop(); });
+  return channel;
+}
+
+DirectChannel::~DirectChannel() {
+  Shutdown();
+  Join(absl::ZeroDuration());
+  for (int fd : {listen_fd_, epoll_fd_, wake_fd_}) {
+    if (fd >= 0) ::close(fd);
+  }
+}
+
+std::string DirectChannel::address() const { return absl::StrCat("127.0.0.1:", port_); }
+
+int DirectChannel::num_connections() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int>(connections_.size());
+}
+
+absl::StatusOr<std::string> DirectChannel::IssueTicket(absl::string_view session_id) {
+  std::string ticket(rpc::kDirectTicketBytes, '\0');
+  if (absl::Status s = RandomBytes(ticket.data(), ticket.size()); !s.ok()) return s;
+  absl::Time now = absl::Now();
+  absl::MutexLock lock(&mu_);
+  if (stopping_) return absl::UnavailableError("the daemon is shutting down");
+  absl::erase_if(tickets_, [now](const auto& entry) { return entry.second.expiry < now; });
+  tickets_[ticket.substr(0, kTicketIdBytes)] = Ticket{
+      ticket.substr(kTicketIdBytes), std::string(session_id), now + options_.ticket_lifetime};
+  return ticket;
+}
+
+absl::StatusOr<std::string> DirectChannel::Redeem(absl::string_view ticket) {
+  absl::MutexLock lock(&mu_);
+  auto it = tickets_.find(ticket.substr(0, kTicketIdBytes));
+  if (it == tickets_.end()) {
+    return absl::PermissionDeniedError("direct channel: unknown or already used ticket");
+  }
+  absl::string_view secret = ticket.substr(kTicketIdBytes);
+  bool valid = secret.size() == it->second.secret.size() &&
+               CRYPTO_memcmp(secret.data(), it->second.secret.data(), secret.size()) == 0;
+  if (!valid) return absl::PermissionDeniedError("direct channel: invalid ticket");
+  Ticket found = std::move(it->second);
+  tickets_.erase(it);
+  if (found.expiry < absl::Now())
+    return absl::PermissionDeniedError("direct channel: expired ticket");
+  return found.session_id;
+}
+
+void DirectChannel::Shutdown() {
+  absl::MutexLock lock(&mu_);
+  if (stopping_) return;
+  stopping_ = true;
+  tickets_.clear();
+  // accept() returns once the listening socket is shut down; each connection
+  // reads end-of-file at its next request, after the running call replied.
+  if (listen_fd_ >= 0) ::shutdown(listen_fd_, SHUT_RDWR);
+  for (const auto& [serial, connection] : connections_) ::shutdown(connection.fd, SHUT_RD);
+}
+
+void DirectChannel::Join(absl::Duration grace) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (joined_) return;
+    joined_ = true;
+  }
+  if (acceptor_.joinable()) acceptor_.join();
+  {
+    absl::MutexLock lock(&mu_);
+    auto all_ended = absl::Condition(
+        +[](absl::flat_hash_map<uint64_t, Connection>* c) { return c->empty(); }, &connections_);
+    if (!mu_.AwaitWithTimeout(all_ended, grace)) {
+      // A reply stuck on a client that does not read: fail its write.
+      for (const auto& [serial, connection] : connections_) ::shutdown(connection.fd, SHUT_RDWR);
+      mu_.Await(all_ended);
+    }
+  }
+  uint64_t one = 1;
+  if (wake_fd_ >= 0) (void)!::write(wake_fd_, &one, sizeof(one));
+  if (watcher_.joinable()) watcher_.join();
+}
+
+void DirectChannel::AcceptLoop() {
+  while (true) {
+    int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      absl::MutexLock lock(&mu_);
+      if (stopping_) return;
+      // Out of descriptors or memory: back off instead of spinning.
+      mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::Milliseconds(50));
+      continue;
+    }
+    int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    uint64_t serial = 0;
+    bool refuse = false;
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_) {
+        ::close(fd);
+        return;
+      }
+      refuse = static_cast<int>(connections_.size()) >= options_.max_connections;
+      if (!refuse) {
+        serial = next_serial_++;
+        connections_[serial] = Connection{fd, "", false};
+      }
+    }
+    if (refuse) {
+      (void)WriteError(fd, 0,
+                       absl::ResourceExhaustedError(
+                           absl::StrCat("direct channel: ", options_.max_connections,
+                                        " connections already open; use the CallStream")));
+      ::close(fd);
+      continue;
+    }
+    std::thread([this, serial, fd] { Serve(serial, fd); }).detach();
+  }
+}
+
+void DirectChannel::WatchLoop() {
+  epoll_event events[16];
+  while (true) {
+    int n = ::epoll_wait(epoll_fd_, events, 16, -1);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return;
+    }
+    std::vector<std::string> gone;
+    {
+      absl::MutexLock lock(&mu_);
+      for (int i = 0; i < n; ++i) {
+        if (events[i].data.u64 == 0) return;  // the wake eventfd: shutting down
+        auto it = connections_.find(events[i].data.u64);
+        // An idle connection finds the end itself, at its next read.
+        if (it != connections_.end() && it->second.busy) gone.push_back(it->second.session_id);
+      }
+    }
+    for (const std::string& id : gone) (void)service_->sessions()->Close(id, "client-gone");
+  }
+}
+
+void DirectChannel::SetBusy(uint64_t serial, bool busy) {
+  absl::MutexLock lock(&mu_);
+  if (auto it = connections_.find(serial); it != connections_.end()) it->second.busy = busy;
+}
+
+void DirectChannel::RunRequest(uint64_t serial, const std::string& session_id,
+                               const v1::CallRequest& request, v1::CallResponse* reply) {
+  absl::Status status;
+  if (request.session_id() != session_id) {
+    status = absl::PermissionDeniedError(
+        "direct channel: the request names another session than its ticket");
+  } else if (absl::StatusOr<std::shared_ptr<Session>> session =
+                 service_->sessions()->Get(session_id);
+             !session.ok()) {
+    status = session.status();
+  } else {
+    Session& s = **session;
+    s.BeginCall();
+    SetBusy(serial, true);
+    s.queue().RunHere([&] {
+      absl::Time deadline = request.deadline_ms() == 0
+                                ? absl::InfiniteFuture()
+                                : absl::Now() + absl::Milliseconds(request.deadline_ms());
+      status = service_->RunCall(s, request, reply, deadline);
+    });
+    SetBusy(serial, false);
+    s.EndCall();
+  }
+  if (!status.ok()) {
+    reply->Clear();
+    rpc::EncodeError(status, reply->mutable_error());
+  }
+  reply->set_request_id(request.request_id());
+}
+
+void DirectChannel::Serve(uint64_t serial, int fd) {
+  // The hello: magic and ticket, within hello_timeout.
+  SetReceiveTimeout(fd, options_.hello_timeout);
+  std::string hello(rpc::kDirectMagicBytes + rpc::kDirectTicketBytes, '\0');
+  absl::StatusOr<std::string> session_id;
+  if (absl::Status read = rpc::ReadExactly(fd, hello.data(), hello.size()); !read.ok()) {
+    session_id = read;  // gone or silent: nothing to answer
+  } else {
+    if (absl::string_view(hello).substr(0, rpc::kDirectMagicBytes) !=
+        absl::string_view(rpc::kDirectMagic, rpc::kDirectMagicBytes)) {
+      session_id = absl::InvalidArgumentError(
+          "direct channel: the connection did not start with the direct-channel hello");
+    } else {
+      session_id = Redeem(absl::string_view(hello).substr(rpc::kDirectMagicBytes));
+    }
+    if (!session_id.ok()) (void)WriteError(fd, 0, session_id.status());
+  }
+  if (session_id.ok() && rpc::WriteFrame(fd, v1::CallResponse()).ok()) {
+    SetReceiveTimeout(fd, absl::InfiniteDuration());
+    {
+      absl::MutexLock lock(&mu_);
+      connections_[serial].session_id = *session_id;
+    }
+    epoll_event hangup{};
+    hangup.events = EPOLLRDHUP | EPOLLET;
+    hangup.data.u64 = serial;
+    ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &hangup);
+    Log("direct-open", *session_id, "");
+    // "client": said goodbye; "client-gone": left without it (the session
+    // closes); "bad-frame": out of step; "shutdown": the daemon is stopping.
+    std::string end = "client";
+    rpc::FrameReader reader(fd);
+    v1::CallRequest request;
+    v1::CallResponse reply;
+    while (true) {
+      request.Clear();
+      bool clean_eof = false;
+      absl::Status read = reader.Read(options_.max_frame_bytes, &request, &clean_eof);
+      if (!read.ok()) {
+        if (read.code() == absl::StatusCode::kUnavailable) {
+          absl::MutexLock lock(&mu_);
+          end = stopping_ ? "shutdown" : "client-gone";
+        } else {
+          // Out of step after an oversized or unparsable frame: say why, close.
+          end = "bad-frame";
+          (void)WriteError(fd, 0, read);
+        }
+        break;
+      }
+      if (request.op_case() == v1::CallRequest::OP_NOT_SET && request.request_id() == 0) break;
+      reply.Clear();
+      RunRequest(serial, *session_id, request, &reply);
+      if (!rpc::WriteFrame(fd, reply).ok()) {
+        end = "client-gone";
+        break;
+      }
+    }
+    if (end == "client-gone") (void)service_->sessions()->Close(*session_id, "client-gone");
+    Log("direct-close", *session_id, end);
+  }
+  absl::MutexLock lock(&mu_);
+  ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
+  connections_.erase(serial);
+  ::close(fd);
+}
+
+void DirectChannel::Log(absl::string_view event, absl::string_view session,
+                        absl::string_view detail) const {
+  if (!options_.log_events) return;
+  std::fprintf(stderr, "tetherd: session=%s event=%s%s%s\n",
+               std::string(session.substr(0, 8)).c_str(), std::string(event).c_str(),
+               detail.empty() ? "" : " reason=", std::string(detail).c_str());
+}
+
+}  // namespace tether::server

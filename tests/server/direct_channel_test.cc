@@ -1,0 +1,379 @@
+// The direct channel end to end: a real daemon on 127.0.0.1:0, RemoteVM on
+// it, and raw sockets speaking the frame protocol for what a well-behaved
+// client never sends (bad tickets, oversized and garbage frames, a request
+// for another session, a client that vanishes mid-call).
+#include "server/direct_channel.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "client/direct_connection.h"
+#include "client/remote_session.h"
+#include "client/remote_vm.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "proto/codec/frame_io.h"
+#include "proto/codec/value_codec.h"
+#include "runtime/vm/exec_builder.h"
+#include "server/daemon.h"
+#include "tests/testing/test_functions.h"
+
+namespace tether::server {
+namespace {
+
+using ::testing::HasSubstr;
+
+// main(a, b) = (b, a); pair(a) = (a, (a, a)); loop(n) counts n down to 0.
+std::string BuildExecutable() {
+  vm::ExecBuilder b;
+  b.EmitFunction("main", 2, {"a", "b"});
+  b.EmitCall("vm.builtin.make_tuple", {vm::Arg::Register(1), vm::Arg::Register(0)}, 2);
+  b.EmitRet(2);
+  b.EndFunction("main");
+  b.EmitFunction("pair", 1, {"a"});
+  b.EmitCall("vm.builtin.make_tuple", {vm::Arg::Register(0), vm::Arg::Register(0)}, 1);
+  b.EmitCall("vm.builtin.make_tuple", {vm::Arg::Register(0), vm::Arg::Register(1)}, 2);
+  b.EmitRet(2);
+  b.EndFunction("pair");
+  b.EmitFunction("loop", 1, {"n"});
+  b.EmitCall("test.vm.equal_zero", {vm::Arg::Register(0)}, 1);
+  b.EmitIf(1, 2);
+  b.EmitRet(0);
+  b.EmitCall("test.vm.subtract_one", {vm::Arg::Register(0)}, 0);
+  b.EmitGoto(-4);
+  b.EndFunction("loop");
+  auto exec = b.Get();
+  EXPECT_TRUE(exec.ok()) << exec.status();
+  return exec.ok() ? (*exec)->SaveToBytes() : std::string();
+}
+
+// A connected TCP socket to "127.0.0.1:PORT", closed with the object.
+struct RawSocket {
+  explicit RawSocket(const std::string& address) : fd(Dial(address)), reader(fd) {}
+  static int Dial(const std::string& address) {
+    int port = std::stoi(address.substr(address.rfind(':') + 1));
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    return fd;
+  }
+  ~RawSocket() {
+    if (fd >= 0) ::close(fd);
+  }
+  void Send(absl::string_view bytes) { ASSERT_TRUE(rpc::WriteAll(fd, bytes).ok()); }
+  // The next frame from the daemon, as a CallResponse.
+  absl::StatusOr<v1::CallResponse> Receive() {
+    v1::CallResponse response;
+    if (absl::Status s = reader.Read(uint64_t{64} << 20, &response); !s.ok()) return s;
+    return response;
+  }
+  bool ClosedByPeer() {
+    char byte;
+    return ::recv(fd, &byte, 1, 0) == 0;
+  }
+  int fd;
+  rpc::FrameReader reader;
+};
+
+std::string Hello(absl::string_view ticket) {
+  return absl::StrCat(absl::string_view(rpc::kDirectMagic, rpc::kDirectMagicBytes), ticket);
+}
+
+absl::Status ErrorOf(const v1::CallResponse& response) {
+  if (!response.has_error() || response.error().code() == 0) return absl::OkStatus();
+  return rpc::DecodeError(response.error());
+}
+
+class DirectChannelTest : public ::testing::Test {
+ protected:
+  void SetUp() override { tether::testing::RegisterTestFunctions(); }
+
+  void Start(bool direct = true) {
+    DaemonOptions options;
+    options.listen = {"127.0.0.1:0"};
+    options.log_events = false;
+    options.direct_channel = direct;
+    auto daemon = Daemon::Start(options);
+    ASSERT_TRUE(daemon.ok()) << daemon.status();
+    daemon_ = std::move(*daemon);
+    auto session = client::RemoteSession::Connect(daemon_->target());
+    ASSERT_TRUE(session.ok()) << session.status();
+    session_ = std::move(*session);
+    auto sha = session_->UploadModule(BuildExecutable());
+    ASSERT_TRUE(sha.ok()) << sha.status();
+    sha_ = *sha;
+  }
+
+  std::unique_ptr<client::RemoteVM> NewVm(client::RemoteVmOptions options = {}) {
+    auto vm = client::RemoteVM::Create(session_.get(), sha_, {}, "", options);
+    EXPECT_TRUE(vm.ok()) << vm.status();
+    return vm.ok() ? std::move(*vm) : nullptr;
+  }
+
+  // A raw connection that has presented a fresh ticket and been accepted.
+  std::unique_ptr<RawSocket> AcceptedRawConnection() {
+    auto offer = session_->OpenDirectChannel();
+    EXPECT_TRUE(offer.ok()) << offer.status();
+    if (!offer.ok()) return nullptr;
+    auto raw = std::make_unique<RawSocket>(offer->address());
+    raw->Send(Hello(offer->ticket()));
+    auto accepted = raw->Receive();
+    EXPECT_TRUE(accepted.ok()) << accepted.status();
+    EXPECT_TRUE(accepted.ok() && ErrorOf(*accepted).ok());
+    return raw;
+  }
+
+  v1::CallRequest Invoke(uint64_t vm_id, const std::string& function, int64_t arg,
+                         uint64_t request_id) {
+    v1::CallRequest request;
+    request.set_session_id(session_->session_id());
+    request.set_request_id(request_id);
+    request.mutable_invoke()->set_vm_id(vm_id);
+    request.mutable_invoke()->set_function(function);
+    request.mutable_invoke()->add_args()->set_int_value(arg);
+    return request;
+  }
+
+  static std::string Frame(const google::protobuf::MessageLite& message) {
+    std::string body = message.SerializeAsString();
+    std::string frame(4, '\0');
+    for (int i = 0; i < 4; ++i) frame[i] = static_cast<char>((body.size() >> (8 * i)) & 0xff);
+    return frame + body;
+  }
+
+  // Waits (bounded) until the daemon has `n` sessions.
+  void AwaitSessions(size_t n) {
+    absl::Time give_up = absl::Now() + absl::Seconds(30);
+    while (daemon_->num_sessions() != n && absl::Now() < give_up) {
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+    EXPECT_EQ(daemon_->num_sessions(), n);
+  }
+
+  std::unique_ptr<Daemon> daemon_;
+  std::unique_ptr<client::RemoteSession> session_;
+  std::string sha_;
+};
+
+TEST(IsSameHostPeerTest, LoopbackAndUnixPeersOnly) {
+  EXPECT_TRUE(IsSameHostPeer("ipv4:127.0.0.1:40000"));
+  EXPECT_TRUE(IsSameHostPeer("ipv4:127.1.2.3:40000"));
+  EXPECT_TRUE(IsSameHostPeer("ipv6:[::1]:40000"));
+  EXPECT_TRUE(IsSameHostPeer("ipv6:%5B::1%5D:40000"));
+  EXPECT_TRUE(IsSameHostPeer("ipv6:[::ffff:127.0.0.1]:40000"));
+  EXPECT_TRUE(IsSameHostPeer("unix:/run/tetherd.sock"));
+  EXPECT_FALSE(IsSameHostPeer("ipv4:10.0.0.7:40000"));
+  EXPECT_FALSE(IsSameHostPeer("ipv4:128.0.0.1:40000"));
+  EXPECT_FALSE(IsSameHostPeer("ipv6:[::2]:40000"));
+  EXPECT_FALSE(IsSameHostPeer("ipv6:[fe80::1]:40000"));
+  EXPECT_FALSE(IsSameHostPeer(""));
+}
+
+TEST_F(DirectChannelTest, RemoteVmCallsTravelOnTheDirectChannel) {
+  Start();
+  auto vm = NewVm();
+  ASSERT_NE(vm, nullptr);
+  EXPECT_EQ(vm->transport(), client::RemoteVM::Transport::kDirect);
+  Value args[] = {Value(int64_t{2}), Value(int64_t{3})};
+  auto swapped = vm->Invoke("main", args);
+  ASSERT_TRUE(swapped.ok()) << swapped.status();
+  EXPECT_EQ(static_cast<const TupleObj*>(swapped->object())->fields[0].int_value(), 3);
+  Value one[] = {Value(int64_t{7})};
+  auto pair = vm->Invoke("pair", one);
+  ASSERT_TRUE(pair.ok()) << pair.status();
+  const auto* outer = static_cast<const TupleObj*>(pair->object());
+  ASSERT_EQ(outer->fields.size(), 2u);
+  EXPECT_EQ(static_cast<const TupleObj*>(outer->fields[1].object())->fields[0].int_value(), 7);
+  // A VM error travels back in the reply; the connection stays.
+  auto missing = vm->Invoke("no_such_function", {});
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound) << missing.status();
+  EXPECT_EQ(vm->transport(), client::RemoteVM::Transport::kDirect);
+}
+
+TEST_F(DirectChannelTest, DeadlineStopsTheCallAndTheConnectionStaysUsable) {
+  Start();
+  client::RemoteVmOptions options;
+  options.call_timeout = absl::Milliseconds(50);
+  auto vm = NewVm(options);
+  ASSERT_NE(vm, nullptr);
+  Value endless[] = {Value(int64_t{1} << 40)};
+  auto stopped = vm->Invoke("loop", endless);
+  EXPECT_EQ(stopped.status().code(), absl::StatusCode::kDeadlineExceeded) << stopped.status();
+  Value five[] = {Value(int64_t{5})};
+  auto done = vm->Invoke("loop", five);
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_EQ(done->int_value(), 0);
+  EXPECT_EQ(vm->transport(), client::RemoteVM::Transport::kDirect);
+}
+
+TEST_F(DirectChannelTest, TicketsAreOneUseAndChecked) {
+  Start();
+  auto offer = session_->OpenDirectChannel();
+  ASSERT_TRUE(offer.ok()) << offer.status();
+  ASSERT_EQ(offer->ticket().size(), rpc::kDirectTicketBytes);
+  {
+    auto first = client::DirectConnection::Connect(offer->address(), offer->ticket(),
+                                                   offer->max_frame_bytes(), absl::Seconds(5));
+    ASSERT_TRUE(first.ok()) << first.status();
+  }
+  auto again = client::DirectConnection::Connect(offer->address(), offer->ticket(),
+                                                 offer->max_frame_bytes(), absl::Seconds(5));
+  EXPECT_EQ(again.status().code(), absl::StatusCode::kPermissionDenied) << again.status();
+  EXPECT_THAT(again.status().message(), HasSubstr("already used"));
+
+  auto fresh = session_->OpenDirectChannel();
+  ASSERT_TRUE(fresh.ok()) << fresh.status();
+  std::string forged = fresh->ticket();
+  forged.back() = static_cast<char>(forged.back() ^ 1);
+  auto bad = client::DirectConnection::Connect(fresh->address(), forged, fresh->max_frame_bytes(),
+                                               absl::Seconds(5));
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kPermissionDenied) << bad.status();
+  EXPECT_THAT(bad.status().message(), HasSubstr("invalid ticket"));
+
+  // Not the hello at all.
+  RawSocket raw(fresh->address());
+  raw.Send(std::string(rpc::kDirectMagicBytes + rpc::kDirectTicketBytes, 'x'));
+  auto refused = raw.Receive();
+  ASSERT_TRUE(refused.ok()) << refused.status();
+  EXPECT_EQ(ErrorOf(*refused).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(raw.ClosedByPeer());
+
+  // The daemon keeps serving.
+  auto vm = NewVm();
+  ASSERT_NE(vm, nullptr);
+  EXPECT_EQ(vm->transport(), client::RemoteVM::Transport::kDirect);
+}
+
+TEST_F(DirectChannelTest, BadFramesCloseOnlyTheirConnection) {
+  Start();
+  auto vm = NewVm();
+  ASSERT_NE(vm, nullptr);
+  {
+    auto raw = AcceptedRawConnection();
+    ASSERT_NE(raw, nullptr);
+    raw->Send(std::string("\xff\xff\xff\x7f", 4));  // a 2 GiB frame
+    auto reply = raw->Receive();
+    ASSERT_TRUE(reply.ok()) << reply.status();
+    EXPECT_EQ(ErrorOf(*reply).code(), absl::StatusCode::kResourceExhausted);
+    EXPECT_TRUE(raw->ClosedByPeer());
+  }
+  {
+    auto raw = AcceptedRawConnection();
+    ASSERT_NE(raw, nullptr);
+    raw->Send(std::string("\x03\x00\x00\x00\xff\xff\xff", 7));  // not a CallRequest
+    auto reply = raw->Receive();
+    ASSERT_TRUE(reply.ok()) << reply.status();
+    EXPECT_EQ(ErrorOf(*reply).code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(ErrorOf(*reply).message(), HasSubstr("not a valid"));
+    EXPECT_TRUE(raw->ClosedByPeer());
+  }
+  // The session and the other connection are untouched.
+  Value args[] = {Value(int64_t{20}), Value(int64_t{22})};
+  auto swapped = vm->Invoke("main", args);
+  ASSERT_TRUE(swapped.ok()) << swapped.status();
+  EXPECT_EQ(static_cast<const TupleObj*>(swapped->object())->fields[0].int_value(), 22);
+  EXPECT_EQ(daemon_->num_sessions(), 1u);
+}
+
+TEST_F(DirectChannelTest, ARequestForAnotherSessionIsRefusedAndTheConnectionGoesOn) {
+  Start();
+  auto vm = NewVm();
+  ASSERT_NE(vm, nullptr);
+  auto raw = AcceptedRawConnection();
+  ASSERT_NE(raw, nullptr);
+  v1::CallRequest request = Invoke(vm->vm_id(), "loop", 3, 7);
+  request.set_session_id("someone-else");
+  raw->Send(Frame(request));
+  auto refused = raw->Receive();
+  ASSERT_TRUE(refused.ok()) << refused.status();
+  EXPECT_EQ(refused->request_id(), 7u);
+  EXPECT_EQ(ErrorOf(*refused).code(), absl::StatusCode::kPermissionDenied);
+  // Two requests pipelined in one write get their replies in order.
+  raw->Send(Frame(Invoke(vm->vm_id(), "loop", 3, 8)) + Frame(Invoke(vm->vm_id(), "pair", 9, 9)));
+  auto first = raw->Receive();
+  auto second = raw->Receive();
+  ASSERT_TRUE(first.ok() && second.ok());
+  EXPECT_EQ(first->request_id(), 8u);
+  EXPECT_TRUE(ErrorOf(*first).ok()) << ErrorOf(*first);
+  EXPECT_EQ(first->value().int_value(), 0);
+  EXPECT_EQ(second->request_id(), 9u);
+  EXPECT_EQ(second->value().tuple().fields(0).int_value(), 9);
+}
+
+TEST_F(DirectChannelTest, AGoodbyeKeepsTheSessionAndAVanishedClientClosesIt) {
+  Start();
+  uint64_t vm_id = 0;
+  {
+    auto vm = NewVm();
+    ASSERT_NE(vm, nullptr);
+    vm_id = vm->vm_id();
+    Value args[] = {Value(int64_t{1}), Value(int64_t{2})};
+    ASSERT_TRUE(vm->Invoke("main", args).ok());
+  }  // destroys the VM, says goodbye
+  EXPECT_EQ(daemon_->num_sessions(), 1u);
+  auto vm = NewVm();
+  ASSERT_NE(vm, nullptr);
+  EXPECT_NE(vm->vm_id(), vm_id);
+
+  // A client that hangs up while its call runs: the watcher closes the
+  // session, which interrupts the endless call.
+  {
+    auto raw = AcceptedRawConnection();
+    ASSERT_NE(raw, nullptr);
+    raw->Send(Frame(Invoke(vm->vm_id(), "loop", int64_t{1} << 40, 1)));
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  AwaitSessions(0);
+  Value five[] = {Value(int64_t{5})};
+  auto after = vm->Invoke("loop", five);
+  EXPECT_EQ(after.status().code(), absl::StatusCode::kNotFound) << after.status();
+}
+
+TEST_F(DirectChannelTest, AnIdleClientThatVanishesLosesItsSession) {
+  Start();
+  auto vm = NewVm();
+  ASSERT_NE(vm, nullptr);
+  {
+    auto raw = AcceptedRawConnection();
+    ASSERT_NE(raw, nullptr);
+  }  // closed without a goodbye
+  AwaitSessions(0);
+}
+
+TEST_F(DirectChannelTest, WithTheChannelOffCallsStayOnTheStream) {
+  Start(/*direct=*/false);
+  auto offer = session_->OpenDirectChannel();
+  EXPECT_EQ(offer.status().code(), absl::StatusCode::kFailedPrecondition) << offer.status();
+  auto vm = NewVm();
+  ASSERT_NE(vm, nullptr);
+  EXPECT_EQ(vm->transport(), client::RemoteVM::Transport::kStream);
+  Value args[] = {Value(int64_t{2}), Value(int64_t{3})};
+  auto swapped = vm->Invoke("main", args);
+  ASSERT_TRUE(swapped.ok()) << swapped.status();
+  EXPECT_EQ(static_cast<const TupleObj*>(swapped->object())->fields[1].int_value(), 2);
+}
+
+TEST_F(DirectChannelTest, ShutdownEndsConnectionsAndLaterCallsFailCleanly) {
+  Start();
+  auto vm = NewVm();
+  ASSERT_NE(vm, nullptr);
+  auto raw = AcceptedRawConnection();
+  ASSERT_NE(raw, nullptr);
+  daemon_->Shutdown(absl::Seconds(5));
+  EXPECT_TRUE(raw->ClosedByPeer());
+  Value args[] = {Value(int64_t{2}), Value(int64_t{3})};
+  auto swapped = vm->Invoke("main", args);
+  EXPECT_EQ(swapped.status().code(), absl::StatusCode::kUnavailable) << swapped.status();
+}
+
+}  // namespace
+}  // namespace tether::server
