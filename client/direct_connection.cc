@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "proto/codec/frame_io.h"
 #include "proto/codec/value_codec.h"
+#include "runtime/core/error.h"
 
 namespace tether::client {
 namespace {
@@ -111,25 +112,55 @@ DirectConnection::~DirectConnection() {
   ::close(fd_);
 }
 
+absl::Status DirectConnection::Break(absl::Status status) {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  if (status.code() != absl::StatusCode::kUnavailable) {
+    status = absl::UnavailableError(absl::StrCat("direct channel broke: ", status.message()));
+  }
+  return status;
+}
+
 absl::StatusOr<v1::CallResponse> DirectConnection::Call(const v1::CallRequest& request,
                                                         bool* delivered) {
+  return PutTensor(request, nullptr, delivered);
+}
+
+absl::StatusOr<v1::CallResponse> DirectConnection::PutTensor(const v1::CallRequest& request,
+                                                             const char* data, bool* delivered) {
   *delivered = false;
   if (fd_ < 0) return absl::UnavailableError("direct channel: the connection is closed");
-  absl::Status status = rpc::WriteFrame(fd_, request);
+  if (absl::Status s = rpc::WriteFrame(fd_, request); !s.ok()) return Break(s);
+  *delivered = true;
+  if (request.op_case() == v1::CallRequest::kPutTensor) {
+    absl::string_view payload(data, request.put_tensor().size_bytes());
+    if (absl::Status s = rpc::WriteAll(fd_, payload); !s.ok()) return Break(s);
+  }
   v1::CallResponse response;
-  if (status.ok()) {
-    *delivered = true;
-    status = reader_.Read(max_frame_bytes_, &response);
-  }
-  if (!status.ok()) {
-    ::close(fd_);
-    fd_ = -1;
-    if (status.code() != absl::StatusCode::kUnavailable) {
-      status = absl::UnavailableError(absl::StrCat("direct channel broke: ", status.message()));
-    }
-    return status;
-  }
+  if (absl::Status s = reader_.Read(max_frame_bytes_, &response); !s.ok()) return Break(s);
   return response;
+}
+
+absl::StatusOr<Tensor> DirectConnection::GetTensor(const v1::CallRequest& request,
+                                                   bool* delivered) {
+  TETHER_ASSIGN_OR_RETURN(v1::CallResponse reply, Call(request, delivered));
+  if (reply.has_error() && reply.error().code() != 0) return rpc::DecodeError(reply.error());
+  absl::StatusOr<rpc::TensorSpec> spec = rpc::DecodeTensorHeader(reply.tensor().header());
+  // The daemon sends the bytes of a header it made itself; one we cannot
+  // read leaves us out of step.
+  if (!spec.ok()) return Break(spec.status());
+  absl::StatusOr<Tensor> out = Tensor::Empty(spec->shape, spec->dtype, Device::Cpu());
+  const uint64_t size = static_cast<uint64_t>(spec->num_bytes);
+  if (!out.ok()) {
+    if (absl::Status s = reader_.Skip(size); !s.ok()) return Break(s);
+    return out.status();
+  }
+  char* dest = static_cast<char*>((*out)->element_data());
+  rpc::Prefault(dest, size);
+  if (absl::Status s = reader_.ReadRaw(dest, size); !s.ok()) {
+    return Break(s);
+  }
+  return out;
 }
 
 }  // namespace tether::client

@@ -14,6 +14,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "proto/codec/frame_io.h"
+#include "runtime/core/tensor.h"
 #include "tether/v1/tether.pb.h"
 
 namespace tether::client {
@@ -39,8 +40,19 @@ class DirectConnection {
   // whether the request may have reached the daemon (false: safe to resend
   // elsewhere). After a failure the connection is unusable.
   absl::StatusOr<v1::CallResponse> Call(const v1::CallRequest& request, bool* delivered);
+  // put_tensor: sends `request` (whose put_tensor announces size_bytes) and
+  // then those bytes from `data`, raw; returns the reply (handle or error).
+  absl::StatusOr<v1::CallResponse> PutTensor(const v1::CallRequest& request, const char* data,
+                                             bool* delivered);
+  // get_tensor: the daemon's tensor as a new CPU tensor, its bytes read
+  // straight into it. The daemon's refusal as the status (the connection
+  // stays usable); UNAVAILABLE as Call.
+  absl::StatusOr<Tensor> GetTensor(const v1::CallRequest& request, bool* delivered);
 
  private:
+  // Marks the connection unusable and returns `status` as UNAVAILABLE.
+  absl::Status Break(absl::Status status);
+
   explicit DirectConnection(int fd, uint64_t max_frame_bytes)
       : fd_(fd), max_frame_bytes_(max_frame_bytes), reader_(fd) {}
   int fd_;

@@ -131,6 +131,11 @@ absl::Status RemoteSession::Close() {
     closed_ = true;
   }
   if (keep_alive_.joinable()) keep_alive_.join();
+  {
+    absl::MutexLock lock(&direct_mu_);
+    direct_.reset();  // says goodbye
+    direct_tried_ = true;
+  }
   if (session_id_.empty()) return absl::OkStatus();
   v1::CloseSessionRequest request;
   request.set_session_id(session_id_);
@@ -234,6 +239,29 @@ absl::StatusOr<Value> RemoteSession::UploadTensor(const Tensor& tensor, Device t
     TETHER_RETURN_IF_ERROR(rpc::EncodeInlineTensor(tensor, &staged));
     bytes = staged.data().data();
   }
+  {
+    absl::MutexLock lock(&direct_mu_);
+    if (DirectConnection* direct = DirectLocked()) {
+      v1::CallRequest request;
+      request.set_session_id(session_id_);
+      request.set_request_id(next_request_id_++);
+      rpc::EncodeTensorHeader(tensor->dtype(), tensor->shape(), target,
+                              request.mutable_put_tensor()->mutable_tensor());
+      request.mutable_put_tensor()->set_size_bytes(num_bytes);
+      bool delivered = false;
+      absl::StatusOr<v1::CallResponse> response = direct->PutTensor(request, bytes, &delivered);
+      if (response.ok()) {
+        if (response->has_error() && response->error().code() != 0) {
+          return rpc::DecodeError(response->error());
+        }
+        TETHER_ASSIGN_OR_RETURN(rpc::TensorSpec spec,
+                                rpc::DecodeTensorHeader(response->tensor().header()));
+        return MakeRemoteTensorValue(response->tensor().id(), std::move(spec));
+      }
+      direct_.reset();
+      if (delivered) return response.status();
+    }
+  }
   grpc::ClientContext ctx;
   PrepareContext(&ctx);
   v1::UploadTensorResponse response;
@@ -266,6 +294,21 @@ absl::StatusOr<Tensor> RemoteSession::DownloadTensor(const Value& remote) {
 
 absl::StatusOr<Tensor> RemoteSession::DownloadTensor(uint64_t tensor_id) {
   TETHER_RETURN_IF_ERROR(CheckOpen());
+  {
+    absl::MutexLock lock(&direct_mu_);
+    if (DirectConnection* direct = DirectLocked()) {
+      v1::CallRequest request;
+      request.set_session_id(session_id_);
+      request.set_request_id(next_request_id_++);
+      request.mutable_get_tensor()->set_tensor_id(tensor_id);
+      bool delivered = false;
+      absl::StatusOr<Tensor> out = direct->GetTensor(request, &delivered);
+      // A refusal from the daemon (not a broken connection) is the answer.
+      if (out.ok() || out.status().code() != absl::StatusCode::kUnavailable) return out;
+      direct_.reset();
+      if (delivered) return out.status();
+    }
+  }
   v1::DownloadTensorRequest request;
   request.set_session_id(session_id_);
   request.set_tensor_id(tensor_id);
@@ -339,6 +382,41 @@ absl::StatusOr<v1::OpenDirectChannelResponse> RemoteSession::OpenDirectChannel()
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + options_.deadline));
   v1::OpenDirectChannelResponse response;
   TETHER_RETURN_IF_ERROR(ConvertStatus(stub_->OpenDirectChannel(&ctx, request, &response), ctx));
+  return response;
+}
+
+DirectConnection* RemoteSession::DirectLocked() {
+  if (!direct_tried_ && options_.direct_channel) {
+    direct_tried_ = true;
+    absl::StatusOr<v1::OpenDirectChannelResponse> offer = OpenDirectChannel();
+    if (offer.ok()) {
+      absl::StatusOr<std::unique_ptr<DirectConnection>> connection = DirectConnection::Connect(
+          offer->address(), offer->ticket(), offer->max_frame_bytes(), options_.deadline);
+      if (connection.ok()) direct_ = std::move(*connection);
+    }
+  }
+  return direct_.get();
+}
+
+bool RemoteSession::on_direct_channel() const {
+  absl::MutexLock lock(&direct_mu_);
+  return direct_ != nullptr;
+}
+
+absl::StatusOr<v1::CallResponse> RemoteSession::CallDirect(v1::CallRequest request,
+                                                           bool* use_grpc) {
+  *use_grpc = false;
+  TETHER_RETURN_IF_ERROR(CheckOpen());
+  *use_grpc = true;
+  request.set_session_id(session_id_);
+  absl::MutexLock lock(&direct_mu_);
+  DirectConnection* direct = DirectLocked();
+  if (direct == nullptr) return absl::UnavailableError("no direct channel");
+  bool delivered = false;
+  absl::StatusOr<v1::CallResponse> response = direct->Call(request, &delivered);
+  if (!response.ok()) direct_.reset();
+  // The daemon may have run it: never run a call twice.
+  *use_grpc = !response.ok() && !delivered;
   return response;
 }
 

@@ -20,6 +20,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "client/direct_connection.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/codec/value_codec.h"
 #include "runtime/core/device.h"
@@ -51,6 +52,10 @@ struct ConnectOptions {
   std::string tls_server_name;
   // When non-empty, sent as "authorization: Bearer <auth_token>" on every call.
   std::string auth_token;
+  // Use the daemon's direct channel (a loopback socket; docs/design/
+  // rpc-protocol.md) for VM calls and tensor transfers when the daemon offers
+  // it, i.e. when it runs on this host. False keeps everything on gRPC.
+  bool direct_channel = true;
 };
 
 // A value that stays on the daemon: a tensor handle (with its header) or any
@@ -130,6 +135,14 @@ class RemoteSession {
   // on its host, or turned off), UNIMPLEMENTED from a daemon older than
   // protocol 1.1.
   absl::StatusOr<v1::OpenDirectChannelResponse> OpenDirectChannel();
+  // Runs `request` (session_id filled in) on the session's direct connection,
+  // opened at first use when ConnectOptions::direct_channel allows and the
+  // daemon offers it. Returns the reply, the call's own error inside. When
+  // there is no direct connection, or it broke before the request left, sets
+  // `*use_grpc` and the caller sends the request on gRPC instead.
+  absl::StatusOr<v1::CallResponse> CallDirect(v1::CallRequest request, bool* use_grpc);
+  // Whether the direct connection is open (calls and transfers use it).
+  bool on_direct_channel() const;
   // For RemoteVM's stream: the stub and a context carrying common settings.
   v1::Tether::Stub* stub() { return stub_.get(); }
   // Adds what every call of this session carries (the bearer token). Every
@@ -144,6 +157,8 @@ class RemoteSession {
   template <typename Fn>
   absl::Status Retry(Fn attempt);
   absl::Status CheckOpen() const;
+  // The direct connection, opened on first use; null when there is none.
+  DirectConnection* DirectLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(direct_mu_);
   void KeepAliveLoop();
 
   std::shared_ptr<grpc::Channel> channel_;
@@ -158,6 +173,12 @@ class RemoteSession {
   mutable absl::Mutex mu_;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   std::thread keep_alive_;
+
+  // One connection for the session's VMs and transfers, one call at a time
+  // (the daemon serializes a session's calls anyway).
+  mutable absl::Mutex direct_mu_;
+  std::unique_ptr<DirectConnection> direct_ ABSL_GUARDED_BY(direct_mu_);
+  bool direct_tried_ ABSL_GUARDED_BY(direct_mu_) = false;
 };
 
 }  // namespace tether::client

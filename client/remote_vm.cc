@@ -82,15 +82,6 @@ absl::StatusOr<v1::CallResponse> RemoteVM::ExecOnStream(v1::CallRequest& request
   return response;
 }
 
-void RemoteVM::TryDirect() {
-  direct_tried_ = true;
-  absl::StatusOr<v1::OpenDirectChannelResponse> offer = session_->OpenDirectChannel();
-  if (!offer.ok()) return;
-  absl::StatusOr<std::unique_ptr<DirectConnection>> connection = DirectConnection::Connect(
-      offer->address(), offer->ticket(), offer->max_frame_bytes(), absl::Seconds(5));
-  if (connection.ok()) direct_ = std::move(*connection);
-}
-
 absl::StatusOr<v1::CallResponse> RemoteVM::Exec(v1::CallRequest& request) {
   request.set_session_id(session_->session_id());
   request.set_request_id(next_request_id_++);
@@ -98,19 +89,16 @@ absl::StatusOr<v1::CallResponse> RemoteVM::Exec(v1::CallRequest& request) {
     request.set_deadline_ms(
         static_cast<uint64_t>(absl::ToInt64Milliseconds(options_.call_timeout)));
   }
-  if (options_.direct_channel && !direct_tried_) TryDirect();
-  if (direct_) {
-    bool delivered = false;
-    absl::StatusOr<v1::CallResponse> response = direct_->Call(request, &delivered);
-    if (response.ok()) {
+  if (options_.direct_channel) {
+    bool use_grpc = false;
+    absl::StatusOr<v1::CallResponse> response = session_->CallDirect(request, &use_grpc);
+    if (!use_grpc) {
+      if (!response.ok()) return response.status();
       if (response->has_error() && response->error().code() != 0) {
         return rpc::DecodeError(response->error());
       }
       return response;
     }
-    direct_.reset();
-    // The daemon may have run it: never run a call twice.
-    if (delivered) return response.status();
   }
   if (!stream_broken_) {
     bool fall_back = false;

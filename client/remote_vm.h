@@ -27,7 +27,6 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "client/direct_connection.h"
 #include "client/remote_session.h"
 #include "runtime/vm/virtual_machine.h"
 
@@ -41,8 +40,8 @@ struct RemoteVmOptions {
   // Threads the VM's kernels may use on the daemon; 0: the daemon's default
   // (TETHER_NUM_THREADS there, else its core count).
   int num_threads = 0;
-  // Use the daemon's direct channel when it offers one (same host). False
-  // keeps every call on gRPC.
+  // Use the session's direct channel when it has one (a daemon on this host;
+  // ConnectOptions::direct_channel). False keeps this VM's calls on gRPC.
   bool direct_channel = true;
 };
 
@@ -64,7 +63,8 @@ class RemoteVM final : public vm::VirtualMachine {
   enum class Transport { kDirect, kStream, kUnary };
   // What the next call travels on.
   Transport transport() const {
-    return direct_ ? Transport::kDirect : stream_broken_ ? Transport::kUnary : Transport::kStream;
+    if (options_.direct_channel && session_->on_direct_channel()) return Transport::kDirect;
+    return stream_broken_ ? Transport::kUnary : Transport::kStream;
   }
 
   absl::StatusOr<Value> Invoke(absl::string_view func_name, ArgSpan args) override;
@@ -93,9 +93,6 @@ class RemoteVM final : public vm::VirtualMachine {
   // its decoded error.
   absl::StatusOr<v1::CallResponse> Exec(v1::CallRequest& request);
   absl::StatusOr<v1::CallResponse> ExecOnStream(v1::CallRequest& request, bool* fall_back);
-  // Opens the direct connection if the daemon offers one; on any refusal the
-  // VM stays on gRPC.
-  void TryDirect();
   void CloseStream();
   // Encodes an argument; large tensors are uploaded, their ids added to
   // temps_ (freed by FreeTemps after the call).
@@ -117,8 +114,6 @@ class RemoteVM final : public vm::VirtualMachine {
   std::unique_ptr<grpc::ClientContext> stream_ctx_;
   std::unique_ptr<grpc::ClientReaderWriter<v1::CallRequest, v1::CallResponse>> stream_;
   bool stream_broken_ = false;
-  std::unique_ptr<DirectConnection> direct_;
-  bool direct_tried_ = false;
 };
 
 }  // namespace tether::client

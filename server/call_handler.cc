@@ -214,6 +214,11 @@ class Ops {
         for (uint64_t id : request.free_objects().ids()) first.Update(session_.Free(id));
         return first;
       }
+      case v1::CallRequest::kPutTensor:
+      case v1::CallRequest::kGetTensor:
+        return absl::FailedPreconditionError(
+            "put_tensor and get_tensor travel only on the direct channel; use UploadTensor and "
+            "DownloadTensor on gRPC");
       case v1::CallRequest::OP_NOT_SET:
         break;
     }

@@ -21,6 +21,7 @@
 #include "openssl/crypto.h"
 #include "proto/codec/frame_io.h"
 #include "proto/codec/value_codec.h"
+#include "runtime/core/error.h"
 #include "server/tether_service.h"
 
 namespace tether::server {
@@ -274,6 +275,97 @@ void DirectChannel::RunRequest(uint64_t serial, const std::string& session_id,
   reply->set_request_id(request.request_id());
 }
 
+absl::Status DirectChannel::PutTensor(const std::string& session_id, const v1::CallRequest& request,
+                                      rpc::FrameReader& reader, v1::CallResponse* reply) {
+  const uint64_t size = request.put_tensor().size_bytes();
+  absl::StatusOr<rpc::TensorSpec> spec = rpc::DecodeTensorHeader(request.put_tensor().tensor());
+  absl::StatusOr<std::shared_ptr<Session>> session = absl::PermissionDeniedError(
+      "direct channel: the request names another session than its ticket");
+  if (request.session_id() == session_id) session = service_->sessions()->Get(session_id);
+  absl::StatusOr<Tensor> tensor = absl::UnknownError("");
+  if (!session.ok()) {
+    tensor = session.status();
+  } else if (!spec.ok()) {
+    tensor = spec.status();
+  } else if (static_cast<uint64_t>(spec->num_bytes) != size) {
+    tensor =
+        ValueError("put_tensor announces ", size, " bytes, dtype x shape needs ", spec->num_bytes);
+  } else {
+    tensor = Tensor::Empty(spec->shape, spec->dtype, spec->device);
+  }
+  if (!tensor.ok()) {
+    // Stay in step: the payload follows whatever we think of it.
+    TETHER_RETURN_IF_ERROR(reader.Skip(size));
+    rpc::EncodeError(tensor.status(), reply->mutable_error());
+    return absl::OkStatus();
+  }
+  Session& s = **session;
+  s.BeginCall();
+  absl::Status status;
+  if (spec->device.type == kDLCPU) {
+    char* dest = static_cast<char*>((*tensor)->element_data());
+    rpc::Prefault(dest, size);
+    status = reader.ReadRaw(dest, size);
+  } else {
+    std::string staging(size, '\0');
+    status = reader.ReadRaw(staging.data(), size);
+    if (status.ok()) {
+      absl::Status copied = tensor->CopyFromBytes(staging.data(), staging.size());
+      if (!copied.ok()) rpc::EncodeError(copied, reply->mutable_error());
+    }
+  }
+  if (status.ok() && !reply->has_error()) {
+    v1::TensorHandle* handle = reply->mutable_tensor();
+    handle->set_id(s.AddTensor(*tensor));
+    *handle->mutable_header() = request.put_tensor().tensor();
+  }
+  s.EndCall();
+  return status;
+}
+
+absl::Status DirectChannel::GetTensor(int fd, const std::string& session_id,
+                                      const v1::CallRequest& request) {
+  v1::CallResponse reply;
+  reply.set_request_id(request.request_id());
+  absl::StatusOr<Tensor> tensor = absl::PermissionDeniedError(
+      "direct channel: the request names another session than its ticket");
+  std::shared_ptr<Session> session;
+  if (request.session_id() == session_id) {
+    absl::StatusOr<std::shared_ptr<Session>> found = service_->sessions()->Get(session_id);
+    if (found.ok()) session = std::move(*found);
+    tensor = found.ok() ? session->FindTensor(request.get_tensor().tensor_id()) : found.status();
+  }
+  // Streamed from the tensor itself when it is compact host memory, else from
+  // one compact host copy.
+  v1::InlineTensor compact;
+  const char* data = nullptr;
+  uint64_t size = 0;
+  if (tensor.ok()) {
+    if ((*tensor)->device().type == kDLCPU && (*tensor)->IsContiguous()) {
+      data = static_cast<const char*>((*tensor)->element_data());
+      size = static_cast<uint64_t>((*tensor)->NumBytes());
+    } else if (absl::Status s = rpc::EncodeInlineTensor(*tensor, &compact); s.ok()) {
+      data = compact.data().data();
+      size = compact.data().size();
+    } else {
+      tensor = s;
+    }
+  }
+  if (!tensor.ok()) {
+    rpc::EncodeError(tensor.status(), reply.mutable_error());
+    return rpc::WriteFrame(fd, reply);
+  }
+  if (session) session->BeginCall();
+  v1::TensorHandle* handle = reply.mutable_tensor();
+  handle->set_id(request.get_tensor().tensor_id());
+  rpc::EncodeTensorHeader((*tensor)->dtype(), (*tensor)->shape(), (*tensor)->device(),
+                          handle->mutable_header());
+  absl::Status status = rpc::WriteFrame(fd, reply);
+  if (status.ok()) status = rpc::WriteAll(fd, absl::string_view(data, size));
+  if (session) session->EndCall();
+  return status;
+}
+
 void DirectChannel::Serve(uint64_t serial, int fd) {
   // The hello: magic and ticket, within hello_timeout.
   SetReceiveTimeout(fd, options_.hello_timeout);
@@ -325,8 +417,19 @@ void DirectChannel::Serve(uint64_t serial, int fd) {
       }
       if (request.op_case() == v1::CallRequest::OP_NOT_SET && request.request_id() == 0) break;
       reply.Clear();
-      RunRequest(serial, *session_id, request, &reply);
-      if (!rpc::WriteFrame(fd, reply).ok()) {
+      absl::Status sent;
+      if (request.op_case() == v1::CallRequest::kGetTensor) {
+        sent = GetTensor(fd, *session_id, request);
+      } else {
+        if (request.op_case() == v1::CallRequest::kPutTensor) {
+          sent = PutTensor(*session_id, request, reader, &reply);
+          reply.set_request_id(request.request_id());
+        } else {
+          RunRequest(serial, *session_id, request, &reply);
+        }
+        if (sent.ok()) sent = rpc::WriteFrame(fd, reply);
+      }
+      if (!sent.ok()) {
         end = "client-gone";
         break;
       }

@@ -28,6 +28,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "proto/codec/frame_io.h"
 #include "tether/v1/tether.pb.h"
 
 namespace tether::server {
@@ -90,6 +91,14 @@ class DirectChannel {
   void RunRequest(uint64_t serial, const std::string& session_id, const v1::CallRequest& request,
                   v1::CallResponse* reply);
   void SetBusy(uint64_t serial, bool busy);
+  // put_tensor: reads the payload that follows the request into a new tensor
+  // of the session (or skips it when refused). UNAVAILABLE only when the
+  // connection broke; refusals go into `reply`.
+  absl::Status PutTensor(const std::string& session_id, const v1::CallRequest& request,
+                         rpc::FrameReader& reader, v1::CallResponse* reply);
+  // get_tensor: writes the reply frame and, when it succeeded, the tensor's
+  // bytes. UNAVAILABLE when the connection broke.
+  absl::Status GetTensor(int fd, const std::string& session_id, const v1::CallRequest& request);
   // The session id of a valid unused ticket, which is consumed.
   absl::StatusOr<std::string> Redeem(absl::string_view ticket);
   void Log(absl::string_view event, absl::string_view session, absl::string_view detail) const;

@@ -2,6 +2,7 @@
 #include "proto/codec/frame_io.h"
 
 #include <errno.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -44,6 +45,15 @@ absl::Status ReadExactly(int fd, char* data, size_t size, bool* clean_eof) {
     got += static_cast<size_t>(n);
   }
   return absl::OkStatus();
+}
+
+void Prefault(char* data, uint64_t size) {
+  constexpr uint64_t kPage = 4096;
+  if (size < (uint64_t{4} << 20)) return;
+  uintptr_t begin = (reinterpret_cast<uintptr_t>(data) + kPage - 1) & ~(kPage - 1);
+  uintptr_t end = (reinterpret_cast<uintptr_t>(data) + size) & ~(kPage - 1);
+  if (end > begin)
+    (void)::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
 }
 
 absl::Status WriteFrame(int fd, const google::protobuf::MessageLite& message) {
@@ -110,6 +120,32 @@ absl::Status FrameReader::Read(uint64_t max_bytes, google::protobuf::MessageLite
   if (!parsed) {
     return absl::InvalidArgumentError(absl::StrCat(
         "direct channel: a frame of ", size, " bytes is not a valid ", message->GetTypeName()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status FrameReader::ReadRaw(char* data, uint64_t size) {
+  uint64_t buffered = std::min<uint64_t>(size, end_ - begin_);
+  if (buffered > 0) {
+    std::memcpy(data, buffer_.data() + begin_, buffered);
+    begin_ += buffered;
+    if (begin_ == end_) begin_ = end_ = 0;
+  }
+  if (buffered == size) return absl::OkStatus();
+  absl::Status status = ReadExactly(fd_, data + buffered, size - buffered);
+  if (!status.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("direct channel: the connection ended inside a payload of ", size, " bytes"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status FrameReader::Skip(uint64_t size) {
+  std::string scratch(std::min<uint64_t>(size, uint64_t{1} << 20), '\0');
+  while (size > 0) {
+    uint64_t n = std::min<uint64_t>(size, scratch.size());
+    if (absl::Status s = ReadRaw(scratch.data(), n); !s.ok()) return s;
+    size -= n;
   }
   return absl::OkStatus();
 }

@@ -29,6 +29,11 @@ absl::Status WriteAll(int fd, absl::string_view data);
 // i.e. between frames) or on an OS error.
 absl::Status ReadExactly(int fd, char* data, size_t size, bool* clean_eof = nullptr);
 
+// Maps the pages of a large fresh buffer before a payload is received into
+// it (MADV_POPULATE_WRITE: one kernel pass instead of a fault per page).
+// Advice only; a no-op for small buffers or where the kernel lacks it.
+void Prefault(char* data, uint64_t size);
+
 // Writes `message` as one length-prefixed frame (one send).
 absl::Status WriteFrame(int fd, const google::protobuf::MessageLite& message);
 
@@ -45,6 +50,12 @@ class FrameReader {
   // UNAVAILABLE as ReadExactly (`clean_eof`: closed between frames).
   absl::Status Read(uint64_t max_bytes, google::protobuf::MessageLite* message,
                     bool* clean_eof = nullptr);
+  // The next `size` raw bytes (a bulk payload after a frame) into `data`:
+  // what is buffered first, then straight from the socket. UNAVAILABLE when
+  // the connection ends first.
+  absl::Status ReadRaw(char* data, uint64_t size);
+  // Reads and drops the next `size` raw bytes (a refused payload).
+  absl::Status Skip(uint64_t size);
 
  private:
   // Until `size` bytes are buffered from begin_.

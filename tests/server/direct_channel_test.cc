@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <memory>
 #include <string>
 #include <thread>
@@ -318,7 +319,14 @@ TEST_F(DirectChannelTest, AGoodbyeKeepsTheSessionAndAVanishedClientClosesIt) {
     vm_id = vm->vm_id();
     Value args[] = {Value(int64_t{1}), Value(int64_t{2})};
     ASSERT_TRUE(vm->Invoke("main", args).ok());
-  }  // destroys the VM, says goodbye
+  }  // destroys the VM; the session's connection stays
+  {
+    auto raw = AcceptedRawConnection();
+    ASSERT_NE(raw, nullptr);
+    raw->Send(std::string(4, '\0'));  // the goodbye
+    EXPECT_TRUE(raw->ClosedByPeer());
+  }
+  absl::SleepFor(absl::Milliseconds(50));
   EXPECT_EQ(daemon_->num_sessions(), 1u);
   auto vm = NewVm();
   ASSERT_NE(vm, nullptr);
@@ -373,6 +381,73 @@ TEST_F(DirectChannelTest, ShutdownEndsConnectionsAndLaterCallsFailCleanly) {
   Value args[] = {Value(int64_t{2}), Value(int64_t{3})};
   auto swapped = vm->Invoke("main", args);
   EXPECT_EQ(swapped.status().code(), absl::StatusCode::kUnavailable) << swapped.status();
+}
+
+TEST_F(DirectChannelTest, TensorsMoveRawOnTheDirectChannelAndBadTransfersKeepItInStep) {
+  Start();
+  ASSERT_NE(NewVm(), nullptr);  // opens the session's direct connection
+  ASSERT_TRUE(session_->on_direct_channel());
+  for (int64_t size : {int64_t{0}, int64_t{1}, (int64_t{1} << 20) + 1, int64_t{5} << 20}) {
+    int64_t shape[] = {size};
+    auto tensor = Tensor::Empty(shape, DataType::UInt(8), Device::Cpu());
+    ASSERT_TRUE(tensor.ok()) << tensor.status();
+    auto* bytes = static_cast<uint8_t*>((*tensor)->element_data());
+    for (int64_t i = 0; i < size; ++i) bytes[i] = static_cast<uint8_t>(i * 7 + 3);
+    auto remote = session_->UploadTensor(*tensor);
+    ASSERT_TRUE(remote.ok()) << remote.status();
+    auto back = session_->DownloadTensor(*remote);
+    ASSERT_TRUE(back.ok()) << back.status();
+    ASSERT_EQ((*back)->NumBytes(), size);
+    EXPECT_EQ(std::memcmp((*back)->element_data(), bytes, static_cast<size_t>(size)), 0);
+  }
+  EXPECT_TRUE(session_->on_direct_channel());
+
+  auto raw = AcceptedRawConnection();
+  ASSERT_NE(raw, nullptr);
+  // A payload that does not match dtype x shape is refused after being read.
+  v1::CallRequest put;
+  put.set_session_id(session_->session_id());
+  put.set_request_id(1);
+  const int64_t four[] = {4};
+  rpc::EncodeTensorHeader(DataType::Float(32), four, Device::Cpu(),
+                          put.mutable_put_tensor()->mutable_tensor());
+  put.mutable_put_tensor()->set_size_bytes(10);
+  raw->Send(Frame(put) + std::string(10, 'z'));
+  auto refused = raw->Receive();
+  ASSERT_TRUE(refused.ok()) << refused.status();
+  EXPECT_EQ(ErrorOf(*refused).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(ErrorOf(*refused).message(), HasSubstr("needs 16"));
+  // An unknown tensor: an error reply and no bytes after it.
+  v1::CallRequest get;
+  get.set_session_id(session_->session_id());
+  get.set_request_id(2);
+  get.mutable_get_tensor()->set_tensor_id(987654);
+  raw->Send(Frame(get));
+  auto missing = raw->Receive();
+  ASSERT_TRUE(missing.ok()) << missing.status();
+  EXPECT_EQ(missing->request_id(), 2u);
+  EXPECT_EQ(ErrorOf(*missing).code(), absl::StatusCode::kNotFound);
+  // Still in step: a good put and its get.
+  put.set_request_id(3);
+  put.mutable_put_tensor()->set_size_bytes(16);
+  raw->Send(Frame(put) + std::string(16, 'q'));
+  auto stored = raw->Receive();
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  ASSERT_TRUE(ErrorOf(*stored).ok()) << ErrorOf(*stored);
+  get.set_request_id(4);
+  get.mutable_get_tensor()->set_tensor_id(stored->tensor().id());
+  raw->Send(Frame(get));
+  auto header = raw->Receive();
+  ASSERT_TRUE(header.ok()) << header.status();
+  ASSERT_TRUE(ErrorOf(*header).ok()) << ErrorOf(*header);
+  std::string payload(16, '\0');
+  ASSERT_TRUE(raw->reader.ReadRaw(payload.data(), payload.size()).ok());
+  EXPECT_EQ(payload, std::string(16, 'q'));
+
+  // On gRPC these operations are refused.
+  auto on_grpc = session_->Call(get);
+  EXPECT_EQ(on_grpc.status().code(), absl::StatusCode::kFailedPrecondition) << on_grpc.status();
+  EXPECT_THAT(on_grpc.status().message(), HasSubstr("only on the direct channel"));
 }
 
 }  // namespace
