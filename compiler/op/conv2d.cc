@@ -8,9 +8,18 @@
 // The parallel loop runs over batch x channel-block x output row; each task
 // walks its row in tiles of `wt` output columns, accumulating a wt x kBlock
 // kLocal tile (columns unrolled, output channels vectorized) over ic, kh, kw.
-// The narrow schedule (depthwise and other thin groups) vectorizes over
-// output columns instead. Both apply the epilogue at the final store.
+// The rows schedule (unit column stride, constant sizes, and few output
+// channels or short rows: image stems, small feature maps, depthwise)
+// vectorizes over the output columns of a row with a block of output
+// channels in registers, reads the OIHW weights in place, and pads the few
+// input rows each task reads into a stack strip, so a small convolution is
+// one parallel loop with contiguous stores. The narrow schedule (other thin
+// groups, column strides) vectorizes over output columns one channel at a
+// time. All apply the epilogue at the final store.
 #include <algorithm>
+#include <functional>
+#include <optional>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "compiler/op/nn_common.h"
@@ -26,8 +35,12 @@ using nn_internal::ShapeString;
 using nn_internal::Unflatten;
 
 constexpr char kConv2d[] = "relax.nn.conv2d";
-constexpr int64_t kBlock = 32;       // output channels per packed block (wide schedule)
-constexpr int64_t kNarrowTile = 64;  // output columns per tile (narrow schedule)
+constexpr int64_t kBlock = 32;                 // output channels per packed block (wide schedule)
+constexpr int64_t kNarrowTile = 64;            // output columns per tile (narrow schedule)
+constexpr int64_t kRowsMaxWidth = 32;          // output columns per tile (rows schedule)
+constexpr int64_t kRowsLanes = 16;             // floats per vector register assumed (rows schedule)
+constexpr int64_t kRowsAccVectors = 16;        // accumulator vectors per tile (rows schedule)
+constexpr int64_t kRowsMaxStripFloats = 8192;  // per-task padded input rows (rows schedule)
 
 struct ConvParams {
   std::vector<int64_t> strides, padding, dilation;  // padding: top, left, bottom, right
@@ -108,6 +121,165 @@ absl::StatusOr<StructInfo> InferConv2d(const CallNode& call) {
   return TensorSInfo({xs[0], ws[0], oh, ow}, dtype);
 }
 
+// The rows schedule: the register tile is kRowsChannels output channels x
+// `vw` output columns of one output row, vectorized over the columns. Each
+// reduction step (input channel, kh, kw) loads one contiguous input vector,
+// shared by the tile's channels, and multiplies it by one weight per
+// channel (a broadcast scalar read straight from the OIHW weight, so nothing
+// is packed). The stores are whole output rows, so the epilogue runs on
+// contiguous vectors. Needs unit column stride and a constant output width;
+// the last column tile of a row is shifted left to end at the row's end
+// (recomputing a few columns) rather than masked.
+struct RowsTile {
+  int64_t vw = 0;  // output columns per tile (the vector length)
+  int64_t ob = 0;  // output channels per tile
+};
+
+// The tile for an output row of `ow` columns and `og` output channels per
+// group: vw up to kRowsMaxWidth (all of a short row), and as many channels
+// as keep the accumulators within kRowsAccVectors vectors of kRowsLanes,
+// preferring a count that divides `og` so no channel tile is partial.
+RowsTile ChooseRowsTile(int64_t ow, int64_t og) {
+  RowsTile t;
+  t.vw = std::min(ow, kRowsMaxWidth);
+  const int64_t vectors_per_row = (t.vw + kRowsLanes - 1) / kRowsLanes;
+  const int64_t max_ob = std::max<int64_t>(1, std::min(og, kRowsAccVectors / vectors_per_row));
+  t.ob = max_ob;
+  for (int64_t cand = max_ob; cand >= (max_ob + 1) / 2; --cand) {
+    if (og % cand == 0) {
+      t.ob = cand;
+      break;
+    }
+  }
+  return t;
+}
+
+// Whether the rows schedule suits the convolution: unit column stride and
+// constant sizes (it tiles rows with constant-length vectors), rows of at
+// least half a vector, and either few output channels (the wide schedule's
+// channel block would be mostly empty) or short rows (there the wide
+// schedule's column tiles are short and its stores scatter across channels).
+bool UseRowsSchedule(const int64_t* ow, const int64_t* og, int64_t stride_w) {
+  if (ow == nullptr || og == nullptr || stride_w != 1) return false;
+  if (*ow < kRowsLanes / 2) return false;
+  return *og < kBlock || *ow <= kRowsMaxWidth;
+}
+
+// The input rows one task of the rows schedule reads (its input channels x
+// KH rows x the padded width), copied zero-padded into a kLocal strip so the
+// reduction has no bounds checks and no separate padding pass over the
+// whole input is needed. Null when the strip has no constant size or would
+// not fit the stack budget.
+std::optional<std::vector<int64_t>> RowsStripShape(const PrimExpr& cg, const PrimExpr& kh,
+                                                   const PrimExpr& wp) {
+  const int64_t *c = cg.as_int(), *h = kh.as_int(), *w = wp.as_int();
+  if (c == nullptr || h == nullptr || w == nullptr) return std::nullopt;
+  if (*c * *h * *w > kRowsMaxStripFloats) return std::nullopt;
+  return std::vector<int64_t>{*c, *h, *w};
+}
+
+// `X` is the input as given (strip == true, or no padding and the
+// accumulation type) or the zero-padded copy (strip == false); in both
+// cases the reduction reads columns in padded coordinates.
+Stmt ScheduleConv2dRows(const Buffer& X, const Buffer& W, const Buffer& Y, DataType acc_t,
+                        const ConvParams& p, const RowsTile& tile, bool strip,
+                        const Epilogue& epilogue) {
+  const PrimExpr N = Y->shape[0], O = W->shape[0], Cg = W->shape[1], KH = W->shape[2],
+                 KW = W->shape[3];
+  const PrimExpr H = X->shape[2], Wd = X->shape[3];
+  const PrimExpr OH = Y->shape[2], OW = Y->shape[3];
+  const PrimExpr G(p.groups);
+  const PrimExpr Og = FloorDiv(O, G);
+  const int64_t sh = p.strides[0], dh = p.dilation[0], dw = p.dilation[1];
+  const int64_t pt = strip ? p.padding[0] : 0, pl = strip ? p.padding[1] : 0;
+  const int64_t pr = strip ? p.padding[3] : 0;
+  const PrimExpr VW(tile.vw), OB(tile.ob);
+  const PrimExpr obg = CeilDiv(Og, tile.ob);
+  const int64_t* kw_const = KW.as_int();
+  const ForKind kw_kind =
+      kw_const != nullptr && *kw_const <= 7 ? ForKind::kUnrolled : ForKind::kSerial;
+  return Loop("cb", N * G * obg * OH, ForKind::kParallel, [&](const PrimExpr& t) {
+    std::vector<PrimExpr> i = Unflatten(t, {N, G * obg, OH});
+    PrimExpr n = i[0], gob = i[1], oh = i[2];
+    PrimExpr g = FloorDiv(gob, obg), ob = FloorMod(gob, obg);
+    // The reduction's input: element (c, kh, padded column) of this task.
+    std::function<PrimExpr(const PrimExpr&, const PrimExpr&, const PrimExpr&)> in;
+    Stmt fill;
+    Buffer rows;
+    if (strip) {
+      const PrimExpr Wp = Wd + PrimExpr(pl + pr);
+      rows = MakeBuffer("conv_rows", acc_t, {Cg, KH, Wp}, BufferNode::Scope::kLocal);
+      fill = Loop("fc", Cg, ForKind::kSerial, [&](const PrimExpr& c) {
+        return Loop("fh", KH, ForKind::kSerial, [&](const PrimExpr& kh) {
+          PrimExpr ih = oh * PrimExpr(sh) + kh * PrimExpr(dh) - PrimExpr(pt);
+          PrimExpr valid = And(GE(ih, 0), LT(ih, H));
+          PrimExpr ihc = Max(Min(ih, H - 1), 0);
+          std::vector<Stmt> parts;
+          if (pl > 0) {
+            parts.push_back(Loop("fl", PrimExpr(pl), ForKind::kVectorized, [&](const PrimExpr& w) {
+              return Store(rows, {c, kh, w}, MakeConst(acc_t, 0));
+            }));
+          }
+          parts.push_back(Loop("fw", Wd, ForKind::kVectorized, [&](const PrimExpr& w) {
+            PrimExpr v = Cast(acc_t, Load(X, {n, g * Cg + c, ihc, w}));
+            return Store(rows, {c, kh, w + PrimExpr(pl)}, Select(valid, v, MakeConst(acc_t, 0)));
+          }));
+          if (pr > 0) {
+            parts.push_back(Loop("fr", PrimExpr(pr), ForKind::kVectorized, [&](const PrimExpr& w) {
+              return Store(rows, {c, kh, w + Wd + PrimExpr(pl)}, MakeConst(acc_t, 0));
+            }));
+          }
+          return Seq(std::move(parts));
+        });
+      });
+      in = [&](const PrimExpr& c, const PrimExpr& kh, const PrimExpr& col) {
+        return Load(rows, {c, kh, col});
+      };
+    } else {
+      in = [&](const PrimExpr& c, const PrimExpr& kh, const PrimExpr& col) {
+        return Cast(acc_t, Load(X, {n, g * Cg + c, oh * PrimExpr(sh) + kh * PrimExpr(dh), col}));
+      };
+    }
+    Stmt tiles = Loop("wo", CeilDiv(OW, tile.vw), ForKind::kSerial, [&](const PrimExpr& wo) {
+      PrimExpr ow0 = Min(wo * VW, OW - VW);
+      Buffer acc = MakeBuffer("conv_acc", acc_t, {OB, VW}, BufferNode::Scope::kLocal);
+      Buffer xv = MakeBuffer("conv_in", acc_t, {VW}, BufferNode::Scope::kLocal);
+      Stmt zero = Loop("zo", OB, ForKind::kUnrolled, [&](const PrimExpr& o) {
+        return Loop("zw", VW, ForKind::kVectorized, [&](const PrimExpr& w) {
+          return Store(acc, {o, w}, MakeConst(acc_t, 0));
+        });
+      });
+      Stmt red = Loop("rc", Cg, ForKind::kSerial, [&](const PrimExpr& c) {
+        return Loop("rh", KH, ForKind::kSerial, [&](const PrimExpr& kh) {
+          return Loop("rw", KW, kw_kind, [&](const PrimExpr& kw) {
+            Stmt load = Loop("lw", VW, ForKind::kVectorized, [&](const PrimExpr& w) {
+              return Store(xv, {w}, in(c, kh, ow0 + w + kw * PrimExpr(dw)));
+            });
+            Stmt fma = Loop("o", OB, ForKind::kUnrolled, [&](const PrimExpr& o) {
+              PrimExpr oc = g * Og + Min(ob * OB + o, Og - 1);
+              PrimExpr wv = Cast(acc_t, Load(W, {oc, c, kh, kw}));
+              return Loop("w", VW, ForKind::kVectorized, [&](const PrimExpr& w) {
+                return Store(acc, {o, w}, Load(acc, {o, w}) + Load(xv, {w}) * wv);
+              });
+            });
+            return Seq({load, fma});
+          });
+        });
+      });
+      Stmt store = Loop("so", Min(OB, Og - ob * OB), ForKind::kSerial, [&](const PrimExpr& o) {
+        return Loop("sw", VW, ForKind::kVectorized, [&](const PrimExpr& w) {
+          std::vector<PrimExpr> yi = {n, g * Og + ob * OB + o, oh, ow0 + w};
+          PrimExpr v = Cast(Y->dtype, Load(acc, {o, w}));
+          return Store(Y, yi, epilogue ? epilogue(v, yi) : v);
+        });
+      });
+      return Allocate(acc, Allocate(xv, Seq({zero, red, store})));
+    });
+    if (!strip) return tiles;
+    return Allocate(rows, Seq({fill, tiles}));
+  });
+}
+
 absl::StatusOr<Stmt> ScheduleConv2d(const LowerContext& ctx, const std::vector<Buffer>& outputs,
                                     const Epilogue& epilogue) {
   absl::StatusOr<Buffer> x_or = nn_internal::InputBuffer(ctx, 0, kConv2d);
@@ -159,8 +331,16 @@ absl::StatusOr<Stmt> ScheduleConv2d(const LowerContext& ctx, const std::vector<B
   };
 
   const int64_t* og_const = Og.as_int();
+  const int64_t* ow_const = OW.as_int();
   Stmt compute;
-  if (og_const == nullptr || *og_const >= 8) {
+  if (UseRowsSchedule(ow_const, og_const, sw)) {
+    const RowsTile tile = ChooseRowsTile(*ow_const, *og_const);
+    if (!padded) return ScheduleConv2dRows(X, W, Y, acc_t, *p, tile, /*strip=*/false, epilogue);
+    if (RowsStripShape(Cg, KH, Wp).has_value()) {
+      return ScheduleConv2dRows(X, W, Y, acc_t, *p, tile, /*strip=*/true, epilogue);
+    }
+    compute = ScheduleConv2dRows(Xp, W, Y, acc_t, *p, tile, /*strip=*/false, epilogue);
+  } else if (og_const == nullptr || *og_const >= 8) {
     // Wide: packed weights, wt x bo register tile.
     const int64_t bo = og_const ? std::min(kBlock, *og_const) : kBlock;
     int64_t wt = 6;

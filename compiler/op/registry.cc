@@ -9,6 +9,9 @@
 #include "compiler/op/op.h"
 
 namespace tether::compiler {
+
+void RegisterImageOps();  // image.cc: resize2d
+
 namespace {
 
 absl::flat_hash_map<std::string, OpInfo>& Table() {
@@ -24,6 +27,7 @@ void RegisterAll() {
     RegisterManipulationOps();
     RegisterLinearAlgebraOps();
     RegisterNNOps();
+    RegisterImageOps();
     RegisterBuiltinOps();
   });
 }

@@ -228,6 +228,84 @@ TEST(Conv2dScheduleTest, Float16) {
   ExpectConv({1, 4, 6, 7}, {8, 4, 3, 3}, p, 10, kF16);
 }
 
+// The kernel IR text of conv2d on inputs of these shapes (which schedule ran).
+std::string Conv2dKernelText(const Shape& xs, const Shape& ws, const Conv& p) {
+  absl::StatusOr<Expr> call = optest::MakeOpCall("relax.nn.conv2d",
+                                                 {optest::TensorVar("x", optest::Dims(xs), kF32),
+                                                  optest::TensorVar("w", optest::Dims(ws), kF32)},
+                                                 p.attrs());
+  if (!call.ok()) return std::string(call.status().message());
+  absl::StatusOr<KernelFunc> kernel = LowerCallToKernel(*call->as<CallNode>(), "conv");
+  if (!kernel.ok()) return std::string(kernel.status().message());
+  return ToString(*kernel);
+}
+
+TEST(Conv2dScheduleTest, ThinConvolutionsUseTheRowsSchedule) {
+  Conv p;
+  p.padding = {1, 1, 1, 1};
+  // Three input channels (an image stem): padded per task, no padded copy.
+  std::string stem = Conv2dKernelText({1, 3, 32, 32}, {16, 3, 3, 3}, p);
+  EXPECT_NE(stem.find("conv_rows"), std::string::npos) << stem;
+  EXPECT_EQ(stem.find("conv_padded"), std::string::npos) << stem;
+  EXPECT_EQ(stem.find("conv_packed_w"), std::string::npos) << stem;
+  // Many channels on a wide row keep the channel-vectorized schedule.
+  std::string wide = Conv2dKernelText({1, 64, 8, 56}, {64, 64, 3, 3}, p);
+  EXPECT_NE(wide.find("conv_packed_w"), std::string::npos) << wide;
+  // Column stride 2 is not the rows schedule's (its loads would gather).
+  p.strides = {2, 2};
+  std::string strided = Conv2dKernelText({1, 3, 32, 32}, {16, 3, 3, 3}, p);
+  EXPECT_EQ(strided.find("conv_rows"), std::string::npos) << strided;
+}
+
+TEST(Conv2dScheduleTest, RowsThinInputChannels) {
+  Conv p;
+  p.padding = {1, 1, 1, 1};
+  ExpectConv({1, 3, 32, 32}, {16, 3, 3, 3}, p, 21);
+  ExpectConv({2, 1, 9, 12}, {5, 1, 3, 3}, p, 22);
+}
+
+TEST(Conv2dScheduleTest, RowsLastTileShiftedAndChannelTail) {
+  Conv p;
+  p.padding = {0, 2, 1, 1};  // asymmetric
+  // 45 output columns: tiles [0, 32) and [13, 45) overlap.
+  ExpectConv({1, 4, 5, 44}, {6, 4, 3, 3}, p, 23);
+  // 13 output channels: no tile size divides them, the last tile is partial.
+  p.padding = {1, 1, 1, 1};
+  ExpectConv({2, 5, 6, 20}, {13, 5, 3, 3}, p, 24);
+}
+
+TEST(Conv2dScheduleTest, RowsDilationGroupsAndRowStride) {
+  Conv p;
+  p.groups = 2;
+  p.dilation = {2, 3};
+  p.padding = {2, 3, 2, 3};
+  ExpectConv({1, 6, 12, 19}, {8, 3, 3, 3}, p, 25);
+  p = Conv{};
+  p.strides = {2, 1};
+  p.padding = {1, 0, 1, 2};
+  ExpectConv({1, 4, 11, 17}, {12, 4, 3, 3}, p, 26);
+  p = Conv{};
+  p.groups = 8;  // depthwise, unit stride
+  p.padding = {1, 1, 1, 1};
+  ExpectConv({1, 8, 10, 16}, {8, 1, 3, 3}, p, 27);
+}
+
+TEST(Conv2dScheduleTest, RowsWithoutPaddingAndWithALargeStrip) {
+  // No padding: the rows schedule reads the input in place.
+  ExpectConv({1, 2, 7, 16}, {4, 2, 3, 3}, Conv{}, 28);
+  // 64 channels x 3 rows x 50 padded columns exceed the per-task strip: the
+  // input is padded into a scratch buffer first.
+  Conv p;
+  p.padding = {1, 1, 1, 1};
+  ExpectConv({1, 64, 4, 48}, {8, 64, 3, 3}, p, 29);
+}
+
+TEST(Conv2dScheduleTest, RowsFloat16) {
+  Conv p;
+  p.padding = {1, 1, 1, 1};
+  ExpectConv({1, 3, 5, 16}, {4, 3, 3, 3}, p, 30, kF16);
+}
+
 TEST(Conv2dScheduleTest, AppliesEpilogue) {
   HostTensor x = Random({1, 6, 8, 9}, kF32, 11), w = Random({10, 6, 3, 3}, kF32, 12);
   Conv p;

@@ -127,6 +127,9 @@ void RegisterNNConverters();           // convert_nn.cc: MatMul, Gemm, Conv, poo
 void RegisterShapeConverters();        // convert_shape.cc: Reshape, Transpose, Flatten,
                                        // Squeeze, Unsqueeze, Concat, Split, Slice, Gather,
                                        // Expand, Tile, ...
+void RegisterLossConverters();         // convert_loss.cc: NegativeLogLikelihoodLoss,
+                                       // SoftmaxCrossEntropyLoss
+void RegisterResizeConverters();       // convert_resize.cc: Resize, Upsample
 
 }  // namespace tether::compiler::onnx_frontend
 

@@ -5,7 +5,7 @@
 // its (op_type, opset), and the graph outputs are emitted as R.output.
 //
 // The converter registry lives here too: it is filled once, on the first
-// import, by the four Register*Converters family functions.
+// import, by the Register*Converters family functions (one per convert_*.cc).
 #include "compiler/frontend/onnx/importer.h"
 
 #include <algorithm>
@@ -53,6 +53,8 @@ const Registry& GetRegistry() {
     RegisterTensorConverters();
     RegisterNNConverters();
     RegisterShapeConverters();
+    RegisterLossConverters();
+    RegisterResizeConverters();
     return true;
   }();
   (void)filled;

@@ -1,0 +1,288 @@
+// ONNX converters for Resize (opsets 10, 11, 13) and Upsample (opsets 7, 9),
+// onto relax.image.resize2d (compiler/op/image.cc).
+//
+// The output shape comes from `sizes` or from `scales` (floor(in * scale), as
+// ONNX's reference), so those inputs -- and `roi` for tf_crop_and_resize --
+// must be known at import time: initializers, Constants or shape-derived
+// values (`sizes` may then be symbolic). A run-time value is UNIMPLEMENTED
+// with "must be known at import time", the message the conformance runner
+// recognizes. Only the last two dims may be resized; other ranks than 4 are
+// reshaped to (prod(leading dims), 1, H, W) and back. When `scales` is
+// given, the op's `scale` attribute carries it, because ONNX transforms
+// coordinates with the given scale, not with out / in.
+//
+// Resize-10 and Upsample have no coordinate_transformation_mode: they are
+// asymmetric, and nearest rounds down when upsampling and up when
+// downsampling (ONNX Runtime's behaviour, which the test data follows).
+#include <cmath>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "compiler/frontend/onnx/convert_nn_util.h"
+#include "compiler/frontend/onnx/converter.h"
+#include "compiler/frontend/onnx/known_ints.h"
+#include "compiler/ir/arith.h"
+#include "onnx/onnx_pb.h"
+#include "runtime/core/error.h"
+
+namespace tether::compiler::onnx_frontend {
+namespace {
+
+using nn_convert::InputShape;
+using nn_convert::Outputs;
+
+// Where a node's inputs and attributes are, by operator version.
+struct ResizeForm {
+  int roi = -1;         // input index of roi, -1: none
+  int scales = -1;      // input index of scales, -1: the `scales` attribute (Upsample-7)
+  int sizes = -1;       // input index of sizes, -1: none
+  bool legacy = false;  // Resize-10 / Upsample: asymmetric, "simple" nearest rounding
+};
+
+// A float input known at import time as doubles; nullopt when absent or
+// empty (opset 11 marks an unused scales or roi by an empty tensor).
+absl::StatusOr<std::optional<std::vector<double>>> ConstantFloats(ConvertContext& ctx, int i,
+                                                                  absl::string_view what,
+                                                                  absl::string_view why) {
+  if (i < 0 || !ctx.HasInput(i)) return std::optional<std::vector<double>>();
+  std::optional<Tensor> t = ctx.ConstantInput(i);
+  if (!t.has_value()) {
+    return ctx.Unsupported(
+        absl::StrCat("input ", i, " (", what, ") must be known at import time (", why, ")"));
+  }
+  if ((*t)->NumElements() == 0) return std::optional<std::vector<double>>();
+  std::optional<std::vector<double>> v = DoublesFromTensor(*t);
+  if (!v.has_value()) {
+    return ctx.Invalid(absl::StrCat("input ", i, " (", what, ") has the non-numeric dtype ",
+                                    (*t)->dtype().ToString()));
+  }
+  return v;
+}
+
+std::string ModeOf(ConvertContext& ctx, const ResizeForm& form) {
+  if (form.legacy) return "asymmetric";
+  const std::string mode = ctx.AttrString("coordinate_transformation_mode", "half_pixel");
+  // The ONNX test suite (and exporters of its time) spell it short.
+  return mode == "tf_half_pixel_for_nn" ? std::string("tf_half_pixel_for_nearest") : mode;
+}
+
+Outputs ConvertResize(ConvertContext& ctx, const ResizeForm& form) {
+  TETHER_ASSIGN_OR_RETURN(std::vector<PrimExpr> in, InputShape(ctx, 0));
+  const size_t rank = in.size();
+  if (rank == 0) return ctx.Invalid("the input is a scalar (nothing to resize)");
+
+  // The method.
+  const std::string mode = ctx.AttrString("mode", "nearest");
+  std::string method;
+  if (mode == "nearest") {
+    method = "nearest_neighbor";
+  } else if (mode == "linear" || (form.legacy && mode == "bilinear")) {
+    method = "linear";
+  } else if (mode == "cubic" && !form.legacy) {
+    method = "cubic";
+  } else {
+    return ctx.Invalid(absl::StrCat("mode '", mode, "' is not one of nearest, linear",
+                                    form.legacy ? "" : ", cubic"));
+  }
+  const std::string ctm = ModeOf(ctx, form);
+  if (ctm == "half_pixel_symmetric") {
+    return ctx.Unsupported("coordinate_transformation_mode half_pixel_symmetric");
+  }
+  if (ctm != "half_pixel" && ctm != "align_corners" && ctm != "asymmetric" &&
+      ctm != "pytorch_half_pixel" && ctm != "tf_crop_and_resize" &&
+      ctm != "tf_half_pixel_for_nearest") {
+    return ctx.Invalid(absl::StrCat("coordinate_transformation_mode '", ctm, "' is unknown"));
+  }
+
+  // Scales or sizes.
+  std::optional<std::vector<double>> scales;
+  if (form.scales < 0) {
+    if (!ctx.HasAttr("scales")) return ctx.Invalid("the scales attribute is required");
+    std::vector<float> f = ctx.AttrFloats("scales");
+    scales = std::vector<double>(f.begin(), f.end());
+  } else {
+    TETHER_ASSIGN_OR_RETURN(
+        scales, ConstantFloats(ctx, form.scales, "scales", "the output shape depends on it"));
+  }
+  std::optional<std::vector<PrimExpr>> sizes;
+  if (form.sizes >= 0 && ctx.HasInput(form.sizes)) {
+    std::optional<KnownInts> k = ctx.KnownInput(form.sizes);
+    if (!k.has_value()) {
+      return ctx.Unsupported(absl::StrCat("input ", form.sizes,
+                                          " (sizes) must be known at import time (the output "
+                                          "shape is its value)"));
+    }
+    if (!k->values.empty()) sizes = k->values;
+  }
+  if (scales.has_value() && sizes.has_value()) {
+    return ctx.Invalid("scales and sizes are both given (only one may be)");
+  }
+  if (!scales.has_value() && !sizes.has_value()) {
+    return ctx.Invalid("neither scales nor sizes is given");
+  }
+  const size_t given = scales.has_value() ? scales->size() : sizes->size();
+  if (given != rank) {
+    return ctx.Invalid(absl::StrCat(scales.has_value() ? "scales" : "sizes", " has ", given,
+                                    " values for an input of ", rank, " dims"));
+  }
+  if (scales.has_value()) {
+    for (double s : *scales) {
+      if (!(s > 0) || !std::isfinite(s)) {
+        return ctx.Invalid(absl::StrCat("scales [", absl::StrJoin(*scales, ", "),
+                                        "] must be positive and finite"));
+      }
+    }
+  }
+
+  // roi, read by tf_crop_and_resize only.
+  std::vector<double> roi;
+  for (size_t d = 0; d < rank; ++d) roi.push_back(0.0);
+  for (size_t d = 0; d < rank; ++d) roi.push_back(1.0);
+  if (ctm == "tf_crop_and_resize") {
+    TETHER_ASSIGN_OR_RETURN(
+        std::optional<std::vector<double>> r,
+        ConstantFloats(ctx, form.roi, "roi", "tf_crop_and_resize maps coordinates through it"));
+    if (r.has_value()) {
+      if (r->size() != 2 * rank) {
+        return ctx.Invalid(absl::StrCat("roi has ", r->size(), " values for an input of ", rank,
+                                        " dims, expected ", 2 * rank));
+      }
+      roi = *r;
+    }
+  }
+
+  // Only the last two dims (the last one for rank 1) may change.
+  const size_t first_spatial = rank >= 2 ? rank - 2 : 0;
+  for (size_t d = 0; d < first_spatial; ++d) {
+    const bool same = scales.has_value() ? (*scales)[d] == 1.0 : ProveEqual((*sizes)[d], in[d]);
+    const int64_t* dim = in[d].as_int();
+    const bool roi_identity =
+        (roi[d] == 0.0 && roi[rank + d] == 1.0) || (dim != nullptr && *dim == 1);
+    if (!same || (ctm == "tf_crop_and_resize" && !roi_identity)) {
+      return ctx.Unsupported(absl::StrCat(
+          "resizing dim ", d, " of ", rank,
+          " (only the last two dims can be resized; scales/sizes must keep the others)"));
+    }
+  }
+
+  // The spatial axes (height, width), with a unit height for rank 1.
+  std::vector<PrimExpr> in_hw, out_hw;
+  std::vector<double> scale_hw, roi_hw(4);
+  for (size_t d = first_spatial; d < rank; ++d) {
+    if (sizes.has_value()) {
+      out_hw.push_back((*sizes)[d]);
+    } else {
+      const double s = (*scales)[d];
+      if (const int64_t* v = in[d].as_int()) {
+        out_hw.push_back(PrimExpr(static_cast<int64_t>(std::floor(static_cast<double>(*v) * s))));
+      } else if (s == std::floor(s)) {
+        out_hw.push_back(Simplify(in[d] * PrimExpr(static_cast<int64_t>(s))));
+      } else {
+        return ctx.Unsupported(absl::StrCat("scale ", s, " of the symbolic dim ", ToString(in[d]),
+                                            " (only integer scales keep the shape symbolic)"));
+      }
+      scale_hw.push_back(s);
+    }
+    in_hw.push_back(in[d]);
+  }
+  if (rank == 1) {
+    in_hw.insert(in_hw.begin(), PrimExpr(1));
+    out_hw.insert(out_hw.begin(), PrimExpr(1));
+    if (!scale_hw.empty()) scale_hw.insert(scale_hw.begin(), 1.0);
+  }
+  for (int k = 0; k < 2; ++k) {
+    const size_t d = rank == 1 ? 0 : first_spatial + static_cast<size_t>(k);
+    roi_hw[k] = rank == 1 && k == 0 ? 0.0 : roi[d];
+    roi_hw[2 + k] = rank == 1 && k == 0 ? 1.0 : roi[rank + d];
+  }
+  for (const PrimExpr& o : out_hw) {
+    if (const int64_t* v = o.as_int(); v != nullptr && *v < 1) {
+      return ctx.Unsupported(absl::StrCat("an empty output (output spatial dims ",
+                                          ToString(out_hw[0]), " x ", ToString(out_hw[1]), ")"));
+    }
+  }
+
+  // Rounding of nearest.
+  std::string rounding = "round_prefer_floor";
+  if (form.legacy) {
+    // A scale of 1 maps to integers, which both roundings keep.
+    const bool up = scales.has_value() && (*scales)[rank - 1] >= 1.0 &&
+                    (rank == 1 || (*scales)[rank - 2] >= 1.0);
+    const bool down = scales.has_value() && (*scales)[rank - 1] <= 1.0 &&
+                      (rank == 1 || (*scales)[rank - 2] <= 1.0);
+    if (method == "nearest_neighbor" && !up && !down) {
+      return ctx.Unsupported(
+          "nearest with one spatial axis scaled up and the other down (the two round "
+          "differently)");
+    }
+    rounding = up ? "floor" : "ceil";
+  } else {
+    rounding = ctx.AttrString("nearest_mode", "round_prefer_floor");
+    if (rounding != "round_prefer_floor" && rounding != "round_prefer_ceil" &&
+        rounding != "floor" && rounding != "ceil") {
+      return ctx.Invalid(absl::StrCat("nearest_mode '", rounding, "' is unknown"));
+    }
+  }
+
+  Attrs attrs;
+  attrs["size"] = out_hw;
+  attrs["layout"] = std::string("NCHW");
+  attrs["method"] = method;
+  attrs["coordinate_transformation_mode"] = ctm;
+  attrs["rounding_method"] = rounding;
+  attrs["cubic_alpha"] = static_cast<double>(ctx.AttrFloat("cubic_coeff_a", -0.75f));
+  attrs["cubic_exclude"] = static_cast<int64_t>(ctx.AttrInt("exclude_outside", 0) != 0);
+  attrs["extrapolation_value"] = static_cast<double>(ctx.AttrFloat("extrapolation_value", 0.0f));
+  if (ctm == "tf_crop_and_resize") {
+    std::vector<PrimExpr> r;
+    for (double v : roi_hw) r.push_back(FloatImm(DataType::Float(64), v));
+    attrs["roi"] = r;
+  }
+  if (!scale_hw.empty()) {
+    std::vector<PrimExpr> s;
+    for (double v : scale_hw) s.push_back(FloatImm(DataType::Float(64), v));
+    attrs["scale"] = s;
+  }
+
+  TETHER_ASSIGN_OR_RETURN(Expr x, ctx.Input(0));
+  if (rank != 4) {
+    std::vector<PrimExpr> lead(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(first_spatial));
+    TETHER_ASSIGN_OR_RETURN(
+        x,
+        ctx.EmitOp("relax.reshape",
+                   {x, MakeShapeExpr({Simplify(Product(lead)), PrimExpr(1), in_hw[0], in_hw[1]})}));
+  }
+  TETHER_ASSIGN_OR_RETURN(Expr y, ctx.EmitOp("relax.image.resize2d", {x}, std::move(attrs)));
+  if (rank != 4) {
+    std::vector<PrimExpr> out_shape(in.begin(),
+                                    in.begin() + static_cast<std::ptrdiff_t>(first_spatial));
+    for (size_t k = rank == 1 ? 1 : 0; k < 2; ++k) out_shape.push_back(out_hw[k]);
+    TETHER_ASSIGN_OR_RETURN(y, ctx.EmitOp("relax.reshape", {y, MakeShapeExpr(out_shape)}));
+  }
+  return std::vector<OnnxValue>{OnnxValue::Of(y)};
+}
+
+}  // namespace
+
+void RegisterResizeConverters() {
+  RegisterConverter("Upsample", 7, [](ConvertContext& ctx) {
+    return ConvertResize(ctx, ResizeForm{-1, -1, -1, true});
+  });
+  RegisterConverter("Upsample", 9, [](ConvertContext& ctx) {
+    return ConvertResize(ctx, ResizeForm{-1, 1, -1, true});
+  });
+  RegisterConverter("Resize", 10, [](ConvertContext& ctx) {
+    return ConvertResize(ctx, ResizeForm{-1, 1, -1, true});
+  });
+  RegisterConverter("Resize", 11, [](ConvertContext& ctx) {
+    return ConvertResize(ctx, ResizeForm{1, 2, 3, false});
+  });
+  RegisterConverter("Resize", 13, [](ConvertContext& ctx) {
+    return ConvertResize(ctx, ResizeForm{1, 2, 3, false});
+  });
+}
+
+}  // namespace tether::compiler::onnx_frontend

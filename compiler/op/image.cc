@@ -1,0 +1,369 @@
+// relax.image.resize2d: resizes the two spatial dims of an NCHW tensor by
+// nearest-neighbour, linear or cubic interpolation, with the attributes of
+// TVM's relax.image.resize2d:
+//   size                              (out_h, out_w) (one value: both)
+//   roi                               [start_h, start_w, end_h, end_w] in
+//                                     normalized coordinates, read by
+//                                     tf_crop_and_resize only (default [0, 0, 1, 1])
+//   layout                            "NCHW" (the only one supported)
+//   method                            nearest_neighbor | linear | cubic
+//   coordinate_transformation_mode    half_pixel | align_corners | asymmetric |
+//                                     pytorch_half_pixel | tf_crop_and_resize |
+//                                     tf_half_pixel_for_nearest
+//   rounding_method                   round | floor | ceil | round_prefer_floor |
+//                                     round_prefer_ceil ("" : round), nearest only
+//   cubic_alpha, cubic_exclude        the cubic kernel's a and whether taps outside
+//                                     the input get weight 0 (the rest renormalized;
+//                                     linear too, as ONNX's exclude_outside)
+//   extrapolation_value               tf_crop_and_resize's value outside the input
+//   out_dtype                         the result's dtype (default: the data's)
+// and one Tether extension, `scale` (h, w): the scale factors the coordinate
+// transformation divides by. ONNX Resize given `scales` transforms with
+// those, not with out/in (a 4-wide axis scaled by 0.6 has 2 outputs but
+// maps x to (x + 0.5) / 0.6 - 0.5); absent, the scale is out/in, as TVM.
+//
+// The semantics are ONNX's (onnx/reference/ops/op_resize.py): each axis maps
+// an output index to a real input coordinate, whose floor x0 and fraction t
+// pick the taps (nearest: one by the rounding method; linear: x0, x0 + 1;
+// cubic: x0 - 1 .. x0 + 2) and their weights; tap indices are clamped to the
+// input (edge padding), and the 2-D value is the separable sum. Coordinates
+// and weights are computed in float64, the sum in float64 too, and cast to
+// the output dtype at the end (integer outputs truncate, as the reference's
+// astype). The operator is injective (a `compute`), as TVM registers it:
+// each output element reads at most 16 input elements.
+//
+// The text parser reads list attributes as int dims, so `roi` and `scale`
+// (float lists) print but do not parse back yet.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "compiler/op/op.h"
+#include "compiler/op/op_common.h"
+
+namespace tether::compiler {
+
+void RegisterImageOps();
+
+namespace {
+
+constexpr char kResize2d[] = "relax.image.resize2d";
+
+bool OneOf(const std::string& s, const std::vector<std::string>& options) {
+  for (const std::string& o : options) {
+    if (s == o) return true;
+  }
+  return false;
+}
+
+// A list attribute of numbers (ints, or PrimExpr int/float constants) as
+// doubles; nullopt when absent. INVALID_ARGUMENT naming `key` for anything else.
+absl::StatusOr<std::optional<std::vector<double>>> NumbersAttr(const CallNode& call,
+                                                               const std::string& key) {
+  auto it = call.attrs.find(key);
+  if (it == call.attrs.end()) return std::optional<std::vector<double>>();
+  std::vector<double> out;
+  if (const auto* ints = std::get_if<std::vector<int64_t>>(&it->second)) {
+    for (int64_t v : *ints) out.push_back(static_cast<double>(v));
+    return std::optional<std::vector<double>>(out);
+  }
+  if (const auto* exprs = std::get_if<std::vector<PrimExpr>>(&it->second)) {
+    for (const PrimExpr& e : *exprs) {
+      if (const auto* f = e.as<FloatImmNode>()) {
+        out.push_back(f->value);
+      } else if (const int64_t* i = e.as_int()) {
+        out.push_back(static_cast<double>(*i));
+      } else {
+        return OpError(call, absl::StrCat(key, " must hold constants, got ", ToString(e)));
+      }
+    }
+    return std::optional<std::vector<double>>(out);
+  }
+  return OpError(call, absl::StrCat(key, " must be a list of numbers, got ", ToString(it->second)));
+}
+
+// The resolved attributes of one call.
+struct ResizeParams {
+  std::vector<PrimExpr> size;                // (out_h, out_w)
+  std::vector<double> roi;                   // start_h, start_w, end_h, end_w
+  std::optional<std::vector<double>> scale;  // (h, w), when given
+  std::string method;
+  std::string mode;
+  std::string rounding;
+  double cubic_alpha = -0.75;
+  bool cubic_exclude = false;
+  double extrapolation_value = 0.0;
+  std::optional<DataType> out_dtype;
+};
+
+absl::StatusOr<ResizeParams> ParseResizeAttrs(const CallNode& call) {
+  ResizeParams p;
+  auto size = call.attrs.find("size");
+  if (size == call.attrs.end()) return OpError(call, "the size attribute is required");
+  if (const auto* ints = std::get_if<std::vector<int64_t>>(&size->second)) {
+    for (int64_t v : *ints) p.size.push_back(PrimExpr(v));
+  } else if (const auto* exprs = std::get_if<std::vector<PrimExpr>>(&size->second)) {
+    for (const PrimExpr& e : *exprs) {
+      if (!e.dtype().is_int()) {
+        return OpError(call, absl::StrCat("size must hold integers, got ", ToString(e)));
+      }
+      p.size.push_back(e);
+    }
+  } else {
+    return OpError(call, absl::StrCat("size must be a list of ints, got ", ToString(size->second)));
+  }
+  if (p.size.size() == 1) p.size.push_back(p.size[0]);
+  if (p.size.size() != 2) {
+    return OpError(call, absl::StrCat("size must have 1 or 2 values, got ", p.size.size()));
+  }
+  for (const PrimExpr& d : p.size) {
+    if (const int64_t* v = d.as_int(); v != nullptr && *v < 1) {
+      return OpError(call, absl::StrCat("size must be positive, got ", ToString(size->second)));
+    }
+  }
+
+  absl::StatusOr<std::optional<std::vector<double>>> roi = NumbersAttr(call, "roi");
+  if (!roi.ok()) return roi.status();
+  p.roi = roi->value_or(std::vector<double>{0, 0, 1, 1});
+  if (p.roi.size() != 4) {
+    return OpError(call, absl::StrCat("roi must have 4 values (start_h, start_w, end_h, end_w), "
+                                      "got ",
+                                      p.roi.size()));
+  }
+  absl::StatusOr<std::optional<std::vector<double>>> scale = NumbersAttr(call, "scale");
+  if (!scale.ok()) return scale.status();
+  p.scale = *scale;
+  if (p.scale.has_value()) {
+    if (p.scale->size() == 1) p.scale->push_back((*p.scale)[0]);
+    if (p.scale->size() != 2 || !((*p.scale)[0] > 0) || !((*p.scale)[1] > 0)) {
+      return OpError(call, absl::StrCat("scale must be 1 or 2 positive values, got [",
+                                        absl::StrJoin(*p.scale, ", "), "]"));
+    }
+  }
+
+  const std::string layout = GetStringAttr(call.attrs, "layout", "NCHW");
+  if (layout != "NCHW") {
+    return OpError(call, absl::StrCat("layout '", layout, "' is not supported (only NCHW)"));
+  }
+  p.method = GetStringAttr(call.attrs, "method", "linear");
+  if (!OneOf(p.method, {"nearest_neighbor", "linear", "cubic"})) {
+    return OpError(call, absl::StrCat("method '", p.method,
+                                      "' is not one of nearest_neighbor, linear, cubic"));
+  }
+  p.mode = GetStringAttr(call.attrs, "coordinate_transformation_mode", "half_pixel");
+  if (!OneOf(p.mode, {"half_pixel", "align_corners", "asymmetric", "pytorch_half_pixel",
+                      "tf_crop_and_resize", "tf_half_pixel_for_nearest"})) {
+    return OpError(call, absl::StrCat("coordinate_transformation_mode '", p.mode,
+                                      "' is not one of half_pixel, align_corners, asymmetric, "
+                                      "pytorch_half_pixel, tf_crop_and_resize, "
+                                      "tf_half_pixel_for_nearest"));
+  }
+  p.rounding = GetStringAttr(call.attrs, "rounding_method", "round");
+  if (p.rounding.empty()) p.rounding = "round";
+  if (!OneOf(p.rounding, {"round", "floor", "ceil", "round_prefer_floor", "round_prefer_ceil"})) {
+    return OpError(call, absl::StrCat("rounding_method '", p.rounding,
+                                      "' is not one of round, floor, ceil, round_prefer_floor, "
+                                      "round_prefer_ceil"));
+  }
+  p.cubic_alpha = GetFloatAttr(call.attrs, "cubic_alpha", -0.75);
+  auto exclude = call.attrs.find("cubic_exclude");
+  if (exclude != call.attrs.end()) {
+    if (const auto* b = std::get_if<bool>(&exclude->second)) {
+      p.cubic_exclude = *b;
+    } else {
+      p.cubic_exclude = GetIntAttr(call.attrs, "cubic_exclude", 0) != 0;
+    }
+  }
+  p.extrapolation_value = GetFloatAttr(call.attrs, "extrapolation_value", 0.0);
+  if (call.attrs.count("out_dtype") > 0) {
+    p.out_dtype = GetDTypeAttr(call.attrs, "out_dtype");
+    if (!p.out_dtype.has_value()) {
+      return OpError(call, absl::StrCat("out_dtype ", ToString(call.attrs.at("out_dtype")),
+                                        " is not a dtype"));
+    }
+  }
+  return p;
+}
+
+absl::StatusOr<StructInfo> InferResize2d(const CallNode& call) {
+  if (absl::Status s = CheckNumArgs(call, 1); !s.ok()) return s;
+  absl::StatusOr<const TensorStructInfoNode*> x = TensorArg(call, 0);
+  if (!x.ok()) return x.status();
+  absl::StatusOr<ResizeParams> p = ParseResizeAttrs(call);
+  if (!p.ok()) return p.status();
+  if ((*x)->ndim != -1 && (*x)->ndim != 4) {
+    return OpError(call, absl::StrCat("data must have 4 dims (NCHW), got ", (*x)->ndim));
+  }
+  std::optional<DataType> dtype = p->out_dtype.has_value() ? p->out_dtype : (*x)->dtype;
+  if ((*x)->dtype.has_value() && !(*x)->dtype->is_float() && !(*x)->dtype->is_int() &&
+      !(*x)->dtype->is_uint()) {
+    return OpError(call, absl::StrCat("data of dtype ", (*x)->dtype->ToString(),
+                                      " cannot be resized (numbers only)"));
+  }
+  if (!(*x)->shape.has_value()) return TensorSInfoOfRank(4, dtype);
+  const std::vector<PrimExpr>& s = *(*x)->shape;
+  return TensorSInfo({s[0], s[1], p->size[0], p->size[1]}, dtype);
+}
+
+// ---- compute -------------------------------------------------------------
+
+const DataType kF64 = DataType::Float(64);
+
+PrimExpr F64(double v) { return FloatImm(kF64, v); }
+PrimExpr ToF64(const PrimExpr& e) { return Cast(kF64, e); }
+PrimExpr FloorF(const PrimExpr& e) { return Call(kF64, "floor", {e}); }
+
+// One axis of the resize: its input extent, output extent, scale and roi.
+struct Axis {
+  PrimExpr in;     // int64 input extent
+  PrimExpr out;    // int64 output extent
+  PrimExpr scale;  // float64 scale factor (given, or out / in)
+  double roi_start = 0, roi_end = 1;
+};
+
+// The input coordinate (float64) output index `o` maps to.
+PrimExpr SourceCoordinate(const ResizeParams& p, const Axis& a, const PrimExpr& o) {
+  const PrimExpr of = ToF64(o);
+  const PrimExpr in_f = ToF64(a.in);
+  // ONNX's reference compares the real-valued output extent scale * in.
+  const PrimExpr out_real = a.scale * in_f;
+  if (p.mode == "half_pixel") return (of + F64(0.5)) / a.scale - F64(0.5);
+  if (p.mode == "pytorch_half_pixel") {
+    return Select(EQ(out_real, F64(1.0)), F64(-0.5), (of + F64(0.5)) / a.scale - F64(0.5));
+  }
+  if (p.mode == "align_corners") {
+    return Select(EQ(out_real, F64(1.0)), F64(0.0), of * (in_f - F64(1.0)) / (out_real - F64(1.0)));
+  }
+  if (p.mode == "asymmetric") return of / a.scale;
+  if (p.mode == "tf_half_pixel_for_nearest") return (of + F64(0.5)) / a.scale;
+  // tf_crop_and_resize: the roi spans [start, end] * (in - 1).
+  const PrimExpr span = F64(a.roi_end - a.roi_start) * (in_f - F64(1.0));
+  const PrimExpr start = F64(a.roi_start) * (in_f - F64(1.0));
+  return Select(GT(a.out, 1), start + of * span / ToF64(a.out - 1), start + span * F64(0.5));
+}
+
+// One tap of an axis: the clamped input index and its weight (float64).
+struct Tap {
+  PrimExpr index;
+  PrimExpr weight;
+};
+
+PrimExpr Clamp(const PrimExpr& i, const PrimExpr& extent) { return Max(Min(i, extent - 1), 0); }
+
+// The cubic convolution kernel of ONNX / Keys with parameter A at distance d
+// (|d| < 2): (A+2)|d|^3 - (A+3)|d|^2 + 1 for |d| <= 1, A|d|^3 - 5A|d|^2 +
+// 8A|d| - 4A for 1 < |d| < 2.
+PrimExpr CubicNear(const PrimExpr& d, double A) {
+  return (F64(A + 2) * d - F64(A + 3)) * d * d + F64(1.0);
+}
+PrimExpr CubicFar(const PrimExpr& d, double A) {
+  return ((F64(A) * d - F64(5 * A)) * d + F64(8 * A)) * d - F64(4 * A);
+}
+
+// The taps of one axis for output index `o`, and (for tf_crop_and_resize)
+// whether the coordinate falls outside the input.
+std::vector<Tap> AxisTaps(const ResizeParams& p, const Axis& a, const PrimExpr& o,
+                          PrimExpr* outside) {
+  const PrimExpr x = SourceCoordinate(p, a, o);
+  const PrimExpr in_f = ToF64(a.in);
+  *outside =
+      p.mode == "tf_crop_and_resize" ? Or(LT(x, F64(0.0)), GT(x, in_f - F64(1.0))) : BoolImm(false);
+  const PrimExpr xf = FloorF(x);
+  const PrimExpr x0 = Cast(DataType::Int(64), xf);
+  const PrimExpr t = x - xf;
+  std::vector<Tap> taps;
+  if (p.method == "nearest_neighbor") {
+    PrimExpr idx;
+    if (p.rounding == "round_prefer_floor") {
+      idx = Select(LE(t, F64(0.5)), x0, x0 + 1);
+    } else if (p.rounding == "round_prefer_ceil") {
+      idx = Select(LT(t, F64(0.5)), x0, x0 + 1);
+    } else if (p.rounding == "floor") {
+      idx = x0;
+    } else if (p.rounding == "ceil") {
+      idx = Select(EQ(t, F64(0.0)), x0, x0 + 1);
+    } else {  // round: halves away from zero
+      idx = Cast(DataType::Int(64), Call(kF64, "round", {x}));
+    }
+    taps.push_back({Clamp(idx, a.in), F64(1.0)});
+    return taps;
+  }
+  std::vector<PrimExpr> raw_index;
+  std::vector<PrimExpr> weight;
+  if (p.method == "linear") {
+    raw_index = {x0, x0 + 1};
+    weight = {F64(1.0) - t, t};
+  } else {
+    const double A = p.cubic_alpha;
+    raw_index = {x0 - 1, x0, x0 + 1, x0 + 2};
+    weight = {CubicFar(t + F64(1.0), A), CubicNear(t, A), CubicNear(F64(1.0) - t, A),
+              CubicFar(F64(2.0) - t, A)};
+  }
+  if (p.cubic_exclude) {
+    // Taps outside the input weigh nothing; the rest are renormalized.
+    PrimExpr sum = F64(0.0);
+    for (size_t k = 0; k < weight.size(); ++k) {
+      PrimExpr inside = And(GE(raw_index[k], 0), LT(raw_index[k], a.in));
+      weight[k] = Select(inside, weight[k], F64(0.0));
+      sum = sum + weight[k];
+    }
+    for (PrimExpr& w : weight) w = w / sum;
+  }
+  for (size_t k = 0; k < weight.size(); ++k) taps.push_back({Clamp(raw_index[k], a.in), weight[k]});
+  return taps;
+}
+
+PrimExpr ComputeResize2d(const LowerContext& ctx, const std::vector<PrimExpr>& idx) {
+  // Infer ran on this call, so the attributes parse.
+  absl::StatusOr<ResizeParams> p = ParseResizeAttrs(*ctx.call);
+  const std::vector<PrimExpr>& in = ArgShape(ctx, 0);
+  const std::vector<PrimExpr>& out = OutShape(ctx);
+  const DataType out_t = ctx.out_sinfo.as<TensorStructInfoNode>()->dtype.value_or(kF64);
+  Axis axes[2];
+  for (int k = 0; k < 2; ++k) {
+    axes[k].in = in[2 + k];
+    axes[k].out = out[2 + k];
+    axes[k].scale =
+        p->scale.has_value() ? F64((*p->scale)[k]) : ToF64(axes[k].out) / ToF64(axes[k].in);
+    axes[k].roi_start = p->roi[k];
+    axes[k].roi_end = p->roi[2 + k];
+  }
+  PrimExpr out_h, out_w;
+  const std::vector<Tap> th = AxisTaps(*p, axes[0], idx[2], &out_h);
+  const std::vector<Tap> tw = AxisTaps(*p, axes[1], idx[3], &out_w);
+  const TensorReader& read = ctx.inputs[0];
+  PrimExpr value;
+  if (p->method == "nearest_neighbor") {
+    value = read({idx[0], idx[1], th[0].index, tw[0].index});
+  } else {
+    for (const Tap& h : th) {
+      PrimExpr row;
+      for (const Tap& w : tw) {
+        PrimExpr term = w.weight * ToF64(read({idx[0], idx[1], h.index, w.index}));
+        row = row.defined() ? row + term : term;
+      }
+      PrimExpr term = h.weight * row;
+      value = value.defined() ? value + term : term;
+    }
+  }
+  if (p->mode == "tf_crop_and_resize") {
+    value = Select(Or(out_h, out_w), F64(p->extrapolation_value), ToF64(value));
+  }
+  return Cast(out_t, value);
+}
+
+}  // namespace
+
+void RegisterImageOps() {
+  OpInfo info;
+  info.name = kResize2d;
+  info.pattern = OpPattern::kInjective;
+  info.num_args = 1;
+  info.infer = InferResize2d;
+  info.compute = ComputeResize2d;
+  RegisterOp(std::move(info));
+}
+
+}  // namespace tether::compiler
