@@ -83,14 +83,14 @@ absl::StatusOr<int> Dial(absl::string_view address, absl::Duration timeout) {
 
 absl::StatusOr<std::unique_ptr<DirectConnection>> DirectConnection::Connect(
     absl::string_view address, absl::string_view ticket, uint64_t max_frame_bytes,
-    absl::Duration timeout) {
+    absl::Duration timeout, absl::Duration spin) {
   if (ticket.size() != rpc::kDirectTicketBytes) {
     return absl::InvalidArgumentError(absl::StrCat(
         "direct channel: a ticket has ", rpc::kDirectTicketBytes, " bytes, got ", ticket.size()));
   }
   absl::StatusOr<int> fd = Dial(address, timeout);
   if (!fd.ok()) return fd.status();
-  std::unique_ptr<DirectConnection> connection(new DirectConnection(*fd, max_frame_bytes));
+  std::unique_ptr<DirectConnection> connection(new DirectConnection(*fd, max_frame_bytes, spin));
   SetReceiveTimeout(*fd, timeout);
   std::string hello =
       absl::StrCat(absl::string_view(rpc::kDirectMagic, rpc::kDirectMagicBytes), ticket);

@@ -26,10 +26,11 @@ class DirectConnection {
   // hello with `ticket` and waits for the daemon's acceptance, all within
   // `timeout`. UNAVAILABLE when it cannot connect, the daemon's refusal
   // (PERMISSION_DENIED for a bad ticket, ...) otherwise.
-  static absl::StatusOr<std::unique_ptr<DirectConnection>> Connect(absl::string_view address,
-                                                                   absl::string_view ticket,
-                                                                   uint64_t max_frame_bytes,
-                                                                   absl::Duration timeout);
+  // `spin`: how long a call polls for its reply before it sleeps (see
+  // DirectChannelOptions::spin on the daemon).
+  static absl::StatusOr<std::unique_ptr<DirectConnection>> Connect(
+      absl::string_view address, absl::string_view ticket, uint64_t max_frame_bytes,
+      absl::Duration timeout, absl::Duration spin = absl::Microseconds(30));
   // Says goodbye (the session stays open) and closes the connection.
   ~DirectConnection();
   DirectConnection(const DirectConnection&) = delete;
@@ -53,8 +54,8 @@ class DirectConnection {
   // Marks the connection unusable and returns `status` as UNAVAILABLE.
   absl::Status Break(absl::Status status);
 
-  explicit DirectConnection(int fd, uint64_t max_frame_bytes)
-      : fd_(fd), max_frame_bytes_(max_frame_bytes), reader_(fd) {}
+  DirectConnection(int fd, uint64_t max_frame_bytes, absl::Duration spin)
+      : fd_(fd), max_frame_bytes_(max_frame_bytes), reader_(fd, spin) {}
   int fd_;
   uint64_t max_frame_bytes_;
   rpc::FrameReader reader_;

@@ -174,6 +174,7 @@ class DaemonImpl final : public Daemon {
       direct_options.max_connections =
           static_cast<int>(std::min<uint32_t>(4 * options.max_sessions, 1024));
       direct_options.log_events = options.log_events;
+      direct_options.spin = options.direct_spin;
       absl::StatusOr<std::unique_ptr<DirectChannel>> direct =
           DirectChannel::Start(service_.get(), direct_options);
       if (!direct.ok()) return direct.status();

@@ -50,6 +50,9 @@ struct DaemonOptions {
   // frames on a loopback socket (docs/design/rpc-protocol.md), a fraction of
   // a gRPC stream's latency. Off: every call stays on gRPC.
   bool direct_channel = true;
+  // How long a direct connection polls for the next request after a reply
+  // before its thread sleeps (DirectChannelOptions::spin); zero: never polls.
+  absl::Duration direct_spin = absl::Microseconds(30);
 };
 
 // Thread contract: thread-safe.

@@ -397,7 +397,7 @@ void DirectChannel::Serve(uint64_t serial, int fd) {
     // "client": said goodbye; "client-gone": left without it (the session
     // closes); "bad-frame": out of step; "shutdown": the daemon is stopping.
     std::string end = "client";
-    rpc::FrameReader reader(fd);
+    rpc::FrameReader reader(fd, options_.spin);
     v1::CallRequest request;
     v1::CallResponse reply;
     while (true) {

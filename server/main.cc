@@ -36,6 +36,8 @@ constexpr char kUsage[] =
     "  --insecure                    allow non-loopback addresses without TLS or a token\n"
     "  --reflection                  serve gRPC server reflection (for grpcurl and friends)\n"
     "  --no-direct-channel           keep same-host VM calls on gRPC (no loopback direct channel)\n"
+    "  --direct-spin-us N            direct channel: poll N us for the next request before\n"
+    "                                sleeping (default 30; 0: never poll)\n"
     "  --help                        show this help\n";
 
 bool ParseBytes(std::string text, uint64_t* out) {
@@ -112,6 +114,13 @@ int main(int argc, char** argv) {
       options.enable_reflection = true;
     } else if (flag == "--no-direct-channel") {
       options.direct_channel = false;
+    } else if (flag == "--direct-spin-us") {
+      int64_t us = 0;
+      if (!absl::SimpleAtoi(value, &us) || us < 0 || us > 1000000) {
+        return Fail(absl::StrCat("--direct-spin-us wants microseconds from 0 to 1000000, got '",
+                                 value, "'"));
+      }
+      options.direct_spin = absl::Microseconds(us);
     } else if (flag == "--listen") {
       options.listen.push_back(value);
     } else if (flag == "--tls-cert") {

@@ -2,6 +2,7 @@
 #include "proto/codec/frame_io.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -79,6 +80,21 @@ absl::Status FrameReader::Fill(size_t size, bool* clean_eof) {
     begin_ = 0;
   }
   if (buffer_.size() < size) buffer_.resize(std::max(size, kInitialBytes));
+  if (spin_ > absl::ZeroDuration() && end_ == begin_) {
+    // Poll without blocking for a moment, yielding the core between tries:
+    // a reply that comes within `spin_` is seen without the wake-up of a
+    // sleeping thread, which costs tens of microseconds across cores.
+    const absl::Time until = absl::Now() + spin_;
+    while (absl::Now() < until) {
+      ssize_t n = ::recv(fd_, buffer_.data() + end_, buffer_.size() - end_, MSG_DONTWAIT);
+      if (n > 0) {
+        end_ += static_cast<size_t>(n);
+        break;
+      }
+      if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) break;
+      ::sched_yield();
+    }
+  }
   while (end_ < size) {
     ssize_t n = ::recv(fd_, buffer_.data() + end_, buffer_.size() - end_, 0);
     if (n < 0) {

@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "google/protobuf/message_lite.h"
 
 namespace tether::rpc {
@@ -43,7 +44,9 @@ absl::Status WriteFrame(int fd, const google::protobuf::MessageLite& message);
 // Thread contract: thread-hostile.
 class FrameReader {
  public:
-  explicit FrameReader(int fd) : fd_(fd) {}
+  // `spin`: how long a read waiting for the next frame polls before it
+  // blocks (zero: it blocks at once). See DirectChannelOptions::spin.
+  explicit FrameReader(int fd, absl::Duration spin = absl::ZeroDuration()) : fd_(fd), spin_(spin) {}
   // Parses the next frame into `message`. RESOURCE_EXHAUSTED when its length
   // exceeds `max_bytes` (nothing more is read: the connection is out of step
   // and must be closed), INVALID_ARGUMENT when the bytes do not parse,
@@ -63,6 +66,7 @@ class FrameReader {
 
   static constexpr size_t kInitialBytes = 64 << 10;
   int fd_;
+  absl::Duration spin_;
   std::string buffer_;
   size_t begin_ = 0, end_ = 0;
 };
