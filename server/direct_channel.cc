@@ -112,11 +112,6 @@ DirectChannel::~DirectChannel() {
 
 std::string DirectChannel::address() const { return absl::StrCat("127.0.0.1:", port_); }
 
-int DirectChannel::num_connections() const {
-  absl::MutexLock lock(&mu_);
-  return static_cast<int>(connections_.size());
-}
-
 absl::StatusOr<std::string> DirectChannel::IssueTicket(absl::string_view session_id) {
   std::string ticket(rpc::kDirectTicketBytes, '\0');
   if (absl::Status s = RandomBytes(ticket.data(), ticket.size()); !s.ok()) return s;

@@ -78,8 +78,6 @@ class DirectChannel {
   // Waits until every connection has ended; call after Shutdown. After
   // `grace`, connections still blocked writing a reply are cut.
   void Join(absl::Duration grace = absl::Seconds(5));
-  // Connections being served (for tests).
-  int num_connections() const;
 
  private:
   DirectChannel(TetherService* service, DirectChannelOptions options)

@@ -51,6 +51,15 @@ void SerialQueue::Post(std::function<void()> task) {
   if (start) executor_->Post([this] { Drain(); });
 }
 
+void SerialQueue::EndTurn() {
+  absl::MutexLock lock(&mu_);
+  if (tasks_.empty()) {
+    running_ = false;
+  } else {
+    executor_->Post([this] { Drain(); });
+  }
+}
+
 void SerialQueue::RunHere(const std::function<void()>& task) {
   bool idle = false;
   {
@@ -67,12 +76,7 @@ void SerialQueue::RunHere(const std::function<void()>& task) {
     return;
   }
   task();
-  absl::MutexLock lock(&mu_);
-  if (tasks_.empty()) {
-    running_ = false;
-  } else {
-    executor_->Post([this] { Drain(); });
-  }
+  EndTurn();
 }
 
 void SerialQueue::Drain() {
@@ -84,12 +88,7 @@ void SerialQueue::Drain() {
     tasks_.pop_front();
   }
   task();
-  absl::MutexLock lock(&mu_);
-  if (tasks_.empty()) {
-    running_ = false;
-  } else {
-    executor_->Post([this] { Drain(); });
-  }
+  EndTurn();
 }
 
 }  // namespace tether::server

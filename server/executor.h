@@ -49,6 +49,9 @@ class SerialQueue {
 
  private:
   void Drain();
+  // After a task ran: hands the queue to the executor if tasks are waiting,
+  // else marks it idle.
+  void EndTurn();
 
   Executor* executor_;
   absl::Mutex mu_;

@@ -17,7 +17,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "proto/codec/value_codec.h"
-#include "runtime/vm/exec_builder.h"
+#include "tests/testing/session_program.h"
 #include "tests/testing/test_functions.h"
 #include "tether/v1/tether.grpc.pb.h"
 
@@ -31,30 +31,6 @@ std::string TempDir() {
   std::string tmpl = (fs::temp_directory_path() / "tether-srv-test-XXXXXX").string();
   EXPECT_NE(::mkdtemp(tmpl.data()), nullptr);
   return tmpl;
-}
-
-// main(a, b) = add(a, b); pair(a) = (a, (a, a)); loop(n) counts n down to 0.
-std::string BuildExecutable() {
-  vm::ExecBuilder b;
-  b.EmitFunction("main", 2, {"a", "b"});
-  b.EmitCall("test.vm.add", {vm::Arg::Register(0), vm::Arg::Register(1)}, 2);
-  b.EmitRet(2);
-  b.EndFunction("main");
-  b.EmitFunction("pair", 1, {"a"});
-  b.EmitCall("vm.builtin.make_tuple", {vm::Arg::Register(0), vm::Arg::Register(0)}, 1);
-  b.EmitCall("vm.builtin.make_tuple", {vm::Arg::Register(0), vm::Arg::Register(1)}, 2);
-  b.EmitRet(2);
-  b.EndFunction("pair");
-  b.EmitFunction("loop", 1, {"n"});
-  b.EmitCall("test.vm.equal_zero", {vm::Arg::Register(0)}, 1);
-  b.EmitIf(1, 2);
-  b.EmitRet(0);
-  b.EmitCall("test.vm.subtract_one", {vm::Arg::Register(0)}, 0);
-  b.EmitGoto(-4);
-  b.EndFunction("loop");
-  auto exec = b.Get();
-  EXPECT_TRUE(exec.ok()) << exec.status();
-  return exec.ok() ? (*exec)->SaveToBytes() : std::string();
 }
 
 class DaemonTest : public ::testing::Test {
@@ -138,7 +114,7 @@ class DaemonTest : public ::testing::Test {
 
   // Uploads the test executable, returns its hash.
   std::string UploadExec() {
-    std::string bytes = BuildExecutable();
+    std::string bytes = tether::testing::SessionTestExecutable();
     std::string sha = rpc::Sha256Hex(bytes);
     grpc::Status s = Upload(bytes, sha, bytes.size());
     EXPECT_TRUE(s.ok()) << s.error_message();

@@ -21,38 +21,14 @@
 #include "gtest/gtest.h"
 #include "proto/codec/frame_io.h"
 #include "proto/codec/value_codec.h"
-#include "runtime/vm/exec_builder.h"
 #include "server/daemon.h"
+#include "tests/testing/session_program.h"
 #include "tests/testing/test_functions.h"
 
 namespace tether::server {
 namespace {
 
 using ::testing::HasSubstr;
-
-// main(a, b) = (b, a); pair(a) = (a, (a, a)); loop(n) counts n down to 0.
-std::string BuildExecutable() {
-  vm::ExecBuilder b;
-  b.EmitFunction("main", 2, {"a", "b"});
-  b.EmitCall("vm.builtin.make_tuple", {vm::Arg::Register(1), vm::Arg::Register(0)}, 2);
-  b.EmitRet(2);
-  b.EndFunction("main");
-  b.EmitFunction("pair", 1, {"a"});
-  b.EmitCall("vm.builtin.make_tuple", {vm::Arg::Register(0), vm::Arg::Register(0)}, 1);
-  b.EmitCall("vm.builtin.make_tuple", {vm::Arg::Register(0), vm::Arg::Register(1)}, 2);
-  b.EmitRet(2);
-  b.EndFunction("pair");
-  b.EmitFunction("loop", 1, {"n"});
-  b.EmitCall("test.vm.equal_zero", {vm::Arg::Register(0)}, 1);
-  b.EmitIf(1, 2);
-  b.EmitRet(0);
-  b.EmitCall("test.vm.subtract_one", {vm::Arg::Register(0)}, 0);
-  b.EmitGoto(-4);
-  b.EndFunction("loop");
-  auto exec = b.Get();
-  EXPECT_TRUE(exec.ok()) << exec.status();
-  return exec.ok() ? (*exec)->SaveToBytes() : std::string();
-}
 
 // A connected TCP socket to "127.0.0.1:PORT", closed with the object.
 struct RawSocket {
@@ -109,7 +85,7 @@ class DirectChannelTest : public ::testing::Test {
     auto session = client::RemoteSession::Connect(daemon_->target());
     ASSERT_TRUE(session.ok()) << session.status();
     session_ = std::move(*session);
-    auto sha = session_->UploadModule(BuildExecutable());
+    auto sha = session_->UploadModule(tether::testing::SessionTestExecutable());
     ASSERT_TRUE(sha.ok()) << sha.status();
     sha_ = *sha;
   }
@@ -185,7 +161,7 @@ TEST_F(DirectChannelTest, RemoteVmCallsTravelOnTheDirectChannel) {
   ASSERT_NE(vm, nullptr);
   EXPECT_EQ(vm->transport(), client::RemoteVM::Transport::kDirect);
   Value args[] = {Value(int64_t{2}), Value(int64_t{3})};
-  auto swapped = vm->Invoke("main", args);
+  auto swapped = vm->Invoke("swap", args);
   ASSERT_TRUE(swapped.ok()) << swapped.status();
   EXPECT_EQ(static_cast<const TupleObj*>(swapped->object())->fields[0].int_value(), 3);
   Value one[] = {Value(int64_t{7})};
@@ -279,7 +255,7 @@ TEST_F(DirectChannelTest, BadFramesCloseOnlyTheirConnection) {
   }
   // The session and the other connection are untouched.
   Value args[] = {Value(int64_t{20}), Value(int64_t{22})};
-  auto swapped = vm->Invoke("main", args);
+  auto swapped = vm->Invoke("swap", args);
   ASSERT_TRUE(swapped.ok()) << swapped.status();
   EXPECT_EQ(static_cast<const TupleObj*>(swapped->object())->fields[0].int_value(), 22);
   EXPECT_EQ(daemon_->num_sessions(), 1u);
@@ -318,7 +294,7 @@ TEST_F(DirectChannelTest, AGoodbyeKeepsTheSessionAndAVanishedClientClosesIt) {
     ASSERT_NE(vm, nullptr);
     vm_id = vm->vm_id();
     Value args[] = {Value(int64_t{1}), Value(int64_t{2})};
-    ASSERT_TRUE(vm->Invoke("main", args).ok());
+    ASSERT_TRUE(vm->Invoke("swap", args).ok());
   }  // destroys the VM; the session's connection stays
   {
     auto raw = AcceptedRawConnection();
@@ -365,7 +341,7 @@ TEST_F(DirectChannelTest, WithTheChannelOffCallsStayOnTheStream) {
   ASSERT_NE(vm, nullptr);
   EXPECT_EQ(vm->transport(), client::RemoteVM::Transport::kStream);
   Value args[] = {Value(int64_t{2}), Value(int64_t{3})};
-  auto swapped = vm->Invoke("main", args);
+  auto swapped = vm->Invoke("swap", args);
   ASSERT_TRUE(swapped.ok()) << swapped.status();
   EXPECT_EQ(static_cast<const TupleObj*>(swapped->object())->fields[1].int_value(), 2);
 }
@@ -379,7 +355,7 @@ TEST_F(DirectChannelTest, ShutdownEndsConnectionsAndLaterCallsFailCleanly) {
   daemon_->Shutdown(absl::Seconds(5));
   EXPECT_TRUE(raw->ClosedByPeer());
   Value args[] = {Value(int64_t{2}), Value(int64_t{3})};
-  auto swapped = vm->Invoke("main", args);
+  auto swapped = vm->Invoke("swap", args);
   EXPECT_EQ(swapped.status().code(), absl::StatusCode::kUnavailable) << swapped.status();
 }
 

@@ -17,8 +17,8 @@
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
-#include "runtime/vm/exec_builder.h"
 #include "server/daemon.h"
+#include "tests/testing/session_program.h"
 #include "tests/testing/test_functions.h"
 
 namespace tether::server {
@@ -75,18 +75,6 @@ class Certificates {
   std::string dir_;
 };
 
-// main(a, b) = (b, a).
-std::string BuildExecutable() {
-  vm::ExecBuilder b;
-  b.EmitFunction("main", 2, {"a", "b"});
-  b.EmitCall("vm.builtin.make_tuple", {vm::Arg::Register(1), vm::Arg::Register(0)}, 2);
-  b.EmitRet(2);
-  b.EndFunction("main");
-  auto exec = b.Get();
-  EXPECT_TRUE(exec.ok()) << exec.status();
-  return exec.ok() ? (*exec)->SaveToBytes() : std::string();
-}
-
 class SecurityTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -123,15 +111,15 @@ class SecurityTest : public ::testing::Test {
     return options;
   }
 
-  // Uploads a module, runs main(2, 3) on a RemoteVM (the call stream) and
+  // Uploads a module, runs swap(2, 3) on a RemoteVM (the call stream) and
   // round-trips a tensor.
   static void ExerciseSession(client::RemoteSession* session) {
-    auto sha = session->UploadModule(BuildExecutable());
+    auto sha = session->UploadModule(tether::testing::SessionTestExecutable());
     ASSERT_TRUE(sha.ok()) << sha.status();
     auto vm = client::RemoteVM::Create(session, *sha);
     ASSERT_TRUE(vm.ok()) << vm.status();
     Value args[] = {Value(int64_t{2}), Value(int64_t{3})};
-    auto swapped = (*vm)->Invoke("main", args);
+    auto swapped = (*vm)->Invoke("swap", args);
     ASSERT_TRUE(swapped.ok()) << swapped.status();
     ASSERT_TRUE(swapped->is_tuple());
     const auto* tuple = static_cast<const TupleObj*>(swapped->object());
