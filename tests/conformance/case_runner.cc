@@ -272,9 +272,9 @@ bool NeedsConstantInputs(const absl::Status& status) {
          absl::StrContains(status.message(), "must be known at import time");
 }
 
-// The model with every integer graph input of rank 0 or 1 (what shapes, axes,
-// counts and indices bounds look like) turned into an initializer holding
-// that input's value from `set`. Returns the serialized model, the names
+// The model with every integer or float graph input of rank 0 or 1 (what
+// shapes, axes, counts, scales and bounds look like) turned into an
+// initializer holding that input's value from `set`. Returns the serialized model, the names
 // bound, and the indices of the inputs that stay inputs.
 struct BoundModel {
   std::string bytes;
@@ -282,7 +282,7 @@ struct BoundModel {
   std::vector<size_t> remaining;
 };
 
-absl::StatusOr<BoundModel> BindIntegerInputs(const std::string& model_path, const fs::path& set) {
+absl::StatusOr<BoundModel> BindShapeInputs(const std::string& model_path, const fs::path& set) {
   std::ifstream in(model_path, std::ios::binary);
   onnx::ModelProto model;
   if (!in || !model.ParseFromIstream(&in)) {
@@ -300,15 +300,16 @@ absl::StatusOr<BoundModel> BindIntegerInputs(const std::string& model_path, cons
       continue;
     }
     const int type = v.type().has_tensor_type() ? v.type().tensor_type().elem_type() : 0;
-    const bool integer = type == onnx::TensorProto::INT64 || type == onnx::TensorProto::INT32;
-    if (integer && index < input_files.size()) {
+    const bool bindable = type == onnx::TensorProto::INT64 || type == onnx::TensorProto::INT32 ||
+                          type == onnx::TensorProto::FLOAT || type == onnx::TensorProto::DOUBLE;
+    if (bindable && index < input_files.size()) {
       std::ifstream data(input_files[index], std::ios::binary);
       onnx::TensorProto value;
       if (!data || !value.ParseFromIstream(&data)) {
         return absl::InvalidArgumentError(
             absl::StrCat(input_files[index], " is not an onnx TensorProto"));
       }
-      if (value.dims_size() > 1) {  // data, not a shape, axes or count: stays an input
+      if (value.dims_size() > 1) {  // data, not a shape, axes, scales or count: stays an input
         *kept.Add() = v;
         out.remaining.push_back(index++);
         continue;
@@ -330,7 +331,7 @@ absl::StatusOr<BoundModel> BindIntegerInputs(const std::string& model_path, cons
 }
 
 // The import needed input values at import time: imports and builds the
-// model once per data set with its small integer inputs bound as constants (the
+// model once per data set with its shape inputs bound as constants (the
 // values differ between data sets), runs and compares. A pass says which
 // inputs were bound.
 CaseResult RunWithBoundInputs(CaseResult result, const ModelInfo& info, const fs::path& dir,
@@ -340,7 +341,7 @@ CaseResult RunWithBoundInputs(CaseResult result, const ModelInfo& info, const fs
   std::vector<std::string> bound_names;
   for (const fs::path& set : sets) {
     Stopwatch compile_clock;
-    absl::StatusOr<BoundModel> bound = BindIntegerInputs(model_path, set);
+    absl::StatusOr<BoundModel> bound = BindShapeInputs(model_path, set);
     if (!bound.ok()) return FromStatus(std::move(result), "import", bound.status());
     if (bound->bound.empty()) return FromStatus(std::move(result), "import", first_error);
     absl::StatusOr<compiler::onnx_frontend::ImportedModel> imported =
@@ -363,7 +364,7 @@ CaseResult RunWithBoundInputs(CaseResult result, const ModelInfo& info, const fs
   }
   result.outcome = Outcome::kPass;
   result.bound_inputs = absl::StrJoin(bound_names, ",");
-  result.reason = absl::StrCat("integer inputs bound as constants: ", result.bound_inputs);
+  result.reason = absl::StrCat("shape inputs bound as constants: ", result.bound_inputs);
   return result;
 }
 

@@ -33,7 +33,7 @@ struct CaseOptions {
   std::string pipeline = "default";
   // When the importer needs a value at import time that the model feeds from
   // a graph input (Reshape's shape, Slice's starts, ...: "must be known at
-  // import time"), retry with every integer graph input of rank <= 1 bound as a constant
+  // import time"), retry with every integer or float graph input of rank <= 1 bound as a constant
   // from the data set (one build per data set). Such passes are reported
   // with the names bound (CaseResult::bound_inputs).
   bool bind_shape_inputs = true;

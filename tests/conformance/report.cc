@@ -91,7 +91,7 @@ std::string SummaryLine(const std::string& suite, const std::vector<CaseRecord>&
   std::string line = absl::StrCat(suite, ": ", pass, " pass, ", fail, " fail, ", unsupported,
                                   " unsupported (", pass + fail + unsupported, " cases)");
   if (bound > 0) {
-    absl::StrAppend(&line, "; ", bound, " of the passes with integer inputs bound as constants");
+    absl::StrAppend(&line, "; ", bound, " of the passes with shape inputs bound as constants");
   }
   return line;
 }

@@ -38,7 +38,7 @@ absl::Status WriteExpectedList(const std::string& path, const std::string& suite
 std::string BlamedOp(const CaseResult& result);
 
 // "node: 412 pass, 37 fail, 483 unsupported (932 cases)", followed by
-// "; 12 of the passes with integer inputs bound as constants" when some were.
+// "; 12 of the passes with shape inputs bound as constants" when some were.
 std::string SummaryLine(const std::string& suite, const std::vector<CaseRecord>& records);
 
 // One aligned line per case (reasons cut to `reason_width` characters).

@@ -59,7 +59,7 @@ constexpr char kUsage[] =
     "  --pipeline NAME        compiler pipeline (default \"default\")\n"
     "  --table all|failures|none   which cases the printed table shows (default all)\n"
     "  --no-bind-shape-inputs do not retry a model whose import needs a graph input's value\n"
-    "                         (Reshape's shape, Slice's starts) with its integer inputs bound\n"
+    "                         (Reshape's shape, Resize's scales) with its rank-0/1 inputs bound\n"
     "                         as constants from the data set (such passes are counted apart)\n"
     "  --no-fork              run cases in this process (no crash isolation; for debugging)\n"
     "  --help                 show this help\n";
