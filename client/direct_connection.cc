@@ -156,10 +156,12 @@ absl::StatusOr<Tensor> DirectConnection::GetTensor(const v1::CallRequest& reques
     return out.status();
   }
   char* dest = static_cast<char*>((*out)->element_data());
-  rpc::Prefault(dest, size);
-  if (absl::Status s = reader_.ReadRaw(dest, size); !s.ok()) {
-    return Break(s);
+  absl::Status received;
+  {
+    rpc::PrefaultAhead prefault(dest, size);
+    received = reader_.ReadRaw(dest, size);
   }
+  if (!received.ok()) return Break(received);
   return out;
 }
 

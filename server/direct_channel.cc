@@ -299,7 +299,7 @@ absl::Status DirectChannel::PutTensor(const std::string& session_id, const v1::C
   absl::Status status;
   if (spec->device.type == kDLCPU) {
     char* dest = static_cast<char*>((*tensor)->element_data());
-    rpc::Prefault(dest, size);
+    rpc::PrefaultAhead prefault(dest, size);
     status = reader.ReadRaw(dest, size);
   } else {
     std::string staging(size, '\0');

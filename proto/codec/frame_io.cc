@@ -48,13 +48,23 @@ absl::Status ReadExactly(int fd, char* data, size_t size, bool* clean_eof) {
   return absl::OkStatus();
 }
 
-void Prefault(char* data, uint64_t size) {
-  constexpr uint64_t kPage = 4096;
-  if (size < (uint64_t{4} << 20)) return;
-  uintptr_t begin = (reinterpret_cast<uintptr_t>(data) + kPage - 1) & ~(kPage - 1);
-  uintptr_t end = (reinterpret_cast<uintptr_t>(data) + size) & ~(kPage - 1);
-  if (end > begin)
-    (void)::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
+PrefaultAhead::PrefaultAhead(char* data, uint64_t size) {
+  constexpr uint64_t kPage = 4096, kStep = uint64_t{4} << 20;
+  if (size < kStep) return;
+  walker_ = std::thread([this, data, size] {
+    for (uint64_t off = 0; off < size && !stop_.load(std::memory_order_relaxed); off += kStep) {
+      uintptr_t begin = (reinterpret_cast<uintptr_t>(data + off) + kPage - 1) & ~(kPage - 1);
+      uintptr_t end =
+          reinterpret_cast<uintptr_t>(data + std::min(size, off + kStep)) & ~(kPage - 1);
+      if (end <= begin) continue;
+      if (::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE) != 0) return;
+    }
+  });
+}
+
+PrefaultAhead::~PrefaultAhead() {
+  stop_.store(true, std::memory_order_relaxed);
+  if (walker_.joinable()) walker_.join();
 }
 
 absl::Status WriteFrame(int fd, const google::protobuf::MessageLite& message) {
