@@ -130,6 +130,8 @@ void RegisterShapeConverters();        // convert_shape.cc: Reshape, Transpose, 
 void RegisterLossConverters();         // convert_loss.cc: NegativeLogLikelihoodLoss,
                                        // SoftmaxCrossEntropyLoss
 void RegisterResizeConverters();       // convert_resize.cc: Resize, Upsample
+void RegisterSequenceConverters();     // convert_sequence.cc: Sequence*, ConcatFromSequence,
+                                       // SplitToSequence (import-time tuples)
 
 }  // namespace tether::compiler::onnx_frontend
 

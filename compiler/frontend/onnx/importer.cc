@@ -55,6 +55,7 @@ const Registry& GetRegistry() {
     RegisterShapeConverters();
     RegisterLossConverters();
     RegisterResizeConverters();
+    RegisterSequenceConverters();
     return true;
   }();
   (void)filled;
@@ -440,6 +441,10 @@ absl::Status GraphImporter::AddInitializers() {
 
 absl::StatusOr<StructInfo> GraphImporter::InputStructInfo(const ::onnx::ValueInfoProto& input) {
   const std::string& name = input.name();
+  if (input.type().has_sequence_type()) {
+    return absl::UnimplementedError(absl::StrCat(
+        "onnx: graph input '", name, "' is a sequence (only tensor inputs are supported)"));
+  }
   if (!input.type().has_tensor_type()) {
     return absl::UnimplementedError(absl::StrCat("onnx: graph input '", name,
                                                  "' is not a tensor (only tensors are supported)"));
@@ -645,6 +650,12 @@ absl::StatusOr<ImportedModel> GraphImporter::Run() {
           absl::StrCat("onnx: graph output '", out.name(), "' is not produced by any node"));
     }
     absl::StatusOr<Expr> e = Materialize(out.name(), nullptr);
+    if (e.ok() &&
+        (out.type().has_sequence_type() || e->struct_info().as<TupleStructInfoNode>() != nullptr)) {
+      e = absl::UnimplementedError(
+          absl::StrCat("onnx: graph output '", out.name(),
+                       "' is a sequence (only tensor outputs are supported)"));
+    }
     absl::StatusOr<Expr> gv = e.ok() ? bb_.EmitOutput(*e, out.name()) : e;
     if (!gv.ok()) {
       bb_.EndBlock();

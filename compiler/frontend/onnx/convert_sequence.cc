@@ -1,0 +1,349 @@
+// The ONNX sequence operators (SequenceEmpty, SequenceConstruct,
+// SequenceInsert, SequenceErase, SequenceAt, SequenceLength,
+// ConcatFromSequence, SplitToSequence) for sequences whose length is known
+// at import time.
+//
+// Such a sequence is a Relax tuple of tensors held as an unbound R.tuple of
+// leaves (its fields are vars or constants, its struct info a
+// TupleStructInfo), so Insert, Erase and At only rearrange fields and emit no
+// code, SequenceLength is a known int64 scalar, and only ConcatFromSequence
+// and SplitToSequence emit operators (relax.concat, relax.split). Positions
+// must therefore be known at import time; a run-time position is
+// UNIMPLEMENTED ("must be known at import time"), an out-of-range one
+// INVALID_ARGUMENT. Sequences as graph inputs or outputs, SequenceMap and
+// Loop-carried sequences are not supported (the length would be a run-time
+// value).
+#include <algorithm>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "compiler/frontend/onnx/convert_shape_util.h"
+#include "compiler/frontend/onnx/converter.h"
+#include "compiler/frontend/onnx/known_ints.h"
+#include "compiler/frontend/onnx/tensor_proto.h"
+#include "compiler/ir/arith.h"
+#include "onnx/onnx_pb.h"
+
+namespace tether::compiler::onnx_frontend {
+namespace {
+
+using Outputs = absl::StatusOr<std::vector<OnnxValue>>;
+
+// A sequence value: an unbound tuple of leaves.
+Outputs Sequence(std::vector<Expr> fields) {
+  return std::vector<OnnxValue>{OnnxValue::Of(MakeTuple(std::move(fields)))};
+}
+
+// The tensor fields of the sequence input `i`. A tuple bound to a var (not
+// made here, but any tuple-typed value is a sequence to ONNX) is unpacked
+// with TupleGetItem.
+absl::StatusOr<std::vector<Expr>> SequenceInput(ConvertContext& ctx, int i) {
+  if (!ctx.HasInput(i)) return ctx.Invalid(absl::StrCat("input ", i, " (sequence) is absent"));
+  absl::StatusOr<Expr> seq = ctx.Input(i);
+  if (!seq.ok()) return seq.status();
+  if (const auto* t = seq->as<TupleNode>()) return t->fields;
+  const auto* info = seq->struct_info().as<TupleStructInfoNode>();
+  if (info == nullptr) {
+    return ctx.Invalid(absl::StrCat("input ", i, " ('", ctx.node().input(i),
+                                    "') is not a sequence but ", ToString(seq->struct_info())));
+  }
+  std::vector<Expr> fields;
+  for (size_t k = 0; k < info->fields.size(); ++k) {
+    absl::StatusOr<Expr> item = ctx.Emit(MakeTupleGetItem(*seq, static_cast<int>(k)));
+    if (!item.ok()) return item.status();
+    fields.push_back(*item);
+  }
+  return fields;
+}
+
+// The tensor struct info of `e` (a sequence field or a tensor input).
+absl::StatusOr<const TensorStructInfoNode*> TensorInfoOf(const ConvertContext& ctx, const Expr& e,
+                                                         absl::string_view what) {
+  const auto* t = e.struct_info().as<TensorStructInfoNode>();
+  if (t == nullptr) {
+    return ctx.Invalid(absl::StrCat(what, " is not a tensor but ", ToString(e.struct_info())));
+  }
+  return t;
+}
+
+// The tensor input `i`, which becomes a sequence element: it must have the
+// dtype of the sequence's other elements.
+absl::StatusOr<Expr> ElementInput(ConvertContext& ctx, int i, const std::vector<Expr>& fields) {
+  absl::StatusOr<const TensorStructInfoNode*> info = ctx.InputTensorInfo(i);
+  if (!info.ok()) return info.status();
+  for (const Expr& f : fields) {
+    const auto* t = f.struct_info().as<TensorStructInfoNode>();
+    if (t != nullptr && t->dtype.has_value() && (*info)->dtype.has_value() &&
+        *t->dtype != *(*info)->dtype) {
+      return ctx.Invalid(absl::StrCat("input ", i, " ('", ctx.node().input(i), "') is ",
+                                      (*info)->dtype->ToString(), ", the sequence holds ",
+                                      t->dtype->ToString()));
+    }
+  }
+  return ctx.Input(i);
+}
+
+// The position input `i` (a scalar or one-element integer tensor) as a
+// constant; UNIMPLEMENTED naming the input when it is a run-time value.
+absl::StatusOr<int64_t> PositionInput(ConvertContext& ctx, int i) {
+  std::optional<KnownInts> k = ctx.KnownInput(i);
+  std::optional<std::vector<int64_t>> v;
+  if (k.has_value()) v = ConstValues(*k);
+  if (!v.has_value()) {
+    return ctx.Unsupported(absl::StrCat("input ", i, " (position '", ctx.node().input(i),
+                                        "') must be known at import time"));
+  }
+  if (v->size() != 1) {
+    return ctx.Invalid(
+        absl::StrCat("input ", i, " (position) has ", v->size(), " elements, expected a scalar"));
+  }
+  return (*v)[0];
+}
+
+// `pos` in [-size, size + extra) made non-negative (extra is 1 for Insert,
+// which may append); INVALID_ARGUMENT otherwise.
+absl::StatusOr<int64_t> NormalizePosition(const ConvertContext& ctx, int64_t pos, size_t size,
+                                          int64_t extra) {
+  const int64_t n = static_cast<int64_t>(size);
+  if (pos < -n || pos >= n + extra) {
+    return ctx.Invalid(absl::StrCat("position ", pos, " is out of range for a sequence of ", n,
+                                    " tensors (valid: ", -n, " to ", n + extra - 1, ")"));
+  }
+  return pos < 0 ? pos + n : pos;
+}
+
+// ---- Building sequences ----
+
+Outputs ConvertSequenceEmpty(ConvertContext& ctx) {
+  // The dtype only types the (empty) sequence; check it is one we know.
+  if (ctx.HasAttr("dtype")) {
+    absl::StatusOr<DataType> dtype =
+        DataTypeFromOnnx(static_cast<int>(ctx.AttrInt("dtype", ::onnx::TensorProto::FLOAT)));
+    if (!dtype.ok())
+      return ctx.Invalid(absl::StrCat("attribute dtype: ", dtype.status().message()));
+  }
+  return Sequence({});
+}
+
+Outputs ConvertSequenceConstruct(ConvertContext& ctx) {
+  if (ctx.num_inputs() == 0) return ctx.Invalid("sequence of no inputs");
+  std::vector<Expr> fields;
+  for (int i = 0; i < ctx.num_inputs(); ++i) {
+    if (!ctx.HasInput(i)) return ctx.Invalid(absl::StrCat("input ", i, " is absent"));
+    absl::StatusOr<Expr> x = ElementInput(ctx, i, fields);
+    if (!x.ok()) return x.status();
+    fields.push_back(*x);
+  }
+  return Sequence(std::move(fields));
+}
+
+Outputs ConvertSequenceInsert(ConvertContext& ctx) {
+  absl::StatusOr<std::vector<Expr>> fields = SequenceInput(ctx, 0);
+  if (!fields.ok()) return fields.status();
+  if (!ctx.HasInput(1)) return ctx.Invalid("input 1 (tensor) is absent");
+  absl::StatusOr<Expr> x = ElementInput(ctx, 1, *fields);
+  if (!x.ok()) return x.status();
+  int64_t at = static_cast<int64_t>(fields->size());  // default: the end
+  if (ctx.HasInput(2)) {
+    absl::StatusOr<int64_t> pos = PositionInput(ctx, 2);
+    if (!pos.ok()) return pos.status();
+    absl::StatusOr<int64_t> norm = NormalizePosition(ctx, *pos, fields->size(), 1);
+    if (!norm.ok()) return norm.status();
+    at = *norm;
+  }
+  fields->insert(fields->begin() + at, *x);
+  return Sequence(*std::move(fields));
+}
+
+Outputs ConvertSequenceErase(ConvertContext& ctx) {
+  absl::StatusOr<std::vector<Expr>> fields = SequenceInput(ctx, 0);
+  if (!fields.ok()) return fields.status();
+  if (fields->empty()) return ctx.Invalid("cannot erase from an empty sequence");
+  int64_t at = static_cast<int64_t>(fields->size()) - 1;  // default: the last
+  if (ctx.HasInput(1)) {
+    absl::StatusOr<int64_t> pos = PositionInput(ctx, 1);
+    if (!pos.ok()) return pos.status();
+    absl::StatusOr<int64_t> norm = NormalizePosition(ctx, *pos, fields->size(), 0);
+    if (!norm.ok()) return norm.status();
+    at = *norm;
+  }
+  fields->erase(fields->begin() + at);
+  return Sequence(*std::move(fields));
+}
+
+// ---- Reading sequences ----
+
+Outputs ConvertSequenceAt(ConvertContext& ctx) {
+  absl::StatusOr<std::vector<Expr>> fields = SequenceInput(ctx, 0);
+  if (!fields.ok()) return fields.status();
+  if (!ctx.HasInput(1)) return ctx.Invalid("input 1 (position) is absent");
+  absl::StatusOr<int64_t> pos = PositionInput(ctx, 1);
+  if (!pos.ok()) return pos.status();
+  absl::StatusOr<int64_t> norm = NormalizePosition(ctx, *pos, fields->size(), 0);
+  if (!norm.ok()) return norm.status();
+  return std::vector<OnnxValue>{OnnxValue::Of((*fields)[static_cast<size_t>(*norm)])};
+}
+
+Outputs ConvertSequenceLength(ConvertContext& ctx) {
+  absl::StatusOr<std::vector<Expr>> fields = SequenceInput(ctx, 0);
+  if (!fields.ok()) return fields.status();
+  return std::vector<OnnxValue>{
+      OnnxValue::Known(MakeKnownInts({static_cast<int64_t>(fields->size())}, /*scalar=*/true))};
+}
+
+Outputs ConvertConcatFromSequence(ConvertContext& ctx) {
+  if (!ctx.HasAttr("axis")) return ctx.Invalid("missing attribute axis");
+  const int64_t axis = ctx.AttrInt("axis", 0);
+  const int64_t new_axis = ctx.AttrInt("new_axis", 0);
+  if (new_axis != 0 && new_axis != 1) {
+    return ctx.Invalid(absl::StrCat("new_axis is ", new_axis, ", expected 0 or 1"));
+  }
+  absl::StatusOr<std::vector<Expr>> fields = SequenceInput(ctx, 0);
+  if (!fields.ok()) return fields.status();
+  if (fields->empty()) return ctx.Invalid("concat of an empty sequence");
+  int64_t rank = -1;
+  for (size_t k = 0; k < fields->size(); ++k) {
+    absl::StatusOr<const TensorStructInfoNode*> info =
+        TensorInfoOf(ctx, (*fields)[k], absl::StrCat("sequence element ", k));
+    if (!info.ok()) return info.status();
+    if ((*info)->ndim < 0) continue;
+    if (rank >= 0 && (*info)->ndim != rank) {
+      return ctx.Invalid(absl::StrCat("sequence element ", k, " has ", (*info)->ndim,
+                                      " dims, element 0 has ", rank));
+    }
+    rank = (*info)->ndim;
+  }
+  if (rank < 0) return ctx.Unsupported("concat of a sequence of tensors of unknown rank");
+  // With new_axis the result has rank + 1 dims and the axis counts in those.
+  absl::StatusOr<int64_t> a = NormalizeOnnxAxis(ctx, axis, rank + new_axis, "axis");
+  if (!a.ok()) return a.status();
+  std::vector<Expr> parts = *fields;
+  if (new_axis == 1) {
+    for (Expr& p : parts) {
+      absl::StatusOr<Expr> e =
+          ctx.EmitOp("relax.expand_dims", {p}, {{"axis", std::vector<int64_t>{*a}}});
+      if (!e.ok()) return e.status();
+      p = *e;
+    }
+  }
+  if (parts.size() == 1) return std::vector<OnnxValue>{OnnxValue::Of(parts[0])};
+  absl::StatusOr<Expr> out =
+      ctx.EmitOp("relax.concat", {MakeTuple(std::move(parts))}, {{"axis", *a}});
+  if (!out.ok()) return out.status();
+  return std::vector<OnnxValue>{OnnxValue::Of(*out)};
+}
+
+// ---- SplitToSequence ----
+
+// The chunk sizes of SplitToSequence along an axis of size `dim`: from the
+// `split` input (a scalar: equal chunks, the last one smaller; 1-D: those
+// sizes), or chunks of 1 without it.
+absl::StatusOr<std::vector<int64_t>> SplitSizes(ConvertContext& ctx, const PrimExpr& dim,
+                                                int64_t axis) {
+  std::optional<int64_t> size = AsConstInt(dim);
+  if (!ctx.HasInput(1)) {
+    if (!size.has_value()) {
+      return ctx.Unsupported(absl::StrCat("split into chunks of 1 along axis ", axis, " of size ",
+                                          ToString(dim), " (the sequence length must be known)"));
+    }
+    return std::vector<int64_t>(static_cast<size_t>(*size), 1);
+  }
+  std::optional<KnownInts> k = ctx.KnownInput(1);
+  std::optional<std::vector<int64_t>> split;
+  if (k.has_value()) split = ConstValues(*k);
+  if (!split.has_value()) {
+    return ctx.Unsupported(
+        absl::StrCat("input 1 (split '", ctx.node().input(1), "') must be known at import time"));
+  }
+  if (k->scalar) {
+    const int64_t chunk = (*split)[0];
+    if (chunk <= 0) return ctx.Invalid(absl::StrCat("split ", chunk, " is not positive"));
+    if (!size.has_value()) {
+      return ctx.Unsupported(absl::StrCat("split into chunks of ", chunk, " along axis ", axis,
+                                          " of size ", ToString(dim),
+                                          " (the sequence length must be known)"));
+    }
+    std::vector<int64_t> sizes;
+    for (int64_t done = 0; done < *size; done += chunk)
+      sizes.push_back(std::min(chunk, *size - done));
+    return sizes;
+  }
+  int64_t sum = 0;
+  for (int64_t s : *split) {
+    if (s < 0) return ctx.Invalid(absl::StrCat("split size ", s, " is negative"));
+    sum += s;
+  }
+  if (split->empty()) return ctx.Invalid("split is an empty list");
+  if (size.has_value() && *size != sum) {
+    return ctx.Invalid(absl::StrCat("split sizes [", absl::StrJoin(*split, ", "), "] sum to ", sum,
+                                    ", but axis ", axis, " has size ", *size));
+  }
+  return *split;
+}
+
+Outputs ConvertSplitToSequence(ConvertContext& ctx) {
+  absl::StatusOr<const TensorStructInfoNode*> info = ctx.InputTensorInfo(0);
+  if (!info.ok()) return info.status();
+  if (!(*info)->shape.has_value()) {
+    return ctx.Unsupported("split of a tensor of unknown shape");
+  }
+  absl::StatusOr<int64_t> axis =
+      NormalizeOnnxAxis(ctx, ctx.AttrInt("axis", 0), (*info)->ndim, "axis");
+  if (!axis.ok()) return axis.status();
+  const int64_t keepdims = ctx.AttrInt("keepdims", 1);
+  if (keepdims != 0 && keepdims != 1) {
+    return ctx.Invalid(absl::StrCat("keepdims is ", keepdims, ", expected 0 or 1"));
+  }
+  // keepdims only applies without a split input (chunks of 1).
+  const bool squeeze = keepdims == 0 && !ctx.HasInput(1);
+  absl::StatusOr<std::vector<int64_t>> sizes =
+      SplitSizes(ctx, (*(*info)->shape)[static_cast<size_t>(*axis)], *axis);
+  if (!sizes.ok()) return sizes.status();
+  absl::StatusOr<Expr> x = ctx.Input(0);
+  if (!x.ok()) return x.status();
+
+  std::vector<Expr> fields;
+  if (sizes->size() == 1) {
+    fields.push_back(*x);
+  } else if (!sizes->empty()) {
+    std::vector<int64_t> indices;
+    int64_t sum = 0;
+    for (size_t k = 0; k + 1 < sizes->size(); ++k) indices.push_back(sum += (*sizes)[k]);
+    absl::StatusOr<Expr> tuple =
+        ctx.EmitOp("relax.split", {*x}, {{"indices_or_sections", indices}, {"axis", *axis}});
+    if (!tuple.ok()) return tuple.status();
+    for (size_t k = 0; k < sizes->size(); ++k) {
+      absl::StatusOr<Expr> item = ctx.Emit(MakeTupleGetItem(*tuple, static_cast<int>(k)));
+      if (!item.ok()) return item.status();
+      fields.push_back(*item);
+    }
+  }
+  if (squeeze) {
+    for (Expr& f : fields) {
+      absl::StatusOr<Expr> e =
+          ctx.EmitOp("relax.squeeze", {f}, {{"axis", std::vector<int64_t>{*axis}}});
+      if (!e.ok()) return e.status();
+      f = *e;
+    }
+  }
+  return Sequence(std::move(fields));
+}
+
+}  // namespace
+
+void RegisterSequenceConverters() {
+  RegisterConverter("SequenceEmpty", 11, ConvertSequenceEmpty);
+  RegisterConverter("SequenceConstruct", 11, ConvertSequenceConstruct);
+  RegisterConverter("SequenceInsert", 11, ConvertSequenceInsert);
+  RegisterConverter("SequenceErase", 11, ConvertSequenceErase);
+  RegisterConverter("SequenceAt", 11, ConvertSequenceAt);
+  RegisterConverter("SequenceLength", 11, ConvertSequenceLength);
+  RegisterConverter("ConcatFromSequence", 11, ConvertConcatFromSequence);
+  RegisterConverter("SplitToSequence", 11, ConvertSplitToSequence);
+}
+
+}  // namespace tether::compiler::onnx_frontend
