@@ -9,10 +9,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "client/direct_connection.h"
 #include "client/remote_session.h"
@@ -424,6 +426,42 @@ TEST_F(DirectChannelTest, TensorsMoveRawOnTheDirectChannelAndBadTransfersKeepItI
   auto on_grpc = session_->Call(get);
   EXPECT_EQ(on_grpc.status().code(), absl::StatusCode::kFailedPrecondition) << on_grpc.status();
   EXPECT_THAT(on_grpc.status().message(), HasSubstr("only on the direct channel"));
+}
+
+TEST_F(DirectChannelTest, EightConcurrentClientsOfAThousandCallsEachGetTheirOwnResults) {
+  Start();
+  constexpr int kClients = 8, kCalls = 1000;
+  std::atomic<int> wrong{0}, errors{0}, on_direct{0};
+  std::vector<std::thread> clients;
+  for (int c = 0; c < kClients; ++c) {
+    clients.emplace_back([&, c] {
+      auto session = client::RemoteSession::Connect(daemon_->target());
+      if (!session.ok()) {
+        ++errors;
+        return;
+      }
+      auto vm = client::RemoteVM::Create(session->get(), sha_);
+      if (!vm.ok()) {
+        ++errors;
+        return;
+      }
+      if ((*vm)->transport() == client::RemoteVM::Transport::kDirect) ++on_direct;
+      for (int i = 0; i < kCalls; ++i) {
+        Value args[] = {Value(int64_t{c}), Value(int64_t{i})};
+        auto swapped = (*vm)->Invoke("swap", args);
+        if (!swapped.ok()) {
+          ++errors;
+          continue;
+        }
+        const auto* fields = static_cast<const TupleObj*>(swapped->object());
+        if (fields->fields[0].int_value() != i || fields->fields[1].int_value() != c) ++wrong;
+      }
+    });
+  }
+  for (std::thread& t : clients) t.join();
+  EXPECT_EQ(errors.load(), 0);
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_EQ(on_direct.load(), kClients);
 }
 
 }  // namespace
