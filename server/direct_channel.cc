@@ -169,6 +169,7 @@ void DirectChannel::Join(absl::Duration grace) {
       mu_.Await(all_ended);
     }
   }
+  ReapEnded();
   uint64_t one = 1;
   if (wake_fd_ >= 0) (void)!::write(wake_fd_, &one, sizeof(one));
   if (watcher_.joinable()) watcher_.join();
@@ -197,10 +198,15 @@ void DirectChannel::AcceptLoop() {
       }
       refuse = static_cast<int>(connections_.size()) >= options_.max_connections;
       if (!refuse) {
+        // Started under the lock: its end (which takes the lock) finds its
+        // thread object stored.
         serial = next_serial_++;
-        connections_[serial] = Connection{fd, "", false};
+        Connection& connection = connections_[serial];
+        connection.fd = fd;
+        connection.thread = std::thread([this, serial, fd] { Serve(serial, fd); });
       }
     }
+    ReapEnded();
     if (refuse) {
       (void)WriteError(fd, 0,
                        absl::ResourceExhaustedError(
@@ -209,8 +215,16 @@ void DirectChannel::AcceptLoop() {
       ::close(fd);
       continue;
     }
-    std::thread([this, serial, fd] { Serve(serial, fd); }).detach();
   }
+}
+
+void DirectChannel::ReapEnded() {
+  std::vector<std::thread> ended;
+  {
+    absl::MutexLock lock(&mu_);
+    ended.swap(ended_);
+  }
+  for (std::thread& t : ended) t.join();
 }
 
 void DirectChannel::WatchLoop() {
@@ -434,7 +448,9 @@ void DirectChannel::Serve(uint64_t serial, int fd) {
   }
   absl::MutexLock lock(&mu_);
   ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
-  connections_.erase(serial);
+  auto it = connections_.find(serial);
+  ended_.push_back(std::move(it->second.thread));
+  connections_.erase(it);
   ::close(fd);
 }
 

@@ -21,6 +21,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -86,7 +87,10 @@ class DirectChannel {
     int fd;
     std::string session_id;  // empty until the hello was accepted
     bool busy = false;       // running a call
+    std::thread thread;      // serving it; moved to ended_ when done
   };
+  // Joins the threads of connections that have ended.
+  void ReapEnded();
   void AcceptLoop();
   void WatchLoop();
   void Serve(uint64_t serial, int fd);
@@ -124,6 +128,9 @@ class DirectChannel {
   absl::flat_hash_map<std::string, Ticket> tickets_ ABSL_GUARDED_BY(mu_);  // by 8-byte id
   uint64_t next_serial_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_map<uint64_t, Connection> connections_ ABSL_GUARDED_BY(mu_);
+  // Threads whose connection ended, joined by the acceptor and by Join: a
+  // thread is never detached, so none can touch mu_ after the channel is gone.
+  std::vector<std::thread> ended_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool joined_ ABSL_GUARDED_BY(mu_) = false;
 };
