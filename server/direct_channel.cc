@@ -268,12 +268,14 @@ void DirectChannel::RunRequest(uint64_t serial, const std::string& session_id,
     Session& s = **session;
     s.BeginCall();
     SetBusy(serial, true);
-    s.queue().RunHere([&] {
-      absl::Time deadline = request.deadline_ms() == 0
-                                ? absl::InfiniteFuture()
-                                : absl::Now() + absl::Milliseconds(request.deadline_ms());
-      status = service_->RunCall(s, request, reply, deadline);
-    });
+    s.queue().RunHere(
+        [&] {
+          absl::Time deadline = request.deadline_ms() == 0
+                                    ? absl::InfiniteFuture()
+                                    : absl::Now() + absl::Milliseconds(request.deadline_ms());
+          status = service_->RunCall(s, request, reply, deadline);
+        },
+        *session);
     SetBusy(serial, false);
     s.EndCall();
   }

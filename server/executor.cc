@@ -60,7 +60,7 @@ void SerialQueue::EndTurn() {
   }
 }
 
-void SerialQueue::RunHere(const std::function<void()>& task) {
+void SerialQueue::RunHere(const std::function<void()>& task, std::shared_ptr<const void> owner) {
   bool idle = false;
   {
     absl::MutexLock lock(&mu_);
@@ -68,7 +68,7 @@ void SerialQueue::RunHere(const std::function<void()>& task) {
   }
   if (!idle) {
     absl::Notification done;
-    Post([&] {
+    Post([&task, &done, owner = std::move(owner)] {
       task();
       done.Notify();
     });

@@ -7,6 +7,7 @@
 
 #include <deque>
 #include <functional>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -41,11 +42,14 @@ class SerialQueue {
   explicit SerialQueue(Executor* executor) : executor_(executor) {}
   // Runs `task` after every task posted before it has finished.
   void Post(std::function<void()> task);
-  // Runs `task` on the calling thread, in order with the posted tasks, and
-  // returns when it has run. When the queue is idle it runs at once (no
-  // thread hop: the direct channel's latency path); otherwise it waits its
-  // turn. Tasks posted meanwhile run after it, on the executor.
-  void RunHere(const std::function<void()>& task);
+  // Runs `task` in order with the posted tasks and returns when it has run.
+  // When the queue is idle it runs on the calling thread (no thread hop: the
+  // direct channel's latency path); otherwise it runs in its turn on the
+  // executor while the caller waits. Tasks posted meanwhile run after it.
+  // `owner` keeps the queue's owner alive until that turn has fully ended
+  // (the executor touches the queue after the task returns), as the
+  // shared_ptr captured by posted tasks does.
+  void RunHere(const std::function<void()>& task, std::shared_ptr<const void> owner);
 
  private:
   void Drain();

@@ -1,0 +1,63 @@
+// Executor and SerialQueue: tasks of one queue run one at a time and in
+// order, RunHere included, whether the queue is idle or busy.
+#include "server/executor.h"
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "gtest/gtest.h"
+
+namespace tether::server {
+namespace {
+
+TEST(SerialQueueTest, RunHereOnAnIdleQueueRunsOnTheCallingThread) {
+  Executor executor(2);
+  SerialQueue queue(&executor);
+  std::thread::id ran_on;
+  queue.RunHere([&] { ran_on = std::this_thread::get_id(); }, nullptr);
+  EXPECT_EQ(ran_on, std::this_thread::get_id());
+}
+
+TEST(SerialQueueTest, RunHereOnABusyQueueWaitsItsTurnAndKeepsTheOwnerAlive) {
+  Executor executor(2);
+  // The queue lives in its owner, as a session's does.
+  struct Owner {
+    explicit Owner(Executor* e) : queue(e) {}
+    SerialQueue queue;
+  };
+  auto owner = std::make_shared<Owner>(&executor);
+  std::weak_ptr<Owner> watch = owner;
+  std::mutex order_mu;
+  std::vector<int> order;
+  auto record = [&](int i) {
+    std::lock_guard<std::mutex> lock(order_mu);
+    order.push_back(i);
+  };
+  absl::Notification release;
+  // Posted tasks hold the owner (the queue's contract).
+  owner->queue.Post([&, keep = owner] {
+    release.WaitForNotification();
+    record(1);
+  });
+  std::thread caller(
+      [&, owner_copy = owner] { owner_copy->queue.RunHere([&] { record(2); }, owner_copy); });
+  absl::SleepFor(absl::Milliseconds(20));  // the caller is queued behind task 1
+  owner.reset();                           // only task 1 and the caller hold it now
+  release.Notify();
+  caller.join();
+  // The caller returned once its task ran, possibly before the executor
+  // ended that turn; RunHere's task holds the owner through the end of the
+  // turn, then it goes. (That window is too narrow to provoke reliably here;
+  // this checks the order and that nothing keeps the owner alive after.)
+  for (int i = 0; i < 1000 && !watch.expired(); ++i) absl::SleepFor(absl::Milliseconds(1));
+  EXPECT_TRUE(watch.expired());
+  std::lock_guard<std::mutex> lock(order_mu);
+  EXPECT_EQ(order, (std::vector<int>{1, 2}));
+}
+
+}  // namespace
+}  // namespace tether::server
