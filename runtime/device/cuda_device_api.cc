@@ -163,6 +163,22 @@ class CudaDeviceAPIImpl final : public DeviceAPI {
         TETHER_ASSIGN_OR_RETURN(int64_t z, int_attr(cuda::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z));
         return MakeShape({x, y, z});
       }
+      case DeviceAttr::kL2CacheSize:
+        return IntValue(int_attr(cuda::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE));
+      case DeviceAttr::kMemoryClockRate:
+        return IntValue(int_attr(cuda::CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE));
+      case DeviceAttr::kMemoryBusWidth:
+        return IntValue(int_attr(cuda::CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH));
+      case DeviceAttr::kMaxThreadsPerMultiProcessor:
+        return IntValue(int_attr(cuda::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR));
+      case DeviceAttr::kMaxRegistersPerBlock:
+        return IntValue(int_attr(cuda::CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK));
+      case DeviceAttr::kMaxGridDimensions: {
+        TETHER_ASSIGN_OR_RETURN(int64_t x, int_attr(cuda::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X));
+        TETHER_ASSIGN_OR_RETURN(int64_t y, int_attr(cuda::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y));
+        TETHER_ASSIGN_OR_RETURN(int64_t z, int_attr(cuda::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z));
+        return MakeShape({x, y, z});
+      }
       case DeviceAttr::kApiVersion: {
         int version = 0;
         TETHER_RETURN_IF_ERROR(
@@ -321,6 +337,9 @@ class CudaDeviceAPIImpl final : public DeviceAPI {
                 absl::StrCat("cuMemsetD8(", nbytes, " bytes)"), device);
   }
 
+  // The primary context of `device` (cuda::PrimaryContext).
+  absl::StatusOr<CUcontext> PrimaryContext(Device device) { return Context(device); }
+
  private:
   absl::Status Call(CUresult r, absl::string_view call, Device device) const {
     return CudaStatus(*driver_, r, call, device);
@@ -375,12 +394,26 @@ class CudaDeviceAPIImpl final : public DeviceAPI {
 
 }  // namespace
 
-namespace device_internal {
+namespace {
 
-DeviceAPI* CudaDeviceAPI() {
+CudaDeviceAPIImpl* CudaDeviceAPIInstance() {
   static CudaDeviceAPIImpl* const kApi = new CudaDeviceAPIImpl();
   return kApi;
 }
 
+}  // namespace
+
+namespace device_internal {
+
+DeviceAPI* CudaDeviceAPI() { return CudaDeviceAPIInstance(); }
+
 }  // namespace device_internal
+
+namespace cuda {
+
+absl::StatusOr<CUcontext> PrimaryContext(Device device) {
+  return CudaDeviceAPIInstance()->PrimaryContext(device);
+}
+
+}  // namespace cuda
 }  // namespace tether

@@ -88,6 +88,10 @@ absl::StatusOr<const CudaDriver*> Load() {
   TETHER_CUDA_RESOLVE(cuEventSynchronize);
   TETHER_CUDA_RESOLVE(cuEventElapsedTime);
   TETHER_CUDA_RESOLVE(cuEventDestroy_v2);
+  TETHER_CUDA_RESOLVE(cuModuleLoadDataEx);
+  TETHER_CUDA_RESOLVE(cuModuleUnload);
+  TETHER_CUDA_RESOLVE(cuModuleGetFunction);
+  TETHER_CUDA_RESOLVE(cuLaunchKernel);
 #undef TETHER_CUDA_RESOLVE
   if (!missing.empty()) {
     return UnavailableError("no usable CUDA driver: ", kLibraryName, " lacks ", missing);
@@ -138,6 +142,29 @@ absl::Status CudaStatus(const CudaDriver& driver, CUresult result, absl::string_
     case CUDA_ERROR_INVALID_DEVICE:
     case CUDA_ERROR_SYSTEM_DRIVER_MISMATCH:
       return UnavailableError(message);
+    case CUDA_ERROR_INVALID_IMAGE:
+    case CUDA_ERROR_INVALID_PTX:
+    case CUDA_ERROR_INVALID_SOURCE:
+      return ValueError(message);
+    case CUDA_ERROR_NO_BINARY_FOR_GPU:
+    case CUDA_ERROR_UNSUPPORTED_PTX_VERSION:
+    case CUDA_ERROR_JIT_COMPILER_NOT_FOUND:
+    case CUDA_ERROR_JIT_COMPILATION_DISABLED:
+      return PreconditionError(message);
+    case CUDA_ERROR_NOT_FOUND:
+      return NotFoundError(message);
+    case CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES:
+      return OutOfMemoryError(message);
+    case CUDA_ERROR_ILLEGAL_ADDRESS:
+    case CUDA_ERROR_HARDWARE_STACK_ERROR:
+    case CUDA_ERROR_ILLEGAL_INSTRUCTION:
+    case CUDA_ERROR_MISALIGNED_ADDRESS:
+    case CUDA_ERROR_INVALID_ADDRESS_SPACE:
+    case CUDA_ERROR_INVALID_PC:
+    case CUDA_ERROR_LAUNCH_FAILED:
+      // The driver makes these sticky: every later call in the context fails.
+      return RuntimeError(message, " (a kernel faulted; ", device.ToString(),
+                          " is unusable in this process from now on)");
     default:
       return RuntimeError(message);
   }

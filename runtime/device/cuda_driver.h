@@ -23,9 +23,13 @@ using CUdeviceptr = unsigned long long;  // NOLINT(runtime/int): the driver's ow
 struct CUctx_st;
 struct CUstream_st;
 struct CUevent_st;
+struct CUmod_st;
+struct CUfunc_st;
 using CUcontext = CUctx_st*;
 using CUstream = CUstream_st*;
 using CUevent = CUevent_st*;
+using CUmodule = CUmod_st*;
+using CUfunction = CUfunc_st*;
 
 // CUresult values the runtime tells apart (cuda.h, enum cudaError_enum).
 inline constexpr CUresult CUDA_SUCCESS = 0;
@@ -37,6 +41,22 @@ inline constexpr CUresult CUDA_ERROR_INSUFFICIENT_DRIVER = 35;
 inline constexpr CUresult CUDA_ERROR_DEVICE_UNAVAILABLE = 46;
 inline constexpr CUresult CUDA_ERROR_NO_DEVICE = 100;
 inline constexpr CUresult CUDA_ERROR_INVALID_DEVICE = 101;
+inline constexpr CUresult CUDA_ERROR_INVALID_IMAGE = 200;
+inline constexpr CUresult CUDA_ERROR_NO_BINARY_FOR_GPU = 209;
+inline constexpr CUresult CUDA_ERROR_INVALID_PTX = 218;
+inline constexpr CUresult CUDA_ERROR_JIT_COMPILER_NOT_FOUND = 221;
+inline constexpr CUresult CUDA_ERROR_UNSUPPORTED_PTX_VERSION = 222;
+inline constexpr CUresult CUDA_ERROR_JIT_COMPILATION_DISABLED = 223;
+inline constexpr CUresult CUDA_ERROR_INVALID_SOURCE = 300;
+inline constexpr CUresult CUDA_ERROR_NOT_FOUND = 500;
+inline constexpr CUresult CUDA_ERROR_ILLEGAL_ADDRESS = 700;
+inline constexpr CUresult CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES = 701;
+inline constexpr CUresult CUDA_ERROR_HARDWARE_STACK_ERROR = 714;
+inline constexpr CUresult CUDA_ERROR_ILLEGAL_INSTRUCTION = 715;
+inline constexpr CUresult CUDA_ERROR_MISALIGNED_ADDRESS = 716;
+inline constexpr CUresult CUDA_ERROR_INVALID_ADDRESS_SPACE = 717;
+inline constexpr CUresult CUDA_ERROR_INVALID_PC = 718;
+inline constexpr CUresult CUDA_ERROR_LAUNCH_FAILED = 719;
 inline constexpr CUresult CUDA_ERROR_SYSTEM_DRIVER_MISMATCH = 803;
 
 // CUdevice_attribute values (cuda.h).
@@ -45,12 +65,30 @@ enum CUdevice_attribute : int {
   CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X = 2,
   CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y = 3,
   CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z = 4,
+  CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X = 5,
+  CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y = 6,
+  CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z = 7,
   CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK = 8,
   CU_DEVICE_ATTRIBUTE_WARP_SIZE = 10,
+  CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK = 12,
   CU_DEVICE_ATTRIBUTE_CLOCK_RATE = 13,
   CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16,
+  CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE = 36,
+  CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH = 37,
+  CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE = 38,
+  CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR = 39,
   CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75,
   CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76,
+};
+
+// CUjit_option values (cuda.h): options of cuModuleLoadDataEx. A log buffer's
+// option value is the buffer; a size's option value is the size itself cast
+// to void*, which the driver overwrites with the bytes it wrote.
+enum CUjit_option : int {
+  CU_JIT_INFO_LOG_BUFFER = 3,
+  CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES = 4,
+  CU_JIT_ERROR_LOG_BUFFER = 5,
+  CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6,
 };
 
 inline constexpr unsigned int CU_STREAM_NON_BLOCKING = 0x1;
@@ -93,6 +131,15 @@ struct CudaDriver {
   CUresult (*cuEventSynchronize)(CUevent event);
   CUresult (*cuEventElapsedTime)(float* ms, CUevent start, CUevent end);
   CUresult (*cuEventDestroy_v2)(CUevent event);
+  CUresult (*cuModuleLoadDataEx)(CUmodule* module, const void* image, unsigned int num_options,
+                                 CUjit_option* options, void** option_values);
+  CUresult (*cuModuleUnload)(CUmodule module);
+  CUresult (*cuModuleGetFunction)(CUfunction* function, CUmodule module, const char* name);
+  // The legacy-default-stream entry point (not the _ptsz one).
+  CUresult (*cuLaunchKernel)(CUfunction f, unsigned int grid_x, unsigned int grid_y,
+                             unsigned int grid_z, unsigned int block_x, unsigned int block_y,
+                             unsigned int block_z, unsigned int shared_mem_bytes, CUstream stream,
+                             void** kernel_params, void** extra);
 
   // The process-wide driver, loaded and initialized (cuInit) on first use.
   // UNAVAILABLE when libcuda.so.1 cannot be loaded, lacks a symbol, or cuInit
@@ -105,9 +152,22 @@ struct CudaDriver {
 // on. Text: "cuda error CUDA_ERROR_OUT_OF_MEMORY: out of memory in
 // cuMemAlloc(1024 bytes) on cuda:0". Codes: out of memory → RESOURCE_EXHAUSTED,
 // invalid value → INVALID_ARGUMENT, driver or device missing → UNAVAILABLE,
-// anything else → INTERNAL (a runtime error).
+// code or image the JIT rejects (invalid PTX, image or source) →
+// INVALID_ARGUMENT, a GPU or driver the code cannot run on (no binary for the
+// GPU, PTX newer than the driver, no or disabled JIT) → FAILED_PRECONDITION,
+// a missing symbol → NOT_FOUND, launch out of resources → RESOURCE_EXHAUSTED,
+// anything else → INTERNAL (a runtime error). Faults inside a kernel
+// (illegal address, launch failed, ...) are INTERNAL and say that the
+// device's context is unusable from then on, as the driver makes them sticky.
 absl::Status CudaStatus(const CudaDriver& driver, CUresult result, absl::string_view call,
                         Device device);
+
+// The primary context of `device` (a CUDA device), retained by the CUDA device
+// API on first use and kept for the process lifetime; make it current with
+// cuCtxSetCurrent before driver calls on that device. UNAVAILABLE without a
+// driver or for a device the driver does not report. Thread-safe.
+// (Implemented in cuda_device_api.cc, which owns the contexts.)
+absl::StatusOr<CUcontext> PrimaryContext(Device device);
 
 }  // namespace tether::cuda
 

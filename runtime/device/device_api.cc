@@ -13,7 +13,7 @@
 namespace tether {
 namespace {
 
-constexpr std::array<DeviceAttrName, 13> kDeviceAttrNames = {{
+constexpr std::array<DeviceAttrName, 19> kDeviceAttrNames = {{
     {DeviceAttr::kExist, "exist"},
     {DeviceAttr::kMaxThreadsPerBlock, "max_threads_per_block"},
     {DeviceAttr::kWarpSize, "warp_size"},
@@ -27,6 +27,12 @@ constexpr std::array<DeviceAttrName, 13> kDeviceAttrNames = {{
     {DeviceAttr::kDriverVersion, "driver_version"},
     {DeviceAttr::kTotalGlobalMemory, "total_global_memory"},
     {DeviceAttr::kAvailableGlobalMemory, "available_global_memory"},
+    {DeviceAttr::kL2CacheSize, "l2_cache_size_bytes"},
+    {DeviceAttr::kMemoryClockRate, "memory_clock_rate"},
+    {DeviceAttr::kMemoryBusWidth, "memory_bus_width"},
+    {DeviceAttr::kMaxThreadsPerMultiProcessor, "max_threads_per_multi_processor"},
+    {DeviceAttr::kMaxRegistersPerBlock, "max_registers_per_block"},
+    {DeviceAttr::kMaxGridDimensions, "max_grid_dimensions"},
 }};
 
 #if !TETHER_CUDA_DEVICE

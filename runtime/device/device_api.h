@@ -34,6 +34,13 @@ enum class DeviceAttr : int {
   kDriverVersion = 10,          // string
   kTotalGlobalMemory = 11,      // bytes
   kAvailableGlobalMemory = 12,  // bytes
+  // GPUs only (None elsewhere):
+  kL2CacheSize = 13,      // bytes
+  kMemoryClockRate = 14,  // kHz
+  kMemoryBusWidth = 15,   // bits
+  kMaxThreadsPerMultiProcessor = 16,
+  kMaxRegistersPerBlock = 17,
+  kMaxGridDimensions = 18,  // Shape [x, y, z]
 };
 
 struct DeviceAttrName {

@@ -2,9 +2,11 @@
 // entry points of a local VM.
 #include "runtime/vm/local_vm.h"
 
+#include <algorithm>
 #include <chrono>
 #include <mutex>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
@@ -12,6 +14,7 @@
 #include "runtime/device/device_api.h"
 #include "runtime/threading/thread_pool.h"
 #include "runtime/vm/closure.h"
+#include "runtime/vm/cuda_kernel_library.h"
 #include "runtime/vm/kernel_library.h"
 #include "runtime/vm/profile_recorder.h"
 
@@ -50,7 +53,8 @@ absl::StatusOr<std::unique_ptr<LocalVirtualMachine>> LocalVirtualMachine::Create
   std::call_once(once, [] {
     RegisterBuiltins();
     profiling::RegisterProfilingFunctions();
-    RegisterKernelLibraryLoaders();  // format "so"
+    RegisterKernelLibraryLoaders();     // format "so"
+    RegisterCudaKernelLibraryLoader();  // format "ptx"
   });
   std::unique_ptr<LocalVirtualMachine> vm(new LocalVirtualMachine());
   TETHER_RETURN_IF_ERROR(vm->Init(std::move(exec), std::move(devices), memory_cfg));
@@ -72,6 +76,18 @@ absl::Status LocalVirtualMachine::Init(Ref<Executable> exec, std::vector<Device>
   devices_ = std::move(devices);
   for (const Device& d : devices_) {
     allocators_.push_back(memory::CreateAllocator(d, memory_cfg.TypeFor(d)));
+  }
+
+  // GPU kernels need a GPU among the VM's devices: say so before a kernel
+  // call fails on a cpu tensor.
+  const bool has_cuda_device = std::any_of(devices_.begin(), devices_.end(),
+                                           [](const Device& d) { return d.type == kDLCUDA; });
+  for (const KernelLibraryBlob& blob : exec_->kernel_libraries) {
+    const bool for_cuda = blob.format == "ptx" || absl::StartsWith(blob.target, "cuda");
+    if (for_cuda && !has_cuda_device) {
+      return PreconditionError("the executable's kernels were compiled for ", blob.target,
+                               "; create the VM on a cuda device (e.g. cuda:0)");
+    }
   }
 
   // Kernel libraries first: packed functions resolve there before the registry.

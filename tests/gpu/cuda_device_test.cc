@@ -147,6 +147,15 @@ TEST_F(CudaDeviceTest, Attributes) {
   EXPECT_GT(total, 0);
   EXPECT_GT(avail, 0);
   EXPECT_LE(avail, total);
+  EXPECT_GT(attr(DeviceAttr::kL2CacheSize).int_value(), 0);
+  EXPECT_GT(attr(DeviceAttr::kMemoryClockRate).int_value(), 0);
+  EXPECT_GE(attr(DeviceAttr::kMemoryBusWidth).int_value(), 64);
+  EXPECT_GE(attr(DeviceAttr::kMaxThreadsPerMultiProcessor).int_value(),
+            attr(DeviceAttr::kMaxThreadsPerBlock).int_value());
+  EXPECT_GT(attr(DeviceAttr::kMaxRegistersPerBlock).int_value(), 0);
+  Value grid = attr(DeviceAttr::kMaxGridDimensions);
+  ASSERT_TRUE(grid.is_shape());
+  EXPECT_GE(static_cast<const ShapeObj*>(grid.object())->dims[0], 65535);
 }
 
 TEST_F(CudaDeviceTest, PooledAllocatorReusesAndClears) {

@@ -1,0 +1,311 @@
+// Tests of CUDA kernel libraries (format "ptx") on a real GPU: a hand-written
+// PTX module wrapped in a blob with its manifest, launched through the
+// library's Functions and through a VM, checked against host math; image
+// selection, JIT errors and a faulting kernel. Each test skips when no CUDA
+// device is present (no driver, or zero devices).
+#include "runtime/vm/cuda_kernel_library.h"
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "runtime/core/tensor.h"
+#include "runtime/device/device_api.h"
+#include "runtime/vm/exec_builder.h"
+#include "runtime/vm/local_vm.h"
+
+namespace tether {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Written by hand with the kernel ABI's parameter layout: per kernel
+// parameter a 64-bit value (data pointer or scalar), then each tensor's dims.
+// Checked with `ptxas -arch=sm_75` and `-arch=sm_90`.
+constexpr absl::string_view kPtx = R"(.version 7.8
+.target sm_75
+.address_size 64
+
+// add(a, b, c): c[i] = a[i] + b[i] for i < n, grid-stride. Parameters: the
+// three data pointers, then the one dim of each tensor.
+.visible .entry add_k0(
+  .param .u64 a, .param .u64 b, .param .u64 c,
+  .param .u64 a_d0, .param .u64 b_d0, .param .u64 c_d0)
+{
+  .reg .pred %p<2>;
+  .reg .b32 %r<5>;
+  .reg .b64 %rd<12>;
+  .reg .f32 %f<4>;
+
+  ld.param.u64 %rd1, [a];
+  ld.param.u64 %rd2, [b];
+  ld.param.u64 %rd3, [c];
+  ld.param.u64 %rd4, [a_d0];
+  cvta.to.global.u64 %rd1, %rd1;
+  cvta.to.global.u64 %rd2, %rd2;
+  cvta.to.global.u64 %rd3, %rd3;
+  mov.u32 %r1, %ctaid.x;
+  mov.u32 %r2, %ntid.x;
+  mov.u32 %r3, %tid.x;
+  mov.u32 %r4, %nctaid.x;
+  mul.wide.u32 %rd5, %r1, %r2;
+  cvt.u64.u32 %rd6, %r3;
+  add.s64 %rd5, %rd5, %rd6;
+  mul.wide.u32 %rd7, %r4, %r2;
+LOOP:
+  setp.ge.s64 %p1, %rd5, %rd4;
+  @%p1 bra DONE;
+  shl.b64 %rd8, %rd5, 2;
+  add.s64 %rd9, %rd1, %rd8;
+  add.s64 %rd10, %rd2, %rd8;
+  add.s64 %rd11, %rd3, %rd8;
+  ld.global.f32 %f1, [%rd9];
+  ld.global.f32 %f2, [%rd10];
+  add.rn.f32 %f3, %f1, %f2;
+  st.global.f32 [%rd11], %f3;
+  add.s64 %rd5, %rd5, %rd7;
+  bra.uni LOOP;
+DONE:
+  ret;
+}
+
+// store_null(x, addr): thread 0 writes to the address given as a scalar
+// (a runtime value, so the JIT cannot drop the store).
+.visible .entry store_null_k0(.param .u64 x, .param .u64 addr, .param .u64 x_d0)
+{
+  .reg .b64 %rd<2>;
+  .reg .b32 %r<2>;
+  ld.param.u64 %rd1, [addr];
+  mov.u32 %r1, 42;
+  st.global.u32 [%rd1], %r1;
+  ret;
+}
+)";
+
+constexpr absl::string_view kManifest =
+    "tether-cuda-manifest 1\n"
+    "kernel add 3 1\n"
+    "tensor float32 1 *\n"
+    "tensor float32 1 =d0.0\n"
+    "tensor float32 1 =d0.0\n"
+    "launch add_k0 256 1 d0.0\n"
+    "kernel store_null 2 1\n"
+    "tensor float32 1 *\n"
+    "int64\n"
+    "launch store_null_k0 1 1 1\n"
+    "end\n";
+
+vm::KernelLibraryBlob Blob(std::vector<CudaImage> images, absl::string_view manifest = kManifest) {
+  vm::KernelLibraryBlob blob;
+  blob.target = "cuda -arch=sm_75";
+  blob.format = "ptx";
+  blob.data = WriteCudaBlob(images, manifest);
+  return blob;
+}
+
+class CudaKernelLibraryGpuTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!DeviceExists(Device::Cuda(0))) {
+      GTEST_SKIP() << "no CUDA device: cuda:0 does not exist (no driver or no GPU)";
+    }
+  }
+
+  static Function Kernel(const vm::KernelLibraryBlob& blob, absl::string_view name) {
+    absl::StatusOr<Ref<Module>> lib = LoadCudaKernelLibrary(blob);
+    EXPECT_TRUE(lib.ok()) << lib.status();
+    if (!lib.ok()) return Function();
+    absl::StatusOr<Function> f = (*lib)->GetFunction(name);
+    EXPECT_TRUE(f.ok()) << f.status();
+    return f.ok() ? *f : Function();
+  }
+
+  static Tensor OnGpu(const std::vector<float>& host) {
+    std::vector<int64_t> shape = {static_cast<int64_t>(host.size())};
+    absl::StatusOr<Tensor> cpu =
+        Tensor::FromBytes(shape, DataType::Float(32), host.data(), host.size() * sizeof(float));
+    EXPECT_TRUE(cpu.ok()) << cpu.status();
+    absl::StatusOr<Tensor> gpu = cpu->CopyTo(Device::Cuda(0));
+    EXPECT_TRUE(gpu.ok()) << gpu.status();
+    return *gpu;
+  }
+
+  static std::vector<float> ToHost(const Tensor& t) {
+    std::vector<float> out(static_cast<size_t>(t->NumElements()));
+    absl::Status s = t.CopyToBytes(out.data(), out.size() * sizeof(float));
+    EXPECT_TRUE(s.ok()) << s;
+    return out;
+  }
+
+  static std::vector<float> Ramp(size_t n, float scale) {
+    std::vector<float> v(n);
+    for (size_t i = 0; i < n; ++i) v[i] = scale * static_cast<float>(i % 1000) + 0.25f;
+    return v;
+  }
+};
+
+TEST_F(CudaKernelLibraryGpuTest, AddMatchesHostMath) {
+  Function add = Kernel(Blob({{75, std::string(kPtx)}}), "add");
+  ASSERT_TRUE(add);
+  for (size_t n : {size_t{0}, size_t{1}, size_t{1000}, size_t{1} << 20}) {
+    SCOPED_TRACE(absl::StrCat("n = ", n));
+    std::vector<float> a = Ramp(n, 0.5f);
+    std::vector<float> b = Ramp(n, -1.75f);
+    Tensor ga = OnGpu(a);
+    Tensor gb = OnGpu(b);
+    std::vector<int64_t> shape = {static_cast<int64_t>(n)};
+    absl::StatusOr<Tensor> gc = Tensor::Empty(shape, DataType::Float(32), Device::Cuda(0));
+    ASSERT_TRUE(gc.ok()) << gc.status();
+    if (n > 0) {
+      absl::StatusOr<DeviceAPI*> api = DeviceAPI::Get(kDLCUDA);
+      ASSERT_TRUE(api.ok());
+      ASSERT_TRUE((*api)->Memset(Device::Cuda(0), (*gc)->data(), 0xff, n * sizeof(float)).ok());
+    }
+    absl::StatusOr<Value> r = add.Call(ga, gb, *gc);
+    ASSERT_TRUE(r.ok()) << r.status();
+    std::vector<float> c = ToHost(*gc);
+    ASSERT_EQ(c.size(), n);
+    for (size_t i = 0; i < n; ++i) {
+      ASSERT_EQ(c[i], a[i] + b[i]) << "at " << i;
+    }
+  }
+}
+
+TEST_F(CudaKernelLibraryGpuTest, PicksTheNewestImageTheGpuRuns) {
+  // The sm_999 image is broken PTX: choosing it would fail to load.
+  Function add = Kernel(Blob({{75, std::string(kPtx)},
+                              {999,
+                               ".visible .entry add_k0 garbage\n"
+                               ".visible .entry store_null_k0\n"}}),
+                        "add");
+  ASSERT_TRUE(add);
+  Tensor a = OnGpu({1.0f, 2.0f});
+  Tensor b = OnGpu({10.0f, 20.0f});
+  absl::StatusOr<Tensor> c =
+      Tensor::Empty(std::vector<int64_t>{2}, DataType::Float(32), Device::Cuda(0));
+  ASSERT_TRUE(c.ok());
+  absl::StatusOr<Value> r = add.Call(a, b, *c);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(ToHost(*c), (std::vector<float>{11.0f, 22.0f}));
+}
+
+TEST_F(CudaKernelLibraryGpuTest, ImageForAFutureGpuOnlyIsFailedPrecondition) {
+  std::string ptx = absl::StrReplaceAll(kPtx, {{".target sm_75", ".target sm_999"}});
+  Function add = Kernel(Blob({{999, ptx}}), "add");
+  ASSERT_TRUE(add);
+  Tensor a = OnGpu({1.0f});
+  absl::StatusOr<Value> r = add.Call(a, a, a);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(r.status().message(), HasSubstr("kernel library has PTX for sm_999; cuda:0 ("));
+  absl::StatusOr<DeviceAPI*> api = DeviceAPI::Get(kDLCUDA);
+  ASSERT_TRUE(api.ok());
+  absl::StatusOr<Value> version = (*api)->GetAttr(0, DeviceAttr::kComputeVersion);
+  ASSERT_TRUE(version.ok());
+  std::string sm = absl::StrReplaceAll(version->string_value(), {{".", ""}});
+  EXPECT_THAT(r.status().message(), HasSubstr(absl::StrCat(") is sm_", sm)));
+}
+
+TEST_F(CudaKernelLibraryGpuTest, InvalidPtxCarriesTheJitLog) {
+  std::string bad =
+      ".version 7.8\n.target sm_75\n.address_size 64\n"
+      ".visible .entry add_k0()\n{\n  this is not ptx;\n}\n"
+      ".visible .entry store_null_k0()\n{\n  ret;\n}\n";
+  Function add = Kernel(Blob({{75, bad}}), "add");
+  ASSERT_TRUE(add);
+  Tensor a = OnGpu({1.0f});
+  absl::StatusOr<Value> r = add.Call(a, a, a);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+  EXPECT_THAT(r.status().message(), HasSubstr("CUDA_ERROR_INVALID_PTX"));
+  EXPECT_THAT(r.status().message(), HasSubstr("cuModuleLoadDataEx(ptx for sm_75"));
+  EXPECT_THAT(r.status().message(), HasSubstr("jit log: "));
+  EXPECT_THAT(r.status().message(), HasSubstr("syntax error"));
+}
+
+TEST_F(CudaKernelLibraryGpuTest, ChecksDimsOfRealTensors) {
+  Function add = Kernel(Blob({{75, std::string(kPtx)}}), "add");
+  ASSERT_TRUE(add);
+  Tensor four = OnGpu({1, 2, 3, 4});
+  Tensor three = OnGpu({1, 2, 3});
+  absl::StatusOr<Value> r = add.Call(four, three, four);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(r.status().message(),
+              HasSubstr("kernel add: argument 1 dim 0 is 3, expected 4 (= argument 0 dim 0)"));
+}
+
+TEST_F(CudaKernelLibraryGpuTest, VmRunsPtxKernelsOnTheGpu) {
+  vm::ExecBuilder b;
+  b.EmitFunction("main", 3, {"a", "b", "c"});
+  b.EmitCall("add", {vm::Arg::Register(0), vm::Arg::Register(1), vm::Arg::Register(2)});
+  b.EmitRet(2);
+  b.EndFunction("main");
+  b.AddKernelLibrary(Blob({{75, std::string(kPtx)}}));
+  absl::StatusOr<Ref<vm::Executable>> exec = b.Get();
+  ASSERT_TRUE(exec.ok()) << exec.status();
+  auto made = vm::LocalVirtualMachine::Create(*exec, {Device::Cuda(0)});
+  ASSERT_TRUE(made.ok()) << made.status();
+  std::vector<float> a = Ramp(4096, 1.5f);
+  std::vector<float> bb = Ramp(4096, 3.0f);
+  // Host tensors: set_input moves them to cuda:0.
+  std::vector<int64_t> shape = {4096};
+  absl::StatusOr<Tensor> ha = Tensor::FromBytes(shape, DataType::Float(32), a.data(), 4096 * 4);
+  absl::StatusOr<Tensor> hb = Tensor::FromBytes(shape, DataType::Float(32), bb.data(), 4096 * 4);
+  absl::StatusOr<Tensor> hc = Tensor::Empty(shape, DataType::Float(32), Device::Cpu());
+  ASSERT_TRUE(ha.ok() && hb.ok() && hc.ok());
+  std::vector<Value> args = {*ha, *hb, *hc};
+  ASSERT_TRUE((*made)->SetInput("main", args).ok());
+  absl::Status ran = (*made)->InvokeStateful("main");
+  ASSERT_TRUE(ran.ok()) << ran;
+  absl::StatusOr<Value> out = (*made)->GetOutputs("main");
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_TRUE(out->is_tensor());
+  Tensor c(out->AsRef<TensorObj>());
+  EXPECT_EQ(c->device(), Device::Cuda(0));
+  std::vector<float> got = ToHost(c);
+  for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], a[i] + bb[i]) << "at " << i;
+}
+
+// The fault makes the context unusable for the rest of the process, so it
+// runs in a child process (a death test re-executes the binary, which starts
+// CUDA afresh).
+void StoreThroughNullAndExit() {
+  vm::KernelLibraryBlob blob;
+  blob.format = "ptx";
+  blob.target = "cuda -arch=sm_75";
+  blob.data = WriteCudaBlob({{75, std::string(kPtx)}}, kManifest);
+  absl::StatusOr<Ref<Module>> lib = LoadCudaKernelLibrary(blob);
+  if (!lib.ok()) std::_Exit(2);
+  absl::StatusOr<Function> f = (*lib)->GetFunction("store_null");
+  if (!f.ok()) std::_Exit(3);
+  absl::StatusOr<Tensor> x =
+      Tensor::Empty(std::vector<int64_t>{4}, DataType::Float(32), Device::Cuda(0));
+  if (!x.ok()) std::_Exit(4);
+  absl::StatusOr<Value> launched = f->Call(*x, int64_t{0});
+  // The launch is asynchronous: it succeeds, or fails already if the fault
+  // was quick; either way the error must name the fault.
+  absl::Status status = launched.status();
+  if (status.ok()) {
+    absl::StatusOr<DeviceAPI*> api = DeviceAPI::Get(kDLCUDA);
+    if (!api.ok()) std::_Exit(5);
+    status = (*api)->Sync(Device::Cuda(0), nullptr);
+  }
+  std::fprintf(stderr, "status: %s\n", status.ToString().c_str());
+  std::_Exit(status.code() == absl::StatusCode::kInternal ? 0 : 1);
+}
+
+TEST_F(CudaKernelLibraryGpuTest, FaultingKernelIsReportedAtTheNextSync) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(StoreThroughNullAndExit(), ::testing::ExitedWithCode(0),
+              "status: INTERNAL: cuda error CUDA_ERROR_ILLEGAL_ADDRESS");
+}
+
+}  // namespace
+}  // namespace tether
