@@ -11,6 +11,7 @@
 #include "compiler/codegen/llvm_codegen.h"
 #include "compiler/codegen/target.h"
 #include "compiler/ir/bind.h"
+#include "compiler/kernel/device_split.h"
 #include "compiler/text/printer.h"
 #include "compiler/transform/pipeline.h"
 #include "compiler/transform/vm_codegen.h"
@@ -27,6 +28,10 @@ absl::Status CheckOptions(const BuildOptions& options) {
   if (options.exec_mode != "bytecode") {
     return absl::InvalidArgumentError(absl::StrCat("unknown exec_mode \"", options.exec_mode,
                                                    "\"; expected \"bytecode\" or \"compiled\""));
+  }
+  if (options.simulate_gpu_threads < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("simulate_gpu_threads must be >= 0, got ", options.simulate_gpu_threads));
   }
   if (options.num_threads < 0) {
     return absl::InvalidArgumentError(
@@ -69,8 +74,10 @@ absl::StatusOr<IRModule> LowerModule(IRModule module, const BuildOptions& option
     }
     TETHER_ASSIGN_OR_RETURN(it->second, BindParams(it->second, options.params));
   }
+  TETHER_ASSIGN_OR_RETURN(Target target, Target::Parse(options.target));
   PipelineOptions pipeline;
   pipeline.num_threads = options.num_threads;
+  pipeline.gpu = target.is_cuda();
   return RunPipeline(std::move(module), options.pipeline, pipeline);
 }
 
@@ -81,13 +88,30 @@ absl::StatusOr<Ref<vm::Executable>> Build(IRModule module, const BuildOptions& o
   TETHER_ASSIGN_OR_RETURN(IRModule lowered, LowerModule(std::move(module), options));
   std::vector<vm::KernelLibraryBlob> libraries;
   std::vector<KernelFunc> kernels = Kernels(lowered);
+  Target kernel_target = target;
+  if (options.simulate_gpu_threads > 0) {
+    if (!target.is_cuda()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("simulate_gpu_threads needs a cuda target, got \"", options.target, "\""));
+    }
+    for (KernelFunc& k : kernels) {
+      TETHER_ASSIGN_OR_RETURN(DeviceKernel device, SplitForDevice(k));
+      k = SimulateOnCpu(device, options.simulate_gpu_threads);
+      lowered.kernels[k->name] = k;
+    }
+    kernel_target = Target();
+  }
   if (!kernels.empty()) {
     TETHER_ASSIGN_OR_RETURN(vm::KernelLibraryBlob lib,
-                            BuildKernelLibrary(kernels, target, KernelOptions(options)));
+                            BuildKernelLibrary(kernels, kernel_target, KernelOptions(options)));
     libraries.push_back(std::move(lib));
   }
   TETHER_ASSIGN_OR_RETURN(Ref<vm::Executable> exec, VMCodegen(lowered, std::move(libraries)));
-  exec->metadata["target"] = target.ToString();
+  exec->metadata["target"] = kernel_target.ToString();
+  if (options.simulate_gpu_threads > 0) {
+    exec->metadata["simulated_target"] =
+        absl::StrCat(target.ToString(), " (", options.simulate_gpu_threads, " threads)");
+  }
   exec->metadata["source_hash"] = source_hash;
   exec->metadata["compiler_version"] = kCompilerVersion;
   exec->metadata["pipeline"] = options.pipeline;

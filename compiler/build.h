@@ -25,8 +25,10 @@ namespace tether::compiler {
 inline constexpr char kCompilerVersion[] = "tether-compiler 0.1.0";
 
 struct BuildOptions {
-  // "llvm" (the host) or "llvm -mtriple=... -mcpu=... -mattr=..."
-  // (compiler/codegen/target.h).
+  // "llvm" (the host), "llvm -mtriple=... -mcpu=... -mattr=..." or
+  // "cuda -arch=sm_90[,sm_80...]" (compiler/codegen/target.h). With cuda every
+  // kernel runs on the GPU: the executable's kernel library is PTX (format
+  // "ptx") and its VM must be created on a cuda device.
   std::string target = "llvm";
   // A pipeline of compiler/transform/pipeline.h: "default" or "zero".
   std::string pipeline = "default";
@@ -45,6 +47,15 @@ struct BuildOptions {
   std::string system_lib_prefix;
   // Threads the kernels are tuned for (0: unknown).
   int num_threads = 0;
+  // With a cuda target and a value N > 0: lower every kernel for the GPU
+  // (operators' GPU schedules, then the device split of
+  // compiler/kernel/device_split.h) but compile the launches for this host,
+  // each run as N simulated threads one after another (SimulateOnCpu). The
+  // executable runs on a CPU VM and computes what the GPU build computes, so
+  // the GPU lowering can be checked on machines without a GPU (the
+  // conformance runner's --simulate-gpu). Its "target" metadata is the host;
+  // "simulated_target" names the cuda target.
+  int simulate_gpu_threads = 0;
 };
 
 // Builds `module` into an executable. INVALID_ARGUMENT for bad options (an

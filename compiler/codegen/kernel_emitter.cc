@@ -16,6 +16,7 @@
 #include "compiler/ir/arith.h"
 #include "llvm/IR/IRBuilder.h"
 #include "llvm/IR/Intrinsics.h"
+#include "llvm/IR/IntrinsicsNVPTX.h"
 #include "llvm/IR/MDBuilder.h"
 #include "llvm/Transforms/Utils/ModuleUtils.h"
 #include "runtime/core/error.h"
@@ -138,6 +139,21 @@ class Emitter {
     (void)version_gv;
     if (options_.system_lib) EmitRegistration(infos, entries, manifest_gv);
     EmitMemoryBuiltins();
+    return std::move(module_);
+  }
+
+  // Device launch kernels (device_split.h) as PTX entries.
+  absl::StatusOr<std::unique_ptr<llvm::Module>> RunDevice(const std::vector<KernelFunc>& launches) {
+    device_ = true;
+    absl::flat_hash_map<std::string, int> names;
+    for (const KernelFunc& k : launches) {
+      if (!k) return absl::InvalidArgumentError("null kernel");
+      if (!IsCIdentifier(k->name) || !names.emplace(k->name, 0).second) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("kernel name \"", k->name, "\" is not a usable, unique PTX entry name"));
+      }
+      TETHER_RETURN_IF_ERROR(EmitDeviceEntry(k));
+    }
     return std::move(module_);
   }
 
@@ -640,6 +656,7 @@ class Emitter {
       }
       case StmtKind::kAssert: {
         const AssertStmtNode* n = s.as<AssertStmtNode>();
+        if (device_) return Unsupported("assertion on a gpu: ", n->message);
         TETHER_ASSIGN_OR_RETURN(llvm::Value * c, EmitExprAs(n->cond, DataType::Bool()));
         EmitCheck(c, {n->message}, TETHER_KERNEL_INVALID_ARGUMENT);
         return EmitStmt(n->body);
@@ -678,6 +695,7 @@ class Emitter {
       buffers_.erase(buf.get());
       return status;
     }
+    if (device_) return Unsupported("workspace allocation on a gpu: ", buf->name);
     llvm::Value* count = b_.getInt64(1);
     for (const PrimExpr& d : buf->shape) {
       TETHER_ASSIGN_OR_RETURN(llvm::Value * v, EmitIndex(d));
@@ -743,7 +761,7 @@ class Emitter {
   }
 
   absl::Status EmitLoop(const ForNode* n) {
-    if (n->for_kind == ForKind::kVectorized && vec_.lanes == 0) {
+    if (n->for_kind == ForKind::kVectorized && vec_.lanes == 0 && !device_) {
       if (std::optional<int64_t> lanes = VectorizableLanes(*n)) return EmitVectorLoop(n, *lanes);
     }
     if (n->for_kind == ForKind::kUnrolled) {
@@ -1102,6 +1120,74 @@ class Emitter {
     return entry;
   }
 
+  // One PTX entry (docs/design/kernel-abi.md, "PTX entries"): the kernel's
+  // parameters but the last two as 64-bit values, then every tensor dim;
+  // tether_tid and tether_nthreads from the special registers.
+  absl::Status EmitDeviceEntry(const KernelFunc& k) {
+    fs_ = FnState();
+    fs_.kernel = k->name;
+    fs_.in_parallel = true;  // nested parallel loops run inside the thread
+    vars_.clear();
+    buffers_.clear();
+    const size_t n = k->params.size();
+    if (n < 2 || k->params[n - 2].is_tensor() || k->params[n - 1].is_tensor()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("kernel ", k->name, ": a device launch ends with tid and nthreads scalars"));
+    }
+    std::vector<llvm::Type*> types;
+    for (size_t i = 0; i + 2 < n; ++i) types.push_back(k->params[i].is_tensor() ? ptr_ : i64_);
+    for (size_t i = 0; i + 2 < n; ++i) {
+      if (k->params[i].is_tensor())
+        types.insert(types.end(), k->params[i].buffer->shape.size(), i64_);
+    }
+    auto* fn = llvm::Function::Create(llvm::FunctionType::get(b_.getVoidTy(), types, false),
+                                      llvm::GlobalValue::ExternalLinkage, k->name, module_.get());
+    fn->setCallingConv(llvm::CallingConv::PTX_Kernel);
+    fn->addFnAttr(llvm::Attribute::NoUnwind);
+    llvm::NamedMDNode* annotations = module_->getOrInsertNamedMetadata("nvvm.annotations");
+    annotations->addOperand(llvm::MDNode::get(
+        ctx_, {llvm::ValueAsMetadata::get(fn), llvm::MDString::get(ctx_, "kernel"),
+               llvm::ConstantAsMetadata::get(b_.getInt32(1))}));
+    fs_.fn = fn;
+    b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", fn));
+    unsigned arg = 0;
+    for (size_t i = 0; i + 2 < n; ++i, ++arg) {
+      const KernelParam& p = k->params[i];
+      if (p.is_tensor()) {
+        fn->addParamAttr(arg, llvm::Attribute::NoAlias);
+        buffers_[p.buffer.get()] = fn->getArg(arg);
+      } else if (!vars_.contains(p.var.get())) {
+        TETHER_ASSIGN_OR_RETURN(vars_[p.var.get()],
+                                CastValue(fn->getArg(arg), DataType::Int(64), p.var.dtype()));
+      }
+    }
+    for (size_t i = 0; i + 2 < n; ++i) {
+      const KernelParam& p = k->params[i];
+      if (!p.is_tensor()) continue;
+      for (const PrimExpr& d : p.buffer->shape) {
+        llvm::Value* v = fn->getArg(arg++);
+        if (d.kind() == PrimKind::kVar && !vars_.contains(d.get())) {
+          TETHER_ASSIGN_OR_RETURN(vars_[d.get()], CastValue(v, DataType::Int(64), d.dtype()));
+        }
+      }
+    }
+    auto sreg = [&](llvm::Intrinsic::ID id) {
+      return b_.CreateZExt(b_.CreateIntrinsic(id, {}, {}), i64_);
+    };
+    llvm::Value* ntid = sreg(llvm::Intrinsic::nvvm_read_ptx_sreg_ntid_x);
+    llvm::Value* tid =
+        b_.CreateAdd(b_.CreateMul(sreg(llvm::Intrinsic::nvvm_read_ptx_sreg_ctaid_x), ntid),
+                     sreg(llvm::Intrinsic::nvvm_read_ptx_sreg_tid_x));
+    llvm::Value* nthreads = b_.CreateMul(sreg(llvm::Intrinsic::nvvm_read_ptx_sreg_nctaid_x), ntid);
+    TETHER_ASSIGN_OR_RETURN(vars_[k->params[n - 2].var.get()],
+                            CastValue(tid, DataType::Int(64), k->params[n - 2].var.dtype()));
+    TETHER_ASSIGN_OR_RETURN(vars_[k->params[n - 1].var.get()],
+                            CastValue(nthreads, DataType::Int(64), k->params[n - 1].var.dtype()));
+    TETHER_RETURN_IF_ERROR(EmitStmt(k->body));
+    b_.CreateRetVoid();
+    return absl::OkStatus();
+  }
+
   // Binds `var` to `value` (an i64) or, when bound, checks equality.
   absl::Status BindOrCheck(const PrimExpr& var, llvm::Value* value, std::vector<MsgPart> msg) {
     auto it = vars_.find(var.get());
@@ -1208,6 +1294,7 @@ class Emitter {
   llvm::Function* append_str_ = nullptr;
   llvm::Function* append_i64_ = nullptr;
   int parallel_count_ = 0;
+  bool device_ = false;  // emitting PTX entries (RunDevice)
   FnState fs_;
   // Inside EmitVectorLoop: the lane count (0 outside), the loop var, its
   // lane-0 value and the vars that vary across lanes.
@@ -1234,6 +1321,12 @@ absl::StatusOr<std::unique_ptr<llvm::Module>> EmitKernels(llvm::LLVMContext& con
   }
   Emitter emitter(context, options);
   return emitter.Run(kernels);
+}
+
+absl::StatusOr<std::unique_ptr<llvm::Module>> EmitDeviceKernels(
+    llvm::LLVMContext& context, const std::vector<KernelFunc>& launches) {
+  Emitter emitter(context, EmitOptions());
+  return emitter.RunDevice(launches);
 }
 
 }  // namespace tether::compiler::codegen

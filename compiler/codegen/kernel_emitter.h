@@ -40,6 +40,15 @@ absl::StatusOr<std::unique_ptr<llvm::Module>> EmitKernels(llvm::LLVMContext& con
                                                           const std::vector<KernelFunc>& kernels,
                                                           const EmitOptions& options);
 
+// The NVPTX module of device launch kernels (compiler/kernel/device_split.h):
+// one PTX entry per launch, named as it, with the parameters of
+// docs/design/kernel-abi.md "PTX entries"; the launch's last two parameters
+// (tether_tid, tether_nthreads) come from the thread and block indices.
+// INVALID_ARGUMENT for a kernel that is not a launch or that uses what a
+// device cannot run (workspace allocations, assertions).
+absl::StatusOr<std::unique_ptr<llvm::Module>> EmitDeviceKernels(
+    llvm::LLVMContext& context, const std::vector<KernelFunc>& launches);
+
 }  // namespace tether::compiler::codegen
 
 #endif  // TETHER_COMPILER_CODEGEN_KERNEL_EMITTER_H_

@@ -19,6 +19,7 @@
 #include "compiler/codegen/kernel_emitter.h"
 #include "compiler/codegen/work_estimate.h"
 #include "compiler/ir/arith.h"
+#include "compiler/kernel/device_split.h"
 #include "lld/Common/Driver.h"
 #include "llvm/IR/DiagnosticHandler.h"
 #include "llvm/IR/DiagnosticInfo.h"
@@ -35,6 +36,7 @@
 #include "llvm/Target/TargetOptions.h"
 #include "llvm/TargetParser/Host.h"
 #include "runtime/core/error.h"
+#include "runtime/vm/cuda_kernel_library.h"
 
 LLD_HAS_DRIVER(elf)
 
@@ -59,6 +61,35 @@ void InitializeLLVM() {
     llvm::InitializeAllAsmPrinters();
     llvm::InitializeAllAsmParsers();
   });
+}
+
+llvm::CodeGenOptLevel CodeGenLevel(int opt_level) {
+  return opt_level <= 0   ? llvm::CodeGenOptLevel::None
+         : opt_level == 1 ? llvm::CodeGenOptLevel::Less
+         : opt_level == 2 ? llvm::CodeGenOptLevel::Default
+                          : llvm::CodeGenOptLevel::Aggressive;
+}
+
+// The NVPTX target machine for sm_<sm>; LLVM picks the lowest PTX ISA
+// version that architecture needs.
+absl::StatusOr<std::unique_ptr<llvm::TargetMachine>> CreateCudaTargetMachine(int sm,
+                                                                             int opt_level) {
+  InitializeLLVM();
+  constexpr char kTriple[] = "nvptx64-nvidia-cuda";
+  std::string error;
+  const llvm::Target* llvm_target = llvm::TargetRegistry::lookupTarget(kTriple, error);
+  if (llvm_target == nullptr) {
+    return absl::UnavailableError(absl::StrCat(
+        "this LLVM has no NVPTX backend, so it cannot generate cuda kernels: ", error));
+  }
+  llvm::TargetOptions options;
+  options.AllowFPOpFusion = llvm::FPOpFusion::Fast;  // as on the CPU (fma.rn)
+  std::string cpu = absl::StrCat("sm_", sm);
+  std::unique_ptr<llvm::TargetMachine> tm(llvm_target->createTargetMachine(
+      kTriple, cpu, "", options, std::nullopt, std::nullopt, CodeGenLevel(opt_level)));
+  if (!tm)
+    return absl::InvalidArgumentError(absl::StrCat("cannot create an nvptx target for ", cpu));
+  return tm;
 }
 
 absl::StatusOr<std::unique_ptr<llvm::TargetMachine>> CreateTargetMachine(const Target& target,
@@ -88,17 +119,15 @@ absl::StatusOr<std::unique_ptr<llvm::TargetMachine>> CreateTargetMachine(const T
   // BLAS libraries do). Where multiplies and adds share execution ports it
   // halves the work of matmul and conv inner loops.
   options.AllowFPOpFusion = llvm::FPOpFusion::Fast;
-  auto level = opt_level <= 0   ? llvm::CodeGenOptLevel::None
-               : opt_level == 1 ? llvm::CodeGenOptLevel::Less
-               : opt_level == 2 ? llvm::CodeGenOptLevel::Default
-                                : llvm::CodeGenOptLevel::Aggressive;
   std::unique_ptr<llvm::TargetMachine> tm(llvm_target->createTargetMachine(
-      t.triple, t.cpu, t.attrs, options, llvm::Reloc::PIC_, std::nullopt, level));
+      t.triple, t.cpu, t.attrs, options, llvm::Reloc::PIC_, std::nullopt, CodeGenLevel(opt_level)));
   if (!tm)
     return absl::InvalidArgumentError(
         absl::StrCat("cannot create a target machine for ", t.ToString()));
   return tm;
 }
+
+absl::Status Optimize(llvm::Module& module_ref, llvm::TargetMachine* tm, int opt_level);
 
 // Lowers, verifies and optimizes `kernels` into a module for `tm`.
 // `emit` selects the kernels (and globals) of one shard; default: all.
@@ -111,6 +140,13 @@ absl::StatusOr<std::unique_ptr<llvm::Module>> BuildModule(llvm::LLVMContext& con
   emit.system_lib_prefix = options.system_lib_prefix;
   TETHER_ASSIGN_OR_RETURN(std::unique_ptr<llvm::Module> module,
                           codegen::EmitKernels(context, kernels, emit));
+  TETHER_RETURN_IF_ERROR(Optimize(*module, tm, options.opt_level));
+  return module;
+}
+
+// Verifies `module` and runs the optimization pipeline of `opt_level` for `tm`.
+absl::Status Optimize(llvm::Module& module_ref, llvm::TargetMachine* tm, int opt_level) {
+  llvm::Module* module = &module_ref;
   module->setTargetTriple(tm->getTargetTriple().str());
   module->setDataLayout(tm->createDataLayout());
   std::string verify;
@@ -129,8 +165,8 @@ absl::StatusOr<std::unique_ptr<llvm::Module>> BuildModule(llvm::LLVMContext& con
   llvm::CGSCCAnalysisManager cgam;
   llvm::ModuleAnalysisManager mam;
   llvm::PipelineTuningOptions tuning;
-  tuning.LoopVectorization = options.opt_level >= 2;
-  tuning.SLPVectorization = options.opt_level >= 2;
+  tuning.LoopVectorization = opt_level >= 2;
+  tuning.SLPVectorization = opt_level >= 2;
   llvm::PassBuilder pb(tm, tuning);
   pb.registerModuleAnalyses(mam);
   pb.registerCGSCCAnalyses(cgam);
@@ -138,16 +174,16 @@ absl::StatusOr<std::unique_ptr<llvm::Module>> BuildModule(llvm::LLVMContext& con
   pb.registerLoopAnalyses(lam);
   pb.crossRegisterProxies(lam, fam, cgam, mam);
   llvm::ModulePassManager mpm;
-  if (options.opt_level <= 0) {
+  if (opt_level <= 0) {
     mpm = pb.buildO0DefaultPipeline(llvm::OptimizationLevel::O0);
   } else {
-    llvm::OptimizationLevel level = options.opt_level == 1   ? llvm::OptimizationLevel::O1
-                                    : options.opt_level == 2 ? llvm::OptimizationLevel::O2
-                                                             : llvm::OptimizationLevel::O3;
+    llvm::OptimizationLevel level = opt_level == 1   ? llvm::OptimizationLevel::O1
+                                    : opt_level == 2 ? llvm::OptimizationLevel::O2
+                                                     : llvm::OptimizationLevel::O3;
     mpm = pb.buildPerModuleDefaultPipeline(level);
   }
   mpm.run(*module, mam);
-  return module;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::string> EmitMachineCode(llvm::Module& module, llvm::TargetMachine* tm,
@@ -319,11 +355,77 @@ absl::StatusOr<std::string> BuildSharedObject(const std::vector<KernelFunc>& ker
   return LinkSharedObject(parts);
 }
 
+// The device launches of `kernels` and their manifest entries.
+struct DeviceLaunches {
+  std::vector<KernelFunc> launches;
+  std::vector<CudaKernelInfo> infos;
+};
+absl::StatusOr<DeviceLaunches> SplitAll(const std::vector<KernelFunc>& kernels) {
+  DeviceLaunches out;
+  for (const KernelFunc& k : kernels) {
+    TETHER_ASSIGN_OR_RETURN(DeviceKernel dk, SplitForDevice(k));
+    for (const DeviceLaunch& l : dk.launches) out.launches.push_back(l.kernel);
+    out.infos.push_back(DescribeDeviceKernel(dk));
+  }
+  return out;
+}
+
+// The optimized NVPTX module of `launches` for sm_<sm>, and its target machine.
+struct CudaModule {
+  std::unique_ptr<llvm::LLVMContext> context;
+  std::unique_ptr<llvm::TargetMachine> tm;
+  std::unique_ptr<llvm::Module> module;
+};
+absl::StatusOr<CudaModule> BuildCudaModule(const std::vector<KernelFunc>& launches, int sm,
+                                           int opt_level) {
+  CudaModule m;
+  TETHER_ASSIGN_OR_RETURN(m.tm, CreateCudaTargetMachine(sm, opt_level));
+  m.context = MakeContext();
+  TETHER_ASSIGN_OR_RETURN(m.module, codegen::EmitDeviceKernels(*m.context, launches));
+  TETHER_RETURN_IF_ERROR(Optimize(*m.module, m.tm.get(), opt_level));
+  return m;
+}
+
+absl::StatusOr<vm::KernelLibraryBlob> BuildCudaLibrary(const std::vector<KernelFunc>& kernels,
+                                                       const Target& target,
+                                                       const CodegenOptions& options) {
+  if (options.system_lib) {
+    return absl::InvalidArgumentError("cuda kernels cannot be built as a system library");
+  }
+  TETHER_ASSIGN_OR_RETURN(DeviceLaunches split, SplitAll(kernels));
+  // One architecture per thread: each has its own context and target machine.
+  std::vector<absl::StatusOr<std::string>> ptx(target.archs.size(), absl::UnknownError("not run"));
+  std::vector<std::thread> workers;
+  for (size_t i = 0; i < target.archs.size(); ++i) {
+    workers.emplace_back([&, i] {
+      absl::StatusOr<CudaModule> m =
+          BuildCudaModule(split.launches, target.archs[i], options.opt_level);
+      if (!m.ok()) {
+        ptx[i] = m.status();
+        return;
+      }
+      ptx[i] = EmitMachineCode(*m->module, m->tm.get(), llvm::CodeGenFileType::AssemblyFile);
+    });
+  }
+  for (std::thread& t : workers) t.join();
+  std::vector<CudaImage> images;
+  for (size_t i = 0; i < target.archs.size(); ++i) {
+    if (!ptx[i].ok()) return ptx[i].status();
+    images.push_back(CudaImage{target.archs[i], std::move(*ptx[i])});
+  }
+  vm::KernelLibraryBlob blob;
+  blob.target = target.ToString();
+  blob.format = "ptx";
+  blob.data = WriteCudaBlob(images, FormatCudaManifest(split.infos));
+  return blob;
+}
+
 }  // namespace
 
 absl::StatusOr<vm::KernelLibraryBlob> BuildKernelLibrary(const std::vector<KernelFunc>& kernels,
                                                          const Target& target,
                                                          const CodegenOptions& options) {
+  if (target.is_cuda()) return BuildCudaLibrary(kernels, target, options);
   TETHER_ASSIGN_OR_RETURN(std::unique_ptr<llvm::TargetMachine> tm,
                           CreateTargetMachine(target, options.opt_level));
   if (!tm->getTargetTriple().isOSBinFormatELF()) {
@@ -359,6 +461,15 @@ absl::StatusOr<vm::KernelLibraryBlob> BuildKernelLibrary(const std::vector<Kerne
 
 absl::StatusOr<std::string> EmitLLVMIR(const std::vector<KernelFunc>& kernels,
                                        const Target& target) {
+  if (target.is_cuda()) {
+    TETHER_ASSIGN_OR_RETURN(DeviceLaunches split, SplitAll(kernels));
+    TETHER_ASSIGN_OR_RETURN(CudaModule m, BuildCudaModule(split.launches, target.archs.front(), 3));
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    m.module->print(os, nullptr);
+    os.flush();
+    return text;
+  }
   TETHER_ASSIGN_OR_RETURN(std::unique_ptr<llvm::TargetMachine> tm, CreateTargetMachine(target, 3));
   std::unique_ptr<llvm::LLVMContext> context = MakeContext();
   TETHER_ASSIGN_OR_RETURN(std::unique_ptr<llvm::Module> module,
@@ -372,6 +483,18 @@ absl::StatusOr<std::string> EmitLLVMIR(const std::vector<KernelFunc>& kernels,
 
 absl::StatusOr<std::string> EmitAssembly(const std::vector<KernelFunc>& kernels,
                                          const Target& target) {
+  if (target.is_cuda()) {
+    TETHER_ASSIGN_OR_RETURN(DeviceLaunches split, SplitAll(kernels));
+    std::string out;
+    for (int sm : target.archs) {
+      TETHER_ASSIGN_OR_RETURN(CudaModule m, BuildCudaModule(split.launches, sm, 3));
+      TETHER_ASSIGN_OR_RETURN(
+          std::string ptx,
+          EmitMachineCode(*m.module, m.tm.get(), llvm::CodeGenFileType::AssemblyFile));
+      absl::StrAppend(&out, "// ---- sm_", sm, " ----\n", ptx);
+    }
+    return out;
+  }
   TETHER_ASSIGN_OR_RETURN(std::unique_ptr<llvm::TargetMachine> tm, CreateTargetMachine(target, 3));
   std::unique_ptr<llvm::LLVMContext> context = MakeContext();
   TETHER_ASSIGN_OR_RETURN(std::unique_ptr<llvm::Module> module,

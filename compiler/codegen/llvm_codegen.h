@@ -30,7 +30,10 @@ struct CodegenOptions {
 };
 inline constexpr int kMaxCodegenThreads = 8;
 
-// One kernel library for `kernels`: format "so" (an ELF shared object with
+// One kernel library for `kernels`. For a cuda target: format "ptx" (each
+// kernel split into device launches, PTX for every architecture of the
+// target, and the manifest; docs/design/kernel-abi.md "CUDA kernel
+// libraries"). Otherwise format "so" (an ELF shared object with
 // no undefined symbols) or, with system_lib, format "static" (an ar archive
 // whose object defines tether_system_lib_register_<prefix>). The blob's target
 // is target.ToString(). INVALID_ARGUMENT for kernels or targets that cannot be
@@ -38,10 +41,12 @@ inline constexpr int kMaxCodegenThreads = 8;
 absl::StatusOr<vm::KernelLibraryBlob> BuildKernelLibrary(const std::vector<KernelFunc>& kernels,
                                                          const Target& target,
                                                          const CodegenOptions& options = {});
-// The optimized LLVM IR of `kernels` for `target`, as .ll text.
+// The optimized LLVM IR of `kernels` for `target`, as .ll text (for cuda:
+// the NVPTX IR of the first architecture).
 absl::StatusOr<std::string> EmitLLVMIR(const std::vector<KernelFunc>& kernels,
                                        const Target& target);
-// The target assembly of `kernels`, as .s text.
+// The target assembly of `kernels`, as .s text (for cuda: the PTX of every
+// architecture, each after a "// ---- sm_XY ----" line).
 absl::StatusOr<std::string> EmitAssembly(const std::vector<KernelFunc>& kernels,
                                          const Target& target);
 

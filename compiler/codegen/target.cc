@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -13,14 +14,49 @@
 #include "llvm/TargetParser/Triple.h"
 
 namespace tether::compiler {
+namespace {
+
+constexpr int kDefaultCudaArch = 75;
+constexpr int kMinCudaArch = 50;
+constexpr int kMaxCudaArch = 120;
+
+absl::StatusOr<Target> ParseCuda(const std::vector<absl::string_view>& words,
+                                 absl::string_view text) {
+  Target t;
+  t.kind = "cuda";
+  for (size_t i = 1; i < words.size(); ++i) {
+    absl::string_view w = words[i];
+    if (!absl::StartsWith(w, "-arch=")) {
+      return absl::InvalidArgumentError(absl::StrCat("unknown target flag \"", w, "\" in \"", text,
+                                                     "\"; cuda takes -arch=sm_XY[,sm_AB...]"));
+    }
+    for (absl::string_view a : absl::StrSplit(w.substr(6), ',')) {
+      int sm = 0;
+      if (!absl::ConsumePrefix(&a, "sm_") || !absl::SimpleAtoi(a, &sm) || sm < kMinCudaArch ||
+          sm > kMaxCudaArch) {
+        return absl::InvalidArgumentError(absl::StrCat("bad cuda architecture \"", w.substr(6),
+                                                       "\" in \"", text, "\"; expected sm_",
+                                                       kMinCudaArch, " to sm_", kMaxCudaArch));
+      }
+      t.archs.push_back(sm);
+    }
+  }
+  if (t.archs.empty()) t.archs.push_back(kDefaultCudaArch);
+  std::sort(t.archs.begin(), t.archs.end());
+  t.archs.erase(std::unique(t.archs.begin(), t.archs.end()), t.archs.end());
+  return t;
+}
+
+}  // namespace
 
 absl::StatusOr<Target> Target::Parse(absl::string_view text) {
   std::vector<absl::string_view> words = absl::StrSplit(text, ' ', absl::SkipWhitespace());
   if (words.empty()) return absl::InvalidArgumentError("empty target string");
   Target t;
+  if (words[0] == "cuda") return ParseCuda(words, text);
   if (words[0] != "llvm" && words[0] != "cpu") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("unknown target kind \"", words[0], "\" in \"", text, "\", expected llvm"));
+    return absl::InvalidArgumentError(absl::StrCat("unknown target kind \"", words[0], "\" in \"",
+                                                   text, "\", expected llvm or cuda"));
   }
   for (size_t i = 1; i < words.size(); ++i) {
     absl::string_view w = words[i];
@@ -62,6 +98,11 @@ Target Target::Host() {
 
 std::string Target::ToString() const {
   std::string out = kind;
+  if (is_cuda()) {
+    std::vector<std::string> names;
+    for (int sm : archs) names.push_back(absl::StrCat("sm_", sm));
+    return absl::StrCat(out, " -arch=", absl::StrJoin(names, ","));
+  }
   if (!triple.empty()) absl::StrAppend(&out, " -mtriple=", triple);
   if (!cpu.empty()) absl::StrAppend(&out, " -mcpu=", cpu);
   if (!attrs.empty()) absl::StrAppend(&out, " -mattr=", attrs);

@@ -1,12 +1,15 @@
 // Target: what kernels are generated for, parsed from the reference's target
-// strings ("llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a72 -mattr=+neon").
-// An empty triple means the host (its triple, CPU name and features).
+// strings ("llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a72 -mattr=+neon",
+// "cuda -arch=sm_90"). An empty triple means the host (its triple, CPU name
+// and features). A cuda target runs every kernel on an NVIDIA GPU (PTX for
+// each listed architecture); the host part is the VM's bytecode.
 //
 // Thread contract: a value type; thread-compatible.
 #ifndef TETHER_COMPILER_CODEGEN_TARGET_H_
 #define TETHER_COMPILER_CODEGEN_TARGET_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -15,19 +18,25 @@ namespace tether::compiler {
 
 struct Target {
   std::string kind = "llvm";
-  std::string triple;  // empty = host
-  std::string cpu;     // empty = host cpu (for the host) or generic
-  std::string attrs;   // "+neon,-sve"; empty = host features (for the host)
+  std::string triple;      // empty = host
+  std::string cpu;         // empty = host cpu (for the host) or generic
+  std::string attrs;       // "+neon,-sve"; empty = host features (for the host)
+  std::vector<int> archs;  // cuda: sorted, distinct sm numbers (75, 90, ...)
 
   // Parses "llvm [-mtriple=T] [-mcpu=C] [-mattr=A]" (also "cpu" as an alias of
-  // "llvm"). INVALID_ARGUMENT on another kind, an unknown flag or an empty value.
+  // "llvm") and "cuda [-arch=sm_XY[,sm_AB...]]" (default sm_75, the oldest the
+  // CUDA 13 toolchain supports; PTX runs on every newer GPU too).
+  // INVALID_ARGUMENT on another kind, an unknown flag, an empty value or an
+  // architecture outside sm_50..sm_120.
   static absl::StatusOr<Target> Parse(absl::string_view text);
   // The host: its triple, cpu name and features filled in.
   static Target Host();
-  // "llvm -mtriple=... -mcpu=... -mattr=..." (empty parts left out).
+  // "llvm -mtriple=... -mcpu=... -mattr=..." (empty parts left out), or
+  // "cuda -arch=sm_75,sm_90".
   std::string ToString() const;
   // No triple, or the host's triple.
   bool is_host() const;
+  bool is_cuda() const { return kind == "cuda"; }
 };
 
 }  // namespace tether::compiler

@@ -31,14 +31,32 @@ void FlattenTensors(const StructInfo& sinfo, std::vector<StructInfo>* out) {
 }  // namespace
 
 Stmt MakeElementwiseLoopNest(const Buffer& out,
-                             const std::function<PrimExpr(const std::vector<PrimExpr>&)>& compute) {
+                             const std::function<PrimExpr(const std::vector<PrimExpr>&)>& compute,
+                             bool gpu) {
   return MakeParallelLoopNest(
-      out->shape, [&](const std::vector<PrimExpr>& idx) { return Store(out, idx, compute(idx)); });
+      out->shape, [&](const std::vector<PrimExpr>& idx) { return Store(out, idx, compute(idx)); },
+      ForKind::kVectorized, gpu);
+}
+
+Stmt MakeFlatParallelLoop(const std::vector<PrimExpr>& shape,
+                          const std::function<Stmt(const std::vector<PrimExpr>&)>& make_body) {
+  Var flat("flat");
+  // Row-major indices of `flat`; the first one needs no modulo.
+  std::vector<PrimExpr> indices(shape.size());
+  PrimExpr stride = 1;
+  for (size_t k = shape.size(); k-- > 0;) {
+    PrimExpr idx = FloorDiv(flat, stride);
+    if (k > 0) idx = FloorMod(idx, shape[k]);
+    indices[k] = idx;
+    stride = stride * shape[k];
+  }
+  return For(flat, 0, Product(shape), ForKind::kParallel, make_body(indices));
 }
 
 Stmt MakeParallelLoopNest(const std::vector<PrimExpr>& shape,
                           const std::function<Stmt(const std::vector<PrimExpr>&)>& make_body,
-                          ForKind inner_kind) {
+                          ForKind inner_kind, bool gpu) {
+  if (gpu) return MakeFlatParallelLoop(shape, make_body);
   const size_t rank = shape.size();
   if (rank == 0) return make_body({});
 
@@ -139,7 +157,7 @@ absl::StatusOr<Buffer> BufferForStructInfo(const StructInfo& sinfo, const std::s
 }
 
 absl::StatusOr<KernelFunc> LowerCallToKernel(const CallNode& call, const std::string& kernel_name,
-                                             int num_threads) {
+                                             int num_threads, bool gpu) {
   const auto* op = call.op.as<OpNode>();
   if (op == nullptr) {
     return absl::InvalidArgumentError(
@@ -163,6 +181,7 @@ absl::StatusOr<KernelFunc> LowerCallToKernel(const CallNode& call, const std::st
   ctx.call = &call;
   ctx.out_sinfo = call.struct_info();
   ctx.num_threads = num_threads;
+  ctx.gpu = gpu;
   ctx.inputs.resize(call.args.size());
   ctx.input_buffers.resize(call.args.size());
   std::vector<KernelParam> params;
@@ -250,7 +269,7 @@ absl::StatusOr<KernelFunc> LowerCallToKernel(const CallNode& call, const std::st
           op->name, ": a per-element operator must have one output, got ", outputs.size()));
     }
     body = MakeElementwiseLoopNest(
-        outputs[0], [&](const std::vector<PrimExpr>& idx) { return info->compute(ctx, idx); });
+        outputs[0], [&](const std::vector<PrimExpr>& idx) { return info->compute(ctx, idx); }, gpu);
   } else {
     Epilogue identity = [](const PrimExpr& v, const std::vector<PrimExpr>&) { return v; };
     absl::StatusOr<Stmt> s = info->schedule(ctx, outputs, identity);

@@ -32,18 +32,28 @@ namespace tether::compiler {
 // the outer dimensions together are a small constant (a 1-D output, or
 // (2, 1000000)), the innermost dimension is split into parallel chunks so
 // the work still spreads over threads. Rank 0 gives a single Store.
-// Extents may be symbolic.
+// Extents may be symbolic. With `gpu`, the nest is MakeFlatParallelLoop's.
 Stmt MakeElementwiseLoopNest(const Buffer& out,
-                             const std::function<PrimExpr(const std::vector<PrimExpr>&)>& compute);
+                             const std::function<PrimExpr(const std::vector<PrimExpr>&)>& compute,
+                             bool gpu = false);
 
 // The same nest over `shape` with a statement per element: body(indices)
 // is placed inside the loops, and the innermost loop gets `inner_kind`
 // (kVectorized for stores, kSerial when the body itself loops, as a
 // reduction's does). Allocations made by `body` are per iteration, so a
-// kLocal accumulator is private to the thread running it.
+// kLocal accumulator is private to the thread running it. With `gpu`, the
+// nest is MakeFlatParallelLoop's and `inner_kind` is unused.
 Stmt MakeParallelLoopNest(const std::vector<PrimExpr>& shape,
                           const std::function<Stmt(const std::vector<PrimExpr>&)>& body,
-                          ForKind inner_kind = ForKind::kVectorized);
+                          ForKind inner_kind = ForKind::kVectorized, bool gpu = false);
+
+// The GPU form of the nest: one kParallel loop over every element of
+// `shape` (row-major; the indices are unflattened from the loop variable),
+// body(indices) inside, so a device launch gets one thread per element
+// however small or unbalanced the dimensions are. Rank 0 gives a loop of
+// one iteration (one thread). Extents may be symbolic.
+Stmt MakeFlatParallelLoop(const std::vector<PrimExpr>& shape,
+                          const std::function<Stmt(const std::vector<PrimExpr>&)>& body);
 
 // A global-scope buffer named `name` for a tensor struct info with a known
 // shape (dims may be symbolic) and dtype. INVALID_ARGUMENT when `sinfo` is
@@ -57,13 +67,14 @@ absl::StatusOr<Buffer> BufferForStructInfo(const StructInfo& sinfo, const std::s
 // per output tensor (a Tuple struct info gives several). A `compute`
 // operator runs through MakeElementwiseLoopNest; a `schedule` operator is
 // called with the identity epilogue. Readers Load from the parameter
-// buffers.
+// buffers. With `gpu`, the kernel is lowered for a GPU (LowerContext::gpu;
+// per-element operators through MakeFlatParallelLoop).
 // INVALID_ARGUMENT: not an operator call, unknown operator, an operator that
 // does not lower to a kernel, missing struct info or an unknown shape, or a
 // symbolic variable that no tensor shape binds. Errors of the operator's
 // schedule pass through.
 absl::StatusOr<KernelFunc> LowerCallToKernel(const CallNode& call, const std::string& kernel_name,
-                                             int num_threads = 0);
+                                             int num_threads = 0, bool gpu = false);
 
 }  // namespace tether::compiler
 

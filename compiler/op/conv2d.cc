@@ -16,12 +16,18 @@
 // one parallel loop with contiguous stores. The narrow schedule (other thin
 // groups, column strides) vectorizes over output columns one channel at a
 // time. All apply the epilogue at the final store.
+//
+// For a GPU (LowerContext::gpu) there is no packing and no padded copy: one
+// parallel loop runs over the output elements, each a serial reduction over
+// its group's input channels and the window into a kLocal accumulator, with
+// taps that fall into the padding skipped by bounds checks.
 #include <algorithm>
 #include <functional>
 #include <optional>
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "compiler/kernel/lower.h"
 #include "compiler/op/nn_common.h"
 #include "compiler/op/op.h"
 
@@ -280,6 +286,48 @@ Stmt ScheduleConv2dRows(const Buffer& X, const Buffer& W, const Buffer& Y, DataT
   });
 }
 
+// `lo <= e < hi` with only the bounds that can fail (the padding on that side).
+PrimExpr TapInside(const PrimExpr& e, bool check_lo, bool check_hi, const PrimExpr& hi) {
+  PrimExpr cond;
+  if (check_lo) cond = GE(e, 0);
+  if (check_hi) cond = cond.defined() ? And(cond, LT(e, hi)) : LT(e, hi);
+  return cond;
+}
+
+// The GPU schedule (see the file comment).
+Stmt ScheduleConv2dGpu(const Buffer& X, const Buffer& W, const Buffer& Y, DataType acc_t,
+                       const ConvParams& p, const Epilogue& epilogue) {
+  const PrimExpr H = X->shape[2], Wd = X->shape[3];
+  const PrimExpr O = W->shape[0], Cg = W->shape[1], KH = W->shape[2], KW = W->shape[3];
+  const PrimExpr Og = FloorDiv(O, PrimExpr(p.groups));
+  const int64_t sh = p.strides[0], sw = p.strides[1];
+  const int64_t dh = p.dilation[0], dw = p.dilation[1];
+  const int64_t pt = p.padding[0], pl = p.padding[1], pb = p.padding[2], pr = p.padding[3];
+  return MakeFlatParallelLoop(Y->shape, [&](const std::vector<PrimExpr>& yi) {
+    const PrimExpr n = yi[0], oc = yi[1], oh = yi[2], ow = yi[3];
+    const PrimExpr g = FloorDiv(oc, Og);
+    Buffer acc = MakeBuffer("conv_acc", acc_t, {PrimExpr(1)}, BufferNode::Scope::kLocal);
+    Stmt red = Loop("rc", Cg, ForKind::kSerial, [&](const PrimExpr& c) {
+      return Loop("rh", KH, ForKind::kSerial, [&](const PrimExpr& kh) {
+        PrimExpr ih = oh * PrimExpr(sh) + kh * PrimExpr(dh) - PrimExpr(pt);
+        Stmt row = Loop("rw", KW, ForKind::kSerial, [&](const PrimExpr& kw) {
+          PrimExpr iw = ow * PrimExpr(sw) + kw * PrimExpr(dw) - PrimExpr(pl);
+          PrimExpr xv = Cast(acc_t, Load(X, {n, g * Cg + c, ih, iw}));
+          PrimExpr wv = Cast(acc_t, Load(W, {oc, c, kh, kw}));
+          Stmt tap = Store(acc, {PrimExpr(0)}, Load(acc, {PrimExpr(0)}) + xv * wv);
+          PrimExpr inside = TapInside(iw, pl > 0, pr > 0, Wd);
+          return inside.defined() ? IfThenElse(inside, tap) : tap;
+        });
+        PrimExpr inside = TapInside(ih, pt > 0, pb > 0, H);
+        return inside.defined() ? IfThenElse(inside, row) : row;
+      });
+    });
+    PrimExpr v = Cast(Y->dtype, Load(acc, {PrimExpr(0)}));
+    Stmt store = Store(Y, yi, epilogue ? epilogue(v, yi) : v);
+    return Allocate(acc, Seq({Store(acc, {PrimExpr(0)}, MakeConst(acc_t, 0)), red, store}));
+  });
+}
+
 absl::StatusOr<Stmt> ScheduleConv2d(const LowerContext& ctx, const std::vector<Buffer>& outputs,
                                     const Epilogue& epilogue) {
   absl::StatusOr<Buffer> x_or = nn_internal::InputBuffer(ctx, 0, kConv2d);
@@ -297,6 +345,7 @@ absl::StatusOr<Stmt> ScheduleConv2d(const LowerContext& ctx, const std::vector<B
   }
   const Buffer& Y = outputs[0];
   const DataType acc_t = nn_internal::ComputeType(Y->dtype);
+  if (ctx.gpu) return ScheduleConv2dGpu(X, W, Y, acc_t, *p, epilogue);
   const PrimExpr N = X->shape[0], C = X->shape[1], H = X->shape[2], Wd = X->shape[3];
   const PrimExpr O = W->shape[0], Cg = W->shape[1], KH = W->shape[2], KW = W->shape[3];
   const PrimExpr OH = Y->shape[2], OW = Y->shape[3];

@@ -11,9 +11,13 @@
 // vectorized, the k loop innermost. Rows past M read a clamped row and are
 // not stored; columns past N are zeros in the panel and are not stored. The
 // epilogue is applied at the single final store.
+//
+// For a GPU (LowerContext::gpu) nothing is packed: one parallel loop runs
+// over the output elements, each a serial k loop into a kLocal accumulator.
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "compiler/kernel/lower.h"
 #include "compiler/op/nn_common.h"
 #include "compiler/op/op.h"
 
@@ -139,6 +143,32 @@ absl::StatusOr<Stmt> ScheduleMatmul(const LowerContext& ctx, const std::vector<B
   const PrimExpr N = b_vec ? PrimExpr(1) : B->shape[bn - 1];
 
   const DataType acc_t = nn_internal::ComputeType(C->dtype);
+  if (ctx.gpu) {
+    // One thread per output element, the k loop serial into a kLocal
+    // accumulator (device_split fuses nothing here: the loop is already flat).
+    return MakeFlatParallelLoop(C->shape, [&](const std::vector<PrimExpr>& ci) {
+      const std::vector<PrimExpr> oidx(ci.begin(), ci.begin() + out_batch_n);
+      std::vector<PrimExpr> ai = OperandBatchIndex(a_batch, out_batch, oidx);
+      std::vector<PrimExpr> bi = OperandBatchIndex(b_batch, out_batch, oidx);
+      const PrimExpr row = a_vec ? PrimExpr(0) : ci[out_batch_n];
+      const PrimExpr col = b_vec ? PrimExpr(0) : ci.back();
+      Buffer acc = MakeBuffer("matmul_acc", acc_t, {PrimExpr(1)}, BufferNode::Scope::kLocal);
+      Stmt kloop = Loop("k", K, ForKind::kSerial, [&](const PrimExpr& k) {
+        std::vector<PrimExpr> a_at = ai;
+        if (!a_vec) a_at.push_back(row);
+        a_at.push_back(k);
+        std::vector<PrimExpr> b_at = bi;
+        b_at.push_back(k);
+        if (!b_vec) b_at.push_back(col);
+        return Store(
+            acc, {PrimExpr(0)},
+            Load(acc, {PrimExpr(0)}) + Cast(acc_t, Load(A, a_at)) * Cast(acc_t, Load(B, b_at)));
+      });
+      PrimExpr v = Cast(C->dtype, Load(acc, {PrimExpr(0)}));
+      Stmt store = Store(C, ci, epilogue ? epilogue(v, ci) : v);
+      return Allocate(acc, Seq({Store(acc, {PrimExpr(0)}, MakeConst(acc_t, 0)), kloop, store}));
+    });
+  }
   // Narrow tiles for small constant extents (matrix-vector products).
   int64_t mr = kRows, nr = kCols;
   if (const int64_t* m = M.as_int()) mr = std::max<int64_t>(1, std::min(mr, *m));

@@ -11,10 +11,16 @@
 // kReduceLanes partial accumulators so it vectorizes. Arithmetic runs in
 // float32 for 16-bit inputs. Inputs are read through TensorReaders, so
 // injective producers may be inlined.
+//
+// For a GPU (LowerContext::gpu) each is one parallel loop: batch_norm over
+// every element (threads below the channel count also copy the statistics),
+// layer_norm and the softmaxes over rows, each row's passes serial loops
+// into kLocal scalars (one thread per row).
 #include <algorithm>
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "compiler/kernel/lower.h"
 #include "compiler/op/nn_common.h"
 #include "compiler/op/op.h"
 
@@ -112,6 +118,29 @@ absl::StatusOr<Stmt> ScheduleBatchNorm(const LowerContext& ctx, const std::vecto
   const PrimExpr ch = shape[*axis];
   const std::vector<PrimExpr> suffix(shape.begin() + *axis + 1, shape.end());
   auto param = [&](size_t i, const PrimExpr& c) { return Cast(acc_t, in[i]({c})); };
+  auto shift_of = [&](const PrimExpr& c, const PrimExpr& k) {
+    return center ? param(2, c) - param(3, c) * k : MakeConst(acc_t, 0) - param(3, c) * k;
+  };
+  if (ctx.gpu) {
+    // One loop over max(elements, channels): iteration t normalizes element
+    // t (when there is one) and copies the statistics of channel t (when
+    // there is one), so an empty batch still gets its statistics.
+    const PrimExpr total = Product(shape);
+    return Loop("bn", Max(total, ch), ForKind::kParallel, [&](const PrimExpr& t) {
+      std::vector<PrimExpr> idx = Unflatten(t, shape);
+      const PrimExpr c = idx[*axis];
+      Var k("bn_scale", acc_t), b("bn_shift", acc_t);
+      PrimExpr inv = Call(acc_t, "rsqrt", {param(4, c) + MakeConst(acc_t, eps)});
+      PrimExpr v = Cast(Y->dtype, Cast(acc_t, in[0](idx)) * k + b);
+      Stmt normalize = IfThenElse(
+          LT(t, total),
+          LetStmt(k, scale ? param(1, c) * inv : inv,
+                  LetStmt(b, shift_of(c, k), Store(Y, idx, epilogue ? epilogue(v, idx) : v))));
+      Stmt stats = IfThenElse(
+          LT(t, ch), Seq({Store(outputs[1], {t}, in[3]({t})), Store(outputs[2], {t}, in[4]({t}))}));
+      return Seq({normalize, stats});
+    });
+  }
 
   Stmt normalize = Loop("bn", Product(prefix) * ch, ForKind::kParallel, [&](const PrimExpr& t) {
     PrimExpr c = FloorMod(t, ch);
@@ -119,7 +148,7 @@ absl::StatusOr<Stmt> ScheduleBatchNorm(const LowerContext& ctx, const std::vecto
     Var k("bn_scale", acc_t), b("bn_shift", acc_t);
     PrimExpr inv = Call(acc_t, "rsqrt", {param(4, c) + MakeConst(acc_t, eps)});
     PrimExpr kv = scale ? param(1, c) * inv : inv;
-    PrimExpr bv = center ? param(2, c) - param(3, c) * k : MakeConst(acc_t, 0) - param(3, c) * k;
+    PrimExpr bv = shift_of(c, k);
     // Nested loops over the suffix dims, the innermost vectorized.
     std::function<Stmt(size_t, std::vector<PrimExpr>)> nest = [&](size_t d,
                                                                   std::vector<PrimExpr> idx) {
@@ -223,6 +252,43 @@ absl::StatusOr<Stmt> ScheduleLayerNorm(const LowerContext& ctx, const std::vecto
   const bool scale = GetBoolAttr(ctx.call->attrs, "scale", true);
   const RowSplit split(Y->shape, *axes);
   const PrimExpr R = Product(split.inner_dims);
+  if (ctx.gpu) {
+    return Loop("ln", Product(split.outer_dims), ForKind::kParallel, [&](const PrimExpr& t) {
+      std::vector<PrimExpr> outer = Unflatten(t, split.outer_dims);
+      auto x_at = [&](const PrimExpr& r) {
+        return Cast(acc_t, in[0](split.Merge(outer, Unflatten(r, split.inner_dims))));
+      };
+      const PrimExpr zero(0);
+      Buffer mean = MakeBuffer("ln_mean", acc_t, {PrimExpr(1)}, BufferNode::Scope::kLocal);
+      Buffer var = MakeBuffer("ln_var", acc_t, {PrimExpr(1)}, BufferNode::Scope::kLocal);
+      const PrimExpr count = Cast(acc_t, R);
+      Var mu("ln_mu", acc_t), rstd("ln_rstd", acc_t);
+      Stmt sum = Loop("lm", R, ForKind::kSerial, [&](const PrimExpr& r) {
+        return Store(mean, {zero}, Load(mean, {zero}) + x_at(r));
+      });
+      Stmt sq = Loop("lv", R, ForKind::kSerial, [&](const PrimExpr& r) {
+        PrimExpr d = x_at(r) - mu;
+        return Store(var, {zero}, Load(var, {zero}) + d * d);
+      });
+      Stmt store = Loop("ls", R, ForKind::kSerial, [&](const PrimExpr& r) {
+        std::vector<PrimExpr> inner = Unflatten(r, split.inner_dims);
+        PrimExpr v = (x_at(r) - mu) * rstd;
+        if (scale) v = v * Cast(acc_t, in[1](inner));
+        if (center) v = v + Cast(acc_t, in[2](inner));
+        std::vector<PrimExpr> yi = split.Merge(outer, inner);
+        v = Cast(Y->dtype, v);
+        return Store(Y, yi, epilogue ? epilogue(v, yi) : v);
+      });
+      Stmt rest = LetStmt(
+          mu, Load(mean, {zero}) / count,
+          Seq({Store(var, {zero}, MakeConst(acc_t, 0)), sq,
+               LetStmt(rstd,
+                       Call(acc_t, "rsqrt", {Load(var, {zero}) / count + MakeConst(acc_t, eps)}),
+                       store)}));
+      return Allocate(mean,
+                      Allocate(var, Seq({Store(mean, {zero}, MakeConst(acc_t, 0)), sum, rest})));
+    });
+  }
   return Loop("ln", Product(split.outer_dims), ForKind::kParallel, [&](const PrimExpr& t) {
     std::vector<PrimExpr> outer = Unflatten(t, split.outer_dims);
     auto x_at = [&](const PrimExpr& r) {
@@ -294,6 +360,35 @@ absl::StatusOr<Stmt> ScheduleSoftmax(const LowerContext& ctx, const std::vector<
   const RowSplit split(Y->shape, {*axis});
   const PrimExpr R = split.inner_dims[0];
   const TensorReader& read = *x;
+  if (ctx.gpu) {
+    return Loop("sm", Product(split.outer_dims), ForKind::kParallel, [&](const PrimExpr& t) {
+      std::vector<PrimExpr> outer = Unflatten(t, split.outer_dims);
+      auto x_at = [&](const PrimExpr& r) { return Cast(acc_t, read(split.Merge(outer, {r}))); };
+      const PrimExpr zero(0);
+      Buffer mx = MakeBuffer("sm_max", acc_t, {PrimExpr(1)}, BufferNode::Scope::kLocal);
+      Buffer sum = MakeBuffer("sm_sum", acc_t, {PrimExpr(1)}, BufferNode::Scope::kLocal);
+      Var m("sm_m", acc_t), s("sm_s", acc_t);
+      Stmt max_pass = Loop("sx", R, ForKind::kSerial, [&](const PrimExpr& r) {
+        return Store(mx, {zero}, Max(Load(mx, {zero}), x_at(r)));
+      });
+      Stmt sum_pass = Loop("se", R, ForKind::kSerial, [&](const PrimExpr& r) {
+        return Store(sum, {zero}, Load(sum, {zero}) + Call(acc_t, "exp", {x_at(r) - m}));
+      });
+      Stmt store = Loop("ss", R, ForKind::kSerial, [&](const PrimExpr& r) {
+        PrimExpr v = log ? x_at(r) - m - s : Call(acc_t, "exp", {x_at(r) - m}) * s;
+        std::vector<PrimExpr> yi = split.Merge(outer, {r});
+        v = Cast(Y->dtype, v);
+        return Store(Y, yi, epilogue ? epilogue(v, yi) : v);
+      });
+      PrimExpr sv =
+          log ? Call(acc_t, "log", {Load(sum, {zero})}) : MakeConst(acc_t, 1) / Load(sum, {zero});
+      Stmt body = Seq({Store(mx, {zero}, nn_internal::LowestValue(acc_t)), max_pass,
+                       LetStmt(m, Load(mx, {zero}),
+                               Seq({Store(sum, {zero}, MakeConst(acc_t, 0)), sum_pass,
+                                    LetStmt(s, sv, store)}))});
+      return Allocate(mx, Allocate(sum, body));
+    });
+  }
   return Loop("sm", Product(split.outer_dims), ForKind::kParallel, [&](const PrimExpr& t) {
     std::vector<PrimExpr> outer = Unflatten(t, split.outer_dims);
     auto x_at = [&](const PrimExpr& r) { return Cast(acc_t, read(split.Merge(outer, {r}))); };

@@ -64,6 +64,11 @@ struct LowerContext {
   StructInfo out_sinfo;
   // Threads the kernel will run on (tile choices may use it); 0 = unknown.
   int num_threads = 0;
+  // The kernel will run on a GPU (compiler/kernel/device_split.h): the
+  // statement must have no kGlobal allocation and no assertion, and should
+  // do its work in one top-level kParallel loop over output elements (or
+  // rows), reductions serial inside it with kLocal accumulators.
+  bool gpu = false;
 };
 
 struct OpInfo {

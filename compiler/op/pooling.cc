@@ -9,9 +9,14 @@
 // padding, dilation, ceil_mode and count_include_pad need no special cases.
 // Output sizes follow TVM's relax pooling: floor((in + pads - dilation *
 // (k - 1) - 1 [+ stride - 1 when ceil_mode]) / stride) + 1.
+//
+// For a GPU (LowerContext::gpu) every pool is one parallel loop over the
+// output elements, each sweeping its window serially into kLocal scalars
+// with the same masking.
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "compiler/kernel/lower.h"
 #include "compiler/op/nn_common.h"
 #include "compiler/op/op.h"
 
@@ -110,6 +115,38 @@ absl::StatusOr<Stmt> SchedulePool(const LowerContext& ctx, const std::vector<Buf
   const PrimExpr T(kTile);
   const int64_t pt = p->padding[0], pl = p->padding[1], pb = p->padding[2], pr = p->padding[3];
   const TensorReader& read = *x;
+  if (ctx.gpu) {
+    return MakeFlatParallelLoop(Y->shape, [&](const std::vector<PrimExpr>& yi) {
+      const PrimExpr n = yi[0], c = yi[1], oh = yi[2], ow = yi[3];
+      Buffer acc = MakeBuffer("pool_acc", acc_t, {PrimExpr(1)}, BufferNode::Scope::kLocal);
+      Buffer cnt = MakeBuffer("pool_count", acc_t, {PrimExpr(1)}, BufferNode::Scope::kLocal);
+      const PrimExpr zero(0);
+      PrimExpr init = is_max ? nn_internal::LowestValue(acc_t) : MakeConst(acc_t, 0);
+      Stmt sweep = Loop("kh", PrimExpr(p->pool[0]), ForKind::kSerial, [&](const PrimExpr& kh) {
+        PrimExpr ih = oh * PrimExpr(p->strides[0]) - PrimExpr(pt) + kh * PrimExpr(p->dilation[0]);
+        PrimExpr h_in = And(GE(ih, 0), LT(ih, H));
+        PrimExpr h_pad = LT(ih, H + PrimExpr(pb));
+        return Loop("kw", PrimExpr(p->pool[1]), ForKind::kSerial, [&](const PrimExpr& kw) {
+          PrimExpr iw = ow * PrimExpr(p->strides[1]) - PrimExpr(pl) + kw * PrimExpr(p->dilation[1]);
+          PrimExpr inside = And(h_in, And(GE(iw, 0), LT(iw, W)));
+          PrimExpr v = Cast(acc_t, read({n, c, Max(Min(ih, H - 1), 0), Max(Min(iw, W - 1), 0)}));
+          if (is_max) return Store(acc, {zero}, Max(Load(acc, {zero}), Select(inside, v, init)));
+          PrimExpr counted = p->count_include_pad ? And(h_pad, LT(iw, W + PrimExpr(pr))) : inside;
+          return Seq(
+              {Store(acc, {zero}, Load(acc, {zero}) + Select(inside, v, MakeConst(acc_t, 0))),
+               Store(
+                   cnt, {zero},
+                   Load(cnt, {zero}) + Select(counted, MakeConst(acc_t, 1), MakeConst(acc_t, 0)))});
+        });
+      });
+      PrimExpr v = Load(acc, {zero});
+      if (!is_max) v = v / Max(Load(cnt, {zero}), MakeConst(acc_t, 1));
+      v = Cast(Y->dtype, v);
+      Stmt store = Store(Y, yi, epilogue ? epilogue(v, yi) : v);
+      Stmt init_all = Seq({Store(acc, {zero}, init), Store(cnt, {zero}, MakeConst(acc_t, 0))});
+      return Allocate(acc, Allocate(cnt, Seq({init_all, sweep, store})));
+    });
+  }
   return Loop("pr", N * C * OH, ForKind::kParallel, [&](const PrimExpr& t) {
     std::vector<PrimExpr> i = Unflatten(t, {N, C, OH});
     PrimExpr n = i[0], c = i[1], oh = i[2];
@@ -201,6 +238,23 @@ absl::StatusOr<Stmt> ScheduleAdaptive(const LowerContext& ctx, const std::vector
   const PrimExpr OH = Y->shape[2], OW = Y->shape[3];
   const DataType acc_t = nn_internal::ComputeType(Y->dtype);
   const TensorReader& read = *x;
+  if (ctx.gpu) {
+    return MakeFlatParallelLoop(Y->shape, [&](const std::vector<PrimExpr>& yi) {
+      const PrimExpr n = yi[0], c = yi[1], oh = yi[2], ow = yi[3];
+      const PrimExpr zero(0);
+      PrimExpr hs = FloorDiv(oh * H, OH), he = FloorDiv((oh + 1) * H + OH - 1, OH);
+      PrimExpr ws = FloorDiv(ow * W, OW), we = FloorDiv((ow + 1) * W + OW - 1, OW);
+      Buffer sum = MakeBuffer("adaptive_sum", acc_t, {PrimExpr(1)}, BufferNode::Scope::kLocal);
+      Stmt sweep = Loop("h", he - hs, ForKind::kSerial, [&](const PrimExpr& h) {
+        return Loop("w", we - ws, ForKind::kSerial, [&](const PrimExpr& w) {
+          return Store(sum, {zero}, Load(sum, {zero}) + Cast(acc_t, read({n, c, hs + h, ws + w})));
+        });
+      });
+      PrimExpr v = Cast(Y->dtype, Load(sum, {zero}) / Cast(acc_t, (he - hs) * (we - ws)));
+      Stmt store = Store(Y, yi, epilogue ? epilogue(v, yi) : v);
+      return Allocate(sum, Seq({Store(sum, {zero}, MakeConst(acc_t, 0)), sweep, store}));
+    });
+  }
   return Loop("ar", N * C * OH, ForKind::kParallel, [&](const PrimExpr& t) {
     std::vector<PrimExpr> i = Unflatten(t, {N, C, OH});
     PrimExpr n = i[0], c = i[1], oh = i[2];

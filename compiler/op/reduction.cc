@@ -179,7 +179,8 @@ absl::StatusOr<Stmt> ScheduleReduce(const LowerContext& ctx, const std::vector<B
     }
     return Allocate(acc, Seq({init, loops, finish}));
   };
-  return MakeParallelLoopNest(out->shape, body, ForKind::kSerial);
+  // For a GPU: one thread per output element (MakeFlatParallelLoop).
+  return MakeParallelLoopNest(out->shape, body, ForKind::kSerial, ctx.gpu);
 }
 
 void RegisterReduce(const std::string& name, Reducer r) {

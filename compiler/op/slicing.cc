@@ -187,6 +187,23 @@ absl::StatusOr<Stmt> ScheduleSplit(const LowerContext& ctx, const std::vector<Bu
   if (!axis.ok()) return axis.status();
   absl::StatusOr<std::vector<std::pair<PrimExpr, PrimExpr>>> ranges = SplitRanges(call, in[*axis]);
   if (!ranges.ok()) return ranges.status();
+  if (ctx.gpu) {
+    // One thread per input element, stored into the output whose range
+    // along the axis holds it (the ranges partition the axis in order).
+    const size_t ax = static_cast<size_t>(*axis);
+    return MakeFlatParallelLoop(in, [&](const std::vector<PrimExpr>& idx) {
+      const PrimExpr v = ctx.inputs[0](idx);
+      Stmt chain;
+      for (size_t k = outputs.size(); k-- > 0;) {
+        std::vector<PrimExpr> out_idx = idx;
+        out_idx[ax] = idx[ax] - (*ranges)[k].first;
+        Stmt store = Store(outputs[k], out_idx, k == 0 ? epilogue(v, out_idx) : v);
+        chain =
+            chain.defined() ? IfThenElse(LT(idx[ax], (*ranges)[k].second), store, chain) : store;
+      }
+      return chain;
+    });
+  }
   std::vector<Stmt> nests;
   for (size_t k = 0; k < outputs.size(); ++k) {
     const PrimExpr begin = (*ranges)[k].first;
@@ -427,6 +444,37 @@ absl::StatusOr<Stmt> ScheduleScatterElements(const LowerContext& ctx,
   if (!axis.ok()) return axis.status();
   const std::string reduction = GetStringAttr(call.attrs, "reduction", "update");
   const Buffer& out = outputs[0];
+  if (ctx.gpu) {
+    // One thread per output element, without atomics: it starts from the
+    // input element and applies, in the CPU schedule's order, every update
+    // that targets it (those at its coordinates off the axis whose index
+    // hits its coordinate on the axis), so repeated indices resolve as on
+    // the CPU.
+    const size_t ax = static_cast<size_t>(*axis);
+    return MakeFlatParallelLoop(out->shape, [&](const std::vector<PrimExpr>& oi) {
+      const PrimExpr zero(0);
+      Buffer acc = MakeBuffer("scatter_acc", out->dtype, {PrimExpr(1)}, BufferNode::Scope::kLocal);
+      Var s("s");
+      std::vector<PrimExpr> ui = oi;
+      ui[ax] = s;
+      const PrimExpr u = ctx.inputs[2](ui);
+      PrimExpr value = u;
+      if (reduction == "add") value = Load(acc, {zero}) + u;
+      if (reduction == "mul") value = Load(acc, {zero}) * u;
+      Stmt apply =
+          IfThenElse(EQ(SafeIndex(ctx.inputs[1](ui), xs[ax]), oi[ax]), Store(acc, {zero}, value));
+      Stmt updates = For(s, 0, is[ax], ForKind::kSerial, apply);
+      PrimExpr covered;  // the element's coordinates off the axis are inside the updates
+      for (size_t k = 0; k < oi.size(); ++k) {
+        if (k == ax) continue;
+        PrimExpr in_k = LT(oi[k], is[k]);
+        covered = covered.defined() ? And(covered, in_k) : in_k;
+      }
+      if (covered.defined()) updates = IfThenElse(covered, updates);
+      return Allocate(acc, Seq({Store(acc, {zero}, ctx.inputs[0](oi)), updates,
+                                Store(out, oi, Load(acc, {zero}))}));
+    });
+  }
   Stmt copy = MakeElementwiseLoopNest(
       out, [&](const std::vector<PrimExpr>& idx) { return ctx.inputs[0](idx); });
   std::vector<Var> vars;

@@ -49,8 +49,8 @@ void CollectSInfoVars(const StructInfo& sinfo, absl::flat_hash_set<const PrimVar
 class GroupLowering {
  public:
   GroupLowering(const BindingBlock& block, const std::vector<Candidate>& cands, const Group& group,
-                int num_threads)
-      : block_(block), cands_(cands), group_(group), num_threads_(num_threads) {
+                int num_threads, bool gpu)
+      : block_(block), cands_(cands), group_(group), num_threads_(num_threads), gpu_(gpu) {
     for (int m : group.members) member_of_var_[block.bindings[m].var.as<VarNode>()] = m;
   }
 
@@ -81,7 +81,7 @@ class GroupLowering {
     Stmt body;
     if (group_.anchor < 0) {
       body = MakeElementwiseLoopNest(
-          out, [&](const std::vector<PrimExpr>& idx) { return Value(group_.output, idx); });
+          out, [&](const std::vector<PrimExpr>& idx) { return Value(group_.output, idx); }, gpu_);
     } else {
       MarkDownstream();
       const Candidate& anchor = cands_[group_.anchor];
@@ -152,6 +152,7 @@ class GroupLowering {
     ctx.call = c.call;
     ctx.out_sinfo = block_.bindings[m].var.struct_info();
     ctx.num_threads = num_threads_;
+    ctx.gpu = gpu_;
     for (const Expr& arg : c.call->args) {
       const int producer = Producer(arg);
       if (producer >= 0) {
@@ -194,6 +195,7 @@ class GroupLowering {
   const std::vector<Candidate>& cands_;
   const Group& group_;
   const int num_threads_;
+  const bool gpu_;
   absl::flat_hash_map<const VarNode*, int> member_of_var_;
   absl::flat_hash_map<const ExprNode*, Buffer> param_of_;
   std::vector<Expr> inputs_;
@@ -310,7 +312,7 @@ class Fuser {
     absl::flat_hash_set<int> removed;
     for (const auto& g : groups) {
       if (g->members.size() < 2 || group_of[g->output] != g.get()) continue;
-      GroupLowering lowering(block, cands, *g, options_.num_threads);
+      GroupLowering lowering(block, cands, *g, options_.num_threads, options_.gpu);
       absl::StatusOr<KernelFunc> kernel = lowering.Lower();
       if (!kernel.ok()) continue;  // stays unfused; LegalizeOps lowers the calls one by one
       std::string hint = "fused";

@@ -35,6 +35,9 @@ namespace tether::compiler {
 struct FuseOptions {
   // Threads the kernels will run on (schedules may pick tiles by it); 0 = unknown.
   int num_threads = 0;
+  // The kernels will run on a GPU: groups lower GPU-friendly bodies
+  // (LowerContext::gpu, MakeFlatParallelLoop for elementwise groups).
+  bool gpu = false;
 };
 
 // INVALID_ARGUMENT when a function is not normalized.

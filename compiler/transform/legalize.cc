@@ -64,7 +64,8 @@ class Legalizer {
       view->set_struct_info(value.struct_info());
       return view;
     }
-    absl::StatusOr<KernelFunc> kernel = LowerCallToKernel(*call, "kernel", options_.num_threads);
+    absl::StatusOr<KernelFunc> kernel =
+        LowerCallToKernel(*call, "kernel", options_.num_threads, options_.gpu);
     if (!kernel.ok()) {
       return absl::Status(
           kernel.status().code(),

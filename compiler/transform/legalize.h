@@ -29,6 +29,9 @@ struct LegalizeOptions {
   int num_threads = 0;
   // R.reshape as a run-time view (vm.builtin.reshape) rather than a copy kernel.
   bool reshape_as_view = true;
+  // The kernels will run on a GPU: operators lower GPU-friendly bodies
+  // (LowerCallToKernel's `gpu`).
+  bool gpu = false;
 };
 
 // INVALID_ARGUMENT naming the function and operator when a call cannot be

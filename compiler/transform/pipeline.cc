@@ -27,6 +27,7 @@ struct NamedPass {
 std::vector<NamedPass> PassesOf(absl::string_view name, const PipelineOptions& options) {
   LegalizeOptions legalize;
   legalize.num_threads = options.num_threads;
+  legalize.gpu = options.gpu;
   std::vector<NamedPass> passes;
   passes.push_back({"NormalizeModule", [](IRModule m) { return NormalizeModule(std::move(m)); }});
   if (name == "default") {
@@ -37,6 +38,7 @@ std::vector<NamedPass> PassesOf(absl::string_view name, const PipelineOptions& o
     if (options.fuse) {
       FuseOptions fuse;
       fuse.num_threads = options.num_threads;
+      fuse.gpu = options.gpu;
       passes.push_back({"FuseOps", [fuse](IRModule m) { return FuseOps(std::move(m), fuse); }});
     }
   }

@@ -31,6 +31,10 @@ struct PipelineOptions {
   // "default" only: fuse operators (FuseOps) and fold constants (ConstantFolding).
   bool fuse = true;
   bool fold_constants = true;
+  // The kernels will run on a GPU (a "cuda" target): FuseOps and LegalizeOps
+  // lower operators to bodies compiler/kernel/device_split.h accepts (no
+  // workspace allocations, one parallel loop over output elements).
+  bool gpu = false;
 };
 
 // Runs the pipeline `name` on `module`. INVALID_ARGUMENT for an unknown

@@ -434,7 +434,7 @@ TEST(CodegenTest, CrossCompilesAnAArch64SharedObject) {
 }
 
 TEST(CodegenTest, TargetParseRejectsUnknownKindAndFlag) {
-  EXPECT_EQ(Target::Parse("cuda -arch=sm_90").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Target::Parse("rocm -mcpu=gfx90a").status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(Target::Parse("llvm -mfoo=bar").status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(Target::Host().is_host());
 }

@@ -1,0 +1,291 @@
+// Device lowering (device_split.h): leading lets, the split at the top-level
+// sequence, loop fusion inside a parallel launch, the grid-stride loop, and
+// the manifest description of the result.
+#include "compiler/kernel/device_split.h"
+
+#include <string>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "compiler/ir/arith.h"
+
+namespace tether::compiler {
+namespace {
+
+absl::Status Reject(const KernelFunc& k, absl::string_view what) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("kernel ", k->name, ": ", what, " cannot run on a gpu"));
+}
+
+// Rejects statements a device cannot run anywhere in `s`.
+absl::Status CheckDeviceStmt(const KernelFunc& k, const Stmt& s) {
+  if (!s.defined()) return absl::OkStatus();
+  switch (s.kind()) {
+    case StmtKind::kSeq:
+      for (const Stmt& c : s.as<SeqStmtNode>()->seq) TETHER_RETURN_IF_ERROR(CheckDeviceStmt(k, c));
+      return absl::OkStatus();
+    case StmtKind::kFor:
+      return CheckDeviceStmt(k, s.as<ForNode>()->body);
+    case StmtKind::kLet:
+      return CheckDeviceStmt(k, s.as<LetStmtNode>()->body);
+    case StmtKind::kAllocate: {
+      const AllocateNode* n = s.as<AllocateNode>();
+      if (n->buffer->scope == BufferNode::Scope::kGlobal) {
+        return Reject(k, absl::StrCat("the workspace allocation ", n->buffer->name));
+      }
+      return CheckDeviceStmt(k, n->body);
+    }
+    case StmtKind::kIf: {
+      const IfThenElseNode* n = s.as<IfThenElseNode>();
+      TETHER_RETURN_IF_ERROR(CheckDeviceStmt(k, n->then_case));
+      return CheckDeviceStmt(k, n->else_case);
+    }
+    case StmtKind::kAssert:
+      return Reject(k, absl::StrCat("the assertion \"", s.as<AssertStmtNode>()->message, "\""));
+    case StmtKind::kStore:
+    case StmtKind::kEvaluate:
+      return absl::OkStatus();
+  }
+  return absl::OkStatus();
+}
+
+bool UsesAny(const PrimExpr& e, const absl::flat_hash_set<const PrimVarNode*>& vars) {
+  std::vector<Var> used;
+  CollectVars(e, &used);
+  for (const Var& v : used) {
+    if (vars.contains(v.get())) return true;
+  }
+  return false;
+}
+
+PrimExpr AsInt64(const PrimExpr& e) {
+  return e.dtype() == DataType::Int(64) ? e : Cast(DataType::Int(64), e);
+}
+
+// Binds `var` to `value` (converted to the var's dtype) around `body`.
+Stmt BindVar(const Var& var, const PrimExpr& value, Stmt body) {
+  PrimExpr v = value.dtype() == var.dtype() ? value : Cast(var.dtype(), value);
+  return LetStmt(var, std::move(v), std::move(body));
+}
+
+// A parallel launch of the loop nest at `loop`: directly nested loops whose
+// bounds do not depend on the loops outside them are fused into one index,
+// which the grid-stride loop walks. Returns the body and sets `count`.
+Stmt ParallelBody(const ForNode* loop, const Var& tid, const Var& nthreads, PrimExpr* count) {
+  std::vector<const ForNode*> nest{loop};
+  absl::flat_hash_set<const PrimVarNode*> bound{loop->var.get()};
+  Stmt inner = loop->body;
+  while (const ForNode* f = inner.as<ForNode>()) {
+    if (UsesAny(f->min, bound) || UsesAny(f->extent, bound)) break;
+    nest.push_back(f);
+    bound.insert(f->var.get());
+    inner = f->body;
+  }
+  // Negative extents run no iterations, as on the CPU.
+  std::vector<PrimExpr> extents;
+  for (const ForNode* f : nest)
+    extents.push_back(Max(AsInt64(f->extent), IntImm(DataType::Int(64), 0)));
+  PrimExpr total = IntImm(DataType::Int(64), 1);
+  for (const PrimExpr& e : extents) total = Mul(total, e);
+  *count = Simplify(total);
+
+  // Innermost first: var_k = min_k + floormod(floordiv(t, stride_k), extent_k).
+  Var t("tether_iter");
+  Stmt body = inner;
+  PrimExpr stride = IntImm(DataType::Int(64), 1);
+  for (size_t i = nest.size(); i-- > 0;) {
+    PrimExpr index = FloorDiv(t, stride);
+    if (i > 0) index = FloorMod(index, extents[i]);
+    body = BindVar(nest[i]->var, Add(AsInt64(nest[i]->min), index), body);
+    stride = Mul(stride, extents[i]);
+  }
+  // for j in [0, ceil((count - tid) / nthreads)): t = tid + j * nthreads.
+  // tid < nthreads and count >= 0, so the numerator is never negative.
+  Var j("tether_stride");
+  PrimExpr trips =
+      FloorDiv(Add(Sub(*count, tid), Sub(nthreads, IntImm(DataType::Int(64), 1))), nthreads);
+  return For(j, IntImm(DataType::Int(64), 0), trips, ForKind::kSerial,
+             LetStmt(t, Add(tid, Mul(j, nthreads)), body));
+}
+
+// ---- Manifest description ---------------------------------------------------
+
+// How a var can be read from the arguments: "d<p>.<i>" or "s<p>".
+using RefMap = absl::flat_hash_map<const PrimVarNode*, std::string>;
+
+// Postfix tokens of `e` over `refs`, or false when it has anything else.
+bool Postfix(const PrimExpr& e, const RefMap& refs, std::vector<std::string>* out) {
+  if (std::optional<int64_t> c = AsConstInt(e)) {
+    out->push_back(absl::StrCat(*c));
+    return true;
+  }
+  switch (e.kind()) {
+    case PrimKind::kVar: {
+      auto it = refs.find(static_cast<const PrimVarNode*>(e.get()));
+      if (it == refs.end()) return false;
+      out->push_back(it->second);
+      return true;
+    }
+    case PrimKind::kCast: {
+      const CastNode* c = e.as<CastNode>();
+      if (!c->dtype().is_int() || !c->value.dtype().is_int()) return false;
+      return Postfix(c->value, refs, out);
+    }
+    default:
+      break;
+  }
+  const BinaryNode* b = e.as<BinaryNode>();
+  if (b == nullptr || !e.dtype().is_int()) return false;
+  const char* op = nullptr;
+  switch (e.kind()) {
+    case PrimKind::kAdd:
+      op = "+";
+      break;
+    case PrimKind::kSub:
+      op = "-";
+      break;
+    case PrimKind::kMul:
+      op = "*";
+      break;
+    case PrimKind::kFloorDiv:
+      op = "/";
+      break;
+    case PrimKind::kFloorMod:
+      op = "%";
+      break;
+    case PrimKind::kMin:
+      op = "min";
+      break;
+    case PrimKind::kMax:
+      op = "max";
+      break;
+    default:
+      return false;
+  }
+  if (!Postfix(b->a, refs, out) || !Postfix(b->b, refs, out)) return false;
+  out->push_back(op);
+  return true;
+}
+
+}  // namespace
+
+absl::StatusOr<DeviceKernel> SplitForDevice(const KernelFunc& kernel) {
+  if (!kernel) return absl::InvalidArgumentError("null kernel");
+  TETHER_RETURN_IF_ERROR(CheckDeviceStmt(kernel, kernel->body));
+  std::vector<const LetStmtNode*> lets;
+  Stmt rest = kernel->body;
+  while (const LetStmtNode* l = rest.as<LetStmtNode>()) {
+    lets.push_back(l);
+    rest = l->body;
+  }
+  std::vector<Stmt> parts;
+  if (const SeqStmtNode* seq = rest.as<SeqStmtNode>()) {
+    parts = seq->seq;
+  } else if (rest.defined()) {
+    parts.push_back(rest);
+  }
+  // Consecutive non-parallel statements share one serial launch.
+  std::vector<std::pair<Stmt, bool>> groups;  // statement, parallel
+  std::vector<Stmt> serial_run;
+  auto flush = [&] {
+    if (!serial_run.empty()) groups.emplace_back(Seq(serial_run), false);
+    serial_run.clear();
+  };
+  for (const Stmt& p : parts) {
+    const ForNode* f = p.as<ForNode>();
+    if (f != nullptr && f->for_kind == ForKind::kParallel) {
+      flush();
+      groups.emplace_back(p, true);
+    } else {
+      serial_run.push_back(p);
+    }
+  }
+  flush();
+  if (groups.empty()) groups.emplace_back(Seq({}), false);
+
+  DeviceKernel out;
+  out.source = kernel;
+  for (size_t i = 0; i < groups.size(); ++i) {
+    Var tid("tether_tid");
+    Var nthreads("tether_nthreads");
+    DeviceLaunch launch;
+    Stmt body;
+    if (groups[i].second) {
+      body = ParallelBody(groups[i].first.as<ForNode>(), tid, nthreads, &launch.count);
+    } else {
+      launch.serial = true;
+      launch.block = 1;
+      launch.count = IntImm(DataType::Int(64), 1);
+      body = IfThenElse(EQ(tid, IntImm(DataType::Int(64), 0)), groups[i].first);
+    }
+    for (size_t l = lets.size(); l-- > 0;) body = LetStmt(lets[l]->var, lets[l]->value, body);
+    std::vector<KernelParam> params = kernel->params;
+    params.push_back(KernelParam::Scalar(tid));
+    params.push_back(KernelParam::Scalar(nthreads));
+    launch.kernel = MakeKernelFunc(absl::StrCat(kernel->name, "_k", i), std::move(params), body,
+                                   kernel->num_outputs);
+    // The count may use the leading lets' vars: substitute them, innermost
+    // last, so it is an expression of the arguments.
+    VarMap let_values;
+    for (const LetStmtNode* l : lets) let_values[l->var.get()] = Substitute(l->value, let_values);
+    launch.count = Simplify(Substitute(launch.count, let_values));
+    out.launches.push_back(std::move(launch));
+  }
+  return out;
+}
+
+CudaKernelInfo DescribeDeviceKernel(const DeviceKernel& kernel) {
+  CudaKernelInfo info;
+  info.name = kernel.source->name;
+  RefMap refs;
+  const std::vector<KernelParam>& params = kernel.source->params;
+  for (size_t p = 0; p < params.size(); ++p) {
+    CudaParamInfo pi;
+    if (!params[p].is_tensor()) {
+      refs.try_emplace(params[p].var.get(), absl::StrCat("s", p));
+      info.params.push_back(std::move(pi));
+      continue;
+    }
+    pi.is_tensor = true;
+    pi.dtype = params[p].buffer->dtype;
+    const std::vector<PrimExpr>& shape = params[p].buffer->shape;
+    for (size_t d = 0; d < shape.size(); ++d) {
+      std::string here = absl::StrCat("d", p, ".", d);
+      if (std::optional<int64_t> c = AsConstInt(shape[d])) {
+        pi.dims.push_back(absl::StrCat(*c));
+      } else if (shape[d].kind() == PrimKind::kVar) {
+        auto [it, fresh] = refs.try_emplace(static_cast<const PrimVarNode*>(shape[d].get()), here);
+        pi.dims.push_back(fresh ? "*" : absl::StrCat("=", it->second));
+      } else {
+        pi.dims.push_back("?");
+      }
+    }
+    info.params.push_back(std::move(pi));
+  }
+  for (const DeviceLaunch& l : kernel.launches) {
+    CudaLaunchInfo li;
+    li.entry = l.kernel->name;
+    li.block = l.block;
+    if (!Postfix(l.count, refs, &li.count)) li.count.clear();
+    info.launches.push_back(std::move(li));
+  }
+  return info;
+}
+
+KernelFunc SimulateOnCpu(const DeviceKernel& kernel, int64_t nthreads) {
+  std::vector<Stmt> parts;
+  for (const DeviceLaunch& l : kernel.launches) {
+    const size_t n = l.kernel->params.size();
+    const int64_t threads = l.serial ? 1 : nthreads;
+    parts.push_back(For(
+        l.kernel->params[n - 2].var, IntImm(DataType::Int(64), 0),
+        IntImm(DataType::Int(64), threads), ForKind::kSerial,
+        LetStmt(l.kernel->params[n - 1].var, IntImm(DataType::Int(64), threads), l.kernel->body)));
+  }
+  return MakeKernelFunc(kernel.source->name, kernel.source->params, Seq(parts),
+                        kernel.source->num_outputs);
+}
+
+}  // namespace tether::compiler

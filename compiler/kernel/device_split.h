@@ -1,0 +1,59 @@
+// Device lowering: a KernelFunc becomes the launches a GPU runs, in order
+// (docs/design/kernel-abi.md, "Device lowering"). Each launch is itself an
+// ordinary KernelFunc with two extra scalar parameters, `tether_tid` and
+// `tether_nthreads`: thread `tid` of `nthreads` runs iterations tid,
+// tid + nthreads, ... of the launch's fused parallel loop (grid-stride). The
+// NVPTX emitter computes them from the thread and block indices; on the CPU
+// the launch kernels can be compiled as they are and run thread by thread,
+// which is how this lowering is tested on machines without a GPU.
+//
+// Thread contract: free functions over immutable IR; thread-safe.
+#ifndef TETHER_COMPILER_KERNEL_DEVICE_SPLIT_H_
+#define TETHER_COMPILER_KERNEL_DEVICE_SPLIT_H_
+
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "compiler/kernel/kernel_ir.h"
+#include "runtime/vm/cuda_kernel_library.h"
+
+namespace tether::compiler {
+
+// Threads per block of a parallel launch.
+inline constexpr int kDeviceBlockThreads = 256;
+
+struct DeviceLaunch {
+  // Named "<kernel>_k<i>"; the source kernel's parameters, then the scalars
+  // tether_tid and tether_nthreads.
+  KernelFunc kernel;
+  // Iterations of the fused loop, over the source kernel's shape vars (1 for
+  // a serial launch).
+  PrimExpr count;
+  bool serial = false;
+  int block = kDeviceBlockThreads;  // 1 for a serial launch
+};
+
+struct DeviceKernel {
+  KernelFunc source;
+  std::vector<DeviceLaunch> launches;  // at least one
+};
+
+// Splits `kernel` into launches. INVALID_ARGUMENT naming the kernel for IR a
+// device cannot run: kGlobal allocations and assertions.
+absl::StatusOr<DeviceKernel> SplitForDevice(const KernelFunc& kernel);
+
+// The kernel's manifest entry: parameters with host-side dim checks, and per
+// launch its entry, block size and count program (empty when the count is
+// not expressible over the arguments).
+CudaKernelInfo DescribeDeviceKernel(const DeviceKernel& kernel);
+
+// The source kernel as its launches run on a CPU: each launch's body inside
+// a serial loop over `nthreads` simulated threads (one for a serial launch),
+// launches in order. Same parameters and name as the source kernel, so it
+// replaces it in a CPU build (BuildOptions::simulate_gpu_threads): the GPU
+// lowering checked, operator by operator, on a machine without a GPU.
+KernelFunc SimulateOnCpu(const DeviceKernel& kernel, int64_t nthreads);
+
+}  // namespace tether::compiler
+
+#endif  // TETHER_COMPILER_KERNEL_DEVICE_SPLIT_H_

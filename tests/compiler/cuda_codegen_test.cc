@@ -1,0 +1,214 @@
+// The cuda target without a GPU: target strings, PTX produced and embedded
+// for every example model (and, where the CUDA toolkit's ptxas is installed,
+// assembled by it), and the whole GPU lowering of each example model checked
+// numerically by running its device launches on the CPU.
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "compiler/build.h"
+#include "compiler/codegen/llvm_codegen.h"
+#include "compiler/codegen/target.h"
+#include "compiler/ir/arith.h"
+#include "compiler/kernel/device_split.h"
+#include "compiler/text/parser.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "runtime/vm/cuda_kernel_library.h"
+#include "runtime/vm/local_vm.h"
+#include "tests/testing/test_functions.h"
+
+namespace tether::compiler {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string RepoRoot() {
+  std::string path = __FILE__;
+  return path.substr(0, path.rfind("tests/compiler/"));
+}
+
+std::vector<std::string> ExampleModels() {
+  std::vector<std::string> paths;
+  for (const auto& entry : std::filesystem::directory_iterator(RepoRoot() + "examples")) {
+    if (entry.path().extension() == ".rx") paths.push_back(entry.path().string());
+  }
+  std::sort(paths.begin(), paths.end());
+  return paths;
+}
+
+TEST(CudaTargetTest, ParsesArchitecturesSortedAndDistinct) {
+  absl::StatusOr<Target> t = Target::Parse("cuda -arch=sm_90,sm_80,sm_90");
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_TRUE(t->is_cuda());
+  EXPECT_EQ(t->archs, (std::vector<int>{80, 90}));
+  EXPECT_EQ(t->ToString(), "cuda -arch=sm_80,sm_90");
+  absl::StatusOr<Target> plain = Target::Parse("cuda");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->ToString(), "cuda -arch=sm_75");
+  EXPECT_FALSE(Target::Parse("llvm")->is_cuda());
+}
+
+TEST(CudaTargetTest, RejectsBadArchitecturesAndFlags) {
+  for (const char* bad : {"cuda -arch=sm_9x", "cuda -arch=sm_20", "cuda -arch=compute_90",
+                          "cuda -arch=", "cuda -mcpu=sm_90", "rocm"}) {
+    absl::StatusOr<Target> t = Target::Parse(bad);
+    ASSERT_FALSE(t.ok()) << bad;
+    EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
+  EXPECT_THAT(Target::Parse("cuda -arch=sm_20").status().message(), HasSubstr("sm_50 to sm_120"));
+}
+
+// Every example model compiles for two architectures: one "ptx" library,
+// one image per architecture, an entry for every launch of the manifest.
+TEST(CudaCodegenTest, ExampleModelsEmbedPtxForEveryArchitecture) {
+  std::vector<std::string> models = ExampleModels();
+  ASSERT_GE(models.size(), 3u);
+  for (const std::string& path : models) {
+    SCOPED_TRACE(path);
+    absl::StatusOr<IRModule> m = ParseModuleFile(path);
+    ASSERT_TRUE(m.ok()) << m.status();
+    BuildOptions options;
+    options.target = "cuda -arch=sm_90,sm_75";
+    absl::StatusOr<Ref<vm::Executable>> exec = Build(*m, options);
+    ASSERT_TRUE(exec.ok()) << exec.status();
+    EXPECT_EQ((*exec)->metadata["target"], "cuda -arch=sm_75,sm_90");
+    ASSERT_EQ((*exec)->kernel_libraries.size(), 1u);
+    const vm::KernelLibraryBlob& lib = (*exec)->kernel_libraries[0];
+    EXPECT_EQ(lib.format, "ptx");
+    absl::StatusOr<CudaBlobContents> blob = ReadCudaBlob(lib.data);
+    ASSERT_TRUE(blob.ok()) << blob.status();
+    ASSERT_EQ(blob->images.size(), 2u);
+    absl::StatusOr<std::vector<CudaKernelInfo>> kernels = ParseCudaManifest(blob->manifest);
+    ASSERT_TRUE(kernels.ok()) << kernels.status();
+    EXPECT_FALSE(kernels->empty());
+    for (const CudaImage& image : blob->images) {
+      EXPECT_THAT(image.ptx, HasSubstr(absl::StrCat(".target sm_", image.sm)));
+      for (const CudaKernelInfo& k : *kernels) {
+        for (const CudaLaunchInfo& l : k.launches) {
+          EXPECT_THAT(image.ptx, HasSubstr(absl::StrCat(".entry ", l.entry, "(")));
+        }
+      }
+    }
+    // The executable keeps the library through its file format.
+    absl::StatusOr<Ref<vm::Executable>> loaded =
+        vm::Executable::LoadFromBytes((*exec)->SaveToBytes());
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    EXPECT_EQ((*loaded)->kernel_libraries[0].data, lib.data);
+  }
+}
+
+#ifdef TETHER_PTXAS
+// NVIDIA's assembler accepts every image of every example model.
+TEST(CudaCodegenTest, PtxasAssemblesEveryExampleModel) {
+  for (const std::string& path : ExampleModels()) {
+    SCOPED_TRACE(path);
+    absl::StatusOr<IRModule> m = ParseModuleFile(path);
+    ASSERT_TRUE(m.ok()) << m.status();
+    BuildOptions options;
+    options.target = "cuda -arch=sm_75,sm_90";
+    absl::StatusOr<Ref<vm::Executable>> exec = Build(*m, options);
+    ASSERT_TRUE(exec.ok()) << exec.status();
+    absl::StatusOr<CudaBlobContents> blob = ReadCudaBlob((*exec)->kernel_libraries[0].data);
+    ASSERT_TRUE(blob.ok()) << blob.status();
+    for (const CudaImage& image : blob->images) {
+      std::string file = ::testing::TempDir() + absl::StrCat("tether_ptxas_", image.sm, ".ptx");
+      std::ofstream(file) << image.ptx;
+      std::string log = file + ".log";
+      std::string cmd = absl::StrCat(TETHER_PTXAS, " -arch=sm_", image.sm, " ", file,
+                                     " -o /dev/null > ", log, " 2>&1");
+      int rc = std::system(cmd.c_str());
+      std::ifstream in(log);
+      std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      EXPECT_EQ(rc, 0) << "ptxas sm_" << image.sm << ": " << text;
+      std::remove(file.c_str());
+      std::remove(log.c_str());
+    }
+  }
+}
+#endif
+
+// Deterministic inputs for main's parameters, symbolic dims = 3.
+std::vector<Value> InputsFor(const IRModule& m) {
+  std::vector<Value> args;
+  const auto* f = m.Lookup("main").as<FunctionNode>();
+  for (size_t p = 0; p < f->params.size(); ++p) {
+    const auto* t = f->params[p].struct_info().as<TensorStructInfoNode>();
+    std::vector<int64_t> shape;
+    for (const PrimExpr& d : *t->shape) shape.push_back(AsConstInt(d).value_or(3));
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    std::vector<float> values(n);
+    for (int64_t i = 0; i < n; ++i) {
+      values[i] = 0.5f + 0.4f * std::sin(0.37f * static_cast<float>(i) + static_cast<float>(p));
+    }
+    args.push_back(tether::testing::MakeFloatTensor(shape, values));
+  }
+  return args;
+}
+
+absl::StatusOr<std::vector<float>> RunOnCpu(Ref<vm::Executable> exec, std::vector<Value> args) {
+  TETHER_ASSIGN_OR_RETURN(auto vm, vm::LocalVirtualMachine::Create(exec, {Device::Cpu()}));
+  TETHER_ASSIGN_OR_RETURN(Value out, vm->Invoke("main", ArgSpan(args.data(), args.size())));
+  if (out.AsRef<TensorObj>() == nullptr) return absl::InternalError("main returned no tensor");
+  return tether::testing::ReadFloats(Tensor(out.AsRef<TensorObj>()));
+}
+
+// Every example model lowered for the GPU (operators' gpu schedules, then
+// the device split) computes what the CPU build computes.
+TEST(CudaCodegenTest, GpuLoweringOfEveryExampleModelMatchesTheCpuBuild) {
+  for (const std::string& path : ExampleModels()) {
+    SCOPED_TRACE(path);
+    absl::StatusOr<IRModule> m = ParseModuleFile(path);
+    ASSERT_TRUE(m.ok()) << m.status();
+    std::vector<Value> args = InputsFor(*m);
+    absl::StatusOr<Ref<vm::Executable>> cpu = Build(*m, BuildOptions());
+    ASSERT_TRUE(cpu.ok()) << cpu.status();
+    absl::StatusOr<std::vector<float>> expected = RunOnCpu(*cpu, args);
+    ASSERT_TRUE(expected.ok()) << expected.status();
+
+    BuildOptions gpu;
+    gpu.target = "cuda";
+    gpu.simulate_gpu_threads = 13;
+    absl::StatusOr<Ref<vm::Executable>> exec = Build(*m, gpu);
+    ASSERT_TRUE(exec.ok()) << exec.status();
+    EXPECT_EQ((*exec)->metadata["simulated_target"], "cuda -arch=sm_75 (13 threads)");
+    absl::StatusOr<std::vector<float>> actual = RunOnCpu(*exec, args);
+    ASSERT_TRUE(actual.ok()) << actual.status();
+    ASSERT_EQ(actual->size(), expected->size());
+    for (size_t i = 0; i < expected->size(); ++i) {
+      EXPECT_NEAR((*actual)[i], (*expected)[i], 1e-4 + 1e-4 * std::abs((*expected)[i])) << i;
+    }
+  }
+}
+
+TEST(CudaCodegenTest, SimulationNeedsACudaTarget) {
+  absl::StatusOr<IRModule> m = ParseModuleFile(RepoRoot() + "examples/mlp.rx");
+  ASSERT_TRUE(m.ok()) << m.status();
+  BuildOptions options;
+  options.simulate_gpu_threads = 4;
+  absl::StatusOr<Ref<vm::Executable>> exec = Build(*m, options);
+  ASSERT_FALSE(exec.ok());
+  EXPECT_EQ(exec.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(exec.status().message(), HasSubstr("needs a cuda target"));
+}
+
+TEST(CudaCodegenTest, EmittedAssemblyIsPtxPerArchitecture) {
+  absl::StatusOr<IRModule> m = ParseModuleFile(RepoRoot() + "examples/mlp.rx");
+  ASSERT_TRUE(m.ok()) << m.status();
+  BuildOptions options;
+  options.target = "cuda -arch=sm_80,sm_90";
+  absl::StatusOr<std::string> ptx = EmitKernelAssembly(*m, options);
+  ASSERT_TRUE(ptx.ok()) << ptx.status();
+  EXPECT_THAT(*ptx, HasSubstr("// ---- sm_80 ----"));
+  EXPECT_THAT(*ptx, HasSubstr(".target sm_90"));
+  EXPECT_THAT(*ptx, HasSubstr("%ctaid.x"));
+}
+
+}  // namespace
+}  // namespace tether::compiler

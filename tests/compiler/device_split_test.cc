@@ -1,0 +1,204 @@
+// Tests of the device lowering (compiler/kernel/device_split.h). The launch
+// kernels are ordinary kernel IR, so they are compiled for the CPU and run
+// thread by thread — tid 0..nthreads-1 of a simulated grid, in order — and
+// must give exactly what the source kernel gives. This checks the split, the
+// loop fusion and the grid-stride loop without a GPU; the NVPTX emission of
+// the same launches is checked in cuda_codegen_test.cc.
+#include "compiler/kernel/device_split.h"
+
+#include <string>
+#include <vector>
+
+#include "compiler/codegen/jit.h"
+#include "compiler/ir/arith.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "op_test_util.h"
+
+namespace tether::compiler {
+namespace {
+
+using optest::HostTensor;
+using optest::kF32;
+using ::testing::HasSubstr;
+
+// Runs every launch of `kernel` on the CPU with `nthreads` simulated
+// threads (serial launches with one), on `inputs` and zeroed outputs.
+absl::StatusOr<std::vector<HostTensor>> RunAsDevice(const KernelFunc& kernel,
+                                                    const std::vector<HostTensor>& inputs,
+                                                    const std::vector<optest::Shape>& out_shapes,
+                                                    int64_t nthreads) {
+  TETHER_ASSIGN_OR_RETURN(DeviceKernel dk, SplitForDevice(kernel));
+  std::vector<KernelFunc> launches;
+  for (const DeviceLaunch& l : dk.launches) launches.push_back(l.kernel);
+  TETHER_ASSIGN_OR_RETURN(Ref<Module> lib, BuildAndLoad(launches));
+  std::vector<Value> args;
+  std::vector<Tensor> outputs;
+  for (const HostTensor& h : inputs) {
+    TETHER_ASSIGN_OR_RETURN(Tensor t, optest::ToTensor(h));
+    args.emplace_back(t);
+  }
+  for (size_t k = 0; k < out_shapes.size(); ++k) {
+    const Buffer& b = kernel->params[inputs.size() + k].buffer;
+    // Outputs start as NaN-like garbage so an element no thread writes shows.
+    TETHER_ASSIGN_OR_RETURN(Tensor t,
+                            optest::ToTensor(optest::Filled(out_shapes[k], b->dtype, 77)));
+    outputs.push_back(t);
+    args.emplace_back(t);
+  }
+  for (const DeviceLaunch& l : dk.launches) {
+    TETHER_ASSIGN_OR_RETURN(Function fn, lib->GetFunction(l.kernel->name));
+    const int64_t threads = l.serial ? 1 : nthreads;
+    for (int64_t tid = 0; tid < threads; ++tid) {
+      std::vector<Value> call = args;
+      call.emplace_back(tid);
+      call.emplace_back(threads);
+      TETHER_RETURN_IF_ERROR(fn(ArgSpan(call.data(), call.size())).status());
+    }
+  }
+  std::vector<HostTensor> out;
+  for (const Tensor& t : outputs) out.push_back(optest::FromTensor(t));
+  return out;
+}
+
+// The source kernel on the CPU vs its launches at several grid sizes.
+void ExpectDeviceMatchesCpu(const KernelFunc& kernel, const std::vector<HostTensor>& inputs,
+                            const std::vector<optest::Shape>& out_shapes) {
+  OP_TEST_ASSIGN_OR_SKIP(compiled, optest::CompiledKernel::Create(kernel));
+  OP_TEST_ASSIGN_OR_SKIP(expected, compiled.Run(inputs, out_shapes));
+  for (int64_t nthreads : {1, 7, 64, 1000}) {
+    absl::StatusOr<std::vector<HostTensor>> actual =
+        RunAsDevice(kernel, inputs, out_shapes, nthreads);
+    ASSERT_TRUE(actual.ok()) << actual.status() << "\n" << ToString(kernel);
+    ASSERT_EQ(actual->size(), expected.size());
+    for (size_t i = 0; i < expected.size(); ++i) {
+      SCOPED_TRACE(absl::StrCat("nthreads ", nthreads, ", output ", i));
+      EXPECT_EQ((*actual)[i].data, expected[i].data) << ToString(kernel);
+    }
+  }
+}
+
+absl::StatusOr<KernelFunc> LowerOp(const std::string& op, const std::vector<HostTensor>& inputs,
+                                   Attrs attrs = {}) {
+  std::vector<Expr> args;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    args.push_back(optest::TensorVar(absl::StrCat("x", i), inputs[i]));
+  }
+  TETHER_ASSIGN_OR_RETURN(Expr call, optest::MakeOpCall(op, std::move(args), std::move(attrs)));
+  return LowerCallToKernel(*call.as<CallNode>(), "k");
+}
+
+TEST(DeviceSplitTest, BroadcastNestFusesIntoOneLaunchAndMatchesTheCpu) {
+  HostTensor a = optest::Random({3, 5, 7}, kF32, 1);
+  HostTensor b = optest::Random({7}, kF32, 2);
+  absl::StatusOr<KernelFunc> k = LowerOp("relax.add", {a, b});
+  ASSERT_TRUE(k.ok()) << k.status();
+  absl::StatusOr<DeviceKernel> dk = SplitForDevice(*k);
+  ASSERT_TRUE(dk.ok()) << dk.status();
+  ASSERT_EQ(dk->launches.size(), 1u);
+  EXPECT_FALSE(dk->launches[0].serial);
+  EXPECT_EQ(dk->launches[0].block, kDeviceBlockThreads);
+  // Every loop of the nest is fused: one iteration per element.
+  EXPECT_EQ(AsConstInt(dk->launches[0].count), std::optional<int64_t>(105));
+  EXPECT_EQ(dk->launches[0].kernel->name, "k_k0");
+  ExpectDeviceMatchesCpu(*k, {a, b}, {{3, 5, 7}});
+}
+
+TEST(DeviceSplitTest, LongVectorChunksAndReductionsMatchTheCpu) {
+  HostTensor x = optest::Random({10007}, kF32, 3);
+  absl::StatusOr<KernelFunc> exp = LowerOp("relax.exp", {x});
+  ASSERT_TRUE(exp.ok()) << exp.status();
+  ExpectDeviceMatchesCpu(*exp, {x}, {{10007}});
+
+  HostTensor m = optest::Random({6, 33}, kF32, 4);
+  absl::StatusOr<KernelFunc> sum = LowerOp("relax.sum", {m}, {{"axis", std::vector<int64_t>{1}}});
+  ASSERT_TRUE(sum.ok()) << sum.status();
+  ExpectDeviceMatchesCpu(*sum, {m}, {{6}});
+
+  absl::StatusOr<KernelFunc> all = LowerOp("relax.sum", {m});
+  ASSERT_TRUE(all.ok()) << all.status();
+  ExpectDeviceMatchesCpu(*all, {m}, {{}});
+
+  absl::StatusOr<KernelFunc> softmax = LowerOp("relax.nn.softmax", {m}, {{"axis", int64_t{-1}}});
+  ASSERT_TRUE(softmax.ok()) << softmax.status();
+  ExpectDeviceMatchesCpu(*softmax, {m}, {{6, 33}});
+}
+
+// let n2 = n * 2; a parallel fill, a serial fix-up, a second parallel pass.
+KernelFunc ThreeStageKernel() {
+  Var n("n");
+  Buffer x = MakeBuffer("x", kF32, {n, PrimExpr(3)});
+  Buffer y = MakeBuffer("y", kF32, {n, PrimExpr(3)});
+  Var n2("n2");
+  Var i("i"), j("j"), s("s"), p("p");
+  Stmt fill = For(i, 0, n, ForKind::kParallel,
+                  For(j, 0, PrimExpr(3), ForKind::kVectorized,
+                      Store(y, {i, j}, Mul(Load(x, {i, j}), MakeConst(kF32, 2)))));
+  Stmt fixup =
+      For(s, 0, PrimExpr(3), ForKind::kSerial,
+          Store(y, {PrimExpr(0), s}, Add(Load(y, {PrimExpr(0), s}), MakeConst(kF32, 100))));
+  Stmt second =
+      For(p, 0, Sub(n2, n), ForKind::kParallel,
+          Store(y, {p, PrimExpr(2)}, Add(Load(y, {p, PrimExpr(2)}), Load(x, {p, PrimExpr(0)}))));
+  Stmt body = LetStmt(n2, Mul(n, PrimExpr(2)), Seq({fill, fixup, second}));
+  return MakeKernelFunc("three", {KernelParam::Tensor(x), KernelParam::Tensor(y)}, body);
+}
+
+TEST(DeviceSplitTest, TopLevelSequenceSplitsIntoOrderedLaunches) {
+  KernelFunc k = ThreeStageKernel();
+  absl::StatusOr<DeviceKernel> dk = SplitForDevice(k);
+  ASSERT_TRUE(dk.ok()) << dk.status();
+  ASSERT_EQ(dk->launches.size(), 3u);
+  EXPECT_FALSE(dk->launches[0].serial);
+  EXPECT_TRUE(dk->launches[1].serial);
+  EXPECT_EQ(dk->launches[1].block, 1);
+  EXPECT_FALSE(dk->launches[2].serial);
+  ExpectDeviceMatchesCpu(k, {optest::Random({5, 3}, kF32, 5)}, {{5, 3}});
+  ExpectDeviceMatchesCpu(k, {optest::Random({1, 3}, kF32, 6)}, {{1, 3}});
+
+  // The manifest: dims checked on the host, counts over the arguments (the
+  // leading let substituted), and both survive the text format.
+  CudaKernelInfo info = DescribeDeviceKernel(*dk);
+  ASSERT_EQ(info.params.size(), 2u);
+  EXPECT_EQ(info.params[0].dims, (std::vector<std::string>{"*", "3"}));
+  EXPECT_EQ(info.params[1].dims, (std::vector<std::string>{"=d0.0", "3"}));
+  ASSERT_EQ(info.launches.size(), 3u);
+  EXPECT_EQ(info.launches[1].entry, "three_k1");
+  CudaCountArgs args;
+  args.dims = {{9, 3}, {9, 3}};
+  args.scalars = {0, 0};
+  for (size_t l = 0; l < 3; ++l) {
+    ASSERT_FALSE(info.launches[l].count.empty()) << l;
+    absl::StatusOr<int64_t> count = EvalCudaCount(info.launches[l].count, args);
+    ASSERT_TRUE(count.ok()) << count.status();
+    EXPECT_EQ(*count, std::vector<int64_t>({27, 1, 9})[l]) << l;
+  }
+  absl::StatusOr<std::vector<CudaKernelInfo>> parsed =
+      ParseCudaManifest(FormatCudaManifest({info}));
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  ASSERT_EQ(parsed->size(), 1u);
+  EXPECT_EQ((*parsed)[0].launches[2].count, info.launches[2].count);
+}
+
+TEST(DeviceSplitTest, WorkspacesAndAssertionsAreRejectedNamingTheKernel) {
+  Buffer out = MakeBuffer("out", kF32, {PrimExpr(4)});
+  Buffer ws = MakeBuffer("scratch", kF32, {PrimExpr(4)});
+  Var i("i");
+  KernelFunc with_ws = MakeKernelFunc(
+      "uses_ws", {KernelParam::Tensor(out)},
+      Allocate(ws, For(i, 0, PrimExpr(4), ForKind::kParallel, Store(out, {i}, Load(ws, {i})))));
+  absl::StatusOr<DeviceKernel> r = SplitForDevice(with_ws);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(r.status().message(), HasSubstr("kernel uses_ws: the workspace allocation scratch"));
+
+  KernelFunc with_assert = MakeKernelFunc(
+      "checks", {KernelParam::Tensor(out)},
+      AssertStmt(BoolImm(true), "never", Store(out, {PrimExpr(0)}, MakeConst(kF32, 1))));
+  r = SplitForDevice(with_assert);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("cannot run on a gpu"));
+}
+
+}  // namespace
+}  // namespace tether::compiler

@@ -1,0 +1,548 @@
+// GPU-mode lowering (LowerContext::gpu, LowerCallToKernel's `gpu`,
+// PipelineOptions::gpu): every operator with a schedule, per-element
+// operators and fused groups lower to bodies that device lowering
+// (compiler/kernel/device_split.h) accepts and that spread over GPU threads:
+// after the leading lets, exactly one kParallel loop, no kGlobal
+// allocation, no assertion, no vectorized loop and no nested parallel loop,
+// so SplitForDevice makes it one parallel launch.
+// GPU-mode kernels are ordinary kernel IR, so they are compiled for the CPU
+// here and must compute what the CPU-mode kernels compute, on random inputs
+// of awkward shapes; whole modules through RunPipeline(gpu) must compute
+// what the normal pipeline computes.
+#include <cmath>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "compiler/build.h"
+#include "compiler/codegen/llvm_codegen.h"
+#include "compiler/codegen/target.h"
+#include "compiler/kernel/device_split.h"
+#include "compiler/kernel/lower.h"
+#include "compiler/op/op.h"
+#include "compiler/text/parser.h"
+#include "compiler/transform/pipeline.h"
+#include "compiler/transform/vm_codegen.h"
+#include "gtest/gtest.h"
+#include "runtime/vm/local_vm.h"
+#include "tests/compiler/op_test_util.h"
+#include "tests/testing/test_functions.h"
+
+namespace tether::compiler {
+namespace {
+
+using optest::CompiledKernel;
+using optest::HostTensor;
+using optest::kF16;
+using optest::kF32;
+using optest::kI64;
+using optest::Random;
+using optest::Shape;
+
+// What a body contains that a device launch cannot run or runs badly.
+struct BodyCensus {
+  int global_allocations = 0;
+  int asserts = 0;
+  int vectorized_loops = 0;
+  int parallel_loops = 0;  // anywhere, the top-level one included
+};
+
+void Census(const Stmt& s, BodyCensus* c) {
+  if (!s.defined()) return;
+  switch (s.kind()) {
+    case StmtKind::kFor: {
+      const auto* f = s.as<ForNode>();
+      if (f->for_kind == ForKind::kParallel) ++c->parallel_loops;
+      if (f->for_kind == ForKind::kVectorized) ++c->vectorized_loops;
+      Census(f->body, c);
+      return;
+    }
+    case StmtKind::kLet:
+      Census(s.as<LetStmtNode>()->body, c);
+      return;
+    case StmtKind::kAllocate: {
+      const auto* a = s.as<AllocateNode>();
+      if (a->buffer->scope == BufferNode::Scope::kGlobal) ++c->global_allocations;
+      Census(a->body, c);
+      return;
+    }
+    case StmtKind::kSeq:
+      for (const Stmt& x : s.as<SeqStmtNode>()->seq) Census(x, c);
+      return;
+    case StmtKind::kIf:
+      Census(s.as<IfThenElseNode>()->then_case, c);
+      Census(s.as<IfThenElseNode>()->else_case, c);
+      return;
+    case StmtKind::kAssert:
+      ++c->asserts;
+      Census(s.as<AssertStmtNode>()->body, c);
+      return;
+    case StmtKind::kStore:
+    case StmtKind::kEvaluate:
+      return;
+  }
+}
+
+// Expects `kernel` to be GPU-friendly (see the file comment).
+void ExpectGpuFriendly(const KernelFunc& kernel) {
+  SCOPED_TRACE(ToString(kernel));
+  Stmt top = kernel->body;
+  while (const auto* let = top.as<LetStmtNode>()) top = let->body;
+  const auto* loop = top.as<ForNode>();
+  ASSERT_NE(loop, nullptr) << "the body after its lets is not one loop";
+  EXPECT_EQ(loop->for_kind, ForKind::kParallel);
+  BodyCensus c;
+  Census(kernel->body, &c);
+  EXPECT_EQ(c.global_allocations, 0);
+  EXPECT_EQ(c.asserts, 0);
+  EXPECT_EQ(c.vectorized_loops, 0);
+  EXPECT_EQ(c.parallel_loops, 1);
+  // Device lowering accepts it as one grid-stride launch.
+  absl::StatusOr<DeviceKernel> split = SplitForDevice(kernel);
+  ASSERT_TRUE(split.ok()) << split.status();
+  ASSERT_EQ(split->launches.size(), 1u);
+  EXPECT_FALSE(split->launches[0].serial);
+}
+
+// Lowers `op` on tensor operands shaped like `inputs` for the CPU and for a
+// GPU, checks the GPU kernel's form, runs both on `inputs` and expects the
+// same outputs (within `tol`, relative; default: the dtype's tolerance).
+void ExpectGpuMatchesCpu(const std::string& op, const std::vector<HostTensor>& inputs,
+                         Attrs attrs = {}, double tol = -1) {
+  std::vector<Expr> args;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    args.push_back(optest::TensorVar(absl::StrCat("x", i), inputs[i]));
+  }
+  absl::StatusOr<Expr> call = optest::MakeOpCall(op, std::move(args), std::move(attrs));
+  ASSERT_TRUE(call.ok()) << call.status();
+  absl::StatusOr<KernelFunc> cpu = LowerCallToKernel(*call->as<CallNode>(), "cpu_kernel");
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  absl::StatusOr<KernelFunc> gpu =
+      LowerCallToKernel(*call->as<CallNode>(), "gpu_kernel", /*num_threads=*/0, /*gpu=*/true);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  ExpectGpuFriendly(*gpu);
+  absl::StatusOr<CompiledKernel> cpu_k = CompiledKernel::Create(*cpu);
+  ASSERT_TRUE(cpu_k.ok()) << cpu_k.status();
+  absl::StatusOr<CompiledKernel> gpu_k = CompiledKernel::Create(*gpu);
+  ASSERT_TRUE(gpu_k.ok()) << gpu_k.status();
+  absl::StatusOr<std::vector<HostTensor>> want = cpu_k->Run(inputs);
+  ASSERT_TRUE(want.ok()) << want.status();
+  absl::StatusOr<std::vector<HostTensor>> got = gpu_k->Run(inputs);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_EQ(got->size(), want->size());
+  for (size_t k = 0; k < want->size(); ++k) {
+    SCOPED_TRACE(absl::StrCat(op, " output ", k));
+    // Not all zero: a kernel that wrote nothing would otherwise pass
+    // against another that wrote nothing.
+    bool any_nonzero = false;
+    for (double v : (*want)[k].data) any_nonzero = any_nonzero || v != 0;
+    EXPECT_TRUE(any_nonzero || (*want)[k].data.empty());
+    optest::ExpectClose((*got)[k], (*want)[k], tol);
+  }
+}
+
+// ---- matmul ----------------------------------------------------------------
+
+TEST(GpuLoweringTest, MatmulMatchesCpuOnAwkwardShapes) {
+  struct Case {
+    Shape a, b;
+  };
+  const Case cases[] = {
+      {{7, 13}, {13, 9}},         // odd sizes: the CPU packs B (N % 32 != 0)
+      {{5, 8}, {8, 64}},          // the CPU reads B in place (N % 32 == 0)
+      {{2, 3, 5, 4}, {4, 6}},     // batched A, shared B
+      {{3, 1, 5, 4}, {2, 4, 6}},  // broadcast batch dims
+      {{5}, {5, 7}},              // vector @ matrix
+      {{3, 5}, {5}},              // matrix @ vector
+      {{1, 33}, {2, 33, 17}},     // a single row against batched B
+  };
+  uint32_t seed = 1;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(absl::StrCat(optest::NumElements(c.a), " x ", optest::NumElements(c.b)));
+    ExpectGpuMatchesCpu("relax.matmul", {Random(c.a, kF32, seed), Random(c.b, kF32, seed + 1)});
+    seed += 2;
+  }
+}
+
+TEST(GpuLoweringTest, MatmulFloat16AccumulatesInFloat32) {
+  // 64 terms of magnitude ~1: float16 accumulation would be visibly off.
+  ExpectGpuMatchesCpu("relax.matmul", {Random({2, 9, 64}, kF16, 3), Random({64, 17}, kF16, 4)});
+}
+
+TEST(GpuLoweringTest, CpuMatmulKeepsItsPackedScheduleGpuDoesNot) {
+  Expr a = optest::TensorVar("a", {PrimExpr(7), PrimExpr(13)}, kF32);
+  // N = 40: 32-column panels do not tile it, so the CPU packs B.
+  Expr b = optest::TensorVar("b", {PrimExpr(13), PrimExpr(40)}, kF32);
+  absl::StatusOr<Expr> call = optest::MakeOpCall("relax.matmul", {a, b});
+  ASSERT_TRUE(call.ok()) << call.status();
+  absl::StatusOr<KernelFunc> cpu = LowerCallToKernel(*call->as<CallNode>(), "mm");
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  BodyCensus c;
+  Census((*cpu)->body, &c);
+  EXPECT_EQ(c.global_allocations, 1);  // the packed B panels
+  EXPECT_EQ(c.parallel_loops, 2);      // packing, then the tiles
+  absl::StatusOr<KernelFunc> gpu = LowerCallToKernel(*call->as<CallNode>(), "mm", 0, true);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  const auto* loop = (*gpu)->body.as<ForNode>();
+  ASSERT_NE(loop, nullptr) << ToString(*gpu);
+  // One iteration per output element.
+  ASSERT_NE(loop->extent.as_int(), nullptr) << ToString(loop->extent);
+  EXPECT_EQ(*loop->extent.as_int(), 7 * 40);
+}
+
+TEST(GpuLoweringTest, SymbolicBatchMatmulLoopsOverEveryOutputElement) {
+  Var n("n");
+  Expr a = optest::TensorVar("a", {n, PrimExpr(6)}, kF32);
+  Expr b = optest::TensorVar("b", {PrimExpr(6), PrimExpr(5)}, kF32);
+  absl::StatusOr<Expr> call = optest::MakeOpCall("relax.matmul", {a, b});
+  ASSERT_TRUE(call.ok()) << call.status();
+  absl::StatusOr<KernelFunc> gpu = LowerCallToKernel(*call->as<CallNode>(), "mm", 0, true);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  ExpectGpuFriendly(*gpu);
+  absl::StatusOr<CompiledKernel> k = CompiledKernel::Create(*gpu);
+  ASSERT_TRUE(k.ok()) << k.status();
+  for (int64_t rows : {1, 3, 11}) {
+    HostTensor x = Random({rows, 6}, kF32, 7), w = Random({6, 5}, kF32, 8);
+    absl::StatusOr<std::vector<HostTensor>> out = k->Run({x, w}, {{rows, 5}});
+    ASSERT_TRUE(out.ok()) << out.status();
+    for (int64_t i = 0; i < rows; ++i) {
+      for (int64_t j = 0; j < 5; ++j) {
+        double want = 0;
+        for (int64_t p = 0; p < 6; ++p) {
+          want += x.data[static_cast<size_t>(i * 6 + p)] * w.data[static_cast<size_t>(p * 5 + j)];
+        }
+        EXPECT_NEAR((*out)[0].data[static_cast<size_t>(i * 5 + j)], want, 1e-4)
+            << "rows " << rows << " at " << i << ", " << j;
+      }
+    }
+  }
+}
+
+// ---- conv2d ----------------------------------------------------------------
+
+Attrs ConvAttrs(std::vector<int64_t> strides, std::vector<int64_t> padding,
+                std::vector<int64_t> dilation, int64_t groups) {
+  return {{"strides", strides}, {"padding", padding}, {"dilation", dilation}, {"groups", groups}};
+}
+
+TEST(GpuLoweringTest, Conv2dMatchesCpuAcrossStridesPaddingDilationAndGroups) {
+  struct Case {
+    Shape x, w;
+    Attrs attrs;
+  };
+  const Case cases[] = {
+      // No padding (the CPU's unpadded rows schedule).
+      {{1, 3, 9, 11}, {4, 3, 3, 3}, ConvAttrs({1, 1}, {0, 0, 0, 0}, {1, 1}, 1)},
+      // Same padding, odd sizes, a batch of 2.
+      {{2, 3, 9, 11}, {5, 3, 3, 3}, ConvAttrs({1, 1}, {1, 1, 1, 1}, {1, 1}, 1)},
+      // Wide (16 output channels per group: packed weights on the CPU).
+      {{1, 8, 6, 7}, {16, 8, 3, 3}, ConvAttrs({1, 1}, {1, 1, 1, 1}, {1, 1}, 1)},
+      // Strides and dilation, asymmetric padding.
+      {{2, 2, 13, 12}, {3, 2, 3, 2}, ConvAttrs({2, 3}, {2, 0, 1, 3}, {2, 1}, 1)},
+      // Groups.
+      {{2, 4, 8, 8}, {6, 2, 3, 3}, ConvAttrs({1, 2}, {1, 1, 1, 1}, {1, 1}, 2)},
+      // Depthwise with asymmetric padding.
+      {{1, 4, 7, 7}, {4, 1, 3, 3}, ConvAttrs({1, 1}, {1, 2, 0, 1}, {1, 1}, 4)},
+      // 1x1 with a column stride (the CPU's narrow schedule).
+      {{1, 5, 5, 9}, {3, 5, 1, 1}, ConvAttrs({1, 2}, {0, 0, 0, 0}, {1, 1}, 1)},
+  };
+  uint32_t seed = 20;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(absl::StrCat("x ", optest::NumElements(c.x), " w ", optest::NumElements(c.w)));
+    ExpectGpuMatchesCpu("relax.nn.conv2d", {Random(c.x, kF32, seed), Random(c.w, kF32, seed + 1)},
+                        c.attrs);
+    seed += 2;
+  }
+}
+
+TEST(GpuLoweringTest, Conv2dFloat16MatchesCpu) {
+  ExpectGpuMatchesCpu("relax.nn.conv2d",
+                      {Random({1, 4, 6, 6}, kF16, 30), Random({8, 4, 3, 3}, kF16, 31)},
+                      ConvAttrs({1, 1}, {1, 1, 1, 1}, {1, 1}, 1));
+}
+
+// ---- pooling -----------------------------------------------------------------
+
+Attrs PoolAttrs(std::vector<int64_t> size, std::vector<int64_t> strides,
+                std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil_mode,
+                bool count_include_pad) {
+  return {{"pool_size", size},      {"strides", strides},
+          {"padding", padding},     {"dilation", dilation},
+          {"ceil_mode", ceil_mode}, {"count_include_pad", count_include_pad}};
+}
+
+TEST(GpuLoweringTest, PoolsMatchCpu) {
+  const HostTensor x = Random({2, 3, 9, 10}, kF32, 40);
+  const Attrs cases[] = {
+      PoolAttrs({2, 2}, {2, 2}, {0, 0, 0, 0}, {1, 1}, false, false),
+      PoolAttrs({3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, true, false),
+      PoolAttrs({3, 2}, {1, 2}, {1, 0, 1, 1}, {2, 1}, false, true),
+  };
+  for (const char* op : {"relax.nn.max_pool2d", "relax.nn.avg_pool2d"}) {
+    for (const Attrs& a : cases) {
+      SCOPED_TRACE(op);
+      ExpectGpuMatchesCpu(op, {x}, a);
+    }
+  }
+  ExpectGpuMatchesCpu("relax.nn.avg_pool2d", {Random({1, 2, 7, 7}, kF16, 41)},
+                      PoolAttrs({3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, false, false));
+}
+
+TEST(GpuLoweringTest, AdaptiveAvgPoolMatchesCpu) {
+  ExpectGpuMatchesCpu("relax.nn.adaptive_avg_pool2d", {Random({2, 3, 7, 5}, kF32, 50)},
+                      {{"output_size", std::vector<int64_t>{3, 2}}});
+  ExpectGpuMatchesCpu("relax.nn.adaptive_avg_pool2d", {Random({1, 4, 6, 6}, kF32, 51)},
+                      {{"output_size", std::vector<int64_t>{1}}});
+}
+
+// ---- normalization ---------------------------------------------------------------
+
+TEST(GpuLoweringTest, BatchNormMatchesCpuIncludingStatistics) {
+  for (int64_t axis : {1, 2}) {
+    const Shape xs = {2, 3, 4, 5};
+    const int64_t ch = xs[static_cast<size_t>(axis)];
+    SCOPED_TRACE(absl::StrCat("axis ", axis));
+    ExpectGpuMatchesCpu("relax.nn.batch_norm",
+                        {Random(xs, kF32, 60), Random({ch}, kF32, 61), Random({ch}, kF32, 62),
+                         Random({ch}, kF32, 63), Random({ch}, kF32, 64, 0.1, 2.0)},
+                        {{"axis", axis}, {"epsilon", 1e-3}});
+  }
+  // More channels than elements per channel: the statistics still cover them all.
+  ExpectGpuMatchesCpu("relax.nn.batch_norm",
+                      {Random({1, 7}, kF32, 65), Random({7}, kF32, 66), Random({7}, kF32, 67),
+                       Random({7}, kF32, 68), Random({7}, kF32, 69, 0.1, 2.0)},
+                      {{"axis", int64_t{1}}});
+}
+
+TEST(GpuLoweringTest, LayerNormMatchesCpu) {
+  const HostTensor x = Random({3, 7, 10}, kF32, 70);
+  ExpectGpuMatchesCpu("relax.nn.layer_norm", {x, Random({10}, kF32, 71), Random({10}, kF32, 72)},
+                      {{"axes", std::vector<int64_t>{-1}}, {"epsilon", 1e-5}}, 1e-4);
+  ExpectGpuMatchesCpu("relax.nn.layer_norm",
+                      {x, Random({7, 10}, kF32, 73), Random({7, 10}, kF32, 74)},
+                      {{"axes", std::vector<int64_t>{1, 2}}}, 1e-4);
+  ExpectGpuMatchesCpu("relax.nn.layer_norm",
+                      {Random({4, 33}, kF16, 75), Random({33}, kF16, 76), Random({33}, kF16, 77)},
+                      {{"axes", std::vector<int64_t>{-1}}});
+}
+
+TEST(GpuLoweringTest, SoftmaxesMatchCpu) {
+  for (const char* op : {"relax.nn.softmax", "relax.nn.log_softmax"}) {
+    SCOPED_TRACE(op);
+    ExpectGpuMatchesCpu(op, {Random({3, 5, 37}, kF32, 80)}, {{"axis", int64_t{-1}}}, 1e-5);
+    ExpectGpuMatchesCpu(op, {Random({3, 5, 7}, kF32, 81)}, {{"axis", int64_t{1}}}, 1e-5);
+    ExpectGpuMatchesCpu(op, {Random({2, 19}, kF16, 82)}, {{"axis", int64_t{-1}}});
+  }
+}
+
+// ---- reductions and scans ----------------------------------------------------------
+
+TEST(GpuLoweringTest, ReductionsMatchCpu) {
+  const HostTensor x = Random({4, 9, 6}, kF32, 90);
+  for (const char* op : {"relax.sum", "relax.mean", "relax.max", "relax.min", "relax.prod"}) {
+    SCOPED_TRACE(op);
+    ExpectGpuMatchesCpu(op, {x}, {{"axis", std::vector<int64_t>{1}}});
+    ExpectGpuMatchesCpu(op, {x}, {{"axis", std::vector<int64_t>{0, 2}}, {"keepdims", true}});
+  }
+  for (const char* op : {"relax.argmax", "relax.argmin"}) {
+    SCOPED_TRACE(op);
+    ExpectGpuMatchesCpu(op, {x}, {{"axis", int64_t{1}}});
+    ExpectGpuMatchesCpu(op, {x}, {{"axis", int64_t{2}}, {"keepdims", true}});
+    ExpectGpuMatchesCpu(op, {x});  // flattened: one output element, one thread
+  }
+  // Small outputs the CPU runs without a parallel loop, and a full reduction.
+  ExpectGpuMatchesCpu("relax.sum", {Random({8, 300}, kF32, 91)},
+                      {{"axis", std::vector<int64_t>{1}}}, 1e-5);
+  ExpectGpuMatchesCpu("relax.sum", {Random({5, 7}, kF32, 92)});
+  ExpectGpuMatchesCpu("relax.sum", {Random({6, 40}, kF16, 93)},
+                      {{"axis", std::vector<int64_t>{1}}});
+}
+
+TEST(GpuLoweringTest, CumsumMatchesCpu) {
+  const HostTensor x = Random({3, 7, 4}, kF32, 100);
+  for (bool exclusive : {false, true}) {
+    for (bool reverse : {false, true}) {
+      SCOPED_TRACE(absl::StrCat("exclusive ", exclusive, " reverse ", reverse));
+      ExpectGpuMatchesCpu("relax.cumsum", {x},
+                          {{"axis", int64_t{1}}, {"exclusive", exclusive}, {"reverse", reverse}});
+    }
+  }
+  ExpectGpuMatchesCpu("relax.cumsum", {Random({11}, kF32, 101)}, {{"axis", int64_t{0}}});
+}
+
+// ---- split and scatter -----------------------------------------------------------
+
+TEST(GpuLoweringTest, SplitMatchesCpuInOneLoop) {
+  const HostTensor x = Random({3, 8, 2}, kF32, 110);
+  ExpectGpuMatchesCpu("relax.split", {x},
+                      {{"indices_or_sections", std::vector<int64_t>{2, 5}}, {"axis", int64_t{1}}});
+  ExpectGpuMatchesCpu("relax.split", {x},
+                      {{"indices_or_sections", int64_t{4}}, {"axis", int64_t{1}}});
+  // An empty piece in the middle, and one past the end.
+  ExpectGpuMatchesCpu("relax.split", {Random({9, 2}, kF32, 111)},
+                      {{"indices_or_sections", std::vector<int64_t>{3, 3, 12}}});
+}
+
+TEST(GpuLoweringTest, ScatterElementsMatchesCpuWithRepeatedIndices) {
+  const HostTensor x = Random({3, 4}, kF32, 120);
+  // Repeated targets in every column, negative indices, and updates that
+  // cover only part of the tensor.
+  const HostTensor ind{{3, 4}, kI64, {0, 2, -1, 1, 0, 2, 1, -3, 0, 0, 2, 1}};
+  const HostTensor upd = Random({3, 4}, kF32, 121);
+  const HostTensor ind_part{{2, 3}, kI64, {1, 1, 0, 2, 1, 1}};
+  const HostTensor upd_part = Random({2, 3}, kF32, 122);
+  for (const std::string reduction : {"update", "add", "mul"}) {
+    SCOPED_TRACE(reduction);
+    ExpectGpuMatchesCpu("relax.scatter_elements", {x, ind, upd},
+                        {{"axis", int64_t{0}}, {"reduction", reduction}});
+    ExpectGpuMatchesCpu("relax.scatter_elements", {x, ind_part, upd_part},
+                        {{"axis", int64_t{1}}, {"reduction", reduction}});
+  }
+}
+
+// ---- per-element operators ---------------------------------------------------------
+
+TEST(GpuLoweringTest, ElementwiseIsOneFlatLoopAtEverySize) {
+  // (5,): the CPU's loop is serial; (100000,): chunked; (3, 70, 2): fused
+  // outer dims with a vectorized inner one.
+  for (const Shape& s : std::vector<Shape>{{5}, {100000}, {3, 70, 2}}) {
+    SCOPED_TRACE(optest::NumElements(s));
+    ExpectGpuMatchesCpu("relax.add", {Random(s, kF32, 130), Random(s, kF32, 131)});
+  }
+  ExpectGpuMatchesCpu("relax.permute_dims", {Random({2, 3, 5}, kF32, 132)},
+                      {{"axes", std::vector<int64_t>{2, 0, 1}}});
+}
+
+// ---- whole modules ----------------------------------------------------------------
+
+constexpr char kNet[] = R"(
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor(("n", 3, 9, 9), "float32"), w: R.Tensor((8, 3, 3, 3), "float32"),
+             cb: R.Tensor((1, 8, 1, 1), "float32"), fw: R.Tensor((128, 10), "float32"),
+             fb: R.Tensor((10,), "float32"), g: R.Tensor((10,), "float32"),
+             be: R.Tensor((10,), "float32")) -> R.Tensor(("n", 10), "float32"):
+        n = T.int64()
+        with R.dataflow():
+            lv0 = R.nn.conv2d(x, w, strides=[1, 1], padding=[1, 1, 1, 1])
+            lv1 = R.add(lv0, cb)
+            lv2 = R.nn.relu(lv1)
+            lv3 = R.nn.max_pool2d(lv2, pool_size=[2, 2], strides=[2, 2])
+            lv4 = R.reshape(lv3, (n, 128))
+            lv5 = R.matmul(lv4, fw)
+            lv6 = R.add(lv5, fb)
+            lv7 = R.nn.relu(lv6)
+            lv8 = R.nn.layer_norm(lv7, g, be, axes=[-1])
+            lv9 = R.nn.softmax(lv8, axis=-1)
+            gv = R.sum(lv9, axis=[0], keepdims=True)
+            R.output(gv)
+        return gv
+)";
+
+std::vector<float> RandomFloats(size_t n, uint32_t seed) {
+  HostTensor t = Random({static_cast<int64_t>(n)}, kF32, seed, -1.0, 1.0);
+  return std::vector<float>(t.data.begin(), t.data.end());
+}
+
+// Lowers `module` with `pipeline` and `gpu`, expects every kernel to be
+// GPU-friendly when `gpu`, compiles the kernels for the CPU and runs main.
+std::vector<float> LowerAndRun(const IRModule& module, const std::string& pipeline, bool gpu,
+                               std::vector<Value> args, std::vector<std::string>* kernel_names) {
+  PipelineOptions options;
+  options.gpu = gpu;
+  absl::StatusOr<IRModule> lowered = RunPipeline(module, pipeline, options);
+  EXPECT_TRUE(lowered.ok()) << lowered.status();
+  if (!lowered.ok()) return {};
+  std::vector<KernelFunc> kernels;
+  for (const auto& [name, k] : lowered->kernels) {
+    kernels.push_back(k);
+    if (kernel_names != nullptr) kernel_names->push_back(name);
+    if (gpu) {
+      SCOPED_TRACE(name);
+      ExpectGpuFriendly(k);
+    }
+  }
+  absl::StatusOr<vm::KernelLibraryBlob> lib = BuildKernelLibrary(kernels, Target::Host());
+  EXPECT_TRUE(lib.ok()) << lib.status();
+  if (!lib.ok()) return {};
+  absl::StatusOr<Ref<vm::Executable>> exec = VMCodegen(*lowered, {*lib});
+  EXPECT_TRUE(exec.ok()) << exec.status();
+  if (!exec.ok()) return {};
+  auto vm = vm::LocalVirtualMachine::Create(*exec, {Device::Cpu()});
+  EXPECT_TRUE(vm.ok()) << vm.status();
+  if (!vm.ok()) return {};
+  absl::StatusOr<Value> out = (*vm)->Invoke("main", ArgSpan(args.data(), args.size()));
+  EXPECT_TRUE(out.ok()) << out.status();
+  if (!out.ok()) return {};
+  return tether::testing::ReadFloats(Tensor(out->AsRef<TensorObj>()));
+}
+
+TEST(GpuLoweringTest, PipelineInGpuModeComputesWhatTheCpuPipelineComputes) {
+  absl::StatusOr<IRModule> module = ParseModule(kNet);
+  ASSERT_TRUE(module.ok()) << module.status();
+  for (int64_t n : {1, 3}) {
+    auto args = [&] {
+      return std::vector<Value>{
+          tether::testing::MakeFloatTensor({n, 3, 9, 9},
+                                           RandomFloats(static_cast<size_t>(n) * 243, 1)),
+          tether::testing::MakeFloatTensor({8, 3, 3, 3}, RandomFloats(216, 2)),
+          tether::testing::MakeFloatTensor({1, 8, 1, 1}, RandomFloats(8, 3)),
+          tether::testing::MakeFloatTensor({128, 10}, RandomFloats(1280, 4)),
+          tether::testing::MakeFloatTensor({10}, RandomFloats(10, 5)),
+          tether::testing::MakeFloatTensor({10}, RandomFloats(10, 6)),
+          tether::testing::MakeFloatTensor({10}, RandomFloats(10, 7))};
+    };
+    for (const char* pipeline : {"default", "zero"}) {
+      SCOPED_TRACE(absl::StrCat(pipeline, " n=", n));
+      std::vector<std::string> names;
+      const std::vector<float> want = LowerAndRun(*module, pipeline, false, args(), nullptr);
+      const std::vector<float> got = LowerAndRun(*module, pipeline, true, args(), &names);
+      ASSERT_EQ(want.size(), 10u);
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5) << i;
+      if (std::string(pipeline) == "default") {
+        // The fused groups were lowered in GPU mode too.
+        bool conv_group = false, matmul_group = false;
+        for (const std::string& name : names) {
+          conv_group = conv_group || name.rfind("fused_conv2d", 0) == 0;
+          matmul_group = matmul_group || name.rfind("fused_matmul", 0) == 0;
+        }
+        EXPECT_TRUE(conv_group && matmul_group) << absl::StrJoin(names, ", ");
+      }
+    }
+  }
+}
+
+// Every example model (examples/*.rx) lowers, in both pipelines, to
+// kernels that are all GPU-friendly.
+TEST(GpuLoweringTest, EveryExampleModelLowersToGpuFriendlyKernels) {
+  std::string root = __FILE__;
+  root = root.substr(0, root.rfind("tests/compiler/"));
+  int models = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(root + "examples")) {
+    if (entry.path().extension() != ".rx") continue;
+    ++models;
+    SCOPED_TRACE(entry.path().string());
+    absl::StatusOr<IRModule> module = ParseModuleFile(entry.path().string());
+    ASSERT_TRUE(module.ok()) << module.status();
+    for (const char* pipeline : {"default", "zero"}) {
+      SCOPED_TRACE(pipeline);
+      PipelineOptions options;
+      options.gpu = true;
+      absl::StatusOr<IRModule> lowered = RunPipeline(*module, pipeline, options);
+      ASSERT_TRUE(lowered.ok()) << lowered.status();
+      ASSERT_FALSE(lowered->kernels.empty());
+      for (const auto& [name, k] : lowered->kernels) {
+        SCOPED_TRACE(name);
+        ExpectGpuFriendly(k);
+      }
+    }
+  }
+  EXPECT_GE(models, 3);
+}
+
+}  // namespace
+}  // namespace tether::compiler
