@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -39,6 +40,7 @@ struct Options {
   std::string tls_server_name;
   std::string token_file;
   Device device = Device::Cpu();
+  std::string target;  // for .rx/.onnx models; empty: from the device
   std::string function = "main";
   std::string memory_cfg;
   std::vector<std::pair<std::string, std::string>> inputs;  // name -> .npy path
@@ -62,6 +64,8 @@ constexpr char kSecurityHelp[] =
 constexpr char kCommonHelp[] =
     "  --remote HOST:PORT     a running tetherd (default: an embedded daemon on 127.0.0.1)\n"
     "  --device DEV           cpu:0 (default), cuda:0, ...\n"
+    "  --target TARGET        what a .rx/.onnx model is compiled for (default: llvm for cpu,\n"
+    "                         \"cuda -arch=sm_XY\" from the daemon's GPU for cuda)\n"
     "  --function NAME        the function to run (default main)\n"
     "  --memory-cfg CFG       naive | pooled | cpu:0=naive,...\n"
     "  --input NAME=@FILE     a .npy input for parameter NAME (repeatable)\n"
@@ -126,6 +130,10 @@ int ParseArgs(const std::string& command, const std::vector<std::string>& args, 
       auto d = Device::Parse(*v);
       if (!d.ok()) return Fail("bad --device", d.status()) + 1;
       o->device = *d;
+    } else if (a == "--target") {
+      const std::string* v = next();
+      if (!v) return 2;
+      o->target = *v;
     } else if (a == "--function") {
       const std::string* v = next();
       if (!v) return 2;
@@ -297,9 +305,53 @@ struct Prepared {
   std::vector<std::string> params;
 };
 
+// The target a model is compiled for when --target is not given: the host
+// for a CPU, else "cuda -arch=sm_XY" from the compute capability the daemon
+// reports for the device in its handshake.
+absl::StatusOr<std::string> DefaultTarget(const Options& o, const client::RemoteSession& session) {
+  if (o.device.type == kDLCPU) return std::string("llvm");
+  if (o.device.type != kDLCUDA) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("no compile target for ", o.device.ToString(), "; give --target"));
+  }
+  std::vector<std::string> names;
+  for (const v1::DeviceInfo& d : session.handshake().devices()) {
+    names.push_back(d.name());
+    if (d.name() != o.device.ToString()) continue;
+    auto it = d.attributes().find("compute_version");
+    absl::StatusOr<Value> v = it == d.attributes().end() ? absl::NotFoundError("no compute_version")
+                                                         : rpc::DecodeValue(it->second, {});
+    int major = 0;
+    int minor = 0;
+    if (!v.ok() || !v->is_string() ||
+        std::sscanf(v->string_value().c_str(), "%d.%d", &major, &minor) != 2) {
+      break;
+    }
+    return absl::StrCat("cuda -arch=sm_", major * 10 + minor);
+  }
+  return absl::UnavailableError(absl::StrCat("the daemon has no usable ", o.device.ToString(),
+                                             " (its devices: ", absl::StrJoin(names, ", "), ")"));
+}
+
+bool IsModelSource(const std::string& path) {
+  return absl::EndsWith(path, ".rx") || absl::EndsWith(path, ".onnx");
+}
+
 absl::StatusOr<Prepared> Prepare(const Options& o) {
-  // A .rx or .onnx model is compiled for this host on the fly.
+  Prepared p;
+  RegisterDemoKernels();  // the embedded daemon runs demo executables too
+  // A .rx or .onnx model is compiled on the fly, for --target or the device.
   ModelOptions model;
+  model.target = o.target;
+  if (model.target.empty() && IsModelSource(o.file)) {
+    if (o.device.type == kDLCPU) {
+      model.target = "llvm";
+    } else {
+      TETHER_ASSIGN_OR_RETURN(p.connection, Connect(o));
+      TETHER_ASSIGN_OR_RETURN(model.target, DefaultTarget(o, *p.connection.session));
+    }
+  }
+  if (model.target.empty()) model.target = "llvm";
   model.quiet = o.quiet;
   model.use_cache = !o.no_cache;
   for (const auto& [name, spec] : o.shapes) model.shapes[name] = spec.first;
@@ -316,14 +368,14 @@ absl::StatusOr<Prepared> Prepare(const Options& o) {
       exec->functions[it->second].kind != vm::FunctionKind::kVMFunc) {
     return NotFoundError(o.file, " has no function ", o.function);
   }
-  Prepared p;
   const vm::FunctionInfo& info = exec->functions[it->second];
   p.params = info.param_names;
   if (p.params.empty()) {
     for (int64_t i = 0; i < info.num_args; ++i) p.params.push_back(absl::StrCat("arg", i));
   }
-  RegisterDemoKernels();  // the embedded daemon runs demo executables too
-  TETHER_ASSIGN_OR_RETURN(p.connection, Connect(o));
+  if (!p.connection.session) {
+    TETHER_ASSIGN_OR_RETURN(p.connection, Connect(o));
+  }
   std::string sha;
   {
     SlowWorkNotice notice(absl::StrFormat("uploading %s (%.1f MB)", o.file, bytes.size() / 1e6),
@@ -426,9 +478,10 @@ int RunInfo(const std::vector<std::string>& args) {
     std::map<std::string, std::string> attrs;
     for (const auto& [key, value] : d.attributes()) {
       auto v = rpc::DecodeValue(value, {});
+      if (v.ok() && v->is_none()) continue;  // not defined for this kind of device
       attrs[key] = v.ok() ? FormatValue(*v) : "?";
     }
-    for (const auto& [key, value] : attrs) std::printf("  %-28s %s\n", key.c_str(), value.c_str());
+    for (const auto& [key, value] : attrs) std::printf("  %-32s %s\n", key.c_str(), value.c_str());
   }
   return 0;
 }

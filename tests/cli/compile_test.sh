@@ -117,6 +117,30 @@ expect_error 1 "NOT_FOUND" "$tether" compile "$dir/missing.rx" -o "$dir/m.tx"
 expect_error 1 "cobol" "$tether" compile "$dir/mlp.rx" -o "$dir/m.tx" --target cobol
 expect_error 2 "--emit takes ir, bytecode or asm" "$tether" compile "$dir/mlp.rx" --emit wat
 expect_error 2 "usage: tether compile" "$tether" compile "$dir/mlp.rx"
+
+# CUDA without a GPU (or the toolkit): PTX for two architectures is produced
+# and embedded; a CPU session refuses the executable; cuda:0 is reported absent.
+"$tether" compile "$dir/mlp.rx" -o "$dir/mlp_cuda.tx" --target "cuda -arch=sm_90,sm_80" \
+  2> "$dir/compile.log" || fail "cuda compile: $(cat "$dir/compile.log")"
+grep -q "target cuda -arch=sm_80,sm_90" "$dir/compile.log" || fail "cuda target: $(cat "$dir/compile.log")"
+$py -c "
+data = open('$dir/mlp_cuda.tx', 'rb').read()
+assert b'TPTX' in data, 'no ptx container'
+for needle in (b'.target sm_80', b'.target sm_90', b'.visible .entry', b'tether-cuda-manifest 1'):
+    assert needle in data, needle
+" || fail "cuda kernel library"
+"$tether" compile "$dir/mlp.rx" --target "cuda -arch=sm_90" --emit asm > "$dir/ptx.s" \
+  || fail "cuda --emit asm"
+grep -q "%ctaid.x" "$dir/ptx.s" || fail "cuda --emit asm is not PTX"
+expect_error 1 "kernels were compiled for cuda -arch=sm_80,sm_90" \
+  "$tether" run "$dir/mlp_cuda.tx" --input x=@"$dir/x.npy" $inputs
+if ! "$tether" info | grep -q "^device cuda:0"; then
+  expect_error 1 "cuda:0 does not exist" \
+    "$tether" run "$dir/mlp_cuda.tx" --device cuda:0 --input x=@"$dir/x.npy" $inputs
+  expect_error 1 "the daemon has no usable cuda:0" \
+    "$tether" run "$dir/mlp.rx" --device cuda:0 --input x=@"$dir/x.npy" $inputs
+fi
+expect_error 1 "bad cuda architecture" "$tether" compile "$dir/mlp.rx" -o "$dir/m.tx" --target "cuda -arch=sm_1"
 printf 'def main(:\n' > "$dir/broken.rx"
 expect_error 1 "broken.rx:1:" "$tether" compile "$dir/broken.rx" -o "$dir/m.tx"
 echo "PASS"

@@ -151,7 +151,7 @@ absl::StatusOr<CaseVm> MakeVm(const Ref<vm::Executable>& exec, const CaseOptions
   CaseVm out;
   if (options.remote_target.empty()) {
     absl::StatusOr<std::unique_ptr<vm::LocalVirtualMachine>> local =
-        vm::LocalVirtualMachine::Create(exec, {Device::Cpu()});
+        vm::LocalVirtualMachine::Create(exec, {options.device});
     if (!local.ok()) return local.status();
     out.vm = std::move(*local);
     return out;
@@ -165,7 +165,7 @@ absl::StatusOr<CaseVm> MakeVm(const Ref<vm::Executable>& exec, const CaseOptions
   absl::StatusOr<std::string> sha = out.session->UploadModule(exec->SaveToBytes());
   if (!sha.ok()) return sha.status();
   absl::StatusOr<std::unique_ptr<client::RemoteVM>> remote =
-      client::RemoteVM::Create(out.session.get(), *sha, {Device::Cpu()});
+      client::RemoteVM::Create(out.session.get(), *sha, {options.device});
   if (!remote.ok()) return remote.status();
   out.vm = std::move(*remote);
   return out;
@@ -244,6 +244,11 @@ std::optional<CaseResult> RunDataSet(const CaseResult& base, const ModelInfo& in
           absl::StrCat(label, ": main returned a ", outputs[i].TypeName(), ", expected a tensor"));
     }
     Tensor got(outputs[i].AsRef<TensorObj>());
+    if (got->device().type != kDLCPU) {
+      absl::StatusOr<Tensor> host = got.CopyTo(Device::Cpu());
+      if (!host.ok()) return FromStatus(base, "run", host.status());
+      got = *host;
+    }
     Comparison cmp;
     absl::Status s = CompareTensors(*want, got, ToleranceFor((*want)->dtype()), &cmp);
     if (!s.ok()) {
@@ -261,6 +266,11 @@ absl::StatusOr<Ref<vm::Executable>> BuildModel(
     const compiler::onnx_frontend::ImportedModel& imported, const CaseOptions& options) {
   compiler::BuildOptions build_options;
   build_options.pipeline = options.pipeline;
+  if (options.device.type == kDLCUDA) build_options.target = "cuda -arch=sm_75,sm_80,sm_90";
+  if (options.simulate_gpu_threads > 0) {
+    build_options.target = "cuda";
+    build_options.simulate_gpu_threads = options.simulate_gpu_threads;
+  }
   return compiler::Build(imported.module, build_options);
 }
 

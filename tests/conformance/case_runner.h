@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
+#include "runtime/core/device.h"
 
 namespace tether::conformance {
 
@@ -37,6 +38,12 @@ struct CaseOptions {
   // from the data set (one build per data set). Such passes are reported
   // with the names bound (CaseResult::bound_inputs).
   bool bind_shape_inputs = true;
+  // > 0: build for "cuda" with compiler::BuildOptions::simulate_gpu_threads,
+  // so the GPU lowering of every case runs (and is compared) on the CPU.
+  int simulate_gpu_threads = 0;
+  // Where the cases run. A cuda device builds every model for cuda (PTX for
+  // sm_75, sm_80 and sm_90; the driver picks and JIT-compiles the best).
+  Device device = Device::Cpu();
 };
 
 struct CaseResult {

@@ -5,6 +5,7 @@
 // and checks the result against checked-in lists of cases that must pass.
 // docs/design/onnx-conformance.md is the user's guide.
 #include <stdlib.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -24,6 +25,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "runtime/device/device_api.h"
 #include "tests/conformance/case_pool.h"
 #include "tests/conformance/case_runner.h"
 #include "tests/conformance/daemon_process.h"
@@ -57,6 +59,12 @@ constexpr char kUsage[] =
     "  --jobs N               cases run at once, each in its own process (default 1)\n"
     "  --timeout SECS         per-case time limit (default 300; 0: none)\n"
     "  --pipeline NAME        compiler pipeline (default \"default\")\n"
+    "  --device DEV           run every case on DEV (default cpu:0); for cuda:N the models are\n"
+    "                         built for cuda (sm_75, sm_80, sm_90 images); exits 77 (skipped)\n"
+    "                         when the device does not exist\n"
+    "  --simulate-gpu N       lower every model for a cuda GPU and run its device launches on\n"
+    "                         the CPU as N simulated threads (checks the GPU lowering without\n"
+    "                         a GPU; compiler::BuildOptions::simulate_gpu_threads)\n"
     "  --table all|failures|none   which cases the printed table shows (default all)\n"
     "  --no-bind-shape-inputs do not retry a model whose import needs a graph input's value\n"
     "                         (Reshape's shape, Resize's scales) with its rank-0/1 inputs bound\n"
@@ -76,10 +84,23 @@ struct Flags {
   int jobs = 1;
   double timeout = 300;
   std::string pipeline = "default";
+  int simulate_gpu = 0;
+  Device device = Device::Cpu();
   std::string table = "all";
   bool no_fork = false;
   bool bind_shape_inputs = true;
 };
+
+// Whether `device` exists, asked in a child process: a CUDA driver
+// initialized here would be unusable in the forked case processes.
+bool DeviceExistsInChild(Device device) {
+  pid_t pid = fork();
+  if (pid < 0) return false;
+  if (pid == 0) _exit(DeviceExists(device) ? 0 : 1);
+  int status = 0;
+  if (waitpid(pid, &status, 0) != pid) return false;
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
 
 int UsageError(absl::string_view message) {
   std::cerr << "tether_conformance: " << message << "\n" << kUsage;
@@ -132,6 +153,15 @@ int ParseFlags(int argc, char** argv, Flags* flags) {
       }
     } else if (flag == "--pipeline") {
       flags->pipeline = value;
+    } else if (flag == "--device") {
+      absl::StatusOr<Device> d = Device::Parse(value);
+      if (!d.ok()) return UsageError(absl::StrCat("--device ", value, ": ", d.status().message()));
+      flags->device = *d;
+    } else if (flag == "--simulate-gpu") {
+      if (!absl::SimpleAtoi(value, &flags->simulate_gpu) || flags->simulate_gpu < 1 ||
+          flags->simulate_gpu > 4096) {
+        return UsageError(absl::StrCat("--simulate-gpu ", value, " is not a count from 1 to 4096"));
+      }
     } else if (flag == "--table") {
       if (value != "all" && value != "failures" && value != "none") {
         return UsageError(absl::StrCat("--table ", value, " is not all, failures or none"));
@@ -220,6 +250,13 @@ int Main(int argc, char** argv) {
   CaseOptions case_options;
   case_options.pipeline = flags.pipeline;
   case_options.bind_shape_inputs = flags.bind_shape_inputs;
+  case_options.simulate_gpu_threads = flags.simulate_gpu;
+  case_options.device = flags.device;
+  if (flags.device.type != kDLCPU && !DeviceExistsInChild(flags.device)) {
+    std::cout << "SKIP: " << flags.device.ToString()
+              << " does not exist on this machine (no driver or no device)\n";
+    return 77;
+  }
   if (flags.remote) {
     char dir_template[] = "/tmp/tether-conformance-XXXXXX";
     if (mkdtemp(dir_template) == nullptr) {

@@ -1,0 +1,339 @@
+// GPU benchmarks: executables compiled for `cuda` (the GPU's own
+// architecture) run by a LocalVirtualMachine on cuda:0, against their
+// anchors in the same run, every figure timed with CUDA events around the
+// work (never kernel submission):
+//   Matmul/<dtype>/N:  relax.matmul N x N x N (float32, float16 and bfloat16
+//                      operands; float32 accumulation) vs cublasGemmEx with
+//                      CUBLAS_COMPUTE_32F (TFLOP/s, ratio = ours / cuBLAS).
+//   Elementwise:       add, and a fused add + relu + multiply, over 1 GiB
+//                      float32 operands vs cuMemcpyDtoD of 1 GiB (GB/s of
+//                      bytes moved, ratio = ours / memcpy).
+// cuBLAS is reached with dlopen (libcublas.so.13 from the CUDA toolkit), like
+// the driver, so this builds without the toolkit; its rows are skipped when
+// the library is absent, and every row is skipped without a CUDA device. A
+// summary table is printed at the end.
+#include <dlfcn.h>
+
+#include <cstdio>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "benchmark/benchmark.h"
+#include "compiler/build.h"
+#include "compiler/text/parser.h"
+#include "runtime/core/tensor.h"
+#include "runtime/device/device_api.h"
+#include "runtime/vm/local_vm.h"
+
+namespace tether {
+namespace {
+
+const Device kGpu = Device::Cuda(0);
+
+struct Figure {
+  double anchor = 0, ours = 0;
+  std::string unit;
+};
+std::map<std::string, Figure>& Figures() {
+  static auto* figures = new std::map<std::string, Figure>;
+  return *figures;
+}
+
+bool HaveGpu(benchmark::State& state) {
+  if (DeviceExists(kGpu)) return true;
+  state.SkipWithError("no CUDA device (cuda:0 does not exist)");
+  return false;
+}
+
+// "cuda -arch=sm_XY" for cuda:0.
+std::string GpuTarget() {
+  absl::StatusOr<DeviceAPI*> api = DeviceAPI::Get(kDLCUDA);
+  absl::StatusOr<Value> cc = (*api)->GetAttr(0, DeviceAttr::kComputeVersion);
+  int major = 0, minor = 0;
+  if (cc.ok() && cc->is_string()) std::sscanf(cc->string_value().c_str(), "%d.%d", &major, &minor);
+  return absl::StrCat("cuda -arch=sm_", major * 10 + minor);
+}
+
+// A tensor of `shape` on the GPU with values in [-1, 1) (bit patterns made
+// on the host for 16-bit types by truncating floats).
+absl::StatusOr<Tensor> RandomGpuTensor(const std::vector<int64_t>& shape, DataType dtype,
+                                       uint32_t seed) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.f, 1.f);
+  std::vector<uint8_t> bytes(static_cast<size_t>(n * dtype.bytes()));
+  for (int64_t i = 0; i < n; ++i) {
+    float f = dist(rng);
+    uint32_t bits;
+    std::memcpy(&bits, &f, 4);
+    if (dtype.bits() == 32) {
+      std::memcpy(&bytes[static_cast<size_t>(i) * 4], &f, 4);
+    } else if (dtype.is_bfloat16()) {
+      uint16_t h = static_cast<uint16_t>(bits >> 16);
+      std::memcpy(&bytes[static_cast<size_t>(i) * 2], &h, 2);
+    } else {  // float16: a small normal number, exactly representable
+      uint16_t h = static_cast<uint16_t>(((bits >> 16) & 0x8000) | 0x3800 | ((bits >> 13) & 0x3ff));
+      std::memcpy(&bytes[static_cast<size_t>(i) * 2], &h, 2);
+    }
+  }
+  TETHER_ASSIGN_OR_RETURN(Tensor host, Tensor::FromBytes(shape, dtype, bytes.data(), bytes.size()));
+  return host.CopyTo(kGpu);
+}
+
+// A compiled function on cuda:0 with its arguments.
+struct GpuProgram {
+  std::unique_ptr<vm::LocalVirtualMachine> vm;
+  std::vector<Value> args;
+};
+
+absl::StatusOr<GpuProgram> Compile(const std::string& text, std::vector<Value> args) {
+  TETHER_ASSIGN_OR_RETURN(compiler::IRModule m, compiler::ParseModule(text));
+  compiler::BuildOptions options;
+  options.target = GpuTarget();
+  TETHER_ASSIGN_OR_RETURN(Ref<vm::Executable> exec, compiler::Build(m, options));
+  GpuProgram p;
+  TETHER_ASSIGN_OR_RETURN(p.vm, vm::LocalVirtualMachine::Create(exec, {kGpu}));
+  p.args = std::move(args);
+  return p;
+}
+
+// Times `work` with CUDA events, once per benchmark iteration; returns the
+// total of the timings in seconds (0 when it failed and skipped).
+template <typename F>
+double TimeOnGpu(benchmark::State& state, F work) {
+  absl::StatusOr<DeviceAPI*> api = DeviceAPI::Get(kDLCUDA);
+  absl::StatusOr<std::unique_ptr<DeviceTimer>> timer = (*api)->CreateTimer(kGpu);
+  if (!timer.ok()) {
+    state.SkipWithError(std::string(timer.status().message()).c_str());
+    return 0;
+  }
+  if (absl::Status s = work(); !s.ok()) {  // warm-up: module load, first allocations
+    state.SkipWithError(std::string(s.message()).c_str());
+    return 0;
+  }
+  double total = 0;
+  for (auto _ : state) {
+    absl::Status s = (*timer)->Start();
+    if (s.ok()) s = work();
+    if (s.ok()) s = (*timer)->Stop();
+    absl::StatusOr<int64_t> ns = s.ok() ? (*timer)->ElapsedNanos() : absl::StatusOr<int64_t>(s);
+    if (!ns.ok()) {
+      state.SkipWithError(std::string(ns.status().message()).c_str());
+      return 0;
+    }
+    state.SetIterationTime(static_cast<double>(*ns) / 1e9);
+    total += static_cast<double>(*ns) / 1e9;
+  }
+  return total;
+}
+
+// Records `units` per iteration over `seconds` as the anchor's or our figure
+// for `key`, with the counter `unit` and, for ours, the ratio.
+void Report(benchmark::State& state, const std::string& key, const std::string& unit, double units,
+            double seconds, bool anchor) {
+  if (seconds <= 0) return;
+  const double rate = units * static_cast<double>(state.iterations()) / seconds;
+  state.counters[unit] = rate;
+  Figure& f = Figures()[key];
+  f.unit = unit;
+  (anchor ? f.anchor : f.ours) = rate;
+  if (!anchor && f.anchor > 0) state.counters["ratio"] = rate / f.anchor;
+}
+
+// ---- cuBLAS through dlopen ----------------------------------------------------
+
+struct Cublas {
+  using Handle = void*;
+  int (*create)(Handle*) = nullptr;
+  int (*gemm_ex)(Handle, int, int, int, int, int, const void*, const void*, int, int, const void*,
+                 int, int, const void*, void*, int, int, int, int) = nullptr;
+  Handle handle = nullptr;
+
+  static const Cublas* Get() {
+    static const Cublas* cublas = [] {
+      void* lib = nullptr;
+      for (const char* name : {"libcublas.so.13", "libcublas.so.12", "libcublas.so",
+                               "/usr/local/cuda/lib64/libcublas.so"}) {
+        if ((lib = dlopen(name, RTLD_NOW | RTLD_LOCAL)) != nullptr) break;
+      }
+      auto* c = new Cublas;
+      if (lib == nullptr) return static_cast<const Cublas*>(nullptr);
+      c->create = reinterpret_cast<decltype(c->create)>(dlsym(lib, "cublasCreate_v2"));
+      c->gemm_ex = reinterpret_cast<decltype(c->gemm_ex)>(dlsym(lib, "cublasGemmEx"));
+      if (c->create == nullptr || c->gemm_ex == nullptr || c->create(&c->handle) != 0) {
+        return static_cast<const Cublas*>(nullptr);
+      }
+      return static_cast<const Cublas*>(c);
+    }();
+    return cublas;
+  }
+};
+constexpr int kCublasOpN = 0;
+constexpr int kCublasCompute32F = 68;
+constexpr int kCublasGemmDefault = -1;
+int CudaDataType(DataType t) {
+  if (t.is_bfloat16()) return 14;  // CUDA_R_16BF
+  return t.bits() == 16 ? 2 : 0;   // CUDA_R_16F, CUDA_R_32F
+}
+
+DataType DtypeArg(int64_t code) {
+  return code == 0 ? DataType::Float(32) : code == 1 ? DataType::Float(16) : DataType::BFloat16();
+}
+
+// ---- matmul ----
+
+void BM_MatmulCublas(benchmark::State& state) {
+  if (!HaveGpu(state)) return;
+  const int64_t n = state.range(0);
+  const DataType dt = DtypeArg(state.range(1));
+  const Cublas* cublas = Cublas::Get();
+  if (cublas == nullptr) {
+    state.SkipWithError("cuBLAS (libcublas.so) cannot be loaded");
+    return;
+  }
+  absl::StatusOr<Tensor> a = RandomGpuTensor({n, n}, dt, 1), b = RandomGpuTensor({n, n}, dt, 2),
+                         c = RandomGpuTensor({n, n}, dt, 3);
+  if (!a.ok() || !b.ok() || !c.ok()) {
+    state.SkipWithError("cannot allocate the operands on cuda:0");
+    return;
+  }
+  const float alpha = 1, beta = 0;
+  const int ni = static_cast<int>(n);
+  const int type = CudaDataType(dt);
+  // Row-major C = A B is column-major C^T = B^T A^T.
+  double seconds = TimeOnGpu(state, [&]() -> absl::Status {
+    int r = cublas->gemm_ex(cublas->handle, kCublasOpN, kCublasOpN, ni, ni, ni, &alpha,
+                            (*b)->element_data(), type, ni, (*a)->element_data(), type, ni, &beta,
+                            (*c)->element_data(), type, ni, kCublasCompute32F, kCublasGemmDefault);
+    return r == 0 ? absl::OkStatus() : absl::InternalError(absl::StrCat("cublasGemmEx: ", r));
+  });
+  Report(state, absl::StrCat("matmul/", dt.ToString(), "/", n), "TFLOP/s",
+         2.0 * static_cast<double>(n * n * n) / 1e12, seconds, /*anchor=*/true);
+}
+
+constexpr char kMatmulModule[] = R"(
+@I.ir_module
+class Module:
+    @R.function
+    def main(a: R.Tensor((N, N), "DT"), b: R.Tensor((N, N), "DT")) -> R.Tensor((N, N), "DT"):
+        with R.dataflow():
+            gv = R.matmul(a, b)
+            R.output(gv)
+        return gv
+)";
+
+void BM_MatmulTether(benchmark::State& state) {
+  if (!HaveGpu(state)) return;
+  const int64_t n = state.range(0);
+  const DataType dt = DtypeArg(state.range(1));
+  absl::StatusOr<Tensor> a = RandomGpuTensor({n, n}, dt, 1), b = RandomGpuTensor({n, n}, dt, 2);
+  if (!a.ok() || !b.ok()) {
+    state.SkipWithError("cannot allocate the operands on cuda:0");
+    return;
+  }
+  std::string text =
+      absl::StrReplaceAll(kMatmulModule, {{"N", absl::StrCat(n)}, {"DT", dt.ToString()}});
+  absl::StatusOr<GpuProgram> p = Compile(text, {Value(*a), Value(*b)});
+  if (!p.ok()) {
+    state.SkipWithError(std::string(p.status().message()).c_str());
+    return;
+  }
+  double seconds = TimeOnGpu(state, [&]() -> absl::Status {
+    return p->vm->Invoke("main", ArgSpan(p->args.data(), p->args.size())).status();
+  });
+  Report(state, absl::StrCat("matmul/", dt.ToString(), "/", n), "TFLOP/s",
+         2.0 * static_cast<double>(n * n * n) / 1e12, seconds, /*anchor=*/false);
+}
+
+// ---- elementwise over 1 GiB ----
+
+constexpr int64_t kElems = int64_t{1} << 28;  // 1 GiB of float32
+
+void BM_MemcpyDtoD(benchmark::State& state) {
+  if (!HaveGpu(state)) return;
+  const int64_t shape[] = {kElems};
+  absl::StatusOr<Tensor> src = Tensor::Empty(shape, DataType::Float(32), kGpu);
+  absl::StatusOr<Tensor> dst = Tensor::Empty(shape, DataType::Float(32), kGpu);
+  if (!src.ok() || !dst.ok()) {
+    state.SkipWithError("cannot allocate 2 GiB on cuda:0");
+    return;
+  }
+  double seconds = TimeOnGpu(state, [&]() { return (*dst).CopyFrom(*src); });
+  // The anchor of both elementwise rows: bytes moved per second.
+  Report(state, "elementwise/add", "GB/s", 2.0 * kElems * 4 / 1e9, seconds, /*anchor=*/true);
+  Report(state, "elementwise/add_relu_mul", "GB/s", 2.0 * kElems * 4 / 1e9, seconds, true);
+}
+
+constexpr char kElementwiseModule[] = R"(
+@I.ir_module
+class Module:
+    @R.function
+    def main(a: R.Tensor((268435456,), "float32"), b: R.Tensor((268435456,), "float32")) -> R.Tensor((268435456,), "float32"):
+        with R.dataflow():
+            gv = BODY
+            R.output(gv)
+        return gv
+)";
+
+void BM_ElementwiseTether(benchmark::State& state, bool fused) {
+  if (!HaveGpu(state)) return;
+  absl::StatusOr<Tensor> a = RandomGpuTensor({kElems}, DataType::Float(32), 1);
+  absl::StatusOr<Tensor> b = RandomGpuTensor({kElems}, DataType::Float(32), 2);
+  if (!a.ok() || !b.ok()) {
+    state.SkipWithError("cannot allocate the operands on cuda:0");
+    return;
+  }
+  std::string body = fused ? "R.multiply(R.nn.relu(R.add(a, b)), b)" : "R.add(a, b)";
+  absl::StatusOr<GpuProgram> p =
+      Compile(absl::StrReplaceAll(kElementwiseModule, {{"BODY", body}}), {Value(*a), Value(*b)});
+  if (!p.ok()) {
+    state.SkipWithError(std::string(p.status().message()).c_str());
+    return;
+  }
+  double seconds = TimeOnGpu(state, [&]() -> absl::Status {
+    return p->vm->Invoke("main", ArgSpan(p->args.data(), p->args.size())).status();
+  });
+  // Two operands read, one result written.
+  Report(state, fused ? "elementwise/add_relu_mul" : "elementwise/add", "GB/s",
+         3.0 * kElems * 4 / 1e9, seconds, /*anchor=*/false);
+}
+
+}  // namespace
+}  // namespace tether
+
+int main(int argc, char** argv) {
+  using namespace tether;  // NOLINT(build/namespaces): the registration list below
+  for (int64_t dt : {0, 1, 2}) {
+    benchmark::RegisterBenchmark("Matmul/cuBLAS", BM_MatmulCublas)
+        ->Args({4096, dt})
+        ->UseManualTime()
+        ->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark("Matmul/Tether", BM_MatmulTether)
+        ->Args({4096, dt})
+        ->UseManualTime()
+        ->Unit(benchmark::kMillisecond);
+  }
+  benchmark::RegisterBenchmark("Elementwise/memcpy_dtod", BM_MemcpyDtoD)
+      ->UseManualTime()
+      ->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("Elementwise/add", BM_ElementwiseTether, false)
+      ->UseManualTime()
+      ->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("Elementwise/add_relu_mul", BM_ElementwiseTether, true)
+      ->UseManualTime()
+      ->Unit(benchmark::kMillisecond);
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  std::printf("\n%-30s %8s %12s %12s %8s\n", "kernel", "unit", "anchor", "tether", "ratio");
+  for (const auto& [key, f] : Figures()) {
+    std::printf("%-30s %8s %12.2f %12.2f %8.2f\n", key.c_str(), f.unit.c_str(), f.anchor, f.ours,
+                f.anchor > 0 ? f.ours / f.anchor : 0.0);
+  }
+  return 0;
+}

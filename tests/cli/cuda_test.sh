@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# The GPU "done means", as a user runs it (CTest label gpu): a real tetherd,
+# `tether info` showing the GPU and its attributes, the example ONNX models
+# run with --device cuda:0 (compiled on the fly for the GPU's architecture)
+# matching NumPy and the CPU run, `tether bench` timed on the GPU with events,
+# and a profile with per-kernel device times. Exits 77 (CTest: skipped) with
+# a message where the daemon finds no CUDA device.
+set -u
+tether=$1
+tetherd=$2
+dir=$3
+root=$(cd "$(dirname "$0")/../.." && pwd)
+py=/usr/bin/python3
+rm -rf "$dir" && mkdir -p "$dir"
+export TETHER_CACHE_DIR=$dir/cache
+daemon_pid=""
+fail() { echo "FAIL: $*"; [ -n "$daemon_pid" ] && kill "$daemon_pid" 2>/dev/null; exit 1; }
+
+"$tetherd" --listen 127.0.0.1:0 --port-file "$dir/port" 2> "$dir/daemon.log" &
+daemon_pid=$!
+for _ in $(seq 1 100); do [ -s "$dir/port" ] && break; sleep 0.1; done
+[ -s "$dir/port" ] || fail "tetherd did not start: $(cat "$dir/daemon.log")"
+remote=127.0.0.1:$(cat "$dir/port")
+
+"$tether" info --remote "$remote" > "$dir/info.log" 2>&1 || fail "info: $(cat "$dir/info.log")"
+if ! grep -q "^device cuda:0" "$dir/info.log"; then
+  echo "SKIP: the daemon reports no cuda:0 (no NVIDIA driver or GPU on this machine)"
+  kill "$daemon_pid"
+  exit 77
+fi
+cat "$dir/info.log"
+for attr in device_name compute_version multi_processor_count total_global_memory \
+            max_clock_rate memory_clock_rate warp_size max_threads_per_block l2_cache_size_bytes; do
+  grep -q "^  $attr " "$dir/info.log" || fail "tether info lacks $attr"
+done
+
+"$py" "$root/examples/onnx/make_models.py" "$dir" > /dev/null || fail "make_models.py"
+for model in mlp cnn transformer; do
+  for device in cpu:0 cuda:0; do
+    "$tether" run "$dir/$model.onnx" --remote "$remote" --device "$device" \
+      --input "x=@$dir/$model.x.npy" --output-dir "$dir/out_${model}_${device%%:*}" \
+      > "$dir/run.log" 2>&1 || fail "run $model on $device: $(cat "$dir/run.log")"
+  done
+  "$py" - "$dir" "$model" <<'PY' || fail "$model outputs"
+import sys, numpy as np
+d, model = sys.argv[1], sys.argv[2]
+want = np.load(f"{d}/{model}.expected.npy")
+cpu, gpu = np.load(f"{d}/out_{model}_cpu/out.npy"), np.load(f"{d}/out_{model}_cuda/out.npy")
+scale = max(1.0, float(np.max(np.abs(want))))
+for name, got in (("cpu", cpu), ("cuda", gpu)):
+    err = float(np.max(np.abs(got - want)))
+    print(f"{model} on {name}: max |tether - numpy| = {err:.3g}")
+    assert got.shape == want.shape and err <= 1e-3 * scale, (name, err)
+print(f"{model}: cuda vs cpu max diff {float(np.max(np.abs(gpu - cpu))):.3g}")
+PY
+done
+
+"$tether" bench "$dir/transformer.onnx" --remote "$remote" --device cuda:0 \
+  --input "x=@$dir/transformer.x.npy" --number 50 --repeat 5 --json > "$dir/bench.json" \
+  || fail "bench on cuda:0: $(cat "$dir/bench.json")"
+"$py" -c "
+import json
+r = json.load(open('$dir/bench.json'))
+assert len(r['samples']) == 5 and 0 < r['min'] <= r['median'] <= r['max'], r
+print('bench transformer on cuda:0: median', r['median'], 's')
+" || fail "bench json: $(cat "$dir/bench.json")"
+"$tether" bench "$dir/transformer.onnx" --remote "$remote" --device cuda:0 \
+  --input "x=@$dir/transformer.x.npy" --number 50 --repeat 5
+"$tether" profile "$dir/cnn.onnx" --remote "$remote" --device cuda:0 \
+  --input "x=@$dir/cnn.x.npy" > "$dir/profile.log" 2>&1 || fail "profile: $(cat "$dir/profile.log")"
+cat "$dir/profile.log"
+grep -q "cuda" "$dir/profile.log" || fail "the profile names no cuda device"
+
+kill -TERM "$daemon_pid" && wait "$daemon_pid" || fail "tetherd did not drain"
+daemon_pid=""
+echo "PASS"
