@@ -17,7 +17,9 @@
 // layer_norm and the softmaxes over rows, each row's passes serial loops
 // into kLocal scalars (one thread per row).
 #include <algorithm>
+#include <functional>
 #include <set>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "compiler/kernel/lower.h"
@@ -252,43 +254,18 @@ absl::StatusOr<Stmt> ScheduleLayerNorm(const LowerContext& ctx, const std::vecto
   const bool scale = GetBoolAttr(ctx.call->attrs, "scale", true);
   const RowSplit split(Y->shape, *axes);
   const PrimExpr R = Product(split.inner_dims);
-  if (ctx.gpu) {
-    return Loop("ln", Product(split.outer_dims), ForKind::kParallel, [&](const PrimExpr& t) {
-      std::vector<PrimExpr> outer = Unflatten(t, split.outer_dims);
-      auto x_at = [&](const PrimExpr& r) {
-        return Cast(acc_t, in[0](split.Merge(outer, Unflatten(r, split.inner_dims))));
-      };
-      const PrimExpr zero(0);
-      Buffer mean = MakeBuffer("ln_mean", acc_t, {PrimExpr(1)}, BufferNode::Scope::kLocal);
-      Buffer var = MakeBuffer("ln_var", acc_t, {PrimExpr(1)}, BufferNode::Scope::kLocal);
-      const PrimExpr count = Cast(acc_t, R);
-      Var mu("ln_mu", acc_t), rstd("ln_rstd", acc_t);
-      Stmt sum = Loop("lm", R, ForKind::kSerial, [&](const PrimExpr& r) {
-        return Store(mean, {zero}, Load(mean, {zero}) + x_at(r));
-      });
-      Stmt sq = Loop("lv", R, ForKind::kSerial, [&](const PrimExpr& r) {
-        PrimExpr d = x_at(r) - mu;
-        return Store(var, {zero}, Load(var, {zero}) + d * d);
-      });
-      Stmt store = Loop("ls", R, ForKind::kSerial, [&](const PrimExpr& r) {
-        std::vector<PrimExpr> inner = Unflatten(r, split.inner_dims);
-        PrimExpr v = (x_at(r) - mu) * rstd;
-        if (scale) v = v * Cast(acc_t, in[1](inner));
-        if (center) v = v + Cast(acc_t, in[2](inner));
-        std::vector<PrimExpr> yi = split.Merge(outer, inner);
-        v = Cast(Y->dtype, v);
-        return Store(Y, yi, epilogue ? epilogue(v, yi) : v);
-      });
-      Stmt rest = LetStmt(
-          mu, Load(mean, {zero}) / count,
-          Seq({Store(var, {zero}, MakeConst(acc_t, 0)), sq,
-               LetStmt(rstd,
-                       Call(acc_t, "rsqrt", {Load(var, {zero}) / count + MakeConst(acc_t, eps)}),
-                       store)}));
-      return Allocate(mean,
-                      Allocate(var, Seq({Store(mean, {zero}, MakeConst(acc_t, 0)), sum, rest})));
-    });
-  }
+  // On a CPU the row sums use independent lane accumulators (vectorized); on a
+  // GPU each thread runs its row serially (no vector loops in device code).
+  auto add = [](const PrimExpr& a, const PrimExpr& b) { return a + b; };
+  auto row_sum = [&](const std::string& name, const std::function<PrimExpr(const PrimExpr&)>& x,
+                     const Buffer& into) {
+    if (!ctx.gpu) return nn_internal::LaneReduce(name, R, acc_t, MakeConst(acc_t, 0), x, add, into);
+    const PrimExpr zero(0);
+    return Seq({Store(into, {zero}, MakeConst(acc_t, 0)),
+                Loop(name, R, ForKind::kSerial, [&](const PrimExpr& r) {
+                  return Store(into, {zero}, Load(into, {zero}) + x(r));
+                })});
+  };
   return Loop("ln", Product(split.outer_dims), ForKind::kParallel, [&](const PrimExpr& t) {
     std::vector<PrimExpr> outer = Unflatten(t, split.outer_dims);
     auto x_at = [&](const PrimExpr& r) {
@@ -296,26 +273,26 @@ absl::StatusOr<Stmt> ScheduleLayerNorm(const LowerContext& ctx, const std::vecto
     };
     Buffer mean = MakeBuffer("ln_mean", acc_t, {PrimExpr(1)}, BufferNode::Scope::kLocal);
     Buffer var = MakeBuffer("ln_var", acc_t, {PrimExpr(1)}, BufferNode::Scope::kLocal);
-    auto add = [](const PrimExpr& a, const PrimExpr& b) { return a + b; };
     const PrimExpr count = Cast(acc_t, R);
-    Stmt sum = nn_internal::LaneReduce("lm", R, acc_t, MakeConst(acc_t, 0), x_at, add, mean);
+    Stmt sum = row_sum("lm", x_at, mean);
     Var mu("ln_mu", acc_t), rstd("ln_rstd", acc_t);
-    Stmt sq = nn_internal::LaneReduce(
-        "lv", R, acc_t, MakeConst(acc_t, 0),
+    Stmt sq = row_sum(
+        "lv",
         [&](const PrimExpr& r) {
           PrimExpr d = x_at(r) - mu;
           return d * d;
         },
-        add, var);
-    Stmt store = Loop("ls", R, ForKind::kVectorized, [&](const PrimExpr& r) {
-      std::vector<PrimExpr> inner = Unflatten(r, split.inner_dims);
-      PrimExpr v = (x_at(r) - mu) * rstd;
-      if (scale) v = v * Cast(acc_t, in[1](inner));
-      if (center) v = v + Cast(acc_t, in[2](inner));
-      std::vector<PrimExpr> yi = split.Merge(outer, inner);
-      v = Cast(Y->dtype, v);
-      return Store(Y, yi, epilogue ? epilogue(v, yi) : v);
-    });
+        var);
+    Stmt store =
+        Loop("ls", R, ctx.gpu ? ForKind::kSerial : ForKind::kVectorized, [&](const PrimExpr& r) {
+          std::vector<PrimExpr> inner = Unflatten(r, split.inner_dims);
+          PrimExpr v = (x_at(r) - mu) * rstd;
+          if (scale) v = v * Cast(acc_t, in[1](inner));
+          if (center) v = v + Cast(acc_t, in[2](inner));
+          std::vector<PrimExpr> yi = split.Merge(outer, inner);
+          v = Cast(Y->dtype, v);
+          return Store(Y, yi, epilogue ? epilogue(v, yi) : v);
+        });
     Stmt rest =
         LetStmt(mu, Load(mean, {PrimExpr(0)}) / count,
                 Seq({sq, LetStmt(rstd,
