@@ -84,16 +84,16 @@ absl::StatusOr<IRModule> LowerModule(IRModule module, const BuildOptions& option
 absl::StatusOr<Ref<vm::Executable>> Build(IRModule module, const BuildOptions& options) {
   TETHER_RETURN_IF_ERROR(CheckOptions(options));
   TETHER_ASSIGN_OR_RETURN(Target target, Target::Parse(options.target));
+  if (options.simulate_gpu_threads > 0 && !target.is_cuda()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("simulate_gpu_threads needs a cuda target, got \"", options.target, "\""));
+  }
   std::string source_hash = SourceHash(module);
   TETHER_ASSIGN_OR_RETURN(IRModule lowered, LowerModule(std::move(module), options));
   std::vector<vm::KernelLibraryBlob> libraries;
   std::vector<KernelFunc> kernels = Kernels(lowered);
   Target kernel_target = target;
   if (options.simulate_gpu_threads > 0) {
-    if (!target.is_cuda()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("simulate_gpu_threads needs a cuda target, got \"", options.target, "\""));
-    }
     for (KernelFunc& k : kernels) {
       TETHER_ASSIGN_OR_RETURN(DeviceKernel device, SplitForDevice(k));
       k = SimulateOnCpu(device, options.simulate_gpu_threads);
