@@ -38,19 +38,26 @@ Stmt MakeElementwiseLoopNest(const Buffer& out,
       ForKind::kVectorized, gpu);
 }
 
+std::vector<PrimExpr> Unflatten(const PrimExpr& flat, const std::vector<PrimExpr>& dims) {
+  std::vector<PrimExpr> idx(dims.size());
+  PrimExpr rest = flat;
+  for (size_t i = dims.size(); i-- > 0;) {
+    if (i == 0) {
+      idx[i] = rest;
+    } else if (dims[i].as_int() != nullptr && *dims[i].as_int() == 1) {
+      idx[i] = PrimExpr(0);
+    } else {
+      idx[i] = FloorMod(rest, dims[i]);
+      rest = FloorDiv(rest, dims[i]);
+    }
+  }
+  return idx;
+}
+
 Stmt MakeFlatParallelLoop(const std::vector<PrimExpr>& shape,
                           const std::function<Stmt(const std::vector<PrimExpr>&)>& make_body) {
   Var flat("flat");
-  // Row-major indices of `flat`; the first one needs no modulo.
-  std::vector<PrimExpr> indices(shape.size());
-  PrimExpr stride = 1;
-  for (size_t k = shape.size(); k-- > 0;) {
-    PrimExpr idx = FloorDiv(flat, stride);
-    if (k > 0) idx = FloorMod(idx, shape[k]);
-    indices[k] = idx;
-    stride = stride * shape[k];
-  }
-  return For(flat, 0, Product(shape), ForKind::kParallel, make_body(indices));
+  return For(flat, 0, Product(shape), ForKind::kParallel, make_body(Unflatten(flat, shape)));
 }
 
 Stmt MakeParallelLoopNest(const std::vector<PrimExpr>& shape,

@@ -47,6 +47,10 @@ Stmt MakeParallelLoopNest(const std::vector<PrimExpr>& shape,
                           const std::function<Stmt(const std::vector<PrimExpr>&)>& body,
                           ForKind inner_kind = ForKind::kVectorized, bool gpu = false);
 
+// Row-major indices of `flat` over `dims` (empty for no dims): the first
+// index needs no modulo, unit dims give 0.
+std::vector<PrimExpr> Unflatten(const PrimExpr& flat, const std::vector<PrimExpr>& dims);
+
 // The GPU form of the nest: one kParallel loop over every element of
 // `shape` (row-major; the indices are unflattened from the loop variable),
 // body(indices) inside, so a device launch gets one thread per element

@@ -38,7 +38,6 @@ using nn_internal::CeilDiv;
 using nn_internal::IsConst;
 using nn_internal::Loop;
 using nn_internal::ShapeString;
-using nn_internal::Unflatten;
 
 constexpr char kConv2d[] = "relax.nn.conv2d";
 constexpr int64_t kBlock = 32;                 // output channels per packed block (wide schedule)

@@ -29,7 +29,6 @@ using nn_internal::CeilDiv;
 using nn_internal::IsConst;
 using nn_internal::Loop;
 using nn_internal::ShapeString;
-using nn_internal::Unflatten;
 
 constexpr char kMatmul[] = "relax.matmul";
 // Micro-kernel: kRows x kCols float32 accumulators, 16 AVX-512 registers at

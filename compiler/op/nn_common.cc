@@ -83,22 +83,6 @@ PrimExpr CeilDiv(const PrimExpr& a, int64_t b) {
   return FloorDiv(a + PrimExpr(b - 1), PrimExpr(b));
 }
 
-std::vector<PrimExpr> Unflatten(const PrimExpr& flat, const std::vector<PrimExpr>& dims) {
-  std::vector<PrimExpr> idx(dims.size());
-  PrimExpr rest = flat;
-  for (size_t i = dims.size(); i-- > 0;) {
-    if (i == 0) {
-      idx[i] = rest;
-    } else if (IsConst(dims[i], 1)) {
-      idx[i] = PrimExpr(0);
-    } else {
-      idx[i] = FloorMod(rest, dims[i]);
-      rest = FloorDiv(rest, dims[i]);
-    }
-  }
-  return idx;
-}
-
 Stmt Loop(const std::string& name, const PrimExpr& extent, ForKind kind,
           const std::function<Stmt(const PrimExpr&)>& body) {
   Var v(name);

@@ -38,8 +38,6 @@ bool BroadcastDim(const PrimExpr& a, const PrimExpr& b, PrimExpr* out);
 
 // ceil(a / b) for b > 0.
 PrimExpr CeilDiv(const PrimExpr& a, int64_t b);
-// Row-major indices of `flat` over `dims` (empty for no dims).
-std::vector<PrimExpr> Unflatten(const PrimExpr& flat, const std::vector<PrimExpr>& dims);
 
 // For(v, 0, extent, kind, body(v)) with a fresh int64 var named `name`.
 Stmt Loop(const std::string& name, const PrimExpr& extent, ForKind kind,

@@ -31,7 +31,6 @@ namespace {
 
 using nn_internal::Loop;
 using nn_internal::ShapeString;
-using nn_internal::Unflatten;
 
 constexpr char kBatchNorm[] = "relax.nn.batch_norm";
 constexpr char kLayerNorm[] = "relax.nn.layer_norm";

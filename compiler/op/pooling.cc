@@ -26,7 +26,6 @@ namespace {
 using nn_internal::CeilDiv;
 using nn_internal::Loop;
 using nn_internal::ShapeString;
-using nn_internal::Unflatten;
 
 constexpr int64_t kTile = 64;
 

@@ -42,6 +42,15 @@ std::vector<std::string> ExampleModels() {
   return paths;
 }
 
+// The example model at `path` built for `target`.
+absl::StatusOr<Ref<vm::Executable>> BuildExample(const std::string& path,
+                                                 const std::string& target) {
+  TETHER_ASSIGN_OR_RETURN(IRModule m, ParseModuleFile(path));
+  BuildOptions options;
+  options.target = target;
+  return Build(m, options);
+}
+
 TEST(CudaTargetTest, ParsesArchitecturesSortedAndDistinct) {
   absl::StatusOr<Target> t = Target::Parse("cuda -arch=sm_90,sm_80,sm_90");
   ASSERT_TRUE(t.ok()) << t.status();
@@ -71,11 +80,7 @@ TEST(CudaCodegenTest, ExampleModelsEmbedPtxForEveryArchitecture) {
   ASSERT_GE(models.size(), 3u);
   for (const std::string& path : models) {
     SCOPED_TRACE(path);
-    absl::StatusOr<IRModule> m = ParseModuleFile(path);
-    ASSERT_TRUE(m.ok()) << m.status();
-    BuildOptions options;
-    options.target = "cuda -arch=sm_90,sm_75";
-    absl::StatusOr<Ref<vm::Executable>> exec = Build(*m, options);
+    absl::StatusOr<Ref<vm::Executable>> exec = BuildExample(path, "cuda -arch=sm_90,sm_75");
     ASSERT_TRUE(exec.ok()) << exec.status();
     EXPECT_EQ((*exec)->metadata["target"], "cuda -arch=sm_75,sm_90");
     ASSERT_EQ((*exec)->kernel_libraries.size(), 1u);
@@ -108,11 +113,7 @@ TEST(CudaCodegenTest, ExampleModelsEmbedPtxForEveryArchitecture) {
 TEST(CudaCodegenTest, PtxasAssemblesEveryExampleModel) {
   for (const std::string& path : ExampleModels()) {
     SCOPED_TRACE(path);
-    absl::StatusOr<IRModule> m = ParseModuleFile(path);
-    ASSERT_TRUE(m.ok()) << m.status();
-    BuildOptions options;
-    options.target = "cuda -arch=sm_75,sm_90";
-    absl::StatusOr<Ref<vm::Executable>> exec = Build(*m, options);
+    absl::StatusOr<Ref<vm::Executable>> exec = BuildExample(path, "cuda -arch=sm_75,sm_90");
     ASSERT_TRUE(exec.ok()) << exec.status();
     absl::StatusOr<CudaBlobContents> blob = ReadCudaBlob((*exec)->kernel_libraries[0].data);
     ASSERT_TRUE(blob.ok()) << blob.status();
