@@ -41,11 +41,11 @@ void Executor::WorkerLoop() {
   }
 }
 
-void SerialQueue::Post(std::function<void()> task) {
+void SerialQueue::Post(std::function<void()> task, std::shared_ptr<const void> owner) {
   bool start = false;
   {
     absl::MutexLock lock(&mu_);
-    tasks_.push_back(std::move(task));
+    tasks_.push_back(Task{std::move(task), std::move(owner)});
     if (!running_) running_ = start = true;
   }
   if (start) executor_->Post([this] { Drain(); });
@@ -68,10 +68,12 @@ void SerialQueue::RunHere(const std::function<void()>& task, std::shared_ptr<con
   }
   if (!idle) {
     absl::Notification done;
-    Post([&task, &done, owner = std::move(owner)] {
-      task();
-      done.Notify();
-    });
+    Post(
+        [&task, &done] {
+          task();
+          done.Notify();
+        },
+        std::move(owner));
     done.WaitForNotification();
     return;
   }
@@ -81,13 +83,14 @@ void SerialQueue::RunHere(const std::function<void()>& task, std::shared_ptr<con
 
 void SerialQueue::Drain() {
   // Runs one task per worker turn, so a busy session cannot starve others.
-  std::function<void()> task;
+  // `task.owner` keeps this queue alive through EndTurn.
+  Task task;
   {
     absl::MutexLock lock(&mu_);
     task = std::move(tasks_.front());
     tasks_.pop_front();
   }
-  task();
+  task.run();
   EndTurn();
 }
 

@@ -35,20 +35,19 @@ class Executor {
   std::vector<std::thread> workers_;
 };
 
-// Thread contract: thread-safe. Must outlive its running tasks (sessions hold
-// theirs in a shared_ptr the tasks capture).
+// Thread contract: thread-safe. A queue lives in an owner (a session); every
+// task comes with a reference to that owner, which the queue holds until the
+// task's turn has fully ended, so the last reference may go anywhere — inside
+// the task or on another thread as the task finishes a reply.
 class SerialQueue {
  public:
   explicit SerialQueue(Executor* executor) : executor_(executor) {}
   // Runs `task` after every task posted before it has finished.
-  void Post(std::function<void()> task);
+  void Post(std::function<void()> task, std::shared_ptr<const void> owner);
   // Runs `task` in order with the posted tasks and returns when it has run.
   // When the queue is idle it runs on the calling thread (no thread hop: the
   // direct channel's latency path); otherwise it runs in its turn on the
   // executor while the caller waits. Tasks posted meanwhile run after it.
-  // `owner` keeps the queue's owner alive until that turn has fully ended
-  // (the executor touches the queue after the task returns), as the
-  // shared_ptr captured by posted tasks does.
   void RunHere(const std::function<void()>& task, std::shared_ptr<const void> owner);
 
  private:
@@ -57,9 +56,14 @@ class SerialQueue {
   // else marks it idle.
   void EndTurn();
 
+  struct Task {
+    std::function<void()> run;
+    std::shared_ptr<const void> owner;
+  };
+
   Executor* executor_;
   absl::Mutex mu_;
-  std::deque<std::function<void()>> tasks_ ABSL_GUARDED_BY(mu_);
+  std::deque<Task> tasks_ ABSL_GUARDED_BY(mu_);
   bool running_ ABSL_GUARDED_BY(mu_) = false;
 };
 

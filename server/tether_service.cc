@@ -271,6 +271,7 @@ class CallReactor : public grpc::ServerUnaryReactor {
  public:
   explicit CallReactor(std::shared_ptr<Session> session) : session_(std::move(session)) {}
   Session& session() { return *session_; }
+  const std::shared_ptr<Session>& shared_session() const { return session_; }
   CallCancellation* cancellation() { return &cancel_; }
   void OnCancel() override { cancel_.Cancel(*session_); }
   void OnDone() override { delete this; }
@@ -313,20 +314,22 @@ class CallStreamReactor : public grpc::ServerBidiReactor<v1::CallRequest, v1::Ca
         carried_.insert(s->id());
       }
       s->BeginCall();
-      s->queue().Post([this, s, request] {
-        absl::Time deadline = request->deadline_ms() == 0
-                                  ? absl::InfiniteFuture()
-                                  : absl::Now() + absl::Milliseconds(request->deadline_ms());
-        v1::CallResponse reply;
-        absl::Status status = service_->RunCall(*s, *request, &reply, deadline);
-        s->EndCall();
-        if (!status.ok()) {
-          reply.Clear();
-          rpc::EncodeError(status, reply.mutable_error());
-        }
-        reply.set_request_id(request->request_id());
-        Enqueue(std::move(reply), /*finished_call=*/true);
-      });
+      s->queue().Post(
+          [this, s, request] {
+            absl::Time deadline = request->deadline_ms() == 0
+                                      ? absl::InfiniteFuture()
+                                      : absl::Now() + absl::Milliseconds(request->deadline_ms());
+            v1::CallResponse reply;
+            absl::Status status = service_->RunCall(*s, *request, &reply, deadline);
+            s->EndCall();
+            if (!status.ok()) {
+              reply.Clear();
+              rpc::EncodeError(status, reply.mutable_error());
+            }
+            reply.set_request_id(request->request_id());
+            Enqueue(std::move(reply), /*finished_call=*/true);
+          },
+          s);
     }
     StartRead(&request_);
   }
@@ -589,13 +592,17 @@ grpc::ServerUnaryReactor* TetherService::Call(grpc::CallbackServerContext* conte
   Session& s = reactor->session();
   s.BeginCall();
   absl::Time deadline = DeadlineOf(context);
-  s.queue().Post([this, request, response, reactor, deadline] {
-    Session& s = reactor->session();
-    absl::Status status = RunCall(s, *request, response, deadline, reactor->cancellation());
-    s.EndCall();
-    response->set_request_id(request->request_id());
-    reactor->Finish(ToGrpcStatus(status));
-  });
+  // The reactor may be deleted, dropping its session, as soon as Finish
+  // returns; the queue holds the session until the turn has ended.
+  s.queue().Post(
+      [this, request, response, reactor, deadline] {
+        Session& s = reactor->session();
+        absl::Status status = RunCall(s, *request, response, deadline, reactor->cancellation());
+        s.EndCall();
+        response->set_request_id(request->request_id());
+        reactor->Finish(ToGrpcStatus(status));
+      },
+      reactor->shared_session());
   return reactor;
 }
 

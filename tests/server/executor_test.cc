@@ -29,7 +29,7 @@ TEST(SerialQueueTest, RunHereOnABusyQueueWaitsItsTurnAndKeepsTheOwnerAlive) {
     explicit Owner(Executor* e) : queue(e) {}
     SerialQueue queue;
   };
-  auto owner = std::make_shared<Owner>(&executor);
+  std::shared_ptr<Owner> owner(new Owner(&executor));  // freed, not kept, once expired
   std::weak_ptr<Owner> watch = owner;
   std::mutex order_mu;
   std::vector<int> order;
@@ -38,11 +38,12 @@ TEST(SerialQueueTest, RunHereOnABusyQueueWaitsItsTurnAndKeepsTheOwnerAlive) {
     order.push_back(i);
   };
   absl::Notification release;
-  // Posted tasks hold the owner (the queue's contract).
-  owner->queue.Post([&, keep = owner] {
-    release.WaitForNotification();
-    record(1);
-  });
+  owner->queue.Post(
+      [&] {
+        release.WaitForNotification();
+        record(1);
+      },
+      owner);
   std::thread caller(
       [&, owner_copy = owner] { owner_copy->queue.RunHere([&] { record(2); }, owner_copy); });
   absl::SleepFor(absl::Milliseconds(20));  // the caller is queued behind task 1
@@ -57,6 +58,34 @@ TEST(SerialQueueTest, RunHereOnABusyQueueWaitsItsTurnAndKeepsTheOwnerAlive) {
   EXPECT_TRUE(watch.expired());
   std::lock_guard<std::mutex> lock(order_mu);
   EXPECT_EQ(order, (std::vector<int>{1, 2}));
+}
+
+// A gRPC call's task finishes its reply, and the reply's reactor may drop the
+// last other reference to the session before the worker ends the turn. Here
+// the task itself drops it: the queue must still be alive for EndTurn (ASan
+// reports the use after free this once was).
+TEST(SerialQueueTest, TheLastOwnerMayLetGoInsideATask) {
+  Executor executor(1);
+  struct Owner {
+    explicit Owner(Executor* e) : queue(e) {}
+    SerialQueue queue;
+  };
+  for (int round = 0; round < 50; ++round) {
+    // Not make_shared: the weak_ptr below would keep that memory allocated.
+    std::shared_ptr<Owner> owner(new Owner(&executor));
+    std::weak_ptr<Owner> watch = owner;
+    absl::Notification ran;
+    SerialQueue& queue = owner->queue;
+    queue.Post(
+        [&] {
+          owner.reset();
+          ran.Notify();
+        },
+        owner);
+    ran.WaitForNotification();
+    for (int i = 0; i < 1000 && !watch.expired(); ++i) absl::SleepFor(absl::Milliseconds(1));
+    EXPECT_TRUE(watch.expired());
+  }
 }
 
 }  // namespace
