@@ -8,6 +8,7 @@
 #include <functional>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "compiler/codegen/math_emitter.h"
 #include "compiler/codegen/math_f32.h"
@@ -594,10 +595,11 @@ class Emitter {
                                                      " dims but is indexed with ", indices.size()));
     }
     llvm::Value* flat = b_.getInt64(0);
-    for (size_t d = 0; d < indices.size(); ++d) {
+    const size_t first = slices_.contains(buffer.get()) ? 1 : 0;  // a thread's slice
+    for (size_t d = first; d < indices.size(); ++d) {
       TETHER_ASSIGN_OR_RETURN(llvm::Value * extent, EmitIndex(buffer->shape[d]));
       TETHER_ASSIGN_OR_RETURN(llvm::Value * idx, EmitIndex(indices[d]));
-      if (d == 0) {
+      if (d == first) {
         flat = idx;
         continue;
       }
@@ -666,18 +668,42 @@ class Emitter {
       case StmtKind::kFor: {
         const ForNode* n = s.as<ForNode>();
         if (n->for_kind == ForKind::kParallel && !fs_.in_parallel) return EmitParallelFor(n);
+        // On a CPU a block schedule's loops are serial (kernel_ir.h).
+        if (device_ && n->for_kind == ForKind::kThread) return EmitThreadLoop(n);
+        if (device_ && n->for_kind == ForKind::kBlock) {
+          return Unsupported("a kBlock loop not split into a launch: ", n->var.name());
+        }
         return EmitLoop(n);
       }
     }
     return Unsupported("statement");
   }
 
+  // A kThread loop on a GPU: the body once, var = the thread's index in its
+  // block (the loop's extent is the block size), then a barrier.
+  absl::Status EmitThreadLoop(const ForNode* n) {
+    llvm::Value* t =
+        b_.CreateZExt(b_.CreateIntrinsic(llvm::Intrinsic::nvvm_read_ptx_sreg_tid_x, {}, {}), i64_);
+    TETHER_ASSIGN_OR_RETURN(llvm::Value * min, EmitIndex(n->min));
+    TETHER_ASSIGN_OR_RETURN(vars_[n->var.get()],
+                            CastValue(b_.CreateAdd(min, t), DataType::Int(64), n->var.dtype()));
+    absl::Status st = EmitStmt(n->body);
+    vars_.erase(n->var.get());
+    TETHER_RETURN_IF_ERROR(st);
+    b_.CreateIntrinsic(llvm::Intrinsic::nvvm_barrier0, {}, {});
+    return absl::OkStatus();
+  }
+
   absl::Status EmitAllocate(const AllocateNode* n) {
     const Buffer& buf = n->buffer;
     TETHER_ASSIGN_OR_RETURN(llvm::Type * st, StorageType(buf->dtype));
-    if (buf->scope == BufferNode::Scope::kLocal) {
+    if (buf->scope != BufferNode::Scope::kGlobal) {
+      // On a GPU a kPerThread buffer is one thread's slice: dim 0 dropped.
+      const bool slice = device_ && buf->scope == BufferNode::Scope::kPerThread;
+      const bool shared = device_ && buf->scope == BufferNode::Scope::kShared;
       int64_t count = 1;
-      for (const PrimExpr& d : buf->shape) {
+      for (size_t i = slice ? 1 : 0; i < buf->shape.size(); ++i) {
+        const PrimExpr& d = buf->shape[i];
         if (d.as_int() == nullptr || *d.as_int() < 0) {
           return absl::InvalidArgumentError(absl::StrCat("kernel ", fs_.kernel, ": local buffer ",
                                                          buf->name, " needs a constant shape, got ",
@@ -685,14 +711,27 @@ class Emitter {
         }
         count *= *d.as_int();
       }
-      if (count * buf->dtype.bytes() > (int64_t{1} << 20)) {
-        return absl::InvalidArgumentError(absl::StrCat("kernel ", fs_.kernel, ": local buffer ",
-                                                       buf->name, " of ", count,
-                                                       " elements is too large for the stack"));
+      const int64_t limit = shared ? kMaxSharedBytes : int64_t{1} << 20;
+      if (count * buf->dtype.bytes() > limit) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("kernel ", fs_.kernel, ": local buffer ", buf->name, " of ", count,
+                         " elements is too large for ", shared ? "shared memory" : "the stack"));
       }
-      buffers_[buf.get()] = EntryAlloca(llvm::ArrayType::get(st, count), buf->name.c_str());
+      llvm::ArrayType* type = llvm::ArrayType::get(st, count);
+      if (shared) {
+        auto* gv = new llvm::GlobalVariable(
+            *module_, type, /*isConstant=*/false, llvm::GlobalValue::InternalLinkage,
+            llvm::UndefValue::get(type), buf->name, nullptr, llvm::GlobalValue::NotThreadLocal,
+            /*AddressSpace=*/3);
+        gv->setAlignment(llvm::Align(16));
+        buffers_[buf.get()] = b_.CreateAddrSpaceCast(gv, ptr_);
+      } else {
+        buffers_[buf.get()] = EntryAlloca(type, buf->name.c_str());
+      }
+      if (slice) slices_.insert(buf.get());
       absl::Status status = EmitStmt(n->body);
       buffers_.erase(buf.get());
+      slices_.erase(buf.get());
       return status;
     }
     if (device_) return Unsupported("workspace allocation on a gpu: ", buf->name);
@@ -1129,6 +1168,7 @@ class Emitter {
     fs_.in_parallel = true;  // nested parallel loops run inside the thread
     vars_.clear();
     buffers_.clear();
+    slices_.clear();
     const size_t n = k->params.size();
     if (n < 2 || k->params[n - 2].is_tensor() || k->params[n - 1].is_tensor()) {
       return absl::InvalidArgumentError(
@@ -1148,6 +1188,10 @@ class Emitter {
     annotations->addOperand(llvm::MDNode::get(
         ctx_, {llvm::ValueAsMetadata::get(fn), llvm::MDString::get(ctx_, "kernel"),
                llvm::ConstantAsMetadata::get(b_.getInt32(1))}));
+    // No launch has more threads per block: ptxas may budget registers for it.
+    annotations->addOperand(llvm::MDNode::get(
+        ctx_, {llvm::ValueAsMetadata::get(fn), llvm::MDString::get(ctx_, "maxntidx"),
+               llvm::ConstantAsMetadata::get(b_.getInt32(kDeviceBlockThreads))}));
     fs_.fn = fn;
     b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", fn));
     unsigned arg = 0;
@@ -1307,6 +1351,10 @@ class Emitter {
   VecState vec_;
   absl::flat_hash_map<const PrimExprNode*, llvm::Value*> vars_;
   absl::flat_hash_map<const BufferNode*, llvm::Value*> buffers_;
+  // kPerThread buffers emitted as one thread's slice (device kernels).
+  absl::flat_hash_set<const BufferNode*> slices_;
+  // Static shared memory a block may have on every architecture we target.
+  static constexpr int64_t kMaxSharedBytes = 48 << 10;
 };
 
 }  // namespace

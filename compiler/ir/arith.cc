@@ -100,7 +100,8 @@ std::string Key(const PrimExpr& e) {
   return k;
 }
 
-// Rebuilds `e` over f(child) for each child; `e` itself when no child changed.
+}  // namespace
+
 PrimExpr MapChildren(const PrimExpr& e, const std::function<PrimExpr(const PrimExpr&)>& f) {
   if (!e.defined()) return e;
   switch (e.kind()) {
@@ -150,6 +151,8 @@ PrimExpr MapChildren(const PrimExpr& e, const std::function<PrimExpr(const PrimE
     }
   }
 }
+
+namespace {
 
 // A sum of monomials plus a constant, over one integer dtype.
 class Poly {

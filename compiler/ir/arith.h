@@ -20,6 +20,7 @@
 #define TETHER_COMPILER_IR_ARITH_H_
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -54,6 +55,10 @@ PrimExpr Substitute(const PrimExpr& e, const VarMap& map);
 // a binder mapped to another Var is renamed together with its uses, a
 // binder mapped to any other expression is left alone inside its scope.
 Stmt Substitute(const Stmt& s, const VarMap& map);
+
+// Rebuilds `e` over f(child) for each direct child; `e` itself (same node)
+// when no child changed.
+PrimExpr MapChildren(const PrimExpr& e, const std::function<PrimExpr(const PrimExpr&)>& f);
 
 // Appends to `out` the free variables of `e` in first-occurrence order
 // (left to right, depth first), each once; variables already in `out` are

@@ -164,8 +164,10 @@ class CastNode : public PrimExprNode {
 class BufferNode : public Object {
  public:
   enum class Scope : uint8_t {
-    kGlobal,  // a kernel parameter (a DLTensor) or a workspace allocation
-    kLocal,   // a small scratch array private to one thread (stack)
+    kGlobal,     // a kernel parameter (a DLTensor) or a workspace allocation
+    kLocal,      // a small scratch array private to one thread (stack)
+    kShared,     // a GPU block's shared memory (compiler/kernel/kernel_ir.h)
+    kPerThread,  // one slice per thread of a GPU block, dim 0 the thread index
   };
   BufferNode(std::string name, DataType dtype, std::vector<PrimExpr> shape, Scope scope)
       : name(std::move(name)), dtype(dtype), shape(std::move(shape)), scope(scope) {}

@@ -3,6 +3,8 @@
 // the manifest description of the result.
 #include "compiler/kernel/device_split.h"
 
+#include <algorithm>
+#include <functional>
 #include <string>
 #include <utility>
 
@@ -19,36 +21,140 @@ absl::Status Reject(const KernelFunc& k, absl::string_view what) {
       absl::StrCat("kernel ", k->name, ": ", what, " cannot run on a gpu"));
 }
 
+// Where a statement stands, for the rules of block schedules (kernel_ir.h).
+struct Where {
+  bool in_block = false;            // inside a kBlock body
+  const ForNode* thread = nullptr;  // the enclosing kThread loop
+  int block = 0;                    // the kBlock body's threads
+};
+
+// Loads of kPerThread buffers in `e` index dimension 0 with the enclosing
+// kThread loop's var.
+absl::Status CheckLoads(const KernelFunc& k, const PrimExpr& e, const Where& w) {
+  absl::Status status;
+  std::function<PrimExpr(const PrimExpr&)> visit = [&](const PrimExpr& x) {
+    const LoadNode* l = x.as<LoadNode>();
+    if (l != nullptr && l->buffer->scope == BufferNode::Scope::kPerThread && status.ok() &&
+        (w.thread == nullptr || !l->indices[0].same_as(w.thread->var))) {
+      status = Reject(k, absl::StrCat("a read of the per-thread buffer ", l->buffer->name,
+                                      " not indexed by its kThread loop's var"));
+    }
+    return MapChildren(x, visit);
+  };
+  if (e.defined()) visit(e);
+  return status;
+}
+
 // Rejects statements a device cannot run anywhere in `s`.
-absl::Status CheckDeviceStmt(const KernelFunc& k, const Stmt& s) {
+absl::Status CheckDeviceStmt(const KernelFunc& k, const Stmt& s, const Where& w) {
   if (!s.defined()) return absl::OkStatus();
   switch (s.kind()) {
     case StmtKind::kSeq:
-      for (const Stmt& c : s.as<SeqStmtNode>()->seq) TETHER_RETURN_IF_ERROR(CheckDeviceStmt(k, c));
+      for (const Stmt& c : s.as<SeqStmtNode>()->seq) {
+        TETHER_RETURN_IF_ERROR(CheckDeviceStmt(k, c, w));
+      }
       return absl::OkStatus();
-    case StmtKind::kFor:
-      return CheckDeviceStmt(k, s.as<ForNode>()->body);
+    case StmtKind::kFor: {
+      const ForNode* f = s.as<ForNode>();
+      TETHER_RETURN_IF_ERROR(CheckLoads(k, f->min, w));
+      TETHER_RETURN_IF_ERROR(CheckLoads(k, f->extent, w));
+      Where inner = w;
+      if (f->for_kind == ForKind::kBlock) {
+        return Reject(k, absl::StrCat("the kBlock loop over ", f->var.name(),
+                                      ", not a top-level statement,"));
+      }
+      if (f->for_kind == ForKind::kThread) {
+        std::optional<int64_t> extent = AsConstInt(f->extent);
+        if (!w.in_block || w.thread != nullptr || extent != w.block) {
+          return Reject(k, absl::StrCat("the kThread loop over ", f->var.name(),
+                                        " (one level inside a kBlock body, extent its block "
+                                        "size)"));
+        }
+        inner.thread = f;
+      }
+      return CheckDeviceStmt(k, f->body, inner);
+    }
     case StmtKind::kLet:
-      return CheckDeviceStmt(k, s.as<LetStmtNode>()->body);
+      TETHER_RETURN_IF_ERROR(CheckLoads(k, s.as<LetStmtNode>()->value, w));
+      return CheckDeviceStmt(k, s.as<LetStmtNode>()->body, w);
     case StmtKind::kAllocate: {
       const AllocateNode* n = s.as<AllocateNode>();
-      if (n->buffer->scope == BufferNode::Scope::kGlobal) {
-        return Reject(k, absl::StrCat("the workspace allocation ", n->buffer->name));
+      switch (n->buffer->scope) {
+        case BufferNode::Scope::kGlobal:
+          return Reject(k, absl::StrCat("the workspace allocation ", n->buffer->name));
+        case BufferNode::Scope::kLocal:
+          break;
+        case BufferNode::Scope::kShared:
+        case BufferNode::Scope::kPerThread:
+          if (!w.in_block || w.thread != nullptr) {
+            return Reject(k, absl::StrCat("the block buffer ", n->buffer->name,
+                                          " outside a kBlock body or inside a kThread loop"));
+          }
+          if (n->buffer->scope == BufferNode::Scope::kPerThread &&
+              AsConstInt(n->buffer->shape[0]) != w.block) {
+            return Reject(k, absl::StrCat("the per-thread buffer ", n->buffer->name,
+                                          " whose dimension 0 is not the block size"));
+          }
+          break;
       }
-      return CheckDeviceStmt(k, n->body);
+      return CheckDeviceStmt(k, n->body, w);
     }
     case StmtKind::kIf: {
       const IfThenElseNode* n = s.as<IfThenElseNode>();
-      TETHER_RETURN_IF_ERROR(CheckDeviceStmt(k, n->then_case));
-      return CheckDeviceStmt(k, n->else_case);
+      TETHER_RETURN_IF_ERROR(CheckLoads(k, n->cond, w));
+      TETHER_RETURN_IF_ERROR(CheckDeviceStmt(k, n->then_case, w));
+      return CheckDeviceStmt(k, n->else_case, w);
     }
     case StmtKind::kAssert:
       return Reject(k, absl::StrCat("the assertion \"", s.as<AssertStmtNode>()->message, "\""));
-    case StmtKind::kStore:
+    case StmtKind::kStore: {
+      const StoreNode* n = s.as<StoreNode>();
+      if (w.in_block && w.thread == nullptr) {
+        return Reject(k, absl::StrCat("the store to ", n->buffer->name,
+                                      " in a kBlock body outside its kThread loops"));
+      }
+      if (n->buffer->scope == BufferNode::Scope::kPerThread &&
+          (w.thread == nullptr || !n->indices[0].same_as(w.thread->var))) {
+        return Reject(k, absl::StrCat("a write of the per-thread buffer ", n->buffer->name,
+                                      " not indexed by its kThread loop's var"));
+      }
+      for (const PrimExpr& i : n->indices) TETHER_RETURN_IF_ERROR(CheckLoads(k, i, w));
+      return CheckLoads(k, n->value, w);
+    }
     case StmtKind::kEvaluate:
-      return absl::OkStatus();
+      return CheckLoads(k, s.as<EvaluateNode>()->value, w);
   }
   return absl::OkStatus();
+}
+
+// The block size of a kBlock body: the extent of its first kThread loop
+// (CheckDeviceStmt holds the others to it), 0 when it has none.
+int BlockThreads(const Stmt& s) {
+  if (!s.defined()) return 0;
+  switch (s.kind()) {
+    case StmtKind::kSeq:
+      for (const Stmt& c : s.as<SeqStmtNode>()->seq) {
+        if (int b = BlockThreads(c)) return b;
+      }
+      return 0;
+    case StmtKind::kFor: {
+      const ForNode* f = s.as<ForNode>();
+      if (f->for_kind == ForKind::kThread)
+        return static_cast<int>(AsConstInt(f->extent).value_or(0));
+      return BlockThreads(f->body);
+    }
+    case StmtKind::kLet:
+      return BlockThreads(s.as<LetStmtNode>()->body);
+    case StmtKind::kAllocate:
+      return BlockThreads(s.as<AllocateNode>()->body);
+    case StmtKind::kIf: {
+      const IfThenElseNode* n = s.as<IfThenElseNode>();
+      if (int b = BlockThreads(n->then_case)) return b;
+      return BlockThreads(n->else_case);
+    }
+    default:
+      return 0;
+  }
 }
 
 bool UsesAny(const PrimExpr& e, const absl::flat_hash_set<const PrimVarNode*>& vars) {
@@ -108,6 +214,23 @@ Stmt ParallelBody(const ForNode* loop, const Var& tid, const Var& nthreads, Prim
       FloorDiv(Add(Sub(*count, tid), Sub(nthreads, IntImm(DataType::Int(64), 1))), nthreads);
   return For(j, IntImm(DataType::Int(64), 0), trips, ForKind::kSerial,
              LetStmt(t, Add(tid, Mul(j, nthreads)), body));
+}
+
+// A block launch of the kBlock loop `loop` with `block` threads per block:
+// block b of nb runs iterations b, b + nb, ... (the same in all its threads,
+// so its barriers are reached by all). The count is extent x block: one
+// block per iteration, at most.
+Stmt BlockBody(const ForNode* loop, int block, const Var& tid, const Var& nthreads,
+               PrimExpr* count) {
+  const PrimExpr threads = IntImm(DataType::Int(64), block);
+  PrimExpr extent = Max(AsInt64(loop->extent), IntImm(DataType::Int(64), 0));
+  *count = Simplify(Mul(extent, threads));
+  PrimExpr b = FloorDiv(tid, threads), nb = FloorDiv(nthreads, threads);
+  // b < nb and extent >= 0, so the numerator is never negative.
+  Var j("tether_block_stride");
+  PrimExpr trips = FloorDiv(Add(Sub(extent, b), Sub(nb, IntImm(DataType::Int(64), 1))), nb);
+  return For(j, IntImm(DataType::Int(64), 0), trips, ForKind::kSerial,
+             BindVar(loop->var, Add(AsInt64(loop->min), Add(b, Mul(j, nb))), loop->body));
 }
 
 // ---- Manifest description ---------------------------------------------------
@@ -173,7 +296,6 @@ bool Postfix(const PrimExpr& e, const RefMap& refs, std::vector<std::string>* ou
 
 absl::StatusOr<DeviceKernel> SplitForDevice(const KernelFunc& kernel) {
   if (!kernel) return absl::InvalidArgumentError("null kernel");
-  TETHER_RETURN_IF_ERROR(CheckDeviceStmt(kernel, kernel->body));
   std::vector<const LetStmtNode*> lets;
   Stmt rest = kernel->body;
   while (const LetStmtNode* l = rest.as<LetStmtNode>()) {
@@ -186,24 +308,42 @@ absl::StatusOr<DeviceKernel> SplitForDevice(const KernelFunc& kernel) {
   } else if (rest.defined()) {
     parts.push_back(rest);
   }
-  // Consecutive non-parallel statements share one serial launch.
-  std::vector<std::pair<Stmt, bool>> groups;  // statement, parallel
+  for (const LetStmtNode* l : lets) TETHER_RETURN_IF_ERROR(CheckLoads(kernel, l->value, Where()));
+  // Consecutive other statements share one serial launch.
+  enum class Kind { kSerial, kParallel, kBlock };
+  std::vector<std::pair<Stmt, Kind>> groups;
   std::vector<Stmt> serial_run;
   auto flush = [&] {
-    if (!serial_run.empty()) groups.emplace_back(Seq(serial_run), false);
+    if (!serial_run.empty()) groups.emplace_back(Seq(serial_run), Kind::kSerial);
     serial_run.clear();
   };
   for (const Stmt& p : parts) {
     const ForNode* f = p.as<ForNode>();
+    if (f != nullptr && f->for_kind == ForKind::kBlock) {
+      Where w;
+      w.in_block = true;
+      w.block = BlockThreads(f->body);
+      if (w.block < 1 || w.block > kDeviceBlockThreads) {
+        return Reject(kernel, absl::StrCat("the kBlock loop over ", f->var.name(), " with ",
+                                           w.block, " threads (1 to ", kDeviceBlockThreads, ")"));
+      }
+      TETHER_RETURN_IF_ERROR(CheckLoads(kernel, f->min, Where()));
+      TETHER_RETURN_IF_ERROR(CheckLoads(kernel, f->extent, Where()));
+      TETHER_RETURN_IF_ERROR(CheckDeviceStmt(kernel, f->body, w));
+      flush();
+      groups.emplace_back(p, Kind::kBlock);
+      continue;
+    }
+    TETHER_RETURN_IF_ERROR(CheckDeviceStmt(kernel, p, Where()));
     if (f != nullptr && f->for_kind == ForKind::kParallel) {
       flush();
-      groups.emplace_back(p, true);
+      groups.emplace_back(p, Kind::kParallel);
     } else {
       serial_run.push_back(p);
     }
   }
   flush();
-  if (groups.empty()) groups.emplace_back(Seq({}), false);
+  if (groups.empty()) groups.emplace_back(Seq({}), Kind::kSerial);
 
   DeviceKernel out;
   out.source = kernel;
@@ -212,7 +352,12 @@ absl::StatusOr<DeviceKernel> SplitForDevice(const KernelFunc& kernel) {
     Var nthreads("tether_nthreads");
     DeviceLaunch launch;
     Stmt body;
-    if (groups[i].second) {
+    if (groups[i].second == Kind::kBlock) {
+      const ForNode* loop = groups[i].first.as<ForNode>();
+      launch.blocks = true;
+      launch.block = BlockThreads(loop->body);
+      body = BlockBody(loop, launch.block, tid, nthreads, &launch.count);
+    } else if (groups[i].second == Kind::kParallel) {
       body = ParallelBody(groups[i].first.as<ForNode>(), tid, nthreads, &launch.count);
     } else {
       launch.serial = true;
@@ -278,11 +423,23 @@ KernelFunc SimulateOnCpu(const DeviceKernel& kernel, int64_t nthreads) {
   std::vector<Stmt> parts;
   for (const DeviceLaunch& l : kernel.launches) {
     const size_t n = l.kernel->params.size();
+    const Var& tid = l.kernel->params[n - 2].var;
+    const Var& total = l.kernel->params[n - 1].var;
+    if (l.blocks) {
+      // Thread 0 of each block stands for the block; its kThread loops run
+      // the block's threads in turn.
+      const int64_t blocks = std::max<int64_t>(1, nthreads / l.block);
+      Var b("tether_sim_block");
+      parts.push_back(For(
+          b, IntImm(DataType::Int(64), 0), IntImm(DataType::Int(64), blocks), ForKind::kSerial,
+          LetStmt(tid, Mul(b, IntImm(DataType::Int(64), l.block)),
+                  LetStmt(total, IntImm(DataType::Int(64), blocks * l.block), l.kernel->body))));
+      continue;
+    }
     const int64_t threads = l.serial ? 1 : nthreads;
-    parts.push_back(For(
-        l.kernel->params[n - 2].var, IntImm(DataType::Int(64), 0),
-        IntImm(DataType::Int(64), threads), ForKind::kSerial,
-        LetStmt(l.kernel->params[n - 1].var, IntImm(DataType::Int(64), threads), l.kernel->body)));
+    parts.push_back(For(tid, IntImm(DataType::Int(64), 0), IntImm(DataType::Int(64), threads),
+                        ForKind::kSerial,
+                        LetStmt(total, IntImm(DataType::Int(64), threads), l.kernel->body)));
   }
   return MakeKernelFunc(kernel.source->name, kernel.source->params, Seq(parts),
                         kernel.source->num_outputs);

@@ -19,9 +19,6 @@
 
 namespace tether::compiler {
 
-// Threads per block of a parallel launch.
-inline constexpr int kDeviceBlockThreads = 256;
-
 struct DeviceLaunch {
   // Named "<kernel>_k<i>"; the source kernel's parameters, then the scalars
   // tether_tid and tether_nthreads.
@@ -30,6 +27,10 @@ struct DeviceLaunch {
   // a serial launch).
   PrimExpr count;
   bool serial = false;
+  // A block launch (a kBlock loop): `count` is the loop's extent times
+  // `block`, so the runtime's ceil(count / block) is one block per
+  // iteration; the body walks iterations tid / block, + nthreads / block, ...
+  bool blocks = false;
   int block = kDeviceBlockThreads;  // 1 for a serial launch
 };
 
@@ -39,7 +40,8 @@ struct DeviceKernel {
 };
 
 // Splits `kernel` into launches. INVALID_ARGUMENT naming the kernel for IR a
-// device cannot run: kGlobal allocations and assertions.
+// device cannot run: kGlobal allocations, assertions, and block schedules
+// that break the rules of kernel_ir.h.
 absl::StatusOr<DeviceKernel> SplitForDevice(const KernelFunc& kernel);
 
 // The kernel's manifest entry: parameters with host-side dim checks, and per
@@ -48,10 +50,11 @@ absl::StatusOr<DeviceKernel> SplitForDevice(const KernelFunc& kernel);
 CudaKernelInfo DescribeDeviceKernel(const DeviceKernel& kernel);
 
 // The source kernel as its launches run on a CPU: each launch's body inside
-// a serial loop over `nthreads` simulated threads (one for a serial launch),
-// launches in order. Same parameters and name as the source kernel, so it
-// replaces it in a CPU build (BuildOptions::simulate_gpu_threads): the GPU
-// lowering checked, operator by operator, on a machine without a GPU.
+// a serial loop over `nthreads` simulated threads (one for a serial launch;
+// for a block launch, max(1, nthreads / block) blocks, whose kThread loops
+// run their threads one after the other), launches in order. Same parameters and name as the source
+// kernel, so it replaces it in a CPU build (BuildOptions::simulate_gpu_threads): the GPU lowering
+// checked, operator by operator, on a machine without a GPU.
 KernelFunc SimulateOnCpu(const DeviceKernel& kernel, int64_t nthreads);
 
 }  // namespace tether::compiler

@@ -25,7 +25,19 @@ std::string BufferType(const Buffer& b) {
     absl::StrAppend(&s, i ? ", " : "", ToString(b->shape[i]));
   if (b->shape.size() == 1) s += ",";
   absl::StrAppend(&s, "), \"", b->dtype.ToString(), "\"");
-  if (b->scope == BufferNode::Scope::kLocal) s += ", scope=\"local\"";
+  switch (b->scope) {
+    case BufferNode::Scope::kGlobal:
+      break;
+    case BufferNode::Scope::kLocal:
+      s += ", scope=\"local\"";
+      break;
+    case BufferNode::Scope::kShared:
+      s += ", scope=\"shared\"";
+      break;
+    case BufferNode::Scope::kPerThread:
+      s += ", scope=\"per_thread\"";
+      break;
+  }
   s += ")";
   return s;
 }
@@ -40,6 +52,10 @@ const char* ForKindName(ForKind k) {
       return "T.vectorized";
     case ForKind::kUnrolled:
       return "T.unroll";
+    case ForKind::kBlock:
+      return "T.blocks";
+    case ForKind::kThread:
+      return "T.threads";
   }
   return "T.serial";
 }

@@ -12,6 +12,21 @@
 // kVectorized loop gets LLVM's vectorize metadata (its extent need not be a
 // multiple of the vector width).
 //
+// Block schedules, for a GPU (docs/design/kernel-abi.md, "Block launches"):
+// a kBlock loop, a top-level statement of the kernel, spreads its iterations
+// over the thread blocks of one launch. Every thread of the block runs its
+// body, so the body's control flow must be the same for all of them, and it
+// stores only inside kThread loops. A kThread loop (constant extent, at most
+// kDeviceBlockThreads, inside a kBlock body) runs its body once per thread of
+// the block, the var being the thread's index, and ends with a barrier: what
+// one kThread loop stores, the next reads. A kBlock body allocates kShared
+// buffers (the block's shared memory) and kPerThread buffers (a private
+// slice per thread: dimension 0 is the thread index, and every access is
+// inside a kThread loop with that loop's var as index 0; registers on a
+// GPU). Run one after the other, as serial loops, the same statements are a
+// correct CPU program, which is how block schedules are checked without a
+// GPU (device_split.h, SimulateOnCpu).
+//
 // Thread contract: immutable after construction; safe to share.
 #ifndef TETHER_COMPILER_KERNEL_KERNEL_IR_H_
 #define TETHER_COMPILER_KERNEL_KERNEL_IR_H_
@@ -23,8 +38,11 @@
 
 namespace tether::compiler {
 
+// Threads per block of a GPU launch, and the most a kThread loop may have.
+inline constexpr int kDeviceBlockThreads = 256;
+
 enum class StmtKind : uint8_t { kFor, kStore, kLet, kAllocate, kSeq, kIf, kAssert, kEvaluate };
-enum class ForKind : uint8_t { kSerial, kParallel, kVectorized, kUnrolled };
+enum class ForKind : uint8_t { kSerial, kParallel, kVectorized, kUnrolled, kBlock, kThread };
 
 class StmtNode : public Object {
  public:

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -109,6 +110,21 @@ TEST(CudaCodegenTest, ExampleModelsEmbedPtxForEveryArchitecture) {
 }
 
 #ifdef TETHER_PTXAS
+// Runs ptxas (with `flags`) on `ptx` for sm_`sm`: its exit status and output.
+std::pair<int, std::string> Ptxas(const std::string& ptx, int sm, const std::string& flags = "") {
+  std::string file = ::testing::TempDir() + absl::StrCat("tether_ptxas_", sm, ".ptx");
+  std::ofstream(file) << ptx;
+  std::string log = file + ".log";
+  std::string cmd = absl::StrCat(TETHER_PTXAS, " ", flags, " -arch=sm_", sm, " ", file,
+                                 " -o /dev/null > ", log, " 2>&1");
+  int rc = std::system(cmd.c_str());
+  std::ifstream in(log);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::remove(file.c_str());
+  std::remove(log.c_str());
+  return {rc, text};
+}
+
 // NVIDIA's assembler accepts every image of every example model.
 TEST(CudaCodegenTest, PtxasAssemblesEveryExampleModel) {
   for (const std::string& path : ExampleModels()) {
@@ -118,17 +134,8 @@ TEST(CudaCodegenTest, PtxasAssemblesEveryExampleModel) {
     absl::StatusOr<CudaBlobContents> blob = ReadCudaBlob((*exec)->kernel_libraries[0].data);
     ASSERT_TRUE(blob.ok()) << blob.status();
     for (const CudaImage& image : blob->images) {
-      std::string file = ::testing::TempDir() + absl::StrCat("tether_ptxas_", image.sm, ".ptx");
-      std::ofstream(file) << image.ptx;
-      std::string log = file + ".log";
-      std::string cmd = absl::StrCat(TETHER_PTXAS, " -arch=sm_", image.sm, " ", file,
-                                     " -o /dev/null > ", log, " 2>&1");
-      int rc = std::system(cmd.c_str());
-      std::ifstream in(log);
-      std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      auto [rc, text] = Ptxas(image.ptx, image.sm);
       EXPECT_EQ(rc, 0) << "ptxas sm_" << image.sm << ": " << text;
-      std::remove(file.c_str());
-      std::remove(log.c_str());
     }
   }
 }
@@ -209,6 +216,37 @@ TEST(CudaCodegenTest, EmittedAssemblyIsPtxPerArchitecture) {
   EXPECT_THAT(*ptx, HasSubstr("// ---- sm_80 ----"));
   EXPECT_THAT(*ptx, HasSubstr(".target sm_90"));
   EXPECT_THAT(*ptx, HasSubstr("%ctaid.x"));
+}
+
+// A large matmul takes the block schedule: shared-memory tiles, barriers,
+// and its 64 accumulators per thread in registers, not in local memory.
+TEST(CudaCodegenTest, BlockScheduledMatmulUsesSharedMemoryBarriersAndRegisters) {
+  absl::StatusOr<IRModule> m = ParseModule(R"(
+@I.ir_module
+class Module:
+    @R.function
+    def main(a: R.Tensor((512, 256), "float32"), b: R.Tensor((256, 384), "float32")):
+        with R.dataflow():
+            c = R.matmul(a, b)
+            R.output(c)
+        return c
+)");
+  ASSERT_TRUE(m.ok()) << m.status();
+  BuildOptions options;
+  options.target = "cuda -arch=sm_80";
+  absl::StatusOr<std::string> ptx = EmitKernelAssembly(*m, options);
+  ASSERT_TRUE(ptx.ok()) << ptx.status();
+  EXPECT_THAT(*ptx, HasSubstr(".shared .align 16 .b8 matmul_a_tile"));
+  EXPECT_THAT(*ptx, HasSubstr("bar.sync"));
+  EXPECT_THAT(*ptx, HasSubstr("ld.shared.f32"));
+  EXPECT_THAT(*ptx, HasSubstr(".maxntid 256"));
+  EXPECT_THAT(*ptx, ::testing::Not(HasSubstr(".local")));
+#ifdef TETHER_PTXAS
+  // After the "// ---- sm_80 ----" line.
+  auto [rc, text] = Ptxas(ptx->substr(ptx->find('\n') + 1), 80, "-v");
+  EXPECT_EQ(rc, 0) << text;
+  EXPECT_THAT(text, HasSubstr("0 bytes spill stores")) << text;
+#endif
 }
 
 }  // namespace

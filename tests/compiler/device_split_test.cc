@@ -6,6 +6,7 @@
 // the same launches is checked in cuda_codegen_test.cc.
 #include "compiler/kernel/device_split.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -48,8 +49,12 @@ absl::StatusOr<std::vector<HostTensor>> RunAsDevice(const KernelFunc& kernel,
   }
   for (const DeviceLaunch& l : dk.launches) {
     TETHER_ASSIGN_OR_RETURN(Function fn, lib->GetFunction(l.kernel->name));
-    const int64_t threads = l.serial ? 1 : nthreads;
-    for (int64_t tid = 0; tid < threads; ++tid) {
+    // A block launch runs once per block, as its thread 0: its kThread
+    // loops run the block's threads in turn (SimulateOnCpu does the same).
+    const int64_t step = l.blocks ? l.block : 1;
+    const int64_t threads =
+        l.serial ? 1 : (l.blocks ? std::max<int64_t>(1, nthreads / l.block) * l.block : nthreads);
+    for (int64_t tid = 0; tid < threads; tid += step) {
       std::vector<Value> call = args;
       call.emplace_back(tid);
       call.emplace_back(threads);
@@ -66,7 +71,7 @@ void ExpectDeviceMatchesCpu(const KernelFunc& kernel, const std::vector<HostTens
                             const std::vector<optest::Shape>& out_shapes) {
   OP_TEST_ASSIGN_OR_SKIP(compiled, optest::CompiledKernel::Create(kernel));
   OP_TEST_ASSIGN_OR_SKIP(expected, compiled.Run(inputs, out_shapes));
-  for (int64_t nthreads : {1, 7, 64, 1000}) {
+  for (int64_t nthreads : {1, 7, 64, 1000, 2560}) {
     absl::StatusOr<std::vector<HostTensor>> actual =
         RunAsDevice(kernel, inputs, out_shapes, nthreads);
     ASSERT_TRUE(actual.ok()) << actual.status() << "\n" << ToString(kernel);
@@ -79,13 +84,13 @@ void ExpectDeviceMatchesCpu(const KernelFunc& kernel, const std::vector<HostTens
 }
 
 absl::StatusOr<KernelFunc> LowerOp(const std::string& op, const std::vector<HostTensor>& inputs,
-                                   Attrs attrs = {}) {
+                                   Attrs attrs = {}, bool gpu = false) {
   std::vector<Expr> args;
   for (size_t i = 0; i < inputs.size(); ++i) {
     args.push_back(optest::TensorVar(absl::StrCat("x", i), inputs[i]));
   }
   TETHER_ASSIGN_OR_RETURN(Expr call, optest::MakeOpCall(op, std::move(args), std::move(attrs)));
-  return LowerCallToKernel(*call.as<CallNode>(), "k");
+  return LowerCallToKernel(*call.as<CallNode>(), "k", /*num_threads=*/0, gpu);
 }
 
 TEST(DeviceSplitTest, BroadcastNestFusesIntoOneLaunchAndMatchesTheCpu) {
@@ -198,6 +203,111 @@ TEST(DeviceSplitTest, WorkspacesAndAssertionsAreRejectedNamingTheKernel) {
   r = SplitForDevice(with_assert);
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(r.status().message(), HasSubstr("cannot run on a gpu"));
+}
+
+// ---- Block launches --------------------------------------------------------
+
+TEST(DeviceSplitTest, BlockScheduleMatmulIsOneBlockLaunchAndMatchesTheCpu) {
+  // 2 batches x 2 x 3 tiles of 128 x 128; edge rows, columns and k steps.
+  HostTensor a = optest::Random({2, 130, 20}, kF32, 7);
+  HostTensor b = optest::Random({20, 257}, kF32, 8);
+  absl::StatusOr<KernelFunc> k = LowerOp("relax.matmul", {a, b}, {}, /*gpu=*/true);
+  ASSERT_TRUE(k.ok()) << k.status();
+  absl::StatusOr<DeviceKernel> dk = SplitForDevice(*k);
+  ASSERT_TRUE(dk.ok()) << dk.status();
+  ASSERT_EQ(dk->launches.size(), 1u);
+  EXPECT_TRUE(dk->launches[0].blocks);
+  EXPECT_FALSE(dk->launches[0].serial);
+  EXPECT_EQ(dk->launches[0].block, kDeviceBlockThreads);
+  // One block per tile: the runtime launches ceil(count / block) blocks.
+  EXPECT_EQ(AsConstInt(dk->launches[0].count), std::optional<int64_t>(12 * kDeviceBlockThreads));
+  ExpectDeviceMatchesCpu(*k, {a, b}, {{2, 130, 257}});
+}
+
+// Block b reverses x[b*8 .. b*8+7] through shared memory: the second kThread
+// loop reads what other threads stored in the first. A per-thread value
+// (x doubled) lives across the barrier.
+KernelFunc ReverseKernel(int threads) {
+  Var n("n");
+  Buffer x = MakeBuffer("x", kF32, {n, PrimExpr(8)});
+  Buffer y = MakeBuffer("y", kF32, {n, PrimExpr(8)});
+  Buffer s = MakeBuffer("s", kF32, {PrimExpr(8)}, BufferNode::Scope::kShared);
+  Buffer keep = MakeBuffer("keep", kF32, {PrimExpr(8), PrimExpr(1)}, BufferNode::Scope::kPerThread);
+  Var b("b"), t("t"), u("u");
+  Stmt load = For(t, 0, PrimExpr(threads), ForKind::kThread,
+                  Seq({Store(s, {t}, Load(x, {b, t})),
+                       Store(keep, {t, PrimExpr(0)}, Mul(Load(x, {b, t}), MakeConst(kF32, 2)))}));
+  Stmt store =
+      For(u, 0, PrimExpr(threads), ForKind::kThread,
+          Store(y, {b, u}, Add(Load(s, {Sub(PrimExpr(7), u)}), Load(keep, {u, PrimExpr(0)}))));
+  Stmt body = For(b, 0, n, ForKind::kBlock, Allocate(s, Allocate(keep, Seq({load, store}))));
+  return MakeKernelFunc("rev", {KernelParam::Tensor(x), KernelParam::Tensor(y)}, body);
+}
+
+TEST(DeviceSplitTest, SharedAndPerThreadBuffersCarryValuesAcrossTheBarrier) {
+  KernelFunc k = ReverseKernel(8);
+  HostTensor x = optest::Random({5, 8}, kF32, 9);
+  absl::StatusOr<DeviceKernel> dk = SplitForDevice(k);
+  ASSERT_TRUE(dk.ok()) << dk.status();
+  ASSERT_EQ(dk->launches.size(), 1u);
+  EXPECT_EQ(dk->launches[0].block, 8);
+  CudaKernelInfo info = DescribeDeviceKernel(*dk);
+  CudaCountArgs args;
+  args.dims = {{5, 8}, {5, 8}};
+  args.scalars = {0, 0};
+  absl::StatusOr<int64_t> count = EvalCudaCount(info.launches[0].count, args);
+  ASSERT_TRUE(count.ok()) << count.status();
+  EXPECT_EQ(*count, 5 * 8);
+  EXPECT_EQ(info.launches[0].block, 8);
+  ExpectDeviceMatchesCpu(k, {x}, {{5, 8}});
+  // And the values themselves: y[b, t] = x[b, 7 - t] + 2 x[b, t].
+  absl::StatusOr<std::vector<HostTensor>> y = RunAsDevice(k, {x}, {{5, 8}}, 16);
+  ASSERT_TRUE(y.ok()) << y.status();
+  for (size_t r = 0; r < 5; ++r) {
+    for (size_t c = 0; c < 8; ++c) {
+      EXPECT_FLOAT_EQ((*y)[0].data[r * 8 + c], x.data[r * 8 + 7 - c] + 2 * x.data[r * 8 + c]);
+    }
+  }
+}
+
+TEST(DeviceSplitTest, BlockSchedulesThatBreakTheRulesAreRejected) {
+  Buffer out = MakeBuffer("out", kF32, {PrimExpr(8)});
+  Buffer s = MakeBuffer("s", kF32, {PrimExpr(8)}, BufferNode::Scope::kShared);
+  Buffer keep = MakeBuffer("keep", kF32, {PrimExpr(8)}, BufferNode::Scope::kPerThread);
+  Var b("b"), t("t"), u("u"), i("i");
+  auto reject = [&](const Stmt& body, const std::string& why) {
+    SCOPED_TRACE(why);
+    absl::StatusOr<DeviceKernel> r =
+        SplitForDevice(MakeKernelFunc("bad", {KernelParam::Tensor(out)}, body));
+    ASSERT_FALSE(r.ok()) << ToString(body);
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(r.status().message(), HasSubstr(why));
+  };
+  Stmt write = Store(out, {t}, MakeConst(kF32, 1));
+  auto threads = [&](int n, Stmt body) { return For(t, 0, PrimExpr(n), ForKind::kThread, body); };
+  reject(threads(8, write), "the kThread loop over t");
+  reject(For(i, 0, PrimExpr(2), ForKind::kSerial,
+             For(b, 0, PrimExpr(1), ForKind::kBlock, threads(8, write))),
+         "the kBlock loop over b, not a top-level statement");
+  reject(For(b, 0, PrimExpr(1), ForKind::kBlock,
+             Seq({threads(8, write),
+                  For(u, 0, PrimExpr(4), ForKind::kThread, Store(out, {u}, MakeConst(kF32, 2)))})),
+         "the kThread loop over u");
+  reject(For(b, 0, PrimExpr(1), ForKind::kBlock,
+             Seq({threads(8, write), Store(out, {PrimExpr(0)}, MakeConst(kF32, 3))})),
+         "the store to out in a kBlock body outside its kThread loops");
+  reject(For(b, 0, PrimExpr(1), ForKind::kBlock, threads(8, Allocate(s, write))),
+         "the block buffer s outside a kBlock body or inside a kThread loop");
+  reject(For(b, 0, PrimExpr(1), ForKind::kBlock,
+             Allocate(keep, threads(8, Store(keep, {PrimExpr(0)}, MakeConst(kF32, 1))))),
+         "a write of the per-thread buffer keep not indexed by its kThread loop's var");
+  reject(For(b, 0, PrimExpr(1), ForKind::kBlock,
+             Allocate(keep, threads(8, Store(out, {t}, Load(keep, {Sub(PrimExpr(7), t)}))))),
+         "a read of the per-thread buffer keep");
+  reject(For(b, 0, PrimExpr(1), ForKind::kBlock, Store(out, {b}, MakeConst(kF32, 1))),
+         "the kBlock loop over b with 0 threads");
+  reject(For(b, 0, PrimExpr(1), ForKind::kBlock, threads(512, write)),
+         "the kBlock loop over b with 512 threads");
 }
 
 }  // namespace

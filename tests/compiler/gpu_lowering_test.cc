@@ -2,9 +2,9 @@
 // PipelineOptions::gpu): every operator with a schedule, per-element
 // operators and fused groups lower to bodies that device lowering
 // (compiler/kernel/device_split.h) accepts and that spread over GPU threads:
-// after the leading lets, exactly one kParallel loop, no kGlobal
-// allocation, no assertion, no vectorized loop and no nested parallel loop,
-// so SplitForDevice makes it one parallel launch.
+// after the leading lets, exactly one kParallel loop (or one kBlock loop:
+// a block schedule), no kGlobal allocation, no assertion, no vectorized
+// loop and no nested parallel loop, so SplitForDevice makes it one launch.
 // GPU-mode kernels are ordinary kernel IR, so they are compiled for the CPU
 // here and must compute what the CPU-mode kernels compute, on random inputs
 // of awkward shapes; whole modules through RunPipeline(gpu) must compute
@@ -47,6 +47,8 @@ struct BodyCensus {
   int asserts = 0;
   int vectorized_loops = 0;
   int parallel_loops = 0;  // anywhere, the top-level one included
+  int block_loops = 0;
+  int thread_loops = 0;
 };
 
 void Census(const Stmt& s, BodyCensus* c) {
@@ -56,6 +58,8 @@ void Census(const Stmt& s, BodyCensus* c) {
       const auto* f = s.as<ForNode>();
       if (f->for_kind == ForKind::kParallel) ++c->parallel_loops;
       if (f->for_kind == ForKind::kVectorized) ++c->vectorized_loops;
+      if (f->for_kind == ForKind::kBlock) ++c->block_loops;
+      if (f->for_kind == ForKind::kThread) ++c->thread_loops;
       Census(f->body, c);
       return;
     }
@@ -92,18 +96,27 @@ void ExpectGpuFriendly(const KernelFunc& kernel) {
   while (const auto* let = top.as<LetStmtNode>()) top = let->body;
   const auto* loop = top.as<ForNode>();
   ASSERT_NE(loop, nullptr) << "the body after its lets is not one loop";
-  EXPECT_EQ(loop->for_kind, ForKind::kParallel);
+  const bool blocks = loop->for_kind == ForKind::kBlock;
+  if (!blocks) {
+    EXPECT_EQ(loop->for_kind, ForKind::kParallel);
+  }
   BodyCensus c;
   Census(kernel->body, &c);
   EXPECT_EQ(c.global_allocations, 0);
   EXPECT_EQ(c.asserts, 0);
   EXPECT_EQ(c.vectorized_loops, 0);
-  EXPECT_EQ(c.parallel_loops, 1);
-  // Device lowering accepts it as one grid-stride launch.
+  EXPECT_EQ(c.parallel_loops, blocks ? 0 : 1);
+  EXPECT_EQ(c.block_loops, blocks ? 1 : 0);
+  if (blocks) {
+    EXPECT_GE(c.thread_loops, 2);  // at least one barrier inside
+  }
+  // Device lowering accepts it as one launch, grid-stride over threads or
+  // over blocks.
   absl::StatusOr<DeviceKernel> split = SplitForDevice(kernel);
   ASSERT_TRUE(split.ok()) << split.status();
   ASSERT_EQ(split->launches.size(), 1u);
   EXPECT_FALSE(split->launches[0].serial);
+  EXPECT_EQ(split->launches[0].blocks, blocks);
 }
 
 // Lowers `op` on tensor operands shaped like `inputs` for the CPU and for a
@@ -157,6 +170,11 @@ TEST(GpuLoweringTest, MatmulMatchesCpuOnAwkwardShapes) {
       {{5}, {5, 7}},              // vector @ matrix
       {{3, 5}, {5}},              // matrix @ vector
       {{1, 33}, {2, 33, 17}},     // a single row against batched B
+      // The block schedule: 128 x 128 tiles, k 8 at a time.
+      {{40, 70}, {70, 33}},         // one partial tile, a partial last k step
+      {{2, 130, 20}, {20, 257}},    // batched, 2 x 3 tiles, edge rows and columns
+      {{3, 1, 64, 9}, {2, 9, 40}},  // broadcast batch dims, 6 tiles
+      {{32, 5}, {5, 32}},           // the smallest, k below one step
   };
   uint32_t seed = 1;
   for (const Case& c : cases) {
@@ -169,6 +187,8 @@ TEST(GpuLoweringTest, MatmulMatchesCpuOnAwkwardShapes) {
 TEST(GpuLoweringTest, MatmulFloat16AccumulatesInFloat32) {
   // 64 terms of magnitude ~1: float16 accumulation would be visibly off.
   ExpectGpuMatchesCpu("relax.matmul", {Random({2, 9, 64}, kF16, 3), Random({64, 17}, kF16, 4)});
+  // The same through the block schedule.
+  ExpectGpuMatchesCpu("relax.matmul", {Random({2, 40, 64}, kF16, 5), Random({64, 48}, kF16, 6)});
 }
 
 TEST(GpuLoweringTest, CpuMatmulKeepsItsPackedScheduleGpuDoesNot) {
