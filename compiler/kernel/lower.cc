@@ -143,6 +143,61 @@ Stmt MakeParallelLoopNest(const std::vector<PrimExpr>& shape,
   return For(fused, 0, fused_extent, single ? ForKind::kSerial : ForKind::kParallel, body);
 }
 
+bool WorthBlockRow(const PrimExpr& length) {
+  const int64_t* n = length.as_int();
+  return n == nullptr || *n >= kGpuMinBlockRow;
+}
+
+namespace {
+
+constexpr int64_t kThreads = kDeviceBlockThreads;
+
+// for t in T.threads(kThreads): body(t)
+Stmt Threads(const std::string& name, const std::function<Stmt(const PrimExpr&)>& body) {
+  Var t(name, DataType::Int(64));
+  return For(t, 0, PrimExpr(kThreads), ForKind::kThread, body(t));
+}
+
+// for i in T.serial(trips of thread t over [0, extent)): body(t + i * kThreads)
+Stmt ThreadShare(const std::string& name, const PrimExpr& t, const PrimExpr& extent,
+                 const std::function<Stmt(const PrimExpr&)>& body) {
+  // t < kThreads and extent >= 0: the numerator is never negative.
+  Var i(name, DataType::Int(64));
+  PrimExpr trips = FloorDiv(extent - t + (kThreads - 1), PrimExpr(kThreads));
+  return For(i, 0, trips, ForKind::kSerial, body(t + i * kThreads));
+}
+
+}  // namespace
+
+Stmt BlockStrided(const std::string& name, const PrimExpr& extent,
+                  const std::function<Stmt(const PrimExpr&)>& body) {
+  return Threads(name + "_t",
+                 [&](const PrimExpr& t) { return ThreadShare(name, t, extent, body); });
+}
+
+Stmt BlockReduce(const std::string& name, const PrimExpr& extent, DataType dtype,
+                 const PrimExpr& init, const std::function<PrimExpr(const PrimExpr&)>& reader,
+                 const std::function<PrimExpr(const PrimExpr&, const PrimExpr&)>& combine,
+                 const Buffer& red) {
+  static_assert((kThreads & (kThreads - 1)) == 0, "the tree halves a power of two");
+  const PrimExpr zero(0);
+  std::vector<Stmt> steps;
+  steps.push_back(Threads(name + "_t", [&](const PrimExpr& t) {
+    Buffer acc = MakeBuffer(name + "_acc", dtype, {PrimExpr(1)}, BufferNode::Scope::kLocal);
+    Stmt fold = ThreadShare(name, t, extent, [&](const PrimExpr& r) {
+      return Store(acc, {zero}, combine(Load(acc, {zero}), reader(r)));
+    });
+    return Allocate(acc, Seq({Store(acc, {zero}, init), fold, Store(red, {t}, Load(acc, {zero}))}));
+  }));
+  for (int64_t half = kThreads / 2; half >= 1; half /= 2) {
+    steps.push_back(Threads(name + "_tree", [&](const PrimExpr& t) {
+      return IfThenElse(LT(t, PrimExpr(half)),
+                        Store(red, {t}, combine(Load(red, {t}), Load(red, {t + half}))));
+    }));
+  }
+  return Seq(std::move(steps));
+}
+
 absl::StatusOr<Buffer> BufferForStructInfo(const StructInfo& sinfo, const std::string& name) {
   if (!sinfo.defined()) {
     return absl::InvalidArgumentError(absl::StrCat("buffer ", name, ": no struct info"));

@@ -59,6 +59,29 @@ std::vector<PrimExpr> Unflatten(const PrimExpr& flat, const std::vector<PrimExpr
 Stmt MakeFlatParallelLoop(const std::vector<PrimExpr>& shape,
                           const std::function<Stmt(const std::vector<PrimExpr>&)>& body);
 
+// GPU block schedules over rows (kernel_ir.h): a block of kDeviceBlockThreads
+// threads per row (or per output element of a reduction) pays for rows at
+// least kGpuMinBlockRow long or of unknown length; shorter ones stay one
+// thread per row.
+inline constexpr int64_t kGpuMinBlockRow = 64;
+bool WorthBlockRow(const PrimExpr& length);
+
+// In a kBlock body: one kThread loop in which thread t runs body(r) for
+// r = t, t + kDeviceBlockThreads, ... below `extent` (coalesced).
+Stmt BlockStrided(const std::string& name, const PrimExpr& extent,
+                  const std::function<Stmt(const PrimExpr&)>& body);
+
+// In a kBlock body: the block-wide fold of reader(r) over [0, extent) into
+// red[0] (`red` a kShared buffer of kDeviceBlockThreads elements): each
+// thread folds its strided share into red[t], then a tree halves the live
+// entries, one kThread loop (one barrier) per step. Block-level code after it
+// reads red[0]; nothing may store to `red` again in that kBlock iteration
+// (a thread still reading it would see the new value).
+Stmt BlockReduce(const std::string& name, const PrimExpr& extent, DataType dtype,
+                 const PrimExpr& init, const std::function<PrimExpr(const PrimExpr&)>& reader,
+                 const std::function<PrimExpr(const PrimExpr&, const PrimExpr&)>& combine,
+                 const Buffer& red);
+
 // A global-scope buffer named `name` for a tensor struct info with a known
 // shape (dims may be symbolic) and dtype. INVALID_ARGUMENT when `sinfo` is
 // not a tensor or its shape or dtype is unknown.

@@ -17,10 +17,15 @@
 // groups, column strides) vectorizes over output columns one channel at a
 // time. All apply the epilogue at the final store.
 //
-// For a GPU (LowerContext::gpu) there is no packing and no padded copy: one
-// parallel loop runs over the output elements, each a serial reduction over
-// its group's input channels and the window into a kLocal accumulator, with
-// taps that fall into the padding skipped by bounds checks.
+// For a GPU (LowerContext::gpu) there is no packing and no padded copy.
+// With at least 16 output channels per group and 16 output pixels (or
+// symbolic ones), a convolution is an implicit GEMM through block_gemm.h:
+// per (image, group), C[oc][pixel] = sum over k = (channel, kh, kw) of
+// W[oc][k] (W's rows as they are) times the input tap of that pixel, zero
+// in the padding. Otherwise one parallel loop runs over the output
+// elements, each a serial reduction over its group's input channels and the
+// window into a kLocal accumulator, with taps that fall into the padding
+// skipped by bounds checks.
 #include <algorithm>
 #include <functional>
 #include <optional>
@@ -28,6 +33,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "compiler/kernel/lower.h"
+#include "compiler/op/block_gemm.h"
 #include "compiler/op/nn_common.h"
 #include "compiler/op/op.h"
 
@@ -302,6 +308,41 @@ Stmt ScheduleConv2dGpu(const Buffer& X, const Buffer& W, const Buffer& Y, DataTy
   const int64_t sh = p.strides[0], sw = p.strides[1];
   const int64_t dh = p.dilation[0], dw = p.dilation[1];
   const int64_t pt = p.padding[0], pl = p.padding[1], pb = p.padding[2], pr = p.padding[3];
+  const PrimExpr OH = Y->shape[2], OW = Y->shape[3];
+  if (WorthBlockGemm(Og, OH * OW)) {
+    const PrimExpr G(p.groups);
+    BlockGemm g;
+    g.batches = X->shape[0] * G;
+    g.m = Og;
+    g.n = OH * OW;
+    g.k = Cg * KH * KW;
+    g.acc_t = acc_t;
+    g.a = [&](const PrimExpr& b, const PrimExpr& m, const PrimExpr& k) {
+      std::vector<PrimExpr> tap = Unflatten(k, {Cg, KH, KW});
+      return Cast(acc_t, Load(W, {FloorMod(b, G) * Og + m, tap[0], tap[1], tap[2]}));
+    };
+    g.b = [&](const PrimExpr& b, const PrimExpr& k, const PrimExpr& n) {
+      std::vector<PrimExpr> tap = Unflatten(k, {Cg, KH, KW});
+      std::vector<PrimExpr> pixel = Unflatten(n, {OH, OW});
+      PrimExpr ih = pixel[0] * PrimExpr(sh) + tap[1] * PrimExpr(dh) - PrimExpr(pt);
+      PrimExpr iw = pixel[1] * PrimExpr(sw) + tap[2] * PrimExpr(dw) - PrimExpr(pl);
+      PrimExpr in_h = TapInside(ih, pt > 0, pb > 0, H), in_w = TapInside(iw, pl > 0, pr > 0, Wd);
+      PrimExpr inside = in_h.defined() && in_w.defined() ? And(in_h, in_w)
+                        : in_h.defined()                 ? in_h
+                                                         : in_w;
+      // Clamped, so a padding tap reads a real element (and is masked).
+      PrimExpr v = Cast(acc_t, Load(X, {FloorDiv(b, G), FloorMod(b, G) * Cg + tap[0],
+                                        Max(Min(ih, H - 1), 0), Max(Min(iw, Wd - 1), 0)}));
+      return inside.defined() ? Select(inside, v, MakeConst(acc_t, 0)) : v;
+    };
+    g.store = [&](const PrimExpr& b, const PrimExpr& m, const PrimExpr& n, const PrimExpr& v) {
+      std::vector<PrimExpr> pixel = Unflatten(n, {OH, OW});
+      std::vector<PrimExpr> yi = {FloorDiv(b, G), FloorMod(b, G) * Og + m, pixel[0], pixel[1]};
+      PrimExpr yv = Cast(Y->dtype, v);
+      return Store(Y, yi, epilogue ? epilogue(yv, yi) : yv);
+    };
+    return BlockGemmSchedule(g);
+  }
   return MakeFlatParallelLoop(Y->shape, [&](const std::vector<PrimExpr>& yi) {
     const PrimExpr n = yi[0], oc = yi[1], oh = yi[2], ow = yi[3];
     const PrimExpr g = FloorDiv(oc, Og);

@@ -12,18 +12,15 @@
 // not stored; columns past N are zeros in the panel and are not stored. The
 // epilogue is applied at the single final store.
 //
-// For a GPU (LowerContext::gpu) nothing is packed. Products of at least
-// kGpuMinTile rows and columns (or of unknown size) are a block schedule
-// (kernel_ir.h): each block of 256 threads computes a kGpuTile x kGpuTile
-// output tile through shared memory, kGpuTileK at a time, every thread
-// accumulating kGpuTile/16 x kGpuTile/16 values in registers, strided by 16
-// so that shared reads are conflict-free and the stores coalesce. Smaller
-// ones run one thread per output element, a serial k loop each.
+// For a GPU (LowerContext::gpu) nothing is packed. Products of at least 16
+// rows and columns (or of unknown size) are the shared-memory block GEMM of
+// block_gemm.h, the batch dims flattened into its batch; smaller ones run
+// one thread per output element, a serial k loop each.
 #include <algorithm>
-#include <functional>
 
 #include "absl/strings/str_cat.h"
 #include "compiler/kernel/lower.h"
+#include "compiler/op/block_gemm.h"
 #include "compiler/op/nn_common.h"
 #include "compiler/op/op.h"
 
@@ -41,10 +38,6 @@ constexpr char kMatmul[] = "relax.matmul";
 // 8 x 32 (a batch of 8 rows is one row block, with no clamped rows).
 constexpr int64_t kRows = 8;
 constexpr int64_t kCols = 32;
-// GPU block schedule: a 16 x 16 grid of threads over a kGpuTile^2 tile.
-constexpr int64_t kGpuTile = 128;
-constexpr int64_t kGpuTileK = 8;
-constexpr int64_t kGpuMinTile = 32;
 
 absl::StatusOr<StructInfo> InferMatmul(const CallNode& call) {
   if (absl::Status s = nn_internal::CheckArity(call, 2, kMatmul); !s.ok()) return s;
@@ -123,7 +116,6 @@ struct MatmulOperands {
   Buffer a, b, c;
   bool a_vec = false, b_vec = false;
   std::vector<PrimExpr> a_batch, b_batch, out_batch;
-  PrimExpr M, K, N;
   std::vector<PrimExpr> AIndex(const std::vector<PrimExpr>& oidx, const PrimExpr& row,
                                const PrimExpr& k) const {
     std::vector<PrimExpr> idx = OperandBatchIndex(a_batch, out_batch, oidx);
@@ -145,105 +137,6 @@ struct MatmulOperands {
     return oidx;
   }
 };
-
-// The GPU block schedule (file comment). Out-of-range rows, columns and k
-// read zeros into shared memory and are not stored.
-Stmt MatmulBlocks(const MatmulOperands& op, const Epilogue& epilogue) {
-  constexpr int64_t kSide = 16, kThreads = kSide * kSide;
-  constexpr int64_t kPer = kGpuTile / kSide;  // values per thread and side
-  static_assert(kThreads == kDeviceBlockThreads);
-  const DataType acc_t = nn_internal::ComputeType(op.c->dtype);
-  const PrimExpr mt = CeilDiv(op.M, kGpuTile), nt = CeilDiv(op.N, kGpuTile);
-  const PrimExpr zero = MakeConst(acc_t, 0);
-  return Loop("tile", Product(op.out_batch) * mt * nt, ForKind::kBlock, [&](const PrimExpr& tile) {
-    const PrimExpr in_batch = FloorMod(tile, mt * nt);
-    const std::vector<PrimExpr> oidx = Unflatten(FloorDiv(tile, mt * nt), op.out_batch);
-    const PrimExpr m0 = FloorDiv(in_batch, nt) * kGpuTile, n0 = FloorMod(in_batch, nt) * kGpuTile;
-    // As is k-major with 4 words of padding: the loads' stores, 8 k values
-    // of 4 rows per warp, fall in 32 distinct banks.
-    Buffer As = MakeBuffer("matmul_a_tile", acc_t, {PrimExpr(kGpuTileK), PrimExpr(kGpuTile + 4)},
-                           BufferNode::Scope::kShared);
-    Buffer Bs = MakeBuffer("matmul_b_tile", acc_t, {PrimExpr(kGpuTileK), PrimExpr(kGpuTile)},
-                           BufferNode::Scope::kShared);
-    Buffer acc =
-        MakeBuffer("matmul_acc", acc_t, {PrimExpr(kThreads), PrimExpr(kPer), PrimExpr(kPer)},
-                   BufferNode::Scope::kPerThread);
-    auto threads = [&](const std::function<Stmt(const PrimExpr&)>& body) {
-      return Loop("t", kThreads, ForKind::kThread, body);
-    };
-    auto each_acc = [&](const std::function<Stmt(const PrimExpr&, const PrimExpr&)>& body) {
-      return Loop("i", kPer, ForKind::kUnrolled, [&](const PrimExpr& i) {
-        return Loop("j", kPer, ForKind::kUnrolled, [&](const PrimExpr& j) { return body(i, j); });
-      });
-    };
-    Stmt init = threads([&](const PrimExpr& t) {
-      return each_acc([&](const PrimExpr& i, const PrimExpr& j) {
-        return Store(acc, {t, i, j}, zero);
-      });
-    });
-    Stmt kloop = Loop("k0", CeilDiv(op.K, kGpuTileK), ForKind::kSerial, [&](const PrimExpr& ko) {
-      const PrimExpr k0 = ko * kGpuTileK;
-      Stmt load = threads([&](const PrimExpr& t) {
-        constexpr int64_t kLoads = kGpuTile * kGpuTileK / kThreads;
-        Stmt a = Loop("la", kLoads, ForKind::kUnrolled, [&](const PrimExpr& r) {
-          PrimExpr e = t + r * kThreads;
-          PrimExpr row = FloorDiv(e, kGpuTileK), kk = FloorMod(e, kGpuTileK);
-          PrimExpr ok = And(LT(m0 + row, op.M), LT(k0 + kk, op.K));
-          PrimExpr v = Cast(
-              acc_t, Load(op.a, op.AIndex(oidx, Min(m0 + row, op.M - 1), Min(k0 + kk, op.K - 1))));
-          return Store(As, {kk, row}, Select(ok, v, zero));
-        });
-        Stmt b = Loop("lb", kLoads, ForKind::kUnrolled, [&](const PrimExpr& r) {
-          PrimExpr e = t + r * kThreads;
-          PrimExpr kk = FloorDiv(e, kGpuTile), col = FloorMod(e, kGpuTile);
-          PrimExpr ok = And(LT(n0 + col, op.N), LT(k0 + kk, op.K));
-          PrimExpr v = Cast(
-              acc_t, Load(op.b, op.BIndex(oidx, Min(k0 + kk, op.K - 1), Min(n0 + col, op.N - 1))));
-          return Store(Bs, {kk, col}, Select(ok, v, zero));
-        });
-        return Seq({a, b});
-      });
-      Stmt compute = threads([&](const PrimExpr& t) {
-        const PrimExpr ty = FloorDiv(t, kSide), tx = FloorMod(t, kSide);
-        Buffer af = MakeBuffer("matmul_a_frag", acc_t, {PrimExpr(kPer)}, BufferNode::Scope::kLocal);
-        Buffer bf = MakeBuffer("matmul_b_frag", acc_t, {PrimExpr(kPer)}, BufferNode::Scope::kLocal);
-        Stmt body = Loop("kk", kGpuTileK, ForKind::kUnrolled, [&](const PrimExpr& kk) {
-          Stmt fa = Loop("fa", kPer, ForKind::kUnrolled, [&](const PrimExpr& i) {
-            return Store(af, {i}, Load(As, {kk, ty + i * kSide}));
-          });
-          Stmt fb = Loop("fb", kPer, ForKind::kUnrolled, [&](const PrimExpr& j) {
-            return Store(bf, {j}, Load(Bs, {kk, tx + j * kSide}));
-          });
-          Stmt fma = each_acc([&](const PrimExpr& i, const PrimExpr& j) {
-            return Store(acc, {t, i, j}, Load(acc, {t, i, j}) + Load(af, {i}) * Load(bf, {j}));
-          });
-          return Seq({fa, fb, fma});
-        });
-        return Allocate(af, Allocate(bf, body));
-      });
-      return Seq({load, compute});
-    });
-    Stmt store = threads([&](const PrimExpr& t) {
-      const PrimExpr ty = FloorDiv(t, kSide), tx = FloorMod(t, kSide);
-      return each_acc([&](const PrimExpr& i, const PrimExpr& j) {
-        PrimExpr row = m0 + ty + i * kSide, col = n0 + tx + j * kSide;
-        std::vector<PrimExpr> ci = op.CIndex(oidx, row, col);
-        PrimExpr v = Cast(op.c->dtype, Load(acc, {t, i, j}));
-        return IfThenElse(And(LT(row, op.M), LT(col, op.N)),
-                          Store(op.c, ci, epilogue ? epilogue(v, ci) : v));
-      });
-    });
-    return Allocate(As, Allocate(Bs, Allocate(acc, Seq({init, kloop, store}))));
-  });
-}
-
-// Whether a GPU matmul gets the block schedule: both sides at least
-// kGpuMinTile, or unknown.
-bool WorthBlocks(const PrimExpr& m, const PrimExpr& n) {
-  const int64_t* mc = m.as_int();
-  const int64_t* nc = n.as_int();
-  return (mc == nullptr || *mc >= kGpuMinTile) && (nc == nullptr || *nc >= kGpuMinTile);
-}
 
 absl::StatusOr<Stmt> ScheduleMatmul(const LowerContext& ctx, const std::vector<Buffer>& outputs,
                                     const Epilogue& epilogue) {
@@ -279,9 +172,26 @@ absl::StatusOr<Stmt> ScheduleMatmul(const LowerContext& ctx, const std::vector<B
   const PrimExpr N = b_vec ? PrimExpr(1) : B->shape[bn - 1];
 
   const DataType acc_t = nn_internal::ComputeType(C->dtype);
-  if (ctx.gpu && WorthBlocks(M, N)) {
-    MatmulOperands op{A, B, C, a_vec, b_vec, a_batch, b_batch, out_batch, M, K, N};
-    return MatmulBlocks(op, epilogue);
+  if (ctx.gpu && WorthBlockGemm(M, N)) {
+    const MatmulOperands op{A, B, C, a_vec, b_vec, a_batch, b_batch, out_batch};
+    BlockGemm g;
+    g.batches = Product(out_batch);
+    g.m = M;
+    g.n = N;
+    g.k = K;
+    g.acc_t = acc_t;
+    g.a = [&](const PrimExpr& b, const PrimExpr& m, const PrimExpr& k) {
+      return Cast(acc_t, Load(A, op.AIndex(Unflatten(b, out_batch), m, k)));
+    };
+    g.b = [&](const PrimExpr& b, const PrimExpr& k, const PrimExpr& n) {
+      return Cast(acc_t, Load(B, op.BIndex(Unflatten(b, out_batch), k, n)));
+    };
+    g.store = [&](const PrimExpr& b, const PrimExpr& m, const PrimExpr& n, const PrimExpr& v) {
+      std::vector<PrimExpr> ci = op.CIndex(Unflatten(b, out_batch), m, n);
+      PrimExpr cv = Cast(C->dtype, v);
+      return Store(C, ci, epilogue ? epilogue(cv, ci) : cv);
+    };
+    return BlockGemmSchedule(g);
   }
   if (ctx.gpu) {
     // One thread per output element, the k loop serial into a kLocal

@@ -12,10 +12,14 @@
 // float32 for 16-bit inputs. Inputs are read through TensorReaders, so
 // injective producers may be inlined.
 //
-// For a GPU (LowerContext::gpu) each is one parallel loop: batch_norm over
-// every element (threads below the channel count also copy the statistics),
-// layer_norm and the softmaxes over rows, each row's passes serial loops
-// into kLocal scalars (one thread per row).
+// For a GPU (LowerContext::gpu) batch_norm is one parallel loop over every
+// element (threads below the channel count also copy the statistics).
+// layer_norm and the softmaxes give each row of at least kGpuMinBlockRow
+// elements (or of unknown length) a block of threads (a kBlock loop over
+// rows): each pass reads the row coalesced, strided over the threads, and
+// the reductions finish as shared-memory trees (nn_common.h BlockReduce).
+// Shorter rows are one parallel loop over rows, each row's passes serial
+// loops into kLocal scalars (one thread per row).
 #include <algorithm>
 #include <functional>
 #include <set>
@@ -231,6 +235,58 @@ struct RowSplit {
   }
 };
 
+// How a row schedule reduces and walks its rows: on a CPU with kReduceLanes
+// lane accumulators and vector loops; on a GPU one thread per row (serial
+// loops into kLocal scalars) or, for long rows, a block per row (lower.h
+// BlockReduce and BlockStrided, the results in kShared trees).
+struct RowForm {
+  enum class Kind { kLanes, kThread, kBlock };
+  RowForm(const LowerContext& ctx, PrimExpr length, DataType acc_t)
+      : kind(!ctx.gpu                ? Kind::kLanes
+             : WorthBlockRow(length) ? Kind::kBlock
+                                     : Kind::kThread),
+        length(std::move(length)),
+        acc_t(acc_t) {}
+
+  // The loop over rows.
+  ForKind RowLoop() const { return kind == Kind::kBlock ? ForKind::kBlock : ForKind::kParallel; }
+  // Where a reduction's result goes: element 0 of this buffer.
+  Buffer Result(const std::string& name) const {
+    if (kind == Kind::kBlock) {
+      return MakeBuffer(name, acc_t, {PrimExpr(kDeviceBlockThreads)}, BufferNode::Scope::kShared);
+    }
+    return MakeBuffer(name, acc_t, {PrimExpr(1)}, BufferNode::Scope::kLocal);
+  }
+  // into[0] = the fold of reader(r) over the row.
+  Stmt Reduce(const std::string& name, const PrimExpr& init,
+              const std::function<PrimExpr(const PrimExpr&)>& reader,
+              const std::function<PrimExpr(const PrimExpr&, const PrimExpr&)>& combine,
+              const Buffer& into) const {
+    const PrimExpr zero(0);
+    switch (kind) {
+      case Kind::kLanes:
+        return nn_internal::LaneReduce(name, length, acc_t, init, reader, combine, into);
+      case Kind::kBlock:
+        return BlockReduce(name, length, acc_t, init, reader, combine, into);
+      case Kind::kThread:
+        break;
+    }
+    return Seq(
+        {Store(into, {zero}, init), Loop(name, length, ForKind::kSerial, [&](const PrimExpr& r) {
+           return Store(into, {zero}, combine(Load(into, {zero}), reader(r)));
+         })});
+  }
+  // body(r) for every r of the row.
+  Stmt Each(const std::string& name, const std::function<Stmt(const PrimExpr&)>& body) const {
+    if (kind == Kind::kBlock) return BlockStrided(name, length, body);
+    return Loop(name, length, kind == Kind::kLanes ? ForKind::kVectorized : ForKind::kSerial, body);
+  }
+
+  Kind kind;
+  PrimExpr length;
+  DataType acc_t;
+};
+
 absl::StatusOr<Stmt> ScheduleLayerNorm(const LowerContext& ctx, const std::vector<Buffer>& outputs,
                                        const Epilogue& epilogue) {
   std::vector<TensorReader> in;
@@ -253,51 +309,37 @@ absl::StatusOr<Stmt> ScheduleLayerNorm(const LowerContext& ctx, const std::vecto
   const bool scale = GetBoolAttr(ctx.call->attrs, "scale", true);
   const RowSplit split(Y->shape, *axes);
   const PrimExpr R = Product(split.inner_dims);
-  // On a CPU the row sums use independent lane accumulators (vectorized); on a
-  // GPU each thread runs its row serially (no vector loops in device code).
+  const RowForm form(ctx, R, acc_t);
   auto add = [](const PrimExpr& a, const PrimExpr& b) { return a + b; };
-  auto row_sum = [&](const std::string& name, const std::function<PrimExpr(const PrimExpr&)>& x,
-                     const Buffer& into) {
-    if (!ctx.gpu) return nn_internal::LaneReduce(name, R, acc_t, MakeConst(acc_t, 0), x, add, into);
-    const PrimExpr zero(0);
-    return Seq({Store(into, {zero}, MakeConst(acc_t, 0)),
-                Loop(name, R, ForKind::kSerial, [&](const PrimExpr& r) {
-                  return Store(into, {zero}, Load(into, {zero}) + x(r));
-                })});
-  };
-  return Loop("ln", Product(split.outer_dims), ForKind::kParallel, [&](const PrimExpr& t) {
+  return Loop("ln", Product(split.outer_dims), form.RowLoop(), [&](const PrimExpr& t) {
     std::vector<PrimExpr> outer = Unflatten(t, split.outer_dims);
     auto x_at = [&](const PrimExpr& r) {
       return Cast(acc_t, in[0](split.Merge(outer, Unflatten(r, split.inner_dims))));
     };
-    Buffer mean = MakeBuffer("ln_mean", acc_t, {PrimExpr(1)}, BufferNode::Scope::kLocal);
-    Buffer var = MakeBuffer("ln_var", acc_t, {PrimExpr(1)}, BufferNode::Scope::kLocal);
-    const PrimExpr count = Cast(acc_t, R);
-    Stmt sum = row_sum("lm", x_at, mean);
+    Buffer mean = form.Result("ln_mean");
+    Buffer var = form.Result("ln_var");
+    const PrimExpr count = Cast(acc_t, R), zero(0);
+    Stmt sum = form.Reduce("lm", MakeConst(acc_t, 0), x_at, add, mean);
     Var mu("ln_mu", acc_t), rstd("ln_rstd", acc_t);
-    Stmt sq = row_sum(
-        "lv",
+    Stmt sq = form.Reduce(
+        "lv", MakeConst(acc_t, 0),
         [&](const PrimExpr& r) {
           PrimExpr d = x_at(r) - mu;
           return d * d;
         },
-        var);
-    Stmt store =
-        Loop("ls", R, ctx.gpu ? ForKind::kSerial : ForKind::kVectorized, [&](const PrimExpr& r) {
-          std::vector<PrimExpr> inner = Unflatten(r, split.inner_dims);
-          PrimExpr v = (x_at(r) - mu) * rstd;
-          if (scale) v = v * Cast(acc_t, in[1](inner));
-          if (center) v = v + Cast(acc_t, in[2](inner));
-          std::vector<PrimExpr> yi = split.Merge(outer, inner);
-          v = Cast(Y->dtype, v);
-          return Store(Y, yi, epilogue ? epilogue(v, yi) : v);
-        });
+        add, var);
+    Stmt store = form.Each("ls", [&](const PrimExpr& r) {
+      std::vector<PrimExpr> inner = Unflatten(r, split.inner_dims);
+      PrimExpr v = (x_at(r) - mu) * rstd;
+      if (scale) v = v * Cast(acc_t, in[1](inner));
+      if (center) v = v + Cast(acc_t, in[2](inner));
+      std::vector<PrimExpr> yi = split.Merge(outer, inner);
+      v = Cast(Y->dtype, v);
+      return Store(Y, yi, epilogue ? epilogue(v, yi) : v);
+    });
+    PrimExpr rstd_value = Call(acc_t, "rsqrt", {Load(var, {zero}) / count + MakeConst(acc_t, eps)});
     Stmt rest =
-        LetStmt(mu, Load(mean, {PrimExpr(0)}) / count,
-                Seq({sq, LetStmt(rstd,
-                                 Call(acc_t, "rsqrt",
-                                      {Load(var, {PrimExpr(0)}) / count + MakeConst(acc_t, eps)}),
-                                 store)}));
+        LetStmt(mu, Load(mean, {zero}) / count, Seq({sq, LetStmt(rstd, rstd_value, store)}));
     return Allocate(mean, Allocate(var, Seq({sum, rest})));
   });
 }
@@ -336,59 +378,32 @@ absl::StatusOr<Stmt> ScheduleSoftmax(const LowerContext& ctx, const std::vector<
   const RowSplit split(Y->shape, {*axis});
   const PrimExpr R = split.inner_dims[0];
   const TensorReader& read = *x;
-  if (ctx.gpu) {
-    return Loop("sm", Product(split.outer_dims), ForKind::kParallel, [&](const PrimExpr& t) {
-      std::vector<PrimExpr> outer = Unflatten(t, split.outer_dims);
-      auto x_at = [&](const PrimExpr& r) { return Cast(acc_t, read(split.Merge(outer, {r}))); };
-      const PrimExpr zero(0);
-      Buffer mx = MakeBuffer("sm_max", acc_t, {PrimExpr(1)}, BufferNode::Scope::kLocal);
-      Buffer sum = MakeBuffer("sm_sum", acc_t, {PrimExpr(1)}, BufferNode::Scope::kLocal);
-      Var m("sm_m", acc_t), s("sm_s", acc_t);
-      Stmt max_pass = Loop("sx", R, ForKind::kSerial, [&](const PrimExpr& r) {
-        return Store(mx, {zero}, Max(Load(mx, {zero}), x_at(r)));
-      });
-      Stmt sum_pass = Loop("se", R, ForKind::kSerial, [&](const PrimExpr& r) {
-        return Store(sum, {zero}, Load(sum, {zero}) + Call(acc_t, "exp", {x_at(r) - m}));
-      });
-      Stmt store = Loop("ss", R, ForKind::kSerial, [&](const PrimExpr& r) {
-        PrimExpr v = log ? x_at(r) - m - s : Call(acc_t, "exp", {x_at(r) - m}) * s;
-        std::vector<PrimExpr> yi = split.Merge(outer, {r});
-        v = Cast(Y->dtype, v);
-        return Store(Y, yi, epilogue ? epilogue(v, yi) : v);
-      });
-      PrimExpr sv =
-          log ? Call(acc_t, "log", {Load(sum, {zero})}) : MakeConst(acc_t, 1) / Load(sum, {zero});
-      Stmt body = Seq({Store(mx, {zero}, nn_internal::LowestValue(acc_t)), max_pass,
-                       LetStmt(m, Load(mx, {zero}),
-                               Seq({Store(sum, {zero}, MakeConst(acc_t, 0)), sum_pass,
-                                    LetStmt(s, sv, store)}))});
-      return Allocate(mx, Allocate(sum, body));
-    });
-  }
-  return Loop("sm", Product(split.outer_dims), ForKind::kParallel, [&](const PrimExpr& t) {
+  const RowForm form(ctx, R, acc_t);
+  return Loop("sm", Product(split.outer_dims), form.RowLoop(), [&](const PrimExpr& t) {
     std::vector<PrimExpr> outer = Unflatten(t, split.outer_dims);
     auto x_at = [&](const PrimExpr& r) { return Cast(acc_t, read(split.Merge(outer, {r}))); };
-    Buffer mx = MakeBuffer("sm_max", acc_t, {PrimExpr(1)}, BufferNode::Scope::kLocal);
-    Buffer sum = MakeBuffer("sm_sum", acc_t, {PrimExpr(1)}, BufferNode::Scope::kLocal);
+    const PrimExpr zero(0);
+    Buffer mx = form.Result("sm_max");
+    Buffer sum = form.Result("sm_sum");
     Var m("sm_m", acc_t), s("sm_s", acc_t);
-    Stmt max_pass = nn_internal::LaneReduce(
-        "sx", R, acc_t, nn_internal::LowestValue(acc_t), x_at,
+    Stmt max_pass = form.Reduce(
+        "sx", nn_internal::LowestValue(acc_t), x_at,
         [](const PrimExpr& a, const PrimExpr& b) { return Max(a, b); }, mx);
-    Stmt sum_pass = nn_internal::LaneReduce(
-        "se", R, acc_t, MakeConst(acc_t, 0),
+    Stmt sum_pass = form.Reduce(
+        "se", MakeConst(acc_t, 0),
         [&](const PrimExpr& r) { return Call(acc_t, "exp", {x_at(r) - m}); },
         [](const PrimExpr& a, const PrimExpr& b) { return a + b; }, sum);
-    Stmt store = Loop("ss", R, ForKind::kVectorized, [&](const PrimExpr& r) {
+    Stmt store = form.Each("ss", [&](const PrimExpr& r) {
       PrimExpr v = log ? x_at(r) - m - s : Call(acc_t, "exp", {x_at(r) - m}) * s;
       std::vector<PrimExpr> yi = split.Merge(outer, {r});
       v = Cast(Y->dtype, v);
       return Store(Y, yi, epilogue ? epilogue(v, yi) : v);
     });
     // s: log(sum) for log_softmax, 1 / sum for softmax.
-    PrimExpr sv = log ? Call(acc_t, "log", {Load(sum, {PrimExpr(0)})})
-                      : MakeConst(acc_t, 1) / Load(sum, {PrimExpr(0)});
-    Stmt body = Seq(
-        {max_pass, LetStmt(m, Load(mx, {PrimExpr(0)}), Seq({sum_pass, LetStmt(s, sv, store)}))});
+    PrimExpr sv =
+        log ? Call(acc_t, "log", {Load(sum, {zero})}) : MakeConst(acc_t, 1) / Load(sum, {zero});
+    Stmt body =
+        Seq({max_pass, LetStmt(m, Load(mx, {zero}), Seq({sum_pass, LetStmt(s, sv, store)}))});
     return Allocate(mx, Allocate(sum, body));
   });
 }

@@ -6,8 +6,12 @@
 // reduced axes, in serial loops. Inputs are read only through ctx.inputs,
 // so injective producers can be inlined, and the final value goes through
 // the epilogue. Half-precision sums and products accumulate in float32.
+// For a GPU, sum/mean/max/min/prod over at least kGpuMinBlockRow elements
+// per output (or an unknown count) give each output element a block of
+// threads instead (ScheduleReduceBlocks); argmax/argmin stay per thread.
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <optional>
 
@@ -92,6 +96,66 @@ PrimExpr Extreme(DataType t, bool lowest) {
   return IntImm(t, lowest ? -max - 1 : max);
 }
 
+// The initial value and the fold of a non-arg reducer.
+PrimExpr ReduceInit(Reducer r, DataType t) {
+  switch (r) {
+    case Reducer::kSum:
+    case Reducer::kMean:
+      return MakeConst(t, 0);
+    case Reducer::kProd:
+      return MakeConst(t, 1);
+    case Reducer::kMax:
+      return Extreme(t, true);
+    default:
+      return Extreme(t, false);
+  }
+}
+PrimExpr ReduceStep(Reducer r, const PrimExpr& a, const PrimExpr& b) {
+  switch (r) {
+    case Reducer::kSum:
+    case Reducer::kMean:
+      return a + b;
+    case Reducer::kProd:
+      return a * b;
+    case Reducer::kMax:
+      return Max(a, b);
+    default:
+      return Min(a, b);
+  }
+}
+
+// For a GPU, when each output element reduces many input elements: a block
+// per output element (a kBlock loop), its threads reading the reduced
+// elements strided (flat over the reduced axes) and finishing through a
+// shared-memory tree (lower.h BlockReduce); thread 0 stores.
+Stmt ScheduleReduceBlocks(
+    const LowerContext& ctx, const Buffer& out, Reducer r, DataType acc_dtype, DataType in_dtype,
+    const std::vector<int64_t>& axes, const PrimExpr& count,
+    const std::function<std::vector<PrimExpr>(const std::vector<PrimExpr>&,
+                                              const std::vector<PrimExpr>&)>& input_index,
+    const Epilogue& epilogue) {
+  const std::vector<PrimExpr>& in_shape = ArgShape(ctx, 0);
+  std::vector<PrimExpr> reduced_dims;
+  for (int64_t a : axes) reduced_dims.push_back(in_shape[a]);
+  Var o("o", DataType::Int(64));
+  std::vector<PrimExpr> out_idx = Unflatten(o, out->shape);
+  Buffer red = MakeBuffer("reduce_tree", acc_dtype, {PrimExpr(kDeviceBlockThreads)},
+                          BufferNode::Scope::kShared);
+  Stmt reduce = BlockReduce(
+      "r", count, acc_dtype, ReduceInit(r, acc_dtype),
+      [&](const PrimExpr& flat) {
+        return Cast(acc_dtype, ctx.inputs[0](input_index(out_idx, Unflatten(flat, reduced_dims))));
+      },
+      [r](const PrimExpr& a, const PrimExpr& b) { return ReduceStep(r, a, b); }, red);
+  PrimExpr value = Load(red, {PrimExpr(0)});
+  if (r == Reducer::kMean) value = Div(value, Cast(acc_dtype, count));
+  Var t("t", DataType::Int(64));
+  Stmt store = For(t, 0, PrimExpr(kDeviceBlockThreads), ForKind::kThread,
+                   IfThenElse(EQ(t, PrimExpr(0)),
+                              Store(out, out_idx, epilogue(Cast(in_dtype, value), out_idx))));
+  return For(o, 0, Product(out->shape), ForKind::kBlock, Allocate(red, Seq({reduce, store})));
+}
+
 absl::StatusOr<Stmt> ScheduleReduce(const LowerContext& ctx, const std::vector<Buffer>& outputs,
                                     const Epilogue& epilogue, Reducer r) {
   const CallNode& call = *ctx.call;
@@ -112,19 +176,29 @@ absl::StatusOr<Stmt> ScheduleReduce(const LowerContext& ctx, const std::vector<B
   PrimExpr count = 1;
   for (int64_t a : *axes) count = count * in_shape[a];
 
-  auto body = [&](const std::vector<PrimExpr>& out_idx) -> Stmt {
-    // Input indices: reduced axes from the reduction vars, the others from
-    // the output indices (skipping kept size-1 dims).
+  // Input indices: reduced axes from `reduced` (one per axis), the others
+  // from the output indices (skipping kept size-1 dims).
+  auto input_index = [&](const std::vector<PrimExpr>& out_idx,
+                         const std::vector<PrimExpr>& reduced) {
     std::vector<PrimExpr> in_idx(in_shape.size());
     size_t j = 0, rv = 0;
     for (int64_t k = 0; k < ndim; ++k) {
       if (rv < axes->size() && (*axes)[rv] == k) {
-        in_idx[k] = rvars[rv++];
+        in_idx[k] = reduced[rv++];
         if (keepdims) ++j;
       } else {
         in_idx[k] = out_idx[j++];
       }
     }
+    return in_idx;
+  };
+  if (ctx.gpu && !IsArg(r) && WorthBlockRow(count)) {
+    return ScheduleReduceBlocks(ctx, out, r, acc_dtype, in_dtype, *axes, count, input_index,
+                                epilogue);
+  }
+
+  auto body = [&](const std::vector<PrimExpr>& out_idx) -> Stmt {
+    std::vector<PrimExpr> in_idx = input_index(out_idx, {rvars.begin(), rvars.end()});
     PrimExpr x = Cast(acc_dtype, ctx.inputs[0](in_idx));
     Buffer acc = MakeBuffer("acc", acc_dtype, {1}, BufferNode::Scope::kLocal);
     PrimExpr cur = Load(acc, {0});
@@ -147,29 +221,8 @@ absl::StatusOr<Stmt> ScheduleReduce(const LowerContext& ctx, const std::vector<B
       }
       return Allocate(acc, Allocate(acc_idx, Seq({init, loops, finish})));
     }
-    PrimExpr init_value;
-    PrimExpr next;
-    switch (r) {
-      case Reducer::kSum:
-      case Reducer::kMean:
-        init_value = MakeConst(acc_dtype, 0);
-        next = cur + x;
-        break;
-      case Reducer::kProd:
-        init_value = MakeConst(acc_dtype, 1);
-        next = cur * x;
-        break;
-      case Reducer::kMax:
-        init_value = Extreme(acc_dtype, true);
-        next = Max(cur, x);
-        break;
-      default:
-        init_value = Extreme(acc_dtype, false);
-        next = Min(cur, x);
-        break;
-    }
-    init = Store(acc, {0}, init_value);
-    update = Store(acc, {0}, next);
+    init = Store(acc, {0}, ReduceInit(r, acc_dtype));
+    update = Store(acc, {0}, ReduceStep(r, cur, x));
     PrimExpr value = Load(acc, {0});
     if (r == Reducer::kMean) value = Div(value, Cast(acc_dtype, count));
     finish = Store(out, out_idx, epilogue(Cast(in_dtype, value), out_idx));

@@ -267,6 +267,12 @@ TEST(GpuLoweringTest, Conv2dMatchesCpuAcrossStridesPaddingDilationAndGroups) {
       {{1, 4, 7, 7}, {4, 1, 3, 3}, ConvAttrs({1, 1}, {1, 2, 0, 1}, {1, 1}, 4)},
       // 1x1 with a column stride (the CPU's narrow schedule).
       {{1, 5, 5, 9}, {3, 5, 1, 1}, ConvAttrs({1, 2}, {0, 0, 0, 0}, {1, 1}, 1)},
+      // The implicit GEMM (16+ channels per group, 16+ pixels): strides,
+      // dilation and asymmetric padding; two groups of 20; k = 3 x 5 x 5
+      // not a multiple of the k step; more than one 128-pixel tile.
+      {{2, 3, 13, 12}, {17, 3, 3, 2}, ConvAttrs({2, 3}, {2, 0, 1, 3}, {2, 1}, 1)},
+      {{1, 6, 9, 9}, {40, 3, 3, 3}, ConvAttrs({1, 1}, {1, 1, 1, 1}, {1, 1}, 2)},
+      {{1, 3, 14, 15}, {33, 3, 5, 5}, ConvAttrs({1, 1}, {2, 2, 2, 2}, {1, 1}, 1)},
   };
   uint32_t seed = 20;
   for (const Case& c : cases) {
@@ -280,6 +286,9 @@ TEST(GpuLoweringTest, Conv2dMatchesCpuAcrossStridesPaddingDilationAndGroups) {
 TEST(GpuLoweringTest, Conv2dFloat16MatchesCpu) {
   ExpectGpuMatchesCpu("relax.nn.conv2d",
                       {Random({1, 4, 6, 6}, kF16, 30), Random({8, 4, 3, 3}, kF16, 31)},
+                      ConvAttrs({1, 1}, {1, 1, 1, 1}, {1, 1}, 1));
+  ExpectGpuMatchesCpu("relax.nn.conv2d",
+                      {Random({1, 4, 6, 6}, kF16, 32), Random({24, 4, 3, 3}, kF16, 33)},
                       ConvAttrs({1, 1}, {1, 1, 1, 1}, {1, 1}, 1));
 }
 
@@ -346,6 +355,18 @@ TEST(GpuLoweringTest, LayerNormMatchesCpu) {
   ExpectGpuMatchesCpu("relax.nn.layer_norm",
                       {Random({4, 33}, kF16, 75), Random({33}, kF16, 76), Random({33}, kF16, 77)},
                       {{"axes", std::vector<int64_t>{-1}}});
+  // Rows of 64 and more: a block per row, reduced through shared memory.
+  ExpectGpuMatchesCpu("relax.nn.layer_norm",
+                      {Random({3, 64}, kF32, 78), Random({64}, kF32, 79), Random({64}, kF32, 80)},
+                      {{"axes", std::vector<int64_t>{-1}}}, 1e-4);
+  ExpectGpuMatchesCpu(
+      "relax.nn.layer_norm",
+      {Random({2, 9, 70}, kF32, 81), Random({9, 70}, kF32, 82), Random({9, 70}, kF32, 83)},
+      {{"axes", std::vector<int64_t>{1, 2}}}, 1e-4);
+  ExpectGpuMatchesCpu(
+      "relax.nn.layer_norm",
+      {Random({2, 300}, kF16, 84), Random({300}, kF16, 85), Random({300}, kF16, 86)},
+      {{"axes", std::vector<int64_t>{-1}}});
 }
 
 TEST(GpuLoweringTest, SoftmaxesMatchCpu) {
@@ -354,6 +375,11 @@ TEST(GpuLoweringTest, SoftmaxesMatchCpu) {
     ExpectGpuMatchesCpu(op, {Random({3, 5, 37}, kF32, 80)}, {{"axis", int64_t{-1}}}, 1e-5);
     ExpectGpuMatchesCpu(op, {Random({3, 5, 7}, kF32, 81)}, {{"axis", int64_t{1}}}, 1e-5);
     ExpectGpuMatchesCpu(op, {Random({2, 19}, kF16, 82)}, {{"axis", int64_t{-1}}});
+    // A block per row: shorter and longer than the block, and not the last axis.
+    ExpectGpuMatchesCpu(op, {Random({3, 64}, kF32, 83)}, {{"axis", int64_t{-1}}}, 1e-5);
+    ExpectGpuMatchesCpu(op, {Random({2, 1000}, kF32, 84)}, {{"axis", int64_t{-1}}}, 1e-5);
+    ExpectGpuMatchesCpu(op, {Random({2, 100, 3}, kF32, 85)}, {{"axis", int64_t{1}}}, 1e-5);
+    ExpectGpuMatchesCpu(op, {Random({2, 513}, kF16, 86)}, {{"axis", int64_t{-1}}});
   }
 }
 
@@ -366,6 +392,17 @@ TEST(GpuLoweringTest, ReductionsMatchCpu) {
     ExpectGpuMatchesCpu(op, {x}, {{"axis", std::vector<int64_t>{1}}});
     ExpectGpuMatchesCpu(op, {x}, {{"axis", std::vector<int64_t>{0, 2}}, {"keepdims", true}});
   }
+  // 64 or more reduced elements per output: a block each, through shared memory.
+  const HostTensor wide = Random({3, 70, 5}, kF32, 91);
+  for (const char* op : {"relax.sum", "relax.mean", "relax.max", "relax.min"}) {
+    SCOPED_TRACE(op);
+    ExpectGpuMatchesCpu(op, {wide}, {{"axis", std::vector<int64_t>{1}}}, 1e-5);
+    ExpectGpuMatchesCpu(op, {wide}, {{"axis", std::vector<int64_t>{0, 1}}, {"keepdims", true}},
+                        1e-5);
+    ExpectGpuMatchesCpu(op, {wide}, {}, 1e-5);  // everything: one block
+  }
+  ExpectGpuMatchesCpu("relax.sum", {Random({2, 1000}, kF16, 92)},
+                      {{"axis", std::vector<int64_t>{1}}});
   for (const char* op : {"relax.argmax", "relax.argmin"}) {
     SCOPED_TRACE(op);
     ExpectGpuMatchesCpu(op, {x}, {{"axis", int64_t{1}}});

@@ -1,0 +1,41 @@
+// A GPU block schedule for products C[b][m][n] = sum_k A[b][m][k] * B[b][k][n]
+// (compiler/kernel/kernel_ir.h, "Block schedules"), shared by matmul and by
+// conv2d as an implicit GEMM. Each block of 256 threads, a 16 x 16 grid,
+// computes a (16 TM) x (16 TN) tile of C: k advances 8 at a time, the A and B
+// slices staged in shared memory (zero outside the product), and thread
+// (ty, tx) accumulates the TM x TN values at rows ty + 16 i and columns
+// tx + 16 j in registers — strided by 16 so that shared reads are
+// conflict-free and the stores coalesce along n.
+//
+// Thread contract: free functions over immutable IR; thread-safe.
+#ifndef TETHER_COMPILER_OP_BLOCK_GEMM_H_
+#define TETHER_COMPILER_OP_BLOCK_GEMM_H_
+
+#include <functional>
+
+#include "compiler/kernel/kernel_ir.h"
+
+namespace tether::compiler {
+
+struct BlockGemm {
+  PrimExpr batches, m, n, k;  // extents, possibly symbolic
+  DataType acc_t;             // accumulation type (float32 for 16-bit data)
+  // Element readers, called with in-range indices only, returning acc_t.
+  std::function<PrimExpr(const PrimExpr& b, const PrimExpr& m, const PrimExpr& k)> a;
+  std::function<PrimExpr(const PrimExpr& b, const PrimExpr& k, const PrimExpr& n)> b;
+  // The store of one result (acc_t) at an in-range (b, m, n).
+  std::function<Stmt(const PrimExpr& b, const PrimExpr& m, const PrimExpr& n, const PrimExpr& v)>
+      store;
+};
+
+// Whether a product is worth the block schedule on a GPU: m and n at least
+// 16 each, or unknown (smaller ones: one thread per output element).
+bool WorthBlockGemm(const PrimExpr& m, const PrimExpr& n);
+
+// The kBlock loop over (batch, m tile, n tile). Tiles of 128 x 128, or
+// smaller along a side whose constant extent is below 128.
+Stmt BlockGemmSchedule(const BlockGemm& g);
+
+}  // namespace tether::compiler
+
+#endif  // TETHER_COMPILER_OP_BLOCK_GEMM_H_
