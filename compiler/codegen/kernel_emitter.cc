@@ -166,6 +166,7 @@ class Emitter {
     std::vector<llvm::Value*> workspaces;  // live, freed on error returns
     bool in_parallel = false;
     std::string kernel;
+    int64_t shared_bytes = 0;  // of the kShared buffers so far (device entries)
   };
 
   // ---- Types ----
@@ -711,11 +712,16 @@ class Emitter {
         }
         count *= *d.as_int();
       }
-      const int64_t limit = shared ? kMaxSharedBytes : int64_t{1} << 20;
-      if (count * buf->dtype.bytes() > limit) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("kernel ", fs_.kernel, ": local buffer ", buf->name, " of ", count,
-                         " elements is too large for ", shared ? "shared memory" : "the stack"));
+      if (!shared && count * buf->dtype.bytes() > (int64_t{1} << 20)) {
+        return absl::InvalidArgumentError(absl::StrCat("kernel ", fs_.kernel, ": local buffer ",
+                                                       buf->name, " of ", count,
+                                                       " elements is too large for the stack"));
+      }
+      // Shared buffers are static and all live at once: their sum counts.
+      if (shared && (fs_.shared_bytes += count * buf->dtype.bytes()) > kMaxSharedBytes) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "kernel ", fs_.kernel, ": shared buffers of ", fs_.shared_bytes, " bytes (with ",
+            buf->name, ") exceed the ", kMaxSharedBytes, " a block may have"));
       }
       llvm::ArrayType* type = llvm::ArrayType::get(st, count);
       if (shared) {

@@ -218,6 +218,36 @@ TEST(CudaCodegenTest, EmittedAssemblyIsPtxPerArchitecture) {
   EXPECT_THAT(*ptx, HasSubstr("%ctaid.x"));
 }
 
+// A block's shared buffers are static and live together: their sum is held
+// to the 48 KiB every architecture gives a block, naming the kernel.
+TEST(CudaCodegenTest, SharedBuffersOverTheBlockLimitAreRefused) {
+  Buffer out = MakeBuffer("out", DataType::Float(32), {PrimExpr(256)});
+  auto shared = [](const char* name) {
+    return MakeBuffer(name, DataType::Float(32), {PrimExpr(8192)}, BufferNode::Scope::kShared);
+  };
+  Buffer s1 = shared("first"), s2 = shared("second");
+  Var b("b"), t("t");
+  auto kernel = [&](bool both) {
+    Stmt use =
+        For(t, 0, PrimExpr(256), ForKind::kThread,
+            Store(out, {t},
+                  Add(Load(s1, {t}), both ? Load(s2, {t}) : MakeConst(DataType::Float(32), 0))));
+    Stmt body = both ? Allocate(s1, Allocate(s2, use)) : Allocate(s1, use);
+    return MakeKernelFunc("big", {KernelParam::Tensor(out)},
+                          For(b, 0, PrimExpr(1), ForKind::kBlock, body));
+  };
+  absl::StatusOr<Target> target = Target::Parse("cuda -arch=sm_80");
+  ASSERT_TRUE(target.ok());
+  // 32 KiB fits.
+  EXPECT_TRUE(BuildKernelLibrary({kernel(false)}, *target).ok());
+  absl::StatusOr<vm::KernelLibraryBlob> lib = BuildKernelLibrary({kernel(true)}, *target);
+  ASSERT_FALSE(lib.ok());
+  EXPECT_EQ(lib.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(lib.status().message(),
+              HasSubstr("kernel big_k0: shared buffers of 65536 bytes (with second) exceed the "
+                        "49152 a block may have"));
+}
+
 // A large matmul takes the block schedule: shared-memory tiles, barriers,
 // and its 64 accumulators per thread in registers, not in local memory.
 TEST(CudaCodegenTest, BlockScheduledMatmulUsesSharedMemoryBarriersAndRegisters) {
