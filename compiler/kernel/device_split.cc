@@ -127,6 +127,103 @@ absl::Status CheckDeviceStmt(const KernelFunc& k, const Stmt& s, const Where& w)
   return absl::OkStatus();
 }
 
+// The shared-read rule of block schedules (kernel-abi.md, "Block launches"):
+// a kShared buffer read outside kThread loops (by every thread, after a
+// barrier) must not be stored again before another barrier has passed, or
+// a thread that is still to read it sees the new value. Walks the kBlock
+// body in program order, every block-level loop (and the body itself, for
+// the next iteration of the kBlock loop) twice so a store in the next
+// iteration is seen, with `pending` the shared buffers read since the last
+// barrier (the end of a kThread loop).
+class SharedReadCheck {
+ public:
+  explicit SharedReadCheck(const KernelFunc& k) : k_(k) {}
+
+  absl::Status Run(const Stmt& body) {
+    for (int i = 0; i < 2 && status_.ok(); ++i) Walk(body);
+    return status_;
+  }
+
+ private:
+  void Reads(const PrimExpr& e) {
+    std::function<PrimExpr(const PrimExpr&)> visit = [&](const PrimExpr& x) {
+      const LoadNode* l = x.as<LoadNode>();
+      if (l != nullptr && l->buffer->scope == BufferNode::Scope::kShared) {
+        pending_.insert(l->buffer.get());
+      }
+      return MapChildren(x, visit);
+    };
+    if (e.defined()) visit(e);
+  }
+
+  // A kThread loop: its stores against the pending reads, then the barrier.
+  void Stores(const Stmt& s) {
+    if (!s.defined() || !status_.ok()) return;
+    switch (s.kind()) {
+      case StmtKind::kStore: {
+        const StoreNode* n = s.as<StoreNode>();
+        if (pending_.contains(n->buffer.get())) {
+          status_ = Reject(k_, absl::StrCat("the store to the shared buffer ", n->buffer->name,
+                                            " while threads may still read it outside a kThread "
+                                            "loop (no barrier between)"));
+        }
+        return;
+      }
+      case StmtKind::kSeq:
+        for (const Stmt& c : s.as<SeqStmtNode>()->seq) Stores(c);
+        return;
+      case StmtKind::kFor:
+        return Stores(s.as<ForNode>()->body);
+      case StmtKind::kLet:
+        return Stores(s.as<LetStmtNode>()->body);
+      case StmtKind::kAllocate:
+        return Stores(s.as<AllocateNode>()->body);
+      case StmtKind::kIf:
+        Stores(s.as<IfThenElseNode>()->then_case);
+        return Stores(s.as<IfThenElseNode>()->else_case);
+      default:
+        return;
+    }
+  }
+
+  // Block-level statements.
+  void Walk(const Stmt& s) {
+    if (!s.defined() || !status_.ok()) return;
+    switch (s.kind()) {
+      case StmtKind::kSeq:
+        for (const Stmt& c : s.as<SeqStmtNode>()->seq) Walk(c);
+        return;
+      case StmtKind::kFor: {
+        const ForNode* f = s.as<ForNode>();
+        if (f->for_kind == ForKind::kThread) {
+          Stores(f->body);
+          pending_.clear();
+          return;
+        }
+        Reads(f->min);
+        Reads(f->extent);
+        for (int i = 0; i < 2; ++i) Walk(f->body);
+        return;
+      }
+      case StmtKind::kLet:
+        Reads(s.as<LetStmtNode>()->value);
+        return Walk(s.as<LetStmtNode>()->body);
+      case StmtKind::kAllocate:
+        return Walk(s.as<AllocateNode>()->body);
+      case StmtKind::kIf:
+        Reads(s.as<IfThenElseNode>()->cond);
+        Walk(s.as<IfThenElseNode>()->then_case);
+        return Walk(s.as<IfThenElseNode>()->else_case);
+      default:
+        return;
+    }
+  }
+
+  const KernelFunc& k_;
+  absl::flat_hash_set<const BufferNode*> pending_;
+  absl::Status status_;
+};
+
 // The block size of a kBlock body: the extent of its first kThread loop
 // (CheckDeviceStmt holds the others to it), 0 when it has none.
 int BlockThreads(const Stmt& s) {
@@ -330,6 +427,7 @@ absl::StatusOr<DeviceKernel> SplitForDevice(const KernelFunc& kernel) {
       TETHER_RETURN_IF_ERROR(CheckLoads(kernel, f->min, Where()));
       TETHER_RETURN_IF_ERROR(CheckLoads(kernel, f->extent, Where()));
       TETHER_RETURN_IF_ERROR(CheckDeviceStmt(kernel, f->body, w));
+      TETHER_RETURN_IF_ERROR(SharedReadCheck(kernel).Run(f->body));
       flush();
       groups.emplace_back(p, Kind::kBlock);
       continue;

@@ -306,6 +306,26 @@ TEST(DeviceSplitTest, BlockSchedulesThatBreakTheRulesAreRejected) {
          "a read of the per-thread buffer keep");
   reject(For(b, 0, PrimExpr(1), ForKind::kBlock, Store(out, {b}, MakeConst(kF32, 1))),
          "the kBlock loop over b with 0 threads");
+  // A shared value read by every thread (outside kThread loops) and then
+  // stored again with no barrier between: a slow thread would read the new
+  // value. With a kThread loop between, the same is fine.
+  Var v("v", kF32);
+  auto read_then_store = [&](bool barrier_between) {
+    std::vector<Stmt> after;
+    if (barrier_between) after.push_back(threads(8, Store(out, {t}, v)));
+    after.push_back(
+        For(u, 0, PrimExpr(8), ForKind::kThread, Store(s, {u}, Mul(v, MakeConst(kF32, 2)))));
+    after.push_back(For(i, 0, PrimExpr(8), ForKind::kThread, Store(out, {i}, Load(s, {i}))));
+    return For(b, 0, PrimExpr(3), ForKind::kBlock,
+               Allocate(s, Seq({threads(8, Store(s, {t}, MakeConst(kF32, 1))),
+                                LetStmt(v, Load(s, {PrimExpr(0)}), Seq(after))})));
+  };
+  reject(read_then_store(false),
+         "the store to the shared buffer s while threads may still read it outside a kThread "
+         "loop");
+  EXPECT_TRUE(
+      SplitForDevice(MakeKernelFunc("fine", {KernelParam::Tensor(out)}, read_then_store(true)))
+          .ok());
   reject(For(b, 0, PrimExpr(1), ForKind::kBlock, threads(512, write)),
          "the kBlock loop over b with 512 threads");
 }
