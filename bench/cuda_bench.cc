@@ -14,14 +14,13 @@
 // summary table is printed at the end.
 #include <dlfcn.h>
 
-#include <cstdio>
-#include <map>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "bench/figures.h"
 #include "benchmark/benchmark.h"
 #include "compiler/build.h"
 #include "compiler/text/parser.h"
@@ -34,14 +33,8 @@ namespace {
 
 const Device kGpu = Device::Cuda(0);
 
-struct Figure {
-  double anchor = 0, ours = 0;
-  std::string unit;
-};
-std::map<std::string, Figure>& Figures() {
-  static auto* figures = new std::map<std::string, Figure>;
-  return *figures;
-}
+using bench::Figure;
+using bench::Figures;
 
 bool HaveGpu(benchmark::State& state) {
   if (DeviceExists(kGpu)) return true;
@@ -330,10 +323,6 @@ int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
-  std::printf("\n%-30s %8s %12s %12s %8s\n", "kernel", "unit", "anchor", "tether", "ratio");
-  for (const auto& [key, f] : Figures()) {
-    std::printf("%-30s %8s %12.2f %12.2f %8.2f\n", key.c_str(), f.unit.c_str(), f.anchor, f.ours,
-                f.anchor > 0 ? f.ours / f.anchor : 0.0);
-  }
+  tether::bench::PrintFigures();
   return 0;
 }

@@ -13,14 +13,13 @@
 #include <cblas.h>
 
 #include <chrono>
-#include <cstdio>
 #include <cstring>
-#include <map>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "bench/figures.h"
 #include "benchmark/benchmark.h"
 #include "compiler/codegen/jit.h"
 #include "compiler/ir/expr.h"
@@ -34,15 +33,8 @@ namespace {
 
 constexpr DataType kF32 = DataType::Float(32);
 
-// Figures by benchmark key ("matmul/1024/t2"), anchors and ours.
-struct Figure {
-  double anchor = 0, ours = 0;
-  std::string unit;
-};
-std::map<std::string, Figure>& Figures() {
-  static auto* figures = new std::map<std::string, Figure>;
-  return *figures;
-}
+using bench::Figure;
+using bench::Figures;
 
 Tensor RandomTensor(const std::vector<int64_t>& shape, uint32_t seed) {
   int64_t n = 1;
@@ -303,11 +295,6 @@ int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
-  std::printf("\n%-30s %8s %12s %12s %8s\n", "kernel", "unit", "anchor", "tether", "ratio");
-  for (const auto& [key, f] : Figures()) {
-    if (f.anchor <= 0 && f.ours <= 0) continue;
-    std::printf("%-30s %8s %12.2f %12.2f %8.2f\n", key.c_str(), f.unit.c_str(), f.anchor, f.ours,
-                f.anchor > 0 ? f.ours / f.anchor : 0.0);
-  }
+  tether::bench::PrintFigures();
   return 0;
 }

@@ -22,6 +22,7 @@
 #include "gtest/gtest.h"
 #include "runtime/vm/cuda_kernel_library.h"
 #include "runtime/vm/local_vm.h"
+#include "tests/testing/repo_root.h"
 #include "tests/testing/test_functions.h"
 
 namespace tether::compiler {
@@ -29,10 +30,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-std::string RepoRoot() {
-  std::string path = __FILE__;
-  return path.substr(0, path.rfind("tests/compiler/"));
-}
+using tether::testing::RepoRoot;
 
 std::vector<std::string> ExampleModels() {
   std::vector<std::string> paths;

@@ -11,16 +11,14 @@
 #include "compiler/text/printer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/repo_root.h"
 
 namespace tether::compiler {
 namespace {
 
 using ::testing::HasSubstr;
 
-std::string RepoRoot() {
-  std::string path = __FILE__;
-  return path.substr(0, path.rfind("tests/compiler/"));
-}
+using tether::testing::RepoRoot;
 
 // print(parse(text)), then checks that parsing that output prints the same.
 std::string RoundTrip(absl::string_view text) {

@@ -10,6 +10,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/vm/local_vm.h"
+#include "tests/testing/repo_root.h"
 #include "tests/testing/test_functions.h"
 
 namespace tether::compiler {
@@ -18,10 +19,7 @@ namespace {
 using tether::testing::MakeFloatTensor;
 using tether::testing::ReadFloats;
 
-std::string RepoRoot() {
-  std::string path = __FILE__;
-  return path.substr(0, path.rfind("tests/compiler/"));
-}
+using tether::testing::RepoRoot;
 
 // Deterministic float32 inputs for main's parameters, symbolic dims = 2.
 std::vector<Value> InputsFor(const IRModule& m) {

@@ -1,0 +1,39 @@
+// The summary table of kernel_bench and cuda_bench: each benchmark records
+// its rate under a key ("matmul/float16/4096"), the anchor's and ours, and
+// after all runs PrintFigures prints them side by side with the ratio
+// ours / anchor. Anchors are registered before what they anchor, so ours
+// can report the ratio as a counter too.
+//
+// Thread contract: benchmarks run one at a time; not thread-safe.
+#ifndef TETHER_BENCH_FIGURES_H_
+#define TETHER_BENCH_FIGURES_H_
+
+#include <cstdio>
+#include <map>
+#include <string>
+
+namespace tether::bench {
+
+struct Figure {
+  double anchor = 0, ours = 0;
+  std::string unit;
+};
+
+inline std::map<std::string, Figure>& Figures() {
+  static auto* figures = new std::map<std::string, Figure>;
+  return *figures;
+}
+
+// One row per key that has a figure; the ratio is 0 without an anchor.
+inline void PrintFigures() {
+  std::printf("\n%-30s %8s %12s %12s %8s\n", "kernel", "unit", "anchor", "tether", "ratio");
+  for (const auto& [key, f] : Figures()) {
+    if (f.anchor <= 0 && f.ours <= 0) continue;
+    std::printf("%-30s %8s %12.2f %12.2f %8.2f\n", key.c_str(), f.unit.c_str(), f.anchor, f.ours,
+                f.anchor > 0 ? f.ours / f.anchor : 0.0);
+  }
+}
+
+}  // namespace tether::bench
+
+#endif  // TETHER_BENCH_FIGURES_H_
