@@ -78,6 +78,7 @@ absl::StatusOr<IRModule> LowerModule(IRModule module, const BuildOptions& option
   PipelineOptions pipeline;
   pipeline.num_threads = options.num_threads;
   pipeline.gpu = target.is_cuda();
+  if (pipeline.gpu) pipeline.gpu_arch = target.archs.front();  // sorted: the lowest
   return RunPipeline(std::move(module), options.pipeline, pipeline);
 }
 

@@ -13,6 +13,7 @@
 #include "compiler/codegen/math_emitter.h"
 #include "compiler/codegen/math_f32.h"
 #include "compiler/codegen/vectorize.h"
+#include "compiler/codegen/wmma.h"
 #include "compiler/codegen/work_estimate.h"
 #include "compiler/ir/arith.h"
 #include "llvm/IR/IRBuilder.h"
@@ -334,8 +335,9 @@ class Emitter {
     return f;
   }
 
-  // ---- half <-> float in integer IR ----
+  // ---- half <-> float: the GPU's cvt instructions, in integer IR on a CPU ----
   llvm::Value* HalfToFloat(llvm::Value* h16) {
+    if (device_) return b_.CreateFPExt(b_.CreateBitCast(h16, b_.getHalfTy()), b_.getFloatTy());
     llvm::Value* h = b_.CreateZExt(h16, i32_);
     llvm::Value* sign = b_.CreateShl(b_.CreateAnd(h, 0x8000), 16);
     llvm::Value* exp = b_.CreateAnd(b_.CreateLShr(h, 10), 0x1f);
@@ -353,6 +355,7 @@ class Emitter {
     return b_.CreateBitCast(b_.CreateOr(bits, sign), b_.getFloatTy());
   }
   llvm::Value* FloatToHalf(llvm::Value* f) {
+    if (device_) return b_.CreateBitCast(b_.CreateFPTrunc(f, b_.getHalfTy()), i16_);
     llvm::Value* x0 = b_.CreateBitCast(f, i32_);
     llvm::Value* sign = b_.CreateAnd(x0, 0x80000000u);
     llvm::Value* x = b_.CreateXor(x0, sign);
@@ -613,6 +616,35 @@ class Emitter {
     return b_.CreateInBoundsGEP(st, it->second, flat);
   }
 
+  // A 16-bit float value that is a load of the same dtype (or a select of
+  // such loads and constants) in its storage form, with no conversion to
+  // float and back: copies, staging and padding of float16 / bfloat16 data.
+  // Null when `e` is anything else.
+  absl::StatusOr<llvm::Value*> EmitStorageCopy(const PrimExpr& e, DataType t) {
+    const bool narrow = (t.is_float() && t.bits() == 16) || t.is_bfloat16();
+    if (!narrow || e.dtype() != t || vec_.lanes > 0) return nullptr;
+    if (const LoadNode* l = e.as<LoadNode>()) {
+      TETHER_ASSIGN_OR_RETURN(llvm::Value * addr, ElementAddress(l->buffer, l->indices));
+      return b_.CreateLoad(i16_, addr);
+    }
+    if (const FloatImmNode* c = e.as<FloatImmNode>()) {
+      return ToStorage(llvm::ConstantFP::get(b_.getFloatTy(), c->value), t);
+    }
+    const SelectNode* sel = e.as<SelectNode>();
+    if (sel == nullptr || !IsStorageCopy(sel->true_value) || !IsStorageCopy(sel->false_value)) {
+      return nullptr;
+    }
+    TETHER_ASSIGN_OR_RETURN(llvm::Value * c, EmitExprAs(sel->cond, DataType::Bool()));
+    TETHER_ASSIGN_OR_RETURN(llvm::Value * x, EmitStorageCopy(sel->true_value, t));
+    TETHER_ASSIGN_OR_RETURN(llvm::Value * y, EmitStorageCopy(sel->false_value, t));
+    return b_.CreateSelect(c, x, y);
+  }
+  static bool IsStorageCopy(const PrimExpr& e) {
+    if (e.as<LoadNode>() != nullptr || e.as<FloatImmNode>() != nullptr) return true;
+    const SelectNode* sel = e.as<SelectNode>();
+    return sel != nullptr && IsStorageCopy(sel->true_value) && IsStorageCopy(sel->false_value);
+  }
+
   // ---- Statements ----
   absl::Status EmitStmt(const Stmt& s) {
     if (!s.defined()) return absl::OkStatus();
@@ -624,6 +656,11 @@ class Emitter {
         const StoreNode* n = s.as<StoreNode>();
         if (vec_.lanes > 0) return EmitVectorStore(n);
         TETHER_ASSIGN_OR_RETURN(llvm::Value * addr, ElementAddress(n->buffer, n->indices));
+        TETHER_ASSIGN_OR_RETURN(llvm::Value * raw, EmitStorageCopy(n->value, n->buffer->dtype));
+        if (raw != nullptr) {
+          b_.CreateStore(raw, addr);
+          return absl::OkStatus();
+        }
         TETHER_ASSIGN_OR_RETURN(llvm::Value * v, EmitExprAs(n->value, n->buffer->dtype));
         b_.CreateStore(ToStorage(v, n->buffer->dtype), addr);
         return absl::OkStatus();
@@ -641,6 +678,10 @@ class Emitter {
       }
       case StmtKind::kEvaluate:
         return EmitExpr(s.as<EvaluateNode>()->value).status();
+      case StmtKind::kMatrixTile:
+        // On a CPU, the loops that define it.
+        if (!device_) return EmitStmt(ExpandMatrixTile(*s.as<MatrixTileNode>()));
+        return EmitMatrixTile(*s.as<MatrixTileNode>());
       case StmtKind::kIf: {
         const IfThenElseNode* n = s.as<IfThenElseNode>();
         TETHER_ASSIGN_OR_RETURN(llvm::Value * c, EmitExprAs(n->cond, DataType::Bool()));
@@ -670,7 +711,8 @@ class Emitter {
         const ForNode* n = s.as<ForNode>();
         if (n->for_kind == ForKind::kParallel && !fs_.in_parallel) return EmitParallelFor(n);
         // On a CPU a block schedule's loops are serial (kernel_ir.h).
-        if (device_ && n->for_kind == ForKind::kThread) return EmitThreadLoop(n);
+        if (device_ && n->for_kind == ForKind::kThread) return EmitThreadLoop(n, 0);
+        if (device_ && n->for_kind == ForKind::kWarp) return EmitThreadLoop(n, 5);
         if (device_ && n->for_kind == ForKind::kBlock) {
           return Unsupported("a kBlock loop not split into a launch: ", n->var.name());
         }
@@ -681,10 +723,12 @@ class Emitter {
   }
 
   // A kThread loop on a GPU: the body once, var = the thread's index in its
-  // block (the loop's extent is the block size), then a barrier.
-  absl::Status EmitThreadLoop(const ForNode* n) {
+  // block (the loop's extent is the block size), then a barrier. A kWarp
+  // loop likewise with var = the warp's index (`shift` 5: the thread's / 32).
+  absl::Status EmitThreadLoop(const ForNode* n, int shift) {
     llvm::Value* t =
         b_.CreateZExt(b_.CreateIntrinsic(llvm::Intrinsic::nvvm_read_ptx_sreg_tid_x, {}, {}), i64_);
+    if (shift != 0) t = b_.CreateLShr(t, shift);
     TETHER_ASSIGN_OR_RETURN(llvm::Value * min, EmitIndex(n->min));
     TETHER_ASSIGN_OR_RETURN(vars_[n->var.get()],
                             CastValue(b_.CreateAdd(min, t), DataType::Int(64), n->var.dtype()));
@@ -695,8 +739,67 @@ class Emitter {
     return absl::OkStatus();
   }
 
+  // ---- Tensor cores (device entries; rules checked by SplitForDevice) ----
+
+  // The thread's registers of the fragment `t`.
+  absl::StatusOr<llvm::Value*> FragmentSlot(const TileRef& t) {
+    auto it = fragments_.find(t.buffer.get());
+    if (it == fragments_.end()) {
+      return Unsupported("fragment ", t.buffer->name, " not allocated in this kernel");
+    }
+    llvm::Value* flat = b_.getInt64(0);
+    for (size_t d = 1; d < t.at.size(); ++d) {
+      TETHER_ASSIGN_OR_RETURN(llvm::Value * idx, EmitIndex(t.at[d]));
+      flat = b_.CreateAdd(b_.CreateMul(flat, b_.getInt64(*t.buffer->shape[d].as_int())), idx);
+    }
+    const FragmentRegisters r = Registers(ctx_, t.buffer->scope, t.buffer->dtype);
+    return b_.CreateInBoundsGEP(r.type, it->second, b_.CreateMul(flat, b_.getInt64(r.count)));
+  }
+
+  absl::Status EmitMatrixTile(const MatrixTileNode& n) {
+    TETHER_ASSIGN_OR_RETURN(llvm::Value * frag, FragmentSlot(n.frag));
+    switch (n.op) {
+      case MatrixOp::kFill: {
+        TETHER_ASSIGN_OR_RETURN(llvm::Value * v, EmitExprAs(n.value, DataType::Float(32)));
+        EmitWmmaFill(b_, frag, v);
+        return absl::OkStatus();
+      }
+      case MatrixOp::kMma: {
+        TETHER_ASSIGN_OR_RETURN(llvm::Value * a, FragmentSlot(n.args[0]));
+        TETHER_ASSIGN_OR_RETURN(llvm::Value * b, FragmentSlot(n.args[1]));
+        EmitWmmaMma(b_, n.args[0].buffer->dtype, frag, a, b);
+        return absl::OkStatus();
+      }
+      case MatrixOp::kLoad:
+      case MatrixOp::kStore: {
+        const TileRef& mem = n.args[0];
+        TETHER_ASSIGN_OR_RETURN(llvm::Value * tile, ElementAddress(mem.buffer, mem.at));
+        llvm::Value* stride = b_.getInt32(static_cast<int32_t>(*mem.buffer->shape.back().as_int()));
+        if (n.op == MatrixOp::kLoad) {
+          EmitWmmaLoad(b_, n.frag.buffer->scope, n.frag.buffer->dtype, tile, stride, frag);
+        } else {
+          EmitWmmaStore(b_, tile, stride, frag);
+        }
+        return absl::OkStatus();
+      }
+    }
+    return Unsupported("tensor-core statement");
+  }
+
   absl::Status EmitAllocate(const AllocateNode* n) {
     const Buffer& buf = n->buffer;
+    if (device_ && IsFragmentScope(buf->scope)) {
+      // The thread's registers of each fragment: dim 0 (the warp) and the
+      // 16 x 16 tile dropped.
+      int64_t count = 1;
+      for (size_t i = 1; i + 2 < buf->shape.size(); ++i) count *= *buf->shape[i].as_int();
+      const FragmentRegisters r = Registers(ctx_, buf->scope, buf->dtype);
+      fragments_[buf.get()] =
+          EntryAlloca(llvm::ArrayType::get(r.type, count * r.count), buf->name.c_str());
+      absl::Status status = EmitStmt(n->body);
+      fragments_.erase(buf.get());
+      return status;
+    }
     TETHER_ASSIGN_OR_RETURN(llvm::Type * st, StorageType(buf->dtype));
     if (buf->scope != BufferNode::Scope::kGlobal) {
       // On a GPU a kPerThread buffer is one thread's slice: dim 0 dropped.
@@ -729,7 +832,7 @@ class Emitter {
             *module_, type, /*isConstant=*/false, llvm::GlobalValue::InternalLinkage,
             llvm::UndefValue::get(type), buf->name, nullptr, llvm::GlobalValue::NotThreadLocal,
             /*AddressSpace=*/3);
-        gv->setAlignment(llvm::Align(16));
+        gv->setAlignment(llvm::Align(128));  // tensor-core tiles need 32
         buffers_[buf.get()] = b_.CreateAddrSpaceCast(gv, ptr_);
       } else {
         buffers_[buf.get()] = EntryAlloca(type, buf->name.c_str());
@@ -1175,6 +1278,7 @@ class Emitter {
     vars_.clear();
     buffers_.clear();
     slices_.clear();
+    fragments_.clear();
     const size_t n = k->params.size();
     if (n < 2 || k->params[n - 2].is_tensor() || k->params[n - 1].is_tensor()) {
       return absl::InvalidArgumentError(
@@ -1359,6 +1463,8 @@ class Emitter {
   absl::flat_hash_map<const BufferNode*, llvm::Value*> buffers_;
   // kPerThread buffers emitted as one thread's slice (device kernels).
   absl::flat_hash_set<const BufferNode*> slices_;
+  // Fragment buffers: the thread's registers of each (device kernels).
+  absl::flat_hash_map<const BufferNode*, llvm::Value*> fragments_;
   // Static shared memory a block may have on every architecture we target.
   static constexpr int64_t kMaxSharedBytes = 48 << 10;
 };

@@ -509,6 +509,35 @@ class Substituter {
         PrimExpr v = Visit(ev->value);
         return v.same_as(ev->value) ? s : Evaluate(v);
       }
+      case StmtKind::kMatrixTile: {
+        const auto* m = s.as<MatrixTileNode>();
+        bool changed = false;
+        auto tile = [&](const TileRef& t) {
+          TileRef out{t.buffer, {}};
+          for (const PrimExpr& i : t.at) {
+            out.at.push_back(Visit(i));
+            changed |= !out.at.back().same_as(i);
+          }
+          return out;
+        };
+        TileRef frag = tile(m->frag);
+        std::vector<TileRef> args;
+        for (const TileRef& a : m->args) args.push_back(tile(a));
+        PrimExpr value = m->value.defined() ? Visit(m->value) : m->value;
+        changed |= !value.same_as(m->value);
+        if (!changed) return s;
+        switch (m->op) {
+          case MatrixOp::kFill:
+            return MatrixFill(frag, value);
+          case MatrixOp::kLoad:
+            return MatrixLoad(frag, args[0]);
+          case MatrixOp::kMma:
+            return MatrixMma(frag, args[0], args[1]);
+          case MatrixOp::kStore:
+            return MatrixStore(args[0], frag);
+        }
+        return s;
+      }
     }
     return s;
   }

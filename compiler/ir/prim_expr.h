@@ -168,6 +168,12 @@ class BufferNode : public Object {
     kLocal,      // a small scratch array private to one thread (stack)
     kShared,     // a GPU block's shared memory (compiler/kernel/kernel_ir.h)
     kPerThread,  // one slice per thread of a GPU block, dim 0 the thread index
+    // Tensor-core fragments of a GPU block, dim 0 the warp index, the last
+    // two 16 x 16 (compiler/kernel/kernel_ir.h, MatrixTileNode): opaque, only
+    // MatrixTile statements touch them.
+    kMatrixA,
+    kMatrixB,
+    kAccumulator,
   };
   BufferNode(std::string name, DataType dtype, std::vector<PrimExpr> shape, Scope scope)
       : name(std::move(name)), dtype(dtype), shape(std::move(shape)), scope(scope) {}

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <numeric>
 #include <string>
 #include <utility>
 
@@ -25,6 +26,7 @@ absl::Status Reject(const KernelFunc& k, absl::string_view what) {
 struct Where {
   bool in_block = false;            // inside a kBlock body
   const ForNode* thread = nullptr;  // the enclosing kThread loop
+  const ForNode* warp = nullptr;    // the enclosing kWarp loop
   int block = 0;                    // the kBlock body's threads
 };
 
@@ -39,10 +41,110 @@ absl::Status CheckLoads(const KernelFunc& k, const PrimExpr& e, const Where& w) 
       status = Reject(k, absl::StrCat("a read of the per-thread buffer ", l->buffer->name,
                                       " not indexed by its kThread loop's var"));
     }
+    if (l != nullptr && IsFragmentScope(l->buffer->scope) && status.ok()) {
+      status = Reject(k, absl::StrCat("an element read of the fragment ", l->buffer->name,
+                                      " (opaque: only MatrixTile statements use it)"));
+    }
     return MapChildren(x, visit);
   };
   if (e.defined()) visit(e);
   return status;
+}
+
+// A factor every value of the integer `e` has (0: e is 0; 1: none known).
+int64_t KnownFactor(const PrimExpr& e) {
+  if (std::optional<int64_t> c = AsConstInt(e)) return *c < 0 ? -*c : *c;
+  const BinaryNode* b = e.as<BinaryNode>();
+  switch (e.kind()) {
+    case PrimKind::kAdd:
+    case PrimKind::kSub:
+      return std::gcd(KnownFactor(b->a), KnownFactor(b->b));
+    case PrimKind::kMul: {
+      const int64_t fa = KnownFactor(b->a), fb = KnownFactor(b->b);
+      return fa > (int64_t{1} << 30) || fb > (int64_t{1} << 30) ? 1 : fa * fb;
+    }
+    case PrimKind::kCast:
+      return e.as<CastNode>()->value.dtype().is_int() ? KnownFactor(e.as<CastNode>()->value) : 1;
+    default:
+      return 1;
+  }
+}
+
+// The rules of MatrixTile statements (kernel_ir.h): inside a kWarp loop,
+// on fragments of the right scope indexed by the warp, and tiles of shared
+// memory that the hardware can address (rows 16-byte aligned, the tile's
+// first element 32-byte aligned).
+absl::Status CheckMatrixTile(const KernelFunc& k, const MatrixTileNode& n, const Where& w) {
+  using Scope = BufferNode::Scope;
+  if (w.warp == nullptr) {
+    return Reject(k, absl::StrCat("the tensor-core statement on ", n.frag.buffer->name,
+                                  " outside a kWarp loop"));
+  }
+  auto fragment = [&](const TileRef& t, std::initializer_list<Scope> scopes) -> absl::Status {
+    const Buffer& b = t.buffer;
+    if (std::find(scopes.begin(), scopes.end(), b->scope) == scopes.end() ||
+        t.at.size() + 2 != b->shape.size() || !t.at[0].same_as(w.warp->var)) {
+      return Reject(k, absl::StrCat("the fragment ", b->name,
+                                    " (of the wrong scope, or not indexed by its kWarp var)"));
+    }
+    for (const PrimExpr& i : t.at) TETHER_RETURN_IF_ERROR(CheckLoads(k, i, w));
+    return absl::OkStatus();
+  };
+  auto shared_tile = [&](const TileRef& t, DataType dtype) -> absl::Status {
+    const Buffer& b = t.buffer;
+    if (b->scope != Scope::kShared || b->dtype != dtype || t.at.size() != b->shape.size() ||
+        b->shape.size() < 2) {
+      return Reject(k, absl::StrCat("the tile of ", b->name, " (a ", dtype.ToString(),
+                                    " shared buffer of 2 or more dims)"));
+    }
+    int64_t stride = 1, factor = 0;
+    for (size_t d = b->shape.size(); d-- > 0;) {
+      TETHER_RETURN_IF_ERROR(CheckLoads(k, t.at[d], w));
+      factor = std::gcd(factor, KnownFactor(t.at[d]) * stride);
+      stride *= AsConstInt(b->shape[d]).value_or(1);
+    }
+    const int64_t bytes = dtype.bytes();
+    if (AsConstInt(b->shape.back()).value_or(1) * bytes % 16 != 0 || factor * bytes % 32 != 0) {
+      return Reject(k, absl::StrCat("the tile of ", b->name,
+                                    " not known to be aligned (rows of a multiple of 16 bytes, "
+                                    "a first element at a multiple of 32)"));
+    }
+    return absl::OkStatus();
+  };
+  switch (n.op) {
+    case MatrixOp::kFill:
+      TETHER_RETURN_IF_ERROR(CheckLoads(k, n.value, w));
+      return fragment(n.frag, {Scope::kAccumulator});
+    case MatrixOp::kLoad:
+      TETHER_RETURN_IF_ERROR(fragment(n.frag, {Scope::kMatrixA, Scope::kMatrixB}));
+      return shared_tile(n.args[0], n.frag.buffer->dtype);
+    case MatrixOp::kMma:
+      TETHER_RETURN_IF_ERROR(fragment(n.frag, {Scope::kAccumulator}));
+      TETHER_RETURN_IF_ERROR(fragment(n.args[0], {Scope::kMatrixA}));
+      return fragment(n.args[1], {Scope::kMatrixB});
+    case MatrixOp::kStore:
+      TETHER_RETURN_IF_ERROR(fragment(n.frag, {Scope::kAccumulator}));
+      return shared_tile(n.args[0], n.frag.buffer->dtype);
+  }
+  return absl::OkStatus();
+}
+
+// A fragment buffer's allocation: at block level, [warps, ..., 16, 16] of
+// float16 or bfloat16 (operands) or float32 (accumulators).
+absl::Status CheckFragment(const KernelFunc& k, const Buffer& b, const Where& w) {
+  const std::vector<PrimExpr>& shape = b->shape;
+  const DataType t = b->dtype;
+  const bool dtype_ok = b->scope == BufferNode::Scope::kAccumulator
+                            ? t == DataType::Float(32)
+                            : t == DataType::Float(16) || t.is_bfloat16();
+  if (shape.size() < 3 || AsConstInt(shape[0]) != w.block / kWarpThreads ||
+      AsConstInt(shape[shape.size() - 1]) != kMatrixTileSide ||
+      AsConstInt(shape[shape.size() - 2]) != kMatrixTileSide || !dtype_ok) {
+    return Reject(k, absl::StrCat("the fragment ", b->name,
+                                  " (shape [warps, ..., 16, 16]; float16 or bfloat16 operands, "
+                                  "float32 accumulators)"));
+  }
+  return absl::OkStatus();
 }
 
 // Rejects statements a device cannot run anywhere in `s`.
@@ -63,14 +165,19 @@ absl::Status CheckDeviceStmt(const KernelFunc& k, const Stmt& s, const Where& w)
         return Reject(k, absl::StrCat("the kBlock loop over ", f->var.name(),
                                       ", not a top-level statement,"));
       }
-      if (f->for_kind == ForKind::kThread) {
+      if (f->for_kind == ForKind::kThread || f->for_kind == ForKind::kWarp) {
+        const bool warps = f->for_kind == ForKind::kWarp;
         std::optional<int64_t> extent = AsConstInt(f->extent);
-        if (!w.in_block || w.thread != nullptr || extent != w.block) {
-          return Reject(k, absl::StrCat("the kThread loop over ", f->var.name(),
-                                        " (one level inside a kBlock body, extent its block "
-                                        "size)"));
+        if (!w.in_block || w.thread != nullptr || w.warp != nullptr ||
+            extent != (warps ? w.block / kWarpThreads : w.block) ||
+            (warps && w.block % kWarpThreads != 0)) {
+          return Reject(
+              k, absl::StrCat("the ", warps ? "kWarp" : "kThread", " loop over ", f->var.name(),
+                              " (one level inside a kBlock body, extent its block "
+                              "size",
+                              warps ? " / 32)" : ")"));
         }
-        inner.thread = f;
+        (warps ? inner.warp : inner.thread) = f;
       }
       return CheckDeviceStmt(k, f->body, inner);
     }
@@ -86,14 +193,21 @@ absl::Status CheckDeviceStmt(const KernelFunc& k, const Stmt& s, const Where& w)
           break;
         case BufferNode::Scope::kShared:
         case BufferNode::Scope::kPerThread:
-          if (!w.in_block || w.thread != nullptr) {
+        case BufferNode::Scope::kMatrixA:
+        case BufferNode::Scope::kMatrixB:
+        case BufferNode::Scope::kAccumulator:
+          if (!w.in_block || w.thread != nullptr || w.warp != nullptr) {
             return Reject(k, absl::StrCat("the block buffer ", n->buffer->name,
-                                          " outside a kBlock body or inside a kThread loop"));
+                                          " outside a kBlock body or inside a kThread or kWarp "
+                                          "loop"));
           }
           if (n->buffer->scope == BufferNode::Scope::kPerThread &&
               AsConstInt(n->buffer->shape[0]) != w.block) {
             return Reject(k, absl::StrCat("the per-thread buffer ", n->buffer->name,
                                           " whose dimension 0 is not the block size"));
+          }
+          if (IsFragmentScope(n->buffer->scope)) {
+            TETHER_RETURN_IF_ERROR(CheckFragment(k, n->buffer, w));
           }
           break;
       }
@@ -113,6 +227,10 @@ absl::Status CheckDeviceStmt(const KernelFunc& k, const Stmt& s, const Where& w)
         return Reject(k, absl::StrCat("the store to ", n->buffer->name,
                                       " in a kBlock body outside its kThread loops"));
       }
+      if (IsFragmentScope(n->buffer->scope)) {
+        return Reject(k, absl::StrCat("an element write of the fragment ", n->buffer->name,
+                                      " (opaque: only MatrixTile statements use it)"));
+      }
       if (n->buffer->scope == BufferNode::Scope::kPerThread &&
           (w.thread == nullptr || !n->indices[0].same_as(w.thread->var))) {
         return Reject(k, absl::StrCat("a write of the per-thread buffer ", n->buffer->name,
@@ -123,6 +241,8 @@ absl::Status CheckDeviceStmt(const KernelFunc& k, const Stmt& s, const Where& w)
     }
     case StmtKind::kEvaluate:
       return CheckLoads(k, s.as<EvaluateNode>()->value, w);
+    case StmtKind::kMatrixTile:
+      return CheckMatrixTile(k, *s.as<MatrixTileNode>(), w);
   }
   return absl::OkStatus();
 }
@@ -156,17 +276,26 @@ class SharedReadCheck {
     if (e.defined()) visit(e);
   }
 
-  // A kThread loop: its stores against the pending reads, then the barrier.
+  void Store(const Buffer& b) {
+    if (pending_.contains(b.get())) {
+      status_ = Reject(k_, absl::StrCat("the store to the shared buffer ", b->name,
+                                        " while threads may still read it outside a kThread "
+                                        "loop (no barrier between)"));
+    }
+  }
+
+  // A kThread or kWarp loop: its stores against the pending reads, then the
+  // barrier.
   void Stores(const Stmt& s) {
     if (!s.defined() || !status_.ok()) return;
     switch (s.kind()) {
       case StmtKind::kStore: {
         const StoreNode* n = s.as<StoreNode>();
-        if (pending_.contains(n->buffer.get())) {
-          status_ = Reject(k_, absl::StrCat("the store to the shared buffer ", n->buffer->name,
-                                            " while threads may still read it outside a kThread "
-                                            "loop (no barrier between)"));
-        }
+        return Store(n->buffer);
+      }
+      case StmtKind::kMatrixTile: {
+        const MatrixTileNode* n = s.as<MatrixTileNode>();
+        if (n->op == MatrixOp::kStore) Store(n->args[0].buffer);
         return;
       }
       case StmtKind::kSeq:
@@ -195,7 +324,7 @@ class SharedReadCheck {
         return;
       case StmtKind::kFor: {
         const ForNode* f = s.as<ForNode>();
-        if (f->for_kind == ForKind::kThread) {
+        if (f->for_kind == ForKind::kThread || f->for_kind == ForKind::kWarp) {
           Stores(f->body);
           pending_.clear();
           return;
@@ -224,8 +353,9 @@ class SharedReadCheck {
   absl::Status status_;
 };
 
-// The block size of a kBlock body: the extent of its first kThread loop
-// (CheckDeviceStmt holds the others to it), 0 when it has none.
+// The block size of a kBlock body: the extent of its first kThread loop, or
+// 32 times its first kWarp loop's (CheckDeviceStmt holds the others to it),
+// 0 when it has none.
 int BlockThreads(const Stmt& s) {
   if (!s.defined()) return 0;
   switch (s.kind()) {
@@ -238,6 +368,8 @@ int BlockThreads(const Stmt& s) {
       const ForNode* f = s.as<ForNode>();
       if (f->for_kind == ForKind::kThread)
         return static_cast<int>(AsConstInt(f->extent).value_or(0));
+      if (f->for_kind == ForKind::kWarp)
+        return static_cast<int>(AsConstInt(f->extent).value_or(0) * kWarpThreads);
       return BlockThreads(f->body);
     }
     case StmtKind::kLet:

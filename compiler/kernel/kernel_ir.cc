@@ -37,6 +37,15 @@ std::string BufferType(const Buffer& b) {
     case BufferNode::Scope::kPerThread:
       s += ", scope=\"per_thread\"";
       break;
+    case BufferNode::Scope::kMatrixA:
+      s += ", scope=\"wmma.matrix_a\"";
+      break;
+    case BufferNode::Scope::kMatrixB:
+      s += ", scope=\"wmma.matrix_b\"";
+      break;
+    case BufferNode::Scope::kAccumulator:
+      s += ", scope=\"wmma.accumulator\"";
+      break;
   }
   s += ")";
   return s;
@@ -56,8 +65,30 @@ const char* ForKindName(ForKind k) {
       return "T.blocks";
     case ForKind::kThread:
       return "T.threads";
+    case ForKind::kWarp:
+      return "T.warps";
   }
   return "T.serial";
+}
+
+std::string Tile(const TileRef& t) { return absl::StrCat(t.buffer->name, "[", Indices(t.at), "]"); }
+
+void PrintMatrixTile(const MatrixTileNode& n, std::string* out) {
+  switch (n.op) {
+    case MatrixOp::kFill:
+      absl::StrAppend(out, "T.fill_fragment(", Tile(n.frag), ", ", ToString(n.value), ")\n");
+      return;
+    case MatrixOp::kLoad:
+      absl::StrAppend(out, "T.load_matrix_sync(", Tile(n.frag), ", ", Tile(n.args[0]), ")\n");
+      return;
+    case MatrixOp::kMma:
+      absl::StrAppend(out, "T.mma_sync(", Tile(n.frag), ", ", Tile(n.args[0]), ", ",
+                      Tile(n.args[1]), ")\n");
+      return;
+    case MatrixOp::kStore:
+      absl::StrAppend(out, "T.store_matrix_sync(", Tile(n.args[0]), ", ", Tile(n.frag), ")\n");
+      return;
+  }
 }
 
 void PrintStmt(const Stmt& s, int indent, std::string* out) {
@@ -129,7 +160,25 @@ void PrintStmt(const Stmt& s, int indent, std::string* out) {
       Indent(indent, out);
       absl::StrAppend(out, "T.evaluate(", ToString(s.as<EvaluateNode>()->value), ")\n");
       return;
+    case StmtKind::kMatrixTile:
+      Indent(indent, out);
+      PrintMatrixTile(*s.as<MatrixTileNode>(), out);
+      return;
   }
+}
+
+// `t`'s indices for element (i, j) of its tile.
+std::vector<PrimExpr> TileElement(const TileRef& t, const PrimExpr& i, const PrimExpr& j) {
+  std::vector<PrimExpr> at = t.at;
+  const bool fragment = at.size() + 2 == t.buffer->shape.size();
+  if (fragment) {
+    at.push_back(i);
+    at.push_back(j);
+  } else {
+    at[at.size() - 2] = at[at.size() - 2] + i;
+    at.back() = at.back() + j;
+  }
+  return at;
 }
 
 }  // namespace
@@ -175,6 +224,61 @@ Stmt AssertStmt(PrimExpr cond, std::string message, Stmt body) {
 }
 
 Stmt Evaluate(PrimExpr value) { return MakeStmt<EvaluateNode>(std::move(value)); }
+
+Stmt MatrixFill(TileRef acc, PrimExpr value) {
+  return MakeStmt<MatrixTileNode>(MatrixOp::kFill, std::move(acc), std::vector<TileRef>{},
+                                  std::move(value));
+}
+
+Stmt MatrixLoad(TileRef frag, TileRef src) {
+  return MakeStmt<MatrixTileNode>(MatrixOp::kLoad, std::move(frag),
+                                  std::vector<TileRef>{std::move(src)}, PrimExpr());
+}
+
+Stmt MatrixMma(TileRef acc, TileRef a, TileRef b) {
+  return MakeStmt<MatrixTileNode>(MatrixOp::kMma, std::move(acc),
+                                  std::vector<TileRef>{std::move(a), std::move(b)}, PrimExpr());
+}
+
+Stmt MatrixStore(TileRef dst, TileRef acc) {
+  return MakeStmt<MatrixTileNode>(MatrixOp::kStore, std::move(acc),
+                                  std::vector<TileRef>{std::move(dst)}, PrimExpr());
+}
+
+Stmt ExpandMatrixTile(const MatrixTileNode& n) {
+  const PrimExpr side(int64_t{kMatrixTileSide});
+  Var i("tile_i"), j("tile_j");
+  Stmt element;
+  switch (n.op) {
+    case MatrixOp::kFill:
+      element = Store(n.frag.buffer, TileElement(n.frag, i, j), n.value);
+      break;
+    case MatrixOp::kLoad: {
+      const TileRef& src = n.args[0];
+      element =
+          Store(n.frag.buffer, TileElement(n.frag, i, j), Load(src.buffer, TileElement(src, i, j)));
+      break;
+    }
+    case MatrixOp::kMma: {
+      const DataType acc_t = n.frag.buffer->dtype;
+      Var k("tile_k");
+      const std::vector<PrimExpr> c = TileElement(n.frag, i, j);
+      PrimExpr product = Cast(acc_t, Load(n.args[0].buffer, TileElement(n.args[0], i, k))) *
+                         Cast(acc_t, Load(n.args[1].buffer, TileElement(n.args[1], k, j)));
+      element = For(k, PrimExpr(0), side, ForKind::kSerial,
+                    Store(n.frag.buffer, c, Load(n.frag.buffer, c) + product));
+      break;
+    }
+    case MatrixOp::kStore: {
+      const TileRef& dst = n.args[0];
+      element =
+          Store(dst.buffer, TileElement(dst, i, j), Load(n.frag.buffer, TileElement(n.frag, i, j)));
+      break;
+    }
+  }
+  return For(i, PrimExpr(0), side, ForKind::kSerial,
+             For(j, PrimExpr(0), side, ForKind::kSerial, element));
+}
 
 KernelFunc MakeKernelFunc(std::string name, std::vector<KernelParam> params, Stmt body,
                           int num_outputs) {

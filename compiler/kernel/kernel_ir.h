@@ -27,6 +27,15 @@
 // correct CPU program, which is how block schedules are checked without a
 // GPU (device_split.h, SimulateOnCpu).
 //
+// Tensor cores: a kWarp loop (extent the block's threads / 32, inside a
+// kBlock body like a kThread loop, and also ending with a barrier) runs its
+// body once per warp, all 32 threads together, the var being the warp's
+// index. Its body has no Store: it works through MatrixTile statements on
+// fragment buffers (scopes kMatrixA, kMatrixB, kAccumulator), 16 x 16 tiles
+// whose elements the warp's threads hold in registers in a layout only the
+// hardware knows. On a CPU each MatrixTile statement is the loop nest of
+// ExpandMatrixTile, and fragments are ordinary arrays.
+//
 // Thread contract: immutable after construction; safe to share.
 #ifndef TETHER_COMPILER_KERNEL_KERNEL_IR_H_
 #define TETHER_COMPILER_KERNEL_KERNEL_IR_H_
@@ -40,9 +49,22 @@ namespace tether::compiler {
 
 // Threads per block of a GPU launch, and the most a kThread loop may have.
 inline constexpr int kDeviceBlockThreads = 256;
+// Threads of a warp, and the side of a MatrixTile fragment.
+inline constexpr int kWarpThreads = 32;
+inline constexpr int kMatrixTileSide = 16;
 
-enum class StmtKind : uint8_t { kFor, kStore, kLet, kAllocate, kSeq, kIf, kAssert, kEvaluate };
-enum class ForKind : uint8_t { kSerial, kParallel, kVectorized, kUnrolled, kBlock, kThread };
+enum class StmtKind : uint8_t {
+  kFor,
+  kStore,
+  kLet,
+  kAllocate,
+  kSeq,
+  kIf,
+  kAssert,
+  kEvaluate,
+  kMatrixTile
+};
+enum class ForKind : uint8_t { kSerial, kParallel, kVectorized, kUnrolled, kBlock, kThread, kWarp };
 
 class StmtNode : public Object {
  public:
@@ -170,6 +192,43 @@ class EvaluateNode : public StmtNode {
   const PrimExpr value;
 };
 
+// A 16 x 16 tile: of a fragment buffer, `at` indexes all but its last two
+// dims (dim 0 the warp); of a kShared buffer, `at` indexes every dim and
+// names the tile's top-left element, the tile spanning the last two dims.
+struct TileRef {
+  Buffer buffer;
+  std::vector<PrimExpr> at;
+};
+
+// A warp-collective tensor-core statement (kernel_ir.h, "Tensor cores"),
+// one of:
+//   kFill   frag = value                     (an accumulator)
+//   kLoad   frag = args[0]                   (kMatrixA / kMatrixB from shared)
+//   kMma    frag += args[0] x args[1]        (accumulator += A x B, float32)
+//   kStore  args[0] = frag                   (an accumulator to shared)
+// Operands are float16 or bfloat16 (both the same), accumulators float32.
+enum class MatrixOp : uint8_t { kFill, kLoad, kMma, kStore };
+class MatrixTileNode : public StmtNode {
+ public:
+  static constexpr StmtKind kKind = StmtKind::kMatrixTile;
+  MatrixTileNode(MatrixOp op, TileRef frag, std::vector<TileRef> args, PrimExpr value)
+      : StmtNode(kKind),
+        op(op),
+        frag(std::move(frag)),
+        args(std::move(args)),
+        value(std::move(value)) {}
+  const MatrixOp op;
+  const TileRef frag;
+  const std::vector<TileRef> args;
+  const PrimExpr value;  // kFill
+};
+
+// Whether `scope` is one of a tensor-core fragment's.
+inline bool IsFragmentScope(BufferNode::Scope scope) {
+  return scope == BufferNode::Scope::kMatrixA || scope == BufferNode::Scope::kMatrixB ||
+         scope == BufferNode::Scope::kAccumulator;
+}
+
 Stmt For(Var var, PrimExpr min, PrimExpr extent, ForKind kind, Stmt body);
 // Converts value to the buffer's dtype when they differ.
 Stmt Store(Buffer buffer, std::vector<PrimExpr> indices, PrimExpr value);
@@ -180,6 +239,13 @@ Stmt Seq(std::vector<Stmt> seq);
 Stmt IfThenElse(PrimExpr cond, Stmt then_case, Stmt else_case = Stmt());
 Stmt AssertStmt(PrimExpr cond, std::string message, Stmt body);
 Stmt Evaluate(PrimExpr value);
+Stmt MatrixFill(TileRef acc, PrimExpr value);
+Stmt MatrixLoad(TileRef frag, TileRef src);
+Stmt MatrixMma(TileRef acc, TileRef a, TileRef b);
+Stmt MatrixStore(TileRef dst, TileRef acc);
+// What a MatrixTile statement does, as loops over the 16 x 16 elements of
+// ordinary buffers: the CPU's code for it, and its definition.
+Stmt ExpandMatrixTile(const MatrixTileNode& n);
 
 // A kernel parameter: a tensor (a DLTensor* at run time, described by
 // `buffer`, whose shape vars are bound from the DLTensor at entry and whose

@@ -219,7 +219,7 @@ absl::StatusOr<Buffer> BufferForStructInfo(const StructInfo& sinfo, const std::s
 }
 
 absl::StatusOr<KernelFunc> LowerCallToKernel(const CallNode& call, const std::string& kernel_name,
-                                             int num_threads, bool gpu) {
+                                             int num_threads, bool gpu, int gpu_arch) {
   const auto* op = call.op.as<OpNode>();
   if (op == nullptr) {
     return absl::InvalidArgumentError(
@@ -244,6 +244,7 @@ absl::StatusOr<KernelFunc> LowerCallToKernel(const CallNode& call, const std::st
   ctx.out_sinfo = call.struct_info();
   ctx.num_threads = num_threads;
   ctx.gpu = gpu;
+  ctx.gpu_arch = gpu_arch;
   ctx.inputs.resize(call.args.size());
   ctx.input_buffers.resize(call.args.size());
   std::vector<KernelParam> params;

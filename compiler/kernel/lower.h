@@ -94,14 +94,15 @@ absl::StatusOr<Buffer> BufferForStructInfo(const StructInfo& sinfo, const std::s
 // per output tensor (a Tuple struct info gives several). A `compute`
 // operator runs through MakeElementwiseLoopNest; a `schedule` operator is
 // called with the identity epilogue. Readers Load from the parameter
-// buffers. With `gpu`, the kernel is lowered for a GPU (LowerContext::gpu;
-// per-element operators through MakeFlatParallelLoop).
+// buffers. With `gpu`, the kernel is lowered for a GPU (LowerContext::gpu
+// and gpu_arch; per-element operators through MakeFlatParallelLoop).
 // INVALID_ARGUMENT: not an operator call, unknown operator, an operator that
 // does not lower to a kernel, missing struct info or an unknown shape, or a
 // symbolic variable that no tensor shape binds. Errors of the operator's
 // schedule pass through.
 absl::StatusOr<KernelFunc> LowerCallToKernel(const CallNode& call, const std::string& kernel_name,
-                                             int num_threads = 0, bool gpu = false);
+                                             int num_threads = 0, bool gpu = false,
+                                             int gpu_arch = 0);
 
 }  // namespace tether::compiler
 

@@ -20,17 +20,152 @@ constexpr int64_t kStepK = 8;
 constexpr int64_t kMaxPer = 8;  // values per thread and side: tiles up to 128
 static_assert(kThreads == kDeviceBlockThreads);
 
-// Values per thread along a side of constant extent `e` (unknown: kMaxPer):
-// the smallest power of two whose tile, 16 times it, covers e.
-int64_t PerThread(const PrimExpr& e) {
+// Tensor cores: warps over the tile, k step, and the padding of staged rows.
+constexpr int64_t kWarps = kThreads / kWarpThreads;
+constexpr int64_t kWarpRows = 2, kWarpCols = kWarps / kWarpRows;
+constexpr int64_t kFrag = kMatrixTileSide;
+constexpr int64_t kTcStepK = 32;
+constexpr int64_t kTcPad = 8;  // 16 bytes: rows start in other banks
+
+// Units per thread (or warp) along a side of constant extent `e` (unknown:
+// `most`): the smallest power of two whose tile, `unit` times it, covers e.
+int64_t PerThread(const PrimExpr& e, int64_t unit = kSide, int64_t most = kMaxPer) {
   const int64_t* c = e.as_int();
-  if (c == nullptr) return kMaxPer;
+  if (c == nullptr) return most;
   int64_t per = 1;
-  while (per < kMaxPer && kSide * per < *c) per *= 2;
+  while (per < most && unit * per < *c) per *= 2;
   return per;
 }
 
+Stmt Threads(const std::function<Stmt(const PrimExpr&)>& body) {
+  return Loop("t", kThreads, ForKind::kThread, body);
+}
+
+// Whether a side of extent `e`, tiled by `tile`, never has a partial tile.
+bool Divides(int64_t tile, const PrimExpr& e) {
+  const int64_t* c = e.as_int();
+  return c != nullptr && *c % tile == 0;
+}
+
+// Stages the `rows` x `cols` tile at (r0, c0) of an operand of extents
+// (r_ext, c_ext) into dst[row][col]: read(r, c) where in range, zero
+// elsewhere (reads clamped into range). A side whose extent is a constant
+// multiple of the tile needs neither. `cols` divides 256: thread t takes
+// column t % cols of rows t / cols, + 256 / cols, ..., so a warp reads
+// along a row and a thread's addresses differ by constants (few registers
+// once the loop is unrolled).
+Stmt Stage(const Buffer& dst, int64_t rows, int64_t cols, const PrimExpr& t, const PrimExpr& r0,
+           const PrimExpr& r_ext, const PrimExpr& c0, const PrimExpr& c_ext,
+           const std::function<PrimExpr(const PrimExpr&, const PrimExpr&)>& read,
+           const std::string& name) {
+  const int64_t step = kThreads / cols;
+  const bool whole_r = Divides(rows, r_ext), whole_c = Divides(cols, c_ext);
+  return Loop(name, rows / step, ForKind::kUnrolled, [&](const PrimExpr& i) {
+    const PrimExpr row = FloorDiv(t, cols) + i * step, col = FloorMod(t, cols);
+    const PrimExpr r = r0 + row, c = c0 + col;
+    PrimExpr v = read(whole_r ? r : Min(r, r_ext - 1), whole_c ? c : Min(c, c_ext - 1));
+    PrimExpr ok;
+    if (!whole_r) ok = LT(r, r_ext);
+    if (!whole_c) ok = ok.defined() ? And(ok, LT(c, c_ext)) : LT(c, c_ext);
+    return Store(dst, {row, col}, ok.defined() ? Select(ok, v, MakeConst(dst->dtype, 0)) : v);
+  });
+}
+
+// The tensor-core schedule (block_gemm.h).
+Stmt TensorCoreSchedule(const BlockGemm& g) {
+  const int64_t fm = PerThread(g.m, kWarpRows * kFrag, 4),
+                fn = PerThread(g.n, kWarpCols * kFrag, 2);
+  const int64_t bm = kWarpRows * kFrag * fm, bn = kWarpCols * kFrag * fn;
+  const PrimExpr mt = CeilDiv(g.m, bm), nt = CeilDiv(g.n, bn);
+  const DataType f32 = DataType::Float(32);
+  using Scope = BufferNode::Scope;
+  return Loop("tile", g.batches * mt * nt, ForKind::kBlock, [&](const PrimExpr& tile) {
+    const PrimExpr in_batch = FloorMod(tile, mt * nt);
+    const PrimExpr batch = FloorDiv(tile, mt * nt);
+    const PrimExpr m0 = FloorDiv(in_batch, nt) * bm, n0 = FloorMod(in_batch, nt) * bn;
+    Buffer as = MakeBuffer("gemm_a_tile", g.operand_t, {PrimExpr(bm), PrimExpr(kTcStepK + kTcPad)},
+                           Scope::kShared);
+    Buffer bs = MakeBuffer("gemm_b_tile", g.operand_t, {PrimExpr(kTcStepK), PrimExpr(bn + kTcPad)},
+                           Scope::kShared);
+    Buffer cs = MakeBuffer("gemm_c_tile", f32, {PrimExpr(kWarps), PrimExpr(kFrag), PrimExpr(kFrag)},
+                           Scope::kShared);
+    const PrimExpr w_(kWarps), f_(kFrag);
+    Buffer af = MakeBuffer("gemm_a_frag", g.operand_t, {w_, PrimExpr(fm), f_, f_}, Scope::kMatrixA);
+    Buffer bf = MakeBuffer("gemm_b_frag", g.operand_t, {w_, PrimExpr(fn), f_, f_}, Scope::kMatrixB);
+    Buffer acc =
+        MakeBuffer("gemm_acc", f32, {w_, PrimExpr(fm), PrimExpr(fn), f_, f_}, Scope::kAccumulator);
+    auto warps = [&](const std::function<Stmt(const PrimExpr&)>& body) {
+      return Loop("w", kWarps, ForKind::kWarp, body);
+    };
+    auto each_frag = [&](const std::function<Stmt(const PrimExpr&, const PrimExpr&)>& body) {
+      return Loop("i", fm, ForKind::kUnrolled, [&](const PrimExpr& i) {
+        return Loop("j", fn, ForKind::kUnrolled, [&](const PrimExpr& j) { return body(i, j); });
+      });
+    };
+    // The warp's first row and column in the tile.
+    auto warp_row = [&](const PrimExpr& w) { return FloorDiv(w, kWarpCols) * (fm * kFrag); };
+    auto warp_col = [&](const PrimExpr& w) { return FloorMod(w, kWarpCols) * (fn * kFrag); };
+    Stmt init = warps([&](const PrimExpr& w) {
+      return each_frag([&](const PrimExpr& i, const PrimExpr& j) {
+        return MatrixFill({acc, {w, i, j}}, MakeConst(f32, 0));
+      });
+    });
+    Stmt kloop = Loop("k0", CeilDiv(g.k, kTcStepK), ForKind::kSerial, [&](const PrimExpr& ko) {
+      const PrimExpr k0 = ko * kTcStepK;
+      Stmt load = Threads([&](const PrimExpr& t) {
+        Stmt a = Stage(
+            as, bm, kTcStepK, t, m0, g.m, k0, g.k,
+            [&](const PrimExpr& m, const PrimExpr& k) { return g.a(batch, m, k); }, "la");
+        Stmt b = Stage(
+            bs, kTcStepK, bn, t, k0, g.k, n0, g.n,
+            [&](const PrimExpr& k, const PrimExpr& n) { return g.b(batch, k, n); }, "lb");
+        return Seq({a, b});
+      });
+      Stmt compute = warps([&](const PrimExpr& w) {
+        return Loop("ks", kTcStepK / kFrag, ForKind::kUnrolled, [&](const PrimExpr& ks) {
+          Stmt la = Loop("fa", fm, ForKind::kUnrolled, [&](const PrimExpr& i) {
+            return MatrixLoad({af, {w, i}}, {as, {warp_row(w) + i * kFrag, ks * kFrag}});
+          });
+          Stmt lb = Loop("fb", fn, ForKind::kUnrolled, [&](const PrimExpr& j) {
+            return MatrixLoad({bf, {w, j}}, {bs, {ks * kFrag, warp_col(w) + j * kFrag}});
+          });
+          Stmt mma = each_frag([&](const PrimExpr& i, const PrimExpr& j) {
+            return MatrixMma({acc, {w, i, j}}, {af, {w, i}}, {bf, {w, j}});
+          });
+          return Seq({la, lb, mma});
+        });
+      });
+      return Seq({load, compute});
+    });
+    // One fragment per warp at a time through shared memory; thread t then
+    // takes row t / 16, column t % 16 of each warp's tile.
+    Stmt store = each_frag([&](const PrimExpr& i, const PrimExpr& j) {
+      Stmt spill = warps([&](const PrimExpr& w) {
+        return MatrixStore({cs, {w, PrimExpr(0), PrimExpr(0)}}, {acc, {w, i, j}});
+      });
+      Stmt apply = Threads([&](const PrimExpr& t) {
+        return Loop("q", kWarps, ForKind::kUnrolled, [&](const PrimExpr& q) {
+          const PrimExpr r = FloorDiv(t, kFrag), c = FloorMod(t, kFrag);
+          PrimExpr m = m0 + warp_row(q) + i * kFrag + r, n = n0 + warp_col(q) + j * kFrag + c;
+          return IfThenElse(And(LT(m, g.m), LT(n, g.n)), g.store(batch, m, n, Load(cs, {q, r, c})));
+        });
+      });
+      return Seq({spill, apply});
+    });
+    return Allocate(
+        as, Allocate(
+                bs, Allocate(
+                        cs, Allocate(af, Allocate(bf, Allocate(acc, Seq({init, kloop, store})))))));
+  });
+}
+
 }  // namespace
+
+bool UsesTensorCores(const BlockGemm& g) {
+  if (g.acc_t != DataType::Float(32)) return false;
+  if (g.operand_t == DataType::Float(16)) return g.gpu_arch >= 70;
+  return g.operand_t.is_bfloat16() && g.gpu_arch >= 80;
+}
 
 bool WorthBlockGemm(const PrimExpr& m, const PrimExpr& n) {
   const int64_t* mc = m.as_int();
@@ -39,6 +174,7 @@ bool WorthBlockGemm(const PrimExpr& m, const PrimExpr& n) {
 }
 
 Stmt BlockGemmSchedule(const BlockGemm& g) {
+  if (UsesTensorCores(g)) return TensorCoreSchedule(g);
   const int64_t tm = PerThread(g.m), tn = PerThread(g.n);
   const int64_t bm = kSide * tm, bn = kSide * tn;
   const PrimExpr mt = CeilDiv(g.m, bm), nt = CeilDiv(g.n, bn);
@@ -77,16 +213,16 @@ Stmt BlockGemmSchedule(const BlockGemm& g) {
                        const std::function<PrimExpr(const PrimExpr&, const PrimExpr&)>& read,
                        const PrimExpr& t, const std::string& name) {
         const int64_t count = rows * kStepK;
-        return Loop(name, CeilDiv(PrimExpr(count), kThreads), ForKind::kUnrolled,
-                    [&](const PrimExpr& r) {
-                      PrimExpr e = t + r * kThreads;
-                      PrimExpr row = k_inner ? FloorDiv(e, kStepK) : FloorMod(e, rows);
-                      PrimExpr kk = k_inner ? FloorMod(e, kStepK) : FloorDiv(e, rows);
-                      PrimExpr ok = And(LT(base + row, extent), LT(k0 + kk, g.k));
-                      PrimExpr v = read(Min(base + row, extent - 1), Min(k0 + kk, g.k - 1));
-                      Stmt st = Store(dst, {kk, row}, Select(ok, v, zero));
-                      return count % kThreads == 0 ? st : IfThenElse(LT(e, PrimExpr(count)), st);
-                    });
+        return Loop(
+            name, CeilDiv(PrimExpr(count), kThreads), ForKind::kUnrolled, [&](const PrimExpr& r) {
+              PrimExpr e = t + r * kThreads;
+              PrimExpr row = k_inner ? FloorDiv(e, kStepK) : FloorMod(e, rows);
+              PrimExpr kk = k_inner ? FloorMod(e, kStepK) : FloorDiv(e, rows);
+              PrimExpr ok = And(LT(base + row, extent), LT(k0 + kk, g.k));
+              PrimExpr v = Cast(g.acc_t, read(Min(base + row, extent - 1), Min(k0 + kk, g.k - 1)));
+              Stmt st = Store(dst, {kk, row}, Select(ok, v, zero));
+              return count % kThreads == 0 ? st : IfThenElse(LT(e, PrimExpr(count)), st);
+            });
       };
       Stmt load = threads([&](const PrimExpr& t) {
         // A rows are contiguous along k; B rows along n.

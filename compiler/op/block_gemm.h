@@ -7,6 +7,15 @@
 // tx + 16 j in registers — strided by 16 so that shared reads are
 // conflict-free and the stores coalesce along n.
 //
+// With float16 or bfloat16 operands on an architecture that has them in
+// tensor cores (sm_70 / sm_80), the product runs on tensor cores instead
+// (kernel_ir.h, "Tensor cores"): the block's 8 warps, 2 x 4, each own a
+// (16 FM) x (16 FN) part of a tile of up to 128 x 128; k advances 32 at a
+// time, A and B staged in shared memory as they are (rows padded by 16
+// bytes), each warp loading its fragments from there and accumulating in
+// float32 fragments. The epilogue goes through shared memory, a 16 x 16
+// tile per warp at a time, so it is applied per element as on the CPU.
+//
 // Thread contract: free functions over immutable IR; thread-safe.
 #ifndef TETHER_COMPILER_OP_BLOCK_GEMM_H_
 #define TETHER_COMPILER_OP_BLOCK_GEMM_H_
@@ -20,7 +29,9 @@ namespace tether::compiler {
 struct BlockGemm {
   PrimExpr batches, m, n, k;  // extents, possibly symbolic
   DataType acc_t;             // accumulation type (float32 for 16-bit data)
-  // Element readers, called with in-range indices only, returning acc_t.
+  DataType operand_t;         // what the readers return
+  int gpu_arch = 0;           // LowerContext::gpu_arch: whether tensor cores may be used
+  // Element readers, called with in-range indices only, returning operand_t.
   std::function<PrimExpr(const PrimExpr& b, const PrimExpr& m, const PrimExpr& k)> a;
   std::function<PrimExpr(const PrimExpr& b, const PrimExpr& k, const PrimExpr& n)> b;
   // The store of one result (acc_t) at an in-range (b, m, n).
@@ -31,6 +42,10 @@ struct BlockGemm {
 // Whether a product is worth the block schedule on a GPU: m and n at least
 // 16 each, or unknown (smaller ones: one thread per output element).
 bool WorthBlockGemm(const PrimExpr& m, const PrimExpr& n);
+
+// Whether `g` runs on tensor cores: float16 operands and sm_70 or newer, or
+// bfloat16 and sm_80 or newer; float32 accumulation.
+bool UsesTensorCores(const BlockGemm& g);
 
 // The kBlock loop over (batch, m tile, n tile). Tiles of 128 x 128, or
 // smaller along a side whose constant extent is below 128.

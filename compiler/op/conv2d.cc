@@ -301,7 +301,7 @@ PrimExpr TapInside(const PrimExpr& e, bool check_lo, bool check_hi, const PrimEx
 
 // The GPU schedule (see the file comment).
 Stmt ScheduleConv2dGpu(const Buffer& X, const Buffer& W, const Buffer& Y, DataType acc_t,
-                       const ConvParams& p, const Epilogue& epilogue) {
+                       const ConvParams& p, const Epilogue& epilogue, int gpu_arch) {
   const PrimExpr H = X->shape[2], Wd = X->shape[3];
   const PrimExpr O = W->shape[0], Cg = W->shape[1], KH = W->shape[2], KW = W->shape[3];
   const PrimExpr Og = FloorDiv(O, PrimExpr(p.groups));
@@ -317,9 +317,12 @@ Stmt ScheduleConv2dGpu(const Buffer& X, const Buffer& W, const Buffer& Y, DataTy
     g.n = OH * OW;
     g.k = Cg * KH * KW;
     g.acc_t = acc_t;
+    g.operand_t = X->dtype == W->dtype ? X->dtype : acc_t;
+    g.gpu_arch = gpu_arch;
+    const DataType op_t = g.operand_t;
     g.a = [&](const PrimExpr& b, const PrimExpr& m, const PrimExpr& k) {
       std::vector<PrimExpr> tap = Unflatten(k, {Cg, KH, KW});
-      return Cast(acc_t, Load(W, {FloorMod(b, G) * Og + m, tap[0], tap[1], tap[2]}));
+      return Cast(op_t, Load(W, {FloorMod(b, G) * Og + m, tap[0], tap[1], tap[2]}));
     };
     g.b = [&](const PrimExpr& b, const PrimExpr& k, const PrimExpr& n) {
       std::vector<PrimExpr> tap = Unflatten(k, {Cg, KH, KW});
@@ -331,9 +334,9 @@ Stmt ScheduleConv2dGpu(const Buffer& X, const Buffer& W, const Buffer& Y, DataTy
                         : in_h.defined()                 ? in_h
                                                          : in_w;
       // Clamped, so a padding tap reads a real element (and is masked).
-      PrimExpr v = Cast(acc_t, Load(X, {FloorDiv(b, G), FloorMod(b, G) * Cg + tap[0],
-                                        Max(Min(ih, H - 1), 0), Max(Min(iw, Wd - 1), 0)}));
-      return inside.defined() ? Select(inside, v, MakeConst(acc_t, 0)) : v;
+      PrimExpr v = Cast(op_t, Load(X, {FloorDiv(b, G), FloorMod(b, G) * Cg + tap[0],
+                                       Max(Min(ih, H - 1), 0), Max(Min(iw, Wd - 1), 0)}));
+      return inside.defined() ? Select(inside, v, MakeConst(op_t, 0)) : v;
     };
     g.store = [&](const PrimExpr& b, const PrimExpr& m, const PrimExpr& n, const PrimExpr& v) {
       std::vector<PrimExpr> pixel = Unflatten(n, {OH, OW});
@@ -385,7 +388,7 @@ absl::StatusOr<Stmt> ScheduleConv2d(const LowerContext& ctx, const std::vector<B
   }
   const Buffer& Y = outputs[0];
   const DataType acc_t = nn_internal::ComputeType(Y->dtype);
-  if (ctx.gpu) return ScheduleConv2dGpu(X, W, Y, acc_t, *p, epilogue);
+  if (ctx.gpu) return ScheduleConv2dGpu(X, W, Y, acc_t, *p, epilogue, ctx.gpu_arch);
   const PrimExpr N = X->shape[0], C = X->shape[1], H = X->shape[2], Wd = X->shape[3];
   const PrimExpr O = W->shape[0], Cg = W->shape[1], KH = W->shape[2], KW = W->shape[3];
   const PrimExpr OH = Y->shape[2], OW = Y->shape[3];

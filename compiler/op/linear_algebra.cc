@@ -180,11 +180,13 @@ absl::StatusOr<Stmt> ScheduleMatmul(const LowerContext& ctx, const std::vector<B
     g.n = N;
     g.k = K;
     g.acc_t = acc_t;
+    g.operand_t = A->dtype == B->dtype ? A->dtype : acc_t;
+    g.gpu_arch = ctx.gpu_arch;
     g.a = [&](const PrimExpr& b, const PrimExpr& m, const PrimExpr& k) {
-      return Cast(acc_t, Load(A, op.AIndex(Unflatten(b, out_batch), m, k)));
+      return Cast(g.operand_t, Load(A, op.AIndex(Unflatten(b, out_batch), m, k)));
     };
     g.b = [&](const PrimExpr& b, const PrimExpr& k, const PrimExpr& n) {
-      return Cast(acc_t, Load(B, op.BIndex(Unflatten(b, out_batch), k, n)));
+      return Cast(g.operand_t, Load(B, op.BIndex(Unflatten(b, out_batch), k, n)));
     };
     g.store = [&](const PrimExpr& b, const PrimExpr& m, const PrimExpr& n, const PrimExpr& v) {
       std::vector<PrimExpr> ci = op.CIndex(Unflatten(b, out_batch), m, n);

@@ -69,6 +69,9 @@ struct LowerContext {
   // do its work in one top-level kParallel loop over output elements (or
   // rows), reductions serial inside it with kLocal accumulators.
   bool gpu = false;
+  // With gpu: the lowest architecture the kernel must run on (80 = sm_80;
+  // 0 = unknown). Tensor-core schedules need 70 (float16) or 80 (bfloat16).
+  int gpu_arch = 0;
 };
 
 struct OpInfo {

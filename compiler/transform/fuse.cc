@@ -49,8 +49,13 @@ void CollectSInfoVars(const StructInfo& sinfo, absl::flat_hash_set<const PrimVar
 class GroupLowering {
  public:
   GroupLowering(const BindingBlock& block, const std::vector<Candidate>& cands, const Group& group,
-                int num_threads, bool gpu)
-      : block_(block), cands_(cands), group_(group), num_threads_(num_threads), gpu_(gpu) {
+                int num_threads, bool gpu, int gpu_arch)
+      : block_(block),
+        cands_(cands),
+        group_(group),
+        num_threads_(num_threads),
+        gpu_(gpu),
+        gpu_arch_(gpu_arch) {
     for (int m : group.members) member_of_var_[block.bindings[m].var.as<VarNode>()] = m;
   }
 
@@ -153,6 +158,7 @@ class GroupLowering {
     ctx.out_sinfo = block_.bindings[m].var.struct_info();
     ctx.num_threads = num_threads_;
     ctx.gpu = gpu_;
+    ctx.gpu_arch = gpu_arch_;
     for (const Expr& arg : c.call->args) {
       const int producer = Producer(arg);
       if (producer >= 0) {
@@ -196,6 +202,7 @@ class GroupLowering {
   const Group& group_;
   const int num_threads_;
   const bool gpu_;
+  const int gpu_arch_;
   absl::flat_hash_map<const VarNode*, int> member_of_var_;
   absl::flat_hash_map<const ExprNode*, Buffer> param_of_;
   std::vector<Expr> inputs_;
@@ -312,7 +319,8 @@ class Fuser {
     absl::flat_hash_set<int> removed;
     for (const auto& g : groups) {
       if (g->members.size() < 2 || group_of[g->output] != g.get()) continue;
-      GroupLowering lowering(block, cands, *g, options_.num_threads, options_.gpu);
+      GroupLowering lowering(block, cands, *g, options_.num_threads, options_.gpu,
+                             options_.gpu_arch);
       absl::StatusOr<KernelFunc> kernel = lowering.Lower();
       if (!kernel.ok()) continue;  // stays unfused; LegalizeOps lowers the calls one by one
       std::string hint = "fused";

@@ -38,6 +38,9 @@ struct FuseOptions {
   // The kernels will run on a GPU: groups lower GPU-friendly bodies
   // (LowerContext::gpu, MakeFlatParallelLoop for elementwise groups).
   bool gpu = false;
+  // With gpu: the lowest architecture the kernels must run on (80 = sm_80;
+  // 0 = unknown), which decides whether tensor cores may be used.
+  int gpu_arch = 0;
 };
 
 // INVALID_ARGUMENT when a function is not normalized.

@@ -65,7 +65,7 @@ class Legalizer {
       return view;
     }
     absl::StatusOr<KernelFunc> kernel =
-        LowerCallToKernel(*call, "kernel", options_.num_threads, options_.gpu);
+        LowerCallToKernel(*call, "kernel", options_.num_threads, options_.gpu, options_.gpu_arch);
     if (!kernel.ok()) {
       return absl::Status(
           kernel.status().code(),

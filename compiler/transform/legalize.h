@@ -32,6 +32,9 @@ struct LegalizeOptions {
   // The kernels will run on a GPU: operators lower GPU-friendly bodies
   // (LowerCallToKernel's `gpu`).
   bool gpu = false;
+  // With gpu: the lowest architecture the kernels must run on (80 = sm_80;
+  // 0 = unknown), which decides whether tensor cores may be used.
+  int gpu_arch = 0;
 };
 
 // INVALID_ARGUMENT naming the function and operator when a call cannot be

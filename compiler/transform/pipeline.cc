@@ -28,6 +28,7 @@ std::vector<NamedPass> PassesOf(absl::string_view name, const PipelineOptions& o
   LegalizeOptions legalize;
   legalize.num_threads = options.num_threads;
   legalize.gpu = options.gpu;
+  legalize.gpu_arch = options.gpu_arch;
   std::vector<NamedPass> passes;
   passes.push_back({"NormalizeModule", [](IRModule m) { return NormalizeModule(std::move(m)); }});
   if (name == "default") {
@@ -39,6 +40,7 @@ std::vector<NamedPass> PassesOf(absl::string_view name, const PipelineOptions& o
       FuseOptions fuse;
       fuse.num_threads = options.num_threads;
       fuse.gpu = options.gpu;
+      fuse.gpu_arch = options.gpu_arch;
       passes.push_back({"FuseOps", [fuse](IRModule m) { return FuseOps(std::move(m), fuse); }});
     }
   }

@@ -35,6 +35,9 @@ struct PipelineOptions {
   // lower operators to bodies compiler/kernel/device_split.h accepts (no
   // workspace allocations, one parallel loop over output elements).
   bool gpu = false;
+  // With gpu: the lowest architecture the kernels must run on (80 = sm_80;
+  // 0 = unknown), which decides whether tensor cores may be used.
+  int gpu_arch = 0;
 };
 
 // Runs the pipeline `name` on `module`. INVALID_ARGUMENT for an unknown

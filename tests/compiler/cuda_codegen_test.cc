@@ -12,6 +12,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "compiler/build.h"
 #include "compiler/codegen/llvm_codegen.h"
 #include "compiler/codegen/target.h"
@@ -266,7 +267,7 @@ class Module:
   ASSERT_TRUE(ptx.ok()) << ptx.status();
   // (Not EXPECT_THAT: a failure would print all the PTX.)
   for (const char* want :
-       {".shared .align 16 .b8 gemm_a_tile", "bar.sync", "ld.shared.f32", ".maxntid 256"}) {
+       {".shared .align 128 .b8 gemm_a_tile", "bar.sync", "ld.shared.f32", ".maxntid 256"}) {
     EXPECT_TRUE(absl::StrContains(*ptx, want)) << want;
   }
   EXPECT_FALSE(absl::StrContains(*ptx, ".local"));
@@ -276,6 +277,60 @@ class Module:
   EXPECT_EQ(rc, 0) << text;
   EXPECT_THAT(text, HasSubstr("0 bytes spill stores")) << text;
 #endif
+}
+
+// float16 and bfloat16 products run on tensor cores where the architecture
+// has them: WMMA loads from shared memory and mma.sync with float32
+// accumulators, kept in registers; bfloat16 for sm_75 keeps the SIMT tiles.
+TEST(CudaCodegenTest, SixteenBitMatmulsUseTensorCoresWhereTheArchitectureHasThem) {
+  struct Case {
+    const char* dtype;
+    int sm;
+    const char* mma;  // empty: no tensor cores
+  };
+  const Case cases[] = {
+      {"float16", 80, "wmma.mma.sync.aligned.row.row.m16n16k16.f32.f32"},
+      {"float16", 75, "wmma.mma.sync.aligned.row.row.m16n16k16.f32.f32"},
+      {"bfloat16", 80, "wmma.mma.sync.aligned.row.row.m16n16k16.f32.bf16.bf16.f32"},
+      {"bfloat16", 75, ""},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(absl::StrCat(c.dtype, " sm_", c.sm));
+    std::string text = R"(
+@I.ir_module
+class Module:
+    @R.function
+    def main(a: R.Tensor((512, 256), "DT"), b: R.Tensor((256, 384), "DT")):
+        with R.dataflow():
+            c = R.matmul(a, b)
+            R.output(c)
+        return c
+)";
+    absl::StrReplaceAll({{"DT", c.dtype}}, &text);
+    absl::StatusOr<IRModule> m = ParseModule(text);
+    ASSERT_TRUE(m.ok()) << m.status();
+    BuildOptions options;
+    options.target = absl::StrCat("cuda -arch=sm_", c.sm);
+    absl::StatusOr<std::string> ptx = EmitKernelAssembly(*m, options);
+    ASSERT_TRUE(ptx.ok()) << ptx.status();
+    const bool tensor_cores = *c.mma != 0;
+    EXPECT_EQ(absl::StrContains(*ptx, "wmma.mma.sync"), tensor_cores);
+    if (tensor_cores) {
+      EXPECT_TRUE(absl::StrContains(*ptx, c.mma));
+      EXPECT_TRUE(absl::StrContains(*ptx, "wmma.load.a.sync.aligned.row.m16n16k16.shared."));
+      EXPECT_TRUE(absl::StrContains(*ptx, "wmma.load.b.sync.aligned.row.m16n16k16.shared."));
+      EXPECT_TRUE(absl::StrContains(*ptx, "wmma.store.d.sync.aligned.row.m16n16k16.shared.f32"));
+      // The staging copies 16-bit values as they are: no conversion to
+      // float and back (the only cvt.f32.f16 would be in the epilogue).
+      EXPECT_FALSE(absl::StrContains(*ptx, "cvt.f32.f16")) << "staging converts";
+    }
+    EXPECT_FALSE(absl::StrContains(*ptx, ".local"));
+#ifdef TETHER_PTXAS
+    auto [rc, out] = Ptxas(ptx->substr(ptx->find('\n') + 1), c.sm, "-v");
+    EXPECT_EQ(rc, 0) << out;
+    EXPECT_THAT(out, HasSubstr("0 bytes spill stores")) << out;
+#endif
+  }
 }
 
 }  // namespace

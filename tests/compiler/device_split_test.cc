@@ -84,13 +84,13 @@ void ExpectDeviceMatchesCpu(const KernelFunc& kernel, const std::vector<HostTens
 }
 
 absl::StatusOr<KernelFunc> LowerOp(const std::string& op, const std::vector<HostTensor>& inputs,
-                                   Attrs attrs = {}, bool gpu = false) {
+                                   Attrs attrs = {}, bool gpu = false, int gpu_arch = 0) {
   std::vector<Expr> args;
   for (size_t i = 0; i < inputs.size(); ++i) {
     args.push_back(optest::TensorVar(absl::StrCat("x", i), inputs[i]));
   }
   TETHER_ASSIGN_OR_RETURN(Expr call, optest::MakeOpCall(op, std::move(args), std::move(attrs)));
-  return LowerCallToKernel(*call.as<CallNode>(), "k", /*num_threads=*/0, gpu);
+  return LowerCallToKernel(*call.as<CallNode>(), "k", /*num_threads=*/0, gpu, gpu_arch);
 }
 
 TEST(DeviceSplitTest, BroadcastNestFusesIntoOneLaunchAndMatchesTheCpu) {
@@ -224,6 +224,23 @@ TEST(DeviceSplitTest, BlockScheduleMatmulIsOneBlockLaunchAndMatchesTheCpu) {
   ExpectDeviceMatchesCpu(*k, {a, b}, {{2, 130, 257}});
 }
 
+TEST(DeviceSplitTest, TensorCoreMatmulIsOneBlockLaunchAndMatchesTheCpu) {
+  // float16 for sm_80: 8 warps, 128 x 128 tiles (2 batches x 2 x 3 of
+  // them), k 32 at a time; edge rows, columns and a partial k step.
+  HostTensor a = optest::Random({2, 130, 40}, optest::kF16, 11);
+  HostTensor b = optest::Random({40, 257}, optest::kF16, 12);
+  absl::StatusOr<KernelFunc> k = LowerOp("relax.matmul", {a, b}, {}, /*gpu=*/true, 80);
+  ASSERT_TRUE(k.ok()) << k.status();
+  EXPECT_THAT(ToString(*k), HasSubstr("T.mma_sync(gemm_acc["));
+  absl::StatusOr<DeviceKernel> dk = SplitForDevice(*k);
+  ASSERT_TRUE(dk.ok()) << dk.status();
+  ASSERT_EQ(dk->launches.size(), 1u);
+  EXPECT_TRUE(dk->launches[0].blocks);
+  EXPECT_EQ(dk->launches[0].block, kDeviceBlockThreads);
+  EXPECT_EQ(AsConstInt(dk->launches[0].count), std::optional<int64_t>(12 * kDeviceBlockThreads));
+  ExpectDeviceMatchesCpu(*k, {a, b}, {{2, 130, 257}});
+}
+
 // Block b reverses x[b*8 .. b*8+7] through shared memory: the second kThread
 // loop reads what other threads stored in the first. A per-thread value
 // (x doubled) lives across the barrier.
@@ -297,7 +314,7 @@ TEST(DeviceSplitTest, BlockSchedulesThatBreakTheRulesAreRejected) {
              Seq({threads(8, write), Store(out, {PrimExpr(0)}, MakeConst(kF32, 3))})),
          "the store to out in a kBlock body outside its kThread loops");
   reject(For(b, 0, PrimExpr(1), ForKind::kBlock, threads(8, Allocate(s, write))),
-         "the block buffer s outside a kBlock body or inside a kThread loop");
+         "the block buffer s outside a kBlock body or inside a kThread or kWarp loop");
   reject(For(b, 0, PrimExpr(1), ForKind::kBlock,
              Allocate(keep, threads(8, Store(keep, {PrimExpr(0)}, MakeConst(kF32, 1))))),
          "a write of the per-thread buffer keep not indexed by its kThread loop's var");
@@ -328,6 +345,61 @@ TEST(DeviceSplitTest, BlockSchedulesThatBreakTheRulesAreRejected) {
           .ok());
   reject(For(b, 0, PrimExpr(1), ForKind::kBlock, threads(512, write)),
          "the kBlock loop over b with 512 threads");
+}
+
+TEST(DeviceSplitTest, TensorCoreStatementsThatBreakTheRulesAreRejected) {
+  using Scope = BufferNode::Scope;
+  const DataType f16 = DataType::Float(16);
+  const PrimExpr s16(16);
+  Buffer out = MakeBuffer("out", kF32, {PrimExpr(64)});
+  Buffer tile = MakeBuffer("tile", f16, {s16, PrimExpr(24)}, Scope::kShared);
+  Buffer ctile = MakeBuffer("ctile", kF32, {s16, s16}, Scope::kShared);
+  Buffer af = MakeBuffer("af", f16, {PrimExpr(2), s16, s16}, Scope::kMatrixA);
+  Buffer bf = MakeBuffer("bf", f16, {PrimExpr(2), s16, s16}, Scope::kMatrixB);
+  Buffer acc = MakeBuffer("acc", kF32, {PrimExpr(2), s16, s16}, Scope::kAccumulator);
+  Var b("b"), t("t"), w("w");
+  // A block of 64 threads (2 warps): a kThread loop, then `warp_body` in a
+  // kWarp loop over w.
+  auto block = [&](const Stmt& warp_body, int warps = 2) {
+    Stmt threads = For(t, 0, PrimExpr(64), ForKind::kThread, Store(out, {t}, Load(ctile, {0, 0})));
+    Stmt body = Seq({threads, For(w, 0, PrimExpr(warps), ForKind::kWarp, warp_body)});
+    return For(b, 0, PrimExpr(1), ForKind::kBlock,
+               Allocate(tile, Allocate(ctile, Allocate(af, Allocate(bf, Allocate(acc, body))))));
+  };
+  auto split = [&](const Stmt& body) {
+    return SplitForDevice(MakeKernelFunc("tc", {KernelParam::Tensor(out)}, body));
+  };
+  auto reject = [&](const Stmt& body, const std::string& why) {
+    SCOPED_TRACE(why);
+    absl::StatusOr<DeviceKernel> r = split(body);
+    ASSERT_FALSE(r.ok()) << ToString(body);
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(r.status().message(), HasSubstr(why));
+  };
+  const Stmt good =
+      Seq({MatrixFill({acc, {w}}, MakeConst(kF32, 0)), MatrixLoad({af, {w}}, {tile, {0, 0}}),
+           MatrixLoad({bf, {w}}, {tile, {0, 0}}), MatrixMma({acc, {w}}, {af, {w}}, {bf, {w}}),
+           MatrixStore({ctile, {0, 0}}, {acc, {w}})});
+  EXPECT_TRUE(split(block(good)).ok()) << split(block(good)).status();
+  // Rows of 24 float16 values are 48 bytes; column 8 starts 16 bytes in.
+  reject(block(MatrixLoad({af, {w}}, {tile, {0, 8}})), "the tile of tile not known to be aligned");
+  reject(block(MatrixLoad({acc, {w}}, {tile, {0, 0}})), "the fragment acc (of the wrong scope");
+  reject(block(MatrixMma({acc, {w}}, {bf, {w}}, {af, {w}})), "the fragment bf (of the wrong scope");
+  reject(block(MatrixFill({acc, {PrimExpr(0)}}, MakeConst(kF32, 0))),
+         "not indexed by its kWarp var");
+  reject(block(MatrixStore({tile, {0, 0}}, {acc, {w}})), "the tile of tile (a float32 shared");
+  reject(block(Store(out, {w}, MakeConst(kF32, 1))),
+         "the store to out in a kBlock body outside its kThread loops");
+  reject(block(good, 3), "the kWarp loop over w");
+  // Fragments are opaque: no element reads, and no statement outside a warp.
+  Stmt peek = For(b, 0, PrimExpr(1), ForKind::kBlock,
+                  Allocate(acc, For(t, 0, PrimExpr(64), ForKind::kThread,
+                                    Store(out, {t}, Load(acc, {0, 0, 0})))));
+  reject(peek, "an element read of the fragment acc");
+  Stmt outside = For(b, 0, PrimExpr(1), ForKind::kBlock,
+                     Allocate(acc, For(t, 0, PrimExpr(64), ForKind::kThread,
+                                       MatrixFill({acc, {0}}, MakeConst(kF32, 0)))));
+  reject(outside, "the tensor-core statement on acc outside a kWarp loop");
 }
 
 }  // namespace

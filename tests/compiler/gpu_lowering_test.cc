@@ -49,6 +49,8 @@ struct BodyCensus {
   int parallel_loops = 0;  // anywhere, the top-level one included
   int block_loops = 0;
   int thread_loops = 0;
+  int warp_loops = 0;
+  int matrix_tiles = 0;  // tensor-core statements
 };
 
 void Census(const Stmt& s, BodyCensus* c) {
@@ -60,6 +62,7 @@ void Census(const Stmt& s, BodyCensus* c) {
       if (f->for_kind == ForKind::kVectorized) ++c->vectorized_loops;
       if (f->for_kind == ForKind::kBlock) ++c->block_loops;
       if (f->for_kind == ForKind::kThread) ++c->thread_loops;
+      if (f->for_kind == ForKind::kWarp) ++c->warp_loops;
       Census(f->body, c);
       return;
     }
@@ -82,6 +85,9 @@ void Census(const Stmt& s, BodyCensus* c) {
     case StmtKind::kAssert:
       ++c->asserts;
       Census(s.as<AssertStmtNode>()->body, c);
+      return;
+    case StmtKind::kMatrixTile:
+      ++c->matrix_tiles;
       return;
     case StmtKind::kStore:
     case StmtKind::kEvaluate:
@@ -122,8 +128,9 @@ void ExpectGpuFriendly(const KernelFunc& kernel) {
 // Lowers `op` on tensor operands shaped like `inputs` for the CPU and for a
 // GPU, checks the GPU kernel's form, runs both on `inputs` and expects the
 // same outputs (within `tol`, relative; default: the dtype's tolerance).
+// `gpu_arch` is LowerContext::gpu_arch (80: tensor cores for 16-bit floats).
 void ExpectGpuMatchesCpu(const std::string& op, const std::vector<HostTensor>& inputs,
-                         Attrs attrs = {}, double tol = -1) {
+                         Attrs attrs = {}, double tol = -1, int gpu_arch = 0) {
   std::vector<Expr> args;
   for (size_t i = 0; i < inputs.size(); ++i) {
     args.push_back(optest::TensorVar(absl::StrCat("x", i), inputs[i]));
@@ -132,8 +139,8 @@ void ExpectGpuMatchesCpu(const std::string& op, const std::vector<HostTensor>& i
   ASSERT_TRUE(call.ok()) << call.status();
   absl::StatusOr<KernelFunc> cpu = LowerCallToKernel(*call->as<CallNode>(), "cpu_kernel");
   ASSERT_TRUE(cpu.ok()) << cpu.status();
-  absl::StatusOr<KernelFunc> gpu =
-      LowerCallToKernel(*call->as<CallNode>(), "gpu_kernel", /*num_threads=*/0, /*gpu=*/true);
+  absl::StatusOr<KernelFunc> gpu = LowerCallToKernel(*call->as<CallNode>(), "gpu_kernel",
+                                                     /*num_threads=*/0, /*gpu=*/true, gpu_arch);
   ASSERT_TRUE(gpu.ok()) << gpu.status();
   ExpectGpuFriendly(*gpu);
   absl::StatusOr<CompiledKernel> cpu_k = CompiledKernel::Create(*cpu);
@@ -189,6 +196,56 @@ TEST(GpuLoweringTest, MatmulFloat16AccumulatesInFloat32) {
   ExpectGpuMatchesCpu("relax.matmul", {Random({2, 9, 64}, kF16, 3), Random({64, 17}, kF16, 4)});
   // The same through the block schedule.
   ExpectGpuMatchesCpu("relax.matmul", {Random({2, 40, 64}, kF16, 5), Random({64, 48}, kF16, 6)});
+}
+
+// Whether `op` on `inputs` lowers, for sm_<arch>, to tensor-core statements.
+bool LowersToTensorCores(const std::string& op, const std::vector<HostTensor>& inputs, int arch,
+                         Attrs attrs = {}) {
+  std::vector<Expr> args;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    args.push_back(optest::TensorVar(absl::StrCat("x", i), inputs[i]));
+  }
+  absl::StatusOr<Expr> call = optest::MakeOpCall(op, std::move(args), std::move(attrs));
+  EXPECT_TRUE(call.ok()) << call.status();
+  if (!call.ok()) return false;
+  absl::StatusOr<KernelFunc> gpu = LowerCallToKernel(*call->as<CallNode>(), "k", 0, true, arch);
+  EXPECT_TRUE(gpu.ok()) << gpu.status();
+  if (!gpu.ok()) return false;
+  BodyCensus c;
+  Census((*gpu)->body, &c);
+  EXPECT_EQ(c.warp_loops > 0, c.matrix_tiles > 0);
+  return c.matrix_tiles > 0;
+}
+
+TEST(GpuLoweringTest, TensorCoreMatmulMatchesCpu) {
+  const DataType kBF16 = DataType::BFloat16();
+  struct Case {
+    Shape a, b;
+  };
+  const Case cases[] = {
+      {{16, 16}, {16, 16}},         // one fragment, one k step (half of it zero)
+      {{40, 70}, {70, 33}},         // partial tile and k step
+      {{2, 130, 20}, {20, 257}},    // batched, 2 x 3 tiles of 128 x 128
+      {{3, 1, 64, 9}, {2, 9, 40}},  // broadcast batch dims, 64 x 64 tiles
+      {{200, 96}, {96, 24}},        // several k steps, a narrow n
+  };
+  uint32_t seed = 60;
+  for (const Case& c : cases) {
+    for (DataType t : {kF16, kBF16}) {
+      SCOPED_TRACE(absl::StrCat(t.ToString(), " ", optest::NumElements(c.a), " x ",
+                                optest::NumElements(c.b)));
+      std::vector<HostTensor> in = {Random(c.a, t, seed), Random(c.b, t, seed + 1)};
+      EXPECT_TRUE(LowersToTensorCores("relax.matmul", in, 80));
+      ExpectGpuMatchesCpu("relax.matmul", in, {}, -1, /*gpu_arch=*/80);
+      seed += 2;
+    }
+  }
+  // float16 has tensor cores from sm_70, bfloat16 from sm_80; float32 never.
+  const Shape a = {64, 64}, b = {64, 64};
+  EXPECT_TRUE(LowersToTensorCores("relax.matmul", {Random(a, kF16, 1), Random(b, kF16, 2)}, 75));
+  EXPECT_FALSE(LowersToTensorCores("relax.matmul", {Random(a, kBF16, 1), Random(b, kBF16, 2)}, 75));
+  EXPECT_FALSE(LowersToTensorCores("relax.matmul", {Random(a, kF16, 1), Random(b, kF16, 2)}, 0));
+  EXPECT_FALSE(LowersToTensorCores("relax.matmul", {Random(a, kF32, 1), Random(b, kF32, 2)}, 90));
 }
 
 TEST(GpuLoweringTest, CpuMatmulKeepsItsPackedScheduleGpuDoesNot) {
@@ -290,6 +347,19 @@ TEST(GpuLoweringTest, Conv2dFloat16MatchesCpu) {
   ExpectGpuMatchesCpu("relax.nn.conv2d",
                       {Random({1, 4, 6, 6}, kF16, 32), Random({24, 4, 3, 3}, kF16, 33)},
                       ConvAttrs({1, 1}, {1, 1, 1, 1}, {1, 1}, 1));
+}
+
+TEST(GpuLoweringTest, TensorCoreConv2dMatchesCpu) {
+  // The implicit GEMM on tensor cores: padding taps, strides, groups.
+  const std::vector<HostTensor> in = {Random({2, 6, 9, 9}, kF16, 70),
+                                      Random({40, 3, 3, 3}, kF16, 71)};
+  const Attrs attrs = ConvAttrs({1, 1}, {1, 1, 1, 1}, {1, 1}, 2);
+  EXPECT_TRUE(LowersToTensorCores("relax.nn.conv2d", in, 80, attrs));
+  ExpectGpuMatchesCpu("relax.nn.conv2d", in, attrs, -1, 80);
+  const std::vector<HostTensor> strided = {Random({1, 3, 14, 15}, kF16, 72),
+                                           Random({33, 3, 5, 5}, kF16, 73)};
+  const Attrs attrs2 = ConvAttrs({2, 1}, {2, 1, 0, 2}, {1, 2}, 1);
+  ExpectGpuMatchesCpu("relax.nn.conv2d", strided, attrs2, -1, 80);
 }
 
 // ---- pooling -----------------------------------------------------------------

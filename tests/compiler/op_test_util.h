@@ -118,6 +118,22 @@ inline float HalfToFloat(uint16_t h) {
   return f;
 }
 
+// bfloat16: the top half of a float32, rounded to nearest even (NaN kept).
+inline uint16_t FloatToBFloat16(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  if (std::isnan(f)) return static_cast<uint16_t>((x >> 16) | 0x40);
+  x += 0x7fff + ((x >> 16) & 1);
+  return static_cast<uint16_t>(x >> 16);
+}
+
+inline float BFloat16ToFloat(uint16_t b) {
+  const uint32_t x = static_cast<uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &x, 4);
+  return f;
+}
+
 // Random values in [lo, hi); integers (and bool, with lo 0 hi 2) when the
 // dtype is not float. Same seed, same values.
 inline HostTensor Random(Shape shape, DataType dtype, uint32_t seed, double lo = -2.0,
@@ -137,6 +153,7 @@ inline HostTensor Random(Shape shape, DataType dtype, uint32_t seed, double lo =
     if (dtype.is_float() && dtype.bits() == 16) {
       v = HalfToFloat(FloatToHalf(static_cast<float>(v)));  // exactly representable
     }
+    if (dtype.is_bfloat16()) v = BFloat16ToFloat(FloatToBFloat16(static_cast<float>(v)));
     t.data.push_back(v);
   }
   return t;
@@ -156,6 +173,9 @@ inline absl::StatusOr<Tensor> ToTensor(const HostTensor& t) {
       std::memcpy(p, &v, 8);
     } else if (d == kF16) {
       uint16_t h = FloatToHalf(static_cast<float>(v));
+      std::memcpy(p, &h, 2);
+    } else if (d.is_bfloat16()) {
+      uint16_t h = FloatToBFloat16(static_cast<float>(v));
       std::memcpy(p, &h, 2);
     } else if (d.is_bool()) {
       uint8_t b = v != 0;
@@ -191,6 +211,10 @@ inline HostTensor FromTensor(const Tensor& t) {
       uint16_t x;
       std::memcpy(&x, e, 2);
       v = HalfToFloat(x);
+    } else if (h.dtype.is_bfloat16()) {
+      uint16_t x;
+      std::memcpy(&x, e, 2);
+      v = BFloat16ToFloat(x);
     } else if (h.dtype.is_bool()) {
       v = *e != 0;
     } else if (h.dtype.is_int()) {
@@ -347,6 +371,7 @@ inline absl::StatusOr<std::vector<HostTensor>> RunOp(const std::string& op,
 // Tolerance for comparing results of `dtype`: relative and absolute.
 inline double Tolerance(DataType dtype) {
   if (dtype == kF16) return 2e-3;
+  if (dtype.is_bfloat16()) return 8e-3;  // 8 significant bits
   if (dtype == kF32) return 2e-5;
   if (dtype.is_float()) return 1e-10;
   return 0;
@@ -435,6 +460,7 @@ inline HostTensor BroadcastRef(const std::vector<HostTensor>& operands, DataType
 inline double RoundTo(DataType dtype, double v) {
   if (dtype == kF32) return static_cast<float>(v);
   if (dtype == kF16) return HalfToFloat(FloatToHalf(static_cast<float>(v)));
+  if (dtype.is_bfloat16()) return BFloat16ToFloat(FloatToBFloat16(static_cast<float>(v)));
   if (dtype.is_bool()) return v != 0;
   if (dtype.is_int() || dtype.is_uint()) return std::trunc(v);
   return v;
