@@ -50,24 +50,32 @@ bool Divides(int64_t tile, const PrimExpr& e) {
 // Stages the `rows` x `cols` tile at (r0, c0) of an operand of extents
 // (r_ext, c_ext) into dst[row][col]: read(r, c) where in range, zero
 // elsewhere (reads clamped into range). A side whose extent is a constant
-// multiple of the tile needs neither. `cols` divides 256: thread t takes
-// column t % cols of rows t / cols, + 256 / cols, ..., so a warp reads
-// along a row and a thread's addresses differ by constants (few registers
-// once the loop is unrolled).
+// multiple of the tile needs neither. Each thread copies 16 contiguous bytes
+// of a row (cols a multiple of them, 256 threads a multiple of a row's
+// share; with `transpose`, into dst[col][row]): with whole tiles of an operand whose rows are
+// 16-byte multiples, LLVM merges them into one 128-bit load and store (the launcher holds tensor
+// data 16-byte aligned). A warp reads whole rows, and a thread's addresses differ by constants.
 Stmt Stage(const Buffer& dst, int64_t rows, int64_t cols, const PrimExpr& t, const PrimExpr& r0,
            const PrimExpr& r_ext, const PrimExpr& c0, const PrimExpr& c_ext,
            const std::function<PrimExpr(const PrimExpr&, const PrimExpr&)>& read,
-           const std::string& name) {
-  const int64_t step = kThreads / cols;
+           const std::string& name, bool transpose = false) {
+  const int64_t vec = std::min<int64_t>(16 / dst->dtype.bytes(), cols);
+  const int64_t per_row = cols / vec, step = kThreads / per_row;
   const bool whole_r = Divides(rows, r_ext), whole_c = Divides(cols, c_ext);
-  return Loop(name, rows / step, ForKind::kUnrolled, [&](const PrimExpr& i) {
-    const PrimExpr row = FloorDiv(t, cols) + i * step, col = FloorMod(t, cols);
-    const PrimExpr r = r0 + row, c = c0 + col;
-    PrimExpr v = read(whole_r ? r : Min(r, r_ext - 1), whole_c ? c : Min(c, c_ext - 1));
-    PrimExpr ok;
-    if (!whole_r) ok = LT(r, r_ext);
-    if (!whole_c) ok = ok.defined() ? And(ok, LT(c, c_ext)) : LT(c, c_ext);
-    return Store(dst, {row, col}, ok.defined() ? Select(ok, v, MakeConst(dst->dtype, 0)) : v);
+  return Loop(name, (rows + step - 1) / step, ForKind::kUnrolled, [&](const PrimExpr& i) {
+    const PrimExpr row = FloorDiv(t, per_row) + i * step;
+    Stmt copy = Loop(name + "v", vec, ForKind::kUnrolled, [&](const PrimExpr& e) {
+      const PrimExpr col = FloorMod(t, per_row) * vec + e;
+      const PrimExpr r = r0 + row, c = c0 + col;
+      PrimExpr v = read(whole_r ? r : Min(r, r_ext - 1), whole_c ? c : Min(c, c_ext - 1));
+      PrimExpr ok;
+      if (!whole_r) ok = LT(r, r_ext);
+      if (!whole_c) ok = ok.defined() ? And(ok, LT(c, c_ext)) : LT(c, c_ext);
+      std::vector<PrimExpr> at = {row, col};
+      if (transpose) std::swap(at[0], at[1]);
+      return Store(dst, at, ok.defined() ? Select(ok, v, MakeConst(dst->dtype, 0)) : v);
+    });
+    return rows % step == 0 ? copy : IfThenElse(LT(row, PrimExpr(rows)), copy);
   });
 }
 
@@ -78,6 +86,7 @@ Stmt TensorCoreSchedule(const BlockGemm& g) {
   const int64_t bm = kWarpRows * kFrag * fm, bn = kWarpCols * kFrag * fn;
   const PrimExpr mt = CeilDiv(g.m, bm), nt = CeilDiv(g.n, bn);
   const DataType f32 = DataType::Float(32);
+  const bool whole = Divides(bm, g.m) && Divides(bn, g.n);
   using Scope = BufferNode::Scope;
   return Loop("tile", g.batches * mt * nt, ForKind::kBlock, [&](const PrimExpr& tile) {
     const PrimExpr in_batch = FloorMod(tile, mt * nt);
@@ -147,7 +156,8 @@ Stmt TensorCoreSchedule(const BlockGemm& g) {
         return Loop("q", kWarps, ForKind::kUnrolled, [&](const PrimExpr& q) {
           const PrimExpr r = FloorDiv(t, kFrag), c = FloorMod(t, kFrag);
           PrimExpr m = m0 + warp_row(q) + i * kFrag + r, n = n0 + warp_col(q) + j * kFrag + c;
-          return IfThenElse(And(LT(m, g.m), LT(n, g.n)), g.store(batch, m, n, Load(cs, {q, r, c})));
+          Stmt st = g.store(batch, m, n, Load(cs, {q, r, c}));
+          return whole ? st : IfThenElse(And(LT(m, g.m), LT(n, g.n)), st);
         });
       });
       return Seq({spill, apply});
@@ -179,71 +189,62 @@ Stmt BlockGemmSchedule(const BlockGemm& g) {
   const int64_t bm = kSide * tm, bn = kSide * tn;
   const PrimExpr mt = CeilDiv(g.m, bm), nt = CeilDiv(g.n, bn);
   const PrimExpr zero = MakeConst(g.acc_t, 0);
+  // Thread (ty, tx) owns rows ty * gm + (i % gm) + (i / gm) * 16 gm: runs
+  // of gm = min(4, tm) adjacent rows, 16 gm apart (columns likewise), so
+  // its shared reads are 16-byte vectors and its stores adjacent.
+  const int64_t gm = std::min<int64_t>(4, tm), gn = std::min<int64_t>(4, tn);
+  auto row_of = [&](const PrimExpr& ty, const PrimExpr& i) {
+    return FloorDiv(i, gm) * (kSide * gm) + ty * gm + FloorMod(i, gm);
+  };
+  auto col_of = [&](const PrimExpr& tx, const PrimExpr& j) {
+    return FloorDiv(j, gn) * (kSide * gn) + tx * gn + FloorMod(j, gn);
+  };
+  const bool whole = Divides(bm, g.m) && Divides(bn, g.n);
   return Loop("tile", g.batches * mt * nt, ForKind::kBlock, [&](const PrimExpr& tile) {
     const PrimExpr in_batch = FloorMod(tile, mt * nt);
     const PrimExpr batch = FloorDiv(tile, mt * nt);
     const PrimExpr m0 = FloorDiv(in_batch, nt) * bm, n0 = FloorMod(in_batch, nt) * bn;
-    // A is staged k-major with 4 words of padding: a warp's stores, 8 k
-    // values of 4 rows, fall in distinct banks.
+    // A is staged k-major with 4 words of padding: a warp's stores, 4 k
+    // values of 16 rows, fall in distinct banks.
     Buffer as = MakeBuffer("gemm_a_tile", g.acc_t, {PrimExpr(kStepK), PrimExpr(bm + 4)},
                            BufferNode::Scope::kShared);
     Buffer bs = MakeBuffer("gemm_b_tile", g.acc_t, {PrimExpr(kStepK), PrimExpr(bn)},
                            BufferNode::Scope::kShared);
     Buffer acc = MakeBuffer("gemm_acc", g.acc_t, {PrimExpr(kThreads), PrimExpr(tm), PrimExpr(tn)},
                             BufferNode::Scope::kPerThread);
-    auto threads = [&](const std::function<Stmt(const PrimExpr&)>& body) {
-      return Loop("t", kThreads, ForKind::kThread, body);
-    };
     auto each_acc = [&](const std::function<Stmt(const PrimExpr&, const PrimExpr&)>& body) {
       return Loop("i", tm, ForKind::kUnrolled, [&](const PrimExpr& i) {
         return Loop("j", tn, ForKind::kUnrolled, [&](const PrimExpr& j) { return body(i, j); });
       });
     };
-    Stmt init = threads([&](const PrimExpr& t) {
+    Stmt init = Threads([&](const PrimExpr& t) {
       return each_acc([&](const PrimExpr& i, const PrimExpr& j) {
         return Store(acc, {t, i, j}, zero);
       });
     });
     Stmt kloop = Loop("k0", CeilDiv(g.k, kStepK), ForKind::kSerial, [&](const PrimExpr& ko) {
       const PrimExpr k0 = ko * kStepK;
-      // Stages `rows` x kStepK elements (row-major over (row, kk) when
-      // `k_inner`, else (kk, row)) into dst[kk][row]; zero outside.
-      auto stage = [&](const Buffer& dst, int64_t rows, bool k_inner, const PrimExpr& base,
-                       const PrimExpr& extent,
-                       const std::function<PrimExpr(const PrimExpr&, const PrimExpr&)>& read,
-                       const PrimExpr& t, const std::string& name) {
-        const int64_t count = rows * kStepK;
-        return Loop(
-            name, CeilDiv(PrimExpr(count), kThreads), ForKind::kUnrolled, [&](const PrimExpr& r) {
-              PrimExpr e = t + r * kThreads;
-              PrimExpr row = k_inner ? FloorDiv(e, kStepK) : FloorMod(e, rows);
-              PrimExpr kk = k_inner ? FloorMod(e, kStepK) : FloorDiv(e, rows);
-              PrimExpr ok = And(LT(base + row, extent), LT(k0 + kk, g.k));
-              PrimExpr v = Cast(g.acc_t, read(Min(base + row, extent - 1), Min(k0 + kk, g.k - 1)));
-              Stmt st = Store(dst, {kk, row}, Select(ok, v, zero));
-              return count % kThreads == 0 ? st : IfThenElse(LT(e, PrimExpr(count)), st);
-            });
-      };
-      Stmt load = threads([&](const PrimExpr& t) {
-        // A rows are contiguous along k; B rows along n.
-        Stmt a = stage(
-            as, bm, /*k_inner=*/true, m0, g.m,
-            [&](const PrimExpr& m, const PrimExpr& k) { return g.a(batch, m, k); }, t, "la");
-        Stmt b = stage(
-            bs, bn, /*k_inner=*/false, n0, g.n,
-            [&](const PrimExpr& n, const PrimExpr& k) { return g.b(batch, k, n); }, t, "lb");
+      // A rows are contiguous along k (staged transposed); B rows along n.
+      Stmt load = Threads([&](const PrimExpr& t) {
+        Stmt a = Stage(
+            as, bm, kStepK, t, m0, g.m, k0, g.k,
+            [&](const PrimExpr& m, const PrimExpr& k) { return g.a(batch, m, k); }, "la",
+            /*transpose=*/true);
+        Stmt b = Stage(
+            bs, kStepK, bn, t, k0, g.k, n0, g.n,
+            [&](const PrimExpr& k, const PrimExpr& n) { return g.b(batch, k, n); }, "lb");
         return Seq({a, b});
       });
-      Stmt compute = threads([&](const PrimExpr& t) {
+      Stmt compute = Threads([&](const PrimExpr& t) {
         const PrimExpr ty = FloorDiv(t, kSide), tx = FloorMod(t, kSide);
         Buffer af = MakeBuffer("gemm_a_frag", g.acc_t, {PrimExpr(tm)}, BufferNode::Scope::kLocal);
         Buffer bf = MakeBuffer("gemm_b_frag", g.acc_t, {PrimExpr(tn)}, BufferNode::Scope::kLocal);
         Stmt body = Loop("kk", kStepK, ForKind::kUnrolled, [&](const PrimExpr& kk) {
           Stmt fa = Loop("fa", tm, ForKind::kUnrolled, [&](const PrimExpr& i) {
-            return Store(af, {i}, Load(as, {kk, ty + i * kSide}));
+            return Store(af, {i}, Load(as, {kk, row_of(ty, i)}));
           });
           Stmt fb = Loop("fb", tn, ForKind::kUnrolled, [&](const PrimExpr& j) {
-            return Store(bf, {j}, Load(bs, {kk, tx + j * kSide}));
+            return Store(bf, {j}, Load(bs, {kk, col_of(tx, j)}));
           });
           Stmt fma = each_acc([&](const PrimExpr& i, const PrimExpr& j) {
             return Store(acc, {t, i, j}, Load(acc, {t, i, j}) + Load(af, {i}) * Load(bf, {j}));
@@ -254,11 +255,12 @@ Stmt BlockGemmSchedule(const BlockGemm& g) {
       });
       return Seq({load, compute});
     });
-    Stmt store = threads([&](const PrimExpr& t) {
+    Stmt store = Threads([&](const PrimExpr& t) {
       const PrimExpr ty = FloorDiv(t, kSide), tx = FloorMod(t, kSide);
       return each_acc([&](const PrimExpr& i, const PrimExpr& j) {
-        PrimExpr m = m0 + ty + i * kSide, n = n0 + tx + j * kSide;
-        return IfThenElse(And(LT(m, g.m), LT(n, g.n)), g.store(batch, m, n, Load(acc, {t, i, j})));
+        PrimExpr m = m0 + row_of(ty, i), n = n0 + col_of(tx, j);
+        Stmt st = g.store(batch, m, n, Load(acc, {t, i, j}));
+        return whole ? st : IfThenElse(And(LT(m, g.m), LT(n, g.n)), st);
       });
     });
     return Allocate(as, Allocate(bs, Allocate(acc, Seq({init, kloop, store}))));

@@ -3,9 +3,9 @@
 // conv2d as an implicit GEMM. Each block of 256 threads, a 16 x 16 grid,
 // computes a (16 TM) x (16 TN) tile of C: k advances 8 at a time, the A and B
 // slices staged in shared memory (zero outside the product), and thread
-// (ty, tx) accumulates the TM x TN values at rows ty + 16 i and columns
-// tx + 16 j in registers — strided by 16 so that shared reads are
-// conflict-free and the stores coalesce along n.
+// (ty, tx) accumulates TM x TN values in registers, its rows runs of
+// min(4, TM) adjacent ones 16 runs apart (columns likewise), so that its
+// shared reads and its stores are 16-byte vectors and a warp's coalesce.
 //
 // With float16 or bfloat16 operands on an architecture that has them in
 // tensor cores (sm_70 / sm_80), the product runs on tensor cores instead

@@ -323,7 +323,12 @@ absl::Status BindArgument(const CudaKernelInfo& kernel, size_t index, const Valu
   if (dl.data == nullptr && t->NumElements() > 0) {
     return ValueError("kernel ", kernel.name, ": argument ", index, " has no data");
   }
-  call->words[index] = static_cast<int64_t>(reinterpret_cast<uintptr_t>(dl.data) + dl.byte_offset);
+  const uintptr_t address = reinterpret_cast<uintptr_t>(dl.data) + dl.byte_offset;
+  if (address % kCudaTensorAlignment != 0 && t->NumElements() > 0) {
+    return ValueError("kernel ", kernel.name, ": argument ", index, " data is not ",
+                      kCudaTensorAlignment, "-byte aligned (byte_offset ", dl.byte_offset, ")");
+  }
+  call->words[index] = static_cast<int64_t>(address);
   return absl::OkStatus();
 }
 

@@ -30,6 +30,11 @@
 
 namespace tether {
 
+// Every tensor argument's data (data + byte_offset) is at least this
+// aligned, or the call is INVALID_ARGUMENT; the kernels may rely on it
+// (vector loads of 16 bytes).
+inline constexpr int64_t kCudaTensorAlignment = 16;
+
 // One PTX image: the text (without the trailing NUL, which the blob adds)
 // for architecture sm_<sm>.
 struct CudaImage {

@@ -266,8 +266,11 @@ class Module:
   absl::StatusOr<std::string> ptx = EmitKernelAssembly(*m, options);
   ASSERT_TRUE(ptx.ok()) << ptx.status();
   // (Not EXPECT_THAT: a failure would print all the PTX.)
+  // Whole tiles: 16-byte global loads (tensor data is 16-byte aligned),
+  // shared reads of B and stores of C as 16-byte vectors.
   for (const char* want :
-       {".shared .align 128 .b8 gemm_a_tile", "bar.sync", "ld.shared.f32", ".maxntid 256"}) {
+       {".shared .align 128 .b8 gemm_a_tile", "bar.sync", "ld.shared.f32", ".maxntid 256",
+        "ld.global.nc.v4.f32", "ld.shared.v4.f32", "st.global.v4.f32"}) {
     EXPECT_TRUE(absl::StrContains(*ptx, want)) << want;
   }
   EXPECT_FALSE(absl::StrContains(*ptx, ".local"));
@@ -320,6 +323,9 @@ class Module:
       EXPECT_TRUE(absl::StrContains(*ptx, "wmma.load.a.sync.aligned.row.m16n16k16.shared."));
       EXPECT_TRUE(absl::StrContains(*ptx, "wmma.load.b.sync.aligned.row.m16n16k16.shared."));
       EXPECT_TRUE(absl::StrContains(*ptx, "wmma.store.d.sync.aligned.row.m16n16k16.shared.f32"));
+      // Staging whole tiles: 16-byte loads and shared stores.
+      EXPECT_TRUE(absl::StrContains(*ptx, "ld.global.nc.v4.u32"));
+      EXPECT_TRUE(absl::StrContains(*ptx, "st.shared.v4.b32"));
       // The staging copies 16-bit values as they are: no conversion to
       // float and back (the only cvt.f32.f16 would be in the epilogue).
       EXPECT_FALSE(absl::StrContains(*ptx, "cvt.f32.f16")) << "staging converts";

@@ -182,6 +182,7 @@ TEST(GpuLoweringTest, MatmulMatchesCpuOnAwkwardShapes) {
       {{2, 130, 20}, {20, 257}},    // batched, 2 x 3 tiles, edge rows and columns
       {{3, 1, 64, 9}, {2, 9, 40}},  // broadcast batch dims, 6 tiles
       {{32, 5}, {5, 32}},           // the smallest, k below one step
+      {{2, 128, 16}, {16, 256}},    // whole tiles: no masks, clamps or bounds checks
   };
   uint32_t seed = 1;
   for (const Case& c : cases) {
@@ -228,6 +229,7 @@ TEST(GpuLoweringTest, TensorCoreMatmulMatchesCpu) {
       {{2, 130, 20}, {20, 257}},    // batched, 2 x 3 tiles of 128 x 128
       {{3, 1, 64, 9}, {2, 9, 40}},  // broadcast batch dims, 64 x 64 tiles
       {{200, 96}, {96, 24}},        // several k steps, a narrow n
+      {{2, 64, 64}, {64, 128}},     // whole 64 x 128 tiles: no masks or bounds checks
   };
   uint32_t seed = 60;
   for (const Case& c : cases) {

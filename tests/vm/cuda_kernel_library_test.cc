@@ -103,7 +103,7 @@ Tensor FakeTensor(std::vector<int64_t> shape, DataType dtype, Device device,
     DLManagedTensor managed{};
     std::vector<int64_t> shape;
     std::vector<int64_t> strides;
-    float data[4] = {};
+    alignas(64) float data[8] = {};
   };
   auto* h = new Holder;
   h->shape = std::move(shape);
@@ -522,6 +522,20 @@ TEST(CudaKernelLibraryTest, CallChecksDevicesDtypesAndStrides) {
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(),
               HasSubstr("kernel rows: argument 0 is not compact row-major (dim 1 has stride 2"));
+}
+
+TEST(CudaKernelLibraryTest, CallChecksTheAlignmentKernelsRelyOn) {
+  Function add = LoadKernel("add");
+  Tensor a = FakeTensor({4}, DataType::Float(32), Device::Cuda(0));
+  Tensor eight = FakeTensor({8}, DataType::Float(32), Device::Cuda(0));
+  // 4 bytes into the data: a float view that is not 16-byte aligned.
+  absl::StatusOr<Tensor> shifted =
+      eight.CreateView(std::vector<int64_t>{4}, DataType::Float(32), 4);
+  ASSERT_TRUE(shifted.ok()) << shifted.status();
+  absl::Status s = CallStatus(add, {a, *shifted, a});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(),
+              HasSubstr("kernel add: argument 1 data is not 16-byte aligned (byte_offset 4)"));
 }
 
 TEST(CudaKernelLibraryTest, CallChecksDimSpecs) {
