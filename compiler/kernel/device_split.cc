@@ -83,7 +83,7 @@ absl::Status CheckMatrixTile(const KernelFunc& k, const MatrixTileNode& n, const
   auto fragment = [&](const TileRef& t, std::initializer_list<Scope> scopes) -> absl::Status {
     const Buffer& b = t.buffer;
     if (std::find(scopes.begin(), scopes.end(), b->scope) == scopes.end() ||
-        t.at.size() + 2 != b->shape.size() || !t.at[0].same_as(w.warp->var)) {
+        t.at.size() + 2 != b->shape.size() || t.at.empty() || !t.at[0].same_as(w.warp->var)) {
       return Reject(k, absl::StrCat("the fragment ", b->name,
                                     " (of the wrong scope, or not indexed by its kWarp var)"));
     }
@@ -137,12 +137,14 @@ absl::Status CheckFragment(const KernelFunc& k, const Buffer& b, const Where& w)
   const bool dtype_ok = b->scope == BufferNode::Scope::kAccumulator
                             ? t == DataType::Float(32)
                             : t == DataType::Float(16) || t.is_bfloat16();
-  if (shape.size() < 3 || AsConstInt(shape[0]) != w.block / kWarpThreads ||
+  const bool constant = std::all_of(
+      shape.begin(), shape.end(), [](const PrimExpr& d) { return AsConstInt(d).value_or(0) > 0; });
+  if (shape.size() < 3 || !constant || AsConstInt(shape[0]) != w.block / kWarpThreads ||
       AsConstInt(shape[shape.size() - 1]) != kMatrixTileSide ||
       AsConstInt(shape[shape.size() - 2]) != kMatrixTileSide || !dtype_ok) {
     return Reject(k, absl::StrCat("the fragment ", b->name,
-                                  " (shape [warps, ..., 16, 16]; float16 or bfloat16 operands, "
-                                  "float32 accumulators)"));
+                                  " (a constant shape [warps, ..., 16, 16]; float16 or bfloat16 "
+                                  "operands, float32 accumulators)"));
   }
   return absl::OkStatus();
 }

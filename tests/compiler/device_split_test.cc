@@ -391,6 +391,18 @@ TEST(DeviceSplitTest, TensorCoreStatementsThatBreakTheRulesAreRejected) {
   reject(block(Store(out, {w}, MakeConst(kF32, 1))),
          "the store to out in a kBlock body outside its kThread loops");
   reject(block(good, 3), "the kWarp loop over w");
+  // A fragment of symbolic shape, and one used with too few indices.
+  Var n("n");
+  Buffer wide = MakeBuffer("wide", kF32, {PrimExpr(2), n, s16, s16}, Scope::kAccumulator);
+  reject(For(b, 0, PrimExpr(1), ForKind::kBlock,
+             Allocate(wide, Seq({For(t, 0, PrimExpr(64), ForKind::kThread,
+                                     Store(out, {t}, MakeConst(kF32, 0))),
+                                 For(w, 0, PrimExpr(2), ForKind::kWarp,
+                                     MatrixFill({wide, {w, 0}}, MakeConst(kF32, 0)))}))),
+         "the fragment wide (a constant shape");
+  Buffer flat = MakeBuffer("flat", kF32, {s16, s16}, Scope::kAccumulator);
+  reject(block(MatrixFill({flat, {}}, MakeConst(kF32, 0))),
+         "the fragment flat (of the wrong scope");
   // Fragments are opaque: no element reads, and no statement outside a warp.
   Stmt peek = For(b, 0, PrimExpr(1), ForKind::kBlock,
                   Allocate(acc, For(t, 0, PrimExpr(64), ForKind::kThread,
