@@ -443,8 +443,11 @@ Stmt ParallelBody(const ForNode* loop, const Var& tid, const Var& nthreads, Prim
   Var j("tether_stride");
   PrimExpr trips =
       FloorDiv(Add(Sub(*count, tid), Sub(nthreads, IntImm(DataType::Int(64), 1))), nthreads);
+  // max(.., 0) changes nothing (t >= 0) but tells LLVM so: the floor
+  // divisions above become shifts and masks, and flattening them again
+  // folds back to t.
   return For(j, IntImm(DataType::Int(64), 0), trips, ForKind::kSerial,
-             LetStmt(t, Add(tid, Mul(j, nthreads)), body));
+             LetStmt(t, Max(Add(tid, Mul(j, nthreads)), IntImm(DataType::Int(64), 0)), body));
 }
 
 // A block launch of the kBlock loop `loop` with `block` threads per block:

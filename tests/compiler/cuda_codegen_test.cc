@@ -282,6 +282,31 @@ class Module:
 #endif
 }
 
+// An add and relu of (4096, 1000) tensors: the grid-stride index splits
+// into (row, column) by floor division and is flattened again per access.
+// With the index known non-negative LLVM folds that back to the index
+// itself: no multiply-high (a division by 1000) and no sign fix-ups.
+TEST(CudaCodegenTest, ElementwiseIndexMathFoldsBackToTheThreadIndex) {
+  absl::StatusOr<IRModule> m = ParseModule(R"(
+@I.ir_module
+class Module:
+    @R.function
+    def main(a: R.Tensor((4096, 1000), "float32"), b: R.Tensor((4096, 1000), "float32")):
+        with R.dataflow():
+            c = R.add(a, b)
+            d = R.nn.relu(c)
+            R.output(d)
+        return d
+)");
+  ASSERT_TRUE(m.ok()) << m.status();
+  BuildOptions options;
+  options.target = "cuda -arch=sm_90";
+  absl::StatusOr<std::string> ptx = EmitKernelAssembly(*m, options);
+  ASSERT_TRUE(ptx.ok()) << ptx.status();
+  EXPECT_FALSE(absl::StrContains(*ptx, "mul.hi")) << *ptx;
+  EXPECT_FALSE(absl::StrContains(*ptx, "rem.")) << *ptx;
+}
+
 // float16 and bfloat16 products run on tensor cores where the architecture
 // has them: WMMA loads from shared memory and mma.sync with float32
 // accumulators, kept in registers; bfloat16 for sm_75 keeps the SIMT tiles.
