@@ -205,7 +205,7 @@ absl::Status Emitter::EmitAllocate(const AllocateNode* n) {
           llvm::UndefValue::get(type), buf->name, nullptr, llvm::GlobalValue::NotThreadLocal,
           /*AddressSpace=*/3);
       gv->setAlignment(llvm::Align(128));  // tensor-core tiles need 32
-      buffers_[buf.get()] = gv;  // addrspace(3): ld/st.shared, alignment known
+      buffers_[buf.get()] = gv;            // addrspace(3): ld/st.shared, alignment known
     } else {
       buffers_[buf.get()] = EntryAlloca(type, buf->name.c_str());
     }

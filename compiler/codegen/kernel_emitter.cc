@@ -10,7 +10,6 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "compiler/codegen/emitter.h"
-#include "runtime/vm/cuda_kernel_library.h"
 #include "compiler/codegen/math_emitter.h"
 #include "compiler/codegen/math_f32.h"
 #include "compiler/codegen/vectorize.h"
@@ -23,6 +22,7 @@
 #include "llvm/IR/MDBuilder.h"
 #include "llvm/Transforms/Utils/ModuleUtils.h"
 #include "runtime/core/error.h"
+#include "runtime/vm/cuda_kernel_library.h"
 #include "runtime/vm/kernel_library.h"
 
 namespace tether::compiler::codegen::emitter_internal {
