@@ -217,6 +217,30 @@ TEST(CudaCodegenTest, EmittedAssemblyIsPtxPerArchitecture) {
   EXPECT_THAT(*ptx, HasSubstr("%ctaid.x"));
 }
 
+// The PTX of the module `text` for `target`.
+absl::StatusOr<std::string> ModulePtx(const std::string& text, const std::string& target) {
+  TETHER_ASSIGN_OR_RETURN(IRModule m, ParseModule(text));
+  BuildOptions options;
+  options.target = target;
+  return EmitKernelAssembly(m, options);
+}
+
+// main(a, b) = a @ b for (512, 256) x (256, 384) tensors of `dtype`.
+std::string MatmulModule(const std::string& dtype) {
+  std::string text = R"(
+@I.ir_module
+class Module:
+    @R.function
+    def main(a: R.Tensor((512, 256), "DT"), b: R.Tensor((256, 384), "DT")):
+        with R.dataflow():
+            c = R.matmul(a, b)
+            R.output(c)
+        return c
+)";
+  absl::StrReplaceAll({{"DT", dtype}}, &text);
+  return text;
+}
+
 // A block's shared buffers are static and live together: their sum is held
 // to the 48 KiB every architecture gives a block, naming the kernel.
 TEST(CudaCodegenTest, SharedBuffersOverTheBlockLimitAreRefused) {
@@ -250,20 +274,7 @@ TEST(CudaCodegenTest, SharedBuffersOverTheBlockLimitAreRefused) {
 // A large matmul takes the block schedule: shared-memory tiles, barriers,
 // and its 64 accumulators per thread in registers, not in local memory.
 TEST(CudaCodegenTest, BlockScheduledMatmulUsesSharedMemoryBarriersAndRegisters) {
-  absl::StatusOr<IRModule> m = ParseModule(R"(
-@I.ir_module
-class Module:
-    @R.function
-    def main(a: R.Tensor((512, 256), "float32"), b: R.Tensor((256, 384), "float32")):
-        with R.dataflow():
-            c = R.matmul(a, b)
-            R.output(c)
-        return c
-)");
-  ASSERT_TRUE(m.ok()) << m.status();
-  BuildOptions options;
-  options.target = "cuda -arch=sm_80";
-  absl::StatusOr<std::string> ptx = EmitKernelAssembly(*m, options);
+  absl::StatusOr<std::string> ptx = ModulePtx(MatmulModule("float32"), "cuda -arch=sm_80");
   ASSERT_TRUE(ptx.ok()) << ptx.status();
   // (Not EXPECT_THAT: a failure would print all the PTX.)
   // Whole tiles: 16-byte global loads (tensor data is 16-byte aligned),
@@ -287,7 +298,7 @@ class Module:
 // With the index known non-negative LLVM folds that back to the index
 // itself: no multiply-high (a division by 1000) and no sign fix-ups.
 TEST(CudaCodegenTest, ElementwiseIndexMathFoldsBackToTheThreadIndex) {
-  absl::StatusOr<IRModule> m = ParseModule(R"(
+  absl::StatusOr<std::string> ptx = ModulePtx(R"(
 @I.ir_module
 class Module:
     @R.function
@@ -297,11 +308,8 @@ class Module:
             d = R.nn.relu(c)
             R.output(d)
         return d
-)");
-  ASSERT_TRUE(m.ok()) << m.status();
-  BuildOptions options;
-  options.target = "cuda -arch=sm_90";
-  absl::StatusOr<std::string> ptx = EmitKernelAssembly(*m, options);
+)",
+                                              "cuda -arch=sm_90");
   ASSERT_TRUE(ptx.ok()) << ptx.status();
   EXPECT_FALSE(absl::StrContains(*ptx, "mul.hi")) << *ptx;
   EXPECT_FALSE(absl::StrContains(*ptx, "rem.")) << *ptx;
@@ -324,22 +332,8 @@ TEST(CudaCodegenTest, SixteenBitMatmulsUseTensorCoresWhereTheArchitectureHasThem
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(absl::StrCat(c.dtype, " sm_", c.sm));
-    std::string text = R"(
-@I.ir_module
-class Module:
-    @R.function
-    def main(a: R.Tensor((512, 256), "DT"), b: R.Tensor((256, 384), "DT")):
-        with R.dataflow():
-            c = R.matmul(a, b)
-            R.output(c)
-        return c
-)";
-    absl::StrReplaceAll({{"DT", c.dtype}}, &text);
-    absl::StatusOr<IRModule> m = ParseModule(text);
-    ASSERT_TRUE(m.ok()) << m.status();
-    BuildOptions options;
-    options.target = absl::StrCat("cuda -arch=sm_", c.sm);
-    absl::StatusOr<std::string> ptx = EmitKernelAssembly(*m, options);
+    absl::StatusOr<std::string> ptx =
+        ModulePtx(MatmulModule(c.dtype), absl::StrCat("cuda -arch=sm_", c.sm));
     ASSERT_TRUE(ptx.ok()) << ptx.status();
     const bool tensor_cores = *c.mma != 0;
     EXPECT_EQ(absl::StrContains(*ptx, "wmma.mma.sync"), tensor_cores);
