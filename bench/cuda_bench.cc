@@ -23,6 +23,7 @@
 #include "bench/figures.h"
 #include "benchmark/benchmark.h"
 #include "compiler/build.h"
+#include "compiler/codegen/target.h"
 #include "compiler/text/parser.h"
 #include "runtime/core/tensor.h"
 #include "runtime/device/device_api.h"
@@ -42,13 +43,13 @@ bool HaveGpu(benchmark::State& state) {
   return false;
 }
 
-// "cuda -arch=sm_XY" for cuda:0.
+// "cuda -arch=sm_XY" for cuda:0 (the default cuda target if it does not say).
 std::string GpuTarget() {
   absl::StatusOr<DeviceAPI*> api = DeviceAPI::Get(kDLCUDA);
   absl::StatusOr<Value> cc = (*api)->GetAttr(0, DeviceAttr::kComputeVersion);
-  int major = 0, minor = 0;
-  if (cc.ok() && cc->is_string()) std::sscanf(cc->string_value().c_str(), "%d.%d", &major, &minor);
-  return absl::StrCat("cuda -arch=sm_", major * 10 + minor);
+  absl::StatusOr<std::string> target =
+      compiler::CudaTargetFor(cc.ok() && cc->is_string() ? cc->string_value() : std::string("?"));
+  return target.ok() ? *target : std::string("cuda");
 }
 
 // A tensor of `shape` on the GPU with values in [-1, 1) (bit patterns made

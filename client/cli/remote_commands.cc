@@ -22,6 +22,7 @@
 #include "client/npy.h"
 #include "client/remote_session.h"
 #include "client/remote_vm.h"
+#include "compiler/codegen/target.h"
 #include "runtime/module/module.h"
 #include "runtime/vm/executable.h"
 #include "runtime/vm/virtual_machine.h"
@@ -321,13 +322,10 @@ absl::StatusOr<std::string> DefaultTarget(const Options& o, const client::Remote
     auto it = d.attributes().find("compute_version");
     absl::StatusOr<Value> v = it == d.attributes().end() ? absl::NotFoundError("no compute_version")
                                                          : rpc::DecodeValue(it->second, {});
-    int major = 0;
-    int minor = 0;
-    if (!v.ok() || !v->is_string() ||
-        std::sscanf(v->string_value().c_str(), "%d.%d", &major, &minor) != 2) {
-      break;
-    }
-    return absl::StrCat("cuda -arch=sm_", major * 10 + minor);
+    if (!v.ok() || !v->is_string()) break;
+    absl::StatusOr<std::string> target = compiler::CudaTargetFor(v->string_value());
+    if (!target.ok()) break;
+    return *target;
   }
   return absl::UnavailableError(absl::StrCat("the daemon has no usable ", o.device.ToString(),
                                              " (its devices: ", absl::StrJoin(names, ", "), ")"));

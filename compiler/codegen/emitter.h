@@ -98,8 +98,9 @@ class Emitter {
 
   absl::StatusOr<std::unique_ptr<llvm::Module>> Run(const std::vector<KernelFunc>& kernels);
 
-  // Device launch kernels (device_split.h) as PTX entries.
-  absl::StatusOr<std::unique_ptr<llvm::Module>> RunDevice(const std::vector<KernelFunc>& launches);
+  // Device launch kernels (device_split.h) as PTX entries for sm_<sm>.
+  absl::StatusOr<std::unique_ptr<llvm::Module>> RunDevice(const std::vector<KernelFunc>& launches,
+                                                          int sm);
 
  private:
   // ---- Per-function state ----
@@ -182,6 +183,9 @@ class Emitter {
   absl::StatusOr<llvm::Value*> FragmentSlot(const TileRef& t);
 
   absl::Status EmitMatrixTile(const MatrixTileNode& n);
+
+  // cp.async (sm_80 and newer; rules checked by SplitForDevice).
+  absl::Status EmitAsyncCopy(const AsyncCopyNode& n);
 
   // ---- Buffers and loops ----
   absl::Status EmitAllocate(const AllocateNode* n);
@@ -271,6 +275,7 @@ class Emitter {
   llvm::Function* append_i64_ = nullptr;
   int parallel_count_ = 0;
   bool device_ = false;  // emitting PTX entries (RunDevice)
+  int sm_ = 0;           // their architecture
   FnState fs_;
   // Inside EmitVectorLoop: the lane count (0 outside), the loop var, its
   // lane-0 value and the vars that vary across lanes.

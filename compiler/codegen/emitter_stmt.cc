@@ -60,6 +60,9 @@ absl::Status Emitter::EmitStmt(const Stmt& s) {
       // On a CPU, the loops that define it.
       if (!device_) return EmitStmt(ExpandMatrixTile(*s.as<MatrixTileNode>()));
       return EmitMatrixTile(*s.as<MatrixTileNode>());
+    case StmtKind::kAsyncCopy:
+      if (!device_) return EmitStmt(ExpandAsyncCopy(*s.as<AsyncCopyNode>()));
+      return EmitAsyncCopy(*s.as<AsyncCopyNode>());
     case StmtKind::kIf: {
       const IfThenElseNode* n = s.as<IfThenElseNode>();
       TETHER_ASSIGN_OR_RETURN(llvm::Value * c, EmitExprAs(n->cond, DataType::Bool()));
@@ -156,6 +159,28 @@ absl::Status Emitter::EmitMatrixTile(const MatrixTileNode& n) {
     }
   }
   return Unsupported("tensor-core statement");
+}
+
+absl::Status Emitter::EmitAsyncCopy(const AsyncCopyNode& n) {
+  if (sm_ < 80) return Unsupported("asynchronous copy on sm_", sm_, " (cp.async needs sm_80)");
+  if (n.op == AsyncOp::kFence) {
+    b_.CreateIntrinsic(llvm::Intrinsic::nvvm_cp_async_commit_group, {}, {});
+    b_.CreateIntrinsic(llvm::Intrinsic::nvvm_cp_async_wait_group, {}, {b_.getInt32(n.pending)});
+    return absl::OkStatus();
+  }
+  TETHER_ASSIGN_OR_RETURN(llvm::Value * dst, ElementAddress(n.dst.buffer, n.dst.at));
+  TETHER_ASSIGN_OR_RETURN(llvm::Value * src, ElementAddress(n.src.buffer, n.src.at));
+  dst = b_.CreateAddrSpaceCast(dst, b_.getPtrTy(3));
+  src = b_.CreateAddrSpaceCast(src, b_.getPtrTy(1));
+  if (!n.valid.defined()) {
+    b_.CreateIntrinsic(llvm::Intrinsic::nvvm_cp_async_cg_shared_global_16, {}, {dst, src});
+    return absl::OkStatus();
+  }
+  // Where not valid, 0 bytes are read and the 16 written are zeros.
+  TETHER_ASSIGN_OR_RETURN(llvm::Value * ok, EmitExprAs(n.valid, DataType::Bool()));
+  b_.CreateIntrinsic(llvm::Intrinsic::nvvm_cp_async_cg_shared_global_16_s, {},
+                     {dst, src, b_.CreateSelect(ok, b_.getInt32(16), b_.getInt32(0))});
+  return absl::OkStatus();
 }
 
 absl::Status Emitter::EmitAllocate(const AllocateNode* n) {

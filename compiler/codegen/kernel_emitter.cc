@@ -84,8 +84,9 @@ absl::StatusOr<std::unique_ptr<llvm::Module>> Emitter::Run(const std::vector<Ker
 }
 
 absl::StatusOr<std::unique_ptr<llvm::Module>> Emitter::RunDevice(
-    const std::vector<KernelFunc>& launches) {
+    const std::vector<KernelFunc>& launches, int sm) {
   device_ = true;
+  sm_ = sm;
   absl::flat_hash_map<std::string, int> names;
   for (const KernelFunc& k : launches) {
     if (!k) return absl::InvalidArgumentError("null kernel");
@@ -409,9 +410,9 @@ absl::StatusOr<std::unique_ptr<llvm::Module>> EmitKernels(llvm::LLVMContext& con
 }
 
 absl::StatusOr<std::unique_ptr<llvm::Module>> EmitDeviceKernels(
-    llvm::LLVMContext& context, const std::vector<KernelFunc>& launches) {
+    llvm::LLVMContext& context, const std::vector<KernelFunc>& launches, int sm) {
   Emitter emitter(context, EmitOptions());
-  return emitter.RunDevice(launches);
+  return emitter.RunDevice(launches, sm);
 }
 
 }  // namespace tether::compiler::codegen

@@ -45,9 +45,10 @@ absl::StatusOr<std::unique_ptr<llvm::Module>> EmitKernels(llvm::LLVMContext& con
 // docs/design/kernel-abi.md "PTX entries"; the launch's last two parameters
 // (tether_tid, tether_nthreads) come from the thread and block indices.
 // INVALID_ARGUMENT for a kernel that is not a launch or that uses what a
-// device cannot run (workspace allocations, assertions).
+// device cannot run (workspace allocations, assertions) or what sm_<sm>
+// lacks (asynchronous copies before sm_80).
 absl::StatusOr<std::unique_ptr<llvm::Module>> EmitDeviceKernels(
-    llvm::LLVMContext& context, const std::vector<KernelFunc>& launches);
+    llvm::LLVMContext& context, const std::vector<KernelFunc>& launches, int sm);
 
 }  // namespace tether::compiler::codegen
 

@@ -381,7 +381,7 @@ absl::StatusOr<CudaModule> BuildCudaModule(const std::vector<KernelFunc>& launch
   CudaModule m;
   TETHER_ASSIGN_OR_RETURN(m.tm, CreateCudaTargetMachine(sm, opt_level));
   m.context = MakeContext();
-  TETHER_ASSIGN_OR_RETURN(m.module, codegen::EmitDeviceKernels(*m.context, launches));
+  TETHER_ASSIGN_OR_RETURN(m.module, codegen::EmitDeviceKernels(*m.context, launches, sm));
   TETHER_RETURN_IF_ERROR(Optimize(*m.module, m.tm.get(), opt_level));
   return m;
 }

@@ -116,4 +116,15 @@ bool Target::is_host() const {
   return mine.getArch() == theirs.getArch() && mine.getOS() == theirs.getOS();
 }
 
+absl::StatusOr<std::string> CudaTargetFor(absl::string_view compute_version) {
+  std::vector<absl::string_view> parts = absl::StrSplit(compute_version, '.');
+  int major = 0, minor = 0;
+  if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &major) ||
+      !absl::SimpleAtoi(parts[1], &minor) || major < 0 || minor < 0 || minor > 9) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("\"", compute_version, "\" is not a compute capability (major.minor)"));
+  }
+  return absl::StrCat("cuda -arch=sm_", major * 10 + minor);
+}
+
 }  // namespace tether::compiler

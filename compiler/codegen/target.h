@@ -39,6 +39,12 @@ struct Target {
   bool is_cuda() const { return kind == "cuda"; }
 };
 
+// "cuda -arch=sm_XY" for a GPU of compute capability `compute_version` ("9.0",
+// as a CUDA device reports DeviceAttr::kComputeVersion): the code that GPU
+// runs best (tensor cores, cp.async as it has them). INVALID_ARGUMENT when
+// the text is not "major.minor".
+absl::StatusOr<std::string> CudaTargetFor(absl::string_view compute_version);
+
 }  // namespace tether::compiler
 
 #endif  // TETHER_COMPILER_CODEGEN_TARGET_H_

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <functional>
 #include <map>
+#include <numeric>
 #include <string>
 
 #include "absl/container/flat_hash_set.h"
@@ -512,17 +513,9 @@ class Substituter {
       case StmtKind::kMatrixTile: {
         const auto* m = s.as<MatrixTileNode>();
         bool changed = false;
-        auto tile = [&](const TileRef& t) {
-          TileRef out{t.buffer, {}};
-          for (const PrimExpr& i : t.at) {
-            out.at.push_back(Visit(i));
-            changed |= !out.at.back().same_as(i);
-          }
-          return out;
-        };
-        TileRef frag = tile(m->frag);
+        TileRef frag = VisitTile(m->frag, &changed);
         std::vector<TileRef> args;
-        for (const TileRef& a : m->args) args.push_back(tile(a));
+        for (const TileRef& a : m->args) args.push_back(VisitTile(a, &changed));
         PrimExpr value = m->value.defined() ? Visit(m->value) : m->value;
         changed |= !value.same_as(m->value);
         if (!changed) return s;
@@ -538,11 +531,30 @@ class Substituter {
         }
         return s;
       }
+      case StmtKind::kAsyncCopy: {
+        const auto* c = s.as<AsyncCopyNode>();
+        if (c->op == AsyncOp::kFence) return s;
+        bool changed = false;
+        TileRef dst = VisitTile(c->dst, &changed), src = VisitTile(c->src, &changed);
+        PrimExpr valid = c->valid.defined() ? Visit(c->valid) : c->valid;
+        changed |= !valid.same_as(c->valid);
+        return changed ? AsyncCopy(dst, src, c->lanes, valid) : s;
+      }
     }
     return s;
   }
 
  private:
+  // `t` with its indices visited; sets *changed when one changed.
+  TileRef VisitTile(const TileRef& t, bool* changed) {
+    TileRef out{t.buffer, {}};
+    for (const PrimExpr& i : t.at) {
+      out.at.push_back(Visit(i));
+      *changed |= !out.at.back().same_as(i);
+    }
+    return out;
+  }
+
   // Visits `body` in the scope of `binder`: renamed when mapped to a Var,
   // shadowed when mapped to anything else.
   Stmt VisitScoped(const Var& binder, Var* new_binder, const Stmt& body) {
@@ -602,6 +614,27 @@ std::optional<int64_t> AsConstInt(const PrimExpr& e) {
   PrimExpr s = Simplify(e);
   if (const int64_t* v = s.as_int()) return *v;
   return std::nullopt;
+}
+
+int64_t KnownFactor(const PrimExpr& e) {
+  if (!e.defined()) return 1;
+  if (std::optional<int64_t> c = AsConstInt(e)) return *c < 0 ? -*c : *c;
+  const BinaryNode* b = e.as<BinaryNode>();
+  switch (e.kind()) {
+    case PrimKind::kAdd:
+    case PrimKind::kSub:
+    case PrimKind::kMin:  // one of the two
+    case PrimKind::kMax:
+      return std::gcd(KnownFactor(b->a), KnownFactor(b->b));
+    case PrimKind::kMul: {
+      const int64_t fa = KnownFactor(b->a), fb = KnownFactor(b->b);
+      return fa > (int64_t{1} << 30) || fb > (int64_t{1} << 30) ? 1 : fa * fb;
+    }
+    case PrimKind::kCast:
+      return e.as<CastNode>()->value.dtype().is_int() ? KnownFactor(e.as<CastNode>()->value) : 1;
+    default:
+      return 1;
+  }
 }
 
 PrimExpr Substitute(const PrimExpr& e, const VarMap& map) {

@@ -44,6 +44,10 @@ bool ProveEqual(const PrimExpr& a, const PrimExpr& b);
 // The integer value of `e` after Simplify, when it is a constant.
 std::optional<int64_t> AsConstInt(const PrimExpr& e);
 
+// A factor that every value of the integer `e` has, from its form (sums,
+// products, constants): 0 when e is 0, 1 when none is known.
+int64_t KnownFactor(const PrimExpr& e);
+
 // `e` with every free occurrence of a variable in `map` replaced by its
 // image, constants folded by the constructors. Nodes without a replaced
 // variable below them are returned as is (same node).

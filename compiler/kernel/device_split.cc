@@ -51,22 +51,74 @@ absl::Status CheckLoads(const KernelFunc& k, const PrimExpr& e, const Where& w) 
   return status;
 }
 
-// A factor every value of the integer `e` has (0: e is 0; 1: none known).
-int64_t KnownFactor(const PrimExpr& e) {
-  if (std::optional<int64_t> c = AsConstInt(e)) return *c < 0 ? -*c : *c;
-  const BinaryNode* b = e.as<BinaryNode>();
-  switch (e.kind()) {
-    case PrimKind::kAdd:
-    case PrimKind::kSub:
-      return std::gcd(KnownFactor(b->a), KnownFactor(b->b));
-    case PrimKind::kMul: {
-      const int64_t fa = KnownFactor(b->a), fb = KnownFactor(b->b);
-      return fa > (int64_t{1} << 30) || fb > (int64_t{1} << 30) ? 1 : fa * fb;
+// A factor, in elements, of the offset of `t`'s element from the start of
+// its buffer (row-major): the gcd over dims of index factor times stride.
+int64_t OffsetFactor(const TileRef& t) {
+  const std::vector<PrimExpr>& shape = t.buffer->shape;
+  int64_t stride = 1, factor = 0;
+  for (size_t d = shape.size(); d-- > 0;) {
+    factor = std::gcd(factor, KnownFactor(t.at[d]) * stride);
+    stride *= KnownFactor(shape[d]);
+  }
+  return factor;
+}
+
+// The rules of asynchronous copies (kernel_ir.h): inside a kThread loop,
+// 16 bytes from a tensor parameter to a shared buffer of the same dtype,
+// both ends known to be 16-byte aligned.
+absl::Status CheckAsyncCopy(const KernelFunc& k, const AsyncCopyNode& n, const Where& w) {
+  if (w.thread == nullptr) {
+    return Reject(k, n.op == AsyncOp::kFence
+                         ? std::string("the asynchronous-copy fence outside a kThread loop")
+                         : absl::StrCat("the asynchronous copy to ", n.dst.buffer->name,
+                                        " outside a kThread loop"));
+  }
+  if (n.op == AsyncOp::kFence) {
+    if (n.pending < 0 || n.pending > 7) {
+      return Reject(k, absl::StrCat("the asynchronous-copy fence leaving ", n.pending,
+                                    " groups in flight (0 to 7)"));
     }
-    case PrimKind::kCast:
-      return e.as<CastNode>()->value.dtype().is_int() ? KnownFactor(e.as<CastNode>()->value) : 1;
+    return absl::OkStatus();
+  }
+  const Buffer &dst = n.dst.buffer, &src = n.src.buffer;
+  if (dst->scope != BufferNode::Scope::kShared || src->scope != BufferNode::Scope::kGlobal ||
+      dst->dtype != src->dtype || n.dst.at.size() != dst->shape.size() ||
+      n.src.at.size() != src->shape.size() || n.lanes * dst->dtype.bytes() != 16) {
+    return Reject(k, absl::StrCat("the asynchronous copy from ", src->name, " to ", dst->name,
+                                  " (16 bytes from a tensor to a shared buffer of its dtype)"));
+  }
+  for (const TileRef* t : {&n.dst, &n.src}) {
+    for (const PrimExpr& i : t->at) TETHER_RETURN_IF_ERROR(CheckLoads(k, i, w));
+    if (OffsetFactor(*t) * dst->dtype.bytes() % 16 != 0) {
+      return Reject(k, absl::StrCat("the asynchronous copy from ", src->name, " to ", dst->name,
+                                    ", whose ", t == &n.dst ? "destination" : "source",
+                                    " is not known to be 16-byte aligned"));
+    }
+  }
+  return CheckLoads(k, n.valid, w);
+}
+
+// Whether copies issued in `s` may be unfenced at its end, given whether
+// they may be at its start.
+bool Unfenced(const Stmt& s, bool in) {
+  if (!s.defined()) return in;
+  switch (s.kind()) {
+    case StmtKind::kAsyncCopy:
+      return s.as<AsyncCopyNode>()->op == AsyncOp::kCopy;
+    case StmtKind::kSeq:
+      for (const Stmt& c : s.as<SeqStmtNode>()->seq) in = Unfenced(c, in);
+      return in;
+    case StmtKind::kFor:  // zero iterations or more (the walk is monotone in `in`)
+      return in || Unfenced(s.as<ForNode>()->body, in);
+    case StmtKind::kLet:
+      return Unfenced(s.as<LetStmtNode>()->body, in);
+    case StmtKind::kAllocate:
+      return Unfenced(s.as<AllocateNode>()->body, in);
+    case StmtKind::kIf:
+      return Unfenced(s.as<IfThenElseNode>()->then_case, in) ||
+             Unfenced(s.as<IfThenElseNode>()->else_case, in);
     default:
-      return 1;
+      return in;
   }
 }
 
@@ -97,14 +149,9 @@ absl::Status CheckMatrixTile(const KernelFunc& k, const MatrixTileNode& n, const
       return Reject(k, absl::StrCat("the tile of ", b->name, " (a ", dtype.ToString(),
                                     " shared buffer of 2 or more dims)"));
     }
-    int64_t stride = 1, factor = 0;
-    for (size_t d = b->shape.size(); d-- > 0;) {
-      TETHER_RETURN_IF_ERROR(CheckLoads(k, t.at[d], w));
-      factor = std::gcd(factor, KnownFactor(t.at[d]) * stride);
-      stride *= AsConstInt(b->shape[d]).value_or(1);
-    }
+    for (const PrimExpr& i : t.at) TETHER_RETURN_IF_ERROR(CheckLoads(k, i, w));
     const int64_t bytes = dtype.bytes();
-    if (AsConstInt(b->shape.back()).value_or(1) * bytes % 16 != 0 || factor * bytes % 32 != 0) {
+    if (KnownFactor(b->shape.back()) * bytes % 16 != 0 || OffsetFactor(t) * bytes % 32 != 0) {
       return Reject(k, absl::StrCat("the tile of ", b->name,
                                     " not known to be aligned (rows of a multiple of 16 bytes, "
                                     "a first element at a multiple of 32)"));
@@ -180,6 +227,13 @@ absl::Status CheckDeviceStmt(const KernelFunc& k, const Stmt& s, const Where& w)
                               warps ? " / 32)" : ")"));
         }
         (warps ? inner.warp : inner.thread) = f;
+        TETHER_RETURN_IF_ERROR(CheckDeviceStmt(k, f->body, inner));
+        if (Unfenced(f->body, false)) {
+          return Reject(k, absl::StrCat("the kThread loop over ", f->var.name(),
+                                        " whose asynchronous copies are not all followed by a "
+                                        "fence"));
+        }
+        return absl::OkStatus();
       }
       return CheckDeviceStmt(k, f->body, inner);
     }
@@ -245,6 +299,8 @@ absl::Status CheckDeviceStmt(const KernelFunc& k, const Stmt& s, const Where& w)
       return CheckLoads(k, s.as<EvaluateNode>()->value, w);
     case StmtKind::kMatrixTile:
       return CheckMatrixTile(k, *s.as<MatrixTileNode>(), w);
+    case StmtKind::kAsyncCopy:
+      return CheckAsyncCopy(k, *s.as<AsyncCopyNode>(), w);
   }
   return absl::OkStatus();
 }
@@ -298,6 +354,11 @@ class SharedReadCheck {
       case StmtKind::kMatrixTile: {
         const MatrixTileNode* n = s.as<MatrixTileNode>();
         if (n->op == MatrixOp::kStore) Store(n->args[0].buffer);
+        return;
+      }
+      case StmtKind::kAsyncCopy: {
+        const AsyncCopyNode* n = s.as<AsyncCopyNode>();
+        if (n->op == AsyncOp::kCopy) Store(n->dst.buffer);
         return;
       }
       case StmtKind::kSeq:

@@ -91,6 +91,16 @@ void PrintMatrixTile(const MatrixTileNode& n, std::string* out) {
   }
 }
 
+void PrintAsyncCopy(const AsyncCopyNode& n, std::string* out) {
+  if (n.op == AsyncOp::kFence) {
+    absl::StrAppend(out, "T.ptx_wait_group(", n.pending, ")\n");
+    return;
+  }
+  absl::StrAppend(out, "T.ptx_cp_async(", Tile(n.dst), ", ", Tile(n.src), ", ", n.lanes);
+  if (n.valid.defined()) absl::StrAppend(out, ", valid=", ToString(n.valid));
+  out->append(")\n");
+}
+
 void PrintStmt(const Stmt& s, int indent, std::string* out) {
   if (!s.defined()) {
     Indent(indent, out);
@@ -163,6 +173,10 @@ void PrintStmt(const Stmt& s, int indent, std::string* out) {
     case StmtKind::kMatrixTile:
       Indent(indent, out);
       PrintMatrixTile(*s.as<MatrixTileNode>(), out);
+      return;
+    case StmtKind::kAsyncCopy:
+      Indent(indent, out);
+      PrintAsyncCopy(*s.as<AsyncCopyNode>(), out);
       return;
   }
 }
@@ -278,6 +292,27 @@ Stmt ExpandMatrixTile(const MatrixTileNode& n) {
   }
   return For(i, PrimExpr(0), side, ForKind::kSerial,
              For(j, PrimExpr(0), side, ForKind::kSerial, element));
+}
+
+Stmt AsyncCopy(TileRef dst, TileRef src, int lanes, PrimExpr valid) {
+  return MakeStmt<AsyncCopyNode>(AsyncOp::kCopy, std::move(dst), std::move(src), lanes,
+                                 std::move(valid), 0);
+}
+
+Stmt AsyncFence(int pending) {
+  return MakeStmt<AsyncCopyNode>(AsyncOp::kFence, TileRef{}, TileRef{}, 0, PrimExpr(), pending);
+}
+
+Stmt ExpandAsyncCopy(const AsyncCopyNode& n) {
+  if (n.op == AsyncOp::kFence) return Stmt();
+  Var e("copy_e");
+  std::vector<PrimExpr> dst = n.dst.at, src = n.src.at;
+  dst.back() = dst.back() + e;
+  src.back() = src.back() + e;
+  PrimExpr v = Load(n.src.buffer, src);
+  if (n.valid.defined()) v = Select(n.valid, v, MakeConst(n.dst.buffer->dtype, 0));
+  return For(e, PrimExpr(0), PrimExpr(int64_t{n.lanes}), ForKind::kSerial,
+             Store(n.dst.buffer, dst, v));
 }
 
 KernelFunc MakeKernelFunc(std::string name, std::vector<KernelParam> params, Stmt body,

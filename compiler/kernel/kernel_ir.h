@@ -36,6 +36,16 @@
 // hardware knows. On a CPU each MatrixTile statement is the loop nest of
 // ExpandMatrixTile, and fragments are ordinary arrays.
 //
+// Asynchronous copies (sm_80's cp.async): inside a kThread loop, a thread
+// may issue AsyncCopy statements, 16 bytes each from a tensor parameter to a
+// kShared buffer, that complete in the background, and an AsyncFence that
+// groups the copies it issued since its last fence and waits until at most
+// `pending` of its groups are still in flight. A copy's data may be read
+// only after its group was waited for and a barrier passed (the end of a
+// kThread loop), which lets a block schedule fetch the next k step while it
+// computes on the current one. On a CPU a copy happens at once and a fence
+// does nothing (ExpandAsyncCopy).
+//
 // Thread contract: immutable after construction; safe to share.
 #ifndef TETHER_COMPILER_KERNEL_KERNEL_IR_H_
 #define TETHER_COMPILER_KERNEL_KERNEL_IR_H_
@@ -62,7 +72,8 @@ enum class StmtKind : uint8_t {
   kIf,
   kAssert,
   kEvaluate,
-  kMatrixTile
+  kMatrixTile,
+  kAsyncCopy
 };
 enum class ForKind : uint8_t { kSerial, kParallel, kVectorized, kUnrolled, kBlock, kThread, kWarp };
 
@@ -195,6 +206,7 @@ class EvaluateNode : public StmtNode {
 // A 16 x 16 tile: of a fragment buffer, `at` indexes all but its last two
 // dims (dim 0 the warp); of a kShared buffer, `at` indexes every dim and
 // names the tile's top-left element, the tile spanning the last two dims.
+// (AsyncCopy: the first of a run of elements along the last dim.)
 struct TileRef {
   Buffer buffer;
   std::vector<PrimExpr> at;
@@ -223,6 +235,32 @@ class MatrixTileNode : public StmtNode {
   const PrimExpr value;  // kFill
 };
 
+// One thread's asynchronous copy or fence (kernel_ir.h, "Asynchronous
+// copies"), one of:
+//   kCopy   dst[.., j + e] = valid ? src[.., j + e] : 0  for e < lanes
+//           (dst kShared, src a tensor parameter, lanes x dtype = 16 bytes;
+//           src is read only where valid, but must be in range regardless)
+//   kFence  commit this thread's copies since its last fence as a group,
+//           then wait until at most `pending` of its groups are in flight
+enum class AsyncOp : uint8_t { kCopy, kFence };
+class AsyncCopyNode : public StmtNode {
+ public:
+  static constexpr StmtKind kKind = StmtKind::kAsyncCopy;
+  AsyncCopyNode(AsyncOp op, TileRef dst, TileRef src, int lanes, PrimExpr valid, int pending)
+      : StmtNode(kKind),
+        op(op),
+        dst(std::move(dst)),
+        src(std::move(src)),
+        lanes(lanes),
+        valid(std::move(valid)),
+        pending(pending) {}
+  const AsyncOp op;
+  const TileRef dst, src;  // kCopy
+  const int lanes;         // kCopy
+  const PrimExpr valid;    // kCopy; undefined: always
+  const int pending;       // kFence
+};
+
 // Whether `scope` is one of a tensor-core fragment's.
 inline bool IsFragmentScope(BufferNode::Scope scope) {
   return scope == BufferNode::Scope::kMatrixA || scope == BufferNode::Scope::kMatrixB ||
@@ -246,6 +284,11 @@ Stmt MatrixStore(TileRef dst, TileRef acc);
 // What a MatrixTile statement does, as loops over the 16 x 16 elements of
 // ordinary buffers: the CPU's code for it, and its definition.
 Stmt ExpandMatrixTile(const MatrixTileNode& n);
+Stmt AsyncCopy(TileRef dst, TileRef src, int lanes, PrimExpr valid = PrimExpr());
+Stmt AsyncFence(int pending);
+// What an AsyncCopyNode does on a CPU: the copy's element loop, or nothing
+// (an undefined Stmt) for a fence.
+Stmt ExpandAsyncCopy(const AsyncCopyNode& n);
 
 // A kernel parameter: a tensor (a DLTensor* at run time, described by
 // `buffer`, whose shape vars are bound from the DLTensor at entry and whose

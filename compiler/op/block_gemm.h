@@ -13,8 +13,11 @@
 // (16 FM) x (16 FN) part of a tile of up to 128 x 128; k advances 32 at a
 // time, A and B staged in shared memory as they are (rows padded by 16
 // bytes), each warp loading its fragments from there and accumulating in
-// float32 fragments. The epilogue goes through shared memory, a 16 x 16
-// tile per warp at a time, so it is applied per element as on the CPU.
+// float32 fragments. From sm_80, an operand that is a plain tensor with
+// rows of 16-byte multiples is fetched with asynchronous copies into two
+// stages of its tile, step k + 1 in flight while the warps work on step k.
+// The epilogue goes through shared memory, a 16 x 16 tile per warp at a
+// time, so it is applied per element as on the CPU.
 //
 // Thread contract: free functions over immutable IR; thread-safe.
 #ifndef TETHER_COMPILER_OP_BLOCK_GEMM_H_

@@ -2,6 +2,7 @@
 // free-variable collection.
 #include "compiler/ir/arith.h"
 
+#include "compiler/kernel/kernel_ir.h"
 #include "gtest/gtest.h"
 
 namespace tether::compiler {
@@ -107,6 +108,39 @@ TEST(ArithTest, SubstitutesInStatementsKeepingBuffers) {
   ASSERT_NE(st, nullptr);
   EXPECT_EQ(st->buffer.get(), a.get());
   EXPECT_TRUE(st->indices[0].same_as(i));
+}
+
+// Tensor-core tiles and asynchronous copies have their indices (and a
+// copy its condition) substituted; fences and untouched statements are
+// returned as they are.
+TEST(ArithTest, SubstitutesInTilesAndCopies) {
+  Var n("n"), w("w");
+  const DataType f16 = DataType::Float(16);
+  Buffer src = MakeBuffer("src", f16, {n, PrimExpr(64)});
+  Buffer tile = MakeBuffer("tile", f16, {PrimExpr(16), PrimExpr(64)}, BufferNode::Scope::kShared);
+  Buffer frag = MakeBuffer("frag", f16, {PrimExpr(2), PrimExpr(16), PrimExpr(16)},
+                           BufferNode::Scope::kMatrixA);
+  Stmt copy = AsyncCopy({tile, {PrimExpr(0), n}}, {src, {n - 1, PrimExpr(8)}}, 8, LT(n, 4));
+  Stmt load = MatrixLoad({frag, {w}}, {tile, {PrimExpr(0), n}});
+  Stmt fence = AsyncFence(1);
+  VarMap map;
+  map[n.get()] = PrimExpr(8);
+  const Stmt copied = Substitute(copy, map), loaded = Substitute(load, map);
+  const auto* c = copied.as<AsyncCopyNode>();
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->dst.buffer.get(), tile.get());
+  EXPECT_EQ(AsConstInt(c->dst.at[1]), 8);
+  EXPECT_EQ(AsConstInt(c->src.at[0]), 7);
+  EXPECT_EQ(AsConstInt(c->valid), 0);
+  EXPECT_EQ(c->lanes, 8);
+  const auto* m = loaded.as<MatrixTileNode>();
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(AsConstInt(m->args[0].at[1]), 8);
+  EXPECT_TRUE(m->frag.at[0].same_as(w));
+  EXPECT_EQ(Substitute(fence, map).get(), fence.get());
+  VarMap other;
+  other[Var("x").get()] = PrimExpr(1);
+  EXPECT_EQ(Substitute(copy, other).get(), copy.get());
 }
 
 TEST(ArithTest, StatementBindersShadowOrRename) {

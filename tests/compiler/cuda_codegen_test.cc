@@ -73,6 +73,23 @@ TEST(CudaTargetTest, RejectsBadArchitecturesAndFlags) {
   EXPECT_THAT(Target::Parse("cuda -arch=sm_20").status().message(), HasSubstr("sm_50 to sm_120"));
 }
 
+// A device's compute capability names its target (the CLI, the conformance
+// runner and the benchmarks compile for the GPU they run on).
+TEST(CudaTargetTest, ComesFromAComputeCapability) {
+  EXPECT_EQ(CudaTargetFor("9.0").value_or(""), "cuda -arch=sm_90");
+  EXPECT_EQ(CudaTargetFor("8.6").value_or(""), "cuda -arch=sm_86");
+  EXPECT_EQ(CudaTargetFor("12.0").value_or(""), "cuda -arch=sm_120");
+  for (const char* bad : {"", "9", "9.", "x.0", "9.0.1", "9.10", "-1.0"}) {
+    absl::StatusOr<std::string> t = CudaTargetFor(bad);
+    ASSERT_FALSE(t.ok()) << bad;
+    EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
+  EXPECT_THAT(CudaTargetFor("9.x").status().message(),
+              HasSubstr("\"9.x\" is not a compute capability (major.minor)"));
+  // What it returns parses.
+  EXPECT_TRUE(Target::Parse(*CudaTargetFor("8.0")).ok());
+}
+
 // Every example model compiles for two architectures: one "ptx" library,
 // one image per architecture, an entry for every launch of the manifest.
 TEST(CudaCodegenTest, ExampleModelsEmbedPtxForEveryArchitecture) {
@@ -271,6 +288,56 @@ TEST(CudaCodegenTest, SharedBuffersOverTheBlockLimitAreRefused) {
                         "49152 a block may have"));
 }
 
+// cp.async exists from sm_80: a kernel that copies asynchronously is
+// refused for older architectures, naming the kernel, and assembles for
+// sm_80 to the copy with zero fill, the commit and the wait.
+TEST(CudaCodegenTest, AsynchronousCopiesNeedSm80) {
+  const DataType f16 = DataType::Float(16);
+  Var n("n");
+  Buffer x = MakeBuffer("x", f16, {n, PrimExpr(64)});
+  Buffer out = MakeBuffer("out", f16, {n, PrimExpr(64)});
+  Buffer tile = MakeBuffer("tile", f16, {PrimExpr(8), PrimExpr(64)}, BufferNode::Scope::kShared);
+  Var b("b"), t("t"), u("u");
+  const PrimExpr row = b * 8 + FloorDiv(t, 8), col = FloorMod(t, 8) * 8;
+  Stmt fetch =
+      For(t, 0, PrimExpr(64), ForKind::kThread,
+          Seq({AsyncCopy({tile, {FloorDiv(t, 8), col}}, {x, {Min(row, n - 1), col}}, 8, LT(row, n)),
+               AsyncFence(0)}));
+  // Thread u then stores column u of the block's 8 rows.
+  Var i("i");
+  Stmt store =
+      For(u, 0, PrimExpr(64), ForKind::kThread,
+          For(i, 0, PrimExpr(8), ForKind::kSerial,
+              IfThenElse(LT(b * 8 + i, n), Store(out, {b * 8 + i, u}, Load(tile, {i, u})))));
+  KernelFunc k = MakeKernelFunc(
+      "copy", {KernelParam::Tensor(x), KernelParam::Tensor(out)},
+      For(b, 0, FloorDiv(n + 7, 8), ForKind::kBlock, Allocate(tile, Seq({fetch, store}))));
+  absl::StatusOr<Target> old = Target::Parse("cuda -arch=sm_75");
+  ASSERT_TRUE(old.ok());
+  absl::StatusOr<vm::KernelLibraryBlob> lib = BuildKernelLibrary({k}, *old);
+  ASSERT_FALSE(lib.ok());
+  EXPECT_EQ(lib.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(lib.status().message(),
+              HasSubstr("kernel copy_k0: unsupported asynchronous copy on sm_75 (cp.async needs "
+                        "sm_80)"));
+  absl::StatusOr<Target> sm80 = Target::Parse("cuda -arch=sm_80");
+  ASSERT_TRUE(sm80.ok());
+  absl::StatusOr<std::string> ptx = EmitAssembly({k}, *sm80);
+  ASSERT_TRUE(ptx.ok()) << ptx.status();
+  for (const char* want : {"cp.async.cg.shared.global", "cp.async.commit_group;",
+                           "cp.async.wait_group 0;", "bar.sync"}) {
+    EXPECT_TRUE(absl::StrContains(*ptx, want)) << want;
+  }
+  // The zero fill: a source size of 16 or 0 bytes, chosen per thread.
+  const size_t copy = ptx->find("cp.async.cg.shared.global");
+  ASSERT_NE(copy, std::string::npos);
+  EXPECT_THAT(ptx->substr(copy, ptx->find('\n', copy) - copy), HasSubstr("], 16, %r"));
+#ifdef TETHER_PTXAS
+  auto [rc, out_text] = Ptxas(ptx->substr(ptx->find('\n') + 1), 80, "-v");
+  EXPECT_EQ(rc, 0) << out_text;
+#endif
+}
+
 // A large matmul takes the block schedule: shared-memory tiles, barriers,
 // and its 64 accumulators per thread in registers, not in local memory.
 TEST(CudaCodegenTest, BlockScheduledMatmulUsesSharedMemoryBarriersAndRegisters) {
@@ -318,6 +385,7 @@ class Module:
 // float16 and bfloat16 products run on tensor cores where the architecture
 // has them: WMMA loads from shared memory and mma.sync with float32
 // accumulators, kept in registers; bfloat16 for sm_75 keeps the SIMT tiles.
+// From sm_80 the tiles are fetched with cp.async.
 TEST(CudaCodegenTest, SixteenBitMatmulsUseTensorCoresWhereTheArchitectureHasThem) {
   struct Case {
     const char* dtype;
@@ -342,9 +410,15 @@ TEST(CudaCodegenTest, SixteenBitMatmulsUseTensorCoresWhereTheArchitectureHasThem
       EXPECT_TRUE(absl::StrContains(*ptx, "wmma.load.a.sync.aligned.row.m16n16k16.shared."));
       EXPECT_TRUE(absl::StrContains(*ptx, "wmma.load.b.sync.aligned.row.m16n16k16.shared."));
       EXPECT_TRUE(absl::StrContains(*ptx, "wmma.store.d.sync.aligned.row.m16n16k16.shared.f32"));
-      // Staging whole tiles: 16-byte loads and shared stores.
-      EXPECT_TRUE(absl::StrContains(*ptx, "ld.global.nc.v4.u32"));
-      EXPECT_TRUE(absl::StrContains(*ptx, "st.shared.v4.b32"));
+      // Staging whole tiles: from sm_80 with 16-byte asynchronous copies,
+      // double buffered (each thread's fence waits for all but its newest
+      // group); before, 16-byte loads and shared stores.
+      const bool async = c.sm >= 80;
+      EXPECT_EQ(absl::StrContains(*ptx, "cp.async.cg.shared.global"), async);
+      EXPECT_EQ(absl::StrContains(*ptx, "cp.async.commit_group;"), async);
+      EXPECT_EQ(absl::StrContains(*ptx, "cp.async.wait_group 1;"), async);
+      EXPECT_EQ(absl::StrContains(*ptx, "ld.global.nc.v4.u32"), !async);
+      EXPECT_EQ(absl::StrContains(*ptx, "st.shared.v4.b32"), !async);
       // The staging copies 16-bit values as they are: no conversion to
       // float and back (the only cvt.f32.f16 would be in the epilogue).
       EXPECT_FALSE(absl::StrContains(*ptx, "cvt.f32.f16")) << "staging converts";

@@ -22,6 +22,7 @@ namespace {
 using optest::HostTensor;
 using optest::kF32;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // Runs every launch of `kernel` on the CPU with `nthreads` simulated
 // threads (serial launches with one), on `inputs` and zeroed outputs.
@@ -226,12 +227,16 @@ TEST(DeviceSplitTest, BlockScheduleMatmulIsOneBlockLaunchAndMatchesTheCpu) {
 
 TEST(DeviceSplitTest, TensorCoreMatmulIsOneBlockLaunchAndMatchesTheCpu) {
   // float16 for sm_80: 8 warps, 128 x 128 tiles (2 batches x 2 x 3 of
-  // them), k 32 at a time; edge rows, columns and a partial k step.
+  // them), k 32 at a time; edge rows, columns and a partial k step. A (rows
+  // of 80 bytes) is fetched by asynchronous copies, B (514) by the threads.
   HostTensor a = optest::Random({2, 130, 40}, optest::kF16, 11);
   HostTensor b = optest::Random({40, 257}, optest::kF16, 12);
   absl::StatusOr<KernelFunc> k = LowerOp("relax.matmul", {a, b}, {}, /*gpu=*/true, 80);
   ASSERT_TRUE(k.ok()) << k.status();
   EXPECT_THAT(ToString(*k), HasSubstr("T.mma_sync(gemm_acc["));
+  EXPECT_THAT(ToString(*k), HasSubstr("T.ptx_cp_async(gemm_a_tile["));
+  EXPECT_THAT(ToString(*k), HasSubstr("T.ptx_wait_group(1)"));
+  EXPECT_THAT(ToString(*k), Not(HasSubstr("T.ptx_cp_async(gemm_b_tile[")));
   absl::StatusOr<DeviceKernel> dk = SplitForDevice(*k);
   ASSERT_TRUE(dk.ok()) << dk.status();
   ASSERT_EQ(dk->launches.size(), 1u);
@@ -347,6 +352,15 @@ TEST(DeviceSplitTest, BlockSchedulesThatBreakTheRulesAreRejected) {
          "the kBlock loop over b with 512 threads");
 }
 
+// Expects SplitForDevice to refuse `k` with INVALID_ARGUMENT saying `why`.
+void ExpectRejected(const KernelFunc& k, const std::string& why) {
+  SCOPED_TRACE(why);
+  absl::StatusOr<DeviceKernel> r = SplitForDevice(k);
+  ASSERT_FALSE(r.ok()) << ToString(k);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(r.status().message(), HasSubstr(why));
+}
+
 TEST(DeviceSplitTest, TensorCoreStatementsThatBreakTheRulesAreRejected) {
   using Scope = BufferNode::Scope;
   const DataType f16 = DataType::Float(16);
@@ -366,15 +380,10 @@ TEST(DeviceSplitTest, TensorCoreStatementsThatBreakTheRulesAreRejected) {
     return For(b, 0, PrimExpr(1), ForKind::kBlock,
                Allocate(tile, Allocate(ctile, Allocate(af, Allocate(bf, Allocate(acc, body))))));
   };
-  auto split = [&](const Stmt& body) {
-    return SplitForDevice(MakeKernelFunc("tc", {KernelParam::Tensor(out)}, body));
-  };
+  const std::vector<KernelParam> params = {KernelParam::Tensor(out)};
+  auto split = [&](const Stmt& body) { return SplitForDevice(MakeKernelFunc("tc", params, body)); };
   auto reject = [&](const Stmt& body, const std::string& why) {
-    SCOPED_TRACE(why);
-    absl::StatusOr<DeviceKernel> r = split(body);
-    ASSERT_FALSE(r.ok()) << ToString(body);
-    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_THAT(r.status().message(), HasSubstr(why));
+    ExpectRejected(MakeKernelFunc("tc", params, body), why);
   };
   const Stmt good =
       Seq({MatrixFill({acc, {w}}, MakeConst(kF32, 0)), MatrixLoad({af, {w}}, {tile, {0, 0}}),
@@ -412,6 +421,93 @@ TEST(DeviceSplitTest, TensorCoreStatementsThatBreakTheRulesAreRejected) {
                      Allocate(acc, For(t, 0, PrimExpr(64), ForKind::kThread,
                                        MatrixFill({acc, {0}}, MakeConst(kF32, 0)))));
   reject(outside, "the tensor-core statement on acc outside a kWarp loop");
+}
+
+// Asynchronous copies: 16 bytes from a tensor to a shared buffer of its
+// dtype, both ends provably 16-byte aligned, inside a kThread loop whose
+// copies are all followed by a fence.
+TEST(DeviceSplitTest, AsynchronousCopiesThatBreakTheRulesAreRejected) {
+  using Scope = BufferNode::Scope;
+  const DataType f16 = DataType::Float(16);
+  Var n("n");
+  Buffer src = MakeBuffer("src", f16, {n, PrimExpr(64)});
+  Buffer odd = MakeBuffer("odd", f16, {n, PrimExpr(60)});  // rows of 120 bytes
+  Buffer out = MakeBuffer("out", f16, {PrimExpr(64)});
+  Buffer tile = MakeBuffer("tile", f16, {PrimExpr(2), PrimExpr(8), PrimExpr(40)}, Scope::kShared);
+  Buffer wide = MakeBuffer("wide", kF32, {PrimExpr(8), PrimExpr(40)}, Scope::kShared);
+  Var b("b"), t("t");
+  // A block of 64 threads: `copies` in one kThread loop, then a read.
+  auto block = [&](const Stmt& copies) {
+    Stmt use = For(t, 0, PrimExpr(64), ForKind::kThread,
+                   Store(out, {t}, Load(tile, {1, FloorDiv(t, 8), FloorMod(t, 8)})));
+    return For(
+        b, 0, PrimExpr(1), ForKind::kBlock,
+        Allocate(tile,
+                 Allocate(wide, Seq({For(t, 0, PrimExpr(64), ForKind::kThread, copies), use}))));
+  };
+  const std::vector<KernelParam> params = {KernelParam::Tensor(src), KernelParam::Tensor(odd),
+                                           KernelParam::Tensor(out)};
+  auto split = [&](const Stmt& body) { return SplitForDevice(MakeKernelFunc("cp", params, body)); };
+  auto reject = [&](const Stmt& body, const std::string& why) {
+    ExpectRejected(MakeKernelFunc("cp", params, body), why);
+  };
+  // Thread t copies 8 values of row t / 8 (the stage and column multiples of 8).
+  const PrimExpr row = FloorDiv(t, 8), col = FloorMod(t, 8) * 8;
+  auto copy = [&](const Buffer& from, const PrimExpr& c, const PrimExpr& valid = PrimExpr()) {
+    return AsyncCopy({tile, {1, row, col}}, {from, {Min(row + b * 8, n - 1), c}}, 8, valid);
+  };
+  const Stmt good = Seq({copy(src, col, LT(row, n)), AsyncFence(1)});
+  EXPECT_TRUE(split(block(good)).ok()) << split(block(good)).status();
+  // A fenced copy inside a loop, or under a condition with the fence after.
+  EXPECT_TRUE(split(block(Seq({IfThenElse(LT(row, n), copy(src, col)), AsyncFence(0)}))).ok());
+  EXPECT_TRUE(split(block(For(Var("i"), 0, PrimExpr(2), ForKind::kSerial,
+                              Seq({copy(src, col), AsyncFence(0)}))))
+                  .ok());
+  reject(block(copy(src, col)), "the kThread loop over t whose asynchronous copies are not all");
+  reject(block(Seq({AsyncFence(1), copy(src, col)})), "not all followed by a fence");
+  reject(block(Seq({IfThenElse(LT(row, n), AsyncFence(0)), copy(src, col), AsyncFence(0),
+                    IfThenElse(LT(row, n), copy(src, col))})),
+         "not all followed by a fence");
+  reject(block(For(Var("i"), 0, PrimExpr(2), ForKind::kSerial, copy(src, col))),
+         "not all followed by a fence");
+  // Column 4 is 8 bytes into a row; rows of 60 values are not 16-byte multiples.
+  reject(block(Seq({copy(src, col + 4), AsyncFence(0)})),
+         "whose source is not known to be 16-byte aligned");
+  reject(block(Seq({copy(odd, col), AsyncFence(0)})),
+         "the asynchronous copy from odd to tile, whose source is not known");
+  reject(block(Seq({AsyncCopy({tile, {1, row, col + 4}}, {src, {row, col}}, 8), AsyncFence(0)})),
+         "whose destination is not known to be 16-byte aligned");
+  // 8 bytes; float32 into a float16 tile; shared to shared; global to global.
+  reject(block(Seq({AsyncCopy({tile, {1, row, col}}, {src, {row, col}}, 4), AsyncFence(0)})),
+         "the asynchronous copy from src to tile (16 bytes from a tensor");
+  reject(block(Seq({AsyncCopy({wide, {row, col}}, {src, {row, col}}, 8), AsyncFence(0)})),
+         "the asynchronous copy from src to wide (16 bytes");
+  reject(block(Seq({AsyncCopy({tile, {1, row, col}}, {tile, {0, row, col}}, 8), AsyncFence(0)})),
+         "the asynchronous copy from tile to tile (16 bytes");
+  reject(block(Seq({AsyncCopy({out, {col}}, {src, {row, col}}, 8), AsyncFence(0)})),
+         "the asynchronous copy from src to out (16 bytes");
+  reject(block(Seq({copy(src, col), AsyncFence(8)})),
+         "the asynchronous-copy fence leaving 8 groups in flight (0 to 7)");
+  // Only threads copy: not at block level, not in a warp.
+  reject(For(b, 0, PrimExpr(1), ForKind::kBlock,
+             Allocate(tile, Seq({copy(src, col), For(t, 0, PrimExpr(64), ForKind::kThread,
+                                                     Store(out, {t}, MakeConst(f16, 0)))}))),
+         "the asynchronous copy to tile outside a kThread loop");
+  reject(For(b, 0, PrimExpr(1), ForKind::kBlock,
+             Seq({For(t, 0, PrimExpr(64), ForKind::kThread, Store(out, {t}, MakeConst(f16, 0))),
+                  For(Var("w"), 0, PrimExpr(2), ForKind::kWarp, AsyncFence(0))})),
+         "the asynchronous-copy fence outside a kThread loop");
+  // A copy counts as a store for the shared-read rule: the tile read at
+  // block level (by every thread) is overwritten with no barrier between.
+  Var v("v");
+  reject(For(b, 0, PrimExpr(1), ForKind::kBlock,
+             Allocate(
+                 tile,
+                 LetStmt(v, Cast(DataType::Int(64), Load(tile, {0, 0, 0})),
+                         For(t, 0, PrimExpr(64), ForKind::kThread,
+                             Seq({AsyncCopy({tile, {0, row, col}}, {src, {Min(v, n - 1), col}}, 8),
+                                  AsyncFence(0)}))))),
+         "the store to the shared buffer tile while threads may still read it");
 }
 
 }  // namespace

@@ -51,6 +51,7 @@ struct BodyCensus {
   int thread_loops = 0;
   int warp_loops = 0;
   int matrix_tiles = 0;  // tensor-core statements
+  int async_copies = 0;  // cp.async copies (not fences)
 };
 
 void Census(const Stmt& s, BodyCensus* c) {
@@ -88,6 +89,9 @@ void Census(const Stmt& s, BodyCensus* c) {
       return;
     case StmtKind::kMatrixTile:
       ++c->matrix_tiles;
+      return;
+    case StmtKind::kAsyncCopy:
+      c->async_copies += s.as<AsyncCopyNode>()->op == AsyncOp::kCopy;
       return;
     case StmtKind::kStore:
     case StmtKind::kEvaluate:
@@ -199,21 +203,27 @@ TEST(GpuLoweringTest, MatmulFloat16AccumulatesInFloat32) {
   ExpectGpuMatchesCpu("relax.matmul", {Random({2, 40, 64}, kF16, 5), Random({64, 48}, kF16, 6)});
 }
 
-// Whether `op` on `inputs` lowers, for sm_<arch>, to tensor-core statements.
-bool LowersToTensorCores(const std::string& op, const std::vector<HostTensor>& inputs, int arch,
-                         Attrs attrs = {}) {
+// The census of `op` on `inputs` lowered for sm_<arch>.
+BodyCensus GpuCensus(const std::string& op, const std::vector<HostTensor>& inputs, int arch,
+                     Attrs attrs = {}) {
+  BodyCensus c;
   std::vector<Expr> args;
   for (size_t i = 0; i < inputs.size(); ++i) {
     args.push_back(optest::TensorVar(absl::StrCat("x", i), inputs[i]));
   }
   absl::StatusOr<Expr> call = optest::MakeOpCall(op, std::move(args), std::move(attrs));
   EXPECT_TRUE(call.ok()) << call.status();
-  if (!call.ok()) return false;
+  if (!call.ok()) return c;
   absl::StatusOr<KernelFunc> gpu = LowerCallToKernel(*call->as<CallNode>(), "k", 0, true, arch);
   EXPECT_TRUE(gpu.ok()) << gpu.status();
-  if (!gpu.ok()) return false;
-  BodyCensus c;
-  Census((*gpu)->body, &c);
+  if (gpu.ok()) Census((*gpu)->body, &c);
+  return c;
+}
+
+// Whether `op` on `inputs` lowers, for sm_<arch>, to tensor-core statements.
+bool LowersToTensorCores(const std::string& op, const std::vector<HostTensor>& inputs, int arch,
+                         Attrs attrs = {}) {
+  BodyCensus c = GpuCensus(op, inputs, arch, std::move(attrs));
   EXPECT_EQ(c.warp_loops > 0, c.matrix_tiles > 0);
   return c.matrix_tiles > 0;
 }
@@ -222,14 +232,18 @@ TEST(GpuLoweringTest, TensorCoreMatmulMatchesCpu) {
   const DataType kBF16 = DataType::BFloat16();
   struct Case {
     Shape a, b;
+    int async;  // operands fetched by asynchronous copies at sm_80 (rows of 16-byte multiples)
   };
   const Case cases[] = {
-      {{16, 16}, {16, 16}},         // one fragment, one k step (half of it zero)
-      {{40, 70}, {70, 33}},         // partial tile and k step
-      {{2, 130, 20}, {20, 257}},    // batched, 2 x 3 tiles of 128 x 128
-      {{3, 1, 64, 9}, {2, 9, 40}},  // broadcast batch dims, 64 x 64 tiles
-      {{200, 96}, {96, 24}},        // several k steps, a narrow n
-      {{2, 64, 64}, {64, 128}},     // whole 64 x 128 tiles: no masks or bounds checks
+      {{16, 16}, {16, 16}, 2},           // one fragment, one k step (half of it zero-filled)
+      {{40, 70}, {70, 33}, 0},           // partial tile and k step
+      {{2, 130, 20}, {20, 257}, 0},      // batched, 2 x 3 tiles of 128 x 128
+      {{3, 1, 64, 9}, {2, 9, 40}, 1},    // broadcast batch dims, 64 x 64 tiles, B copied
+      {{200, 96}, {96, 24}, 2},          // several k steps, a narrow n, partial rows
+      {{2, 64, 64}, {64, 128}, 2},       // whole 64 x 128 tiles: no masks or bounds checks
+      {{3, 72, 40}, {40, 56}, 2},        // a partial last k step and n tile, copied
+      {{2, 1, 48, 32}, {3, 32, 64}, 2},  // broadcast batch dims, copied
+      {{50, 64}, {64, 20}, 1},           // A copied, B (rows of 40 bytes) staged by threads
   };
   uint32_t seed = 60;
   for (const Case& c : cases) {
@@ -237,8 +251,16 @@ TEST(GpuLoweringTest, TensorCoreMatmulMatchesCpu) {
       SCOPED_TRACE(absl::StrCat(t.ToString(), " ", optest::NumElements(c.a), " x ",
                                 optest::NumElements(c.b)));
       std::vector<HostTensor> in = {Random(c.a, t, seed), Random(c.b, t, seed + 1)};
-      EXPECT_TRUE(LowersToTensorCores("relax.matmul", in, 80));
+      const BodyCensus census = GpuCensus("relax.matmul", in, 80);
+      EXPECT_GT(census.matrix_tiles, 0);
+      // One copy statement per operand and fetch (the first step and the next).
+      EXPECT_EQ(census.async_copies, 2 * c.async);
+      EXPECT_EQ(GpuCensus("relax.matmul", in, 75).async_copies, 0);  // cp.async is sm_80's
       ExpectGpuMatchesCpu("relax.matmul", in, {}, -1, /*gpu_arch=*/80);
+      if (t == kF16 && c.async > 0) {
+        // The same on sm_75, without them.
+        ExpectGpuMatchesCpu("relax.matmul", in, {}, -1, /*gpu_arch=*/75);
+      }
       seed += 2;
     }
   }

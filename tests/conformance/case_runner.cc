@@ -22,10 +22,12 @@
 #include "client/remote_session.h"
 #include "client/remote_vm.h"
 #include "compiler/build.h"
+#include "compiler/codegen/target.h"
 #include "compiler/frontend/onnx/importer.h"
 #include "compiler/frontend/onnx/tensor_proto.h"
 #include "onnx/onnx_pb.h"
 #include "runtime/core/value.h"
+#include "runtime/device/device_api.h"
 #include "runtime/vm/local_vm.h"
 #include "tests/conformance/compare.h"
 
@@ -262,11 +264,24 @@ std::optional<CaseResult> RunDataSet(const CaseResult& base, const ModelInfo& in
   return std::nullopt;
 }
 
+// The target for cases on the GPU `device`: its own architecture, so the
+// suite checks the code it gets (bfloat16 tensor cores and cp.async from
+// sm_80), or the three common images when the driver does not say.
+std::string CudaTarget(Device device) {
+  absl::StatusOr<DeviceAPI*> api = DeviceAPI::Get(kDLCUDA);
+  absl::StatusOr<Value> cc = api.ok() ? (*api)->GetAttr(device.id, DeviceAttr::kComputeVersion)
+                                      : absl::StatusOr<Value>(api.status());
+  absl::StatusOr<std::string> target =
+      cc.ok() && cc->is_string() ? compiler::CudaTargetFor(cc->string_value())
+                                 : absl::StatusOr<std::string>(absl::NotFoundError("no version"));
+  return target.ok() ? *target : std::string("cuda -arch=sm_75,sm_80,sm_90");
+}
+
 absl::StatusOr<Ref<vm::Executable>> BuildModel(
     const compiler::onnx_frontend::ImportedModel& imported, const CaseOptions& options) {
   compiler::BuildOptions build_options;
   build_options.pipeline = options.pipeline;
-  if (options.device.type == kDLCUDA) build_options.target = "cuda -arch=sm_75,sm_80,sm_90";
+  if (options.device.type == kDLCUDA) build_options.target = CudaTarget(options.device);
   if (options.simulate_gpu_threads > 0) {
     build_options.target = "cuda";
     build_options.simulate_gpu_threads = options.simulate_gpu_threads;
