@@ -74,59 +74,84 @@ bool Copyable(const Reader& read, DataType t, const PrimExpr& c_ext) {
          KnownFactor(c_ext) * t.bytes() % 16 == 0;
 }
 
-// Stages the `rows` x `cols` tile at (r0, c0) of an operand of extents
-// (r_ext, c_ext) into dst[stage][row][col] (dst[row][col] without a stage):
-// read(r, c) where in range, zero
-// elsewhere (reads clamped into range). A side whose extent is a constant
-// multiple of the tile needs neither. Each thread copies 16 contiguous bytes
-// of a row (cols a multiple of them, 256 threads a multiple of a row's
-// share; with `transpose`, into dst[stage][col][row]): with whole tiles of an
-// operand whose rows are 16-byte multiples, LLVM merges them into one 128-bit
-// load and store (the launcher holds tensor data 16-byte aligned). With
-// `async` (the operand is Copyable), each thread's 16 bytes are one
-// asynchronous copy instead, zero-filled outside the operand. A warp reads
-// whole rows, and a thread's addresses differ by constants.
-Stmt Stage(const Buffer& dst, const PrimExpr& stage, int64_t rows, int64_t cols, const PrimExpr& t,
-           const PrimExpr& r0, const PrimExpr& r_ext, const PrimExpr& c0, const PrimExpr& c_ext,
-           const Reader& read, const std::string& name, bool transpose = false,
-           bool async = false) {
-  const int64_t vec = std::min<int64_t>(16 / dst->dtype.bytes(), cols);
-  const int64_t per_row = cols / vec, step = kThreads / per_row;
-  const bool whole_r = Divides(rows, r_ext), whole_c = Divides(cols, c_ext);
-  return Loop(name, (rows + step - 1) / step, ForKind::kUnrolled, [&](const PrimExpr& i) {
-    const PrimExpr row = FloorDiv(t, per_row) + i * step;
-    const PrimExpr r = r0 + row;
+// One operand's tile of a k step: the rows x cols tile at (r0, c0) of an
+// operand of extents (r_ext, c_ext), read(r, c), kept in dst[stage][row][col]
+// (dst[row][col] without a stage; with `transpose`, [col][row]).
+struct OperandTile {
+  Buffer dst;
+  int64_t rows, cols;
+  PrimExpr r0, r_ext, c0, c_ext;
+  Reader read;
+  std::string name;
+  bool transpose = false;
+};
+
+// How Stage moves a thread's share of a tile:
+//   kDirect  operand -> dst, through the thread's registers
+//   kAsync   operand -> dst by asynchronous copies (the operand is Copyable)
+//   kFetch   operand -> regs[t][slot], to be put later
+//   kPut     regs[t][slot] -> dst
+enum class StageMode { kDirect, kAsync, kFetch, kPut };
+
+// Thread t's share of `o` is (rows / step) runs of `vec` columns (16 bytes)
+// of one row: with `step` rows of threads, a warp reads whole rows, and a
+// thread's addresses differ by constants.
+struct StageShape {
+  int64_t vec, per_row, step, runs;
+  explicit StageShape(const OperandTile& o)
+      : vec(std::min<int64_t>(16 / o.dst->dtype.bytes(), o.cols)),
+        per_row(o.cols / vec),
+        step(kThreads / per_row),
+        runs((o.rows + step - 1) / step) {}
+  int64_t slots() const { return runs * vec; }  // a thread's values (kFetch)
+};
+
+// Stages thread t's share of `o` (zero outside the operand, reads clamped
+// into range; a side whose extent is a constant multiple of the tile needs
+// neither). With whole tiles of an operand whose rows are 16-byte multiples
+// LLVM merges a run into one 128-bit load and store (the launcher holds
+// tensor data 16-byte aligned); kAsync makes it one asynchronous copy,
+// zero-filled outside the operand.
+Stmt Stage(const OperandTile& o, const PrimExpr& stage, const PrimExpr& t, StageMode mode,
+           const Buffer& regs = Buffer()) {
+  const StageShape sh(o);
+  const bool whole_r = Divides(o.rows, o.r_ext), whole_c = Divides(o.cols, o.c_ext);
+  return Loop(o.name, sh.runs, ForKind::kUnrolled, [&](const PrimExpr& i) {
+    const PrimExpr row = FloorDiv(t, sh.per_row) + i * sh.step;
+    const PrimExpr r = o.r0 + row, r_in = whole_r ? r : Min(r, o.r_ext - 1);
     PrimExpr row_ok;
-    if (!whole_r) row_ok = LT(r, r_ext);
+    if (!whole_r) row_ok = LT(r, o.r_ext);
     auto in_range = [&](const PrimExpr& c) {
       if (whole_c) return row_ok;
-      return row_ok.defined() ? And(row_ok, LT(c, c_ext)) : LT(c, c_ext);
+      return row_ok.defined() ? And(row_ok, LT(c, o.c_ext)) : LT(c, o.c_ext);
     };
     // dst's indices of (row, col).
     auto place = [&](const PrimExpr& col) {
       std::vector<PrimExpr> at = {row, col};
-      if (transpose) std::swap(at[0], at[1]);
+      if (o.transpose) std::swap(at[0], at[1]);
       if (stage.defined()) at.insert(at.begin(), stage);
       return at;
     };
     Stmt copy;
     // The run's first column, clamped to the operand's last run.
-    const PrimExpr run = FloorMod(t, per_row) * vec, run_c = c0 + run;
-    const PrimExpr first =
-        async ? read(whole_r ? r : Min(r, r_ext - 1), whole_c ? run_c : Min(run_c, c_ext - vec))
-              : PrimExpr();
+    const PrimExpr run = FloorMod(t, sh.per_row) * sh.vec, run_c = o.c0 + run;
+    const PrimExpr first = mode == StageMode::kAsync
+                               ? o.read(r_in, whole_c ? run_c : Min(run_c, o.c_ext - sh.vec))
+                               : PrimExpr();
     if (const LoadNode* src = first.defined() ? first.as<LoadNode>() : nullptr) {
-      copy = AsyncCopy({dst, place(run)}, {src->buffer, src->indices}, static_cast<int>(vec),
+      copy = AsyncCopy({o.dst, place(run)}, {src->buffer, src->indices}, static_cast<int>(sh.vec),
                        in_range(run_c));
     } else {
-      copy = Loop(name + "v", vec, ForKind::kUnrolled, [&](const PrimExpr& e) {
-        const PrimExpr col = run + e, c = c0 + col;
-        PrimExpr v = read(whole_r ? r : Min(r, r_ext - 1), whole_c ? c : Min(c, c_ext - 1));
+      copy = Loop(o.name + "v", sh.vec, ForKind::kUnrolled, [&](const PrimExpr& e) {
+        const PrimExpr col = run + e, c = o.c0 + col, slot = i * sh.vec + e;
+        if (mode == StageMode::kPut) return Store(o.dst, place(col), Load(regs, {t, slot}));
+        PrimExpr v = o.read(r_in, whole_c ? c : Min(c, o.c_ext - 1));
         const PrimExpr ok = in_range(c);
-        return Store(dst, place(col), ok.defined() ? Select(ok, v, MakeConst(dst->dtype, 0)) : v);
+        if (ok.defined()) v = Select(ok, v, MakeConst(o.dst->dtype, 0));
+        return mode == StageMode::kFetch ? Store(regs, {t, slot}, v) : Store(o.dst, place(col), v);
       });
     }
-    return rows % step == 0 ? copy : IfThenElse(LT(row, PrimExpr(rows)), copy);
+    return o.rows % sh.step == 0 ? copy : IfThenElse(LT(row, PrimExpr(o.rows)), copy);
   });
 }
 
@@ -182,9 +207,11 @@ Stmt TensorCoreSchedule(const BlockGemm& g) {
     // Stages k step `ko` in its stage of the tiles.
     auto fetch = [&](const PrimExpr& t, const PrimExpr& ko) {
       const PrimExpr k0 = ko * kTcStepK, stage = FloorMod(ko, stages);
-      Stmt a = Stage(as, stage, bm, kTcStepK, t, m0, g.m, k0, g.k, read_a, "la", false, async_a);
-      Stmt b = Stage(bs, stage, kTcStepK, bn, t, k0, g.k, n0, g.n, read_b, "lb", false, async_b);
-      return Seq({a, b});
+      const OperandTile a{as, bm, kTcStepK, m0, g.m, k0, g.k, read_a, "la"};
+      const OperandTile b{bs, kTcStepK, bn, k0, g.k, n0, g.n, read_b, "lb"};
+      using enum StageMode;
+      return Seq({Stage(a, stage, t, async_a ? kAsync : kDirect),
+                  Stage(b, stage, t, async_b ? kAsync : kDirect)});
     };
     // Accumulates k step `ko` from its stage.
     auto compute = [&](const PrimExpr& ko) {
@@ -285,12 +312,29 @@ Stmt BlockGemmSchedule(const BlockGemm& g) {
     const PrimExpr in_batch = FloorMod(tile, mt * nt);
     const PrimExpr batch = FloorDiv(tile, mt * nt);
     const PrimExpr m0 = FloorDiv(in_batch, nt) * bm, n0 = FloorMod(in_batch, nt) * bn;
-    // A is staged k-major with 4 words of padding: a warp's stores, 4 k
-    // values of 16 rows, fall in distinct banks.
-    Buffer as = MakeBuffer("gemm_a_tile", g.acc_t, {PrimExpr(kStepK), PrimExpr(bm + 4)},
+    const Reader read_a = [&](const PrimExpr& m, const PrimExpr& k) { return g.a(batch, m, k); };
+    const Reader read_b = [&](const PrimExpr& k, const PrimExpr& n) { return g.b(batch, k, n); };
+    // Two stages of the tiles. A is staged k-major with 4 words of padding:
+    // a warp's stores, 4 k values of 16 rows, fall in distinct banks.
+    Buffer as =
+        MakeBuffer("gemm_a_tile", g.acc_t, {PrimExpr(2), PrimExpr(kStepK), PrimExpr(bm + 4)},
+                   BufferNode::Scope::kShared);
+    Buffer bs = MakeBuffer("gemm_b_tile", g.acc_t, {PrimExpr(2), PrimExpr(kStepK), PrimExpr(bn)},
                            BufferNode::Scope::kShared);
-    Buffer bs = MakeBuffer("gemm_b_tile", g.acc_t, {PrimExpr(kStepK), PrimExpr(bn)},
-                           BufferNode::Scope::kShared);
+    // Step ko's tiles; A rows are contiguous along k (staged transposed), B
+    // rows along n.
+    auto a_tile = [&](const PrimExpr& ko) {
+      return OperandTile{as, bm, kStepK, m0, g.m, ko * kStepK, g.k, read_a, "la", true};
+    };
+    auto b_tile = [&](const PrimExpr& ko) {
+      return OperandTile{bs, kStepK, bn, ko * kStepK, g.k, n0, g.n, read_b, "lb"};
+    };
+    auto next = [&](const char* name, const OperandTile& o) {
+      return MakeBuffer(name, g.acc_t, {PrimExpr(kThreads), PrimExpr(StageShape(o).slots())},
+                        BufferNode::Scope::kPerThread);
+    };
+    Buffer a_next = next("gemm_a_next", a_tile(PrimExpr(0)));
+    Buffer b_next = next("gemm_b_next", b_tile(PrimExpr(0)));
     Buffer acc = MakeBuffer("gemm_acc", g.acc_t, {PrimExpr(kThreads), PrimExpr(tm), PrimExpr(tn)},
                             BufferNode::Scope::kPerThread);
     auto each_acc = [&](const std::function<Stmt(const PrimExpr&, const PrimExpr&)>& body) {
@@ -298,43 +342,50 @@ Stmt BlockGemmSchedule(const BlockGemm& g) {
         return Loop("j", tn, ForKind::kUnrolled, [&](const PrimExpr& j) { return body(i, j); });
       });
     };
+    // Step 0 into stage 0, and the accumulators cleared.
     Stmt init = Threads([&](const PrimExpr& t) {
-      return each_acc([&](const PrimExpr& i, const PrimExpr& j) {
-        return Store(acc, {t, i, j}, zero);
-      });
+      Stmt first = Seq({Stage(a_tile(PrimExpr(0)), PrimExpr(0), t, StageMode::kDirect),
+                        Stage(b_tile(PrimExpr(0)), PrimExpr(0), t, StageMode::kDirect)});
+      if (!(AsConstInt(g.k).value_or(0) > 0)) first = IfThenElse(LT(PrimExpr(0), g.k), first);
+      return Seq({first, each_acc([&](const PrimExpr& i, const PrimExpr& j) {
+                    return Store(acc, {t, i, j}, zero);
+                  })});
     });
-    Stmt kloop = Loop("k0", CeilDiv(g.k, kStepK), ForKind::kSerial, [&](const PrimExpr& ko) {
-      const PrimExpr k0 = ko * kStepK;
-      // A rows are contiguous along k (staged transposed); B rows along n.
-      Stmt load = Threads([&](const PrimExpr& t) {
-        Stmt a = Stage(
-            as, PrimExpr(), bm, kStepK, t, m0, g.m, k0, g.k,
-            [&](const PrimExpr& m, const PrimExpr& k) { return g.a(batch, m, k); }, "la",
-            /*transpose=*/true);
-        Stmt b = Stage(
-            bs, PrimExpr(), kStepK, bn, t, k0, g.k, n0, g.n,
-            [&](const PrimExpr& k, const PrimExpr& n) { return g.b(batch, k, n); }, "lb");
-        return Seq({a, b});
-      });
-      Stmt compute = Threads([&](const PrimExpr& t) {
-        const PrimExpr ty = FloorDiv(t, kSide), tx = FloorMod(t, kSide);
-        Buffer af = MakeBuffer("gemm_a_frag", g.acc_t, {PrimExpr(tm)}, BufferNode::Scope::kLocal);
-        Buffer bf = MakeBuffer("gemm_b_frag", g.acc_t, {PrimExpr(tn)}, BufferNode::Scope::kLocal);
-        Stmt body = Loop("kk", kStepK, ForKind::kUnrolled, [&](const PrimExpr& kk) {
-          Stmt fa = Loop("fa", tm, ForKind::kUnrolled, [&](const PrimExpr& i) {
-            return Store(af, {i}, Load(as, {kk, row_of(ty, i)}));
-          });
-          Stmt fb = Loop("fb", tn, ForKind::kUnrolled, [&](const PrimExpr& j) {
-            return Store(bf, {j}, Load(bs, {kk, col_of(tx, j)}));
-          });
-          Stmt fma = each_acc([&](const PrimExpr& i, const PrimExpr& j) {
-            return Store(acc, {t, i, j}, Load(acc, {t, i, j}) + Load(af, {i}) * Load(bf, {j}));
-          });
-          return Seq({fa, fb, fma});
+    // Thread t accumulates the k step in `stage`.
+    auto compute = [&](const PrimExpr& t, const PrimExpr& stage) {
+      const PrimExpr ty = FloorDiv(t, kSide), tx = FloorMod(t, kSide);
+      Buffer af = MakeBuffer("gemm_a_frag", g.acc_t, {PrimExpr(tm)}, BufferNode::Scope::kLocal);
+      Buffer bf = MakeBuffer("gemm_b_frag", g.acc_t, {PrimExpr(tn)}, BufferNode::Scope::kLocal);
+      Stmt body = Loop("kk", kStepK, ForKind::kUnrolled, [&](const PrimExpr& kk) {
+        Stmt fa = Loop("fa", tm, ForKind::kUnrolled, [&](const PrimExpr& i) {
+          return Store(af, {i}, Load(as, {stage, kk, row_of(ty, i)}));
         });
-        return Allocate(af, Allocate(bf, body));
+        Stmt fb = Loop("fb", tn, ForKind::kUnrolled, [&](const PrimExpr& j) {
+          return Store(bf, {j}, Load(bs, {stage, kk, col_of(tx, j)}));
+        });
+        Stmt fma = each_acc([&](const PrimExpr& i, const PrimExpr& j) {
+          return Store(acc, {t, i, j}, Load(acc, {t, i, j}) + Load(af, {i}) * Load(bf, {j}));
+        });
+        return Seq({fa, fb, fma});
       });
-      return Seq({load, compute});
+      return Allocate(af, Allocate(bf, body));
+    };
+    // Step ko, one barrier each: thread t loads its share of step ko + 1
+    // into registers, accumulates step ko, then puts the loaded values in
+    // the other stage, which every thread last read in step ko - 1, before
+    // the previous barrier. The loads are in flight during the arithmetic.
+    const PrimExpr steps = CeilDiv(g.k, kStepK);
+    Stmt kloop = Loop("k0", steps, ForKind::kSerial, [&](const PrimExpr& ko) {
+      return Threads([&](const PrimExpr& t) {
+        const OperandTile a = a_tile(ko + 1), b = b_tile(ko + 1);
+        const PrimExpr more = LT(ko + 1, steps), other = FloorMod(ko + 1, 2);
+        using enum StageMode;
+        Stmt fetch = IfThenElse(
+            more, Seq({Stage(a, other, t, kFetch, a_next), Stage(b, other, t, kFetch, b_next)}));
+        Stmt put = IfThenElse(
+            more, Seq({Stage(a, other, t, kPut, a_next), Stage(b, other, t, kPut, b_next)}));
+        return Seq({fetch, compute(t, FloorMod(ko, 2)), put});
+      });
     });
     Stmt store = Threads([&](const PrimExpr& t) {
       const PrimExpr ty = FloorDiv(t, kSide), tx = FloorMod(t, kSide);
@@ -344,7 +395,9 @@ Stmt BlockGemmSchedule(const BlockGemm& g) {
         return whole ? st : IfThenElse(And(LT(m, g.m), LT(n, g.n)), st);
       });
     });
-    return Allocate(as, Allocate(bs, Allocate(acc, Seq({init, kloop, store}))));
+    return Allocate(
+        as,
+        Allocate(bs, Allocate(a_next, Allocate(b_next, Allocate(acc, Seq({init, kloop, store}))))));
   });
 }
 

@@ -2,10 +2,12 @@
 // (compiler/kernel/kernel_ir.h, "Block schedules"), shared by matmul and by
 // conv2d as an implicit GEMM. Each block of 256 threads, a 16 x 16 grid,
 // computes a (16 TM) x (16 TN) tile of C: k advances 8 at a time, the A and B
-// slices staged in shared memory (zero outside the product), and thread
-// (ty, tx) accumulates TM x TN values in registers, its rows runs of
-// min(4, TM) adjacent ones 16 runs apart (columns likewise), so that its
+// slices staged in two stages of shared memory (zero outside the product),
+// and thread (ty, tx) accumulates TM x TN values in registers, its rows runs
+// of min(4, TM) adjacent ones 16 runs apart (columns likewise), so that its
 // shared reads and its stores are 16-byte vectors and a warp's coalesce.
+// Each k step is one barrier: a thread loads its share of the next step into
+// registers, accumulates this one, then stores the next into the other stage.
 //
 // With float16 or bfloat16 operands on an architecture that has them in
 // tensor cores (sm_70 / sm_80), the product runs on tensor cores instead
