@@ -10,6 +10,14 @@
 //       bench/ort/ort_bench.js with intra_op_num_threads = threads and full
 //       graph optimization; one sample per iteration, same batch size.
 //
+//   Model/Tether/<model>/cuda       the model compiled for cuda:0's own
+//       architecture, its input set once (copied to the GPU), invoke_stateful
+//       timed by the daemon's time_evaluator with CUDA events; skipped
+//       without a CUDA device. Its anchor is ONNX Runtime's CPU row with 2
+//       threads: the npm registry has no GPU build of ONNX Runtime, and
+//       PyTorch is not a Debian package, so a same-GPU anchor is not
+//       available here.
+//
 // ratio = Tether latency / ONNX Runtime latency (the target: <= 1.5).
 // Both sides compute the same model on the same input; the outputs' largest
 // magnitude is printed for both so a broken run is visible. Node is only
@@ -30,8 +38,11 @@
 #include "client/remote_session.h"
 #include "client/remote_vm.h"
 #include "compiler/build.h"
+#include "compiler/codegen/target.h"
 #include "compiler/frontend/onnx/importer.h"
 #include "runtime/core/error.h"
+#include "runtime/device/device_api.h"
+#include "runtime/vm/virtual_machine.h"
 #include "server/daemon.h"
 
 namespace tether {
@@ -81,20 +92,35 @@ absl::StatusOr<Remote*> GetRemote() {
   return remote;
 }
 
-// The model compiled for this host and uploaded (once per model).
-absl::StatusOr<std::string> Uploaded(const std::string& model) {
+// The model compiled for `target` (empty: this host) and uploaded, once
+// each.
+absl::StatusOr<std::string> Uploaded(const std::string& model, const std::string& target = "") {
   static auto* shas = new std::map<std::string, std::string>();
-  if (auto it = shas->find(model); it != shas->end()) return it->second;
+  const std::string key = absl::StrCat(model, "|", target);
+  if (auto it = shas->find(key); it != shas->end()) return it->second;
   TETHER_ASSIGN_OR_RETURN(Remote * remote, GetRemote());
   TETHER_ASSIGN_OR_RETURN(
       compiler::onnx_frontend::ImportedModel imported,
       compiler::onnx_frontend::ImportOnnxFile((ModelDir() / (model + ".onnx")).string()));
+  compiler::BuildOptions options;
+  if (!target.empty()) options.target = target;
   TETHER_ASSIGN_OR_RETURN(Ref<vm::Executable> exec,
-                          compiler::Build(std::move(imported.module), compiler::BuildOptions()));
+                          compiler::Build(std::move(imported.module), options));
   std::string bytes = exec->SaveToBytes();
   TETHER_ASSIGN_OR_RETURN(std::string sha, remote->session->UploadModule(bytes));
-  (*shas)[model] = sha;
+  (*shas)[key] = sha;
   return sha;
+}
+
+// The largest magnitude of a float32 tensor result (0 for anything else).
+double MaxAbs(const Value& v) {
+  double m = 0;
+  if (!v.is_tensor()) return m;
+  Tensor t(v.AsRef<TensorObj>());
+  if (t->dtype() != DataType::Float(32)) return m;
+  const float* p = static_cast<const float*>(t->element_data());
+  for (int64_t i = 0; i < t->NumElements(); ++i) m = std::max(m, double{std::fabs(p[i])});
+  return m;
 }
 
 void TetherModel(benchmark::State& state, const std::string& model, int threads) {
@@ -131,13 +157,57 @@ void TetherModel(benchmark::State& state, const std::string& model, int threads)
   }
   Figures& f = Results()[absl::StrCat(model, " t", threads)];
   f.tether_ms = Median(samples);
-  if (out->is_tensor()) {
-    Tensor t(out->AsRef<TensorObj>());
-    const float* p = static_cast<const float*>(t->element_data());
-    for (int64_t i = 0; i < t->NumElements(); ++i) {
-      f.tether_out = std::max(f.tether_out, static_cast<double>(std::fabs(p[i])));
-    }
+  f.tether_out = MaxAbs(*out);
+  state.counters["ms"] = f.tether_ms;
+  if (f.ort_ms > 0) state.counters["ratio"] = f.tether_ms / f.ort_ms;
+}
+
+// The model on cuda:0 (see the file comment).
+void TetherGpuModel(benchmark::State& state, const std::string& model) {
+  auto fail = [&](const absl::Status& s) { state.SkipWithError(s.ToString().c_str()); };
+  const Device gpu = Device::Cuda();
+  if (!DeviceExists(gpu)) return fail(absl::UnavailableError("no CUDA device (cuda:0)"));
+  absl::StatusOr<DeviceAPI*> api = DeviceAPI::Get(kDLCUDA);
+  if (!api.ok()) return fail(api.status());
+  absl::StatusOr<Value> cc = (*api)->GetAttr(gpu.id, DeviceAttr::kComputeVersion);
+  if (!cc.ok()) return fail(cc.status());
+  absl::StatusOr<std::string> target =
+      compiler::CudaTargetFor(cc->is_string() ? cc->string_value() : std::string());
+  if (!target.ok()) return fail(target.status());
+  absl::StatusOr<std::string> sha = Uploaded(model, *target);
+  if (!sha.ok()) return fail(sha.status());
+  Remote* remote = *GetRemote();
+  auto vm = client::RemoteVM::Create(remote->session.get(), *sha, {gpu});
+  if (!vm.ok()) return fail(vm.status());
+  absl::StatusOr<Tensor> x = client::ReadNpyFile((ModelDir() / (model + ".x.npy")).string());
+  if (!x.ok()) return fail(x.status());
+  Value args[] = {Value(*x)};
+  Value name[] = {Value(std::string("main"))};
+  // The input crosses to the GPU once; the output is checked once.
+  if (absl::Status s = (*vm)->SetInput("main", args); !s.ok()) return fail(s);
+  if (absl::Status s = (*vm)->InvokeStateful("main"); !s.ok()) return fail(s);
+  absl::StatusOr<Value> out = (*vm)->GetOutputs("main");
+  if (!out.ok()) return fail(out.status());
+  profiling::TimeEvaluatorOptions timing;
+  timing.number = kNumber;
+  timing.min_repeat_ms = 300;  // the warm-up
+  if (auto w = (*vm)->TimeEvaluator(vm::kInvokeStatefulName, gpu, timing, name); !w.ok()) {
+    return fail(w.status());
   }
+  timing.min_repeat_ms = 0;
+  std::vector<double> samples;
+  for (auto _ : state) {
+    auto r = (*vm)->TimeEvaluator(vm::kInvokeStatefulName, gpu, timing, name);
+    if (!r.ok()) return fail(r.status());
+    state.SetIterationTime(r->mean);
+    samples.push_back(r->mean * 1e3);
+  }
+  Figures& f = Results()[absl::StrCat(model, " cuda:0 (vs ORT cpu t2)")];
+  f.tether_ms = Median(samples);
+  f.tether_out = MaxAbs(*out);
+  const Figures& cpu = Results()[absl::StrCat(model, " t2")];
+  f.ort_ms = cpu.ort_ms;
+  f.ort_out = cpu.ort_out;
   state.counters["ms"] = f.tether_ms;
   if (f.ort_ms > 0) state.counters["ratio"] = f.tether_ms / f.ort_ms;
 }
@@ -205,8 +275,11 @@ int main(int argc, char** argv) {
   using tether::ModelDir;
   ModelDir() =
       std::filesystem::temp_directory_path() / absl::StrCat("tether-model-bench-", getpid());
+  // The models come from make_models.py (numpy and onnx): $PYTHON, or
+  // Debian's python3.
+  const char* python = std::getenv("PYTHON") != nullptr ? std::getenv("PYTHON") : "/usr/bin/python3";
   std::string make =
-      absl::StrCat("/usr/bin/python3 '", TETHER_SOURCE_DIR, "/examples/onnx/make_models.py' '",
+      absl::StrCat(python, " '", TETHER_SOURCE_DIR, "/examples/onnx/make_models.py' '",
                    ModelDir().string(), "' > /dev/null");
   if (std::system(make.c_str()) != 0) {
     std::fprintf(stderr, "model_bench: %s failed\n", make.c_str());
@@ -229,12 +302,22 @@ int main(int argc, char** argv) {
           ->Unit(benchmark::kMillisecond);
     }
   }
+  // After the CPU rows: the ORT anchor with 2 threads is measured by then.
+  for (const char* model : tether::kModels) {
+    std::string m = model;
+    benchmark::RegisterBenchmark(absl::StrCat("Model/Tether/", m, "/cuda").c_str(),
+                                 [m](benchmark::State& s) { tether::TetherGpuModel(s, m); })
+        ->UseManualTime()
+        ->Iterations(tether::kSamples)
+        ->Unit(benchmark::kMillisecond);
+  }
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();
-  std::printf("\n%-18s %14s %14s %8s %14s\n", "model", "ORT (ms)", "Tether (ms)", "ratio",
+  std::printf("\n%-32s %14s %14s %8s %14s\n", "model", "ORT (ms)", "Tether (ms)", "ratio",
               "max|out| o/t");
   for (const auto& [name, f] : tether::Results()) {
-    std::printf("%-18s %14.4f %14.4f %8.2f %7.3f/%-7.3f\n", name.c_str(), f.ort_ms, f.tether_ms,
+    if (f.tether_ms == 0 && f.ort_ms == 0) continue;
+    std::printf("%-32s %14.4f %14.4f %8.2f %7.3f/%-7.3f\n", name.c_str(), f.ort_ms, f.tether_ms,
                 f.ort_ms > 0 ? f.tether_ms / f.ort_ms : 0.0, f.ort_out, f.tether_out);
   }
   std::error_code ec;

@@ -10,7 +10,7 @@ tether=$1
 tetherd=$2
 dir=$3
 root=$(cd "$(dirname "$0")/../.." && pwd)
-py=/usr/bin/python3
+py=${PYTHON:-/usr/bin/python3}
 rm -rf "$dir" && mkdir -p "$dir"
 export TETHER_CACHE_DIR=$dir/cache
 daemon_pid=""

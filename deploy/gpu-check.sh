@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Checks a Tether build on a GPU machine that has none of our toolchain, from
+# a bundle made by `deploy/bundle.sh --tests` (this script is its
+# bin/gpu-check): the GPU test suite, the CLI flow against a real tetherd
+# (tests/cli/cuda_test.sh: info, run on cuda:0 against NumPy and the CPU,
+# bench, profile), the GPU benchmarks with their anchors, and the ONNX node
+# cases on cuda:0. Each step's whole output goes to OUTDIR/<step>.log, its
+# tail to stdout. Needs python3 with numpy and onnx for the CLI step and the
+# model benchmark ($PYTHON, default python3).
+#
+# usage: gpu-check OUTDIR [STEP...]
+#   steps: nvidia-smi gpu-tests cli cuda-bench model-bench conformance
+#   (default: all; each ends well inside 10 minutes on an H100)
+set -u
+here=$(cd "$(dirname "$0")/.." && pwd)
+[ $# -ge 1 ] || { echo "usage: gpu-check OUTDIR [STEP...]" >&2; exit 2; }
+out=$1
+shift
+steps=("$@")
+[ ${#steps[@]} -gt 0 ] || steps=(nvidia-smi gpu-tests cli cuda-bench model-bench conformance)
+mkdir -p "$out"
+export PYTHON=${PYTHON:-python3}
+
+# The test programs find the examples in the source tree they were built
+# from: point that path at the copy in the bundle when it is not there.
+src=$(cat "$here/share/source-dir")
+if [ ! -e "$src/examples" ]; then
+  mkdir -p "$(dirname "$src")" && ln -sfn "$here/share" "$src"
+fi
+
+status=0
+run_step() {
+  local name=$1
+  shift
+  echo "== $name: $*"
+  "$@" > "$out/$name.log" 2>&1
+  local rc=$?
+  tail -n 60 "$out/$name.log"
+  echo "== $name: exit $rc"
+  # 77: the step found no GPU and skipped (as CTest counts it).
+  [ $rc = 0 ] || [ $rc = 77 ] || status=1
+}
+
+for step in "${steps[@]}"; do
+  case $step in
+    nvidia-smi) run_step nvidia-smi nvidia-smi ;;
+    gpu-tests) run_step gpu-tests "$here/bin/tether_gpu_tests" ;;
+    cli)
+      run_step cli bash "$here/share/tests/cli/cuda_test.sh" "$here/bin/tether" \
+        "$here/bin/tetherd" "$(mktemp -d)/cli"
+      ;;
+    cuda-bench) run_step cuda-bench "$here/bin/cuda_bench" --benchmark_repetitions=3 ;;
+    model-bench) run_step model-bench "$here/bin/model_bench" '--benchmark_filter=/(2|cuda)/' ;;
+    conformance)
+      run_step conformance "$here/bin/tether_conformance" --suite "$here/share/node" \
+        --device cuda:0 --jobs "$(nproc)" --timeout 120 --table failures
+      ;;
+    *) echo "gpu-check: unknown step $step" >&2; exit 2 ;;
+  esac
+done
+exit $status
