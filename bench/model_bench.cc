@@ -10,19 +10,27 @@
 //       bench/ort/ort_bench.js with intra_op_num_threads = threads and full
 //       graph optimization; one sample per iteration, same batch size.
 //
+//   Model/PyTorch/<model>/cuda      the same graph run op by op by PyTorch
+//       (eager, float32) on cuda:0, timed with CUDA events
+//       (bench/torch/torch_bench.py with $PYTHON, default python3; its
+//       result is checked against NumPy's first). Skipped where that python
+//       has no PyTorch or PyTorch no GPU: neither Debian nor npm has it, so
+//       this anchor exists only where the machine brings it.
 //   Model/Tether/<model>/cuda       the model compiled for cuda:0's own
 //       architecture, its input set once (copied to the GPU), invoke_stateful
 //       timed by the daemon's time_evaluator with CUDA events; skipped
-//       without a CUDA device. Its anchor is ONNX Runtime's CPU row with 2
-//       threads: the npm registry has no GPU build of ONNX Runtime, and
-//       PyTorch is not a Debian package, so a same-GPU anchor is not
-//       available here.
+//       without a CUDA device. Its anchor is the PyTorch row, or where that
+//       was skipped ONNX Runtime's CPU row with 2 threads (the npm registry
+//       has no GPU build of ONNX Runtime).
 //
-// ratio = Tether latency / ONNX Runtime latency (the target: <= 1.5).
+// ratio = Tether latency / the anchor's (the target against ONNX
+// Runtime on the CPU: <= 1.5).
 // Both sides compute the same model on the same input; the outputs' largest
 // magnitude is printed for both so a broken run is visible. Node is only
 // needed here: without bench/ort/node_modules the anchor rows are skipped
 // with a message, and the Tether rows still run.
+#include <sys/wait.h>
+
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -57,9 +65,11 @@ std::filesystem::path& ModelDir() {
   return *dir;
 }
 
+// One table row: Tether and its anchor on the same model and input.
 struct Figures {
-  double tether_ms = 0, ort_ms = 0;
-  double tether_out = 0, ort_out = 0;
+  std::string anchor;  // what anchor_ms timed
+  double tether_ms = 0, anchor_ms = 0;
+  double tether_out = 0, anchor_out = 0;
 };
 std::map<std::string, Figures>& Results() {
   static auto* r = new std::map<std::string, Figures>();
@@ -159,7 +169,7 @@ void TetherModel(benchmark::State& state, const std::string& model, int threads)
   f.tether_ms = Median(samples);
   f.tether_out = MaxAbs(*out);
   state.counters["ms"] = f.tether_ms;
-  if (f.ort_ms > 0) state.counters["ratio"] = f.tether_ms / f.ort_ms;
+  if (f.anchor_ms > 0) state.counters["ratio"] = f.tether_ms / f.anchor_ms;
 }
 
 // The model on cuda:0 (see the file comment).
@@ -202,14 +212,24 @@ void TetherGpuModel(benchmark::State& state, const std::string& model) {
     state.SetIterationTime(r->mean);
     samples.push_back(r->mean * 1e3);
   }
-  Figures& f = Results()[absl::StrCat(model, " cuda:0 (vs ORT cpu t2)")];
+  Figures& f = Results()[absl::StrCat(model, " cuda:0")];
   f.tether_ms = Median(samples);
   f.tether_out = MaxAbs(*out);
-  const Figures& cpu = Results()[absl::StrCat(model, " t2")];
-  f.ort_ms = cpu.ort_ms;
-  f.ort_out = cpu.ort_out;
+  if (f.anchor_ms == 0) {  // no PyTorch: ONNX Runtime on the CPU
+    const Figures& cpu = Results()[absl::StrCat(model, " t2")];
+    f.anchor = cpu.anchor + " t2";
+    f.anchor_ms = cpu.anchor_ms;
+    f.anchor_out = cpu.anchor_out;
+  }
   state.counters["ms"] = f.tether_ms;
-  if (f.ort_ms > 0) state.counters["ratio"] = f.tether_ms / f.ort_ms;
+  if (f.anchor_ms > 0) state.counters["ratio"] = f.tether_ms / f.anchor_ms;
+}
+
+// The python that runs make_models.py and torch_bench.py: $PYTHON, or
+// Debian's python3.
+std::string Python() {
+  const char* p = std::getenv("PYTHON");
+  return p != nullptr ? p : "/usr/bin/python3";
 }
 
 // Runs ort_bench.js and returns its JSON line.
@@ -227,12 +247,14 @@ absl::StatusOr<std::string> RunNode(const std::string& model, int threads) {
   return ReadFileToString(out.string());
 }
 
-// The numbers after "key": in a flat JSON object (ours, from ort_bench.js).
+// The numbers after "key": in a flat JSON object (ours, from ort_bench.js
+// or torch_bench.py).
 std::vector<double> JsonNumbers(const std::string& json, const std::string& key) {
   std::vector<double> v;
   size_t at = json.find("\"" + key + "\":");
   if (at == std::string::npos) return v;
   const char* p = json.c_str() + at + key.size() + 3;
+  while (*p == ' ') ++p;
   bool list = *p == '[';
   if (list) ++p;
   while (true) {
@@ -262,10 +284,44 @@ void OrtModel(benchmark::State& state, const std::string& model, int threads) {
   size_t i = 0;
   for (auto _ : state) state.SetIterationTime(samples[i++ % samples.size()] / 1e3);
   Figures& f = Results()[absl::StrCat(model, " t", threads)];
-  f.ort_ms = Median(samples);
+  f.anchor = "ORT cpu";
+  f.anchor_ms = Median(samples);
   std::vector<double> out = JsonNumbers(*json, "max_abs_out");
-  f.ort_out = out.empty() ? 0 : out[0];
-  state.counters["ms"] = f.ort_ms;
+  f.anchor_out = out.empty() ? 0 : out[0];
+  state.counters["ms"] = f.anchor_ms;
+}
+
+// The model on cuda:0 with PyTorch (see the file comment).
+void TorchModel(benchmark::State& state, const std::string& model) {
+  std::filesystem::path script =
+      std::filesystem::path(TETHER_SOURCE_DIR) / "bench/torch/torch_bench.py";
+  std::filesystem::path out = ModelDir() / absl::StrCat("torch_", model, ".json");
+  auto file = [&](const char* suffix) { return (ModelDir() / (model + suffix)).string(); };
+  std::string cmd = absl::StrCat(Python(), " '", script.string(), "' '", file(".onnx"), "' '",
+                                 file(".x.npy"), "' '", file(".expected.npy"), "' ", kSamples, " ",
+                                 kNumber, " > '", out.string(), "'");
+  const int rc = std::system(cmd.c_str());
+  if (rc != 0) {
+    state.SkipWithError(WIFEXITED(rc) && WEXITSTATUS(rc) == 2
+                            ? "no PyTorch with a CUDA device for $PYTHON"
+                            : absl::StrCat("torch_bench.py failed: ", cmd).c_str());
+    return;
+  }
+  absl::StatusOr<std::string> json = ReadFileToString(out.string());
+  std::vector<double> samples =
+      json.ok() ? JsonNumbers(*json, "samples_ms") : std::vector<double>{};
+  if (samples.empty()) {
+    state.SkipWithError(absl::StrCat("no samples from torch_bench.py in ", out.string()).c_str());
+    return;
+  }
+  size_t i = 0;
+  for (auto _ : state) state.SetIterationTime(samples[i++ % samples.size()] / 1e3);
+  Figures& f = Results()[absl::StrCat(model, " cuda:0")];
+  f.anchor = "PyTorch cuda:0";
+  f.anchor_ms = Median(samples);
+  std::vector<double> max_out = JsonNumbers(*json, "max_abs_out");
+  f.anchor_out = max_out.empty() ? 0 : max_out[0];
+  state.counters["ms"] = f.anchor_ms;
 }
 
 }  // namespace
@@ -275,11 +331,8 @@ int main(int argc, char** argv) {
   using tether::ModelDir;
   ModelDir() =
       std::filesystem::temp_directory_path() / absl::StrCat("tether-model-bench-", getpid());
-  // The models come from make_models.py (numpy and onnx): $PYTHON, or
-  // Debian's python3.
-  const char* python = std::getenv("PYTHON") != nullptr ? std::getenv("PYTHON") : "/usr/bin/python3";
   std::string make =
-      absl::StrCat(python, " '", TETHER_SOURCE_DIR, "/examples/onnx/make_models.py' '",
+      absl::StrCat(tether::Python(), " '", TETHER_SOURCE_DIR, "/examples/onnx/make_models.py' '",
                    ModelDir().string(), "' > /dev/null");
   if (std::system(make.c_str()) != 0) {
     std::fprintf(stderr, "model_bench: %s failed\n", make.c_str());
@@ -305,6 +358,11 @@ int main(int argc, char** argv) {
   // After the CPU rows: the ORT anchor with 2 threads is measured by then.
   for (const char* model : tether::kModels) {
     std::string m = model;
+    benchmark::RegisterBenchmark(absl::StrCat("Model/PyTorch/", m, "/cuda").c_str(),
+                                 [m](benchmark::State& s) { tether::TorchModel(s, m); })
+        ->UseManualTime()
+        ->Iterations(tether::kSamples)
+        ->Unit(benchmark::kMillisecond);
     benchmark::RegisterBenchmark(absl::StrCat("Model/Tether/", m, "/cuda").c_str(),
                                  [m](benchmark::State& s) { tether::TetherGpuModel(s, m); })
         ->UseManualTime()
@@ -313,12 +371,13 @@ int main(int argc, char** argv) {
   }
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();
-  std::printf("\n%-32s %14s %14s %8s %14s\n", "model", "ORT (ms)", "Tether (ms)", "ratio",
-              "max|out| o/t");
+  std::printf("\n%-18s %-18s %12s %12s %8s %14s\n", "model", "anchor", "anchor (ms)", "Tether (ms)",
+              "ratio", "max|out| a/t");
   for (const auto& [name, f] : tether::Results()) {
-    if (f.tether_ms == 0 && f.ort_ms == 0) continue;
-    std::printf("%-32s %14.4f %14.4f %8.2f %7.3f/%-7.3f\n", name.c_str(), f.ort_ms, f.tether_ms,
-                f.ort_ms > 0 ? f.tether_ms / f.ort_ms : 0.0, f.ort_out, f.tether_out);
+    if (f.tether_ms == 0 && f.anchor_ms == 0) continue;
+    std::printf("%-18s %-18s %12.4f %12.4f %8.2f %7.3f/%-7.3f\n", name.c_str(), f.anchor.c_str(),
+                f.anchor_ms, f.tether_ms, f.anchor_ms > 0 ? f.tether_ms / f.anchor_ms : 0.0,
+                f.anchor_out, f.tether_out);
   }
   std::error_code ec;
   std::filesystem::remove_all(ModelDir(), ec);
