@@ -2,6 +2,8 @@
 // for every example model (and, where the CUDA toolkit's ptxas is installed,
 // assembled by it), and the whole GPU lowering of each example model checked
 // numerically by running its device launches on the CPU.
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -128,7 +130,10 @@ TEST(CudaCodegenTest, ExampleModelsEmbedPtxForEveryArchitecture) {
 #ifdef TETHER_PTXAS
 // Runs ptxas (with `flags`) on `ptx` for sm_`sm`: its exit status and output.
 std::pair<int, std::string> Ptxas(const std::string& ptx, int sm, const std::string& flags = "") {
-  std::string file = ::testing::TempDir() + absl::StrCat("tether_ptxas_", sm, ".ptx");
+  // Named by process and call: CTest runs these tests in parallel processes.
+  static int calls = 0;
+  std::string file =
+      ::testing::TempDir() + absl::StrCat("tether_ptxas_", getpid(), "_", ++calls, "_", sm, ".ptx");
   std::ofstream(file) << ptx;
   std::string log = file + ".log";
   std::string cmd = absl::StrCat(TETHER_PTXAS, " ", flags, " -arch=sm_", sm, " ", file,
