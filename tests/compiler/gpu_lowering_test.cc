@@ -222,6 +222,37 @@ void ExpectGpuMatchesCpu(const std::string& op, const std::vector<HostTensor>& i
   }
 }
 
+// The reversed order exposes what the serial order hides: here thread t
+// reads s[t], which thread t - 1 stores in the same kThread loop (a race on
+// a GPU). Serially the loop computes prefix sums; reversed, each thread
+// reads the zero it started from.
+TEST(GpuLoweringTest, ReversedThreadOrderExposesAReadOfAnotherThreadsStore) {
+  Buffer x = MakeBuffer("x", kF32, {PrimExpr(8)});
+  Buffer y = MakeBuffer("y", kF32, {PrimExpr(8)});
+  Buffer s = MakeBuffer("s", kF32, {PrimExpr(9)}, BufferNode::Scope::kShared);
+  Var b("b"), t("t"), u("u"), v("v");
+  const PrimExpr zero = MakeConst(kF32, 0);
+  Stmt clear = For(v, 0, PrimExpr(8), ForKind::kThread,
+                   Seq({Store(s, {v + 1}, zero), IfThenElse(EQ(v, 0), Store(s, {v}, zero))}));
+  Stmt racy =
+      For(t, 0, PrimExpr(8), ForKind::kThread, Store(s, {t + 1}, Add(Load(s, {t}), Load(x, {t}))));
+  Stmt out = For(u, 0, PrimExpr(8), ForKind::kThread, Store(y, {u}, Load(s, {u + 1})));
+  Stmt body = For(b, 0, PrimExpr(1), ForKind::kBlock, Allocate(s, Seq({clear, racy, out})));
+  const std::vector<KernelParam> params = {KernelParam::Tensor(x), KernelParam::Tensor(y)};
+  HostTensor ones{{8}, kF32, std::vector<double>(8, 1.0)};
+  absl::StatusOr<CompiledKernel> serial =
+      CompiledKernel::Create(MakeKernelFunc("race", params, body));
+  absl::StatusOr<CompiledKernel> reversed =
+      CompiledKernel::Create(MakeKernelFunc("race", params, ReverseThreadOrder(body)));
+  ASSERT_TRUE(serial.ok()) << serial.status();
+  ASSERT_TRUE(reversed.ok()) << reversed.status();
+  absl::StatusOr<std::vector<HostTensor>> a = serial->Run({ones}), r = reversed->Run({ones});
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ((*a)[0].data, (std::vector<double>{1, 2, 3, 4, 5, 6, 7, 8}));
+  EXPECT_EQ((*r)[0].data, std::vector<double>(8, 1.0));
+}
+
 // ---- matmul ----------------------------------------------------------------
 
 TEST(GpuLoweringTest, MatmulMatchesCpuOnAwkwardShapes) {
