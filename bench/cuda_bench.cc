@@ -45,10 +45,7 @@ bool HaveGpu(benchmark::State& state) {
 
 // "cuda -arch=sm_XY" for cuda:0 (the default cuda target if it does not say).
 std::string GpuTarget() {
-  absl::StatusOr<DeviceAPI*> api = DeviceAPI::Get(kDLCUDA);
-  absl::StatusOr<Value> cc = (*api)->GetAttr(0, DeviceAttr::kComputeVersion);
-  absl::StatusOr<std::string> target =
-      compiler::CudaTargetFor(cc.ok() && cc->is_string() ? cc->string_value() : std::string("?"));
+  absl::StatusOr<std::string> target = compiler::CudaTargetForDevice(kGpu);
   return target.ok() ? *target : std::string("cuda");
 }
 

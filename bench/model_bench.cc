@@ -49,7 +49,6 @@
 #include "compiler/codegen/target.h"
 #include "compiler/frontend/onnx/importer.h"
 #include "runtime/core/error.h"
-#include "runtime/device/device_api.h"
 #include "runtime/vm/virtual_machine.h"
 #include "server/daemon.h"
 
@@ -176,13 +175,7 @@ void TetherModel(benchmark::State& state, const std::string& model, int threads)
 void TetherGpuModel(benchmark::State& state, const std::string& model) {
   auto fail = [&](const absl::Status& s) { state.SkipWithError(s.ToString().c_str()); };
   const Device gpu = Device::Cuda();
-  if (!DeviceExists(gpu)) return fail(absl::UnavailableError("no CUDA device (cuda:0)"));
-  absl::StatusOr<DeviceAPI*> api = DeviceAPI::Get(kDLCUDA);
-  if (!api.ok()) return fail(api.status());
-  absl::StatusOr<Value> cc = (*api)->GetAttr(gpu.id, DeviceAttr::kComputeVersion);
-  if (!cc.ok()) return fail(cc.status());
-  absl::StatusOr<std::string> target =
-      compiler::CudaTargetFor(cc->is_string() ? cc->string_value() : std::string());
+  absl::StatusOr<std::string> target = compiler::CudaTargetForDevice(gpu);
   if (!target.ok()) return fail(target.status());
   absl::StatusOr<std::string> sha = Uploaded(model, *target);
   if (!sha.ok()) return fail(sha.status());

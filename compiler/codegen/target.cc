@@ -12,6 +12,8 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/TargetParser/Host.h"
 #include "llvm/TargetParser/Triple.h"
+#include "runtime/core/error.h"
+#include "runtime/device/device_api.h"
 
 namespace tether::compiler {
 namespace {
@@ -125,6 +127,18 @@ absl::StatusOr<std::string> CudaTargetFor(absl::string_view compute_version) {
         absl::StrCat("\"", compute_version, "\" is not a compute capability (major.minor)"));
   }
   return absl::StrCat("cuda -arch=sm_", major * 10 + minor);
+}
+
+absl::StatusOr<std::string> CudaTargetForDevice(Device device) {
+  if (device.type != kDLCUDA || !DeviceExists(device)) {
+    return absl::UnavailableError(absl::StrCat("no CUDA device ", device.ToString()));
+  }
+  TETHER_ASSIGN_OR_RETURN(DeviceAPI * api, DeviceAPI::Get(kDLCUDA));
+  TETHER_ASSIGN_OR_RETURN(Value cc, api->GetAttr(device.id, DeviceAttr::kComputeVersion));
+  if (!cc.is_string()) {
+    return absl::InternalError(absl::StrCat(device.ToString(), " reports no compute capability"));
+  }
+  return CudaTargetFor(cc.string_value());
 }
 
 }  // namespace tether::compiler

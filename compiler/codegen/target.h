@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "runtime/core/device.h"
 
 namespace tether::compiler {
 
@@ -44,6 +45,10 @@ struct Target {
 // runs best (tensor cores, cp.async as it has them). INVALID_ARGUMENT when
 // the text is not "major.minor".
 absl::StatusOr<std::string> CudaTargetFor(absl::string_view compute_version);
+
+// CudaTargetFor the compute capability of `device`, a CUDA device of this
+// process (the runtime's device API). UNAVAILABLE when it does not exist.
+absl::StatusOr<std::string> CudaTargetForDevice(Device device);
 
 }  // namespace tether::compiler
 

@@ -90,6 +90,16 @@ TEST(CudaTargetTest, ComesFromAComputeCapability) {
               HasSubstr("\"9.x\" is not a compute capability (major.minor)"));
   // What it returns parses.
   EXPECT_TRUE(Target::Parse(*CudaTargetFor("8.0")).ok());
+  // A device of this process: a CPU is not one; a GPU where there is one.
+  EXPECT_EQ(CudaTargetForDevice(Device::Cpu()).status().code(), absl::StatusCode::kUnavailable);
+  absl::StatusOr<std::string> gpu = CudaTargetForDevice(Device::Cuda());
+  if (DeviceExists(Device::Cuda())) {
+    ASSERT_TRUE(gpu.ok()) << gpu.status();
+    EXPECT_TRUE(Target::Parse(*gpu).ok()) << *gpu;
+  } else {
+    EXPECT_EQ(gpu.status().code(), absl::StatusCode::kUnavailable);
+    EXPECT_THAT(gpu.status().message(), HasSubstr("no CUDA device cuda:0"));
+  }
 }
 
 // Every example model compiles for two architectures: one "ptx" library,

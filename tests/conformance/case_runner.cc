@@ -27,7 +27,6 @@
 #include "compiler/frontend/onnx/tensor_proto.h"
 #include "onnx/onnx_pb.h"
 #include "runtime/core/value.h"
-#include "runtime/device/device_api.h"
 #include "runtime/vm/local_vm.h"
 #include "tests/conformance/compare.h"
 
@@ -268,12 +267,7 @@ std::optional<CaseResult> RunDataSet(const CaseResult& base, const ModelInfo& in
 // suite checks the code it gets (bfloat16 tensor cores and cp.async from
 // sm_80), or the three common images when the driver does not say.
 std::string CudaTarget(Device device) {
-  absl::StatusOr<DeviceAPI*> api = DeviceAPI::Get(kDLCUDA);
-  absl::StatusOr<Value> cc = api.ok() ? (*api)->GetAttr(device.id, DeviceAttr::kComputeVersion)
-                                      : absl::StatusOr<Value>(api.status());
-  absl::StatusOr<std::string> target =
-      cc.ok() && cc->is_string() ? compiler::CudaTargetFor(cc->string_value())
-                                 : absl::StatusOr<std::string>(absl::NotFoundError("no version"));
+  absl::StatusOr<std::string> target = compiler::CudaTargetForDevice(device);
   return target.ok() ? *target : std::string("cuda -arch=sm_75,sm_80,sm_90");
 }
 
