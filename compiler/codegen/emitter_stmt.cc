@@ -217,8 +217,10 @@ absl::Status Emitter::EmitAllocate(const AllocateNode* n) {
                                                      buf->name, " of ", count,
                                                      " elements is too large for the stack"));
     }
-    // Shared buffers are static and all live at once: their sum counts.
-    if (shared && (fs_.shared_bytes += count * buf->dtype.bytes()) > kMaxSharedBytes) {
+    // Shared buffers are static and all live at once: their sum counts, each
+    // rounded up to its 128-byte alignment.
+    if (shared &&
+        (fs_.shared_bytes += (count * buf->dtype.bytes() + 127) / 128 * 128) > kMaxSharedBytes) {
       return absl::InvalidArgumentError(absl::StrCat(
           "kernel ", fs_.kernel, ": shared buffers of ", fs_.shared_bytes, " bytes (with ",
           buf->name, ") exceed the ", kMaxSharedBytes, " a block may have"));

@@ -26,6 +26,45 @@
 #include "runtime/vm/kernel_library.h"
 
 namespace tether::compiler::codegen::emitter_internal {
+namespace {
+
+// The buffers `s` stores to (stores, tensor-core stores, asynchronous copies).
+void StoredBuffers(const Stmt& s, absl::flat_hash_set<const BufferNode*>* out) {
+  if (!s.defined()) return;
+  switch (s.kind()) {
+    case StmtKind::kStore:
+      out->insert(s.as<StoreNode>()->buffer.get());
+      return;
+    case StmtKind::kMatrixTile: {
+      const MatrixTileNode* m = s.as<MatrixTileNode>();
+      if (m->op == MatrixOp::kStore) out->insert(m->args[0].buffer.get());
+      return;
+    }
+    case StmtKind::kAsyncCopy: {
+      const AsyncCopyNode* c = s.as<AsyncCopyNode>();
+      if (c->op == AsyncOp::kCopy) out->insert(c->dst.buffer.get());
+      return;
+    }
+    case StmtKind::kFor:
+      return StoredBuffers(s.as<ForNode>()->body, out);
+    case StmtKind::kLet:
+      return StoredBuffers(s.as<LetStmtNode>()->body, out);
+    case StmtKind::kAllocate:
+      return StoredBuffers(s.as<AllocateNode>()->body, out);
+    case StmtKind::kAssert:
+      return StoredBuffers(s.as<AssertStmtNode>()->body, out);
+    case StmtKind::kIf:
+      StoredBuffers(s.as<IfThenElseNode>()->then_case, out);
+      return StoredBuffers(s.as<IfThenElseNode>()->else_case, out);
+    case StmtKind::kSeq:
+      for (const Stmt& c : s.as<SeqStmtNode>()->seq) StoredBuffers(c, out);
+      return;
+    case StmtKind::kEvaluate:
+      return;
+  }
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<llvm::Module>> Emitter::Run(const std::vector<KernelFunc>& kernels) {
   if (!options_.emit.empty() && (options_.system_lib || options_.emit.size() != kernels.size())) {
@@ -263,11 +302,18 @@ absl::Status Emitter::EmitDeviceEntry(const KernelFunc& k) {
              llvm::ConstantAsMetadata::get(b_.getInt32(kDeviceBlockThreads))}));
   fs_.fn = fn;
   b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", fn));
+  // Read-only tensors are noalias (loads through the non-coherent cache).
+  // A tensor the launch stores to is not: LLVM takes a noalias argument that
+  // is never captured to be untouched by any call, bar.sync included, and
+  // would keep values in registers across a barrier that another thread's
+  // store to it precedes.
+  absl::flat_hash_set<const BufferNode*> stored;
+  StoredBuffers(k->body, &stored);
   unsigned arg = 0;
   for (size_t i = 0; i + 2 < n; ++i, ++arg) {
     const KernelParam& p = k->params[i];
     if (p.is_tensor()) {
-      fn->addParamAttr(arg, llvm::Attribute::NoAlias);
+      if (!stored.contains(p.buffer.get())) fn->addParamAttr(arg, llvm::Attribute::NoAlias);
       // The launcher holds tensor data to this (cuda_kernel_library.h).
       fn->addParamAttr(arg, llvm::Attribute::getWithAlignment(
                                 ctx_, llvm::Align(static_cast<uint64_t>(kCudaTensorAlignment))));

@@ -19,8 +19,16 @@ namespace tether::compiler {
 namespace {
 
 constexpr int kDefaultCudaArch = 75;
-constexpr int kMinCudaArch = 50;
-constexpr int kMaxCudaArch = 120;
+// The architectures LLVM 19's NVPTX backend knows (NVPTX.td), sm_50 and
+// newer. It would take another name with a warning and write PTX of an
+// older version that no driver accepts for it (".version 6.0 does not
+// support .target sm_100"); a newer GPU runs sm_90 PTX, which the driver's
+// JIT compiles for it.
+constexpr int kCudaArchs[] = {50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 89, 90};
+
+bool KnownCudaArch(int sm) {
+  return std::find(std::begin(kCudaArchs), std::end(kCudaArchs), sm) != std::end(kCudaArchs);
+}
 
 absl::StatusOr<Target> ParseCuda(const std::vector<absl::string_view>& words,
                                  absl::string_view text) {
@@ -34,11 +42,14 @@ absl::StatusOr<Target> ParseCuda(const std::vector<absl::string_view>& words,
     }
     for (absl::string_view a : absl::StrSplit(w.substr(6), ',')) {
       int sm = 0;
-      if (!absl::ConsumePrefix(&a, "sm_") || !absl::SimpleAtoi(a, &sm) || sm < kMinCudaArch ||
-          sm > kMaxCudaArch) {
+      if (!absl::ConsumePrefix(&a, "sm_") || !absl::SimpleAtoi(a, &sm) || !KnownCudaArch(sm)) {
+        std::string newer;
+        if (sm > kCudaArchs[std::size(kCudaArchs) - 1]) {
+          newer = "; for a newer GPU compile for sm_90, which its driver runs";
+        }
         return absl::InvalidArgumentError(absl::StrCat("bad cuda architecture \"", w.substr(6),
-                                                       "\" in \"", text, "\"; expected sm_",
-                                                       kMinCudaArch, " to sm_", kMaxCudaArch));
+                                                       "\" in \"", text, "\"; expected one of sm_",
+                                                       absl::StrJoin(kCudaArchs, ", sm_"), newer));
       }
       t.archs.push_back(sm);
     }
@@ -126,7 +137,18 @@ absl::StatusOr<std::string> CudaTargetFor(absl::string_view compute_version) {
     return absl::InvalidArgumentError(
         absl::StrCat("\"", compute_version, "\" is not a compute capability (major.minor)"));
   }
-  return absl::StrCat("cuda -arch=sm_", major * 10 + minor);
+  // The newest architecture the backend knows that the GPU runs.
+  const int cc = major * 10 + minor;
+  int sm = 0;
+  for (int a : kCudaArchs) {
+    if (a <= cc) sm = a;
+  }
+  if (sm == 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("compute capability ", compute_version, " is older than sm_", kCudaArchs[0],
+                     ", the oldest architecture this compiler targets"));
+  }
+  return absl::StrCat("cuda -arch=sm_", sm);
 }
 
 absl::StatusOr<std::string> CudaTargetForDevice(Device device) {

@@ -28,7 +28,7 @@ struct Target {
   // "llvm") and "cuda [-arch=sm_XY[,sm_AB...]]" (default sm_75, the oldest the
   // CUDA 13 toolchain supports; PTX runs on every newer GPU too).
   // INVALID_ARGUMENT on another kind, an unknown flag, an empty value or an
-  // architecture outside sm_50..sm_120.
+  // architecture LLVM 19's NVPTX backend does not know (sm_50 ... sm_90).
   static absl::StatusOr<Target> Parse(absl::string_view text);
   // The host: its triple, cpu name and features filled in.
   static Target Host();
@@ -43,7 +43,9 @@ struct Target {
 // "cuda -arch=sm_XY" for a GPU of compute capability `compute_version` ("9.0",
 // as a CUDA device reports DeviceAttr::kComputeVersion): the code that GPU
 // runs best (tensor cores, cp.async as it has them). INVALID_ARGUMENT when
-// the text is not "major.minor".
+// the text is not "major.minor". A GPU newer than the compiler's newest
+// architecture (sm_90) gets that one: its driver compiles the PTX for it.
+// FAILED_PRECONDITION below sm_50.
 absl::StatusOr<std::string> CudaTargetFor(absl::string_view compute_version);
 
 // CudaTargetFor the compute capability of `device`, a CUDA device of this

@@ -244,8 +244,18 @@ absl::Status CheckDeviceStmt(const KernelFunc& k, const Stmt& s, const Where& w)
       const AllocateNode* n = s.as<AllocateNode>();
       switch (n->buffer->scope) {
         case BufferNode::Scope::kGlobal:
-          return Reject(k, absl::StrCat("the workspace allocation ", n->buffer->name));
+          return Reject(k, absl::StrCat("the workspace allocation ", n->buffer->name,
+                                        " below the top level (scratch is allocated for the whole "
+                                        "kernel)"));
         case BufferNode::Scope::kLocal:
+          // At block level a thread's registers would look like one buffer
+          // of the block (as they are on the CPU); a value from a kThread
+          // loop read there could differ per thread and split the barriers.
+          if (w.in_block && w.thread == nullptr && w.warp == nullptr) {
+            return Reject(k, absl::StrCat("the local buffer ", n->buffer->name,
+                                          " at block level (allocate it in a kThread loop, or "
+                                          "use a kPerThread buffer)"));
+          }
           break;
         case BufferNode::Scope::kShared:
         case BufferNode::Scope::kPerThread:
@@ -587,6 +597,43 @@ bool Postfix(const PrimExpr& e, const RefMap& refs, std::vector<std::string>* ou
   return true;
 }
 
+// The references of the vars a kernel's parameters bind: a scalar's var, a
+// tensor dim that is a var (its first occurrence).
+RefMap ArgRefs(const std::vector<KernelParam>& params) {
+  RefMap refs;
+  for (size_t p = 0; p < params.size(); ++p) {
+    if (!params[p].is_tensor()) {
+      refs.try_emplace(params[p].var.get(), absl::StrCat("s", p));
+      continue;
+    }
+    const std::vector<PrimExpr>& shape = params[p].buffer->shape;
+    for (size_t d = 0; d < shape.size(); ++d) {
+      if (shape[d].kind() == PrimKind::kVar) {
+        refs.try_emplace(static_cast<const PrimVarNode*>(shape[d].get()),
+                         absl::StrCat("d", p, ".", d));
+      }
+    }
+  }
+  return refs;
+}
+
+// The top-level statements of `s`, with the kGlobal allocations among them
+// opened: their buffers go to `scratch`, their bodies' statements in place.
+void TopLevel(const Stmt& s, std::vector<Stmt>* parts, std::vector<Buffer>* scratch) {
+  if (!s.defined()) return;
+  if (const SeqStmtNode* seq = s.as<SeqStmtNode>()) {
+    for (const Stmt& p : seq->seq) TopLevel(p, parts, scratch);
+    return;
+  }
+  const AllocateNode* a = s.as<AllocateNode>();
+  if (a != nullptr && a->buffer->scope == BufferNode::Scope::kGlobal) {
+    scratch->push_back(a->buffer);
+    TopLevel(a->body, parts, scratch);
+    return;
+  }
+  parts->push_back(s);
+}
+
 }  // namespace
 
 absl::StatusOr<DeviceKernel> SplitForDevice(const KernelFunc& kernel) {
@@ -598,12 +645,19 @@ absl::StatusOr<DeviceKernel> SplitForDevice(const KernelFunc& kernel) {
     rest = l->body;
   }
   std::vector<Stmt> parts;
-  if (const SeqStmtNode* seq = rest.as<SeqStmtNode>()) {
-    parts = seq->seq;
-  } else if (rest.defined()) {
-    parts.push_back(rest);
-  }
+  DeviceKernel out;
+  TopLevel(rest, &parts, &out.scratch);
   for (const LetStmtNode* l : lets) TETHER_RETURN_IF_ERROR(CheckLoads(kernel, l->value, Where()));
+  // Scratch: 1-D, its size an expression of the arguments.
+  const RefMap refs = ArgRefs(kernel->params);
+  for (const Buffer& b : out.scratch) {
+    std::vector<std::string> size;
+    if (b->shape.size() != 1 || !Postfix(Simplify(AsInt64(b->shape[0])), refs, &size)) {
+      return Reject(kernel, absl::StrCat("the workspace allocation ", b->name,
+                                         " (scratch must be 1-D, its size an expression of the "
+                                         "arguments' dims and scalars)"));
+    }
+  }
   // Consecutive other statements share one serial launch.
   enum class Kind { kSerial, kParallel, kBlock };
   std::vector<std::pair<Stmt, Kind>> groups;
@@ -641,7 +695,6 @@ absl::StatusOr<DeviceKernel> SplitForDevice(const KernelFunc& kernel) {
   flush();
   if (groups.empty()) groups.emplace_back(Seq({}), Kind::kSerial);
 
-  DeviceKernel out;
   out.source = kernel;
   for (size_t i = 0; i < groups.size(); ++i) {
     Var tid("tether_tid");
@@ -663,6 +716,7 @@ absl::StatusOr<DeviceKernel> SplitForDevice(const KernelFunc& kernel) {
     }
     for (size_t l = lets.size(); l-- > 0;) body = LetStmt(lets[l]->var, lets[l]->value, body);
     std::vector<KernelParam> params = kernel->params;
+    for (const Buffer& b : out.scratch) params.push_back(KernelParam::Tensor(b));
     params.push_back(KernelParam::Scalar(tid));
     params.push_back(KernelParam::Scalar(nthreads));
     launch.kernel = MakeKernelFunc(absl::StrCat(kernel->name, "_k", i), std::move(params), body,
@@ -705,6 +759,12 @@ CudaKernelInfo DescribeDeviceKernel(const DeviceKernel& kernel) {
     }
     info.params.push_back(std::move(pi));
   }
+  for (const Buffer& b : kernel.scratch) {
+    CudaScratchInfo si;
+    si.dtype = b->dtype;
+    Postfix(Simplify(AsInt64(b->shape[0])), refs, &si.count);  // checked by SplitForDevice
+    info.scratch.push_back(std::move(si));
+  }
   for (const DeviceLaunch& l : kernel.launches) {
     CudaLaunchInfo li;
     li.entry = l.kernel->name;
@@ -737,7 +797,9 @@ KernelFunc SimulateOnCpu(const DeviceKernel& kernel, int64_t nthreads) {
                         ForKind::kSerial,
                         LetStmt(total, IntImm(DataType::Int(64), threads), l.kernel->body)));
   }
-  return MakeKernelFunc(kernel.source->name, kernel.source->params, Seq(parts),
+  Stmt body = Seq(parts);
+  for (size_t b = kernel.scratch.size(); b-- > 0;) body = Allocate(kernel.scratch[b], body);
+  return MakeKernelFunc(kernel.source->name, kernel.source->params, body,
                         kernel.source->num_outputs);
 }
 

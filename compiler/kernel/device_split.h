@@ -20,8 +20,8 @@
 namespace tether::compiler {
 
 struct DeviceLaunch {
-  // Named "<kernel>_k<i>"; the source kernel's parameters, then the scalars
-  // tether_tid and tether_nthreads.
+  // Named "<kernel>_k<i>"; the source kernel's parameters, its scratch
+  // buffers, then the scalars tether_tid and tether_nthreads.
   KernelFunc kernel;
   // Iterations of the fused loop, over the source kernel's shape vars (1 for
   // a serial launch).
@@ -36,12 +36,17 @@ struct DeviceLaunch {
 
 struct DeviceKernel {
   KernelFunc source;
+  // The kernel's top-level kGlobal allocations (partial results one launch
+  // writes and a later one reads): 1-D, sized by the arguments, allocated
+  // by the launcher for each call (CudaScratchInfo).
+  std::vector<Buffer> scratch;
   std::vector<DeviceLaunch> launches;  // at least one
 };
 
 // Splits `kernel` into launches. INVALID_ARGUMENT naming the kernel for IR a
-// device cannot run: kGlobal allocations, assertions, and block schedules
-// that break the rules of kernel_ir.h.
+// device cannot run: kGlobal allocations below the top level (or not 1-D, or
+// sized by anything but the arguments), assertions, and block schedules that
+// break the rules of kernel_ir.h.
 absl::StatusOr<DeviceKernel> SplitForDevice(const KernelFunc& kernel);
 
 // The kernel's manifest entry: parameters with host-side dim checks, and per

@@ -8,7 +8,9 @@
 // the epilogue. Half-precision sums and products accumulate in float32.
 // For a GPU, sum/mean/max/min/prod over at least kGpuMinBlockRow elements
 // per output (or an unknown count) give each output element a block of
-// threads instead (ScheduleReduceBlocks); argmax/argmin stay per thread.
+// threads instead (ScheduleReduceBlocks), or several blocks and a second
+// launch when there are few outputs (ScheduleReduceSplit); argmax/argmin
+// stay per thread.
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -17,6 +19,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "compiler/kernel/lower.h"
+#include "compiler/op/nn_common.h"
 #include "compiler/op/op_common.h"
 
 namespace tether::compiler {
@@ -124,36 +127,102 @@ PrimExpr ReduceStep(Reducer r, const PrimExpr& a, const PrimExpr& b) {
   }
 }
 
+// A reduction as the GPU schedules see it: output element `out_idx` folds
+// Read(out_idx, i) for i in [0, count) (flat over the reduced axes).
+struct GpuReduction {
+  const LowerContext& ctx;
+  Buffer out;
+  Reducer r;
+  DataType acc_dtype, in_dtype;
+  std::vector<PrimExpr> reduced_dims;
+  PrimExpr count;
+  std::function<std::vector<PrimExpr>(const std::vector<PrimExpr>&, const std::vector<PrimExpr>&)>
+      input_index;
+  Epilogue epilogue;
+
+  PrimExpr Read(const std::vector<PrimExpr>& out_idx, const PrimExpr& i) const {
+    return Cast(acc_dtype, ctx.inputs[0](input_index(out_idx, Unflatten(i, reduced_dims))));
+  }
+  // A block's fold of read(i), i < extent, into red[0] (BlockReduce).
+  Stmt Fold(const char* name, const PrimExpr& extent,
+            const std::function<PrimExpr(const PrimExpr&)>& read, const Buffer& red) const {
+    return BlockReduce(
+        name, extent, acc_dtype, ReduceInit(r, acc_dtype), read,
+        [this](const PrimExpr& a, const PrimExpr& b) { return ReduceStep(r, a, b); }, red);
+  }
+  Buffer Tree(const char* name) const {
+    return MakeBuffer(name, acc_dtype, {PrimExpr(kDeviceBlockThreads)}, BufferNode::Scope::kShared);
+  }
+  // Thread 0 stores the reduced red[0] to output element `out_idx`.
+  Stmt Finish(const Buffer& red, const std::vector<PrimExpr>& out_idx) const {
+    PrimExpr value = Load(red, {PrimExpr(0)});
+    if (r == Reducer::kMean) value = Div(value, Cast(acc_dtype, count));
+    return ByThread0(Store(out, out_idx, epilogue(Cast(in_dtype, value), out_idx)));
+  }
+  static Stmt ByThread0(const Stmt& s) {
+    return nn_internal::Loop("t", kDeviceBlockThreads, ForKind::kThread,
+                             [&](const PrimExpr& t) { return IfThenElse(EQ(t, PrimExpr(0)), s); });
+  }
+};
+
 // For a GPU, when each output element reduces many input elements: a block
 // per output element (a kBlock loop), its threads reading the reduced
 // elements strided (flat over the reduced axes) and finishing through a
 // shared-memory tree (lower.h BlockReduce); thread 0 stores.
-Stmt ScheduleReduceBlocks(
-    const LowerContext& ctx, const Buffer& out, Reducer r, DataType acc_dtype, DataType in_dtype,
-    const std::vector<int64_t>& axes, const PrimExpr& count,
-    const std::function<std::vector<PrimExpr>(const std::vector<PrimExpr>&,
-                                              const std::vector<PrimExpr>&)>& input_index,
-    const Epilogue& epilogue) {
-  const std::vector<PrimExpr>& in_shape = ArgShape(ctx, 0);
-  std::vector<PrimExpr> reduced_dims;
-  for (int64_t a : axes) reduced_dims.push_back(in_shape[a]);
-  Var o("o", DataType::Int(64));
-  std::vector<PrimExpr> out_idx = Unflatten(o, out->shape);
-  Buffer red = MakeBuffer("reduce_tree", acc_dtype, {PrimExpr(kDeviceBlockThreads)},
-                          BufferNode::Scope::kShared);
-  Stmt reduce = BlockReduce(
-      "r", count, acc_dtype, ReduceInit(r, acc_dtype),
-      [&](const PrimExpr& flat) {
-        return Cast(acc_dtype, ctx.inputs[0](input_index(out_idx, Unflatten(flat, reduced_dims))));
-      },
-      [r](const PrimExpr& a, const PrimExpr& b) { return ReduceStep(r, a, b); }, red);
-  PrimExpr value = Load(red, {PrimExpr(0)});
-  if (r == Reducer::kMean) value = Div(value, Cast(acc_dtype, count));
-  Var t("t", DataType::Int(64));
-  Stmt store = For(t, 0, PrimExpr(kDeviceBlockThreads), ForKind::kThread,
-                   IfThenElse(EQ(t, PrimExpr(0)),
-                              Store(out, out_idx, epilogue(Cast(in_dtype, value), out_idx))));
-  return For(o, 0, Product(out->shape), ForKind::kBlock, Allocate(red, Seq({reduce, store})));
+Stmt ScheduleReduceBlocks(const GpuReduction& g) {
+  return nn_internal::Loop("o", Product(g.out->shape), ForKind::kBlock, [&](const PrimExpr& o) {
+    const std::vector<PrimExpr> out_idx = Unflatten(o, g.out->shape);
+    Buffer red = g.Tree("reduce_tree");
+    Stmt fold = g.Fold(
+        "r", g.count, [&](const PrimExpr& i) { return g.Read(out_idx, i); }, red);
+    return Allocate(red, Seq({fold, g.Finish(red, out_idx)}));
+  });
+}
+
+// For a GPU, when few outputs each reduce many elements (a sum of a whole
+// tensor, a mean over a large image): one block per output would leave most
+// SMs idle, so each output's elements are split into `splits` chunks, a
+// block per (output, chunk) writes its partial to scratch, and a second
+// launch folds each output's partials in order (deterministic).
+constexpr int64_t kSplitBlocks = 512;     // about the blocks a large GPU keeps resident
+constexpr int64_t kSplitMinChunk = 4096;  // elements per block: 16 per thread
+constexpr int64_t kSplitMaxOutputs = 64;  // more outputs fill the GPU already
+
+// The chunks per output, or 1 when splitting is not worth it.
+int64_t ReduceSplits(const PrimExpr& outputs, const PrimExpr& count) {
+  const int64_t* o = outputs.as_int();
+  if (o == nullptr || *o < 1 || *o > kSplitMaxOutputs) return 1;
+  int64_t splits = kSplitBlocks / *o;
+  if (const int64_t* c = count.as_int()) {
+    splits = std::min(splits, *c / kSplitMinChunk);
+  }
+  return std::max<int64_t>(splits, 1);
+}
+
+Stmt ScheduleReduceSplit(const GpuReduction& g, int64_t splits) {
+  const PrimExpr outputs = Product(g.out->shape);
+  const PrimExpr chunk = nn_internal::CeilDiv(g.count, splits);
+  Buffer partial = MakeBuffer("reduce_partial", g.acc_dtype, {outputs * splits});
+  // Launch 1: block b reduces chunk b % splits of output b / splits.
+  Stmt chunks = nn_internal::Loop("b", outputs * splits, ForKind::kBlock, [&](const PrimExpr& b) {
+    const std::vector<PrimExpr> out_idx = Unflatten(FloorDiv(b, splits), g.out->shape);
+    const PrimExpr lo = FloorMod(b, splits) * chunk;
+    Buffer red = g.Tree("reduce_chunk_tree");
+    Stmt fold = g.Fold(
+        "r", Max(Min(chunk, g.count - lo), PrimExpr(0)),
+        [&](const PrimExpr& i) { return g.Read(out_idx, lo + i); }, red);
+    Stmt store = GpuReduction::ByThread0(Store(partial, {b}, Load(red, {PrimExpr(0)})));
+    return Allocate(red, Seq({fold, store}));
+  });
+  // Launch 2: block o folds output o's partials.
+  Stmt finish = nn_internal::Loop("o", outputs, ForKind::kBlock, [&](const PrimExpr& o) {
+    Buffer red = g.Tree("reduce_tree");
+    Stmt fold = g.Fold(
+        "p", PrimExpr(splits), [&](const PrimExpr& i) { return Load(partial, {o * splits + i}); },
+        red);
+    return Allocate(red, Seq({fold, g.Finish(red, Unflatten(o, g.out->shape))}));
+  });
+  return Allocate(partial, Seq({chunks, finish}));
 }
 
 absl::StatusOr<Stmt> ScheduleReduce(const LowerContext& ctx, const std::vector<Buffer>& outputs,
@@ -193,8 +262,12 @@ absl::StatusOr<Stmt> ScheduleReduce(const LowerContext& ctx, const std::vector<B
     return in_idx;
   };
   if (ctx.gpu && !IsArg(r) && WorthBlockRow(count)) {
-    return ScheduleReduceBlocks(ctx, out, r, acc_dtype, in_dtype, *axes, count, input_index,
-                                epilogue);
+    GpuReduction g{ctx, out, r, acc_dtype, in_dtype, {}, count, input_index, epilogue};
+    for (int64_t a : *axes) g.reduced_dims.push_back(in_shape[a]);
+    if (int64_t splits = ReduceSplits(Product(out->shape), count); splits > 1) {
+      return ScheduleReduceSplit(g, splits);
+    }
+    return ScheduleReduceBlocks(g);
   }
 
   auto body = [&](const std::vector<PrimExpr>& out_idx) -> Stmt {

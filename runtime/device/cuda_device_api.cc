@@ -232,8 +232,10 @@ class CudaDeviceAPIImpl final : public DeviceAPI {
     if (ptr == nullptr || !CheckDevice(device).ok()) return;
     if (!Activate(device).ok()) return;
     CUresult r = driver_->cuMemFree_v2(DevPtr(ptr));
-    // At process exit the driver may already be torn down; that is not an error.
-    if (r != cuda::CUDA_SUCCESS && r != cuda::CUDA_ERROR_DEINITIALIZED) {
+    // At process exit the driver may already be torn down, and after a
+    // kernel fault every call fails (reported once, where it happened):
+    // neither is worth a line per buffer.
+    if (r != cuda::CUDA_SUCCESS && r != cuda::CUDA_ERROR_DEINITIALIZED && !cuda::IsStickyFault(r)) {
       std::fprintf(stderr, "tether: %s\n", Call(r, "cuMemFree", device).ToString().c_str());
     }
   }
@@ -300,7 +302,7 @@ class CudaDeviceAPIImpl final : public DeviceAPI {
   void FreeStream(Device device, StreamHandle stream) override {
     if (stream == nullptr || !Activate(device).ok()) return;
     CUresult r = driver_->cuStreamDestroy_v2(static_cast<CUstream>(stream));
-    if (r != cuda::CUDA_SUCCESS && r != cuda::CUDA_ERROR_DEINITIALIZED) {
+    if (r != cuda::CUDA_SUCCESS && r != cuda::CUDA_ERROR_DEINITIALIZED && !cuda::IsStickyFault(r)) {
       std::fprintf(stderr, "tether: %s\n", Call(r, "cuStreamDestroy", device).ToString().c_str());
     }
   }

@@ -96,11 +96,13 @@ absl::StatusOr<const CudaDriver*> Load() {
   if (!missing.empty()) {
     return UnavailableError("no usable CUDA driver: ", kLibraryName, " lacks ", missing);
   }
+  // From cuInit on the driver may hold threads and exit handlers in the
+  // library: it stays loaded even when cuInit fails.
+  lib.release();
   CUresult init = d.cuInit(0);
   if (init != CUDA_SUCCESS) {
     return CudaStatus(d, init, "cuInit(0)", Device::Cuda(0));
   }
-  lib.release();
   return driver.release();
 }
 
@@ -112,6 +114,24 @@ absl::StatusOr<const CudaDriver*> CudaDriver::Get() {
   static const absl::StatusOr<const CudaDriver*>* const kDriver =
       new absl::StatusOr<const CudaDriver*>(Load());
   return *kDriver;
+}
+
+bool IsStickyFault(CUresult result) {
+  switch (result) {
+    case CUDA_ERROR_ECC_UNCORRECTABLE:
+    case CUDA_ERROR_ILLEGAL_ADDRESS:
+    case CUDA_ERROR_LAUNCH_TIMEOUT:
+    case CUDA_ERROR_ASSERT:
+    case CUDA_ERROR_HARDWARE_STACK_ERROR:
+    case CUDA_ERROR_ILLEGAL_INSTRUCTION:
+    case CUDA_ERROR_MISALIGNED_ADDRESS:
+    case CUDA_ERROR_INVALID_ADDRESS_SPACE:
+    case CUDA_ERROR_INVALID_PC:
+    case CUDA_ERROR_LAUNCH_FAILED:
+      return true;
+    default:
+      return false;
+  }
 }
 
 absl::Status CudaStatus(const CudaDriver& driver, CUresult result, absl::string_view call,
@@ -136,7 +156,9 @@ absl::Status CudaStatus(const CudaDriver& driver, CUresult result, absl::string_
       return ValueError(message);
     case CUDA_ERROR_NOT_INITIALIZED:
     case CUDA_ERROR_DEINITIALIZED:
-    case CUDA_ERROR_INSUFFICIENT_DRIVER:
+    case CUDA_ERROR_STUB_LIBRARY:
+    case CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER:
+    case CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE:
     case CUDA_ERROR_DEVICE_UNAVAILABLE:
     case CUDA_ERROR_NO_DEVICE:
     case CUDA_ERROR_INVALID_DEVICE:
@@ -155,17 +177,11 @@ absl::Status CudaStatus(const CudaDriver& driver, CUresult result, absl::string_
       return NotFoundError(message);
     case CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES:
       return OutOfMemoryError(message);
-    case CUDA_ERROR_ILLEGAL_ADDRESS:
-    case CUDA_ERROR_HARDWARE_STACK_ERROR:
-    case CUDA_ERROR_ILLEGAL_INSTRUCTION:
-    case CUDA_ERROR_MISALIGNED_ADDRESS:
-    case CUDA_ERROR_INVALID_ADDRESS_SPACE:
-    case CUDA_ERROR_INVALID_PC:
-    case CUDA_ERROR_LAUNCH_FAILED:
-      // The driver makes these sticky: every later call in the context fails.
-      return RuntimeError(message, " (a kernel faulted; ", device.ToString(),
-                          " is unusable in this process from now on)");
     default:
+      if (IsStickyFault(result)) {
+        return RuntimeError(message, " (a kernel faulted; ", device.ToString(),
+                            " is unusable in this process from now on)");
+      }
       return RuntimeError(message);
   }
 }

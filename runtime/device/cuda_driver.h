@@ -37,11 +37,13 @@ inline constexpr CUresult CUDA_ERROR_INVALID_VALUE = 1;
 inline constexpr CUresult CUDA_ERROR_OUT_OF_MEMORY = 2;
 inline constexpr CUresult CUDA_ERROR_NOT_INITIALIZED = 3;
 inline constexpr CUresult CUDA_ERROR_DEINITIALIZED = 4;
-inline constexpr CUresult CUDA_ERROR_INSUFFICIENT_DRIVER = 35;
+inline constexpr CUresult CUDA_ERROR_STUB_LIBRARY = 34;  // libcuda is the toolkit's stub
+inline constexpr CUresult CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER = 36;
 inline constexpr CUresult CUDA_ERROR_DEVICE_UNAVAILABLE = 46;
 inline constexpr CUresult CUDA_ERROR_NO_DEVICE = 100;
 inline constexpr CUresult CUDA_ERROR_INVALID_DEVICE = 101;
 inline constexpr CUresult CUDA_ERROR_INVALID_IMAGE = 200;
+inline constexpr CUresult CUDA_ERROR_ECC_UNCORRECTABLE = 214;
 inline constexpr CUresult CUDA_ERROR_NO_BINARY_FOR_GPU = 209;
 inline constexpr CUresult CUDA_ERROR_INVALID_PTX = 218;
 inline constexpr CUresult CUDA_ERROR_JIT_COMPILER_NOT_FOUND = 221;
@@ -51,6 +53,8 @@ inline constexpr CUresult CUDA_ERROR_INVALID_SOURCE = 300;
 inline constexpr CUresult CUDA_ERROR_NOT_FOUND = 500;
 inline constexpr CUresult CUDA_ERROR_ILLEGAL_ADDRESS = 700;
 inline constexpr CUresult CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES = 701;
+inline constexpr CUresult CUDA_ERROR_LAUNCH_TIMEOUT = 702;
+inline constexpr CUresult CUDA_ERROR_ASSERT = 710;
 inline constexpr CUresult CUDA_ERROR_HARDWARE_STACK_ERROR = 714;
 inline constexpr CUresult CUDA_ERROR_ILLEGAL_INSTRUCTION = 715;
 inline constexpr CUresult CUDA_ERROR_MISALIGNED_ADDRESS = 716;
@@ -58,6 +62,7 @@ inline constexpr CUresult CUDA_ERROR_INVALID_ADDRESS_SPACE = 717;
 inline constexpr CUresult CUDA_ERROR_INVALID_PC = 718;
 inline constexpr CUresult CUDA_ERROR_LAUNCH_FAILED = 719;
 inline constexpr CUresult CUDA_ERROR_SYSTEM_DRIVER_MISMATCH = 803;
+inline constexpr CUresult CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE = 804;
 
 // CUdevice_attribute values (cuda.h).
 enum CUdevice_attribute : int {
@@ -161,6 +166,11 @@ struct CudaDriver {
 // device's context is unusable from then on, as the driver makes them sticky.
 absl::Status CudaStatus(const CudaDriver& driver, CUresult result, absl::string_view call,
                         Device device);
+
+// Whether `result` is a fault inside a kernel (illegal address, launch
+// failure or timeout, device assert, uncorrectable ECC error, ...): the
+// driver makes these sticky, every later call in the context fails with it.
+bool IsStickyFault(CUresult result);
 
 // The primary context of `device` (a CUDA device), retained by the CUDA device
 // API on first use and kept for the process lifetime; make it current with

@@ -148,7 +148,10 @@ constexpr int kMaxNdim = 64;
 constexpr int kMaxParams = 1 << 16;
 constexpr int kMaxLaunches = 1 << 12;
 constexpr int kMaxCountTokens = 1 << 12;
-constexpr int kMaxBlock = 1024;
+// Every entry the compiler writes declares .maxntid 256 (kDeviceBlockThreads):
+// a larger block would fail only at launch.
+constexpr int kMaxBlock = 256;
+constexpr int kMaxScratch = 16;
 
 // ---- The manifest ------------------------------------------------------------
 
@@ -282,7 +285,9 @@ absl::Status CountError(const std::vector<std::string>& program, absl::string_vi
 std::string FormatCudaManifest(const std::vector<CudaKernelInfo>& kernels) {
   std::string out = absl::StrCat(kManifestMagic, "\n");
   for (const CudaKernelInfo& k : kernels) {
-    absl::StrAppend(&out, "kernel ", k.name, " ", k.params.size(), " ", k.launches.size(), "\n");
+    absl::StrAppend(&out, "kernel ", k.name, " ", k.params.size(), " ", k.launches.size());
+    if (!k.scratch.empty()) absl::StrAppend(&out, " ", k.scratch.size());
+    absl::StrAppend(&out, "\n");
     for (const CudaParamInfo& p : k.params) {
       if (p.is_tensor) {
         absl::StrAppend(&out, "tensor ", p.dtype.ToString(), " ", p.dims.size());
@@ -291,6 +296,11 @@ std::string FormatCudaManifest(const std::vector<CudaKernelInfo>& kernels) {
       } else {
         absl::StrAppend(&out, "int64\n");
       }
+    }
+    for (const CudaScratchInfo& b : k.scratch) {
+      absl::StrAppend(&out, "scratch ", b.dtype.ToString(), " ", b.count.size());
+      for (const std::string& t : b.count) absl::StrAppend(&out, " ", t);
+      absl::StrAppend(&out, "\n");
     }
     for (const CudaLaunchInfo& l : k.launches) {
       absl::StrAppend(&out, "launch ", l.entry, " ", l.block, " ", l.count.size());
@@ -328,8 +338,8 @@ absl::StatusOr<std::vector<CudaKernelInfo>> ParseCudaManifest(absl::string_view 
     }
     if (w.empty()) continue;  // blank lines between kernels
     if (w[0] != "kernel") return LineError(line, "expected kernel or end");
-    if (w.size() != 4) {
-      return LineError(line, "expected kernel <name> <parameters> <launches>");
+    if (w.size() != 4 && w.size() != 5) {
+      return LineError(line, "expected kernel <name> <parameters> <launches> [<scratch>]");
     }
     CudaKernelInfo k;
     k.name = std::string(w[1]);
@@ -342,6 +352,11 @@ absl::StatusOr<std::vector<CudaKernelInfo>> ParseCudaManifest(absl::string_view 
         num_launches > kMaxLaunches) {
       return LineError(
           line, absl::StrCat("bad launch count ", w[3], " (expected 1 to ", kMaxLaunches, ")"));
+    }
+    int64_t num_scratch = 0;
+    if (w.size() == 5 && (!ParseDecimal(w[4], false, &num_scratch) || num_scratch > kMaxScratch)) {
+      return LineError(
+          line, absl::StrCat("bad scratch count ", w[4], " (expected 0 to ", kMaxScratch, ")"));
     }
     if (!names.insert(k.name).second) {
       return LineError(line, absl::StrCat("duplicate kernel ", k.name));
@@ -379,6 +394,32 @@ absl::StatusOr<std::vector<CudaKernelInfo>> ParseCudaManifest(absl::string_view 
         info.dims.emplace_back(w[3 + d]);
       }
       k.params.push_back(std::move(info));
+    }
+    for (int64_t b = 0; b < num_scratch; ++b) {
+      if (!next(&w, &line)) {
+        return LineError(kernel_line, absl::StrCat("kernel ", k.name, " is missing scratch ", b));
+      }
+      if (w.size() < 4 || w[0] != "scratch") {
+        return LineError(line, absl::StrCat("expected scratch ", b, " of kernel ", k.name,
+                                            ": scratch <dtype> <n> <tokens...>"));
+      }
+      CudaScratchInfo info;
+      absl::StatusOr<DataType> dtype = DataType::Parse(w[1]);
+      if (!dtype.ok() || !dtype->IsValidStorageType()) {
+        return LineError(line, absl::StrCat("bad dtype ", w[1]));
+      }
+      info.dtype = *dtype;
+      int64_t n = 0;
+      if (!ParseDecimal(w[2], false, &n) || n < 1 || n > kMaxCountTokens) {
+        return LineError(line, absl::StrCat("bad scratch size length ", w[2]));
+      }
+      if (w.size() != static_cast<size_t>(n) + 3) {
+        return LineError(line,
+                         absl::StrCat("scratch size has ", w.size() - 3, " tokens, expected ", n));
+      }
+      for (size_t t = 3; t < w.size(); ++t) info.count.emplace_back(w[t]);
+      TETHER_RETURN_IF_ERROR(CheckCountProgram(info.count, k.params, line));
+      k.scratch.push_back(std::move(info));
     }
     for (int64_t l = 0; l < num_launches; ++l) {
       if (!next(&w, &line)) {

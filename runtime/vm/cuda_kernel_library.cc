@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/cleanup/cleanup.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/container/inlined_vector.h"
@@ -33,6 +34,7 @@
 #include "runtime/core/error.h"
 #include "runtime/core/tensor.h"
 #include "runtime/device/cuda_driver.h"
+#include "runtime/memory/allocator.h"
 #include "runtime/vm/cuda_kernel_format_internal.h"
 #include "runtime/vm/local_vm.h"
 
@@ -52,11 +54,6 @@ constexpr int64_t kBlocksPerSm = 32;
 
 #if TETHER_CUDA_DEVICE
 
-bool IsStickyFault(cuda::CUresult r) {
-  return r == cuda::CUDA_ERROR_ILLEGAL_ADDRESS || r == cuda::CUDA_ERROR_LAUNCH_FAILED ||
-         (r >= cuda::CUDA_ERROR_HARDWARE_STACK_ERROR && r <= cuda::CUDA_ERROR_INVALID_PC);
-}
-
 // The library loaded on one device: its CUmodule (unloaded on destruction),
 // the resolved entries, and the SM count that bounds the grid. Immutable
 // after construction, so thread-safe.
@@ -71,7 +68,7 @@ struct DeviceModule {
     // every call in the context fails; neither is worth a message.
     cuda::CUresult r = driver->cuCtxSetCurrent(ctx);
     if (r == cuda::CUDA_SUCCESS) r = driver->cuModuleUnload(module);
-    if (r != cuda::CUDA_SUCCESS && r != cuda::CUDA_ERROR_DEINITIALIZED && !IsStickyFault(r)) {
+    if (r != cuda::CUDA_SUCCESS && r != cuda::CUDA_ERROR_DEINITIALIZED && !cuda::IsStickyFault(r)) {
       std::fprintf(stderr, "tether: %s\n",
                    cuda::CudaStatus(*driver, r, "cuModuleUnload", device).ToString().c_str());
     }
@@ -85,6 +82,9 @@ struct DeviceModule {
   int image_sm = 0;  // the image that was loaded
   int64_t sm_count = 1;
   std::vector<std::vector<cuda::CUfunction>> functions;  // [kernel][launch]
+  // Kernels' scratch buffers (CudaScratchInfo), pooled: a call takes them
+  // without a driver call and gives them back when it returns.
+  Ref<memory::Allocator> scratch;
 };
 
 #else
@@ -199,6 +199,7 @@ absl::StatusOr<std::unique_ptr<DeviceModule>> CudaKernelLibrary::Load(Device dev
   loaded->sm = sm;
   loaded->image_sm = image->sm;
   loaded->sm_count = std::max(sms, 1);
+  loaded->scratch = memory::CreateAllocator(device, memory::AllocatorType::kPooled);
   loaded->functions.resize(kernels_.size());
   for (size_t k = 0; k < kernels_.size(); ++k) {
     for (size_t l = 0; l < kernels_[k].launches.size(); ++l) {
@@ -231,7 +232,8 @@ absl::StatusOr<std::unique_ptr<DeviceModule>> CudaKernelLibrary::Load(Device dev
 struct BoundCall {
   std::optional<Device> device;  // of the tensors
   CudaCountArgs counts;
-  std::vector<int64_t> words;  // the .param values, in PTX parameter order
+  std::vector<int64_t> words;  // the .param values of the parameters
+  std::vector<int64_t> dims;   // then those of the tensor parameters' dims
 };
 
 std::string ParamKindName(const CudaParamInfo& p) {
@@ -353,12 +355,22 @@ class CudaKernelFunctionObj final : public FunctionObj {
     for (size_t i = 0; i < args.size(); ++i) {
       TETHER_RETURN_IF_ERROR(BindArgument(k, i, args[i], &call));
     }
-    // After the parameters, the dims of every tensor parameter.
-    for (size_t i = 0; i < args.size(); ++i) {
-      if (!k.params[i].is_tensor) continue;
-      call.words.insert(call.words.end(), call.counts.dims[i].begin(), call.counts.dims[i].end());
+    // Counts and scratch sizes before the driver: a bad count is the
+    // caller's, not the GPU's.
+    std::vector<int64_t> scratch_sizes;
+    for (const CudaScratchInfo& b : k.scratch) {
+      absl::StatusOr<int64_t> n = EvalCudaCount(b.count, call.counts);
+      if (n.ok() && *n < 0) n = ValueError("size ", *n, " is negative");
+      if (n.ok() &&
+          *n > std::numeric_limits<int64_t>::max() / std::max<int64_t>(1, b.dtype.bytes())) {
+        n = ValueError(*n, " elements of ", b.dtype.ToString(), " overflow");
+      }
+      if (!n.ok()) {
+        return ValueError("kernel ", k.name, " scratch ", scratch_sizes.size(), ": ",
+                          n.status().message());
+      }
+      scratch_sizes.push_back(*n);
     }
-    // Counts before the driver: a bad count is the caller's, not the GPU's.
     std::vector<std::optional<int64_t>> counts(k.launches.size());
     for (size_t l = 0; l < k.launches.size(); ++l) {
       if (k.launches[l].count.empty()) continue;  // unknown: a full grid
@@ -372,18 +384,49 @@ class CudaKernelFunctionObj final : public FunctionObj {
     // A kernel without tensor arguments has nothing to say where it runs.
     const Device device = call.device.value_or(Device::Cuda(0));
     TETHER_ASSIGN_OR_RETURN(const DeviceModule* module, library_->ModuleFor(device));
-    TETHER_RETURN_IF_ERROR(Launch(k, *module, counts, &call.words));
+    // Then the dims of every tensor parameter; Launch adds the scratch
+    // buffers' pointers and dims.
+    for (size_t i = 0; i < args.size(); ++i) {
+      if (!k.params[i].is_tensor) continue;
+      call.dims.insert(call.dims.end(), call.counts.dims[i].begin(), call.counts.dims[i].end());
+    }
+    TETHER_RETURN_IF_ERROR(Launch(k, *module, counts, scratch_sizes, &call));
     return Value();
   }
 
  private:
   absl::Status Launch(const CudaKernelInfo& k, const DeviceModule& module,
                       const std::vector<std::optional<int64_t>>& counts,
-                      std::vector<int64_t>* words) const {
+                      const std::vector<int64_t>& scratch_sizes, BoundCall* call) const {
 #if TETHER_CUDA_DEVICE
     const cuda::CudaDriver& driver = *module.driver;
-    std::vector<void*> params(words->size());
-    for (size_t i = 0; i < words->size(); ++i) params[i] = &(*words)[i];
+    // The .params in PTX order: parameters, scratch pointers, parameter
+    // dims, scratch dims. Scratch comes from the module's pool and goes back
+    // when the call returns, its launches still queued: every kernel runs on
+    // the legacy default stream, so the pool's next user runs after them.
+    std::vector<int64_t> words = std::move(call->words);
+    std::vector<memory::Buffer> scratch;
+    absl::Cleanup release = [&] {
+      for (const memory::Buffer& b : scratch) module.scratch->Free(b);
+    };
+    for (size_t b = 0; b < k.scratch.size(); ++b) {
+      int64_t address = 0;
+      if (scratch_sizes[b] > 0) {
+        const size_t bytes = static_cast<size_t>(scratch_sizes[b]) * k.scratch[b].dtype.bytes();
+        absl::StatusOr<memory::Buffer> buf = module.scratch->Alloc(bytes, kCudaTensorAlignment);
+        if (!buf.ok()) {
+          return absl::Status(buf.status().code(), absl::StrCat("kernel ", k.name, " scratch ", b,
+                                                                ": ", buf.status().message()));
+        }
+        address = static_cast<int64_t>(reinterpret_cast<uintptr_t>(buf->data));
+        scratch.push_back(*buf);
+      }
+      words.push_back(address);
+    }
+    words.insert(words.end(), call->dims.begin(), call->dims.end());
+    words.insert(words.end(), scratch_sizes.begin(), scratch_sizes.end());
+    std::vector<void*> params(words.size());
+    for (size_t i = 0; i < words.size(); ++i) params[i] = &words[i];
     TETHER_RETURN_IF_ERROR(cuda::CudaStatus(driver, driver.cuCtxSetCurrent(module.ctx),
                                             "cuCtxSetCurrent", module.device));
     const int64_t max_blocks = kBlocksPerSm * module.sm_count;
@@ -411,7 +454,8 @@ class CudaKernelFunctionObj final : public FunctionObj {
 #else
     (void)module;
     (void)counts;
-    (void)words;
+    (void)scratch_sizes;
+    (void)call;
     return UnavailableError("kernel ", k.name, ": this runtime was built without cuda");
 #endif
   }

@@ -56,9 +56,19 @@ struct CudaLaunchInfo {
   std::vector<std::string> count;  // postfix tokens; empty = unknown
 };
 
+// A device buffer the launcher allocates for one call (a kernel's scratch:
+// partial results one launch writes and a later one reads), 1-D, of `count`
+// elements (a postfix program like a launch count; never empty). Its pointer
+// and its one dim are passed to every launch after the parameters'.
+struct CudaScratchInfo {
+  DataType dtype;
+  std::vector<std::string> count;
+};
+
 struct CudaKernelInfo {
   std::string name;
   std::vector<CudaParamInfo> params;
+  std::vector<CudaScratchInfo> scratch;  // at most 16
   std::vector<CudaLaunchInfo> launches;  // at least one
 };
 

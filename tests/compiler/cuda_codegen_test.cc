@@ -67,12 +67,17 @@ TEST(CudaTargetTest, ParsesArchitecturesSortedAndDistinct) {
 
 TEST(CudaTargetTest, RejectsBadArchitecturesAndFlags) {
   for (const char* bad : {"cuda -arch=sm_9x", "cuda -arch=sm_20", "cuda -arch=compute_90",
-                          "cuda -arch=", "cuda -mcpu=sm_90", "rocm"}) {
+                          "cuda -arch=", "cuda -mcpu=sm_90", "rocm", "cuda -arch=sm_77",
+                          "cuda -arch=sm_100", "cuda -arch=sm_80,sm_120"}) {
     absl::StatusOr<Target> t = Target::Parse(bad);
     ASSERT_FALSE(t.ok()) << bad;
     EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument) << bad;
   }
-  EXPECT_THAT(Target::Parse("cuda -arch=sm_20").status().message(), HasSubstr("sm_50 to sm_120"));
+  EXPECT_THAT(Target::Parse("cuda -arch=sm_20").status().message(),
+              HasSubstr("expected one of sm_50, sm_52, sm_53, sm_60"));
+  // LLVM 19 knows no sm_100: it would write PTX no driver loads.
+  EXPECT_THAT(Target::Parse("cuda -arch=sm_100").status().message(),
+              HasSubstr("for a newer GPU compile for sm_90, which its driver runs"));
 }
 
 // A device's compute capability names its target (the CLI, the conformance
@@ -80,7 +85,12 @@ TEST(CudaTargetTest, RejectsBadArchitecturesAndFlags) {
 TEST(CudaTargetTest, ComesFromAComputeCapability) {
   EXPECT_EQ(CudaTargetFor("9.0").value_or(""), "cuda -arch=sm_90");
   EXPECT_EQ(CudaTargetFor("8.6").value_or(""), "cuda -arch=sm_86");
-  EXPECT_EQ(CudaTargetFor("12.0").value_or(""), "cuda -arch=sm_120");
+  EXPECT_EQ(CudaTargetFor("8.9").value_or(""), "cuda -arch=sm_89");
+  // Blackwell and newer run sm_90 PTX; 8.8 (no such GPU) the nearest below.
+  EXPECT_EQ(CudaTargetFor("10.0").value_or(""), "cuda -arch=sm_90");
+  EXPECT_EQ(CudaTargetFor("12.0").value_or(""), "cuda -arch=sm_90");
+  EXPECT_EQ(CudaTargetFor("8.8").value_or(""), "cuda -arch=sm_87");
+  EXPECT_EQ(CudaTargetFor("3.5").status().code(), absl::StatusCode::kFailedPrecondition);
   for (const char* bad : {"", "9", "9.", "x.0", "9.0.1", "9.10", "-1.0"}) {
     absl::StatusOr<std::string> t = CudaTargetFor(bad);
     ASSERT_FALSE(t.ok()) << bad;

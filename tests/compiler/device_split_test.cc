@@ -48,6 +48,20 @@ absl::StatusOr<std::vector<HostTensor>> RunAsDevice(const KernelFunc& kernel,
     outputs.push_back(t);
     args.emplace_back(t);
   }
+  // Scratch as the launcher makes it: sized by the manifest's program over
+  // the arguments, uninitialized (here: garbage).
+  const CudaKernelInfo info = DescribeDeviceKernel(dk);
+  CudaCountArgs counts;
+  for (const Value& v : args) {
+    const Tensor t(v.AsRef<TensorObj>());
+    counts.dims.emplace_back(t->shape().begin(), t->shape().end());
+    counts.scalars.push_back(0);
+  }
+  for (const CudaScratchInfo& s : info.scratch) {
+    TETHER_ASSIGN_OR_RETURN(int64_t n, EvalCudaCount(s.count, counts));
+    TETHER_ASSIGN_OR_RETURN(Tensor t, optest::ToTensor(optest::Filled({n}, s.dtype, 55)));
+    args.emplace_back(t);
+  }
   for (const DeviceLaunch& l : dk.launches) {
     TETHER_ASSIGN_OR_RETURN(Function fn, lib->GetFunction(l.kernel->name));
     // A block launch runs once per block, as its thread 0: its kThread
@@ -186,24 +200,155 @@ TEST(DeviceSplitTest, TopLevelSequenceSplitsIntoOrderedLaunches) {
   EXPECT_EQ((*parsed)[0].launches[2].count, info.launches[2].count);
 }
 
-TEST(DeviceSplitTest, WorkspacesAndAssertionsAreRejectedNamingTheKernel) {
-  Buffer out = MakeBuffer("out", kF32, {PrimExpr(4)});
-  Buffer ws = MakeBuffer("scratch", kF32, {PrimExpr(4)});
-  Var i("i");
-  KernelFunc with_ws = MakeKernelFunc(
-      "uses_ws", {KernelParam::Tensor(out)},
-      Allocate(ws, For(i, 0, PrimExpr(4), ForKind::kParallel, Store(out, {i}, Load(ws, {i})))));
-  absl::StatusOr<DeviceKernel> r = SplitForDevice(with_ws);
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(r.status().message(), HasSubstr("kernel uses_ws: the workspace allocation scratch"));
+// A kernel that needs scratch between its launches: launch 0 doubles x
+// into ws, launch 1 reverses ws into out (+ 1), so every element crosses
+// threads. A second scratch of 2n + 3 elements is written and read back.
+KernelFunc ScratchKernel() {
+  Var n("n");
+  Buffer x = MakeBuffer("x", kF32, {n});
+  Buffer out = MakeBuffer("out", kF32, {n});
+  Buffer ws = MakeBuffer("ws", kF32, {n});
+  Buffer ws2 = MakeBuffer("ws2", kF32, {n * 2 + 3});
+  Var i("i"), j("j");
+  Stmt fill = For(i, 0, n, ForKind::kParallel,
+                  Seq({Store(ws, {i}, Load(x, {i}) * MakeConst(kF32, 2)),
+                       Store(ws2, {i * 2 + 3}, MakeConst(kF32, 1))}));
+  Stmt use = For(j, 0, n, ForKind::kParallel,
+                 Store(out, {j}, Load(ws, {n - 1 - j}) + Load(ws2, {j * 2 + 3})));
+  return MakeKernelFunc("reverse", {KernelParam::Tensor(x), KernelParam::Tensor(out)},
+                        Allocate(ws, Allocate(ws2, Seq({fill, use}))));
+}
 
-  KernelFunc with_assert = MakeKernelFunc(
-      "checks", {KernelParam::Tensor(out)},
-      AssertStmt(BoolImm(true), "never", Store(out, {PrimExpr(0)}, MakeConst(kF32, 1))));
-  r = SplitForDevice(with_assert);
-  ASSERT_FALSE(r.ok());
-  EXPECT_THAT(r.status().message(), HasSubstr("cannot run on a gpu"));
+TEST(DeviceSplitTest, TopLevelWorkspacesBecomeScratchPassedToEveryLaunch) {
+  KernelFunc k = ScratchKernel();
+  absl::StatusOr<DeviceKernel> dk = SplitForDevice(k);
+  ASSERT_TRUE(dk.ok()) << dk.status();
+  ASSERT_EQ(dk->scratch.size(), 2u);
+  ASSERT_EQ(dk->launches.size(), 2u);
+  for (const DeviceLaunch& l : dk->launches) {
+    // x, out, ws, ws2, tid, nthreads.
+    ASSERT_EQ(l.kernel->params.size(), 6u);
+    EXPECT_TRUE(l.kernel->params[2].buffer.get() == dk->scratch[0].get());
+    EXPECT_TRUE(l.kernel->params[3].buffer.get() == dk->scratch[1].get());
+  }
+  CudaKernelInfo info = DescribeDeviceKernel(*dk);
+  ASSERT_EQ(info.scratch.size(), 2u);
+  CudaCountArgs args;
+  args.dims = {{10}, {10}};
+  args.scalars = {0, 0};
+  for (size_t b = 0; b < 2; ++b) {
+    EXPECT_EQ(info.scratch[b].dtype, kF32);
+    absl::StatusOr<int64_t> size = EvalCudaCount(info.scratch[b].count, args);
+    ASSERT_TRUE(size.ok()) << size.status();
+    EXPECT_EQ(*size, b == 0 ? 10 : 23);
+  }
+  const std::string text = FormatCudaManifest({info});
+  EXPECT_THAT(text, HasSubstr("kernel reverse 2 2 2\n"));
+  absl::StatusOr<std::vector<CudaKernelInfo>> parsed = ParseCudaManifest(text);
+  ASSERT_TRUE(parsed.ok()) << parsed.status() << "\n" << text;
+  ASSERT_EQ((*parsed)[0].scratch.size(), 2u);
+  EXPECT_EQ((*parsed)[0].scratch[1].count, info.scratch[1].count);
+
+  for (int64_t n : {1, 10, 1000}) {
+    SCOPED_TRACE(n);
+    ExpectDeviceMatchesCpu(k, {optest::Random({n}, kF32, 8)}, {{n}});
+  }
+  // Simulated as one kernel, the scratch is allocated around the launches.
+  absl::StatusOr<std::vector<HostTensor>> sim = [&]() -> absl::StatusOr<std::vector<HostTensor>> {
+    TETHER_ASSIGN_OR_RETURN(optest::CompiledKernel c,
+                            optest::CompiledKernel::Create(SimulateOnCpu(*dk, 64)));
+    return c.Run({optest::Random({300}, kF32, 9)}, {{300}});
+  }();
+  ASSERT_TRUE(sim.ok()) << sim.status();
+  OP_TEST_ASSIGN_OR_SKIP(source, optest::CompiledKernel::Create(k));
+  OP_TEST_ASSIGN_OR_SKIP(expected, source.Run({optest::Random({300}, kF32, 9)}, {{300}}));
+  EXPECT_EQ((*sim)[0].data, expected[0].data);
+}
+
+TEST(DeviceSplitTest, ReductionToFewOutputsSplitsIntoChunksAndAFold) {
+  // sum over 54000 elements: 13 chunks of 4154 in blocks, partials in
+  // scratch, then one block folds them. The chunks do not depend on the grid,
+  // so every grid size gives exactly the kernel's result.
+  const HostTensor x = optest::Random({2, 3, 9000}, kF32, 10);
+  absl::StatusOr<KernelFunc> k = LowerOp("relax.sum", {x}, {}, /*gpu=*/true);
+  ASSERT_TRUE(k.ok()) << k.status();
+  absl::StatusOr<DeviceKernel> dk = SplitForDevice(*k);
+  ASSERT_TRUE(dk.ok()) << dk.status();
+  ASSERT_EQ(dk->launches.size(), 2u);
+  ASSERT_EQ(dk->scratch.size(), 1u);
+  EXPECT_TRUE(dk->launches[0].blocks && dk->launches[1].blocks);
+  CudaKernelInfo info = DescribeDeviceKernel(*dk);
+  CudaCountArgs args;
+  args.dims = {{2, 3, 9000}, {}};
+  args.scalars = {0, 0};
+  absl::StatusOr<int64_t> blocks = EvalCudaCount(info.launches[0].count, args);
+  ASSERT_TRUE(blocks.ok()) << blocks.status();
+  EXPECT_EQ(*blocks, 13 * 256);
+  EXPECT_EQ(info.scratch[0].count, (std::vector<std::string>{"13"}));
+  ExpectDeviceMatchesCpu(*k, {x}, {{}});
+
+  // Two outputs, a symbolic count: 256 chunks each (most of them empty for
+  // this small n), sized and counted over the argument's dims.
+  Var n("n");
+  Buffer in = MakeBuffer("in", kF32, {PrimExpr(2), n});
+  absl::StatusOr<KernelFunc> sym = [&]() -> absl::StatusOr<KernelFunc> {
+    TETHER_ASSIGN_OR_RETURN(
+        Expr call, optest::MakeOpCall("relax.mean", {optest::TensorVar("x", in->shape, kF32)},
+                                      {{"axis", std::vector<int64_t>{1}}}));
+    return LowerCallToKernel(*call.as<CallNode>(), "k", 0, /*gpu=*/true);
+  }();
+  ASSERT_TRUE(sym.ok()) << sym.status();
+  dk = SplitForDevice(*sym);
+  ASSERT_TRUE(dk.ok()) << dk.status();
+  ASSERT_EQ(dk->scratch.size(), 1u);
+  info = DescribeDeviceKernel(*dk);
+  args.dims = {{2, 77}, {2}};
+  absl::StatusOr<int64_t> size = EvalCudaCount(info.scratch[0].count, args);
+  ASSERT_TRUE(size.ok()) << size.status();
+  EXPECT_EQ(*size, 2 * 256);
+  for (int64_t len : {1, 77, 5000}) {
+    SCOPED_TRACE(len);
+    ExpectDeviceMatchesCpu(*sym, {optest::Random({2, len}, kF32, 11)}, {{2}});
+  }
+}
+
+TEST(DeviceSplitTest, WorkspacesThatCannotBeScratchAndAssertionsAreRejected) {
+  Var n("n");
+  Buffer out = MakeBuffer("out", kF32, {n});
+  Var i("i");
+  auto rejected = [](const KernelFunc& k) {
+    absl::StatusOr<DeviceKernel> r = SplitForDevice(k);
+    EXPECT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+    return r.status().ToString();
+  };
+  // Inside a loop: per-iteration scratch has no launch to belong to.
+  Buffer ws = MakeBuffer("inner", kF32, {PrimExpr(4)});
+  EXPECT_THAT(rejected(MakeKernelFunc(
+                  "nested", {KernelParam::Tensor(out)},
+                  For(i, 0, n, ForKind::kParallel, Allocate(ws, Store(out, {i}, Load(ws, {0})))))),
+              HasSubstr("kernel nested: the workspace allocation inner below the top level"));
+  // 2-D, or sized by something the launcher cannot compute.
+  Buffer flat2 = MakeBuffer("square", kF32, {n, n});
+  EXPECT_THAT(rejected(MakeKernelFunc("two_d", {KernelParam::Tensor(out)},
+                                      Allocate(flat2, For(i, 0, n, ForKind::kParallel,
+                                                          Store(out, {i}, Load(flat2, {i, i})))))),
+              HasSubstr("kernel two_d: the workspace allocation square (scratch must be 1-D"));
+  Var m("m");
+  Buffer by_let = MakeBuffer("by_let", kF32, {m});
+  EXPECT_THAT(
+      rejected(MakeKernelFunc("let_sized", {KernelParam::Tensor(out)},
+                              LetStmt(m, n + 1,
+                                      Allocate(by_let, For(i, 0, n, ForKind::kParallel,
+                                                           Store(out, {i}, Load(by_let, {i}))))))),
+      HasSubstr("the workspace allocation by_let (scratch must be 1-D, its size an "
+                "expression of the arguments"));
+
+  Buffer four = MakeBuffer("four", kF32, {PrimExpr(4)});
+  EXPECT_THAT(rejected(MakeKernelFunc("checks", {KernelParam::Tensor(four)},
+                                      AssertStmt(BoolImm(true), "never",
+                                                 Store(four, {PrimExpr(0)}, MakeConst(kF32, 1))))),
+              HasSubstr("cannot run on a gpu"));
 }
 
 // ---- Block launches --------------------------------------------------------
@@ -328,6 +473,14 @@ TEST(DeviceSplitTest, BlockSchedulesThatBreakTheRulesAreRejected) {
          "a read of the per-thread buffer keep");
   reject(For(b, 0, PrimExpr(1), ForKind::kBlock, Store(out, {b}, MakeConst(kF32, 1))),
          "the kBlock loop over b with 0 threads");
+  // A local buffer at block level: thread t's value, read where every thread
+  // must agree (a barrier's condition), would be t's own on a GPU.
+  Buffer flag = MakeBuffer("flag", kF32, {PrimExpr(1)}, BufferNode::Scope::kLocal);
+  reject(For(b, 0, PrimExpr(1), ForKind::kBlock,
+             Allocate(flag, Seq({threads(8, Store(flag, {PrimExpr(0)}, Cast(kF32, t))),
+                                 IfThenElse(LT(Load(flag, {PrimExpr(0)}), MakeConst(kF32, 4)),
+                                            threads(8, write))}))),
+         "the local buffer flag at block level");
   // A shared value read by every thread (outside kThread loops) and then
   // stored again with no barrier between: a slow thread would read the new
   // value. With a kThread loop between, the same is fine.

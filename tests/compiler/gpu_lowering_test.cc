@@ -5,6 +5,8 @@
 // after the leading lets, exactly one kParallel loop (or one kBlock loop:
 // a block schedule), no kGlobal allocation, no assertion, no vectorized
 // loop and no nested parallel loop, so SplitForDevice makes it one launch.
+// The exception is a split reduction: block loops in sequence inside kGlobal
+// allocations, the launches and their scratch.
 // GPU-mode kernels are ordinary kernel IR, so they are compiled for the CPU
 // here and must compute what the CPU-mode kernels compute, on random inputs
 // of awkward shapes; whole modules through RunPipeline(gpu) must compute
@@ -140,34 +142,55 @@ Stmt ReverseThreadOrder(const Stmt& s) {
   }
 }
 
-// Expects `kernel` to be GPU-friendly (see the file comment).
-void ExpectGpuFriendly(const KernelFunc& kernel) {
+// Expects `kernel` to be GPU-friendly (see the file comment). Returns whether
+// it is a block schedule.
+bool ExpectGpuFriendly(const KernelFunc& kernel) {
   SCOPED_TRACE(ToString(kernel));
   Stmt top = kernel->body;
   while (const auto* let = top.as<LetStmtNode>()) top = let->body;
-  const auto* loop = top.as<ForNode>();
-  ASSERT_NE(loop, nullptr) << "the body after its lets is not one loop";
-  const bool blocks = loop->for_kind == ForKind::kBlock;
-  if (!blocks) {
-    EXPECT_EQ(loop->for_kind, ForKind::kParallel);
+  // Scratch (kGlobal buffers around the kernel's launches) comes with a
+  // sequence of block loops, one launch each: a split reduction.
+  int scratch = 0;
+  while (const auto* a = top.as<AllocateNode>()) {
+    if (a->buffer->scope != BufferNode::Scope::kGlobal) break;
+    ++scratch;
+    top = a->body;
+  }
+  std::vector<Stmt> loops = {top};
+  if (const auto* seq = top.as<SeqStmtNode>(); seq != nullptr && scratch > 0) loops = seq->seq;
+  bool blocks = false;
+  for (const Stmt& l : loops) {
+    const auto* loop = l.as<ForNode>();
+    EXPECT_NE(loop, nullptr) << "the body after its lets is not loops";
+    if (loop == nullptr) return false;
+    blocks = loop->for_kind == ForKind::kBlock;
+    if (!blocks) {
+      EXPECT_EQ(loop->for_kind, ForKind::kParallel);
+      EXPECT_EQ(scratch, 0) << "scratch is for block loops";
+    }
   }
   BodyCensus c;
   Census(kernel->body, &c);
-  EXPECT_EQ(c.global_allocations, 0);
+  EXPECT_EQ(c.global_allocations, scratch);
   EXPECT_EQ(c.asserts, 0);
   EXPECT_EQ(c.vectorized_loops, 0);
   EXPECT_EQ(c.parallel_loops, blocks ? 0 : 1);
-  EXPECT_EQ(c.block_loops, blocks ? 1 : 0);
+  EXPECT_EQ(c.block_loops, blocks ? static_cast<int>(loops.size()) : 0);
   if (blocks) {
-    EXPECT_GE(c.thread_loops, 2);  // at least one barrier inside
+    EXPECT_GE(c.thread_loops, 2 * static_cast<int>(loops.size()));  // barriers inside
   }
-  // Device lowering accepts it as one launch, grid-stride over threads or
-  // over blocks.
+  // Device lowering accepts it: one launch per loop, grid-stride over
+  // threads or over blocks, the scratch passed to each.
   absl::StatusOr<DeviceKernel> split = SplitForDevice(kernel);
-  ASSERT_TRUE(split.ok()) << split.status();
-  ASSERT_EQ(split->launches.size(), 1u);
-  EXPECT_FALSE(split->launches[0].serial);
-  EXPECT_EQ(split->launches[0].blocks, blocks);
+  EXPECT_TRUE(split.ok()) << split.status();
+  if (!split.ok()) return false;
+  EXPECT_EQ(split->launches.size(), loops.size());
+  EXPECT_EQ(split->scratch.size(), static_cast<size_t>(scratch));
+  for (const DeviceLaunch& l : split->launches) {
+    EXPECT_FALSE(l.serial);
+    EXPECT_EQ(l.blocks, blocks);
+  }
+  return blocks;
 }
 
 // Lowers `op` on tensor operands shaped like `inputs` for the CPU and for a
@@ -187,7 +210,7 @@ void ExpectGpuMatchesCpu(const std::string& op, const std::vector<HostTensor>& i
   absl::StatusOr<KernelFunc> gpu = LowerCallToKernel(*call->as<CallNode>(), "gpu_kernel",
                                                      /*num_threads=*/0, /*gpu=*/true, gpu_arch);
   ASSERT_TRUE(gpu.ok()) << gpu.status();
-  ExpectGpuFriendly(*gpu);
+  const bool blocks = ExpectGpuFriendly(*gpu);
   absl::StatusOr<CompiledKernel> cpu_k = CompiledKernel::Create(*cpu);
   ASSERT_TRUE(cpu_k.ok()) << cpu_k.status();
   absl::StatusOr<CompiledKernel> gpu_k = CompiledKernel::Create(*gpu);
@@ -207,10 +230,8 @@ void ExpectGpuMatchesCpu(const std::string& op, const std::vector<HostTensor>& i
     optest::ExpectClose((*got)[k], (*want)[k], tol);
   }
   // A block schedule computes the same with its threads in reverse order.
+  if (!blocks) return;
   const KernelFunc& g = *gpu;
-  Stmt top = g->body;
-  while (const auto* let = top.as<LetStmtNode>()) top = let->body;
-  if (top.as<ForNode>() == nullptr || top.as<ForNode>()->for_kind != ForKind::kBlock) return;
   absl::StatusOr<CompiledKernel> reversed = CompiledKernel::Create(
       MakeKernelFunc(g->name, g->params, ReverseThreadOrder(g->body), g->num_outputs));
   ASSERT_TRUE(reversed.ok()) << reversed.status();
@@ -589,6 +610,19 @@ TEST(GpuLoweringTest, ReductionsMatchCpu) {
     ExpectGpuMatchesCpu(op, {x}, {{"axis", int64_t{2}}, {"keepdims", true}});
     ExpectGpuMatchesCpu(op, {x});  // flattened: one output element, one thread
   }
+  // Few outputs of many elements: chunks of each output reduced by blocks
+  // into scratch, folded by a second launch.
+  const HostTensor big = Random({2, 3, 9000}, kF32, 94);
+  for (const char* op : {"relax.sum", "relax.mean", "relax.max", "relax.min"}) {
+    SCOPED_TRACE(op);
+    ExpectGpuMatchesCpu(op, {big}, {}, 1e-5);  // 54000 elements: 13 chunks
+    ExpectGpuMatchesCpu(op, {big}, {{"axis", std::vector<int64_t>{1, 2}}}, 1e-5);  // 2 x 6
+  }
+  HostTensor near_one = Random({3, 5000}, kF32, 95);  // a product that stays finite
+  for (double& v : near_one.data) v = static_cast<float>(1 + v / 256);
+  ExpectGpuMatchesCpu("relax.prod", {near_one},
+                      {{"axis", std::vector<int64_t>{0, 1}}, {"keepdims", true}}, 1e-4);
+  ExpectGpuMatchesCpu("relax.sum", {Random({9000}, kF16, 96)}, {}, 2e-3);
   // Small outputs the CPU runs without a parallel loop, and a full reduction.
   ExpectGpuMatchesCpu("relax.sum", {Random({8, 300}, kF32, 91)},
                       {{"axis", std::vector<int64_t>{1}}}, 1e-5);

@@ -45,6 +45,10 @@ constexpr absl::string_view kPtx = R"(.version 7.8
 {
   ret;
 }
+.visible .entry part_k0(.param .u64 p0)
+{
+  ret;
+}
 )";
 
 constexpr absl::string_view kManifest =
@@ -61,6 +65,11 @@ constexpr absl::string_view kManifest =
     "tensor int32 0\n"
     "launch rows_k0 1 1 1\n"
     "launch rows_k1 128 3 d0.0 s1 /\n"
+    "kernel part 2 1 1\n"
+    "tensor float32 1 *\n"
+    "int64\n"
+    "scratch float32 1 s1\n"
+    "launch part_k0 1 1 1\n"
     "end\n";
 
 CudaKernelInfo AddKernel() {
@@ -141,7 +150,7 @@ absl::Status CallStatus(const Function& f, std::vector<Value> args) {
 TEST(CudaManifestTest, FormatParseRoundTrip) {
   absl::StatusOr<std::vector<CudaKernelInfo>> parsed = ParseCudaManifest(kManifest);
   ASSERT_TRUE(parsed.ok()) << parsed.status();
-  ASSERT_EQ(parsed->size(), 2u);
+  ASSERT_EQ(parsed->size(), 3u);
   const CudaKernelInfo& rows = (*parsed)[1];
   EXPECT_EQ(rows.name, "rows");
   ASSERT_EQ(rows.params.size(), 4u);
@@ -221,7 +230,7 @@ TEST(CudaManifestTest, RejectsMalformedLinesNamingTheLine) {
       {3, "int32", "line 3: expected parameter 0 of kernel add"},
       {6, "launch add_k0 256 1 d0.0 4", "line 6: count has 2 tokens, expected 1"},
       {6, "launch add_k0 0 1 d0.0", "line 6: bad block size 0"},
-      {6, "launch add_k0 1025 1 d0.0", "line 6: bad block size 1025"},
+      {6, "launch add_k0 257 1 d0.0", "line 6: bad block size 257 (expected 1 to 256)"},
       {6, "launch 9add 256 1 d0.0", "line 6: entry \"9add\" is not a ptx name"},
       {6, "launch add_k0 256 1 d3.0", "line 6: count refers to d3.0"},
       {6, "launch add_k0 256 1 s0", "line 6: count refers to s0"},
@@ -256,6 +265,54 @@ TEST(CudaManifestTest, RejectsBadStructure) {
   EXPECT_TRUE(ParseStatus("tether-cuda-manifest 1\nkernel f 2 1\nint64\n"
                           "tensor float16 3 =s0 * =d1.1\nlaunch f_k0 32 0\nend")
                   .ok());
+}
+
+// Scratch buffers: a fifth number on the kernel line, one line each between
+// the parameters and the launches, sized like a launch count.
+TEST(CudaManifestTest, ScratchBuffersRoundTripAndAreChecked) {
+  const std::string text =
+      "tether-cuda-manifest 1\nkernel sum 2 2 2\ntensor float32 2 * *\ntensor float32 0\n"
+      "scratch float32 1 64\nscratch int64 3 d0.0 d0.1 *\n"
+      "launch sum_k0 256 1 16384\nlaunch sum_k1 256 1 256\nend\n";
+  absl::StatusOr<std::vector<CudaKernelInfo>> parsed = ParseCudaManifest(text);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  ASSERT_EQ((*parsed)[0].scratch.size(), 2u);
+  EXPECT_EQ((*parsed)[0].scratch[1].dtype, DataType::Int(64));
+  EXPECT_EQ((*parsed)[0].scratch[1].count, (std::vector<std::string>{"d0.0", "d0.1", "*"}));
+  EXPECT_EQ(FormatCudaManifest(*parsed), text);
+  // Without scratch the kernel line keeps its four words.
+  EXPECT_THAT(FormatCudaManifest({CudaKernelInfo{"f", {}, {}, {{"f_k0", 1, {"1"}}}}}),
+              HasSubstr("kernel f 0 1\n"));
+
+  auto with = [&](absl::string_view kernel_line, absl::string_view scratch_line) {
+    return ParseStatus(absl::StrCat("tether-cuda-manifest 1\n", kernel_line,
+                                    "\ntensor float32 1 *\n", scratch_line,
+                                    "\nlaunch f_k0 256 1 d0.0\nend\n"));
+  };
+  EXPECT_TRUE(with("kernel f 1 1 1", "scratch float16 3 d0.0 2 *").ok());
+  const struct {
+    const char* kernel;
+    const char* scratch;
+    const char* fragment;
+  } bad[] = {
+      {"kernel f 1 1 x", "scratch float32 1 4", "line 2: bad scratch count x"},
+      {"kernel f 1 1 17", "scratch float32 1 4", "line 2: bad scratch count 17 (expected 0 to 16)"},
+      {"kernel f 1 1 1 1", "scratch float32 1 4", "line 2: expected kernel <name>"},
+      {"kernel f 1 1 1", "launch f_k0 256 1 d0.0", "line 4: expected scratch 0 of kernel f"},
+      {"kernel f 1 1 1", "scratch floaty 1 4", "line 4: bad dtype floaty"},
+      {"kernel f 1 1 1", "scratch float32 0 4", "line 4: bad scratch size length 0"},
+      {"kernel f 1 1 1", "scratch float32 2 4", "line 4: scratch size has 1 tokens, expected 2"},
+      {"kernel f 1 1 1", "scratch float32 1 d1.0", "line 4: count refers to d1.0"},
+      {"kernel f 1 1 1", "scratch float32 2 4 +", "line 4: count operator + has too few"},
+      {"kernel f 1 1 1", "scratch float32 2 4 4", "line 4: count program leaves 2 values"},
+  };
+  for (const auto& c : bad) {
+    absl::Status s = with(c.kernel, c.scratch);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << c.scratch << ": " << s;
+    EXPECT_THAT(s.message(), HasSubstr(c.fragment)) << c.kernel << " / " << c.scratch;
+  }
+  EXPECT_THAT(ParseStatus("tether-cuda-manifest 1\nkernel f 0 1 1").message(),
+              HasSubstr("line 2: kernel f is missing scratch 0"));
 }
 
 // ---- Blob ----------------------------------------------------------------------
@@ -569,6 +626,18 @@ TEST(CudaKernelLibraryTest, CallEvaluatesCountsBeforeTheDriver) {
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("kernel rows launch rows_k1: count program \"d0.0 s1 /\": "
                                      "division by zero"));
+}
+
+TEST(CudaKernelLibraryTest, CallSizesScratchBeforeTheDriver) {
+  Function part = LoadKernel("part");
+  Tensor x = FakeTensor({4}, DataType::Float(32), Device::Cuda(0));
+  absl::Status s = CallStatus(part, {x, Value(int64_t{-3})});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("kernel part scratch 0: size -3 is negative"));
+  s = CallStatus(part, {x, Value(int64_t{1} << 62)});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(),
+              HasSubstr("kernel part scratch 0: 4611686018427387904 elements of float32 overflow"));
 }
 
 TEST(CudaKernelLibraryTest, CheckedCallWithoutAGpuIsUnavailable) {
