@@ -42,6 +42,18 @@ Stmt Threads(const std::function<Stmt(const PrimExpr&)>& body) {
   return Loop("t", kThreads, ForKind::kThread, body);
 }
 
+// A block's tile of C, rows x cols, as the schedule for `g` makes it.
+struct TileShape {
+  int64_t rows, cols;
+};
+TileShape TileOf(const BlockGemm& g) {
+  if (UsesTensorCores(g)) {
+    return {kWarpRows * kFrag * PerThread(g.m, kWarpRows * kFrag, 4),
+            kWarpCols * kFrag * PerThread(g.n, kWarpCols * kFrag, 2)};
+  }
+  return {kSide * PerThread(g.m), kSide * PerThread(g.n)};
+}
+
 // Whether a side of extent `e`, tiled by `tile`, never has a partial tile.
 bool Divides(int64_t tile, const PrimExpr& e) {
   const int64_t* c = e.as_int();
@@ -157,9 +169,8 @@ Stmt Stage(const OperandTile& o, const PrimExpr& stage, const PrimExpr& t, Stage
 
 // The tensor-core schedule (block_gemm.h).
 Stmt TensorCoreSchedule(const BlockGemm& g) {
-  const int64_t fm = PerThread(g.m, kWarpRows * kFrag, 4),
-                fn = PerThread(g.n, kWarpCols * kFrag, 2);
-  const int64_t bm = kWarpRows * kFrag * fm, bn = kWarpCols * kFrag * fn;
+  const auto [bm, bn] = TileOf(g);
+  const int64_t fm = bm / (kWarpRows * kFrag), fn = bn / (kWarpCols * kFrag);
   const PrimExpr mt = CeilDiv(g.m, bm), nt = CeilDiv(g.n, bn);
   const DataType f32 = DataType::Float(32);
   const bool whole = Divides(bm, g.m) && Divides(bn, g.n);
@@ -277,6 +288,28 @@ Stmt TensorCoreSchedule(const BlockGemm& g) {
   });
 }
 
+// Split-K: when the tiles are too few to fill a GPU and k is long, the k
+// extent is split into chunks, each a product of its own whose partial C
+// goes to scratch, and a second launch sums each element's partials in
+// order. Chunks divide k exactly and keep at least kMinChunkSteps steps.
+constexpr int64_t kSplitTargetBlocks = 128;  // about one block per SM
+constexpr int64_t kMinChunkSteps = 8;
+
+int64_t KSplits(const BlockGemm& g) {
+  const auto [bm, bn] = TileOf(g);
+  const int64_t* batches = g.batches.as_int();
+  const int64_t *m = g.m.as_int(), *n = g.n.as_int(), *k = g.k.as_int();
+  if (batches == nullptr || m == nullptr || n == nullptr || k == nullptr) return 1;
+  const int64_t tiles = *batches * ((*m + bm - 1) / bm) * ((*n + bn - 1) / bn);
+  const int64_t step = UsesTensorCores(g) ? kTcStepK : kStepK;
+  const int64_t most =
+      std::min(kSplitTargetBlocks / std::max<int64_t>(tiles, 1), *k / (step * kMinChunkSteps));
+  for (int64_t d = most; d >= 2; --d) {
+    if (*k % d == 0) return d;
+  }
+  return 1;
+}
+
 }  // namespace
 
 bool UsesTensorCores(const BlockGemm& g) {
@@ -291,10 +324,11 @@ bool WorthBlockGemm(const PrimExpr& m, const PrimExpr& n) {
   return (mc == nullptr || *mc >= kSide) && (nc == nullptr || *nc >= kSide);
 }
 
-Stmt BlockGemmSchedule(const BlockGemm& g) {
-  if (UsesTensorCores(g)) return TensorCoreSchedule(g);
-  const int64_t tm = PerThread(g.m), tn = PerThread(g.n);
-  const int64_t bm = kSide * tm, bn = kSide * tn;
+namespace {
+
+Stmt SimtSchedule(const BlockGemm& g) {
+  const auto [bm, bn] = TileOf(g);
+  const int64_t tm = bm / kSide, tn = bn / kSide;
   const PrimExpr mt = CeilDiv(g.m, bm), nt = CeilDiv(g.n, bn);
   const PrimExpr zero = MakeConst(g.acc_t, 0);
   // Thread (ty, tx) owns rows ty * gm + (i % gm) + (i / gm) * 16 gm: runs
@@ -399,6 +433,37 @@ Stmt BlockGemmSchedule(const BlockGemm& g) {
         as,
         Allocate(bs, Allocate(a_next, Allocate(b_next, Allocate(acc, Seq({init, kloop, store}))))));
   });
+}
+
+}  // namespace
+
+Stmt BlockGemmSchedule(const BlockGemm& g) {
+  const int64_t splits = KSplits(g);
+  if (splits == 1) return UsesTensorCores(g) ? TensorCoreSchedule(g) : SimtSchedule(g);
+  // Chunk s of batch b is batch s * batches + b of a product over k / splits.
+  const PrimExpr batches = g.batches, m = g.m, n = g.n, chunk(*g.k.as_int() / splits);
+  Buffer partial = MakeBuffer("gemm_partial", g.acc_t, {batches * m * n * splits});
+  BlockGemm part = g;
+  part.batches = batches * splits;
+  part.k = chunk;
+  part.a = [&](const PrimExpr& b, const PrimExpr& i, const PrimExpr& k) {
+    return g.a(FloorMod(b, batches), i, FloorDiv(b, batches) * chunk + k);
+  };
+  part.b = [&](const PrimExpr& b, const PrimExpr& k, const PrimExpr& j) {
+    return g.b(FloorMod(b, batches), FloorDiv(b, batches) * chunk + k, j);
+  };
+  part.store = [&](const PrimExpr& b, const PrimExpr& i, const PrimExpr& j, const PrimExpr& v) {
+    return Store(partial, {(b * m + i) * n + j}, v);
+  };
+  Stmt products = UsesTensorCores(part) ? TensorCoreSchedule(part) : SimtSchedule(part);
+  // One thread per element of C: its partials in chunk order, then the store.
+  const PrimExpr elements = batches * m * n;
+  Stmt sum = Loop("e", elements, ForKind::kParallel, [&](const PrimExpr& e) {
+    PrimExpr total = Load(partial, {e});
+    for (int64_t s = 1; s < splits; ++s) total = total + Load(partial, {e + elements * s});
+    return g.store(FloorDiv(e, m * n), FloorMod(FloorDiv(e, n), m), FloorMod(e, n), total);
+  });
+  return Allocate(partial, Seq({products, sum}));
 }
 
 }  // namespace tether::compiler

@@ -53,7 +53,11 @@ bool WorthBlockGemm(const PrimExpr& m, const PrimExpr& n);
 bool UsesTensorCores(const BlockGemm& g);
 
 // The kBlock loop over (batch, m tile, n tile). Tiles of 128 x 128, or
-// smaller along a side whose constant extent is below 128.
+// smaller along a side whose constant extent is below 128. When the tiles
+// are fewer than a GPU has SMs (constant extents) and k is long (split-K):
+// a kGlobal partial buffer around that loop over (k chunk, batch, tiles),
+// each chunk's product stored to its part of the buffer, then a kParallel
+// loop summing each element's partials in chunk order and storing it.
 Stmt BlockGemmSchedule(const BlockGemm& g);
 
 }  // namespace tether::compiler

@@ -5,8 +5,8 @@
 // after the leading lets, exactly one kParallel loop (or one kBlock loop:
 // a block schedule), no kGlobal allocation, no assertion, no vectorized
 // loop and no nested parallel loop, so SplitForDevice makes it one launch.
-// The exception is a split reduction: block loops in sequence inside kGlobal
-// allocations, the launches and their scratch.
+// The exceptions are split reductions and split-K products: loops in
+// sequence inside kGlobal allocations, the launches and their scratch.
 // GPU-mode kernels are ordinary kernel IR, so they are compiled for the CPU
 // here and must compute what the CPU-mode kernels compute, on random inputs
 // of awkward shapes; whole modules through RunPipeline(gpu) must compute
@@ -158,27 +158,29 @@ bool ExpectGpuFriendly(const KernelFunc& kernel) {
   }
   std::vector<Stmt> loops = {top};
   if (const auto* seq = top.as<SeqStmtNode>(); seq != nullptr && scratch > 0) loops = seq->seq;
-  bool blocks = false;
+  int block_loops = 0, parallel_loops = 0;
   for (const Stmt& l : loops) {
     const auto* loop = l.as<ForNode>();
     EXPECT_NE(loop, nullptr) << "the body after its lets is not loops";
     if (loop == nullptr) return false;
-    blocks = loop->for_kind == ForKind::kBlock;
-    if (!blocks) {
+    if (loop->for_kind == ForKind::kBlock) {
+      ++block_loops;
+    } else {
       EXPECT_EQ(loop->for_kind, ForKind::kParallel);
-      EXPECT_EQ(scratch, 0) << "scratch is for block loops";
+      ++parallel_loops;
     }
+  }
+  if (scratch > 0) {
+    EXPECT_GE(block_loops, 1) << "scratch is for block loops";
   }
   BodyCensus c;
   Census(kernel->body, &c);
   EXPECT_EQ(c.global_allocations, scratch);
   EXPECT_EQ(c.asserts, 0);
   EXPECT_EQ(c.vectorized_loops, 0);
-  EXPECT_EQ(c.parallel_loops, blocks ? 0 : 1);
-  EXPECT_EQ(c.block_loops, blocks ? static_cast<int>(loops.size()) : 0);
-  if (blocks) {
-    EXPECT_GE(c.thread_loops, 2 * static_cast<int>(loops.size()));  // barriers inside
-  }
+  EXPECT_EQ(c.parallel_loops, parallel_loops);  // none nested
+  EXPECT_EQ(c.block_loops, block_loops);
+  EXPECT_GE(c.thread_loops, 2 * block_loops);  // barriers inside each
   // Device lowering accepts it: one launch per loop, grid-stride over
   // threads or over blocks, the scratch passed to each.
   absl::StatusOr<DeviceKernel> split = SplitForDevice(kernel);
@@ -186,11 +188,11 @@ bool ExpectGpuFriendly(const KernelFunc& kernel) {
   if (!split.ok()) return false;
   EXPECT_EQ(split->launches.size(), loops.size());
   EXPECT_EQ(split->scratch.size(), static_cast<size_t>(scratch));
-  for (const DeviceLaunch& l : split->launches) {
-    EXPECT_FALSE(l.serial);
-    EXPECT_EQ(l.blocks, blocks);
+  for (size_t i = 0; i < loops.size() && i < split->launches.size(); ++i) {
+    EXPECT_FALSE(split->launches[i].serial);
+    EXPECT_EQ(split->launches[i].blocks, loops[i].as<ForNode>()->for_kind == ForKind::kBlock);
   }
-  return blocks;
+  return block_loops > 0;
 }
 
 // Lowers `op` on tensor operands shaped like `inputs` for the CPU and for a
@@ -294,6 +296,9 @@ TEST(GpuLoweringTest, MatmulMatchesCpuOnAwkwardShapes) {
       {{3, 1, 64, 9}, {2, 9, 40}},  // broadcast batch dims, 6 tiles
       {{32, 5}, {5, 32}},           // the smallest, k below one step
       {{2, 128, 16}, {16, 256}},    // whole tiles: no masks, clamps or bounds checks
+      // Split-K: few tiles and a long k, chunks summed by a second launch.
+      {{32, 512}, {512, 128}},    // one tile, 8 chunks of 64
+      {{2, 20, 192}, {192, 24}},  // two tiles, 3 chunks of 64, partial tiles
   };
   uint32_t seed = 1;
   for (const Case& c : cases) {
@@ -333,6 +338,26 @@ bool LowersToTensorCores(const std::string& op, const std::vector<HostTensor>& i
   BodyCensus c = GpuCensus(op, inputs, arch, std::move(attrs));
   EXPECT_EQ(c.warp_loops > 0, c.matrix_tiles > 0);
   return c.matrix_tiles > 0;
+}
+
+TEST(GpuLoweringTest, FewTilesWithALongKSplitK) {
+  BodyCensus c =
+      GpuCensus("relax.matmul", {Random({32, 512}, kF32, 7), Random({512, 128}, kF32, 8)}, 0);
+  EXPECT_EQ(c.global_allocations, 1);  // the partials
+  EXPECT_EQ(c.block_loops, 1);         // the chunks' products
+  EXPECT_EQ(c.parallel_loops, 1);      // the sums
+  // Enough tiles, or a short k: one product.
+  c = GpuCensus("relax.matmul", {Random({512, 64}, kF32, 7), Random({64, 512}, kF32, 8)}, 0);
+  EXPECT_EQ(c.global_allocations, 0);
+  c = GpuCensus("relax.matmul", {Random({32, 96}, kF32, 7), Random({96, 32}, kF32, 8)}, 0);
+  EXPECT_EQ(c.global_allocations, 0);
+  // On tensor cores (k 32 at a time), 4 chunks of 256; float16 partials in
+  // float32, summed before the one rounding.
+  c = GpuCensus("relax.matmul", {Random({64, 1024}, kF16, 9), Random({1024, 64}, kF16, 10)}, 80);
+  EXPECT_EQ(c.global_allocations, 1);
+  EXPECT_GT(c.matrix_tiles, 0);
+  ExpectGpuMatchesCpu("relax.matmul", {Random({64, 1024}, kF16, 9), Random({1024, 64}, kF16, 10)},
+                      {}, -1, 80);
 }
 
 TEST(GpuLoweringTest, TensorCoreMatmulMatchesCpu) {
@@ -461,6 +486,8 @@ TEST(GpuLoweringTest, Conv2dMatchesCpuAcrossStridesPaddingDilationAndGroups) {
       {{2, 3, 13, 12}, {17, 3, 3, 2}, ConvAttrs({2, 3}, {2, 0, 1, 3}, {2, 1}, 1)},
       {{1, 6, 9, 9}, {40, 3, 3, 3}, ConvAttrs({1, 1}, {1, 1, 1, 1}, {1, 1}, 2)},
       {{1, 3, 14, 15}, {33, 3, 5, 5}, ConvAttrs({1, 1}, {2, 2, 2, 2}, {1, 1}, 1)},
+      // One 16 x 16 tile and k = 64 x 3 x 3: split-K, 9 chunks of 64.
+      {{1, 64, 4, 4}, {16, 64, 3, 3}, ConvAttrs({1, 1}, {1, 1, 1, 1}, {1, 1}, 1)},
   };
   uint32_t seed = 20;
   for (const Case& c : cases) {
