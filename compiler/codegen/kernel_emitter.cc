@@ -26,45 +26,6 @@
 #include "runtime/vm/kernel_library.h"
 
 namespace tether::compiler::codegen::emitter_internal {
-namespace {
-
-// The buffers `s` stores to (stores, tensor-core stores, asynchronous copies).
-void StoredBuffers(const Stmt& s, absl::flat_hash_set<const BufferNode*>* out) {
-  if (!s.defined()) return;
-  switch (s.kind()) {
-    case StmtKind::kStore:
-      out->insert(s.as<StoreNode>()->buffer.get());
-      return;
-    case StmtKind::kMatrixTile: {
-      const MatrixTileNode* m = s.as<MatrixTileNode>();
-      if (m->op == MatrixOp::kStore) out->insert(m->args[0].buffer.get());
-      return;
-    }
-    case StmtKind::kAsyncCopy: {
-      const AsyncCopyNode* c = s.as<AsyncCopyNode>();
-      if (c->op == AsyncOp::kCopy) out->insert(c->dst.buffer.get());
-      return;
-    }
-    case StmtKind::kFor:
-      return StoredBuffers(s.as<ForNode>()->body, out);
-    case StmtKind::kLet:
-      return StoredBuffers(s.as<LetStmtNode>()->body, out);
-    case StmtKind::kAllocate:
-      return StoredBuffers(s.as<AllocateNode>()->body, out);
-    case StmtKind::kAssert:
-      return StoredBuffers(s.as<AssertStmtNode>()->body, out);
-    case StmtKind::kIf:
-      StoredBuffers(s.as<IfThenElseNode>()->then_case, out);
-      return StoredBuffers(s.as<IfThenElseNode>()->else_case, out);
-    case StmtKind::kSeq:
-      for (const Stmt& c : s.as<SeqStmtNode>()->seq) StoredBuffers(c, out);
-      return;
-    case StmtKind::kEvaluate:
-      return;
-  }
-}
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<llvm::Module>> Emitter::Run(const std::vector<KernelFunc>& kernels) {
   if (!options_.emit.empty() && (options_.system_lib || options_.emit.size() != kernels.size())) {
@@ -308,7 +269,7 @@ absl::Status Emitter::EmitDeviceEntry(const KernelFunc& k) {
   // would keep values in registers across a barrier that another thread's
   // store to it precedes.
   absl::flat_hash_set<const BufferNode*> stored;
-  StoredBuffers(k->body, &stored);
+  VisitStoredBuffers(k->body, [&](const Buffer& b) { stored.insert(b.get()); });
   unsigned arg = 0;
   for (size_t i = 0; i + 2 < n; ++i, ++arg) {
     const KernelParam& p = k->params[i];

@@ -355,37 +355,9 @@ class SharedReadCheck {
   // A kThread or kWarp loop: its stores against the pending reads, then the
   // barrier.
   void Stores(const Stmt& s) {
-    if (!s.defined() || !status_.ok()) return;
-    switch (s.kind()) {
-      case StmtKind::kStore: {
-        const StoreNode* n = s.as<StoreNode>();
-        return Store(n->buffer);
-      }
-      case StmtKind::kMatrixTile: {
-        const MatrixTileNode* n = s.as<MatrixTileNode>();
-        if (n->op == MatrixOp::kStore) Store(n->args[0].buffer);
-        return;
-      }
-      case StmtKind::kAsyncCopy: {
-        const AsyncCopyNode* n = s.as<AsyncCopyNode>();
-        if (n->op == AsyncOp::kCopy) Store(n->dst.buffer);
-        return;
-      }
-      case StmtKind::kSeq:
-        for (const Stmt& c : s.as<SeqStmtNode>()->seq) Stores(c);
-        return;
-      case StmtKind::kFor:
-        return Stores(s.as<ForNode>()->body);
-      case StmtKind::kLet:
-        return Stores(s.as<LetStmtNode>()->body);
-      case StmtKind::kAllocate:
-        return Stores(s.as<AllocateNode>()->body);
-      case StmtKind::kIf:
-        Stores(s.as<IfThenElseNode>()->then_case);
-        return Stores(s.as<IfThenElseNode>()->else_case);
-      default:
-        return;
-    }
+    VisitStoredBuffers(s, [this](const Buffer& b) {
+      if (status_.ok()) Store(b);
+    });
   }
 
   // Block-level statements.

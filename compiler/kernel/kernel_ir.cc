@@ -343,4 +343,38 @@ std::string ToString(const KernelFunc& func) {
   return out;
 }
 
+void VisitStoredBuffers(const Stmt& s, const std::function<void(const Buffer&)>& f) {
+  if (!s.defined()) return;
+  switch (s.kind()) {
+    case StmtKind::kStore:
+      return f(s.as<StoreNode>()->buffer);
+    case StmtKind::kMatrixTile: {
+      const MatrixTileNode* m = s.as<MatrixTileNode>();
+      if (m->op == MatrixOp::kStore) f(m->args[0].buffer);
+      return;
+    }
+    case StmtKind::kAsyncCopy: {
+      const AsyncCopyNode* c = s.as<AsyncCopyNode>();
+      if (c->op == AsyncOp::kCopy) f(c->dst.buffer);
+      return;
+    }
+    case StmtKind::kFor:
+      return VisitStoredBuffers(s.as<ForNode>()->body, f);
+    case StmtKind::kLet:
+      return VisitStoredBuffers(s.as<LetStmtNode>()->body, f);
+    case StmtKind::kAllocate:
+      return VisitStoredBuffers(s.as<AllocateNode>()->body, f);
+    case StmtKind::kAssert:
+      return VisitStoredBuffers(s.as<AssertStmtNode>()->body, f);
+    case StmtKind::kIf:
+      VisitStoredBuffers(s.as<IfThenElseNode>()->then_case, f);
+      return VisitStoredBuffers(s.as<IfThenElseNode>()->else_case, f);
+    case StmtKind::kSeq:
+      for (const Stmt& c : s.as<SeqStmtNode>()->seq) VisitStoredBuffers(c, f);
+      return;
+    case StmtKind::kEvaluate:
+      return;
+  }
+}
+
 }  // namespace tether::compiler

@@ -50,6 +50,7 @@
 #ifndef TETHER_COMPILER_KERNEL_KERNEL_IR_H_
 #define TETHER_COMPILER_KERNEL_KERNEL_IR_H_
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -289,6 +290,10 @@ Stmt AsyncFence(int pending);
 // What an AsyncCopyNode does on a CPU: the copy's element loop, or nothing
 // (an undefined Stmt) for a fence.
 Stmt ExpandAsyncCopy(const AsyncCopyNode& n);
+
+// Calls f(buffer) for each store in `s` (stores, tensor-core stores,
+// asynchronous copies), in statement order.
+void VisitStoredBuffers(const Stmt& s, const std::function<void(const Buffer&)>& f);
 
 // A kernel parameter: a tensor (a DLTensor* at run time, described by
 // `buffer`, whose shape vars are bound from the DLTensor at entry and whose
