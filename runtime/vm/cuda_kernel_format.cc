@@ -230,6 +230,25 @@ absl::Status CheckCountProgram(const std::vector<std::string>& program,
   return absl::OkStatus();
 }
 
+// The count program that ends a line: words[at] is its length n (at least
+// `min_length`), the n words after it its tokens, checked by
+// CheckCountProgram. `what` names it in messages ("count", "scratch size").
+absl::Status ParseProgram(const std::vector<absl::string_view>& words, size_t at,
+                          absl::string_view what, int64_t min_length,
+                          const std::vector<CudaParamInfo>& params, int line,
+                          std::vector<std::string>* out) {
+  int64_t n = 0;
+  if (!ParseDecimal(words[at], false, &n) || n < min_length || n > kMaxCountTokens) {
+    return LineError(line, absl::StrCat("bad ", what, " length ", words[at]));
+  }
+  if (words.size() != static_cast<size_t>(n) + at + 1) {
+    return LineError(line,
+                     absl::StrCat(what, " has ", words.size() - at - 1, " tokens, expected ", n));
+  }
+  for (size_t t = at + 1; t < words.size(); ++t) out->emplace_back(words[t]);
+  return CheckCountProgram(*out, params, line);
+}
+
 // ---- The blob ----------------------------------------------------------------
 
 void AppendU32(std::string* out, uint32_t v) {
@@ -409,16 +428,8 @@ absl::StatusOr<std::vector<CudaKernelInfo>> ParseCudaManifest(absl::string_view 
         return LineError(line, absl::StrCat("bad dtype ", w[1]));
       }
       info.dtype = *dtype;
-      int64_t n = 0;
-      if (!ParseDecimal(w[2], false, &n) || n < 1 || n > kMaxCountTokens) {
-        return LineError(line, absl::StrCat("bad scratch size length ", w[2]));
-      }
-      if (w.size() != static_cast<size_t>(n) + 3) {
-        return LineError(line,
-                         absl::StrCat("scratch size has ", w.size() - 3, " tokens, expected ", n));
-      }
-      for (size_t t = 3; t < w.size(); ++t) info.count.emplace_back(w[t]);
-      TETHER_RETURN_IF_ERROR(CheckCountProgram(info.count, k.params, line));
+      TETHER_RETURN_IF_ERROR(
+          ParseProgram(w, 2, "scratch size", /*min_length=*/1, k.params, line, &info.count));
       k.scratch.push_back(std::move(info));
     }
     for (int64_t l = 0; l < num_launches; ++l) {
@@ -440,15 +451,8 @@ absl::StatusOr<std::vector<CudaKernelInfo>> ParseCudaManifest(absl::string_view 
                          absl::StrCat("bad block size ", w[2], " (expected 1 to ", kMaxBlock, ")"));
       }
       launch.block = static_cast<int>(block);
-      int64_t n = 0;
-      if (!ParseDecimal(w[3], false, &n) || n > kMaxCountTokens) {
-        return LineError(line, absl::StrCat("bad count length ", w[3]));
-      }
-      if (w.size() != static_cast<size_t>(n) + 4) {
-        return LineError(line, absl::StrCat("count has ", w.size() - 4, " tokens, expected ", n));
-      }
-      for (size_t t = 4; t < w.size(); ++t) launch.count.emplace_back(w[t]);
-      TETHER_RETURN_IF_ERROR(CheckCountProgram(launch.count, k.params, line));
+      TETHER_RETURN_IF_ERROR(
+          ParseProgram(w, 3, "count", /*min_length=*/0, k.params, line, &launch.count));
       k.launches.push_back(std::move(launch));
     }
     kernels.push_back(std::move(k));
