@@ -62,12 +62,7 @@ Value MakeRemoteTensorValue(uint64_t id, rpc::TensorSpec spec) {
 
 absl::Status RemoteSession::ConvertStatus(const grpc::Status& status,
                                           const grpc::ClientContext& context) {
-  if (status.ok()) return absl::OkStatus();
-  std::string kind;
-  const auto& trailers = context.GetServerTrailingMetadata();
-  auto it = trailers.find(rpc::kErrorKindTrailer);
-  if (it != trailers.end()) kind.assign(it->second.data(), it->second.size());
-  return rpc::FromGrpcStatus(status, kind);
+  return rpc::FromGrpcCall(status, context);
 }
 
 RemoteSession::RemoteSession(std::shared_ptr<grpc::Channel> channel, ConnectOptions options)
@@ -109,6 +104,7 @@ absl::StatusOr<std::unique_ptr<RemoteSession>> RemoteSession::Connect(absl::stri
   v1::OpenSessionRequest open;
   open.set_idle_timeout_ms(static_cast<uint64_t>(absl::ToInt64Milliseconds(options.idle_timeout)));
   open.set_client_name(options.client_name);
+  open.set_isolate(options.isolate);
   v1::OpenSessionResponse opened;
   grpc::ClientContext ctx;
   session->PrepareContext(&ctx);
@@ -116,6 +112,7 @@ absl::StatusOr<std::unique_ptr<RemoteSession>> RemoteSession::Connect(absl::stri
   TETHER_RETURN_IF_ERROR(ConvertStatus(session->stub_->OpenSession(&ctx, open, &opened), ctx));
   session->session_id_ = opened.session_id();
   session->granted_idle_ = absl::Milliseconds(opened.idle_timeout_ms());
+  session->isolated_ = opened.isolated();
   if (session->granted_idle_ > absl::ZeroDuration()) {
     session->keep_alive_ = std::thread([s = session.get()] { s->KeepAliveLoop(); });
   }
@@ -417,6 +414,18 @@ absl::StatusOr<v1::CallResponse> RemoteSession::CallDirect(v1::CallRequest reque
   if (!response.ok()) direct_.reset();
   // The daemon may have run it: never run a call twice.
   *use_grpc = !response.ok() && !delivered;
+  if (!response.ok() && delivered) {
+    // The connection broke mid-call. The daemon can say why — an isolated
+    // session whose worker process ended answers its keep-alive with that.
+    v1::KeepAliveRequest ping;
+    ping.set_session_id(session_id_);
+    v1::KeepAliveResponse pong;
+    grpc::ClientContext ctx;
+    PrepareContext(&ctx);
+    ctx.set_deadline(ToGpr(absl::Now() + options_.deadline));
+    absl::Status why = ConvertStatus(stub_->KeepAlive(&ctx, ping, &pong), ctx);
+    if (!why.ok()) return why;
+  }
   return response;
 }
 

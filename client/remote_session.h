@@ -37,6 +37,10 @@ struct ConnectOptions {
   // Requested idle lease; zero: the daemon's default.
   absl::Duration idle_timeout = absl::ZeroDuration();
   std::string client_name = "tether-client";
+  // Ask for the session to run in its own worker process on the daemon, so
+  // a crash or a sticky GPU fault of this session leaves the others running
+  // (docs/design/rpc-protocol.md, "Isolated sessions").
+  bool isolate = false;
   // Largest gRPC message either way. Tensors above the daemon's inline limit
   // travel in chunks, so this only has to cover inline tensors plus slack.
   int max_message_bytes = 64 << 20;
@@ -111,6 +115,8 @@ class RemoteSession {
   const v1::Limits& limits() const { return handshake_.limits(); }
   const std::string& session_id() const { return session_id_; }
   absl::Duration granted_idle_timeout() const { return granted_idle_; }
+  // Whether the session runs in its own worker process on the daemon.
+  bool isolated() const { return isolated_; }
 
   // Uploads an executable (its bytes) unless the daemon has it; returns its
   // SHA-256. module_streams() counts the uploads that actually streamed.
@@ -170,6 +176,7 @@ class RemoteSession {
   v1::HandshakeResponse handshake_;
   std::string session_id_;
   absl::Duration granted_idle_ = absl::ZeroDuration();
+  bool isolated_ = false;
   std::atomic<uint64_t> module_streams_{0};
   std::atomic<uint64_t> next_request_id_{1};
 

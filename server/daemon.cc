@@ -132,6 +132,10 @@ class DaemonImpl final : public Daemon {
 
   absl::Status Init(DaemonOptions options) {
     if (options.listen.empty()) return absl::InvalidArgumentError("no listen address given");
+    const bool worker = !options.worker_session_id.empty();
+    if (options.isolate_sessions && options.worker_program.empty()) {
+      return absl::InvalidArgumentError("isolate_sessions needs a worker_program");
+    }
     if (options.chunk_bytes == 0 || options.max_sessions == 0) {
       return absl::InvalidArgumentError("chunk_bytes and max_sessions must be positive");
     }
@@ -149,6 +153,7 @@ class DaemonImpl final : public Daemon {
         ModuleStore::Open(options.store_dir, options.store_quota_bytes);
     if (!store.ok()) return store.status();
     store_ = std::move(*store);
+    if (!options.store_import_dir.empty()) store_->set_import_dir(options.store_import_dir);
     int threads = std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 2, 16);
     executor_ = std::make_unique<Executor>(threads);
     timer_ = std::make_unique<DeadlineTimer>();
@@ -157,7 +162,17 @@ class DaemonImpl final : public Daemon {
     session_limits.default_idle_timeout = options.session_idle_timeout;
     session_limits.max_idle_timeout = std::max(options.session_idle_timeout, absl::Hours(24));
     session_limits.log_events = options.log_events;
+    if (worker) {
+      // Its daemon keeps the lease; the worker's session lasts until killed.
+      session_limits.max_sessions = 1;
+      session_limits.max_idle_timeout = absl::InfiniteDuration();
+    }
     sessions_ = std::make_unique<SessionTable>(session_limits, executor_.get(), store_.get());
+    if (worker) {
+      absl::StatusOr<std::shared_ptr<Session>> session =
+          sessions_->Open("worker", absl::InfiniteDuration(), std::move(options.worker_session_id));
+      if (!session.ok()) return session.status();
+    }
     ServiceLimits limits;
     limits.max_inline_tensor_bytes = options.max_inline_tensor_bytes;
     limits.chunk_bytes = options.chunk_bytes;
@@ -167,6 +182,18 @@ class DaemonImpl final : public Daemon {
     limits.max_message_bytes = std::min<uint64_t>(limits.max_message_bytes, INT32_MAX);
     service_ = std::make_unique<TetherService>(limits, store_.get(), sessions_.get(),
                                                executor_.get(), timer_.get(), options.auth_token);
+    if (!worker && !options.worker_program.empty()) {
+      WorkerOptions worker_options;
+      worker_options.program = options.worker_program;
+      worker_options.scratch_dir = std::filesystem::temp_directory_path().string();
+      worker_options.store_dir = options.store_dir;
+      worker_options.max_message_bytes = limits.max_message_bytes;
+      worker_options.max_inline_tensor_bytes = limits.max_inline_tensor_bytes;
+      worker_options.chunk_bytes = limits.chunk_bytes;
+      worker_options.direct_channel = options.direct_channel;
+      worker_options.direct_spin = options.direct_spin;
+      service_->set_isolation(std::move(worker_options), options.isolate_sessions);
+    }
 
     if (options.direct_channel) {
       DirectChannelOptions direct_options;
@@ -213,13 +240,16 @@ class DaemonImpl final : public Daemon {
     if (options.log_events) {
       std::fprintf(stderr,
                    "tetherd: event=listening addresses=\"%s\" port=%d store=%s tls=%s token=%s "
-                   "direct=%s\n",
+                   "direct=%s isolation=%s\n",
                    absl::StrJoin(options.listen, ",").c_str(), port_, options.store_dir.c_str(),
                    options.tls_cert_file.empty()        ? "off"
                    : options.tls_client_ca_file.empty() ? "on"
                                                         : "mutual",
                    options.auth_token.empty() ? "off" : "on",
-                   direct_ ? direct_->address().c_str() : "off");
+                   direct_ ? direct_->address().c_str() : "off",
+                   options.isolate_sessions         ? "every-session"
+                   : options.worker_program.empty() ? "off"
+                                                    : "on-request");
     }
     return absl::OkStatus();
   }

@@ -53,6 +53,21 @@ struct DaemonOptions {
   // How long a direct connection polls for the next request after a reply
   // before its thread sleeps (DirectChannelOptions::spin); zero: never polls.
   absl::Duration direct_spin = absl::Microseconds(30);
+  // Session isolation (docs/design/rpc-protocol.md, "Isolated sessions"):
+  // a session that asks for it — every session when isolate_sessions is set —
+  // runs in its own worker process, started from worker_program (a tetherd;
+  // the binary passes "/proc/self/exe"), so a crash or a sticky device fault
+  // ends only that session. Without a worker_program sessions cannot be
+  // isolated (isolate_sessions is then INVALID_ARGUMENT).
+  bool isolate_sessions = false;
+  std::string worker_program;
+  // Worker mode (tetherd --worker-lifeline-fd): the daemon serves only the
+  // session worker_session_id, opened at start and never expiring (its
+  // parent daemon keeps the lease).
+  std::string worker_session_id;
+  // Modules missing from the store are imported from this directory on
+  // first use (a session worker reads its daemon's store).
+  std::string store_import_dir;
 };
 
 // Thread contract: thread-safe.

@@ -3,12 +3,15 @@
 // --insecure is given, writes --port-file once bound, and on SIGTERM or SIGINT
 // drains in-flight calls, closes sessions and exits 0.
 #include <signal.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/ascii.h"
@@ -38,6 +41,11 @@ constexpr char kUsage[] =
     "  --no-direct-channel           keep same-host VM calls on gRPC (no loopback direct channel)\n"
     "  --direct-spin-us N            direct channel: poll N us for the next request before\n"
     "                                sleeping (default 30; 0: never poll)\n"
+    "  --isolate-sessions            run every session in its own worker process, so a crash\n"
+    "                                or a sticky GPU fault ends only that session (clients\n"
+    "                                may ask for it per session without this flag)\n"
+    "  --max-inline-bytes BYTES      largest tensor sent inline in a message (default 1M)\n"
+    "  --chunk-bytes BYTES           tensor and module stream chunk (default 1M)\n"
     "  --help                        show this help\n";
 
 bool ParseBytes(std::string text, uint64_t* out) {
@@ -92,6 +100,9 @@ int Fail(const std::string& message) {
 int main(int argc, char** argv) {
   tether::server::DaemonOptions options;
   options.listen.clear();
+  // Workers of isolated sessions run this very binary.
+  options.worker_program = "/proc/self/exe";
+  int lifeline_fd = -1;
   std::string port_file;
   bool insecure = false;
   for (int i = 1; i < argc; ++i) {
@@ -101,7 +112,7 @@ int main(int argc, char** argv) {
       value = flag.substr(eq + 1);
       flag = flag.substr(0, eq);
     } else if (flag != "--help" && flag != "-h" && flag != "--insecure" && flag != "--reflection" &&
-               flag != "--no-direct-channel") {
+               flag != "--no-direct-channel" && flag != "--isolate-sessions") {
       if (i + 1 >= argc) return Fail(absl::StrCat(flag, " needs a value\n", kUsage));
       value = argv[++i];
     }
@@ -114,6 +125,21 @@ int main(int argc, char** argv) {
       options.enable_reflection = true;
     } else if (flag == "--no-direct-channel") {
       options.direct_channel = false;
+    } else if (flag == "--isolate-sessions") {
+      options.isolate_sessions = true;
+    } else if (flag == "--worker-import-dir") {
+      options.store_import_dir = value;  // internal, with --worker-lifeline-fd
+    } else if (flag == "--worker-lifeline-fd") {
+      // Internal: how a daemon starts the worker of an isolated session.
+      if (!absl::SimpleAtoi(value, &lifeline_fd) || lifeline_fd < 3) {
+        return Fail(absl::StrCat("bad ", flag));
+      }
+    } else if (flag == "--max-inline-bytes" || flag == "--chunk-bytes") {
+      uint64_t* out =
+          flag == "--chunk-bytes" ? &options.chunk_bytes : &options.max_inline_tensor_bytes;
+      if (!ParseBytes(value, out) || *out == 0 || *out > (uint64_t{256} << 20)) {
+        return Fail(absl::StrCat("bad ", flag, " \"", value, "\" (1 byte to 256M)"));
+      }
     } else if (flag == "--direct-spin-us") {
       int64_t us = 0;
       if (!absl::SimpleAtoi(value, &us) || us < 0 || us > 1000000) {
@@ -156,7 +182,29 @@ int main(int argc, char** argv) {
       return Fail(absl::StrCat("unknown flag ", flag, "\n", kUsage));
     }
   }
-  if (options.listen.empty()) options.listen.push_back("127.0.0.1:9190");
+  if (lifeline_fd >= 0) {
+    // A worker: one session, named in the environment; it exits when its
+    // daemon closes the lifeline (or dies).
+    const char* session = std::getenv("TETHER_WORKER_SESSION");
+    if (session == nullptr || options.listen.size() != 1 ||
+        !absl::StartsWith(options.listen[0], "unix:")) {
+      return Fail("--worker-lifeline-fd is for tetherd's own session workers");
+    }
+    options.worker_session_id = session;
+    unsetenv("TETHER_WORKER_SESSION");
+    options.log_events = false;
+    options.isolate_sessions = false;
+    std::thread([lifeline_fd] {
+      char byte;
+      for (;;) {
+        ssize_t n = ::read(lifeline_fd, &byte, 1);
+        if (n == 0 || (n < 0 && errno != EINTR)) break;  // closed: the daemon is gone
+      }
+      ::_exit(0);
+    }).detach();
+  } else if (options.listen.empty()) {
+    options.listen.push_back("127.0.0.1:9190");
+  }
   if (options.tls_cert_file.empty() != options.tls_key_file.empty()) {
     return Fail("--tls-cert and --tls-key must be given together");
   }

@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -233,8 +234,33 @@ absl::Status ModuleStore::Publish(Upload& upload) {
   return absl::OkStatus();
 }
 
+absl::Status ModuleStore::Import(absl::string_view sha256) {
+  const std::string source = absl::StrCat(import_dir_, "/", sha256);
+  // An open file stays readable even if its store evicts it meanwhile.
+  std::ifstream in(source, std::ios::binary | std::ios::ate);
+  if (!in) return absl::NotFoundError(absl::StrCat("module ", sha256, " is not in the store"));
+  const uint64_t size = static_cast<uint64_t>(in.tellg());
+  in.seekg(0);
+  TETHER_ASSIGN_OR_RETURN(std::unique_ptr<Upload> upload, BeginUpload(sha256, size));
+  std::string chunk;
+  for (uint64_t done = 0; done < size; done += chunk.size()) {
+    chunk.resize(static_cast<size_t>(std::min<uint64_t>(size - done, uint64_t{1} << 20)));
+    if (!in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()))) {
+      return absl::InternalError(absl::StrCat("cannot read module ", sha256, " from ", source));
+    }
+    TETHER_RETURN_IF_ERROR(upload->Append(chunk));
+  }
+  return upload->Finish();
+}
+
 absl::StatusOr<Ref<vm::Executable>> ModuleStore::Acquire(absl::string_view sha256) {
   TETHER_RETURN_IF_ERROR(CheckHash(sha256));
+  bool present = false;
+  {
+    absl::MutexLock lock(&mu_);
+    present = entries_.contains(sha256);
+  }
+  if (!present && !import_dir_.empty()) TETHER_RETURN_IF_ERROR(Import(sha256));
   {
     absl::MutexLock lock(&mu_);
     auto it = entries_.find(sha256);

@@ -73,9 +73,17 @@ class ModuleStore {
 
   // Loads (or returns the cached) executable and pins the module against
   // eviction until Release(sha256). NOT_FOUND for an unknown module;
-  // INVALID_ARGUMENT for a corrupt one.
+  // INVALID_ARGUMENT for a corrupt one. A module missing here but present in
+  // the import directory is first copied in (size and hash checked).
   absl::StatusOr<Ref<vm::Executable>> Acquire(absl::string_view sha256);
+
+  // Another store's directory to import modules from on first use (a session
+  // worker reads its daemon's store). Set before use.
+  void set_import_dir(std::string dir) { import_dir_ = std::move(dir); }
   void Release(absl::string_view sha256);
+
+  // The file of module `sha256` (which may be evicted at any time).
+  std::string PathOf(absl::string_view sha256) const;
 
   uint64_t used_bytes() const;
   uint64_t quota_bytes() const { return quota_; }
@@ -90,12 +98,14 @@ class ModuleStore {
   };
 
   ModuleStore(std::string dir, uint64_t quota) : dir_(std::move(dir)), quota_(quota) {}
-  std::string PathOf(absl::string_view sha256) const;
   absl::Status Publish(Upload& upload);
   void TouchLocked(Entry& entry, const std::string& sha256) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Copies `sha256` from import_dir_ through an Upload; NOT_FOUND when absent.
+  absl::Status Import(absl::string_view sha256);
 
   const std::string dir_;
   const uint64_t quota_;
+  std::string import_dir_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, Entry> entries_ ABSL_GUARDED_BY(mu_);
   std::list<std::string> lru_ ABSL_GUARDED_BY(mu_);

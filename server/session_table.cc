@@ -73,13 +73,28 @@ void Session::FinishRun() {
 
 void Session::Interrupt(uint64_t run, absl::StatusCode code) {
   absl::MutexLock lock(&run_mu_);
-  if (run != 0 && run == running_) interrupt_.store(static_cast<int>(code));
+  if (run != 0 && run == running_) {
+    interrupt_.store(static_cast<int>(code));
+    if (worker_) worker_->CancelCalls();
+  }
+}
+
+void Session::InterruptAny(absl::StatusCode code) {
+  absl::MutexLock lock(&run_mu_);
+  interrupt_.store(static_cast<int>(code));
+  if (worker_) worker_->CancelCalls();
+}
+
+void Session::set_worker(std::unique_ptr<SessionWorker> worker) {
+  absl::MutexLock lock(&run_mu_);  // Interrupt and MarkClosed may run meanwhile
+  worker_ = std::move(worker);
 }
 
 void Session::MarkClosed() {
   absl::MutexLock lock(&run_mu_);
   closed_.store(true);
   interrupt_.store(static_cast<int>(absl::StatusCode::kCancelled));
+  if (worker_) worker_->CancelCalls();
 }
 
 bool Session::Expired(absl::Time now) const {
@@ -172,7 +187,8 @@ SessionTable::~SessionTable() {
 }
 
 absl::StatusOr<std::shared_ptr<Session>> SessionTable::Open(absl::string_view client,
-                                                            absl::Duration idle_timeout) {
+                                                            absl::Duration idle_timeout,
+                                                            std::string id) {
   if (idle_timeout <= absl::ZeroDuration()) idle_timeout = limits_.default_idle_timeout;
   idle_timeout = std::min(idle_timeout, limits_.max_idle_timeout);
   std::string client_name(client.substr(0, 128));
@@ -181,8 +197,9 @@ absl::StatusOr<std::shared_ptr<Session>> SessionTable::Open(absl::string_view cl
     return absl::ResourceExhaustedError(
         absl::StrCat("the daemon has its maximum of ", limits_.max_sessions, " sessions open"));
   }
+  if (id.empty()) id = NewSessionId();
   auto session =
-      std::make_shared<Session>(NewSessionId(), client_name, idle_timeout, executor_, store_);
+      std::make_shared<Session>(std::move(id), client_name, idle_timeout, executor_, store_);
   sessions_[session->id()] = session;
   ++opened_;
   if (limits_.log_events) {
@@ -239,7 +256,7 @@ void SessionTable::CloseAll(absl::string_view reason) {
 
 void SessionTable::InterruptAll(absl::StatusCode code) {
   absl::MutexLock lock(&mu_);
-  for (auto& [id, session] : sessions_) session->interrupt().store(static_cast<int>(code));
+  for (auto& [id, session] : sessions_) session->InterruptAny(code);
 }
 
 size_t SessionTable::size() const {

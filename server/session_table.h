@@ -25,6 +25,7 @@
 #include "runtime/vm/local_vm.h"
 #include "server/executor.h"
 #include "server/module_store.h"
+#include "server/session_worker.h"
 
 namespace tether::server {
 
@@ -54,9 +55,19 @@ class Session {
   void FinishRun();
   void Interrupt(uint64_t run, absl::StatusCode code);
 
+  // Sets the interrupt flag whichever call runs (daemon shutdown).
+  void InterruptAny(absl::StatusCode code);
+
   // Closing interrupts the running call; calls still queued fail with
   // CANCELLED instead of running.
   void MarkClosed();
+
+  // The worker process of an isolated session; null when the session runs
+  // in the daemon. Set once, before the session id is handed out; the
+  // session kills its worker when it is released. Interrupts and closing
+  // cancel the worker's calls in flight.
+  void set_worker(std::unique_ptr<SessionWorker> worker);
+  SessionWorker* worker() const { return worker_.get(); }
   bool closed() const { return closed_.load(); }
 
   // Marks activity; calls in flight keep the lease alive.
@@ -101,6 +112,7 @@ class Session {
   absl::flat_hash_map<uint64_t, VmEntry> vms_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, Tensor> tensors_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, Value> objects_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<SessionWorker> worker_;  // last: ends before the rest goes
 };
 
 struct SessionLimits {
@@ -118,8 +130,10 @@ class SessionTable {
 
   // RESOURCE_EXHAUSTED at max_sessions. A zero `idle_timeout` takes the default;
   // longer ones are capped.
+  // `id` names the session instead of a fresh random id (a worker serving
+  // its daemon's session).
   absl::StatusOr<std::shared_ptr<Session>> Open(absl::string_view client,
-                                                absl::Duration idle_timeout);
+                                                absl::Duration idle_timeout, std::string id = "");
   // NOT_FOUND for an unknown or closed session.
   absl::StatusOr<std::shared_ptr<Session>> Get(absl::string_view id);
   // Closes the session: it leaves the table, its running call is interrupted

@@ -122,11 +122,13 @@ class UploadModuleReactor : public grpc::ServerReadReactor<v1::UploadModuleReque
 
 // UploadTensor: header (session, dtype, shape, device), then exactly
 // dtype x shape bytes. CPU tensors are written in place; others are staged on
-// the host and copied once at the end.
+// the host and copied once at the end. An isolated session's tensor is staged
+// and then streamed on to its worker from the executor.
 class UploadTensorReactor : public grpc::ServerReadReactor<v1::UploadTensorRequest> {
  public:
-  UploadTensorReactor(SessionTable* sessions, v1::UploadTensorResponse* response)
-      : sessions_(sessions), response_(response) {
+  UploadTensorReactor(SessionTable* sessions, Executor* executor,
+                      v1::UploadTensorResponse* response)
+      : sessions_(sessions), executor_(executor), response_(response) {
     StartRead(&request_);
   }
   void OnReadDone(bool ok) override {
@@ -138,13 +140,17 @@ class UploadTensorReactor : public grpc::ServerReadReactor<v1::UploadTensorReque
       if (!session.ok()) return Fail(session.status());
       absl::StatusOr<rpc::TensorSpec> spec = rpc::DecodeTensorHeader(request_.header().tensor());
       if (!spec.ok()) return Fail(spec.status());
-      absl::StatusOr<Tensor> tensor = Tensor::Empty(spec->shape, spec->dtype, spec->device);
-      if (!tensor.ok()) return Fail(tensor.status());
+      if ((*session)->worker() != nullptr) {
+        header_ = request_.header();  // the worker allocates the tensor
+      } else {
+        absl::StatusOr<Tensor> tensor = Tensor::Empty(spec->shape, spec->dtype, spec->device);
+        if (!tensor.ok()) return Fail(tensor.status());
+        tensor_ = std::move(*tensor);
+      }
       session_ = std::move(*session);
       session_->BeginCall();
       spec_ = std::move(*spec);
-      tensor_ = std::move(*tensor);
-      if (spec_.device.type == kDLCPU) {
+      if (spec_.device.type == kDLCPU && session_->worker() == nullptr) {
         dest_ = static_cast<char*>(tensor_->element_data());
       } else {
         staging_.resize(static_cast<size_t>(spec_.num_bytes));
@@ -175,6 +181,16 @@ class UploadTensorReactor : public grpc::ServerReadReactor<v1::UploadTensorReque
       return Fail(ValueError("tensor upload sent ", received_, " bytes, dtype x shape needs ",
                              spec_.num_bytes));
     }
+    if (session_->worker() != nullptr) {
+      executor_->Post([this] {
+        absl::StatusOr<v1::TensorHandle> handle =
+            session_->worker()->UploadTensor(header_, staging_);
+        if (!handle.ok()) return Fail(handle.status());
+        *response_->mutable_tensor() = std::move(*handle);
+        Finish(grpc::Status::OK);
+      });
+      return;
+    }
     if (!staging_.empty()) {
       absl::Status status = tensor_.CopyFromBytes(staging_.data(), staging_.size());
       if (!status.ok()) return Fail(status);
@@ -187,9 +203,11 @@ class UploadTensorReactor : public grpc::ServerReadReactor<v1::UploadTensorReque
   void Fail(const absl::Status& status) { Finish(ToGrpcStatus(status)); }
 
   SessionTable* sessions_;
+  Executor* executor_;
   v1::UploadTensorResponse* response_;
   v1::UploadTensorRequest request_;
-  std::shared_ptr<Session> session_;  // co-owned while the stream runs
+  std::shared_ptr<Session> session_;        // co-owned while the stream runs
+  v1::UploadTensorRequest::Header header_;  // an isolated session's, for its worker
   rpc::TensorSpec spec_;
   Tensor tensor_;
   std::string staging_;
@@ -198,13 +216,26 @@ class UploadTensorReactor : public grpc::ServerReadReactor<v1::UploadTensorReque
 };
 
 // DownloadTensor: the header with the first chunk, then chunk_bytes pieces.
+// An isolated session's tensor is first fetched whole from its worker (on the
+// executor), then streamed from that copy.
 class DownloadTensorReactor : public grpc::ServerWriteReactor<v1::DownloadTensorResponse> {
  public:
-  DownloadTensorReactor(SessionTable* sessions, const ServiceLimits& limits,
+  DownloadTensorReactor(SessionTable* sessions, Executor* executor, const ServiceLimits& limits,
                         const v1::DownloadTensorRequest& request) {
     absl::Status status = Prepare(sessions, limits, request);
     if (!status.ok()) {
       Finish(ToGrpcStatus(status));
+      return;
+    }
+    if (session_->worker() != nullptr) {
+      executor->Post([this, id = request.tensor_id()] {
+        absl::Status fetched =
+            session_->worker()->DownloadTensor(id, reply_.mutable_header(), &fetched_);
+        if (!fetched.ok()) return Finish(ToGrpcStatus(fetched));
+        data_ = fetched_.data();
+        size_ = fetched_.size();
+        WriteNext();
+      });
       return;
     }
     WriteNext();
@@ -223,11 +254,14 @@ class DownloadTensorReactor : public grpc::ServerWriteReactor<v1::DownloadTensor
   absl::Status Prepare(SessionTable* sessions, const ServiceLimits& limits,
                        const v1::DownloadTensorRequest& request) {
     TETHER_ASSIGN_OR_RETURN(std::shared_ptr<Session> session, sessions->Get(request.session_id()));
-    TETHER_ASSIGN_OR_RETURN(tensor_, session->FindTensor(request.tensor_id()));
+    if (session->worker() == nullptr) {
+      TETHER_ASSIGN_OR_RETURN(tensor_, session->FindTensor(request.tensor_id()));
+    }
     session_ = std::move(session);
     session_->BeginCall();
     chunk_ = request.chunk_bytes() == 0 ? limits.chunk_bytes : request.chunk_bytes();
     chunk_ = std::clamp<uint64_t>(chunk_, 1, limits.max_message_bytes - (64 << 10));
+    if (session_->worker() != nullptr) return absl::OkStatus();
     rpc::EncodeTensorHeader(tensor_->dtype(), tensor_->shape(), tensor_->device(),
                             reply_.mutable_header());
     if (tensor_->device().type == kDLCPU && tensor_->IsContiguous()) {
@@ -256,6 +290,7 @@ class DownloadTensorReactor : public grpc::ServerWriteReactor<v1::DownloadTensor
   std::shared_ptr<Session> session_;
   Tensor tensor_;
   v1::InlineTensor compact_;
+  std::string fetched_;  // an isolated session's tensor, from its worker
   v1::DownloadTensorResponse reply_;
   const char* data_ = nullptr;
   uint64_t size_ = 0;
@@ -448,6 +483,13 @@ absl::Status TetherService::RunCall(Session& session, const v1::CallRequest& req
       return absl::CancelledError("the client cancelled the call");
     }
   }
+  if (SessionWorker* worker = session.worker()) {
+    // The worker enforces the deadline; interrupts cancel its call.
+    absl::Status status = worker->Call(request, response, deadline, &session.interrupt());
+    session.FinishRun();
+    if (cancel != nullptr) cancel->run.store(0);
+    return status;
+  }
   uint64_t token = 0;
   if (deadline != absl::InfiniteFuture()) {
     token = timer_->Schedule(
@@ -495,10 +537,29 @@ grpc::ServerUnaryReactor* TetherService::OpenSession(grpc::CallbackServerContext
                                                      const v1::OpenSessionRequest* request,
                                                      v1::OpenSessionResponse* response) {
   if (absl::Status auth = auth_.Check(*context); !auth.ok()) return FinishNow(context, auth);
+  const bool isolate = isolate_all_ || request->isolate();
+  if (isolate && worker_options_.program.empty()) {
+    return FinishNow(context, absl::FailedPreconditionError(
+                                  "this daemon cannot run sessions in worker processes"));
+  }
   absl::StatusOr<std::shared_ptr<Session>> session = sessions_->Open(
       request->client_name(), absl::Milliseconds(static_cast<int64_t>(
                                   std::min<uint64_t>(request->idle_timeout_ms(), 1ull << 40))));
   if (!session.ok()) return FinishNow(context, session.status());
+  if (isolate) {
+    absl::StatusOr<std::unique_ptr<SessionWorker>> worker =
+        SessionWorker::Start(worker_options_, (*session)->id());
+    if (!worker.ok()) {
+      (void)sessions_->Close((*session)->id(), "worker-failed");
+      return FinishNow(context, worker.status());
+    }
+    if (sessions_->limits().log_events) {
+      std::fprintf(stderr, "tetherd: session=%s event=worker pid=%d\n",
+                   std::string((*session)->short_id()).c_str(), static_cast<int>((*worker)->pid()));
+    }
+    (*session)->set_worker(std::move(*worker));
+  }
+  response->set_isolated(isolate);
   response->set_session_id((*session)->id());
   response->set_idle_timeout_ms(
       static_cast<uint64_t>(absl::ToInt64Milliseconds((*session)->idle_timeout())));
@@ -510,11 +571,12 @@ grpc::ServerUnaryReactor* TetherService::KeepAlive(grpc::CallbackServerContext* 
                                                    v1::KeepAliveResponse*) {
   if (absl::Status auth = auth_.Check(*context); !auth.ok()) return FinishNow(context, auth);
   absl::StatusOr<std::shared_ptr<Session>> session = sessions_->Get(request->session_id());
-  if (session.ok()) {
-    (*session)->BeginCall();
-    (*session)->EndCall();
-  }
-  return FinishNow(context, session.status());
+  if (!session.ok()) return FinishNow(context, session.status());
+  (*session)->BeginCall();
+  (*session)->EndCall();
+  // An isolated session is alive while its worker is.
+  if (SessionWorker* worker = (*session)->worker()) return FinishNow(context, worker->Ping());
+  return FinishNow(context, absl::OkStatus());
 }
 
 grpc::ServerUnaryReactor* TetherService::CloseSession(grpc::CallbackServerContext* context,
@@ -539,6 +601,13 @@ grpc::ServerUnaryReactor* TetherService::OpenDirectChannel(
   }
   absl::StatusOr<std::shared_ptr<Session>> session = sessions_->Get(request->session_id());
   if (!session.ok()) return FinishNow(context, session.status());
+  if (SessionWorker* worker = (*session)->worker()) {
+    // The worker's own direct channel: the client talks to it directly.
+    absl::StatusOr<v1::OpenDirectChannelResponse> offer = worker->OpenDirectChannel();
+    if (!offer.ok()) return FinishNow(context, offer.status());
+    *response = std::move(*offer);
+    return FinishNow(context, absl::OkStatus());
+  }
   absl::StatusOr<std::string> ticket = direct_->IssueTicket((*session)->id());
   if (!ticket.ok()) return FinishNow(context, ticket.status());
   response->set_address(direct_->address());
@@ -571,7 +640,7 @@ grpc::ServerReadReactor<v1::UploadTensorRequest>* TetherService::UploadTensor(
   if (absl::Status auth = auth_.Check(*context); !auth.ok()) {
     return new RefusedReactor<grpc::ServerReadReactor<v1::UploadTensorRequest>>(auth);
   }
-  return new UploadTensorReactor(sessions_, response);
+  return new UploadTensorReactor(sessions_, executor_, response);
 }
 
 grpc::ServerWriteReactor<v1::DownloadTensorResponse>* TetherService::DownloadTensor(
@@ -579,7 +648,7 @@ grpc::ServerWriteReactor<v1::DownloadTensorResponse>* TetherService::DownloadTen
   if (absl::Status auth = auth_.Check(*context); !auth.ok()) {
     return new RefusedReactor<grpc::ServerWriteReactor<v1::DownloadTensorResponse>>(auth);
   }
-  return new DownloadTensorReactor(sessions_, limits_, *request);
+  return new DownloadTensorReactor(sessions_, executor_, limits_, *request);
 }
 
 grpc::ServerUnaryReactor* TetherService::Call(grpc::CallbackServerContext* context,

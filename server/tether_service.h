@@ -17,6 +17,7 @@
 #include "server/executor.h"
 #include "server/module_store.h"
 #include "server/session_table.h"
+#include "server/session_worker.h"
 #include "tether/v1/tether.grpc.pb.h"
 
 namespace tether::server {
@@ -69,6 +70,14 @@ class TetherService final : public v1::Tether::CallbackService {
                        absl::Time deadline, CallCancellation* cancel = nullptr);
 
   const ServiceLimits& limits() const { return limits_; }
+  // Session isolation (docs/design/rpc-protocol.md, "Isolated sessions"):
+  // sessions that ask for it, or every session when `all`, run in a worker
+  // process started from `options.program`. Without a program, a session
+  // that asks is refused with FAILED_PRECONDITION. Set before serving.
+  void set_isolation(WorkerOptions options, bool all) {
+    worker_options_ = std::move(options);
+    isolate_all_ = all;
+  }
   // The direct channel whose tickets OpenDirectChannel hands out; null (the
   // default) refuses it with FAILED_PRECONDITION. Set before serving.
   void set_direct_channel(DirectChannel* direct) { direct_ = direct; }
@@ -113,6 +122,8 @@ class TetherService final : public v1::Tether::CallbackService {
   DeadlineTimer* timer_;
   CallHandler handler_;
   DirectChannel* direct_ = nullptr;
+  WorkerOptions worker_options_;
+  bool isolate_all_ = false;
   // Checked first by every method (the health service is a separate one).
   const BearerTokenCheck auth_;
 };

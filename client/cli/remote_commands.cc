@@ -40,6 +40,7 @@ struct Options {
   std::string tls_key;
   std::string tls_server_name;
   std::string token_file;
+  bool isolate = false;  // the session in its own worker process on the daemon
   Device device = Device::Cpu();
   std::string target;  // for .rx/.onnx models; empty: from the device
   std::string function = "main";
@@ -60,7 +61,9 @@ constexpr char kSecurityHelp[] =
     "  --tls-ca FILE          the CA of the daemon's certificate (enables TLS; with --remote)\n"
     "  --tls-cert FILE --tls-key FILE  a client certificate (mutual TLS)\n"
     "  --tls-server-name NAME the name to check the daemon's certificate against\n"
-    "  --token-file FILE      send the bearer token in FILE (trimmed) on every call\n";
+    "  --token-file FILE      send the bearer token in FILE (trimmed) on every call\n"
+    "  --isolate              run the session in its own worker process on the daemon, so a\n"
+    "                         crash or a GPU fault ends only this session (with --remote)\n";
 
 constexpr char kCommonHelp[] =
     "  --remote HOST:PORT     a running tetherd (default: an embedded daemon on 127.0.0.1)\n"
@@ -115,6 +118,8 @@ int ParseArgs(const std::string& command, const std::vector<std::string>& args, 
       const std::string* v = next();
       if (!v) return 2;
       o->remote = *v;
+    } else if (a == "--isolate") {
+      o->isolate = true;
     } else if (a == "--tls-ca" || a == "--tls-cert" || a == "--tls-key" ||
                a == "--tls-server-name" || a == "--token-file") {
       const std::string* v = next();
@@ -243,6 +248,10 @@ absl::StatusOr<Connection> Connect(const Options& o) {
   }
   client::ConnectOptions options;
   options.client_name = "tether-cli";
+  if (o.isolate && o.remote.empty()) {
+    return absl::InvalidArgumentError("--isolate needs --remote (a tetherd to start workers)");
+  }
+  options.isolate = o.isolate;
   if (!o.remote.empty()) {
     options.tls_ca_file = o.tls_ca;
     options.tls_cert_file = o.tls_cert;

@@ -9,6 +9,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "grpcpp/client_context.h"
 #include "runtime/core/error.h"
 #include "runtime/core/function.h"
 
@@ -298,6 +299,14 @@ absl::Status FromGrpcStatus(const grpc::Status& status, absl::string_view kind) 
   absl::Status out(CodeFromInt(static_cast<int>(status.error_code())), status.error_message());
   ErrorKind k = ErrorKindFromName(kind);
   return k == ErrorKind::kUnspecified ? out : WithErrorKind(out, k);
+}
+
+absl::Status FromGrpcCall(const grpc::Status& status, const grpc::ClientContext& context) {
+  if (status.ok()) return absl::OkStatus();
+  const auto& trailers = context.GetServerTrailingMetadata();
+  auto it = trailers.find(kErrorKindTrailer);
+  if (it == trailers.end()) return FromGrpcStatus(status);
+  return FromGrpcStatus(status, absl::string_view(it->second.data(), it->second.size()));
 }
 
 void EncodeBenchmarkResult(const profiling::BenchmarkResult& result, v1::BenchmarkResult* out) {

@@ -21,6 +21,10 @@
 #include "tether/v1/tether.pb.h"
 #include "tether/v1/values.pb.h"
 
+namespace grpc {
+class ClientContext;
+}  // namespace grpc
+
 namespace tether::rpc {
 
 // The protocol version this build speaks. Peers must share the major.
@@ -95,6 +99,9 @@ inline constexpr char kErrorKindTrailer[] = "tether-error-kind";
 grpc::Status ToGrpcStatus(const absl::Status& status);
 // `kind` is the trailer's value when present ("" otherwise).
 absl::Status FromGrpcStatus(const grpc::Status& status, absl::string_view kind = "");
+// FromGrpcStatus of a finished client call, its kind read from the call's
+// trailers.
+absl::Status FromGrpcCall(const grpc::Status& status, const grpc::ClientContext& context);
 
 // Lower-case hex SHA-256 of `bytes` (module identity in the store).
 std::string Sha256Hex(absl::string_view bytes);

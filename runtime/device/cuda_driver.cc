@@ -180,7 +180,8 @@ absl::Status CudaStatus(const CudaDriver& driver, CUresult result, absl::string_
     default:
       if (IsStickyFault(result)) {
         return RuntimeError(message, " (a kernel faulted; ", device.ToString(),
-                            " is unusable in this process from now on)");
+                            " is unusable in this process from now on; isolated sessions",
+                            " keep such a fault to their own process)");
       }
       return RuntimeError(message);
   }

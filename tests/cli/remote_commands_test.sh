@@ -7,6 +7,7 @@ tether=$1
 tetherd=$2
 dir=$3
 py=/usr/bin/python3
+root=$(cd "$(dirname "$0")/../.." && pwd)
 rm -rf "$dir" && mkdir -p "$dir"
 fail() { echo "FAIL: $*"; [ -n "${daemon_pid:-}" ] && kill "$daemon_pid" 2>/dev/null; exit 1; }
 
@@ -73,6 +74,17 @@ port=$(cat "$dir/port")
 grep -q "device cpu:0" "$dir/info.log" || fail "info lacks cpu:0: $(cat "$dir/info.log")"
 grep -q "multi_processor_count" "$dir/info.log" || fail "info lacks attributes"
 expect_error "demo.dense" "$tether" run "$dir/mlp.tx" --remote "127.0.0.1:$port" --input x=@"$dir/x.npy"
+# --isolate: the session runs in a worker process of the daemon and gives the
+# same outputs as one in the daemon itself.
+mlp_shapes=(--shape x=8x784 --shape w0=784x128 --shape b0=128 --shape w1=128x10 --shape b1=10)
+for mode in plain isolate; do
+  flag=(); [ $mode = isolate ] && flag=(--isolate)
+  "$tether" run "$root/examples/mlp.rx" --remote "127.0.0.1:$port" "${flag[@]}" --random-inputs \
+    "${mlp_shapes[@]}" --output-dir "$dir/$mode" > "$dir/$mode.log" 2>&1 || fail "run $mode: $(cat "$dir/$mode.log")"
+done
+cmp -s "$dir/plain/out.npy" "$dir/isolate/out.npy" || fail "an isolated session computed other outputs"
+grep -q "event=worker pid=" "$dir/tetherd.log" || fail "no session worker: $(cat "$dir/tetherd.log")"
+expect_error "needs --remote" "$tether" run "$root/examples/mlp.rx" --isolate --random-inputs "${mlp_shapes[@]}"
 kill -TERM "$daemon_pid"
 wait "$daemon_pid"
 rc=$?

@@ -1,0 +1,286 @@
+// Isolated sessions end to end: an in-process Daemon on 127.0.0.1:0 that
+// runs sessions in real tetherd worker processes (TETHERD_PATH), driven
+// through the client library — calls, chunked tensors and the direct channel
+// reach the worker; a worker that dies ends only its own session; closing,
+// deadlines and shutdown reach the worker too.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "client/remote_session.h"
+#include "client/remote_vm.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "runtime/vm/exec_builder.h"
+#include "server/daemon.h"
+
+namespace tether::server {
+namespace {
+
+using ::testing::HasSubstr;
+namespace fs = std::filesystem;
+
+// Builtins only: a worker is a stock tetherd, without the test functions.
+std::string WorkerExecutable() {
+  vm::ExecBuilder b;
+  b.EmitFunction("swap", 2, {"a", "b"});
+  b.EmitCall("vm.builtin.make_tuple", {vm::Arg::Register(1), vm::Arg::Register(0)}, 2);
+  b.EmitRet(2);
+  b.EndFunction("swap");
+  b.EmitFunction("spin", 1, {"a"});  // never returns: two jumps, back and forth
+  b.EmitGoto(1);
+  b.EmitGoto(-1);
+  b.EmitRet(0);
+  b.EndFunction("spin");
+  auto exec = b.Get();
+  EXPECT_TRUE(exec.ok()) << exec.status();
+  return exec.ok() ? (*exec)->SaveToBytes() : std::string();
+}
+
+// The pids of this process's children (the daemon's workers).
+std::set<pid_t> Children() {
+  std::set<pid_t> pids;
+  for (const auto& task : fs::directory_iterator("/proc/self/task")) {
+    std::ifstream in(task.path() / "children");
+    pid_t pid;
+    while (in >> pid) pids.insert(pid);
+  }
+  return pids;
+}
+
+// The one child that `after` has and `before` had not.
+pid_t NewChild(const std::set<pid_t>& before, const std::set<pid_t>& after) {
+  std::vector<pid_t> fresh;
+  for (pid_t pid : after) {
+    if (!before.contains(pid)) fresh.push_back(pid);
+  }
+  EXPECT_EQ(fresh.size(), 1u);
+  return fresh.empty() ? -1 : fresh[0];
+}
+
+std::string CommandLine(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/cmdline"), std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  std::string line = text.str();
+  std::replace(line.begin(), line.end(), '\0', ' ');
+  return line;
+}
+
+// Whether `pid` is gone, reaped (no zombie left), within a few seconds.
+bool Gone(pid_t pid) {
+  for (int i = 0; i < 500; ++i) {
+    if (!fs::exists(absl::StrCat("/proc/", pid))) return true;
+    ::usleep(10000);
+  }
+  return false;
+}
+
+Tensor FloatTensor(std::vector<int64_t> shape, float start) {
+  auto t = Tensor::Empty(shape, DataType::Float(32), Device::Cpu());
+  EXPECT_TRUE(t.ok());
+  float* data = static_cast<float*>((*t)->element_data());
+  for (int64_t i = 0; i < (*t)->NumElements(); ++i) data[i] = start + static_cast<float>(i);
+  return *t;
+}
+
+class IsolationTest : public ::testing::Test {
+ protected:
+  void Start(bool isolate_all, std::string program = TETHERD_PATH) {
+    DaemonOptions options;
+    options.listen = {"127.0.0.1:0"};
+    options.log_events = false;
+    options.isolate_sessions = isolate_all;
+    options.worker_program = std::move(program);
+    auto daemon = Daemon::Start(options);
+    ASSERT_TRUE(daemon.ok()) << daemon.status();
+    daemon_ = std::move(*daemon);
+  }
+
+  // A session (isolated when asked or when the daemon isolates all) and the
+  // worker process it got, if any.
+  struct Opened {
+    std::unique_ptr<client::RemoteSession> session;
+    std::unique_ptr<client::RemoteVM> vm;
+    pid_t worker = -1;
+  };
+  Opened Open(bool isolate, bool direct = true, client::RemoteVmOptions vm_options = {}) {
+    Opened out;
+    std::set<pid_t> before = Children();
+    client::ConnectOptions options;
+    options.isolate = isolate;
+    options.direct_channel = direct;
+    auto session = client::RemoteSession::Connect(daemon_->target(), options);
+    EXPECT_TRUE(session.ok()) << session.status();
+    if (!session.ok()) return out;
+    out.session = std::move(*session);
+    if (out.session->isolated()) out.worker = NewChild(before, Children());
+    auto sha = out.session->UploadModule(WorkerExecutable());
+    EXPECT_TRUE(sha.ok()) << sha.status();
+    auto vm = client::RemoteVM::Create(out.session.get(), *sha, {}, "", vm_options);
+    EXPECT_TRUE(vm.ok()) << vm.status();
+    if (vm.ok()) out.vm = std::move(*vm);
+    return out;
+  }
+
+  // Runs swap(a, b) and checks the result is (b, a).
+  static void ExpectSwapWorks(client::RemoteVM& vm) {
+    Tensor a = FloatTensor({2, 3}, 1);
+    Tensor b = FloatTensor({4}, 100);
+    std::vector<Value> args = {Value(a), Value(b)};
+    auto out = vm.Invoke("swap", args);
+    ASSERT_TRUE(out.ok()) << out.status();
+    ASSERT_TRUE(out->is_tuple());
+    const auto& fields = out->AsRef<TupleObj>()->fields;
+    ASSERT_EQ(fields.size(), 2u);
+    ASSERT_TRUE(fields[0].is_tensor());
+    Tensor first(fields[0].AsRef<TensorObj>());
+    ASSERT_EQ(first->NumElements(), 4);
+    EXPECT_EQ(static_cast<const float*>(first->element_data())[3], 103.0f);
+  }
+
+  std::unique_ptr<Daemon> daemon_;
+};
+
+TEST_F(IsolationTest, CallsTensorsAndTheDirectChannelReachTheWorker) {
+  Start(/*isolate_all=*/true);
+  for (bool direct : {true, false}) {
+    SCOPED_TRACE(direct ? "direct channel" : "grpc only");
+    Opened s = Open(/*isolate=*/false, direct);
+    ASSERT_TRUE(s.session && s.vm);
+    EXPECT_TRUE(s.session->isolated());
+    ASSERT_GT(s.worker, 0);
+    EXPECT_THAT(CommandLine(s.worker), HasSubstr("--worker-lifeline-fd"));
+    EXPECT_EQ(s.session->on_direct_channel(), direct);
+    ExpectSwapWorks(*s.vm);
+
+    // A tensor past the inline limit travels in chunks to and from the worker.
+    Tensor big = FloatTensor({3, 1 << 18}, 7);  // 3 MiB
+    auto remote = s.session->UploadTensor(big);
+    ASSERT_TRUE(remote.ok()) << remote.status();
+    auto back = s.session->DownloadTensor(*remote);
+    ASSERT_TRUE(back.ok()) << back.status();
+    ASSERT_EQ((*back)->NumBytes(), big->NumBytes());
+    EXPECT_EQ(std::memcmp((*back)->element_data(), big->element_data(), big->NumBytes()), 0);
+
+    // The remote handle is an argument in the worker's own session.
+    std::vector<Value> args = {*remote, Value(FloatTensor({1}, 0))};
+    auto swapped = s.vm->Invoke("swap", args);
+    ASSERT_TRUE(swapped.ok()) << swapped.status();
+
+    // Closing the session ends the worker and reaps it.
+    s.vm.reset();
+    ASSERT_TRUE(s.session->Close().ok());
+    EXPECT_TRUE(Gone(s.worker));
+  }
+}
+
+TEST_F(IsolationTest, AWorkerThatDiesEndsOnlyItsSession) {
+  Start(/*isolate_all=*/false);
+  Opened victim = Open(/*isolate=*/true);
+  Opened neighbour = Open(/*isolate=*/true);
+  Opened in_daemon = Open(/*isolate=*/false);
+  ASSERT_TRUE(victim.vm && neighbour.vm && in_daemon.vm);
+  EXPECT_FALSE(in_daemon.session->isolated());
+  EXPECT_EQ(in_daemon.worker, -1);
+  ASSERT_GT(victim.worker, 0);
+  ASSERT_NE(victim.worker, neighbour.worker);
+
+  // What a segfaulting kernel or the OOM killer does to a process.
+  ASSERT_EQ(::kill(victim.worker, SIGKILL), 0);
+  Tensor a = FloatTensor({2}, 1);
+  std::vector<Value> args = {Value(a), Value(a)};
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    auto lost = victim.vm->Invoke("swap", args);
+    ASSERT_FALSE(lost.ok());
+    EXPECT_EQ(lost.status().code(), absl::StatusCode::kInternal) << lost.status();
+    EXPECT_THAT(lost.status().message(), HasSubstr("lost its worker process"));
+    EXPECT_THAT(lost.status().message(), HasSubstr("killed by signal 9"));
+  }
+  auto upload = victim.session->UploadTensor(FloatTensor({4}, 0));
+  EXPECT_EQ(upload.status().code(), absl::StatusCode::kInternal) << upload.status();
+
+  // Everyone else keeps working, and new isolated sessions start.
+  ExpectSwapWorks(*neighbour.vm);
+  ExpectSwapWorks(*in_daemon.vm);
+  Opened fresh = Open(/*isolate=*/true);
+  ASSERT_TRUE(fresh.vm);
+  ExpectSwapWorks(*fresh.vm);
+
+  // The dead session still closes cleanly, leaving no zombie.
+  victim.vm.reset();
+  EXPECT_TRUE(victim.session->Close().ok());
+  EXPECT_TRUE(Gone(victim.worker));
+  EXPECT_EQ(daemon_->num_sessions(), 3u);
+}
+
+TEST_F(IsolationTest, DeadlinesAndMissingModulesComeBackFromTheWorker) {
+  Start(/*isolate_all=*/true);
+  for (bool direct : {false, true}) {
+    SCOPED_TRACE(direct ? "direct channel" : "grpc only");
+    client::RemoteVmOptions vm_options;
+    vm_options.call_timeout = absl::Milliseconds(200);
+    Opened s = Open(/*isolate=*/true, direct, vm_options);
+    ASSERT_TRUE(s.vm);
+    Value args[] = {Value(int64_t{0})};
+    auto timed_out = s.vm->Invoke("spin", args);
+    EXPECT_EQ(timed_out.status().code(), absl::StatusCode::kDeadlineExceeded) << timed_out.status();
+    ExpectSwapWorks(*s.vm);  // the worker's VM is usable after the interrupt
+  }
+  Opened s = Open(/*isolate=*/true);
+  ASSERT_TRUE(s.vm);
+
+  auto missing = client::RemoteVM::Create(s.session.get(), std::string(64, 'a'));
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound) << missing.status();
+}
+
+TEST_F(IsolationTest, ShutdownEndsEveryWorker) {
+  Start(/*isolate_all=*/true);
+  Opened a = Open(/*isolate=*/true);
+  Opened b = Open(/*isolate=*/true);
+  ASSERT_GT(a.worker, 0);
+  ASSERT_GT(b.worker, 0);
+  a.vm.reset();
+  b.vm.reset();
+  daemon_->Shutdown(absl::Seconds(2));
+  EXPECT_TRUE(Gone(a.worker));
+  EXPECT_TRUE(Gone(b.worker));
+}
+
+TEST_F(IsolationTest, RefusedWhereNoWorkerCanStart) {
+  // No worker program: asking for isolation is refused, the rest works.
+  Start(/*isolate_all=*/false, /*program=*/"");
+  client::ConnectOptions options;
+  options.isolate = true;
+  auto refused = client::RemoteSession::Connect(daemon_->target(), options);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition) << refused.status();
+  Opened plain = Open(/*isolate=*/false);
+  ASSERT_TRUE(plain.vm);
+  ExpectSwapWorks(*plain.vm);
+
+  DaemonOptions bad;
+  bad.listen = {"127.0.0.1:0"};
+  bad.isolate_sessions = true;
+  EXPECT_EQ(Daemon::Start(bad).status().code(), absl::StatusCode::kInvalidArgument);
+
+  // A worker program that dies at once: UNAVAILABLE naming how, no session left.
+  daemon_.reset();
+  Start(/*isolate_all=*/true, "/bin/false");
+  auto failed = client::RemoteSession::Connect(daemon_->target());
+  EXPECT_EQ(failed.status().code(), absl::StatusCode::kUnavailable) << failed.status();
+  EXPECT_THAT(failed.status().message(), HasSubstr("exited with status 1"));
+  EXPECT_EQ(daemon_->num_sessions(), 0u);
+}
+
+}  // namespace
+}  // namespace tether::server
