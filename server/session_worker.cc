@@ -15,7 +15,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <filesystem>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
