@@ -2,6 +2,8 @@
 //   RoundTrip: an empty VM call through RemoteVM on the direct channel (the
 //     default for a daemon on this host) and on the CallStream (gRPC only),
 //     against a raw gRPC unary echo (sync client and server, default settings).
+//     gate_us is what exclusive timing adds to each call: a shared hold of
+//     the timing gate taken and released (docs/design/rpc-protocol.md).
 //   Upload / Download: a tensor of 1, 16 or 256 MiB through the daemon's
 //     chunked streams against a raw gRPC stream of the same bytes in 1 MiB
 //     chunks, and memcpy of the same bytes.
@@ -44,6 +46,7 @@
 #include "runtime/vm/exec_builder.h"
 #include "runtime/vm/local_vm.h"
 #include "server/daemon.h"
+#include "server/timing_gate.h"
 
 namespace tether {
 namespace {
@@ -163,9 +166,13 @@ void BM_RoundTrip(benchmark::State& state) {
   if (f.vm->transport() != client::RemoteVM::Transport::kDirect) {
     return state.SkipWithError("the vm is not on the direct channel");
   }
-  double tether_s = 0, stream_s = 0, echo_s = 0;
+  double tether_s = 0, stream_s = 0, echo_s = 0, gate_s = 0;
   int64_t n = 0;
   bench::Blob request, reply;
+  std::string lock = std::filesystem::temp_directory_path() /
+                     ("rpc-bench-gate-" + std::to_string(getpid()) + ".lock");
+  auto gate = server::TimingGate::Open(lock);
+  if (!gate.ok()) return state.SkipWithError("cannot open a timing gate");
   for (auto _ : state) {
     auto t0 = Clock::now();
     auto out = f.vm->Invoke("empty", {});
@@ -175,7 +182,12 @@ void BM_RoundTrip(benchmark::State& state) {
     auto t2 = Clock::now();
     auto streamed = f.stream_vm->Invoke("empty", {});
     auto t3 = Clock::now();
-    if (!out.ok() || !s.ok() || !streamed.ok()) return state.SkipWithError("call failed");
+    bool held = (*gate)
+                    ->Acquire(server::TimingGate::Mode::kShared, absl::InfiniteFuture(),
+                              [] { return absl::OkStatus(); })
+                    .ok();
+    gate_s += Seconds(t3, Clock::now());
+    if (!out.ok() || !s.ok() || !streamed.ok() || !held) return state.SkipWithError("call failed");
     state.SetIterationTime(Seconds(t0, t1));
     tether_s += Seconds(t0, t1);
     echo_s += Seconds(t1, t2);
@@ -185,8 +197,11 @@ void BM_RoundTrip(benchmark::State& state) {
   state.counters["tether_us"] = tether_s / n * 1e6;
   state.counters["stream_us"] = stream_s / n * 1e6;
   state.counters["grpc_echo_us"] = echo_s / n * 1e6;
+  state.counters["gate_us"] = gate_s / n * 1e6;
   state.counters["ratio_vs_echo"] = tether_s / echo_s;
   state.counters["stream_ratio"] = stream_s / echo_s;
+  gate->reset();
+  std::filesystem::remove(lock);
 }
 BENCHMARK(BM_RoundTrip)->UseManualTime()->Unit(benchmark::kMicrosecond);
 

@@ -333,6 +333,7 @@ absl::StatusOr<profiling::BenchmarkResult> RemoteVM::TimeEvaluator(
   op->set_function(std::string(func_name));
   rpc::EncodeDevice(device, op->mutable_device());
   rpc::EncodeTimeEvaluatorOptions(options, op->mutable_options());
+  op->set_concurrent(options_.concurrent_timing);
   absl::Status status = EncodeArgs(args, op->mutable_args());
   absl::StatusOr<v1::CallResponse> response =
       status.ok() ? Exec(request) : absl::StatusOr<v1::CallResponse>(status);
@@ -346,6 +347,7 @@ absl::StatusOr<profiling::Report> RemoteVM::Profile(absl::string_view func_name,
   v1::Profile* op = request.mutable_profile();
   op->set_vm_id(vm_id_);
   op->set_function(std::string(func_name));
+  op->set_concurrent(options_.concurrent_timing);
   absl::Status status = EncodeArgs(args, op->mutable_args());
   absl::StatusOr<v1::CallResponse> response =
       status.ok() ? Exec(request) : absl::StatusOr<v1::CallResponse>(status);

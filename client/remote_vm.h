@@ -43,6 +43,10 @@ struct RemoteVmOptions {
   // Use the session's direct channel when it has one (a daemon on this host;
   // ConnectOptions::direct_channel). False keeps this VM's calls on gRPC.
   bool direct_channel = true;
+  // Let TimeEvaluator and Profile run beside other sessions' calls instead of
+  // waiting for exclusive use of the daemon (docs/design/rpc-protocol.md,
+  // "Exclusive timing"); BenchmarkResult::exclusive says which one ran.
+  bool concurrent_timing = false;
 };
 
 // Thread contract: thread-hostile, like the local VM: one caller at a time.

@@ -31,6 +31,7 @@
 #include "server/module_store.h"
 #include "server/session_table.h"
 #include "server/tether_service.h"
+#include "server/timing_gate.h"
 
 namespace tether::server {
 namespace {
@@ -182,6 +183,13 @@ class DaemonImpl final : public Daemon {
     limits.max_message_bytes = std::min<uint64_t>(limits.max_message_bytes, INT32_MAX);
     service_ = std::make_unique<TetherService>(limits, store_.get(), sessions_.get(),
                                                executor_.get(), timer_.get(), options.auth_token);
+    if (options.exclusive_timing) {
+      if (options.timing_lock.empty()) options.timing_lock = options.store_dir + "/timing.lock";
+      absl::StatusOr<std::unique_ptr<TimingGate>> gate = TimingGate::Open(options.timing_lock);
+      if (!gate.ok()) return gate.status();
+      gate_ = std::move(*gate);
+      service_->set_timing_gate(gate_.get());
+    }
     if (!worker && !options.worker_program.empty()) {
       WorkerOptions worker_options;
       worker_options.program = options.worker_program;
@@ -192,6 +200,7 @@ class DaemonImpl final : public Daemon {
       worker_options.chunk_bytes = limits.chunk_bytes;
       worker_options.direct_channel = options.direct_channel;
       worker_options.direct_spin = options.direct_spin;
+      if (gate_) worker_options.timing_lock = gate_->path();
       service_->set_isolation(std::move(worker_options), options.isolate_sessions);
     }
 
@@ -240,7 +249,7 @@ class DaemonImpl final : public Daemon {
     if (options.log_events) {
       std::fprintf(stderr,
                    "tetherd: event=listening addresses=\"%s\" port=%d store=%s tls=%s token=%s "
-                   "direct=%s isolation=%s\n",
+                   "direct=%s isolation=%s timing=%s\n",
                    absl::StrJoin(options.listen, ",").c_str(), port_, options.store_dir.c_str(),
                    options.tls_cert_file.empty()        ? "off"
                    : options.tls_client_ca_file.empty() ? "on"
@@ -249,7 +258,8 @@ class DaemonImpl final : public Daemon {
                    direct_ ? direct_->address().c_str() : "off",
                    options.isolate_sessions         ? "every-session"
                    : options.worker_program.empty() ? "off"
-                                                    : "on-request");
+                                                    : "on-request",
+                   gate_ ? "exclusive" : "concurrent");
     }
     return absl::OkStatus();
   }
@@ -301,6 +311,7 @@ class DaemonImpl final : public Daemon {
   std::unique_ptr<ModuleStore> store_;
   std::unique_ptr<Executor> executor_;
   std::unique_ptr<DeadlineTimer> timer_;
+  std::unique_ptr<TimingGate> gate_;
   std::unique_ptr<SessionTable> sessions_;
   std::unique_ptr<TetherService> service_;
   std::unique_ptr<DirectChannel> direct_;

@@ -68,6 +68,14 @@ struct DaemonOptions {
   // Modules missing from the store are imported from this directory on
   // first use (a session worker reads its daemon's store).
   std::string store_import_dir;
+  // Exclusive timing (docs/design/rpc-protocol.md, "Exclusive timing"): a
+  // measurement (time_evaluator, profile) waits for the calls of other
+  // sessions to end and holds new ones off until it is done. The gate is the
+  // lock file timing_lock (empty: "<store_dir>/timing.lock"); every process
+  // using one file honours it together — a daemon and its session workers,
+  // or several daemons on one host. Off: measurements run beside other work.
+  bool exclusive_timing = true;
+  std::string timing_lock;
 };
 
 // Thread contract: thread-safe.

@@ -44,6 +44,10 @@ constexpr char kUsage[] =
     "  --isolate-sessions            run every session in its own worker process, so a crash\n"
     "                                or a sticky GPU fault ends only that session (clients\n"
     "                                may ask for it per session without this flag)\n"
+    "  --concurrent-timing           let measurements (time_evaluator, profile) run beside\n"
+    "                                other sessions' calls instead of exclusively\n"
+    "  --timing-lock PATH            the exclusive-timing lock file, shared by every daemon\n"
+    "                                that names it (default STORE-DIR/timing.lock)\n"
     "  --max-inline-bytes BYTES      largest tensor sent inline in a message (default 1M)\n"
     "  --chunk-bytes BYTES           tensor and module stream chunk (default 1M)\n"
     "  --help                        show this help\n";
@@ -112,7 +116,8 @@ int main(int argc, char** argv) {
       value = flag.substr(eq + 1);
       flag = flag.substr(0, eq);
     } else if (flag != "--help" && flag != "-h" && flag != "--insecure" && flag != "--reflection" &&
-               flag != "--no-direct-channel" && flag != "--isolate-sessions") {
+               flag != "--no-direct-channel" && flag != "--isolate-sessions" &&
+               flag != "--concurrent-timing") {
       if (i + 1 >= argc) return Fail(absl::StrCat(flag, " needs a value\n", kUsage));
       value = argv[++i];
     }
@@ -127,6 +132,10 @@ int main(int argc, char** argv) {
       options.direct_channel = false;
     } else if (flag == "--isolate-sessions") {
       options.isolate_sessions = true;
+    } else if (flag == "--concurrent-timing") {
+      options.exclusive_timing = false;
+    } else if (flag == "--timing-lock") {
+      options.timing_lock = value;
     } else if (flag == "--worker-import-dir") {
       options.store_import_dir = value;  // internal, with --worker-lifeline-fd
     } else if (flag == "--worker-lifeline-fd") {

@@ -93,6 +93,12 @@ absl::Status SpawnWorker(const WorkerOptions& options, const std::string& sessio
                                    "--direct-spin-us",
                                    std::to_string(absl::ToInt64Microseconds(options.direct_spin))};
   if (!options.direct_channel) args.push_back("--no-direct-channel");
+  if (options.timing_lock.empty()) {
+    args.push_back("--concurrent-timing");
+  } else {
+    args.push_back("--timing-lock");
+    args.push_back(options.timing_lock);
+  }
   std::vector<char*> argv;
   for (std::string& arg : args) argv.push_back(arg.data());
   argv.push_back(nullptr);

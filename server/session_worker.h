@@ -44,6 +44,8 @@ struct WorkerOptions {
   uint64_t chunk_bytes = uint64_t{1} << 20;
   bool direct_channel = true;
   absl::Duration direct_spin = absl::Microseconds(30);
+  // The daemon's timing gate file; empty: the daemon's timing is concurrent.
+  std::string timing_lock;
   // How long the worker may take to start serving.
   absl::Duration start_timeout = absl::Seconds(30);
 };

@@ -18,6 +18,7 @@
 #include "server/module_store.h"
 #include "server/session_table.h"
 #include "server/session_worker.h"
+#include "server/timing_gate.h"
 #include "tether/v1/tether.grpc.pb.h"
 
 namespace tether::server {
@@ -65,7 +66,10 @@ class TetherService final : public v1::Tether::CallbackService {
 
   // Runs `request` on `session` (on the calling worker) with an interrupt at
   // `deadline` and, when `cancel` is given, when the client cancels. Used by
-  // Call and CallStream. CANCELLED when the session was closed meanwhile.
+  // Call, CallStream and the direct channel. CANCELLED when the session was
+  // closed meanwhile. With a timing gate, a call this process runs holds it
+  // shared, a measurement exclusively (an isolated session's calls are gated
+  // by its worker, which runs them).
   absl::Status RunCall(Session& session, const v1::CallRequest& request, v1::CallResponse* response,
                        absl::Time deadline, CallCancellation* cancel = nullptr);
 
@@ -78,6 +82,9 @@ class TetherService final : public v1::Tether::CallbackService {
     worker_options_ = std::move(options);
     isolate_all_ = all;
   }
+  // Exclusive timing (docs/design/rpc-protocol.md); null (the default): off.
+  // Set before serving.
+  void set_timing_gate(TimingGate* gate) { gate_ = gate; }
   // The direct channel whose tickets OpenDirectChannel hands out; null (the
   // default) refuses it with FAILED_PRECONDITION. Set before serving.
   void set_direct_channel(DirectChannel* direct) { direct_ = direct; }
@@ -115,6 +122,12 @@ class TetherService final : public v1::Tether::CallbackService {
       grpc::CallbackServerContext* context) override;
 
  private:
+  // The handler's Execute inside the timing gate, when there is one; a
+  // measurement's result says whether it ran exclusively and how long it
+  // waited.
+  absl::Status ExecuteGated(Session& session, const v1::CallRequest& request,
+                            v1::CallResponse* response, absl::Time deadline);
+
   const ServiceLimits limits_;
   ModuleStore* store_;
   SessionTable* sessions_;
@@ -122,6 +135,7 @@ class TetherService final : public v1::Tether::CallbackService {
   DeadlineTimer* timer_;
   CallHandler handler_;
   DirectChannel* direct_ = nullptr;
+  TimingGate* gate_ = nullptr;
   WorkerOptions worker_options_;
   bool isolate_all_ = false;
   // Checked first by every method (the health service is a separate one).

@@ -40,7 +40,8 @@ struct Options {
   std::string tls_key;
   std::string tls_server_name;
   std::string token_file;
-  bool isolate = false;  // the session in its own worker process on the daemon
+  bool isolate = false;            // the session in its own worker process on the daemon
+  bool concurrent_timing = false;  // measure beside other sessions' calls
   Device device = Device::Cpu();
   std::string target;  // for .rx/.onnx models; empty: from the device
   std::string function = "main";
@@ -120,6 +121,8 @@ int ParseArgs(const std::string& command, const std::vector<std::string>& args, 
       o->remote = *v;
     } else if (a == "--isolate") {
       o->isolate = true;
+    } else if (a == "--concurrent-timing") {
+      o->concurrent_timing = true;
     } else if (a == "--tls-ca" || a == "--tls-cert" || a == "--tls-key" ||
                a == "--tls-server-name" || a == "--token-file") {
       const std::string* v = next();
@@ -391,6 +394,7 @@ absl::StatusOr<Prepared> Prepare(const Options& o) {
   }
   client::RemoteVmOptions vm_options;
   vm_options.num_threads = o.threads;
+  vm_options.concurrent_timing = o.concurrent_timing;
   TETHER_ASSIGN_OR_RETURN(p.vm, client::RemoteVM::Create(p.connection.session.get(), sha,
                                                          {o.device}, o.memory_cfg, vm_options));
 
@@ -519,6 +523,8 @@ int RunBench(const std::vector<std::string>& args) {
           "bench", args, true,
           "  --number N --repeat R --min-repeat-ms M --cooldown-ms C --repeats-to-cooldown K\n"
           "  --cache-flush-bytes B  time_evaluator options (run on the daemon)\n"
+          "  --concurrent-timing    measure beside other sessions' calls instead of waiting\n"
+          "                         for exclusive use of the daemon\n"
           "  --json                 machine-readable output\n",
           &o);
       rc >= 0) {
@@ -540,10 +546,12 @@ int RunBench(const std::vector<std::string>& args) {
         "{\"function\": \"%s\", \"device\": \"%s\", \"unit\": \"seconds\", \"mean\": %.9g, "
         "\"median\": %.9g, "
         "\"min\": %.9g, \"max\": %.9g, \"std\": %.9g, \"p50\": %.9g, \"p90\": %.9g, \"p99\": %.9g, "
-        "\"number\": %lld, \"repeat\": %zu, \"total_calls\": %lld, \"samples\": [%s]}\n",
+        "\"number\": %lld, \"repeat\": %zu, \"total_calls\": %lld, \"exclusive\": %s, "
+        "\"wait_seconds\": %.9g, \"samples\": [%s]}\n",
         o.function.c_str(), o.device.ToString().c_str(), r->mean, r->median, r->min, r->max, r->std,
         r->p50(), r->p90(), r->p99(), static_cast<long long>(r->number_per_repeat),
-        r->results.size(), static_cast<long long>(r->total_calls), samples.c_str());
+        r->results.size(), static_cast<long long>(r->total_calls), r->exclusive ? "true" : "false",
+        r->wait_seconds, samples.c_str());
     return 0;
   }
   std::printf("%s on %s, %zu repeats of %lld calls (%lld calls in all, timed on the daemon)\n%s\n",
@@ -552,12 +560,22 @@ int RunBench(const std::vector<std::string>& args) {
               r->ToString().c_str());
   std::printf("p50 %.4f ms   p90 %.4f ms   p99 %.4f ms\n", r->p50() * 1e3, r->p90() * 1e3,
               r->p99() * 1e3);
+  if (r->exclusive) {
+    std::printf("timing exclusive: no other session's call ran meanwhile (waited %.3f ms)\n",
+                r->wait_seconds * 1e3);
+  } else {
+    std::printf("timing concurrent: other sessions' calls may have run meanwhile\n");
+  }
   return 0;
 }
 
 int RunProfile(const std::vector<std::string>& args) {
   Options o;
-  if (int rc = ParseArgs("profile", args, true, "  --format table|csv|json\n", &o); rc >= 0)
+  if (int rc = ParseArgs("profile", args, true,
+                         "  --format table|csv|json\n"
+                         "  --concurrent-timing    profile beside other sessions' calls\n",
+                         &o);
+      rc >= 0)
     return rc;
   auto p = Prepare(o);
   if (!p.ok()) return Fail("", p.status());

@@ -318,12 +318,16 @@ void EncodeBenchmarkResult(const profiling::BenchmarkResult& result, v1::Benchma
   out->set_std(result.std);
   out->set_total_calls(result.total_calls);
   out->set_number_per_repeat(result.number_per_repeat);
+  out->set_exclusive(result.exclusive);
+  out->set_wait_seconds(result.wait_seconds);
 }
 
 profiling::BenchmarkResult DecodeBenchmarkResult(const v1::BenchmarkResult& result) {
   profiling::BenchmarkResult out = profiling::BenchmarkResult::FromSamples(
       std::vector<double>(result.samples().begin(), result.samples().end()), result.total_calls(),
       result.number_per_repeat());
+  out.exclusive = result.exclusive();
+  out.wait_seconds = result.wait_seconds();
   return out;
 }
 

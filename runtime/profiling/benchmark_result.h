@@ -26,6 +26,11 @@ struct BenchmarkResult {
   int64_t total_calls = 0;
   // The batch size of the last measured repeat (it grows when min_repeat_ms asks).
   int64_t number_per_repeat = 0;
+  // A remote run under exclusive timing (docs/design/rpc-protocol.md): no
+  // other session's call ran during the measurement, which waited
+  // `wait_seconds` for them to end first. False and 0 for local runs.
+  bool exclusive = false;
+  double wait_seconds = 0;
 
   // Builds a result with the statistics of `samples`.
   static BenchmarkResult FromSamples(std::vector<double> samples, int64_t total_calls,

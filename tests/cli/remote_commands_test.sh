@@ -38,6 +38,7 @@ import json
 r = json.load(open('$dir/bench.json'))
 assert len(r['samples']) == 4 and r['total_calls'] == 1 + 20 * 4, r
 assert r['min'] <= r['median'] <= r['max'], r
+assert r['exclusive'] is True and r['wait_seconds'] >= 0, r
 " || fail "bench json: $(cat "$dir/bench.json")"
 
 # random inputs filled on the device, and a profile as CSV.
@@ -85,6 +86,20 @@ done
 cmp -s "$dir/plain/out.npy" "$dir/isolate/out.npy" || fail "an isolated session computed other outputs"
 grep -q "event=worker pid=" "$dir/tetherd.log" || fail "no session worker: $(cat "$dir/tetherd.log")"
 expect_error "needs --remote" "$tether" run "$root/examples/mlp.rx" --isolate --random-inputs "${mlp_shapes[@]}"
+# Exclusive timing: a measurement (here in an isolated session) says whether
+# other sessions' calls could run beside it.
+grep -q "timing=exclusive" "$dir/tetherd.log" || fail "timing mode not logged: $(cat "$dir/tetherd.log")"
+"$tether" bench "$root/examples/mlp.rx" --remote "127.0.0.1:$port" --isolate --random-inputs \
+  "${mlp_shapes[@]}" --number 2 > "$dir/bench-exclusive.log" 2>&1 \
+  || fail "bench --isolate: $(cat "$dir/bench-exclusive.log")"
+grep -q "^timing exclusive" "$dir/bench-exclusive.log" || fail "$(cat "$dir/bench-exclusive.log")"
+"$tether" bench "$root/examples/mlp.rx" --remote "127.0.0.1:$port" --concurrent-timing \
+  --random-inputs "${mlp_shapes[@]}" --number 2 --json > "$dir/bench-concurrent.json" \
+  || fail "bench --concurrent-timing"
+$py -c "
+import json
+assert json.load(open('$dir/bench-concurrent.json'))['exclusive'] is False
+" || fail "concurrent bench json: $(cat "$dir/bench-concurrent.json")"
 kill -TERM "$daemon_pid"
 wait "$daemon_pid"
 rc=$?

@@ -21,31 +21,14 @@
 #include "client/remote_vm.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "runtime/vm/exec_builder.h"
 #include "server/daemon.h"
+#include "tests/testing/session_program.h"
 
 namespace tether::server {
 namespace {
 
 using ::testing::HasSubstr;
 namespace fs = std::filesystem;
-
-// Builtins only: a worker is a stock tetherd, without the test functions.
-std::string WorkerExecutable() {
-  vm::ExecBuilder b;
-  b.EmitFunction("swap", 2, {"a", "b"});
-  b.EmitCall("vm.builtin.make_tuple", {vm::Arg::Register(1), vm::Arg::Register(0)}, 2);
-  b.EmitRet(2);
-  b.EndFunction("swap");
-  b.EmitFunction("spin", 1, {"a"});  // never returns: two jumps, back and forth
-  b.EmitGoto(1);
-  b.EmitGoto(-1);
-  b.EmitRet(0);
-  b.EndFunction("spin");
-  auto exec = b.Get();
-  EXPECT_TRUE(exec.ok()) << exec.status();
-  return exec.ok() ? (*exec)->SaveToBytes() : std::string();
-}
 
 // The pids of this process's children (the daemon's workers).
 std::set<pid_t> Children() {
@@ -125,7 +108,7 @@ class IsolationTest : public ::testing::Test {
     if (!session.ok()) return out;
     out.session = std::move(*session);
     if (out.session->isolated()) out.worker = NewChild(before, Children());
-    auto sha = out.session->UploadModule(WorkerExecutable());
+    auto sha = out.session->UploadModule(testing::BuiltinsTestExecutable());
     EXPECT_TRUE(sha.ok()) << sha.status();
     auto vm = client::RemoteVM::Create(out.session.get(), *sha, {}, "", vm_options);
     EXPECT_TRUE(vm.ok()) << vm.status();

@@ -33,4 +33,20 @@ std::string SessionTestExecutable() {
   return exec.ok() ? (*exec)->SaveToBytes() : std::string();
 }
 
+std::string BuiltinsTestExecutable() {
+  vm::ExecBuilder b;
+  b.EmitFunction("swap", 2, {"a", "b"});
+  b.EmitCall("vm.builtin.make_tuple", {vm::Arg::Register(1), vm::Arg::Register(0)}, 2);
+  b.EmitRet(2);
+  b.EndFunction("swap");
+  b.EmitFunction("spin", 1, {"a"});
+  b.EmitGoto(1);
+  b.EmitGoto(-1);
+  b.EmitRet(0);
+  b.EndFunction("spin");
+  auto exec = b.Get();
+  EXPECT_TRUE(exec.ok()) << exec.status();
+  return exec.ok() ? (*exec)->SaveToBytes() : std::string();
+}
+
 }  // namespace tether::testing

@@ -16,6 +16,12 @@ namespace tether::testing {
 // The test.vm.* functions come from RegisterTestFunctions().
 std::string SessionTestExecutable();
 
+// A serialized executable of builtins only, for a stock tetherd (a session
+// worker has no test functions):
+//   swap(a, b) = (b, a)
+//   spin(a)    never returns (two jumps back and forth; for interrupts)
+std::string BuiltinsTestExecutable();
+
 }  // namespace tether::testing
 
 #endif  // TETHER_TESTS_TESTING_SESSION_PROGRAM_H_
