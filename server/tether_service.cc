@@ -504,38 +504,41 @@ absl::Status TetherService::RunCall(Session& session, const v1::CallRequest& req
 
 absl::Status TetherService::ExecuteGated(Session& session, const v1::CallRequest& request,
                                          v1::CallResponse* response, absl::Time deadline) {
-  if (gate_ == nullptr) return handler_.Execute(session, request, response);
   bool measure = false;
-  bool concurrent = false;
+  bool concurrent = gate_ == nullptr;
   if (request.has_time_evaluator()) {
     measure = true;
-    concurrent = request.time_evaluator().concurrent();
+    concurrent = concurrent || request.time_evaluator().concurrent();
   } else if (request.has_profile()) {
     measure = true;
-    concurrent = request.profile().concurrent();
+    concurrent = concurrent || request.profile().concurrent();
   }
   const bool exclusive = measure && !concurrent;
-  const TimingGate::Mode mode =
-      exclusive ? TimingGate::Mode::kExclusive : TimingGate::Mode::kShared;
-  absl::StatusOr<TimingGate::Hold> hold =
-      gate_->Acquire(mode, deadline, [&session, mode]() -> absl::Status {
-        int code = session.interrupt().load();
-        if (code == 0) return absl::OkStatus();
-        return WithErrorKind(
-            absl::Status(static_cast<absl::StatusCode>(code),
-                         absl::StrCat("call stopped ", TimingGate::WaitingFor(mode))),
-            ErrorKind::kCancelled);
-      });
-  if (!hold.ok()) return hold.status();
+  TimingGate::Hold hold;
+  if (gate_ != nullptr) {
+    const TimingGate::Mode mode =
+        exclusive ? TimingGate::Mode::kExclusive : TimingGate::Mode::kShared;
+    absl::StatusOr<TimingGate::Hold> held =
+        gate_->Acquire(mode, deadline, [&session, mode]() -> absl::Status {
+          int code = session.interrupt().load();
+          if (code == 0) return absl::OkStatus();
+          return WithErrorKind(
+              absl::Status(static_cast<absl::StatusCode>(code),
+                           absl::StrCat("call stopped ", TimingGate::WaitingFor(mode))),
+              ErrorKind::kCancelled);
+        });
+    if (!held.ok()) return held.status();
+    hold = std::move(*held);
+  }
   absl::Status status = handler_.Execute(session, request, response);
   if (!status.ok() || !measure) return status;
   if (response->has_benchmark()) {
     response->mutable_benchmark()->set_exclusive(exclusive);
-    response->mutable_benchmark()->set_wait_seconds(hold->waited_seconds());
+    response->mutable_benchmark()->set_wait_seconds(hold.waited_seconds());
   } else if (response->has_report()) {
     auto* metrics = response->mutable_report()->mutable_configuration()->mutable_metrics();
     (*metrics)["Timing"].set_text(exclusive ? "exclusive" : "concurrent");
-    (*metrics)["Timing Wait (us)"].set_microseconds(hold->waited_seconds() * 1e6);
+    (*metrics)["Timing Wait (us)"].set_microseconds(hold.waited_seconds() * 1e6);
   }
   return status;
 }

@@ -124,7 +124,7 @@ class TetherService final : public v1::Tether::CallbackService {
  private:
   // The handler's Execute inside the timing gate, when there is one; a
   // measurement's result says whether it ran exclusively and how long it
-  // waited.
+  // waited (without a gate: concurrent, no wait).
   absl::Status ExecuteGated(Session& session, const v1::CallRequest& request,
                             v1::CallResponse* response, absl::Time deadline);
 

@@ -359,6 +359,11 @@ TEST_F(ExclusiveTimingTest, OffMeansMeasurementsRunBesideOtherCalls) {
   ASSERT_TRUE(timed.ok()) << timed.status();
   EXPECT_FALSE(timed->exclusive);
   EXPECT_TRUE(Free(*gate, Mode::kExclusive));  // the daemon never touched it
+  std::vector<Value> args = {Value(int64_t{1}), Value(int64_t{2})};
+  auto report = bench.vm->Profile("swap", args);
+  ASSERT_TRUE(report.ok()) << report.status();
+  ASSERT_TRUE(report->configuration.contains("Timing"));
+  EXPECT_EQ(std::get<std::string>(report->configuration.at("Timing")), "concurrent");
   ASSERT_TRUE(busy.session->Close().ok());
   spinning.join();
 }
