@@ -22,7 +22,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/daemon.h"
-#include "tests/testing/session_program.h"
+#include "tests/server/remote_builtins.h"
 
 namespace tether::server {
 namespace {
@@ -92,27 +92,18 @@ class IsolationTest : public ::testing::Test {
 
   // A session (isolated when asked or when the daemon isolates all) and the
   // worker process it got, if any.
-  struct Opened {
-    std::unique_ptr<client::RemoteSession> session;
-    std::unique_ptr<client::RemoteVM> vm;
+  struct Opened : testing::RemoteBuiltins {
     pid_t worker = -1;
   };
   Opened Open(bool isolate, bool direct = true, client::RemoteVmOptions vm_options = {}) {
-    Opened out;
     std::set<pid_t> before = Children();
     client::ConnectOptions options;
     options.isolate = isolate;
     options.direct_channel = direct;
-    auto session = client::RemoteSession::Connect(daemon_->target(), options);
-    EXPECT_TRUE(session.ok()) << session.status();
-    if (!session.ok()) return out;
-    out.session = std::move(*session);
-    if (out.session->isolated()) out.worker = NewChild(before, Children());
-    auto sha = out.session->UploadModule(testing::BuiltinsTestExecutable());
-    EXPECT_TRUE(sha.ok()) << sha.status();
-    auto vm = client::RemoteVM::Create(out.session.get(), *sha, {}, "", vm_options);
-    EXPECT_TRUE(vm.ok()) << vm.status();
-    if (vm.ok()) out.vm = std::move(*vm);
+    Opened out;
+    static_cast<testing::RemoteBuiltins&>(out) =
+        testing::OpenRemoteBuiltins(daemon_->target(), options, vm_options);
+    if (out.session && out.session->isolated()) out.worker = NewChild(before, Children());
     return out;
   }
 

@@ -24,7 +24,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/daemon.h"
-#include "tests/testing/session_program.h"
+#include "tests/server/remote_builtins.h"
 
 namespace tether::server {
 namespace {
@@ -196,28 +196,15 @@ class ExclusiveTimingTest : public TimingGateTest {
     daemon_ = std::move(*daemon);
   }
 
-  struct Opened {
-    std::unique_ptr<client::RemoteSession> session;
-    std::unique_ptr<client::RemoteVM> vm;
-  };
+  using Opened = testing::RemoteBuiltins;
   // `direct`: calls on the direct channel; a session whose call is to be
   // ended by closing it from another thread keeps to gRPC (the client's
   // Close waits for a direct call in flight).
   Opened Open(bool isolate = false, client::RemoteVmOptions vm_options = {}, bool direct = true) {
-    Opened out;
     client::ConnectOptions options;
     options.isolate = isolate;
     options.direct_channel = direct;
-    auto session = client::RemoteSession::Connect(daemon_->target(), options);
-    EXPECT_TRUE(session.ok()) << session.status();
-    if (!session.ok()) return out;
-    out.session = std::move(*session);
-    auto sha = out.session->UploadModule(testing::BuiltinsTestExecutable());
-    EXPECT_TRUE(sha.ok()) << sha.status();
-    auto vm = client::RemoteVM::Create(out.session.get(), *sha, {}, "", vm_options);
-    EXPECT_TRUE(vm.ok()) << vm.status();
-    if (vm.ok()) out.vm = std::move(*vm);
-    return out;
+    return testing::OpenRemoteBuiltins(daemon_->target(), options, vm_options);
   }
 
   // Starts spin() in `s` on a thread; it ends when the session closes.
