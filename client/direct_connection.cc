@@ -105,16 +105,17 @@ absl::StatusOr<std::unique_ptr<DirectConnection>> DirectConnection::Connect(
 }
 
 DirectConnection::~DirectConnection() {
-  if (fd_ < 0) return;
   // The goodbye (an empty frame): without it the daemon takes the client
   // for gone and closes its session.
-  (void)rpc::WriteFrame(fd_, v1::CallRequest());
+  if (!broken_) (void)rpc::WriteFrame(fd_, v1::CallRequest());
   ::close(fd_);
 }
 
+void DirectConnection::Interrupt() { ::shutdown(fd_, SHUT_RDWR); }
+
 absl::Status DirectConnection::Break(absl::Status status) {
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = -1;
+  ::shutdown(fd_, SHUT_RDWR);
+  broken_ = true;
   if (status.code() != absl::StatusCode::kUnavailable) {
     status = absl::UnavailableError(absl::StrCat("direct channel broke: ", status.message()));
   }
@@ -129,7 +130,7 @@ absl::StatusOr<v1::CallResponse> DirectConnection::Call(const v1::CallRequest& r
 absl::StatusOr<v1::CallResponse> DirectConnection::PutTensor(const v1::CallRequest& request,
                                                              const char* data, bool* delivered) {
   *delivered = false;
-  if (fd_ < 0) return absl::UnavailableError("direct channel: the connection is closed");
+  if (broken_) return absl::UnavailableError("direct channel: the connection is closed");
   if (absl::Status s = rpc::WriteFrame(fd_, request); !s.ok()) return Break(s);
   *delivered = true;
   if (request.op_case() == v1::CallRequest::kPutTensor) {

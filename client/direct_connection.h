@@ -19,7 +19,8 @@
 
 namespace tether::client {
 
-// Thread contract: thread-hostile (one call at a time).
+// Thread contract: thread-hostile (one call at a time), except Interrupt(),
+// which any thread may call while the connection lives.
 class DirectConnection {
  public:
   // Connects to `address` ("127.0.0.1:PORT" or "[::1]:PORT"), sends the
@@ -50,13 +51,21 @@ class DirectConnection {
   // stays usable); UNAVAILABLE as Call.
   absl::StatusOr<Tensor> GetTensor(const v1::CallRequest& request, bool* delivered);
 
+  // Shuts the socket down in both directions: a call in flight on another
+  // thread fails at once with UNAVAILABLE (delivered), whatever the daemon is
+  // doing, and the connection is unusable from then on. Thread-safe.
+  void Interrupt();
+
  private:
   // Marks the connection unusable and returns `status` as UNAVAILABLE.
   absl::Status Break(absl::Status status);
 
   DirectConnection(int fd, uint64_t max_frame_bytes, absl::Duration spin)
       : fd_(fd), max_frame_bytes_(max_frame_bytes), reader_(fd, spin) {}
-  int fd_;
+  // Open for the object's whole life (closed by the destructor), so that
+  // Interrupt() never touches a descriptor number the process reused.
+  const int fd_;
+  bool broken_ = false;
   uint64_t max_frame_bytes_;
   rpc::FrameReader reader_;
 };

@@ -128,19 +128,29 @@ absl::Status RemoteSession::Close() {
     closed_ = true;
   }
   if (keep_alive_.joinable()) keep_alive_.join();
-  {
-    absl::MutexLock lock(&direct_mu_);
-    direct_.reset();  // says goodbye
-    direct_tried_ = true;
+  // First the daemon: closing the session stops the call it runs, if any,
+  // at the VM's next instruction.
+  absl::Status closed = absl::OkStatus();
+  if (!session_id_.empty()) {
+    v1::CloseSessionRequest request;
+    request.set_session_id(session_id_);
+    v1::CloseSessionResponse response;
+    grpc::ClientContext ctx;
+    PrepareContext(&ctx);
+    ctx.set_deadline(ToGpr(absl::Now() + absl::Seconds(5)));
+    closed = ConvertStatus(stub_->CloseSession(&ctx, request, &response), ctx);
   }
-  if (session_id_.empty()) return absl::OkStatus();
-  v1::CloseSessionRequest request;
-  request.set_session_id(session_id_);
-  v1::CloseSessionResponse response;
-  grpc::ClientContext ctx;
-  PrepareContext(&ctx);
-  ctx.set_deadline(ToGpr(absl::Now() + absl::Seconds(5)));
-  return ConvertStatus(stub_->CloseSession(&ctx, request, &response), ctx);
+  // A direct-channel operation still waiting for its reply (inside a kernel
+  // the VM cannot stop, or on a daemon that did not answer) holds direct_mu_:
+  // shutting its socket ends the wait, and the connection comes free.
+  {
+    absl::MutexLock lock(&in_flight_mu_);
+    if (in_flight_ != nullptr) in_flight_->Interrupt();
+  }
+  absl::MutexLock lock(&direct_mu_);
+  direct_.reset();  // says goodbye, where the connection still works
+  direct_tried_ = true;
+  return closed;
 }
 
 void RemoteSession::PrepareContext(grpc::ClientContext* context) const {
@@ -153,6 +163,18 @@ absl::Status RemoteSession::CheckOpen() const {
   absl::MutexLock lock(&mu_);
   if (closed_) return absl::FailedPreconditionError("remote session is closed");
   return absl::OkStatus();
+}
+
+template <typename Fn>
+auto RemoteSession::Interruptible(DirectConnection* direct, Fn call) {
+  {
+    absl::MutexLock lock(&in_flight_mu_);
+    in_flight_ = direct;
+  }
+  auto result = call();
+  absl::MutexLock lock(&in_flight_mu_);
+  in_flight_ = nullptr;
+  return result;
 }
 
 template <typename Fn>
@@ -246,7 +268,8 @@ absl::StatusOr<Value> RemoteSession::UploadTensor(const Tensor& tensor, Device t
                               request.mutable_put_tensor()->mutable_tensor());
       request.mutable_put_tensor()->set_size_bytes(num_bytes);
       bool delivered = false;
-      absl::StatusOr<v1::CallResponse> response = direct->PutTensor(request, bytes, &delivered);
+      absl::StatusOr<v1::CallResponse> response =
+          Interruptible(direct, [&] { return direct->PutTensor(request, bytes, &delivered); });
       if (response.ok()) {
         if (response->has_error() && response->error().code() != 0) {
           return rpc::DecodeError(response->error());
@@ -256,7 +279,7 @@ absl::StatusOr<Value> RemoteSession::UploadTensor(const Tensor& tensor, Device t
         return MakeRemoteTensorValue(response->tensor().id(), std::move(spec));
       }
       direct_.reset();
-      if (delivered) return response.status();
+      if (delivered) return WhyDirectBroke(response.status());
     }
   }
   grpc::ClientContext ctx;
@@ -299,11 +322,12 @@ absl::StatusOr<Tensor> RemoteSession::DownloadTensor(uint64_t tensor_id) {
       request.set_request_id(next_request_id_++);
       request.mutable_get_tensor()->set_tensor_id(tensor_id);
       bool delivered = false;
-      absl::StatusOr<Tensor> out = direct->GetTensor(request, &delivered);
+      absl::StatusOr<Tensor> out =
+          Interruptible(direct, [&] { return direct->GetTensor(request, &delivered); });
       // A refusal from the daemon (not a broken connection) is the answer.
       if (out.ok() || out.status().code() != absl::StatusCode::kUnavailable) return out;
       direct_.reset();
-      if (delivered) return out.status();
+      if (delivered) return WhyDirectBroke(out.status());
     }
   }
   v1::DownloadTensorRequest request;
@@ -410,23 +434,32 @@ absl::StatusOr<v1::CallResponse> RemoteSession::CallDirect(v1::CallRequest reque
   DirectConnection* direct = DirectLocked();
   if (direct == nullptr) return absl::UnavailableError("no direct channel");
   bool delivered = false;
-  absl::StatusOr<v1::CallResponse> response = direct->Call(request, &delivered);
+  absl::StatusOr<v1::CallResponse> response =
+      Interruptible(direct, [&] { return direct->Call(request, &delivered); });
   if (!response.ok()) direct_.reset();
   // The daemon may have run it: never run a call twice.
   *use_grpc = !response.ok() && !delivered;
-  if (!response.ok() && delivered) {
-    // The connection broke mid-call. The daemon can say why — an isolated
-    // session whose worker process ended answers its keep-alive with that.
-    v1::KeepAliveRequest ping;
-    ping.set_session_id(session_id_);
-    v1::KeepAliveResponse pong;
-    grpc::ClientContext ctx;
-    PrepareContext(&ctx);
-    ctx.set_deadline(ToGpr(absl::Now() + options_.deadline));
-    absl::Status why = ConvertStatus(stub_->KeepAlive(&ctx, ping, &pong), ctx);
-    if (!why.ok()) return why;
-  }
+  if (!response.ok() && delivered) return WhyDirectBroke(response.status());
   return response;
+}
+
+absl::Status RemoteSession::WhyDirectBroke(absl::Status broke) {
+  if (!CheckOpen().ok()) {
+    return WithErrorKind(absl::CancelledError(absl::StrCat(
+                             "remote session ", absl::string_view(session_id_).substr(0, 8),
+                             " was closed while the call ran")),
+                         ErrorKind::kCancelled);
+  }
+  // The daemon can say why the connection broke: an isolated session whose
+  // worker process ended answers its keep-alive with that.
+  v1::KeepAliveRequest ping;
+  ping.set_session_id(session_id_);
+  v1::KeepAliveResponse pong;
+  grpc::ClientContext ctx;
+  PrepareContext(&ctx);
+  ctx.set_deadline(ToGpr(absl::Now() + options_.deadline));
+  absl::Status why = ConvertStatus(stub_->KeepAlive(&ctx, ping, &pong), ctx);
+  return why.ok() ? broke : why;
 }
 
 absl::StatusOr<Value> RemoteSession::AllocTensor(std::span<const int64_t> shape, DataType dtype,

@@ -109,6 +109,9 @@ class RemoteSession {
 
   // Closes the session on the daemon and stops the keep-alive. Idempotent;
   // the destructor calls it. Calls after Close fail with FAILED_PRECONDITION.
+  // A call in flight on another thread ends with CANCELLED: the daemon stops
+  // it, and one on the direct channel has its connection shut, so Close
+  // returns even while a kernel the daemon cannot stop is still running.
   absl::Status Close();
 
   const v1::HandshakeResponse& handshake() const { return handshake_; }
@@ -168,6 +171,14 @@ class RemoteSession {
   absl::Status CheckOpen() const;
   // The direct connection, opened on first use; null when there is none.
   DirectConnection* DirectLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(direct_mu_);
+  // Runs `call` (an operation on `direct`, the connection in direct_) where
+  // Close() can interrupt it, and returns its result.
+  template <typename Fn>
+  auto Interruptible(DirectConnection* direct, Fn call) ABSL_EXCLUSIVE_LOCKS_REQUIRED(direct_mu_);
+  // The status for an operation whose direct connection broke after the
+  // request left: CANCELLED when Close() broke it, else what the daemon says
+  // of the session (an isolated session's lost worker), else `broke`.
+  absl::Status WhyDirectBroke(absl::Status broke);
   void KeepAliveLoop();
 
   std::shared_ptr<grpc::Channel> channel_;
@@ -189,6 +200,10 @@ class RemoteSession {
   mutable absl::Mutex direct_mu_;
   std::unique_ptr<DirectConnection> direct_ ABSL_GUARDED_BY(direct_mu_);
   bool direct_tried_ ABSL_GUARDED_BY(direct_mu_) = false;
+  // The direct connection while an operation is in flight on it, for Close()
+  // to interrupt: that operation holds direct_mu_ until it ends.
+  absl::Mutex in_flight_mu_ ABSL_ACQUIRED_AFTER(direct_mu_);
+  DirectConnection* in_flight_ ABSL_GUARDED_BY(in_flight_mu_) = nullptr;
 };
 
 }  // namespace tether::client

@@ -2,19 +2,25 @@
 // 127.0.0.1:0: exact tensor round trips for every dtype around the inline /
 // chunked threshold (and one 256 MiB tensor), module uploads skipped when the
 // daemon has the module, errors keeping code and kind, and Close releasing the
-// session on the daemon.
+// session on the daemon, also while another thread's call is in flight.
 #include "client/remote_session.h"
 
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "client/remote_vm.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/core/error.h"
+#include "runtime/core/registry.h"
 #include "runtime/vm/exec_builder.h"
 #include "runtime/vm/local_vm.h"
 #include "server/daemon.h"
@@ -239,6 +245,131 @@ TEST_F(RemoteSessionTest, CloseReleasesTheSession) {
   EXPECT_TRUE((*other)->Close().ok());  // idempotent
   EXPECT_EQ((*other)->HasModule(std::string(64, 'a')).status().code(),
             absl::StatusCode::kFailedPrecondition);
+}
+
+// test.client.hold(block): a call that counts itself in and, when `block`
+// is true, does not return until the test releases it, like a kernel the VM
+// cannot interrupt. Registered once in the daemon's (this process's) registry.
+class HeldCalls {
+ public:
+  static HeldCalls& Get() {
+    static HeldCalls* calls = new HeldCalls;
+    static std::once_flag once;
+    std::call_once(once, [] {
+      absl::Status s = Registry::RegisterTyped("test.client.hold", [](int64_t block) {
+        HeldCalls& held = Get();
+        absl::MutexLock lock(&held.mu_);
+        ++held.entered_;
+        if (block != 0) held.mu_.Await(absl::Condition(&held.released_));
+        return block;
+      });
+      EXPECT_TRUE(s.ok()) << s;
+    });
+    return *calls;
+  }
+  int entered() {
+    absl::MutexLock lock(&mu_);
+    return entered_;
+  }
+  // Waits, at most a minute, for a call after the first `before` to enter.
+  bool AwaitEntered(int before) {
+    absl::MutexLock lock(&mu_);
+    auto more = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return entered_ > before; };
+    return mu_.AwaitWithTimeout(absl::Condition(&more), absl::Minutes(1));
+  }
+  void Release() {
+    absl::MutexLock lock(&mu_);
+    released_ = true;
+  }
+  // Blocking calls block again (for --gtest_repeat).
+  void Rearm() {
+    absl::MutexLock lock(&mu_);
+    released_ = false;
+  }
+
+ private:
+  absl::Mutex mu_;
+  int entered_ ABSL_GUARDED_BY(mu_) = 0;
+  bool released_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+// held(block) = test.client.hold(block), then spins until interrupted.
+std::string HoldThenSpinExecutable() {
+  HeldCalls::Get();
+  vm::ExecBuilder b;
+  b.EmitFunction("held", 1, {"block"});
+  b.EmitCall("test.client.hold", {vm::Arg::Register(0)}, 1);
+  b.EmitGoto(1);
+  b.EmitGoto(-1);
+  b.EmitRet(1);
+  b.EndFunction("held");
+  auto exec = b.Get();
+  EXPECT_TRUE(exec.ok()) << exec.status();
+  return exec.ok() ? (*exec)->SaveToBytes() : std::string();
+}
+
+// Closes `session` from another thread while `held(block)` runs on the
+// direct channel, and returns how the call ended. Close must return within a
+// minute; if it hangs, the daemon is shut down so that the test ends.
+absl::Status CloseDuringHeldCall(RemoteSession& session, server::Daemon& daemon, bool block) {
+  auto sha = session.UploadModule(HoldThenSpinExecutable());
+  EXPECT_TRUE(sha.ok()) << sha.status();
+  auto vm = RemoteVM::Create(&session, sha.ok() ? *sha : "");
+  EXPECT_TRUE(vm.ok()) << vm.status();
+  if (!vm.ok()) return vm.status();
+  EXPECT_TRUE(session.on_direct_channel());
+  HeldCalls& held = HeldCalls::Get();
+  held.Rearm();
+  const int before = held.entered();
+  absl::Status call = absl::UnknownError("not run");
+  std::thread calling([&] {
+    Value args[] = {Value(int64_t{block ? 1 : 0})};
+    call = (*vm)->Invoke("held", args).status();
+  });
+  EXPECT_TRUE(held.AwaitEntered(before));
+  absl::Notification closed;
+  std::thread closing([&] {
+    EXPECT_TRUE(session.Close().ok());
+    closed.Notify();
+  });
+  const bool in_time = closed.WaitForNotificationWithTimeout(absl::Minutes(1));
+  EXPECT_TRUE(in_time) << "Close() did not return while a call was in flight";
+  if (!in_time) {
+    held.Release();
+    daemon.Shutdown();
+  }
+  closing.join();
+  calling.join();
+  return call;
+}
+
+TEST_F(RemoteSessionTest, CloseStopsACallInFlightOnTheDirectChannel) {
+  const size_t before = daemon_->num_sessions();
+  absl::Status call = CloseDuringHeldCall(*session_, *daemon_, /*block=*/false);
+  EXPECT_EQ(call.code(), absl::StatusCode::kCancelled) << call;
+  EXPECT_EQ(GetErrorKind(call), ErrorKind::kCancelled) << call;
+  EXPECT_EQ(daemon_->num_sessions(), before - 1);
+}
+
+TEST_F(RemoteSessionTest, CloseReturnsWhileAKernelIgnoresTheInterrupt) {
+  const size_t before = daemon_->num_sessions();
+  absl::Status call = CloseDuringHeldCall(*session_, *daemon_, /*block=*/true);
+  // The daemon is still inside test.client.hold; the client gave up on it.
+  EXPECT_EQ(call.code(), absl::StatusCode::kCancelled) << call;
+  EXPECT_THAT(std::string(call.message()), ::testing::HasSubstr("closed while the call ran"));
+  EXPECT_EQ(daemon_->num_sessions(), before - 1);
+  // Once the kernel returns, the daemon ends the call and keeps serving.
+  HeldCalls::Get().Release();
+  auto next = RemoteSession::Connect(daemon_->target());
+  ASSERT_TRUE(next.ok()) << next.status();
+  auto vm = [&] {
+    auto sha = (*next)->UploadModule(HoldThenSpinExecutable());
+    EXPECT_TRUE(sha.ok()) << sha.status();
+    return RemoteVM::Create(next->get(), sha.ok() ? *sha : "");
+  }();
+  ASSERT_TRUE(vm.ok()) << vm.status();
+  EXPECT_TRUE((*next)->on_direct_channel());
+  EXPECT_TRUE((*next)->HasModule(std::string(64, 'a')).ok());
 }
 
 TEST_F(RemoteSessionTest, HandshakeDescribesTheDaemon) {
