@@ -140,12 +140,14 @@ absl::Status RemoteSession::Close() {
     ctx.set_deadline(ToGpr(absl::Now() + absl::Seconds(5)));
     closed = ConvertStatus(stub_->CloseSession(&ctx, request, &response), ctx);
   }
-  // A direct-channel operation still waiting for its reply (inside a kernel
-  // the VM cannot stop, or on a daemon that did not answer) holds direct_mu_:
-  // shutting its socket ends the wait, and the connection comes free.
+  // An operation still waiting for its reply (inside a kernel the VM cannot
+  // stop, or on a daemon that did not answer) ends now: a direct-channel one,
+  // which holds direct_mu_, by its socket being shut, a gRPC one by being
+  // cancelled.
   {
     absl::MutexLock lock(&in_flight_mu_);
     if (in_flight_ != nullptr) in_flight_->Interrupt();
+    for (grpc::ClientContext* call : calls_) call->TryCancel();
   }
   absl::MutexLock lock(&direct_mu_);
   direct_.reset();  // says goodbye, where the connection still works
@@ -157,6 +159,25 @@ void RemoteSession::PrepareContext(grpc::ClientContext* context) const {
   if (!options_.auth_token.empty()) {
     context->AddMetadata("authorization", absl::StrCat("Bearer ", options_.auth_token));
   }
+}
+
+RemoteSession::CallContext::CallContext(RemoteSession* session) : session_(session) {
+  session_->PrepareContext(&context_);
+  absl::MutexLock lock(&session_->in_flight_mu_);
+  session_->calls_.insert(&context_);
+}
+
+RemoteSession::CallContext::~CallContext() {
+  absl::MutexLock lock(&session_->in_flight_mu_);
+  session_->calls_.erase(&context_);
+}
+
+absl::Status RemoteSession::FailedInFlight(absl::Status failed) const {
+  if (CheckOpen().ok()) return failed;
+  return WithErrorKind(absl::CancelledError(absl::StrCat(
+                           "remote session ", absl::string_view(session_id_).substr(0, 8),
+                           " was closed while the call ran")),
+                       ErrorKind::kCancelled);
 }
 
 absl::Status RemoteSession::CheckOpen() const {
@@ -384,10 +405,10 @@ absl::StatusOr<v1::CallResponse> RemoteSession::Call(v1::CallRequest request) {
   TETHER_RETURN_IF_ERROR(CheckOpen());
   request.set_session_id(session_id_);
   if (request.request_id() == 0) request.set_request_id(next_request_id_++);
-  grpc::ClientContext ctx;
-  PrepareContext(&ctx);
+  CallContext ctx(this);
   v1::CallResponse response;
-  TETHER_RETURN_IF_ERROR(ConvertStatus(stub_->Call(&ctx, request, &response), ctx));
+  absl::Status sent = ConvertStatus(stub_->Call(ctx.get(), request, &response), *ctx.get());
+  if (!sent.ok()) return FailedInFlight(std::move(sent));
   if (response.has_error() && response.error().code() != 0) {
     return rpc::DecodeError(response.error());
   }
@@ -444,12 +465,7 @@ absl::StatusOr<v1::CallResponse> RemoteSession::CallDirect(v1::CallRequest reque
 }
 
 absl::Status RemoteSession::WhyDirectBroke(absl::Status broke) {
-  if (!CheckOpen().ok()) {
-    return WithErrorKind(absl::CancelledError(absl::StrCat(
-                             "remote session ", absl::string_view(session_id_).substr(0, 8),
-                             " was closed while the call ran")),
-                         ErrorKind::kCancelled);
-  }
+  if (!CheckOpen().ok()) return FailedInFlight(std::move(broke));
   // The daemon can say why the connection broke: an isolated session whose
   // worker process ended answers its keep-alive with that.
   v1::KeepAliveRequest ping;

@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -110,8 +111,9 @@ class RemoteSession {
   // Closes the session on the daemon and stops the keep-alive. Idempotent;
   // the destructor calls it. Calls after Close fail with FAILED_PRECONDITION.
   // A call in flight on another thread ends with CANCELLED: the daemon stops
-  // it, and one on the direct channel has its connection shut, so Close
-  // returns even while a kernel the daemon cannot stop is still running.
+  // it, and the client cancels what still waits (shuts the direct
+  // connection, cancels gRPC calls), so neither Close nor that caller waits
+  // for a kernel the daemon cannot stop.
   absl::Status Close();
 
   const v1::HandshakeResponse& handshake() const { return handshake_; }
@@ -155,6 +157,26 @@ class RemoteSession {
   absl::StatusOr<v1::CallResponse> CallDirect(v1::CallRequest request, bool* use_grpc);
   // Whether the direct connection is open (calls and transfers use it).
   bool on_direct_channel() const;
+  // A grpc::ClientContext for an operation of this session, with what every
+  // call carries (PrepareContext), that Close() cancels while it lives:
+  // RemoteVM's CallStream and unary Calls. The session must outlive it.
+  // Thread contract: as grpc::ClientContext (TryCancel from any thread).
+  class CallContext {
+   public:
+    explicit CallContext(RemoteSession* session);
+    ~CallContext();
+    CallContext(const CallContext&) = delete;
+    CallContext& operator=(const CallContext&) = delete;
+    grpc::ClientContext* get() { return &context_; }
+
+   private:
+    RemoteSession* session_;
+    grpc::ClientContext context_;
+  };
+  // For an operation that failed in flight: CANCELLED "remote session
+  // ab12cd34 was closed while the call ran" once Close() has been called
+  // (which may have ended it), else `failed` as it is.
+  absl::Status FailedInFlight(absl::Status failed) const;
   // For RemoteVM's stream: the stub and a context carrying common settings.
   v1::Tether::Stub* stub() { return stub_.get(); }
   // Adds what every call of this session carries (the bearer token). Every
@@ -200,10 +222,12 @@ class RemoteSession {
   mutable absl::Mutex direct_mu_;
   std::unique_ptr<DirectConnection> direct_ ABSL_GUARDED_BY(direct_mu_);
   bool direct_tried_ ABSL_GUARDED_BY(direct_mu_) = false;
-  // The direct connection while an operation is in flight on it, for Close()
-  // to interrupt: that operation holds direct_mu_ until it ends.
+  // What Close() cancels: the direct connection while an operation is in
+  // flight on it (that operation holds direct_mu_ until it ends), and the
+  // live CallContexts.
   absl::Mutex in_flight_mu_ ABSL_ACQUIRED_AFTER(direct_mu_);
   DirectConnection* in_flight_ ABSL_GUARDED_BY(in_flight_mu_) = nullptr;
+  absl::flat_hash_set<grpc::ClientContext*> calls_ ABSL_GUARDED_BY(in_flight_mu_);
 };
 
 }  // namespace tether::client

@@ -50,9 +50,8 @@ void RemoteVM::CloseStream() {
 absl::StatusOr<v1::CallResponse> RemoteVM::ExecOnStream(v1::CallRequest& request, bool* fall_back) {
   *fall_back = false;
   if (!stream_) {
-    stream_ctx_ = std::make_unique<grpc::ClientContext>();
-    session_->PrepareContext(stream_ctx_.get());
-    stream_ = session_->stub()->CallStream(stream_ctx_.get());
+    stream_ctx_ = std::make_unique<RemoteSession::CallContext>(session_);
+    stream_ = session_->stub()->CallStream(stream_ctx_->get());
   }
   v1::CallResponse response;
   if (!stream_->Write(request)) {
@@ -63,8 +62,8 @@ absl::StatusOr<v1::CallResponse> RemoteVM::ExecOnStream(v1::CallRequest& request
   }
   if (!stream_->Read(&response)) {
     stream_broken_ = true;
-    stream_ctx_->TryCancel();
-    absl::Status status = RemoteSession::ConvertStatus(stream_->Finish(), *stream_ctx_);
+    stream_ctx_->get()->TryCancel();
+    absl::Status status = RemoteSession::ConvertStatus(stream_->Finish(), *stream_ctx_->get());
     stream_.reset();
     // A daemon without the stream refuses it before running anything.
     if (status.code() == absl::StatusCode::kUnimplemented) *fall_back = true;
@@ -72,7 +71,7 @@ absl::StatusOr<v1::CallResponse> RemoteVM::ExecOnStream(v1::CallRequest& request
       status = absl::UnavailableError(
           absl::StrCat("call stream ended before the reply to request ", request.request_id()));
     }
-    return status;
+    return session_->FailedInFlight(std::move(status));
   }
   if (response.request_id() != request.request_id()) {
     stream_broken_ = true;

@@ -115,7 +115,7 @@ class RemoteVM final : public vm::VirtualMachine {
   std::vector<uint64_t> temps_;
   std::vector<uint64_t> fetched_;
 
-  std::unique_ptr<grpc::ClientContext> stream_ctx_;
+  std::unique_ptr<RemoteSession::CallContext> stream_ctx_;
   std::unique_ptr<grpc::ClientReaderWriter<v1::CallRequest, v1::CallResponse>> stream_;
   bool stream_broken_ = false;
 };

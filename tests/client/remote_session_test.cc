@@ -308,52 +308,93 @@ std::string HoldThenSpinExecutable() {
   return exec.ok() ? (*exec)->SaveToBytes() : std::string();
 }
 
-// Closes `session` from another thread while `held(block)` runs on the
-// direct channel, and returns how the call ended. Close must return within a
-// minute; if it hangs, the daemon is shut down so that the test ends.
-absl::Status CloseDuringHeldCall(RemoteSession& session, server::Daemon& daemon, bool block) {
-  auto sha = session.UploadModule(HoldThenSpinExecutable());
-  EXPECT_TRUE(sha.ok()) << sha.status();
-  auto vm = RemoteVM::Create(&session, sha.ok() ? *sha : "");
-  EXPECT_TRUE(vm.ok()) << vm.status();
-  if (!vm.ok()) return vm.status();
-  EXPECT_TRUE(session.on_direct_channel());
-  HeldCalls& held = HeldCalls::Get();
-  held.Rearm();
-  const int before = held.entered();
-  absl::Status call = absl::UnknownError("not run");
-  std::thread calling([&] {
-    Value args[] = {Value(int64_t{block ? 1 : 0})};
-    call = (*vm)->Invoke("held", args).status();
-  });
-  EXPECT_TRUE(held.AwaitEntered(before));
-  absl::Notification closed;
-  std::thread closing([&] {
-    EXPECT_TRUE(session.Close().ok());
-    closed.Notify();
-  });
-  const bool in_time = closed.WaitForNotificationWithTimeout(absl::Minutes(1));
-  EXPECT_TRUE(in_time) << "Close() did not return while a call was in flight";
-  if (!in_time) {
-    held.Release();
-    daemon.Shutdown();
+// Close() from another thread while `held(block)` runs, on each path a call
+// can take: the direct channel, the CallStream, a unary Call.
+class CloseDuringCallTest : public RemoteSessionTest,
+                            public ::testing::WithParamInterface<RemoteVM::Transport> {
+ protected:
+  // A session on the daemon, a VM of HoldThenSpinExecutable() on it, and the
+  // path its calls take checked.
+  void SetUp() override {
+    ASSERT_NE(daemon_, nullptr);
+    ConnectOptions options;
+    options.direct_channel = GetParam() == RemoteVM::Transport::kDirect;
+    auto session = RemoteSession::Connect(daemon_->target(), options);
+    ASSERT_TRUE(session.ok()) << session.status();
+    session_ = std::move(*session);
+    auto sha = session_->UploadModule(HoldThenSpinExecutable());
+    ASSERT_TRUE(sha.ok()) << sha.status();
+    auto vm = RemoteVM::Create(session_.get(), *sha);
+    ASSERT_TRUE(vm.ok()) << vm.status();
+    vm_ = std::move(*vm);
+    if (GetParam() != RemoteVM::Transport::kUnary) {
+      ASSERT_EQ(vm_->transport(), GetParam());
+    }
   }
-  closing.join();
-  calling.join();
-  return call;
-}
+  void TearDown() override {
+    vm_.reset();
+    session_.reset();
+  }
 
-TEST_F(RemoteSessionTest, CloseStopsACallInFlightOnTheDirectChannel) {
+  absl::Status Held(bool block) {
+    Value args[] = {Value(int64_t{block ? 1 : 0})};
+    if (GetParam() != RemoteVM::Transport::kUnary) return vm_->Invoke("held", args).status();
+    v1::CallRequest request;
+    request.mutable_invoke()->set_vm_id(vm_->vm_id());
+    request.mutable_invoke()->set_function("held");
+    request.mutable_invoke()->add_args()->set_int_value(block ? 1 : 0);
+    return session_->Call(std::move(request)).status();
+  }
+
+  // Closes the session while held(block) runs and returns how the call
+  // ended. Close, and then the call, must return within a minute each; if
+  // either hangs, the kernel is released and the daemon shut down so that
+  // the test ends.
+  absl::Status CloseDuringHeldCall(bool block) {
+    HeldCalls& held = HeldCalls::Get();
+    held.Rearm();
+    const int before = held.entered();
+    absl::Status call = absl::UnknownError("not run");
+    absl::Notification returned;
+    std::thread calling([&] {
+      call = Held(block);
+      returned.Notify();
+    });
+    EXPECT_TRUE(held.AwaitEntered(before));
+    absl::Notification closed;
+    std::thread closing([&] {
+      EXPECT_TRUE(session_->Close().ok());
+      closed.Notify();
+    });
+    bool in_time = closed.WaitForNotificationWithTimeout(absl::Minutes(1));
+    EXPECT_TRUE(in_time) << "Close() did not return while a call was in flight";
+    if (in_time) {
+      in_time = returned.WaitForNotificationWithTimeout(absl::Minutes(1));
+      EXPECT_TRUE(in_time) << "the call still waits after Close() returned";
+    }
+    if (!in_time) {
+      held.Release();
+      daemon_->Shutdown();
+    }
+    closing.join();
+    calling.join();
+    return call;
+  }
+
+  std::unique_ptr<RemoteVM> vm_;
+};
+
+TEST_P(CloseDuringCallTest, StopsTheCall) {
   const size_t before = daemon_->num_sessions();
-  absl::Status call = CloseDuringHeldCall(*session_, *daemon_, /*block=*/false);
+  absl::Status call = CloseDuringHeldCall(/*block=*/false);
   EXPECT_EQ(call.code(), absl::StatusCode::kCancelled) << call;
   EXPECT_EQ(GetErrorKind(call), ErrorKind::kCancelled) << call;
   EXPECT_EQ(daemon_->num_sessions(), before - 1);
 }
 
-TEST_F(RemoteSessionTest, CloseReturnsWhileAKernelIgnoresTheInterrupt) {
+TEST_P(CloseDuringCallTest, ReturnsWhileAKernelIgnoresTheInterrupt) {
   const size_t before = daemon_->num_sessions();
-  absl::Status call = CloseDuringHeldCall(*session_, *daemon_, /*block=*/true);
+  absl::Status call = CloseDuringHeldCall(/*block=*/true);
   // The daemon is still inside test.client.hold; the client gave up on it.
   EXPECT_EQ(call.code(), absl::StatusCode::kCancelled) << call;
   EXPECT_THAT(std::string(call.message()), ::testing::HasSubstr("closed while the call ran"));
@@ -362,15 +403,28 @@ TEST_F(RemoteSessionTest, CloseReturnsWhileAKernelIgnoresTheInterrupt) {
   HeldCalls::Get().Release();
   auto next = RemoteSession::Connect(daemon_->target());
   ASSERT_TRUE(next.ok()) << next.status();
-  auto vm = [&] {
-    auto sha = (*next)->UploadModule(HoldThenSpinExecutable());
-    EXPECT_TRUE(sha.ok()) << sha.status();
-    return RemoteVM::Create(next->get(), sha.ok() ? *sha : "");
-  }();
+  auto sha = (*next)->UploadModule(HoldThenSpinExecutable());
+  ASSERT_TRUE(sha.ok()) << sha.status();
+  auto vm = RemoteVM::Create(next->get(), *sha);
   ASSERT_TRUE(vm.ok()) << vm.status();
-  EXPECT_TRUE((*next)->on_direct_channel());
   EXPECT_TRUE((*next)->HasModule(std::string(64, 'a')).ok());
 }
+
+INSTANTIATE_TEST_SUITE_P(Transports, CloseDuringCallTest,
+                         ::testing::Values(RemoteVM::Transport::kDirect,
+                                           RemoteVM::Transport::kStream,
+                                           RemoteVM::Transport::kUnary),
+                         [](const ::testing::TestParamInfo<RemoteVM::Transport>& info) {
+                           switch (info.param) {
+                             case RemoteVM::Transport::kDirect:
+                               return "Direct";
+                             case RemoteVM::Transport::kStream:
+                               return "Stream";
+                             case RemoteVM::Transport::kUnary:
+                               return "Unary";
+                           }
+                           return "Unknown";
+                         });
 
 TEST_F(RemoteSessionTest, HandshakeDescribesTheDaemon) {
   const v1::HandshakeResponse& hello = session_->handshake();
