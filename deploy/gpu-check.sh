@@ -8,18 +8,24 @@
 # tail to stdout. Needs python3 with numpy and onnx for the CLI step and the
 # model benchmark ($PYTHON, default python3).
 #
+# Steps run in the order given, the issue's "done means" first; a step that
+# runs past GPU_CHECK_STEP_SECONDS (default 240) is stopped (a hung kernel
+# costs that step, not the rest) and counts as failed. Ends with a table of
+# every step's exit status and seconds.
+#
 # usage: gpu-check OUTDIR [STEP...]
-#   steps: nvidia-smi gpu-tests cli cuda-bench model-bench conformance
-#   (default: all; each ends well inside 10 minutes on an H100)
+#   steps: nvidia-smi cli gpu-tests cuda-bench model-bench conformance
+#   (default: all, in that order)
 set -u
 here=$(cd "$(dirname "$0")/.." && pwd)
 [ $# -ge 1 ] || { echo "usage: gpu-check OUTDIR [STEP...]" >&2; exit 2; }
 out=$1
 shift
 steps=("$@")
-[ ${#steps[@]} -gt 0 ] || steps=(nvidia-smi gpu-tests cli cuda-bench model-bench conformance)
+[ ${#steps[@]} -gt 0 ] || steps=(nvidia-smi cli gpu-tests cuda-bench model-bench conformance)
 mkdir -p "$out"
 export PYTHON=${PYTHON:-python3}
+limit=${GPU_CHECK_STEP_SECONDS:-240}
 
 # The test programs find the examples in the source tree they were built
 # from: point that path at the copy in the bundle when it is not there.
@@ -29,15 +35,27 @@ if [ ! -e "$src/examples" ]; then
 fi
 
 status=0
+summary=()
 run_step() {
   local name=$1
   shift
   echo "== $name: $*"
-  "$@" > "$out/$name.log" 2>&1
+  local start=$SECONDS
+  # timeout signals the step's whole process group: a stopped CLI step's
+  # tetherd goes with it.
+  timeout --kill-after=10 "$limit" "$@" > "$out/$name.log" 2>&1
   local rc=$?
+  local took=$((SECONDS - start))
   tail -n 60 "$out/$name.log"
-  echo "== $name: exit $rc"
-  # 77: the step found no GPU and skipped (as CTest counts it).
+  local what="exit $rc"
+  # 124/137: stopped at the limit; 77: the step found no GPU and skipped (as
+  # CTest counts it).
+  case $rc in
+    124|137) what="stopped after ${limit} s (GPU_CHECK_STEP_SECONDS)" ;;
+    77) what="skipped (exit 77)" ;;
+  esac
+  echo "== $name: $what"
+  summary+=("$(printf '%-12s %-44s %5d s' "$name" "$what" "$took")")
   [ $rc = 0 ] || [ $rc = 77 ] || status=1
 }
 
@@ -58,4 +76,6 @@ for step in "${steps[@]}"; do
     *) echo "gpu-check: unknown step $step" >&2; exit 2 ;;
   esac
 done
+echo "== summary (logs in $out)"
+printf '%s\n' "${summary[@]}" | tee "$out/summary.txt"
 exit $status

@@ -2,7 +2,9 @@
 # deploy/bundle.sh as a user runs it: the build packed (uncompressed, for
 # speed), unpacked elsewhere; the bundle holds no glibc or driver library,
 # its programs load every other library from inside it, and from a clean
-# environment its tether compiles a model and runs it on its tetherd.
+# environment its tether compiles a model and runs it on its tetherd. Where
+# the build has the GPU test programs, the bundle carries them (--tests) and
+# its gpu-check runs two steps and sums them up (skipped without a GPU).
 set -u
 build=$1
 dir=$2
@@ -11,7 +13,11 @@ rm -rf "$dir" && mkdir -p "$dir/unpacked"
 daemon_pid=""
 fail() { echo "FAIL: $*"; [ -n "$daemon_pid" ] && kill "$daemon_pid" 2>/dev/null; exit 1; }
 
-bash "$root/deploy/bundle.sh" --build "$build" "$dir/tether.tar" > "$dir/bundle.log" 2>&1 \
+tests=""
+[ -x "$build/tests/tether_gpu_tests" ] && [ -x "$build/bench/cuda_bench" ] &&
+  [ -x "$build/bench/model_bench" ] && [ -x "$build/tests/conformance/tether_conformance" ] &&
+  tests=--tests
+bash "$root/deploy/bundle.sh" --build "$build" $tests "$dir/tether.tar" > "$dir/bundle.log" 2>&1 \
   || fail "bundle.sh: $(cat "$dir/bundle.log")"
 tar -C "$dir/unpacked" -xf "$dir/tether.tar" || fail "unpacking"
 top=$dir/unpacked/tether
@@ -51,4 +57,19 @@ env -i "$top/bin/tether" run "$dir/mlp.tx" --remote "$remote" --random-inputs --
 grep -q "outputs of main" "$dir/run.log" || fail "run printed no outputs: $(cat "$dir/run.log")"
 kill -TERM "$daemon_pid" && wait "$daemon_pid" || fail "tetherd did not drain"
 daemon_pid=""
+
+if [ -n "$tests" ]; then
+  # What a GPU machine runs; here each step passes, or skips without a GPU.
+  env -i PATH=/usr/bin:/bin "$top/bin/gpu-check" "$dir/check" cli gpu-tests > "$dir/check.log" 2>&1 \
+    || fail "gpu-check: $(cat "$dir/check.log")"
+  [ "$(wc -l < "$dir/check/summary.txt")" = 2 ] || fail "gpu-check summary: $(cat "$dir/check.log")"
+  for step in cli gpu-tests; do
+    grep -qE "^$step +(exit 0|skipped \(exit 77\)) " "$dir/check/summary.txt" \
+      || fail "gpu-check $step: $(cat "$dir/check.log")"
+    [ -s "$dir/check/$step.log" ] || fail "gpu-check wrote no $step.log"
+  done
+  "$top/bin/gpu-check" "$dir/check" no-such-step > "$dir/check.log" 2>&1
+  [ $? = 2 ] && grep -q "unknown step no-such-step" "$dir/check.log" \
+    || fail "gpu-check took an unknown step: $(cat "$dir/check.log")"
+fi
 echo "PASS"
