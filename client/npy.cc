@@ -187,8 +187,7 @@ absl::Status WriteNpyFile(const std::string& path, const Tensor& tensor) {
 absl::StatusOr<Tensor> ReadNpyFile(const std::string& path) {
   TETHER_ASSIGN_OR_RETURN(std::string bytes, ReadFileToString(path));
   absl::StatusOr<Tensor> t = DecodeNpy(bytes);
-  if (!t.ok())
-    return absl::Status(t.status().code(), absl::StrCat(path, ": ", t.status().message()));
+  if (!t.ok()) return Annotate(t.status(), path, ": ");
   return t;
 }
 

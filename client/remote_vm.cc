@@ -99,7 +99,7 @@ absl::StatusOr<v1::CallResponse> RemoteVM::Exec(v1::CallRequest& request) {
       return response;
     }
   }
-  if (!stream_broken_) {
+  if (!stream_broken_ && options_.call_stream) {
     bool fall_back = false;
     auto response = ExecOnStream(request, &fall_back);
     if (!fall_back) {

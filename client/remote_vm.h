@@ -43,6 +43,10 @@ struct RemoteVmOptions {
   // Use the session's direct channel when it has one (a daemon on this host;
   // ConnectOptions::direct_channel). False keeps this VM's calls on gRPC.
   bool direct_channel = true;
+  // Send gRPC calls on one CallStream (true) or each as a unary Call. Both
+  // carry the same operations, errors and kinds; the stream saves a round
+  // trip's setup per call.
+  bool call_stream = true;
   // Let TimeEvaluator and Profile run beside other sessions' calls instead of
   // waiting for exclusive use of the daemon (docs/design/rpc-protocol.md,
   // "Exclusive timing"); BenchmarkResult::exclusive says which one ran.
@@ -68,7 +72,7 @@ class RemoteVM final : public vm::VirtualMachine {
   // What the next call travels on.
   Transport transport() const {
     if (options_.direct_channel && session_->on_direct_channel()) return Transport::kDirect;
-    return stream_broken_ ? Transport::kUnary : Transport::kStream;
+    return stream_broken_ || !options_.call_stream ? Transport::kUnary : Transport::kStream;
   }
 
   absl::StatusOr<Value> Invoke(absl::string_view func_name, ArgSpan args) override;

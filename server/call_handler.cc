@@ -256,8 +256,14 @@ absl::Status FillRandom(const Tensor& tensor, uint64_t seed, double low, double 
   }
   if (!tensor->IsContiguous()) return ValueError("fill_random needs a contiguous tensor");
   DataType dtype = tensor->dtype();
-  int64_t numel = tensor->NumElements() * dtype.lanes();
-  size_t elem = static_cast<size_t>((dtype.bits() + 7) / 8);
+  // One value per lane, each `elem` bytes: the loop writes exactly
+  // numel * elem bytes, so it must be the tensor's size (a packed sub-byte
+  // type would not be; DataType refuses those, and this keeps it so).
+  const int64_t numel = tensor->NumElements() * dtype.lanes();
+  const size_t elem = static_cast<size_t>((dtype.bits() + 7) / 8);
+  if (static_cast<uint64_t>(numel) * elem != static_cast<uint64_t>(tensor->NumBytes())) {
+    return ValueError("fill_random does not support ", dtype.ToString());
+  }
   std::vector<unsigned char> host(static_cast<size_t>(tensor->NumBytes()));
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> dist(low, high);
@@ -290,8 +296,8 @@ absl::Status FillRandom(const Tensor& tensor, uint64_t seed, double low, double 
       case DataType::kUInt:
       case DataType::kBool: {
         int64_t n = static_cast<int64_t>(std::llround(v));
-        if (dtype.code() == DataType::kBool) n = n != 0;
-        std::memcpy(p, &n, elem);  // little-endian: the low bytes
+        if (dtype.is_bool()) n = n != 0;  // bool and uint1 hold 0 or 1
+        std::memcpy(p, &n, elem);         // little-endian: the low bytes
         break;
       }
       default:

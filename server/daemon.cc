@@ -161,7 +161,8 @@ class DaemonImpl final : public Daemon {
     SessionLimits session_limits;
     session_limits.max_sessions = options.max_sessions;
     session_limits.default_idle_timeout = options.session_idle_timeout;
-    session_limits.max_idle_timeout = std::max(options.session_idle_timeout, absl::Hours(24));
+    session_limits.max_idle_timeout =
+        std::max(options.session_idle_timeout, options.max_session_lease);
     session_limits.log_events = options.log_events;
     if (worker) {
       // Its daemon keeps the lease; the worker's session lasts until killed.
@@ -181,6 +182,7 @@ class DaemonImpl final : public Daemon {
         std::max<uint64_t>({uint64_t{64} << 20, options.chunk_bytes + (uint64_t{1} << 20),
                             4 * options.max_inline_tensor_bytes + (uint64_t{1} << 20)});
     limits.max_message_bytes = std::min<uint64_t>(limits.max_message_bytes, INT32_MAX);
+    limits.max_exclusive_hold = options.max_exclusive_hold;
     service_ = std::make_unique<TetherService>(limits, store_.get(), sessions_.get(),
                                                executor_.get(), timer_.get(), options.auth_token);
     if (options.exclusive_timing) {
@@ -201,6 +203,7 @@ class DaemonImpl final : public Daemon {
       worker_options.direct_channel = options.direct_channel;
       worker_options.direct_spin = options.direct_spin;
       if (gate_) worker_options.timing_lock = gate_->path();
+      worker_options.max_exclusive_hold = options.max_exclusive_hold;
       service_->set_isolation(std::move(worker_options), options.isolate_sessions);
     }
 

@@ -25,6 +25,9 @@ struct DaemonOptions {
   uint64_t store_quota_bytes = uint64_t{4} << 30;
   uint32_t max_sessions = 64;
   absl::Duration session_idle_timeout = absl::Minutes(10);
+  // The longest idle lease a client may ask for (OpenSession's
+  // idle_timeout_ms is clamped to it; never below session_idle_timeout).
+  absl::Duration max_session_lease = absl::Hours(24);
   uint64_t max_inline_tensor_bytes = uint64_t{1} << 20;
   uint64_t chunk_bytes = uint64_t{1} << 20;
   // One structured line per event (listening, session open/close, eviction)
@@ -76,6 +79,9 @@ struct DaemonOptions {
   // or several daemons on one host. Off: measurements run beside other work.
   bool exclusive_timing = true;
   std::string timing_lock;
+  // The longest one measurement may hold exclusive timing; past it the
+  // measurement ends with RESOURCE_EXHAUSTED and the others go on.
+  absl::Duration max_exclusive_hold = absl::Minutes(10);
 };
 
 // Thread contract: thread-safe.

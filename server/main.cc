@@ -1,15 +1,17 @@
 // tetherd: the Tether daemon. Parses flags into DaemonOptions, refuses to
-// serve a non-loopback TCP address with neither TLS nor a bearer token unless
-// --insecure is given, writes --port-file once bound, and on SIGTERM or SIGINT
-// drains in-flight calls, closes sessions and exits 0.
+// serve a non-loopback TCP address without client authentication (a bearer
+// token or client certificates) unless --insecure is given, writes
+// --port-file once bound, and on SIGTERM or SIGINT drains in-flight calls,
+// closes sessions and exits 0 (exits 1 when the drain outlives its limit).
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -18,6 +20,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "proto/codec/auth_token.h"
 #include "server/daemon.h"
 
 namespace {
@@ -31,12 +34,19 @@ constexpr char kUsage[] =
     "  --store-quota BYTES           module store quota, suffixes K/M/G (default 4G)\n"
     "  --max-sessions N              concurrent sessions (default 64)\n"
     "  --session-idle-timeout SECS   close sessions idle this long (default 600)\n"
+    "  --max-session-lease SECS      longest idle lease a client may ask for (default 86400)\n"
     "  --tls-cert PEM                server certificate (chain); enables TLS on TCP addresses\n"
     "  --tls-key PEM                 the certificate's private key (with --tls-cert)\n"
     "  --tls-client-ca PEM           require client certificates signed by this CA (mutual TLS)\n"
     "  --auth-token-file PATH        require \"authorization: Bearer <token>\" on every call\n"
-    "                                (the file's content, trimmed; health checks exempt)\n"
-    "  --insecure                    allow non-loopback addresses without TLS or a token\n"
+    "                                (the file's content, trimmed; health checks exempt;\n"
+    "                                the file must not be readable by other users). Without\n"
+    "                                it a loopback daemon uses its user's default token\n"
+    "                                ($TETHER_TOKEN_FILE, else ~/.config/tether/token,\n"
+    "                                created 0600 at first start)\n"
+    "  --insecure                    serve without client authentication: no default token,\n"
+    "                                and non-loopback addresses allowed (anyone reaching\n"
+    "                                them runs code as this user)\n"
     "  --reflection                  serve gRPC server reflection (for grpcurl and friends)\n"
     "  --no-direct-channel           keep same-host VM calls on gRPC (no loopback direct channel)\n"
     "  --direct-spin-us N            direct channel: poll N us for the next request before\n"
@@ -48,6 +58,8 @@ constexpr char kUsage[] =
     "                                other sessions' calls instead of exclusively\n"
     "  --timing-lock PATH            the exclusive-timing lock file, shared by every daemon\n"
     "                                that names it (default STORE-DIR/timing.lock)\n"
+    "  --max-exclusive-seconds SECS  longest one measurement may hold exclusive timing;\n"
+    "                                past it the measurement fails (default 600)\n"
     "  --max-inline-bytes BYTES      largest tensor sent inline in a message (default 1M)\n"
     "  --chunk-bytes BYTES           tensor and module stream chunk (default 1M)\n"
     "  --help                        show this help\n";
@@ -76,22 +88,22 @@ bool ParseBytes(std::string text, uint64_t* out) {
   return true;
 }
 
-// Whether a TCP listen address is on the loopback interface.
+// Whether a listen address is same-host only: a unix: socket, or a TCP
+// address whose host is "localhost" or an IP literal in 127.0.0.0/8 or ::1
+// (a host name that merely starts with "127." is not).
 bool IsLoopback(const std::string& address) {
   if (absl::StartsWith(address, "unix:")) return true;
   std::string host = address.substr(0, address.rfind(':'));
   if (absl::StartsWith(host, "ipv4:")) host = host.substr(5);
   if (absl::StartsWith(host, "ipv6:")) host = host.substr(5);
-  return absl::StartsWith(host, "127.") || host == "localhost" || host == "[::1]" || host == "::1";
-}
-
-// The bearer token in `path`, trimmed; empty when unreadable or blank.
-std::string ReadToken(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return "";
-  std::ostringstream text;
-  text << in.rdbuf();
-  return std::string(absl::StripAsciiWhitespace(text.str()));
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  if (host == "localhost") return true;
+  in_addr v4;
+  if (inet_pton(AF_INET, host.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+  in6_addr v6;
+  return inet_pton(AF_INET6, host.c_str(), &v6) == 1 && IN6_IS_ADDR_LOOPBACK(&v6);
 }
 
 int Fail(const std::string& message) {
@@ -165,10 +177,9 @@ int main(int argc, char** argv) {
     } else if (flag == "--tls-client-ca") {
       options.tls_client_ca_file = value;
     } else if (flag == "--auth-token-file") {
-      options.auth_token = ReadToken(value);
-      if (options.auth_token.empty()) {
-        return Fail(absl::StrCat("--auth-token-file ", value, " is unreadable or empty"));
-      }
+      absl::StatusOr<std::string> token = tether::rpc::ReadTokenFile(value, true);
+      if (!token.ok()) return Fail(absl::StrCat("--auth-token-file: ", token.status().message()));
+      options.auth_token = std::move(*token);
     } else if (flag == "--port-file") {
       port_file = value;
     } else if (flag == "--store-dir") {
@@ -181,6 +192,20 @@ int main(int argc, char** argv) {
       if (!absl::SimpleAtoi(value, &options.max_sessions) || options.max_sessions == 0) {
         return Fail(absl::StrCat("bad --max-sessions \"", value, "\""));
       }
+    } else if (flag == "--max-exclusive-seconds") {
+      double seconds = 0;
+      if (!absl::SimpleAtod(value, &seconds) || !(seconds > 0) || seconds > 86400) {
+        return Fail(absl::StrCat("bad --max-exclusive-seconds \"", value,
+                                 "\" (more than 0, at most 86400)"));
+      }
+      options.max_exclusive_hold = absl::Seconds(seconds);
+    } else if (flag == "--max-session-lease") {
+      double seconds = 0;
+      if (!absl::SimpleAtod(value, &seconds) || !(seconds > 0) || seconds > 30 * 86400) {
+        return Fail(
+            absl::StrCat("bad --max-session-lease \"", value, "\" (seconds, at most 30 days)"));
+      }
+      options.max_session_lease = absl::Seconds(seconds);
     } else if (flag == "--session-idle-timeout") {
       double seconds = 0;
       if (!absl::SimpleAtod(value, &seconds) || !(seconds > 0)) {
@@ -220,13 +245,43 @@ int main(int argc, char** argv) {
   if (!options.tls_client_ca_file.empty() && options.tls_cert_file.empty()) {
     return Fail("--tls-client-ca needs --tls-cert and --tls-key");
   }
-  const bool secured = !options.tls_cert_file.empty() || !options.auth_token.empty();
+  // Who may call is the only boundary (docs/design/security.md): a network
+  // listener needs client authentication — a token or client certificates.
+  // Server-only TLS protects the transport but admits anyone.
+  const bool authenticated = !options.auth_token.empty() || !options.tls_client_ca_file.empty();
   for (const std::string& address : options.listen) {
-    if (!insecure && !secured && !IsLoopback(address)) {
-      return Fail(absl::StrCat("refusing to serve ", address,
-                               " without TLS or a token; pass --tls-cert/--tls-key, "
-                               "--auth-token-file, or --insecure"));
+    if (insecure || IsLoopback(address)) continue;
+    if (!authenticated) {
+      return Fail(absl::StrCat(
+          "refusing to serve ", address, " without client authentication",
+          options.tls_cert_file.empty() ? ""
+                                        : " (TLS alone protects the transport; it does not say "
+                                          "who the client is)",
+          "; pass --auth-token-file or --tls-client-ca, or --insecure to let anyone who reaches "
+          "the address run code as this user"));
     }
+    if (options.tls_cert_file.empty()) {
+      std::fprintf(stderr,
+                   "tetherd: event=warning message=\"%s takes the bearer token in plaintext; "
+                   "add --tls-cert/--tls-key\"\n",
+                   address.c_str());
+    }
+  }
+
+  // Local users (docs/design/security.md): a daemon on loopback or unix:
+  // addresses, given no credential, requires its user's default token, which
+  // the tether CLI of the same user sends by default and no other user can
+  // read. --insecure opts out.
+  std::string default_token_file;
+  if (lifeline_fd < 0 && !insecure && options.auth_token.empty() &&
+      options.tls_client_ca_file.empty()) {
+    default_token_file = tether::rpc::DefaultTokenPath();
+    absl::StatusOr<std::string> token = tether::rpc::LoadOrCreateToken(default_token_file);
+    if (!token.ok()) {
+      return Fail(absl::StrCat("default token: ", token.status().message(),
+                               "; pass --auth-token-file, or --insecure to serve without one"));
+    }
+    options.auth_token = std::move(*token);
   }
 
   // Block the stop signals before any thread starts, then wait for them here.
@@ -242,20 +297,37 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "tetherd: %s\n", std::string(daemon.status().message()).c_str());
     return 1;
   }
+  if (!default_token_file.empty()) {
+    std::fprintf(stderr, "tetherd: event=auth token-file=%s (clients of this user send it)\n",
+                 default_token_file.c_str());
+  }
   if (!port_file.empty()) {
+    // Never through a link planted at the temporary name.
     std::string temp = port_file + ".tmp";
-    {
-      std::ofstream out(temp);
-      out << (*daemon)->port() << "\n";
-    }
-    if (std::rename(temp.c_str(), port_file.c_str()) != 0) {
+    const std::string text = absl::StrCat((*daemon)->port(), "\n");
+    int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+    bool written =
+        fd >= 0 && ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+    if (fd >= 0) written = ::close(fd) == 0 && written;
+    if (!written || std::rename(temp.c_str(), port_file.c_str()) != 0) {
       return Fail(absl::StrCat("cannot write --port-file ", port_file));
     }
   }
   int signal_number = 0;
   sigwait(&signals, &signal_number);
   std::fprintf(stderr, "tetherd: event=shutdown signal=%d\n", signal_number);
-  (*daemon)->Shutdown(absl::Seconds(10));
+  // The drain has a hard stop: a kernel stuck in native code cannot be
+  // interrupted, so past the grace period (or at a second signal) the
+  // process exits without waiting for it.
+  constexpr absl::Duration kGrace = absl::Seconds(10);
+  std::thread([signals] {
+    struct timespec limit = {absl::ToInt64Seconds(kGrace + absl::Seconds(5)), 0};
+    int again = sigtimedwait(&signals, nullptr, &limit);
+    std::fprintf(stderr, "tetherd: event=forced-exit reason=%s\n",
+                 again > 0 ? "second-signal" : "drain-timeout");
+    ::_exit(1);
+  }).detach();
+  (*daemon)->Shutdown(kGrace);
   daemon->reset();
   return 0;
 }

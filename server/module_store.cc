@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "proto/codec/value_codec.h"
 #include "runtime/core/error.h"
 
@@ -132,13 +133,45 @@ absl::Status ModuleStore::Upload::Finish() {
   return status;
 }
 
+namespace {
+
+absl::Status CheckPrivateDir(const std::string& dir) {
+  // Missing components are created 0700; the store directory itself must be
+  // ours and closed to others, as ssh insists of ~/.ssh: anyone who can
+  // write it can plant a module that this daemon then runs.
+  std::filesystem::path partial;
+  for (const auto& part : std::filesystem::path(dir)) {
+    partial /= part;
+    if (::mkdir(partial.c_str(), 0700) != 0 && errno != EEXIST) {
+      return absl::InternalError(Errno("cannot create store dir", partial.string()));
+    }
+  }
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0)
+    return absl::InternalError(Errno("cannot stat store dir", dir));
+  if (!S_ISDIR(st.st_mode)) {
+    return absl::InvalidArgumentError(absl::StrCat("store dir ", dir, " is not a directory"));
+  }
+  if (st.st_uid != ::geteuid()) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("store dir ", dir, " is owned by uid ", st.st_uid, ", not by this user (uid ",
+                     ::geteuid(), "); give the daemon a directory of its own"));
+  }
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("store dir ", dir, " has mode ", absl::StrFormat("%o", st.st_mode & 07777),
+                     ": other users may write it and plant modules; chmod 700 it"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<ModuleStore>> ModuleStore::Open(std::string dir,
                                                                uint64_t quota_bytes) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec)
-    return absl::InternalError(absl::StrCat("cannot create store dir ", dir, ": ", ec.message()));
+  TETHER_RETURN_IF_ERROR(CheckPrivateDir(dir));
   auto store = std::unique_ptr<ModuleStore>(new ModuleStore(dir, quota_bytes));
   struct Found {
     std::string sha;
@@ -152,7 +185,9 @@ absl::StatusOr<std::unique_ptr<ModuleStore>> ModuleStore::Open(std::string dir,
       fs::remove(e.path(), ec);  // a cut upload of an earlier run
       continue;
     }
-    if (!rpc::IsSha256Hex(name) || !e.is_regular_file()) continue;
+    // A link is never an entry (it could point anywhere); files are checked
+    // against their names when first loaded.
+    if (!rpc::IsSha256Hex(name) || e.symlink_status().type() != fs::file_type::regular) continue;
     found.push_back({name, static_cast<uint64_t>(e.file_size()), e.last_write_time()});
   }
   if (ec)
@@ -196,7 +231,7 @@ absl::StatusOr<std::unique_ptr<ModuleStore::Upload>> ModuleStore::BeginUpload(
         "module of ", size_bytes, " bytes exceeds the store quota of ", quota_, " bytes"));
   }
   std::string path = absl::StrCat(dir_, "/", kTempPrefix, "XXXXXX");
-  int fd = ::mkstemp(path.data());
+  int fd = ::mkostemp(path.data(), O_CLOEXEC);  // not inherited by session workers
   if (fd < 0) return absl::InternalError(Errno("cannot create temp file in", dir_));
   return std::unique_ptr<Upload>(new Upload(this, std::string(sha256), size_bytes, path, fd));
 }
@@ -274,16 +309,56 @@ absl::StatusOr<Ref<vm::Executable>> ModuleStore::Acquire(absl::string_view sha25
     }
     ++it->second.pins;  // pinned while parsing, so it cannot be evicted meanwhile
   }
-  absl::StatusOr<Ref<vm::Executable>> exec = vm::Executable::LoadFromFile(PathOf(sha256));
+  // Loaded from the very bytes whose hash is checked: a file swapped or
+  // planted in the directory is refused, not run.
+  absl::StatusOr<Ref<vm::Executable>> exec = LoadVerified(sha256);
   absl::MutexLock lock(&mu_);
   auto it = entries_.find(sha256);
   if (!exec.ok()) {
     --it->second.pins;
-    return absl::InvalidArgumentError(absl::StrCat(
-        "module ", sha256.substr(0, 12), " is not a valid executable: ", exec.status().message()));
+    return exec.status();
   }
   if (!it->second.exec) it->second.exec = *exec;
   return it->second.exec;
+}
+
+absl::StatusOr<Ref<vm::Executable>> ModuleStore::LoadVerified(absl::string_view sha256) const {
+  const std::string path = PathOf(sha256);
+  int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    return absl::NotFoundError(
+        absl::StrCat("module ", sha256.substr(0, 12), " cannot be opened: ", std::strerror(errno)));
+  }
+  std::string bytes;
+  struct stat st;
+  bool ok = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+  if (ok) {
+    bytes.resize(static_cast<size_t>(st.st_size));
+    size_t done = 0;
+    while (ok && done < bytes.size()) {
+      ssize_t n = ::read(fd, bytes.data() + done, bytes.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      ok = n > 0;
+      if (ok) done += static_cast<size_t>(n);
+    }
+  }
+  ::close(fd);
+  if (!ok) {
+    return absl::InternalError(
+        absl::StrCat("cannot read module ", sha256.substr(0, 12), " from ", path));
+  }
+  if (std::string actual = rpc::Sha256Hex(bytes); actual != sha256) {
+    return absl::DataLossError(absl::StrCat("module file ", path, " has SHA-256 ",
+                                            actual.substr(0, 12),
+                                            ", not its name: the store was altered; upload it "
+                                            "again"));
+  }
+  absl::StatusOr<Ref<vm::Executable>> exec = vm::Executable::LoadFromBytes(bytes);
+  if (!exec.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "module ", sha256.substr(0, 12), " is not a valid executable: ", exec.status().message()));
+  }
+  return exec;
 }
 
 void ModuleStore::Release(absl::string_view sha256) {

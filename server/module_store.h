@@ -58,8 +58,10 @@ class ModuleStore {
     bool done_ = false;
   };
 
-  // Opens (creating if needed) `dir`, removes stale temporary files and
-  // indexes the modules found there. INTERNAL if the directory is unusable.
+  // Opens (creating if needed, mode 0700) `dir`, removes stale temporary
+  // files and indexes the modules found there (links are ignored).
+  // PERMISSION_DENIED when the directory is not owned by this user or others
+  // may write it; INTERNAL if it is otherwise unusable.
   static absl::StatusOr<std::unique_ptr<ModuleStore>> Open(std::string dir, uint64_t quota_bytes);
 
   // The module's size when present, nullopt otherwise; INVALID_ARGUMENT for a
@@ -73,8 +75,10 @@ class ModuleStore {
 
   // Loads (or returns the cached) executable and pins the module against
   // eviction until Release(sha256). NOT_FOUND for an unknown module;
-  // INVALID_ARGUMENT for a corrupt one. A module missing here but present in
-  // the import directory is first copied in (size and hash checked).
+  // INVALID_ARGUMENT for a corrupt one; DATA_LOSS when the file's SHA-256 is
+  // not its name (the directory was altered). A module missing here but
+  // present in the import directory is first copied in (size and hash
+  // checked).
   absl::StatusOr<Ref<vm::Executable>> Acquire(absl::string_view sha256);
 
   // Another store's directory to import modules from on first use (a session
@@ -98,6 +102,9 @@ class ModuleStore {
   };
 
   ModuleStore(std::string dir, uint64_t quota) : dir_(std::move(dir)), quota_(quota) {}
+  // Reads the module's file (never through a link), checks its SHA-256
+  // against `sha256` and parses those same bytes.
+  absl::StatusOr<Ref<vm::Executable>> LoadVerified(absl::string_view sha256) const;
   absl::Status Publish(Upload& upload);
   void TouchLocked(Entry& entry, const std::string& sha256) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Copies `sha256` from import_dir_ through an Upload; NOT_FOUND when absent.

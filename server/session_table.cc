@@ -2,30 +2,20 @@
 // and the reaper thread.
 #include "server/session_table.h"
 
-#include <sys/random.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <vector>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "proto/codec/auth_token.h"
 #include "runtime/core/error.h"
 
 namespace tether::server {
 namespace {
 
 // 128 random bits from the kernel, as 32 hex digits.
-std::string NewSessionId() {
-  unsigned char bytes[16];
-  size_t got = 0;
-  while (got < sizeof(bytes)) {
-    ssize_t n = ::getrandom(bytes + got, sizeof(bytes) - got, 0);
-    if (n > 0) got += static_cast<size_t>(n);
-  }
-  return absl::BytesToHexString(
-      absl::string_view(reinterpret_cast<const char*>(bytes), sizeof(bytes)));
-}
+std::string NewSessionId() { return rpc::RandomHex(16); }
 
 }  // namespace
 

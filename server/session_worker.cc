@@ -91,7 +91,9 @@ absl::Status SpawnWorker(const WorkerOptions& options, const std::string& sessio
                                    "--chunk-bytes",
                                    std::to_string(options.chunk_bytes),
                                    "--direct-spin-us",
-                                   std::to_string(absl::ToInt64Microseconds(options.direct_spin))};
+                                   std::to_string(absl::ToInt64Microseconds(options.direct_spin)),
+                                   "--max-exclusive-seconds",
+                                   absl::StrCat(absl::ToDoubleSeconds(options.max_exclusive_hold))};
   if (!options.direct_channel) args.push_back("--no-direct-channel");
   if (options.timing_lock.empty()) {
     args.push_back("--concurrent-timing");
@@ -319,7 +321,7 @@ absl::StatusOr<v1::TensorHandle> SessionWorker::UploadTensor(
 }
 
 absl::Status SessionWorker::DownloadTensor(uint64_t id, v1::TensorHeader* header,
-                                           std::string* bytes) {
+                                           StagingBuffer* bytes) {
   grpc::ClientContext context;
   v1::DownloadTensorRequest request;
   request.set_session_id(session_id_);
@@ -328,13 +330,43 @@ absl::Status SessionWorker::DownloadTensor(uint64_t id, v1::TensorHeader* header
       stub_->DownloadTensor(&context, request);
   v1::DownloadTensorResponse message;
   bool first = true;
-  bytes->clear();
-  while (reader->Read(&message)) {
-    if (first) *header = message.header();
-    first = false;
-    bytes->append(message.data());
+  uint64_t received = 0;
+  absl::Status status;
+  while (status.ok() && reader->Read(&message)) {
+    if (first) {
+      // The header sizes the buffer once, bounded by the host's memory; the
+      // worker cannot make the daemon grow past what it announced.
+      *header = message.header();
+      absl::StatusOr<rpc::TensorSpec> spec = rpc::DecodeTensorHeader(*header);
+      absl::StatusOr<StagingBuffer> buffer =
+          spec.ok() ? StagingBuffer::Allocate(static_cast<uint64_t>(spec->num_bytes),
+                                              "a downloaded tensor")
+                    : absl::StatusOr<StagingBuffer>(spec.status());
+      if (!buffer.ok()) {
+        status = buffer.status();
+        break;
+      }
+      *bytes = std::move(*buffer);
+      first = false;
+    }
+    if (message.data().size() > bytes->size() - received) {
+      status = absl::InternalError("the session worker sent more tensor bytes than its header");
+      break;
+    }
+    std::memcpy(bytes->data() + received, message.data().data(), message.data().size());
+    received += message.data().size();
   }
-  return Finish(reader->Finish(), context);
+  if (!status.ok()) {
+    context.TryCancel();
+    (void)reader->Finish();
+    return status;
+  }
+  TETHER_RETURN_IF_ERROR(Finish(reader->Finish(), context));
+  if (received != bytes->size()) {
+    return absl::InternalError(absl::StrCat("the session worker sent ", received,
+                                            " tensor bytes, its header announced ", bytes->size()));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<v1::OpenDirectChannelResponse> SessionWorker::OpenDirectChannel() {

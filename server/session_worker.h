@@ -27,6 +27,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
+#include "server/staging_buffer.h"
 #include "tether/v1/tether.grpc.pb.h"
 
 namespace tether::server {
@@ -48,6 +49,8 @@ struct WorkerOptions {
   std::string timing_lock;
   // How long the worker may take to start serving.
   absl::Duration start_timeout = absl::Seconds(30);
+  // The longest a measurement may hold exclusive timing (the daemon's limit).
+  absl::Duration max_exclusive_hold = absl::Minutes(10);
 };
 
 // Thread contract: thread-safe; operations may run concurrently (a tensor
@@ -85,7 +88,7 @@ class SessionWorker {
   absl::StatusOr<v1::TensorHandle> UploadTensor(const v1::UploadTensorRequest::Header& header,
                                                 absl::string_view bytes);
   // The header and compact bytes of the session's tensor `id`.
-  absl::Status DownloadTensor(uint64_t id, v1::TensorHeader* header, std::string* bytes);
+  absl::Status DownloadTensor(uint64_t id, v1::TensorHeader* header, StagingBuffer* bytes);
   // A direct-channel ticket of the worker: the client talks to it directly.
   absl::StatusOr<v1::OpenDirectChannelResponse> OpenDirectChannel();
 

@@ -3,6 +3,7 @@
 #include "server/tether_service.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <deque>
 #include <memory>
@@ -17,6 +18,7 @@
 #include "runtime/core/error.h"
 #include "runtime/device/device_api.h"
 #include "server/direct_channel.h"
+#include "server/staging_buffer.h"
 
 #ifndef TETHER_VERSION_STRING
 #define TETHER_VERSION_STRING "0.0.0"
@@ -30,7 +32,7 @@ using rpc::ToGrpcStatus;
 grpc::ServerUnaryReactor* FinishNow(grpc::CallbackServerContext* context,
                                     const absl::Status& status) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(status));
+  reactor->Finish(ToGrpcStatus(status, context));
   return reactor;
 }
 
@@ -39,7 +41,9 @@ grpc::ServerUnaryReactor* FinishNow(grpc::CallbackServerContext* context,
 template <typename Base>
 class RefusedReactor final : public Base {
  public:
-  explicit RefusedReactor(const absl::Status& status) { this->Finish(ToGrpcStatus(status)); }
+  RefusedReactor(grpc::CallbackServerContext* context, const absl::Status& status) {
+    this->Finish(ToGrpcStatus(status, context));
+  }
   void OnDone() override { delete this; }
 };
 
@@ -70,8 +74,9 @@ void AddDevice(Device device, v1::HandshakeResponse* response) {
 // removes its temp file.
 class UploadModuleReactor : public grpc::ServerReadReactor<v1::UploadModuleRequest> {
  public:
-  UploadModuleReactor(ModuleStore* store, v1::UploadModuleResponse* response)
-      : store_(store), response_(response) {
+  UploadModuleReactor(grpc::CallbackServerContext* context, ModuleStore* store,
+                      v1::UploadModuleResponse* response)
+      : context_(context), store_(store), response_(response) {
     StartRead(&request_);
   }
   void OnReadDone(bool ok) override {
@@ -110,9 +115,10 @@ class UploadModuleReactor : public grpc::ServerReadReactor<v1::UploadModuleReque
  private:
   void Fail(const absl::Status& status) {
     upload_.reset();
-    Finish(ToGrpcStatus(status));
+    Finish(ToGrpcStatus(status, context_));
   }
 
+  grpc::CallbackServerContext* context_;
   ModuleStore* store_;
   v1::UploadModuleResponse* response_;
   v1::UploadModuleRequest request_;
@@ -126,9 +132,9 @@ class UploadModuleReactor : public grpc::ServerReadReactor<v1::UploadModuleReque
 // and then streamed on to its worker from the executor.
 class UploadTensorReactor : public grpc::ServerReadReactor<v1::UploadTensorRequest> {
  public:
-  UploadTensorReactor(SessionTable* sessions, Executor* executor,
-                      v1::UploadTensorResponse* response)
-      : sessions_(sessions), executor_(executor), response_(response) {
+  UploadTensorReactor(grpc::CallbackServerContext* context, SessionTable* sessions,
+                      Executor* executor, v1::UploadTensorResponse* response)
+      : context_(context), sessions_(sessions), executor_(executor), response_(response) {
     StartRead(&request_);
   }
   void OnReadDone(bool ok) override {
@@ -153,7 +159,11 @@ class UploadTensorReactor : public grpc::ServerReadReactor<v1::UploadTensorReque
       if (spec_.device.type == kDLCPU && session_->worker() == nullptr) {
         dest_ = static_cast<char*>(tensor_->element_data());
       } else {
-        staging_.resize(static_cast<size_t>(spec_.num_bytes));
+        // Bounded before a byte arrives: the size is the client's word.
+        absl::StatusOr<StagingBuffer> staging =
+            StagingBuffer::Allocate(static_cast<uint64_t>(spec_.num_bytes), "an uploaded tensor");
+        if (!staging.ok()) return Fail(staging.status());
+        staging_ = std::move(*staging);
         dest_ = staging_.data();
       }
     } else {
@@ -184,14 +194,14 @@ class UploadTensorReactor : public grpc::ServerReadReactor<v1::UploadTensorReque
     if (session_->worker() != nullptr) {
       executor_->Post([this] {
         absl::StatusOr<v1::TensorHandle> handle =
-            session_->worker()->UploadTensor(header_, staging_);
+            session_->worker()->UploadTensor(header_, staging_.view());
         if (!handle.ok()) return Fail(handle.status());
         *response_->mutable_tensor() = std::move(*handle);
         Finish(grpc::Status::OK);
       });
       return;
     }
-    if (!staging_.empty()) {
+    if (staging_.size() != 0) {
       absl::Status status = tensor_.CopyFromBytes(staging_.data(), staging_.size());
       if (!status.ok()) return Fail(status);
     }
@@ -200,7 +210,9 @@ class UploadTensorReactor : public grpc::ServerReadReactor<v1::UploadTensorReque
     rpc::EncodeTensorHeader(spec_.dtype, spec_.shape, spec_.device, handle->mutable_header());
     Finish(grpc::Status::OK);
   }
-  void Fail(const absl::Status& status) { Finish(ToGrpcStatus(status)); }
+  void Fail(const absl::Status& status) { Finish(ToGrpcStatus(status, context_)); }
+
+  grpc::CallbackServerContext* context_;
 
   SessionTable* sessions_;
   Executor* executor_;
@@ -210,7 +222,7 @@ class UploadTensorReactor : public grpc::ServerReadReactor<v1::UploadTensorReque
   v1::UploadTensorRequest::Header header_;  // an isolated session's, for its worker
   rpc::TensorSpec spec_;
   Tensor tensor_;
-  std::string staging_;
+  StagingBuffer staging_;
   char* dest_ = nullptr;
   uint64_t received_ = 0;
 };
@@ -220,18 +232,20 @@ class UploadTensorReactor : public grpc::ServerReadReactor<v1::UploadTensorReque
 // executor), then streamed from that copy.
 class DownloadTensorReactor : public grpc::ServerWriteReactor<v1::DownloadTensorResponse> {
  public:
-  DownloadTensorReactor(SessionTable* sessions, Executor* executor, const ServiceLimits& limits,
-                        const v1::DownloadTensorRequest& request) {
+  DownloadTensorReactor(grpc::CallbackServerContext* context, SessionTable* sessions,
+                        Executor* executor, const ServiceLimits& limits,
+                        const v1::DownloadTensorRequest& request)
+      : context_(context) {
     absl::Status status = Prepare(sessions, limits, request);
     if (!status.ok()) {
-      Finish(ToGrpcStatus(status));
+      Finish(ToGrpcStatus(status, context_));
       return;
     }
     if (session_->worker() != nullptr) {
       executor->Post([this, id = request.tensor_id()] {
         absl::Status fetched =
             session_->worker()->DownloadTensor(id, reply_.mutable_header(), &fetched_);
-        if (!fetched.ok()) return Finish(ToGrpcStatus(fetched));
+        if (!fetched.ok()) return Finish(ToGrpcStatus(fetched, context_));
         data_ = fetched_.data();
         size_ = fetched_.size();
         WriteNext();
@@ -277,26 +291,27 @@ class DownloadTensorReactor : public grpc::ServerWriteReactor<v1::DownloadTensor
   }
   void WriteNext() {
     uint64_t n = std::min(chunk_, size_ - offset_);
-    reply_.set_data(data_ + offset_, n);
+    reply_.set_data(n == 0 ? "" : data_ + offset_, n);
     offset_ += n;
+    // Nothing of this reactor may be touched after the write starts: its
+    // completion can finish and delete it on another thread.
     if (offset_ >= size_) {
       StartWriteLast(&reply_, grpc::WriteOptions());
     } else {
       StartWrite(&reply_);
     }
-    first_ = false;
   }
 
+  grpc::CallbackServerContext* context_;
   std::shared_ptr<Session> session_;
   Tensor tensor_;
   v1::InlineTensor compact_;
-  std::string fetched_;  // an isolated session's tensor, from its worker
+  StagingBuffer fetched_;  // an isolated session's tensor, from its worker
   v1::DownloadTensorResponse reply_;
   const char* data_ = nullptr;
   uint64_t size_ = 0;
   uint64_t offset_ = 0;
   uint64_t chunk_ = 0;
-  bool first_ = true;
 };
 
 // Call: a unary call whose cancellation by the client interrupts the VM at
@@ -495,15 +510,16 @@ absl::Status TetherService::RunCall(Session& session, const v1::CallRequest& req
     token = timer_->Schedule(
         deadline, [&session, run] { session.Interrupt(run, absl::StatusCode::kDeadlineExceeded); });
   }
-  absl::Status status = ExecuteGated(session, request, response, deadline);
+  absl::Status status = ExecuteGated(session, run, request, response, deadline);
   if (token != 0) timer_->Cancel(token);
   session.FinishRun();
   if (cancel != nullptr) cancel->run.store(0);
   return status;
 }
 
-absl::Status TetherService::ExecuteGated(Session& session, const v1::CallRequest& request,
-                                         v1::CallResponse* response, absl::Time deadline) {
+absl::Status TetherService::ExecuteGated(Session& session, uint64_t run,
+                                         const v1::CallRequest& request, v1::CallResponse* response,
+                                         absl::Time deadline) {
   bool measure = false;
   bool concurrent = gate_ == nullptr;
   if (request.has_time_evaluator()) {
@@ -530,7 +546,28 @@ absl::Status TetherService::ExecuteGated(Session& session, const v1::CallRequest
     if (!held.ok()) return held.status();
     hold = std::move(*held);
   }
+  // An exclusive hold is bounded: past the limit the measurement is
+  // interrupted like a deadline, and the caller is told which limit it hit.
+  std::atomic<bool> over_limit{false};
+  uint64_t limit_token = 0;
+  if (exclusive && gate_ != nullptr && limits_.max_exclusive_hold != absl::InfiniteDuration()) {
+    limit_token =
+        timer_->Schedule(absl::Now() + limits_.max_exclusive_hold, [&session, &over_limit, run] {
+          over_limit.store(true);
+          session.Interrupt(run, absl::StatusCode::kResourceExhausted);
+        });
+  }
   absl::Status status = handler_.Execute(session, request, response);
+  if (limit_token != 0) timer_->Cancel(limit_token);
+  if (over_limit.load() && !status.ok()) {
+    return WithErrorKind(
+        absl::ResourceExhaustedError(absl::StrCat(
+            "measurement stopped after holding exclusive timing for the daemon's limit of ",
+            absl::FormatDuration(limits_.max_exclusive_hold),
+            " (tetherd --max-exclusive-seconds); ask for fewer repeats or a shorter "
+            "min_repeat_ms/cooldown, or time concurrently")),
+        ErrorKind::kCancelled);
+  }
   if (!status.ok() || !measure) return status;
   if (response->has_benchmark()) {
     response->mutable_benchmark()->set_exclusive(exclusive);
@@ -671,25 +708,25 @@ grpc::ServerUnaryReactor* TetherService::HasModule(grpc::CallbackServerContext* 
 grpc::ServerReadReactor<v1::UploadModuleRequest>* TetherService::UploadModule(
     grpc::CallbackServerContext* context, v1::UploadModuleResponse* response) {
   if (absl::Status auth = auth_.Check(*context); !auth.ok()) {
-    return new RefusedReactor<grpc::ServerReadReactor<v1::UploadModuleRequest>>(auth);
+    return new RefusedReactor<grpc::ServerReadReactor<v1::UploadModuleRequest>>(context, auth);
   }
-  return new UploadModuleReactor(store_, response);
+  return new UploadModuleReactor(context, store_, response);
 }
 
 grpc::ServerReadReactor<v1::UploadTensorRequest>* TetherService::UploadTensor(
     grpc::CallbackServerContext* context, v1::UploadTensorResponse* response) {
   if (absl::Status auth = auth_.Check(*context); !auth.ok()) {
-    return new RefusedReactor<grpc::ServerReadReactor<v1::UploadTensorRequest>>(auth);
+    return new RefusedReactor<grpc::ServerReadReactor<v1::UploadTensorRequest>>(context, auth);
   }
-  return new UploadTensorReactor(sessions_, executor_, response);
+  return new UploadTensorReactor(context, sessions_, executor_, response);
 }
 
 grpc::ServerWriteReactor<v1::DownloadTensorResponse>* TetherService::DownloadTensor(
     grpc::CallbackServerContext* context, const v1::DownloadTensorRequest* request) {
   if (absl::Status auth = auth_.Check(*context); !auth.ok()) {
-    return new RefusedReactor<grpc::ServerWriteReactor<v1::DownloadTensorResponse>>(auth);
+    return new RefusedReactor<grpc::ServerWriteReactor<v1::DownloadTensorResponse>>(context, auth);
   }
-  return new DownloadTensorReactor(sessions_, executor_, limits_, *request);
+  return new DownloadTensorReactor(context, sessions_, executor_, limits_, *request);
 }
 
 grpc::ServerUnaryReactor* TetherService::Call(grpc::CallbackServerContext* context,
@@ -705,12 +742,12 @@ grpc::ServerUnaryReactor* TetherService::Call(grpc::CallbackServerContext* conte
   // The reactor may be deleted, dropping its session, as soon as Finish
   // returns; the queue holds the session until the turn has ended.
   s.queue().Post(
-      [this, request, response, reactor, deadline] {
+      [this, context, request, response, reactor, deadline] {
         Session& s = reactor->session();
         absl::Status status = RunCall(s, *request, response, deadline, reactor->cancellation());
         s.EndCall();
         response->set_request_id(request->request_id());
-        reactor->Finish(ToGrpcStatus(status));
+        reactor->Finish(ToGrpcStatus(status, context));
       },
       reactor->shared_session());
   return reactor;
@@ -719,7 +756,8 @@ grpc::ServerUnaryReactor* TetherService::Call(grpc::CallbackServerContext* conte
 grpc::ServerBidiReactor<v1::CallRequest, v1::CallResponse>* TetherService::CallStream(
     grpc::CallbackServerContext* context) {
   if (absl::Status auth = auth_.Check(*context); !auth.ok()) {
-    return new RefusedReactor<grpc::ServerBidiReactor<v1::CallRequest, v1::CallResponse>>(auth);
+    return new RefusedReactor<grpc::ServerBidiReactor<v1::CallRequest, v1::CallResponse>>(context,
+                                                                                          auth);
   }
   return new CallStreamReactor(this);
 }

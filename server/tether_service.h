@@ -29,6 +29,10 @@ struct ServiceLimits {
   uint64_t max_inline_tensor_bytes = uint64_t{1} << 20;
   uint64_t chunk_bytes = uint64_t{1} << 20;
   uint64_t max_message_bytes = uint64_t{64} << 20;
+  // The longest a measurement may hold exclusive timing: past it the
+  // measurement is stopped with RESOURCE_EXHAUSTED, so one request cannot
+  // freeze every other session.
+  absl::Duration max_exclusive_hold = absl::Minutes(10);
 };
 
 // Bearer-token authentication of every TetherService method. Thread contract:
@@ -124,8 +128,9 @@ class TetherService final : public v1::Tether::CallbackService {
  private:
   // The handler's Execute inside the timing gate, when there is one; a
   // measurement's result says whether it ran exclusively and how long it
-  // waited (without a gate: concurrent, no wait).
-  absl::Status ExecuteGated(Session& session, const v1::CallRequest& request,
+  // waited (without a gate: concurrent, no wait). An exclusive hold longer
+  // than limits_.max_exclusive_hold interrupts call `run` of the session.
+  absl::Status ExecuteGated(Session& session, uint64_t run, const v1::CallRequest& request,
                             v1::CallResponse* response, absl::Time deadline);
 
   const ServiceLimits limits_;

@@ -1,6 +1,7 @@
 #include "server/timing_gate.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -74,10 +75,22 @@ absl::StatusOr<int> TimingGate::TakeFd() {
       return fd;
     }
   }
-  int fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  // Never through a link, and only a file of this user that other users
+  // cannot open: whoever can lock it can stall every call of every daemon
+  // sharing it (a group may share it, for daemons of one team).
+  int fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) {
     return absl::InternalError(
         absl::StrCat("cannot open timing lock file ", path_, ": ", std::strerror(errno)));
+  }
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid() ||
+      (st.st_mode & 0007) != 0) {
+    ::close(fd);
+    return absl::PermissionDeniedError(absl::StrCat(
+        "timing lock file ", path_,
+        " is not a regular file of this user closed to other users; remove it or keep it in a "
+        "private directory"));
   }
   return fd;
 }

@@ -1,7 +1,10 @@
 // `tether info`, `tether run`, `tether bench`, `tether profile`: the commands
 // that drive a daemon. With --remote they talk to a tetherd; without it they
-// start an embedded daemon on 127.0.0.1 in this process and use the very same
-// gRPC path, so a local run measures what a remote one would.
+// start an embedded daemon in this process, on a private unix socket with a
+// random token, and use the very same gRPC path, so a local run measures what
+// a remote one would.
+#include <unistd.h>
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -9,6 +12,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/ascii.h"
@@ -23,6 +27,7 @@
 #include "client/remote_session.h"
 #include "client/remote_vm.h"
 #include "compiler/codegen/target.h"
+#include "proto/codec/auth_token.h"
 #include "runtime/module/module.h"
 #include "runtime/vm/executable.h"
 #include "runtime/vm/virtual_machine.h"
@@ -233,41 +238,94 @@ int ParseArgs(const std::string& command, const std::vector<std::string>& args, 
   return -1;
 }
 
+// A private directory for the embedded daemon's socket, removed with it.
+struct PrivateDir {
+  std::string path;
+  PrivateDir() = default;
+  PrivateDir(PrivateDir&& other) noexcept : path(std::exchange(other.path, "")) {}
+  PrivateDir& operator=(PrivateDir&& other) noexcept {
+    if (this != &other) {
+      Remove();
+      path = std::exchange(other.path, "");
+    }
+    return *this;
+  }
+  ~PrivateDir() { Remove(); }
+  void Remove() {
+    std::error_code ec;
+    if (!path.empty()) std::filesystem::remove_all(path, ec);
+    path.clear();
+  }
+};
+
 // A connection: an embedded daemon (when no --remote) and a session on it.
+// Declared so that the session closes first, then the daemon, then its
+// socket directory goes.
 struct Connection {
+  PrivateDir socket_dir;
   std::unique_ptr<server::Daemon> daemon;
   std::unique_ptr<client::RemoteSession> session;
 };
 
+// Whether `target` reaches only this host (unix: sockets, loopback IPs,
+// localhost): the only places the user's default token is sent.
+bool IsLocalTarget(absl::string_view target) {
+  if (absl::StartsWith(target, "unix:")) return true;
+  absl::string_view host = target.substr(0, target.rfind(':'));
+  absl::ConsumePrefix(&host, "ipv4:");
+  absl::ConsumePrefix(&host, "ipv6:");
+  return host == "localhost" || host == "[::1]" ||
+         (absl::StartsWith(host, "127.") &&
+          host.find_first_not_of("0123456789.") == absl::string_view::npos);
+}
+
 absl::StatusOr<Connection> Connect(const Options& o) {
   Connection c;
   std::string target = o.remote;
-  if (target.empty()) {
-    server::DaemonOptions d;
-    d.listen = {"127.0.0.1:0"};
-    d.log_events = false;
-    TETHER_ASSIGN_OR_RETURN(c.daemon, server::Daemon::Start(d));
-    target = c.daemon->target();
-  }
   client::ConnectOptions options;
   options.client_name = "tether-cli";
   if (o.isolate && o.remote.empty()) {
     return absl::InvalidArgumentError("--isolate needs --remote (a tetherd to start workers)");
   }
   options.isolate = o.isolate;
-  if (!o.remote.empty()) {
+  if (target.empty()) {
+    // The embedded daemon opens nothing another local user can use: a unix
+    // socket in a directory only this user can enter, and a random token
+    // that never leaves this process (docs/design/security.md).
+    std::string dir = (std::filesystem::temp_directory_path() / "tether-cli-XXXXXX").string();
+    if (::mkdtemp(dir.data()) == nullptr) {
+      return absl::UnavailableError(
+          absl::StrCat("cannot create a private directory for the embedded daemon in ",
+                       std::filesystem::temp_directory_path().string()));
+    }
+    c.socket_dir.path = dir;
+    server::DaemonOptions d;
+    d.listen = {absl::StrCat("unix:", dir, "/tetherd.sock")};
+    d.store_dir = dir + "/store";
+    d.auth_token = rpc::RandomToken();
+    d.log_events = false;
+    options.auth_token = d.auth_token;
+    target = d.listen[0];
+    TETHER_ASSIGN_OR_RETURN(c.daemon, server::Daemon::Start(d));
+  } else {
     options.tls_ca_file = o.tls_ca;
     options.tls_cert_file = o.tls_cert;
     options.tls_key_file = o.tls_key;
     options.tls_server_name = o.tls_server_name;
     if (!o.token_file.empty()) {
-      std::ifstream in(o.token_file, std::ios::binary);
-      std::ostringstream text;
-      if (in) text << in.rdbuf();
-      options.auth_token = std::string(absl::StripAsciiWhitespace(text.str()));
-      if (options.auth_token.empty()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("--token-file ", o.token_file, " is unreadable or empty"));
+      absl::StatusOr<std::string> token = rpc::ReadTokenFile(o.token_file, false);
+      if (!token.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat("--token-file: ", token.status().message()));
+      }
+      options.auth_token = std::move(*token);
+    } else if (IsLocalTarget(target)) {
+      // A daemon of this user on this host asks for the user's default
+      // token; send it when there is one (never to another host).
+      const std::string path = rpc::DefaultTokenPath();
+      if (!path.empty() && ::access(path.c_str(), F_OK) == 0) {
+        absl::StatusOr<std::string> token = rpc::ReadTokenFile(path, true);
+        if (!token.ok()) return token.status();
+        options.auth_token = std::move(*token);
       }
     }
   }

@@ -13,6 +13,7 @@
 #include "compiler/transform/fuse.h"
 #include "compiler/transform/legalize.h"
 #include "compiler/transform/memory_plan.h"
+#include "runtime/core/error.h"
 
 namespace tether::compiler {
 namespace {
@@ -69,8 +70,7 @@ absl::StatusOr<IRModule> RunPipeline(IRModule module, absl::string_view name,
   for (const NamedPass& pass : PassesOf(name, options)) {
     absl::StatusOr<IRModule> next = pass.run(std::move(module));
     if (!next.ok()) {
-      return absl::Status(next.status().code(),
-                          absl::StrCat(pass.name, ": ", next.status().message()));
+      return Annotate(next.status(), pass.name, ": ");
     }
     module = *std::move(next);
   }

@@ -10,6 +10,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "grpcpp/client_context.h"
+#include "grpcpp/server_context.h"
 #include "runtime/core/error.h"
 #include "runtime/core/function.h"
 
@@ -292,6 +293,14 @@ absl::Status DecodeError(const v1::Error& error) {
 grpc::Status ToGrpcStatus(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
+}
+
+grpc::Status ToGrpcStatus(const absl::Status& status, grpc::ServerContextBase* context) {
+  if (!status.ok() && context != nullptr) {
+    context->AddTrailingMetadata(kErrorKindTrailer,
+                                 std::string(ErrorKindName(GetErrorKind(status))));
+  }
+  return ToGrpcStatus(status);
 }
 
 absl::Status FromGrpcStatus(const grpc::Status& status, absl::string_view kind) {

@@ -23,6 +23,7 @@
 
 namespace grpc {
 class ClientContext;
+class ServerContextBase;
 }  // namespace grpc
 
 namespace tether::rpc {
@@ -97,6 +98,9 @@ profiling::TimeEvaluatorOptions DecodeTimeEvaluatorOptions(const v1::TimeEvaluat
 // metadata "tether-error-kind" (kErrorKindTrailer).
 inline constexpr char kErrorKindTrailer[] = "tether-error-kind";
 grpc::Status ToGrpcStatus(const absl::Status& status);
+// The same for a server call: also sets the trailer on `context`, so the
+// client gets the kind back (FromGrpcCall).
+grpc::Status ToGrpcStatus(const absl::Status& status, grpc::ServerContextBase* context);
 // `kind` is the trailer's value when present ("" otherwise).
 absl::Status FromGrpcStatus(const grpc::Status& status, absl::string_view kind = "");
 // FromGrpcStatus of a finished client call, its kind read from the call's

@@ -53,7 +53,9 @@ bool DataType::IsValidStorageType() const {
   switch (dl_.code) {
     case kInt:
     case kUInt:
-      return (dl_.bits == 1 && dl_.code == kUInt) ||
+      // uint1 is a bool stored one byte per element; a multi-lane uint1
+      // would pack bits, which nothing in the runtime or on the wire does.
+      return (dl_.bits == 1 && dl_.code == kUInt && dl_.lanes == 1) ||
              (dl_.bits % 8 == 0 && IsPowerOfTwo(dl_.bits) && dl_.bits <= 64);
     case kFloat:
       return dl_.bits == 16 || dl_.bits == 32 || dl_.bits == 64;

@@ -55,7 +55,9 @@ class DataType {
   bool is_bool() const { return dl_.code == kBool || (dl_.code == kUInt && dl_.bits == 1); }
 
   // Whether this is a type tensors may hold: a known code, bits a power of two
-  // that is a multiple of 8 (or 1 for bool), lanes >= 1.
+  // that is a multiple of 8 (or uint1, a bool of one lane, stored in a byte),
+  // lanes >= 1. Sub-byte types with several lanes are refused: bytes() would
+  // pack them, and no kernel, codec or file reader does.
   bool IsValidStorageType() const;
 
   std::string ToString() const;

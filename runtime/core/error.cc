@@ -39,6 +39,13 @@ absl::Status WithErrorKind(absl::Status status, ErrorKind kind) {
   return status;
 }
 
+absl::Status AnnotateImpl(const absl::Status& status, absl::string_view prefix) {
+  absl::Status out(status.code(), absl::StrCat(prefix, status.message()));
+  status.ForEachPayload(
+      [&out](absl::string_view url, const absl::Cord& payload) { out.SetPayload(url, payload); });
+  return out;
+}
+
 ErrorKind GetErrorKind(const absl::Status& status) {
   if (status.ok()) return ErrorKind::kUnspecified;
   auto payload = status.GetPayload(kErrorKindPayloadUrl);

@@ -39,6 +39,17 @@ absl::Status WithErrorKind(absl::Status status, ErrorKind kind);
 // The kind attached to `status`, or one derived from its code when none is.
 ErrorKind GetErrorKind(const absl::Status& status);
 
+// `status` with its message prefixed by the concatenated `context` (for
+// example Annotate(s, "param ", name, ": ")), keeping its code and every
+// payload, the ErrorKind included. OK stays OK. The one way to add context
+// to an error on its way up.
+absl::Status AnnotateImpl(const absl::Status& status, absl::string_view prefix);
+template <typename... Args>
+absl::Status Annotate(const absl::Status& status, const Args&... context) {
+  if (status.ok()) return status;
+  return AnnotateImpl(status, absl::StrCat(context...));
+}
+
 // Convenience constructors: the code follows STYLE.md, the kind follows the
 // reference. Arguments are concatenated with absl::StrCat.
 template <typename... Args>

@@ -163,7 +163,7 @@ absl::StatusOr<Ref<Module>> Module::LoadFromFile(const std::string& path) {
   TETHER_ASSIGN_OR_RETURN(std::string bytes, ReadFileToString(path));
   absl::StatusOr<Ref<Module>> m = LoadFromBinary(bytes);
   if (!m.ok()) {
-    return absl::Status(m.status().code(), absl::StrCat(path, ": ", m.status().message()));
+    return Annotate(m.status(), path, ": ");
   }
   return m;
 }

@@ -254,8 +254,7 @@ absl::StatusOr<ParamList> LoadParamDictFromFile(const std::string& path) {
   TETHER_ASSIGN_OR_RETURN(std::string bytes, ReadFileToString(path));
   absl::StatusOr<ParamList> params = LoadParamDict(bytes);
   if (!params.ok()) {
-    return absl::Status(params.status().code(),
-                        absl::StrCat(path, ": ", params.status().message()));
+    return Annotate(params.status(), path, ": ");
   }
   return params;
 }

@@ -43,6 +43,35 @@ absl::Status CheckPositive(const char* field, int64_t value) {
   return absl::OkStatus();
 }
 
+absl::Status CheckAtMost(const char* field, int64_t value, int64_t bound) {
+  if (value > bound) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("time evaluator option ", field, " must be <= ", bound, ", got ", value));
+  }
+  return absl::OkStatus();
+}
+
+// The status a raised interrupt flag stands for; OK when it is not raised.
+absl::Status Interrupted(const std::atomic<int>* interrupt, const char* where) {
+  if (interrupt == nullptr) return absl::OkStatus();
+  int code = interrupt->load(std::memory_order_relaxed);
+  if (code == 0) return absl::OkStatus();
+  return WithErrorKind(absl::Status(static_cast<absl::StatusCode>(code),
+                                    absl::StrCat("time evaluator stopped ", where)),
+                       ErrorKind::kCancelled);
+}
+
+// Sleeps `ms` milliseconds, waking every few milliseconds to look at the
+// interrupt flag; returns its status when raised.
+absl::Status InterruptibleSleep(int ms, const std::atomic<int>* interrupt) {
+  const absl::Time end = absl::Now() + absl::Milliseconds(ms);
+  for (absl::Time now = absl::Now(); now < end; now = absl::Now()) {
+    TETHER_RETURN_IF_ERROR(Interrupted(interrupt, "during a cooldown"));
+    absl::SleepFor(std::min(end - now, absl::Milliseconds(interrupt != nullptr ? 5 : ms)));
+  }
+  return Interrupted(interrupt, "during a cooldown");
+}
+
 // Evicts [data, data + nbytes) from every cache level.
 void FlushCpuCache(const void* data, size_t nbytes) {
   if (nbytes == 0 || data == nullptr) return;
@@ -99,6 +128,10 @@ absl::Status TimeEvaluatorOptions::Validate() const {
   TETHER_RETURN_IF_ERROR(CheckNonNegative("cooldown_interval_ms", cooldown_interval_ms));
   TETHER_RETURN_IF_ERROR(CheckPositive("repeats_to_cooldown", repeats_to_cooldown));
   TETHER_RETURN_IF_ERROR(CheckNonNegative("cache_flush_bytes", cache_flush_bytes));
+  TETHER_RETURN_IF_ERROR(CheckAtMost("repeat", repeat, kMaxRepeat));
+  TETHER_RETURN_IF_ERROR(CheckAtMost("min_repeat_ms", min_repeat_ms, kMaxRepeatMs));
+  TETHER_RETURN_IF_ERROR(CheckAtMost("cooldown_interval_ms", cooldown_interval_ms, kMaxRepeatMs));
+  TETHER_RETURN_IF_ERROR(CheckAtMost("cache_flush_bytes", cache_flush_bytes, kMaxCacheFlushBytes));
   return absl::OkStatus();
 }
 
@@ -181,8 +214,10 @@ absl::StatusOr<BenchmarkResult> RunTimeEvaluator(const Function& f, ArgSpan args
     } while (duration_ms < opts.min_repeat_ms && zero_batches < opts.limit_zero_time_iterations);
 
     samples.push_back(duration_ms / 1e3 / static_cast<double>(number));
-    if (ShouldCooldownAfterRepeat(i, opts))
-      absl::SleepFor(absl::Milliseconds(opts.cooldown_interval_ms));
+    if (ShouldCooldownAfterRepeat(i, opts)) {
+      TETHER_RETURN_IF_ERROR(InterruptibleSleep(opts.cooldown_interval_ms, opts.interrupt));
+    }
+    TETHER_RETURN_IF_ERROR(Interrupted(opts.interrupt, "between repeats"));
   }
   return BenchmarkResult::FromSamples(std::move(samples), total_calls, number);
 }

@@ -18,7 +18,8 @@
 //         Each batch: copy flush tensor 2 -> 1 (cache flush), sync, start the
 //         device timer, call f(args) `number` times, stop, read the elapsed time;
 //      c. record duration / number of the last batch (seconds per call);
-//      d. cool down (see ShouldCooldownAfterRepeat).
+//      d. cool down (see ShouldCooldownAfterRepeat), waking early when
+//         opts.interrupt is raised.
 //
 // Differences from the reference:
 //   - `number` is local to one RunTimeEvaluator call: it grows across the
@@ -36,9 +37,12 @@
 //   - Every error (from f, f_preproc, the timer, a copy, a sync) stops the run
 //     and is returned as is.
 //   - The batch size is capped at 2^31 - 1 calls so growth cannot overflow.
+//   - Options are bounded (repeat, min_repeat_ms, cooldown_interval_ms,
+//     cache_flush_bytes) and the run is interruptible, cooldowns included.
 #ifndef TETHER_RUNTIME_PROFILING_TIME_EVALUATOR_H_
 #define TETHER_RUNTIME_PROFILING_TIME_EVALUATOR_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -65,9 +69,20 @@ struct TimeEvaluatorOptions {
   int repeats_to_cooldown = 1;           // cool down after every this many repeats
   int64_t cache_flush_bytes = 0;         // bytes of device cache to evict before each batch
   std::string f_preproc;                 // global function called before each repeat
+  // When set, a non-zero value (an absl::StatusCode) stops the run between
+  // calls and during a cooldown, which returns that code: how a deadline, a
+  // closed session or a shutdown ends a measurement. Not owned; must outlive
+  // the run.
+  const std::atomic<int>* interrupt = nullptr;
+
+  // Upper bounds: a measurement on a shared daemon must end. Validate refuses
+  // larger values (the reference has none).
+  static constexpr int kMaxRepeat = 1000000;
+  static constexpr int kMaxRepeatMs = 600000;  // min_repeat_ms, cooldown_interval_ms
+  static constexpr int64_t kMaxCacheFlushBytes = int64_t{1} << 32;
 
   // INVALID_ARGUMENT naming the field and value for number < 1, repeat < 1,
-  // repeats_to_cooldown < 1, or any negative field.
+  // repeats_to_cooldown < 1, any negative field, or a field over its bound.
   absl::Status Validate() const;
 };
 

@@ -415,10 +415,7 @@ class CudaKernelFunctionObj final : public FunctionObj {
         const size_t bytes = static_cast<size_t>(scratch_sizes[b]) * k.scratch[b].dtype.bytes();
         absl::StatusOr<memory::Buffer> buf = module.scratch->Alloc(bytes, kCudaTensorAlignment);
         if (!buf.ok()) {
-          return WithErrorKind(
-              absl::Status(buf.status().code(), absl::StrCat("kernel ", k.name, " scratch ", b,
-                                                             ": ", buf.status().message())),
-              GetErrorKind(buf.status()));
+          return Annotate(buf.status(), "kernel ", k.name, " scratch ", b, ": ");
         }
         address = static_cast<int64_t>(reinterpret_cast<uintptr_t>(buf->data));
         scratch.push_back(*buf);

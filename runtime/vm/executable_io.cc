@@ -714,8 +714,7 @@ absl::StatusOr<Ref<Executable>> Executable::LoadFromFile(const std::string& path
   TETHER_ASSIGN_OR_RETURN(std::string bytes, ReadFileToString(path));
   absl::StatusOr<Ref<Executable>> exec = LoadFromBytes(bytes);
   if (!exec.ok()) {
-    return absl::Status(exec.status().code(),
-                        absl::StrCat("loading ", path, ": ", exec.status().message()));
+    return Annotate(exec.status(), "loading ", path, ": ");
   }
   return exec;
 }

@@ -333,6 +333,10 @@ absl::Status LocalVirtualMachine::SetInstrumentByName(absl::string_view factory_
           "record limit");
     }
     if (args.size() == 1) max_records = args[0].int_value();
+    if (max_records > TraceLogObj::kMaxRecords) {
+      return ValueError("the trace instrument keeps at most ", TraceLogObj::kMaxRecords,
+                        " records, asked for ", max_records);
+    }
     trace_ = MakeRef<TraceLogObj>(max_records);
     instrument_ = MakeTraceInstrument(trace_);
     return absl::OkStatus();
@@ -387,7 +391,9 @@ absl::StatusOr<profiling::BenchmarkResult> LocalVirtualMachine::TimeEvaluator(
     absl::string_view func_name, Device device, const profiling::TimeEvaluatorOptions& options,
     ArgSpan args) {
   TETHER_ASSIGN_OR_RETURN(Function f, TimedFunction(func_name));
-  return profiling::RunTimeEvaluator(f, args, device, options);
+  profiling::TimeEvaluatorOptions interruptible = options;
+  if (interruptible.interrupt == nullptr) interruptible.interrupt = interrupt_;
+  return profiling::RunTimeEvaluator(f, args, device, interruptible);
 }
 
 absl::StatusOr<profiling::Report> LocalVirtualMachine::Profile(absl::string_view func_name,

@@ -25,6 +25,9 @@ namespace tether::vm {
 class TraceLogObj : public Object {
  public:
   static constexpr int64_t kDefaultMaxRecords = 1'000'000;
+  // The most records a client may ask for: a trace lives in the daemon's
+  // memory for as long as the VM does.
+  static constexpr int64_t kMaxRecords = 16'000'000;
   explicit TraceLogObj(int64_t max_records) : max_records_(max_records) {}
   absl::string_view type_key() const override { return "vm.TraceLog"; }
 

@@ -41,17 +41,17 @@ for prog in tetherd tether; do
 done
 
 # A clean environment: no LD_LIBRARY_PATH, no PATH to the build.
-env -i "$top/bin/tetherd" --listen 127.0.0.1:0 --port-file "$dir/port" 2> "$dir/daemon.log" &
+env -i TETHER_TOKEN_FILE="$dir/user/token" "$top/bin/tetherd" --listen 127.0.0.1:0 --port-file "$dir/port" 2> "$dir/daemon.log" &
 daemon_pid=$!
 for _ in $(seq 1 100); do [ -s "$dir/port" ] && break; sleep 0.1; done
 [ -s "$dir/port" ] || fail "the bundle's tetherd did not start: $(cat "$dir/daemon.log")"
 remote=127.0.0.1:$(cat "$dir/port")
-env -i "$top/bin/tether" info --remote "$remote" > "$dir/info.log" 2>&1 \
+env -i TETHER_TOKEN_FILE="$dir/user/token" "$top/bin/tether" info --remote "$remote" > "$dir/info.log" 2>&1 \
   || fail "info: $(cat "$dir/info.log")"
 grep -q "^device cpu:0" "$dir/info.log" || fail "info lists no cpu:0: $(cat "$dir/info.log")"
-env -i "$top/bin/tether" compile "$root/examples/mlp.rx" -o "$dir/mlp.tx" > "$dir/compile.log" 2>&1 \
+env -i TETHER_TOKEN_FILE="$dir/user/token" "$top/bin/tether" compile "$root/examples/mlp.rx" -o "$dir/mlp.tx" > "$dir/compile.log" 2>&1 \
   || fail "compile: $(cat "$dir/compile.log")"
-env -i "$top/bin/tether" run "$dir/mlp.tx" --remote "$remote" --random-inputs --shape x=4x784 \
+env -i TETHER_TOKEN_FILE="$dir/user/token" "$top/bin/tether" run "$dir/mlp.tx" --remote "$remote" --random-inputs --shape x=4x784 \
   --shape w0=784x128 --shape b0=128 --shape w1=128x10 --shape b1=10 > "$dir/run.log" 2>&1 \
   || fail "run: $(cat "$dir/run.log")"
 grep -q "outputs of main" "$dir/run.log" || fail "run printed no outputs: $(cat "$dir/run.log")"

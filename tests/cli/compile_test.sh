@@ -10,6 +10,8 @@ tetherd=$2
 dir=$3
 py=/usr/bin/python3
 rm -rf "$dir" && mkdir -p "$dir"
+# This user's default token (tetherd requires it, tether sends it), kept out of $HOME.
+export TETHER_TOKEN_FILE="$dir/user/token"
 fail() { echo "FAIL: $*"; [ -n "${daemon_pid:-}" ] && kill "$daemon_pid" 2>/dev/null; exit 1; }
 
 cat > "$dir/mlp.rx" <<'RX'

@@ -12,6 +12,8 @@ root=$3
 dir=$4
 py=/usr/bin/python3
 rm -rf "$dir" && mkdir -p "$dir"
+# This user's default token (tetherd requires it, tether sends it), kept out of $HOME.
+export TETHER_TOKEN_FILE="$dir/user/token"
 export TETHER_CACHE_DIR=$dir/cache
 daemon_pid=""
 fail() { echo "FAIL: $*"; [ -n "$daemon_pid" ] && kill "$daemon_pid" 2>/dev/null; exit 1; }

@@ -9,6 +9,8 @@ dir=$3
 py=/usr/bin/python3
 root=$(cd "$(dirname "$0")/../.." && pwd)
 rm -rf "$dir" && mkdir -p "$dir"
+# This user's default token (tetherd requires it, tether sends it), kept out of $HOME.
+export TETHER_TOKEN_FILE="$dir/user/token"
 fail() { echo "FAIL: $*"; [ -n "${daemon_pid:-}" ] && kill "$daemon_pid" 2>/dev/null; exit 1; }
 
 "$tether" demo --output "$dir/mlp.tx" > /dev/null || fail "demo"

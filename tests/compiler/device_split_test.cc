@@ -84,8 +84,8 @@ absl::StatusOr<std::vector<HostTensor>> RunAsDevice(const KernelFunc& kernel,
 // The source kernel on the CPU vs its launches at several grid sizes.
 void ExpectDeviceMatchesCpu(const KernelFunc& kernel, const std::vector<HostTensor>& inputs,
                             const std::vector<optest::Shape>& out_shapes) {
-  OP_TEST_ASSIGN_OR_SKIP(compiled, optest::CompiledKernel::Create(kernel));
-  OP_TEST_ASSIGN_OR_SKIP(expected, compiled.Run(inputs, out_shapes));
+  OP_TEST_ASSERT_OK_AND_ASSIGN(compiled, optest::CompiledKernel::Create(kernel));
+  OP_TEST_ASSERT_OK_AND_ASSIGN(expected, compiled.Run(inputs, out_shapes));
   for (int64_t nthreads : {1, 7, 64, 1000, 2560}) {
     absl::StatusOr<std::vector<HostTensor>> actual =
         RunAsDevice(kernel, inputs, out_shapes, nthreads);
@@ -260,8 +260,8 @@ TEST(DeviceSplitTest, TopLevelWorkspacesBecomeScratchPassedToEveryLaunch) {
     return c.Run({optest::Random({300}, kF32, 9)}, {{300}});
   }();
   ASSERT_TRUE(sim.ok()) << sim.status();
-  OP_TEST_ASSIGN_OR_SKIP(source, optest::CompiledKernel::Create(k));
-  OP_TEST_ASSIGN_OR_SKIP(expected, source.Run({optest::Random({300}, kF32, 9)}, {{300}}));
+  OP_TEST_ASSERT_OK_AND_ASSIGN(source, optest::CompiledKernel::Create(k));
+  OP_TEST_ASSERT_OK_AND_ASSIGN(expected, source.Run({optest::Random({300}, kF32, 9)}, {{300}}));
   EXPECT_EQ((*sim)[0].data, expected[0].data);
 }
 

@@ -165,7 +165,7 @@ HostTensor ResizeRef(const HostTensor& x, const Resize& p) {
 
 void ExpectResize(const Shape& xs, const Resize& p, uint32_t seed) {
   HostTensor x = Random(xs, kF32, seed);
-  OP_TEST_ASSIGN_OR_SKIP(out, optest::RunOp(kOp, {x}, p.attrs()));
+  OP_TEST_ASSERT_OK_AND_ASSIGN(out, optest::RunOp(kOp, {x}, p.attrs()));
   optest::ExpectClose(out[0], ResizeRef(x, p), 1e-5);
 }
 
@@ -305,7 +305,7 @@ TEST(Resize2dTest, GivenScaleDrivesTheCoordinates) {
   p.out_w = 2;
   p.scale = {0.6, 0.6};
   HostTensor x{{1, 1, 2, 4}, kF32, {1, 2, 3, 4, 5, 6, 7, 8}};
-  OP_TEST_ASSIGN_OR_SKIP(out, optest::RunOp(kOp, {x}, p.attrs()));
+  OP_TEST_ASSERT_OK_AND_ASSIGN(out, optest::RunOp(kOp, {x}, p.attrs()));
   HostTensor want{{1, 1, 1, 2}, kF32, {2.6666666, 4.3333333}};
   optest::ExpectClose(out[0], want, 1e-5);
   for (const char* mode : {"half_pixel", "align_corners", "pytorch_half_pixel"}) {
@@ -351,7 +351,7 @@ TEST(Resize2dTest, Uint8NearestAndFloat16Linear) {
   p.out_h = 5;
   p.out_w = 3;
   HostTensor u8 = Random({1, 2, 3, 4}, DataType::UInt(8), 11, 0, 256);
-  OP_TEST_ASSIGN_OR_SKIP(nearest, optest::RunOp(kOp, {u8}, p.attrs()));
+  OP_TEST_ASSERT_OK_AND_ASSIGN(nearest, optest::RunOp(kOp, {u8}, p.attrs()));
   EXPECT_EQ(nearest[0].dtype, DataType::UInt(8));
   optest::ExpectClose(nearest[0], ResizeRef(u8, p));
 
@@ -359,7 +359,7 @@ TEST(Resize2dTest, Uint8NearestAndFloat16Linear) {
   p.out_h = 6;
   p.out_w = 7;
   HostTensor f16 = Random({1, 1, 3, 4}, optest::kF16, 12);
-  OP_TEST_ASSIGN_OR_SKIP(linear, optest::RunOp(kOp, {f16}, p.attrs()));
+  OP_TEST_ASSERT_OK_AND_ASSIGN(linear, optest::RunOp(kOp, {f16}, p.attrs()));
   EXPECT_EQ(linear[0].dtype, optest::kF16);
   optest::ExpectClose(linear[0], ResizeRef(f16, p));
 }
@@ -371,7 +371,7 @@ TEST(Resize2dTest, OutDtypeCastsTheResult) {
   Attrs a = p.attrs();
   a["out_dtype"] = std::string("float64");
   HostTensor x = Random({1, 1, 2, 2}, kF32, 13);
-  OP_TEST_ASSIGN_OR_SKIP(out, optest::RunOp(kOp, {x}, a));
+  OP_TEST_ASSERT_OK_AND_ASSIGN(out, optest::RunOp(kOp, {x}, a));
   EXPECT_EQ(out[0].dtype, DataType::Float(64));
   HostTensor want = ResizeRef(x, p);
   want.dtype = DataType::Float(64);

@@ -59,7 +59,7 @@ HostTensor MatmulRef(const HostTensor& a, const HostTensor& b, DataType dtype) {
 
 void ExpectMatmul(const Shape& as, const Shape& bs, uint32_t seed, DataType dtype = kF32) {
   HostTensor a = Random(as, dtype, seed), b = Random(bs, dtype, seed + 1);
-  OP_TEST_ASSIGN_OR_SKIP(out, optest::RunOp(kOp, {a, b}));
+  OP_TEST_ASSERT_OK_AND_ASSIGN(out, optest::RunOp(kOp, {a, b}));
   ASSERT_EQ(out.size(), 1u);
   // Accumulation order differs from the reference: scale the tolerance with K.
   const double k = static_cast<double>(as.back());
@@ -149,7 +149,7 @@ TEST(MatmulScheduleTest, SymbolicRows) {
   absl::StatusOr<Expr> call = optest::MakeOpCall(
       kOp, {optest::TensorVar("a", {n, 24}, kF32), optest::TensorVar("b", {24, 19}, kF32)});
   ASSERT_TRUE(call.ok()) << call.status();
-  OP_TEST_ASSIGN_OR_SKIP(out, optest::RunCall(*call, {a, b}, {{11, 19}}));
+  OP_TEST_ASSERT_OK_AND_ASSIGN(out, optest::RunCall(*call, {a, b}, {{11, 19}}));
   optest::ExpectClose(out[0], MatmulRef(a, b, kF32), 1e-4);
 }
 
@@ -177,8 +177,8 @@ TEST(MatmulScheduleTest, AppliesEpilogueAtTheFinalStore) {
   KernelFunc k = MakeKernelFunc(
       "matmul_epilogue", {KernelParam::Tensor(A), KernelParam::Tensor(B), KernelParam::Tensor(*C)},
       *body);
-  OP_TEST_ASSIGN_OR_SKIP(compiled, optest::CompiledKernel::Create(k));
-  OP_TEST_ASSIGN_OR_SKIP(out, compiled.Run({a, b}));
+  OP_TEST_ASSERT_OK_AND_ASSIGN(compiled, optest::CompiledKernel::Create(k));
+  OP_TEST_ASSERT_OK_AND_ASSIGN(out, compiled.Run({a, b}));
   HostTensor expected = MatmulRef(a, b, kF32);
   for (double& v : expected.data) v = std::max(v + 1, 0.0);
   optest::ExpectClose(out[0], expected, 1e-4);

@@ -72,7 +72,7 @@ HostTensor Conv2dRef(const HostTensor& x, const HostTensor& w, const Conv& p) {
 void ExpectConv(const Shape& xs, const Shape& ws, const Conv& p, uint32_t seed,
                 DataType dtype = kF32) {
   HostTensor x = Random(xs, dtype, seed), w = Random(ws, dtype, seed + 1);
-  OP_TEST_ASSIGN_OR_SKIP(out, optest::RunOp("relax.nn.conv2d", {x, w}, p.attrs()));
+  OP_TEST_ASSERT_OK_AND_ASSIGN(out, optest::RunOp("relax.nn.conv2d", {x, w}, p.attrs()));
   const double red = static_cast<double>(ws[1] * ws[2] * ws[3]);
   optest::ExpectClose(out[0], Conv2dRef(x, w, p), optest::Tolerance(dtype) * (1 + red / 8));
 }
@@ -310,7 +310,8 @@ TEST(Conv2dScheduleTest, AppliesEpilogue) {
   HostTensor x = Random({1, 6, 8, 9}, kF32, 11), w = Random({10, 6, 3, 3}, kF32, 12);
   Conv p;
   p.padding = {1, 1, 1, 1};
-  OP_TEST_ASSIGN_OR_SKIP(out, RunWithEpilogue("relax.nn.conv2d", {x, w}, p.attrs(), AddOneRelu));
+  OP_TEST_ASSERT_OK_AND_ASSIGN(out,
+                               RunWithEpilogue("relax.nn.conv2d", {x, w}, p.attrs(), AddOneRelu));
   HostTensor expected = Conv2dRef(x, w, p);
   for (double& v : expected.data) v = std::max(v + 1, 0.0);
   optest::ExpectClose(out[0], expected, 1e-4);
@@ -361,7 +362,7 @@ HostTensor PoolRef(const HostTensor& x, const Pool& p, bool is_max) {
 
 void ExpectPool(const Shape& xs, const Pool& p, bool is_max, uint32_t seed) {
   HostTensor x = Random(xs, kF32, seed);
-  OP_TEST_ASSIGN_OR_SKIP(
+  OP_TEST_ASSERT_OK_AND_ASSIGN(
       out, optest::RunOp(is_max ? "relax.nn.max_pool2d" : "relax.nn.avg_pool2d", {x}, p.attrs()));
   optest::ExpectClose(out[0], PoolRef(x, p, is_max));
 }
@@ -433,7 +434,8 @@ TEST(Pool2dScheduleTest, AvgPoolCountIncludePadOrNot) {
 TEST(Pool2dScheduleTest, AppliesEpilogue) {
   HostTensor x = Random({1, 2, 6, 6}, kF32, 8);
   Pool p;
-  OP_TEST_ASSIGN_OR_SKIP(out, RunWithEpilogue("relax.nn.max_pool2d", {x}, p.attrs(), AddOneRelu));
+  OP_TEST_ASSERT_OK_AND_ASSIGN(out,
+                               RunWithEpilogue("relax.nn.max_pool2d", {x}, p.attrs(), AddOneRelu));
   HostTensor expected = PoolRef(x, p, true);
   for (double& v : expected.data) v = std::max(v + 1, 0.0);
   optest::ExpectClose(out[0], expected);
@@ -459,11 +461,11 @@ HostTensor AdaptiveRef(const HostTensor& x, int64_t OH, int64_t OW) {
 
 TEST(AdaptiveAvgPool2dTest, GlobalAndUnevenBins) {
   HostTensor x = Random({2, 3, 7, 40}, kF32, 9);
-  OP_TEST_ASSIGN_OR_SKIP(g, optest::RunOp("relax.nn.adaptive_avg_pool2d", {x},
-                                          {{"output_size", std::vector<int64_t>{1, 1}}}));
+  OP_TEST_ASSERT_OK_AND_ASSIGN(g, optest::RunOp("relax.nn.adaptive_avg_pool2d", {x},
+                                                {{"output_size", std::vector<int64_t>{1, 1}}}));
   optest::ExpectClose(g[0], AdaptiveRef(x, 1, 1), 1e-4);
-  OP_TEST_ASSIGN_OR_SKIP(u, optest::RunOp("relax.nn.adaptive_avg_pool2d", {x},
-                                          {{"output_size", std::vector<int64_t>{3, 6}}}));
+  OP_TEST_ASSERT_OK_AND_ASSIGN(u, optest::RunOp("relax.nn.adaptive_avg_pool2d", {x},
+                                                {{"output_size", std::vector<int64_t>{3, 6}}}));
   optest::ExpectClose(u[0], AdaptiveRef(x, 3, 6), 1e-4);
 }
 
@@ -508,7 +510,7 @@ void ExpectBatchNorm(const Shape& xs, int axis, bool center, bool scale, uint32_
              b = Random({ch}, kF32, seed + 2);
   HostTensor m = Random({ch}, kF32, seed + 3), v = Random({ch}, kF32, seed + 4, 0.1, 2.0);
   const double eps = 1e-3;
-  OP_TEST_ASSIGN_OR_SKIP(
+  OP_TEST_ASSERT_OK_AND_ASSIGN(
       out, optest::RunOp(
                "relax.nn.batch_norm", {x, g, b, m, v},
                {{"axis", int64_t{axis}}, {"epsilon", eps}, {"center", center}, {"scale", scale}}));
@@ -548,7 +550,7 @@ void ExpectLayerNorm(const Shape& xs, const std::vector<int64_t>& axes, uint32_t
   HostTensor x = Random(xs, dtype, seed), g = Random(ps, dtype, seed + 1),
              b = Random(ps, dtype, seed + 2);
   const double eps = 1e-5;
-  OP_TEST_ASSIGN_OR_SKIP(
+  OP_TEST_ASSERT_OK_AND_ASSIGN(
       out, optest::RunOp("relax.nn.layer_norm", {x, g, b}, {{"axes", axes}, {"epsilon", eps}}));
   // Reference: group elements by their non-reduced index.
   const int64_t n = optest::NumElements(xs);
@@ -610,7 +612,7 @@ TEST(LayerNormTest, RejectsBadAxesAndGammaShape) {
 
 void ExpectSoftmax(const Shape& xs, int64_t axis, bool log, uint32_t seed, double scale = 1.0) {
   HostTensor x = Random(xs, kF32, seed, -2.0 * scale, 2.0 * scale);
-  OP_TEST_ASSIGN_OR_SKIP(
+  OP_TEST_ASSERT_OK_AND_ASSIGN(
       out, optest::RunOp(log ? "relax.nn.log_softmax" : "relax.nn.softmax", {x}, {{"axis", axis}}));
   const size_t a = static_cast<size_t>(axis < 0 ? axis + static_cast<int64_t>(xs.size()) : axis);
   const Shape strides = optest::Strides(xs);
@@ -649,10 +651,11 @@ TEST(LogSoftmaxTest, LastAndInnerAxesAndLargeInputs) {
 
 TEST(SoftmaxTest, AppliesEpilogue) {
   HostTensor x = Random({3, 20}, kF32, 9);
-  OP_TEST_ASSIGN_OR_SKIP(out, RunWithEpilogue("relax.nn.softmax", {x}, {{"axis", int64_t{-1}}},
-                                              [](const PrimExpr& v, const std::vector<PrimExpr>&) {
-                                                return v * FloatImm(kF32, 2);
-                                              }));
+  OP_TEST_ASSERT_OK_AND_ASSIGN(out,
+                               RunWithEpilogue("relax.nn.softmax", {x}, {{"axis", int64_t{-1}}},
+                                               [](const PrimExpr& v, const std::vector<PrimExpr>&) {
+                                                 return v * FloatImm(kF32, 2);
+                                               }));
   for (int64_t r = 0; r < 3; ++r) {
     double s = 0;
     for (int64_t c = 0; c < 20; ++c) s += out[0].data[static_cast<size_t>(r * 20 + c)];
@@ -732,7 +735,7 @@ TEST(PadTest, ConstantEdgeReflectAndCrop) {
           std::vector<int64_t>{-1, 1, 1, -2}}) {
       SCOPED_TRACE(absl::StrCat(mode, " ", absl::StrJoin(w, ",")));
       Attrs a = {{"pad_width", w}, {"pad_mode", std::string(mode)}, {"pad_value", 1.5}};
-      OP_TEST_ASSIGN_OR_SKIP(out, optest::RunOp("relax.nn.pad", {x}, a));
+      OP_TEST_ASSERT_OK_AND_ASSIGN(out, optest::RunOp("relax.nn.pad", {x}, a));
       optest::ExpectClose(out[0], PadRef(x, w, mode, 1.5));
     }
   }

@@ -109,7 +109,7 @@ void CheckReduce(const std::string& op, Kind kind, DataType dtype, double lo = -
       attrs["axis"] = c.axes;
       for (int64_t a : c.axes) norm.push_back(a < 0 ? a + static_cast<int64_t>(c.shape.size()) : a);
     }
-    OP_TEST_ASSIGN_OR_SKIP(out, RunOp(op, {x}, attrs));
+    OP_TEST_ASSERT_OK_AND_ASSIGN(out, RunOp(op, {x}, attrs));
     ExpectClose(out[0], ReduceRef(x, norm, c.keepdims, kind), tol);
   }
 }
@@ -193,7 +193,7 @@ TEST(ReductionOpTest, ArgMaxArgMinTakeTheFirstIndexOnTies) {
         norm.push_back(c.axes[0] < 0 ? c.axes[0] + static_cast<int64_t>(c.shape.size())
                                      : c.axes[0]);
       }
-      OP_TEST_ASSIGN_OR_SKIP(out, RunOp(op, {x}, attrs));
+      OP_TEST_ASSERT_OK_AND_ASSIGN(out, RunOp(op, {x}, attrs));
       ExpectClose(out[0], ReduceRef(x, norm, c.keepdims, kind));
     }
   }
@@ -206,7 +206,7 @@ TEST(ReductionOpTest, SymbolicKernelRunsAtTwoSizes) {
   ASSERT_TRUE(call.ok()) << call.status();
   absl::StatusOr<KernelFunc> kernel = LowerCallToKernel(*call->as<CallNode>(), "sum_n");
   ASSERT_TRUE(kernel.ok()) << kernel.status();
-  OP_TEST_ASSIGN_OR_SKIP(compiled, CompiledKernel::Create(*kernel));
+  OP_TEST_ASSERT_OK_AND_ASSIGN(compiled, CompiledKernel::Create(*kernel));
   for (int64_t rows : {1, 333}) {
     HostTensor x = Random({rows, 6}, kF32, 9);
     absl::StatusOr<std::vector<HostTensor>> out = compiled.Run({x});
@@ -246,7 +246,7 @@ TEST(ReductionOpTest, ScheduleUsesReadersAndEpilogue) {
                                 {KernelParam::Tensor(in), KernelParam::Tensor(out)}, *body);
   std::string text = ToString(k);
   EXPECT_NE(text.find("exp(X["), std::string::npos) << text;
-  OP_TEST_ASSIGN_OR_SKIP(compiled, CompiledKernel::Create(k));
+  OP_TEST_ASSERT_OK_AND_ASSIGN(compiled, CompiledKernel::Create(k));
   HostTensor x = Random({3, 4}, kF32, 5);
   absl::StatusOr<std::vector<HostTensor>> got = compiled.Run({x});
   ASSERT_TRUE(got.ok()) << got.status();

@@ -8,9 +8,6 @@
 // Host data is held as std::vector<double> in row-major order whatever the
 // dtype (exact for every integer up to 2^53 and for float16/float32), so one
 // reference implementation serves every dtype.
-//
-// In a tree without compiler/codegen/jit.h, compiling returns UNIMPLEMENTED
-// and the tests that run kernels skip (OP_TEST_ASSIGN_OR_SKIP).
 #ifndef TETHER_TESTS_COMPILER_OP_TEST_UTIL_H_
 #define TETHER_TESTS_COMPILER_OP_TEST_UTIL_H_
 
@@ -25,19 +22,14 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "compiler/codegen/jit.h"
 #include "compiler/ir/expr.h"
 #include "compiler/kernel/lower.h"
 #include "compiler/op/op.h"
 #include "gtest/gtest.h"
+#include "runtime/core/error.h"
 #include "runtime/core/tensor.h"
 #include "runtime/module/module.h"
-
-#if __has_include("compiler/codegen/jit.h")
-#include "compiler/codegen/jit.h"
-#define TETHER_OP_TEST_HAS_JIT 1
-#else
-#define TETHER_OP_TEST_HAS_JIT 0
-#endif
 
 namespace tether::compiler::optest {
 
@@ -264,19 +256,11 @@ inline absl::StatusOr<StructInfo> InferOp(const std::string& op, std::vector<Exp
 class CompiledKernel {
  public:
   static absl::StatusOr<CompiledKernel> Create(const KernelFunc& kernel) {
-#if TETHER_OP_TEST_HAS_JIT
     absl::StatusOr<Ref<Module>> mod = BuildAndLoad({kernel});
-    if (!mod.ok()) {
-      return absl::Status(mod.status().code(),
-                          absl::StrCat(mod.status().message(), "\nkernel:\n", ToString(kernel)));
-    }
+    if (!mod.ok()) return Annotate(mod.status(), "kernel:\n", ToString(kernel), "\n");
     absl::StatusOr<Function> fn = (*mod)->GetFunction(kernel->name);
     if (!fn.ok()) return fn.status();
     return CompiledKernel(kernel, *mod, *fn);
-#else
-    (void)kernel;
-    return absl::UnimplementedError("op test: the JIT (compiler/codegen/jit.h) is not built yet");
-#endif
   }
 
   const KernelFunc& kernel() const { return kernel_; }
@@ -360,12 +344,12 @@ inline absl::StatusOr<std::vector<HostTensor>> RunOp(const std::string& op,
   return RunCall(*call, inputs);
 }
 
-// Skips the test when the JIT is not there yet; otherwise asserts OK.
-#define OP_TEST_ASSIGN_OR_SKIP(lhs, expr)                                             \
-  auto lhs##_or = (expr);                                                             \
-  if (!lhs##_or.ok() && lhs##_or.status().code() == absl::StatusCode::kUnimplemented) \
-    GTEST_SKIP() << lhs##_or.status().message();                                      \
-  ASSERT_TRUE(lhs##_or.ok()) << lhs##_or.status();                                    \
+// Asserts that `expr` (a StatusOr) is OK and binds its value to `lhs`. Any
+// error fails the test, UNIMPLEMENTED included: a lowering that regresses to
+// "not implemented" is a failure, never a skip.
+#define OP_TEST_ASSERT_OK_AND_ASSIGN(lhs, expr)    \
+  auto lhs##_or = (expr);                          \
+  ASSERT_TRUE(lhs##_or.ok()) << lhs##_or.status(); \
   auto lhs = std::move(*lhs##_or)
 
 // Tolerance for comparing results of `dtype`: relative and absolute.

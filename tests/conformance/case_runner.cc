@@ -159,6 +159,7 @@ absl::StatusOr<CaseVm> MakeVm(const Ref<vm::Executable>& exec, const CaseOptions
   }
   client::ConnectOptions connect;
   connect.client_name = "tether-conformance";
+  connect.auth_token = options.remote_token;
   absl::StatusOr<std::unique_ptr<client::RemoteSession>> session =
       client::RemoteSession::Connect(options.remote_target, connect);
   if (!session.ok()) return session.status();

@@ -31,6 +31,7 @@ struct CaseOptions {
   // Empty: a local VM in this process; otherwise a tetherd target
   // ("127.0.0.1:PORT") the executable is uploaded to.
   std::string remote_target;
+  std::string remote_token;  // the daemon's bearer token, when it needs one
   std::string pipeline = "default";
   // When the importer needs a value at import time that the model feeds from
   // a graph input (Reshape's shape, Slice's starts, ...: "must be known at

@@ -2,6 +2,7 @@
 // by the daemon with a rename once bound, so reading it whole is safe.
 #include "tests/conformance/daemon_process.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -17,6 +18,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "proto/codec/auth_token.h"
 
 namespace tether::conformance {
 namespace {
@@ -49,9 +51,22 @@ absl::StatusOr<std::unique_ptr<DaemonProcess>> DaemonProcess::Start(const std::s
   const std::string store_dir = (fs::path(work_dir) / "store").string();
   const std::string log_file = (fs::path(work_dir) / "tetherd.log").string();
   fs::remove(port_file, ec);
+  // A token of this run only, so the daemon is closed to other local users
+  // and needs nothing from $HOME.
+  const std::string token = rpc::RandomToken();
+  const std::string token_file = (fs::path(work_dir) / "tetherd.token").string();
+  {
+    int fd = ::open(token_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0 || ::write(fd, token.data(), token.size()) != static_cast<ssize_t>(token.size())) {
+      if (fd >= 0) ::close(fd);
+      return absl::UnavailableError(absl::StrCat("cannot write ", token_file));
+    }
+    ::close(fd);
+  }
 
-  std::vector<std::string> argv_strings = {
-      tetherd_path, "--listen", "127.0.0.1:0", "--port-file", port_file, "--store-dir", store_dir};
+  std::vector<std::string> argv_strings = {tetherd_path,  "--listen",          "127.0.0.1:0",
+                                           "--port-file", port_file,           "--store-dir",
+                                           store_dir,     "--auth-token-file", token_file};
   std::vector<char*> argv;
   for (std::string& s : argv_strings) argv.push_back(s.data());
   argv.push_back(nullptr);
@@ -81,7 +96,7 @@ absl::StatusOr<std::unique_ptr<DaemonProcess>> DaemonProcess::Start(const std::s
     if (in && std::getline(in, text) && absl::SimpleAtoi(absl::StripAsciiWhitespace(text), &port) &&
         port > 0) {
       return std::unique_ptr<DaemonProcess>(
-          new DaemonProcess(pid, absl::StrCat("127.0.0.1:", port)));
+          new DaemonProcess(pid, absl::StrCat("127.0.0.1:", port), token));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }

@@ -29,11 +29,16 @@ class DaemonProcess {
 
   // "127.0.0.1:PORT".
   const std::string& target() const { return target_; }
+  // The bearer token the daemon requires (random, per start; its file in
+  // work_dir is 0600).
+  const std::string& token() const { return token_; }
 
  private:
-  DaemonProcess(pid_t pid, std::string target) : pid_(pid), target_(std::move(target)) {}
+  DaemonProcess(pid_t pid, std::string target, std::string token)
+      : pid_(pid), target_(std::move(target)), token_(std::move(token)) {}
   pid_t pid_;
   std::string target_;
+  std::string token_;
 };
 
 }  // namespace tether::conformance

@@ -271,6 +271,7 @@ int Main(int argc, char** argv) {
     }
     daemon = std::move(*started);
     case_options.remote_target = daemon->target();
+    case_options.remote_token = daemon->token();
     std::cerr << "tetherd listening on " << daemon->target() << "\n";
   }
 

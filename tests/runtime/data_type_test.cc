@@ -86,7 +86,7 @@ INSTANTIATE_TEST_SUITE_P(BadSpellings, DataTypeRejectTest,
                                            "float32x", "floatx4", "int128", "uint0", "float8",
                                            "bfloat32", "float32x65536", "float32x-1", "Float32",
                                            "int32xfour", "x4", "float 32", "float32x+4",
-                                           "float32x 4", "int+8"));
+                                           "float32x 4", "int+8", "uint1x8", "uint1x2"));
 
 TEST(DataTypeTest, ErrorsNameTheProblem) {
   EXPECT_THAT(DataType::Parse("foo").status().message(), HasSubstr("unknown data type"));

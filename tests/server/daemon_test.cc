@@ -17,6 +17,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "proto/codec/value_codec.h"
+#include "tests/server/daemon_fixture.h"
 #include "tests/testing/session_program.h"
 #include "tests/testing/test_functions.h"
 #include "tether/v1/tether.grpc.pb.h"
@@ -25,130 +26,6 @@ namespace tether::server {
 namespace {
 
 using ::testing::HasSubstr;
-namespace fs = std::filesystem;
-
-std::string TempDir() {
-  std::string tmpl = (fs::temp_directory_path() / "tether-srv-test-XXXXXX").string();
-  EXPECT_NE(::mkdtemp(tmpl.data()), nullptr);
-  return tmpl;
-}
-
-class DaemonTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    tether::testing::RegisterTestFunctions();
-    store_dir_ = TempDir();
-    StartDaemon();
-  }
-  void TearDown() override {
-    daemon_.reset();
-    fs::remove_all(store_dir_);
-  }
-  void StartDaemon(absl::Duration idle = absl::Minutes(10)) {
-    DaemonOptions options;
-    options.listen = {"127.0.0.1:0"};
-    options.store_dir = store_dir_;
-    options.session_idle_timeout = idle;
-    auto daemon = Daemon::Start(options);
-    ASSERT_TRUE(daemon.ok()) << daemon.status();
-    daemon_ = std::move(*daemon);
-    grpc::ChannelArguments args;
-    args.SetMaxReceiveMessageSize(-1);
-    args.SetMaxSendMessageSize(-1);
-    channel_ =
-        grpc::CreateCustomChannel(daemon_->target(), grpc::InsecureChannelCredentials(), args);
-    stub_ = v1::Tether::NewStub(channel_);
-  }
-
-  std::string Open(uint64_t idle_ms = 0) {
-    grpc::ClientContext ctx;
-    v1::OpenSessionRequest req;
-    req.set_client_name("daemon_test");
-    req.set_idle_timeout_ms(idle_ms);
-    v1::OpenSessionResponse resp;
-    grpc::Status s = stub_->OpenSession(&ctx, req, &resp);
-    EXPECT_TRUE(s.ok()) << s.error_message();
-    return resp.session_id();
-  }
-
-  grpc::Status Upload(const std::string& bytes, const std::string& sha, uint64_t size,
-                      size_t chunk = 1000, bool cancel_midway = false) {
-    grpc::ClientContext ctx;
-    v1::UploadModuleResponse resp;
-    auto writer = stub_->UploadModule(&ctx, &resp);
-    v1::UploadModuleRequest req;
-    req.mutable_header()->set_sha256(sha);
-    req.mutable_header()->set_size_bytes(size);
-    writer->Write(req);
-    for (size_t off = 0; off < bytes.size(); off += chunk) {
-      if (cancel_midway && off >= bytes.size() / 2) {
-        ctx.TryCancel();
-        break;
-      }
-      v1::UploadModuleRequest data;
-      data.set_data(bytes.substr(off, chunk));
-      if (!writer->Write(data)) break;
-    }
-    writer->WritesDone();
-    return writer->Finish();
-  }
-
-  uint64_t CreateVm(const std::string& session, const std::string& sha) {
-    v1::CallRequest req;
-    req.set_session_id(session);
-    req.mutable_create_vm()->set_module_sha256(sha);
-    v1::CallResponse resp;
-    grpc::Status s = Call(req, &resp);
-    EXPECT_TRUE(s.ok()) << s.error_message();
-    return resp.create_vm().vm_id();
-  }
-
-  grpc::Status Call(const v1::CallRequest& req, v1::CallResponse* resp,
-                    absl::Duration deadline = absl::InfiniteDuration()) {
-    grpc::ClientContext ctx;
-    if (deadline != absl::InfiniteDuration()) {
-      ctx.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
-    }
-    return stub_->Call(&ctx, req, resp);
-  }
-
-  // Uploads the test executable, returns its hash.
-  std::string UploadExec() {
-    std::string bytes = tether::testing::SessionTestExecutable();
-    std::string sha = rpc::Sha256Hex(bytes);
-    grpc::Status s = Upload(bytes, sha, bytes.size());
-    EXPECT_TRUE(s.ok()) << s.error_message();
-    return sha;
-  }
-
-  std::vector<std::string> StoreFiles() {
-    std::vector<std::string> names;
-    for (const auto& e : fs::directory_iterator(store_dir_)) {
-      std::string name = e.path().filename().string();
-      if (name != "timing.lock") names.push_back(name);  // the timing gate, not a module
-    }
-    return names;
-  }
-
-  std::string store_dir_;
-  std::unique_ptr<Daemon> daemon_;
-  std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<v1::Tether::Stub> stub_;
-};
-
-v1::Value FloatTensorValue(std::vector<int64_t> shape, std::vector<float> values) {
-  v1::Value v;
-  EXPECT_TRUE(
-      rpc::EncodeInlineTensor(tether::testing::MakeFloatTensor(shape, values), v.mutable_tensor())
-          .ok());
-  return v;
-}
-
-std::vector<float> Floats(const v1::Value& v) {
-  auto t = rpc::DecodeInlineTensor(v.tensor());
-  EXPECT_TRUE(t.ok()) << t.status();
-  return t.ok() ? tether::testing::ReadFloats(*t) : std::vector<float>();
-}
 
 TEST_F(DaemonTest, HandshakeReportsDevicesAndLimits) {
   grpc::ClientContext ctx;
@@ -532,35 +409,14 @@ TEST_F(DaemonTest, ConcurrentClientsGetTheirOwnResults) {
 #ifdef TETHERD_PATH
 int RunTetherd(std::vector<std::string> args, bool terminate, std::string* stderr_text,
                const std::string& dir) {
-  std::string port_file = dir + "/port";
-  std::string err_file = dir + "/stderr";
-  pid_t pid = fork();
-  if (pid == 0) {
-    FILE* f = std::freopen(err_file.c_str(), "w", stderr);
-    (void)f;
-    std::vector<char*> argv;
-    argv.push_back(const_cast<char*>(TETHERD_PATH));
-    args.push_back("--port-file");
-    args.push_back(port_file);
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    execv(TETHERD_PATH, argv.data());
-    _exit(127);
-  }
+  TetherdProcess tetherd(std::move(args), dir);
   if (terminate) {
-    absl::Time give_up = absl::Now() + absl::Seconds(30);
-    while (!fs::exists(port_file) && absl::Now() < give_up) std::this_thread::yield();
-    std::ifstream in(port_file);
-    int port = 0;
-    in >> port;
-    EXPECT_GT(port, 0);
-    kill(pid, SIGTERM);
+    EXPECT_GT(tetherd.WaitForPort(), 0);
+    tetherd.Signal(SIGTERM);
   }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  std::ifstream err(err_file);
-  stderr_text->assign(std::istreambuf_iterator<char>(err), {});
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::optional<int> code = tetherd.Wait(absl::Seconds(60));
+  *stderr_text = tetherd.Stderr();
+  return code.value_or(-2);
 }
 
 TEST(TetherdBinaryTest, WritesThePortAndExitsCleanlyOnSigterm) {
@@ -572,11 +428,11 @@ TEST(TetherdBinaryTest, WritesThePortAndExitsCleanlyOnSigterm) {
   fs::remove_all(dir);
 }
 
-TEST(TetherdBinaryTest, RefusesNonLoopbackWithoutInsecure) {
+TEST(TetherdBinaryTest, RefusesNonLoopbackWithoutClientAuthentication) {
   std::string dir = TempDir();
   std::string err;
   EXPECT_EQ(RunTetherd({"--listen", "0.0.0.0:0"}, false, &err, dir), 2);
-  EXPECT_THAT(err, HasSubstr("refusing to serve 0.0.0.0:0 without TLS or a token"));
+  EXPECT_THAT(err, HasSubstr("refusing to serve 0.0.0.0:0 without client authentication"));
   fs::remove_all(dir);
 }
 #endif

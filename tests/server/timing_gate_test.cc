@@ -7,12 +7,14 @@
 #include "server/timing_gate.h"
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -25,6 +27,7 @@
 #include "gtest/gtest.h"
 #include "server/daemon.h"
 #include "tests/server/remote_builtins.h"
+#include "tests/testing/status_matchers.h"
 
 namespace tether::server {
 namespace {
@@ -179,6 +182,23 @@ TEST_F(TimingGateTest, AnUnopenableLockFileIsAnError) {
   auto gate = TimingGate::Open(dir_ + "/missing/timing.lock");
   EXPECT_EQ(gate.status().code(), absl::StatusCode::kInternal);
   EXPECT_THAT(gate.status().message(), HasSubstr(dir_ + "/missing/timing.lock"));
+}
+
+// Whoever can lock the file stalls every daemon sharing it: a link, or a
+// file other users may open, is refused.
+TEST_F(TimingGateTest, ALockFileOthersCouldHoldIsRefused) {
+  const std::string open_file = dir_ + "/open.lock";
+  { std::ofstream(open_file) << ""; }
+  ASSERT_EQ(::chmod(open_file.c_str(), 0666), 0);
+  EXPECT_THAT(TimingGate::Open(open_file).status(),
+              ::tether::testing::StatusIs(absl::StatusCode::kPermissionDenied,
+                                          HasSubstr("closed to other users")));
+  const std::string link = dir_ + "/link.lock";
+  ASSERT_EQ(::symlink(open_file.c_str(), link.c_str()), 0);
+  EXPECT_THAT(TimingGate::Open(link).status(),
+              ::tether::testing::StatusIs(absl::StatusCode::kInternal, HasSubstr(link)));
+  ASSERT_EQ(::chmod(open_file.c_str(), 0640), 0);
+  EXPECT_TRUE(TimingGate::Open(open_file).ok());
 }
 
 // End to end: a daemon whose gate is this test's lock file.

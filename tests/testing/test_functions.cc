@@ -3,7 +3,9 @@
 
 #include <mutex>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "runtime/core/error.h"
 #include "runtime/core/registry.h"
 
 namespace tether::testing {
@@ -51,6 +53,25 @@ void RegisterTestFunctions() {
     }));
     Register(Registry::RegisterPacked("test.vm.noop",
                                       [](ArgSpan) -> absl::StatusOr<Value> { return Value(); }));
+    // test.vm.raise(kind): fails with that ErrorKind and the code its
+    // helper gives it (TypeError, IndexError, ...).
+    Register(Registry::RegisterTyped("test.vm.raise", [](int64_t kind) -> absl::StatusOr<int64_t> {
+      const std::string what = absl::StrCat("test.vm.raise raised kind ", kind);
+      switch (static_cast<ErrorKind>(kind)) {
+        case ErrorKind::kType:
+          return TypeError(what);
+        case ErrorKind::kValue:
+          return ValueError(what);
+        case ErrorKind::kIndex:
+          return IndexError(what);
+        case ErrorKind::kRuntime:
+          return RuntimeError(what);
+        case ErrorKind::kOutOfMemory:
+          return OutOfMemoryError(what);
+        default:
+          return absl::InternalError(what);
+      }
+    }));
     Register(Registry::RegisterPacked("test.vm.fail", [](ArgSpan args) -> absl::StatusOr<Value> {
       return RuntimeError("test.vm.fail called with ", args.size(), " arguments");
     }));

@@ -52,19 +52,41 @@ class RemoteBackendEnvironment : public ::testing::Environment {
 // Registered before main runs, so TearDown happens before static destruction.
 [[maybe_unused]] RemoteBackendEnvironment* const kEnvironment = RemoteBackendEnvironment::Get();
 
-absl::StatusOr<std::unique_ptr<VirtualMachine>> MakeRemote(Ref<Executable> exec) {
+// A remote VM whose calls travel on `transport`: the direct channel (what a
+// same-host client gets), one gRPC CallStream, or unary gRPC Calls (what a
+// remote device's client uses when a stream is refused).
+absl::StatusOr<std::unique_ptr<VirtualMachine>> MakeRemote(Ref<Executable> exec,
+                                                           client::RemoteVM::Transport transport) {
   TETHER_ASSIGN_OR_RETURN(client::RemoteSession * session,
                           RemoteBackendEnvironment::Get()->Session());
   TETHER_ASSIGN_OR_RETURN(std::string sha, session->UploadModule(exec->SaveToBytes()));
-  TETHER_ASSIGN_OR_RETURN(auto vm, client::RemoteVM::Create(session, sha, {Device::Cpu()}));
+  client::RemoteVmOptions options;
+  options.direct_channel = transport == client::RemoteVM::Transport::kDirect;
+  options.call_stream = transport == client::RemoteVM::Transport::kStream;
+  TETHER_ASSIGN_OR_RETURN(auto vm,
+                          client::RemoteVM::Create(session, sha, {Device::Cpu()}, "", options));
+  // The direct channel opens at the first call; the gRPC choices are fixed.
+  if (transport != client::RemoteVM::Transport::kDirect && vm->transport() != transport) {
+    return absl::InternalError("the remote VM did not take the transport it was given");
+  }
   return std::unique_ptr<VirtualMachine>(std::move(vm));
 }
 
-INSTANTIATE_TEST_SUITE_P(Remote, VmConformanceTest,
-                         ::testing::Values(Backend{"remote", MakeRemote}),
-                         [](const ::testing::TestParamInfo<Backend>& info) {
-                           return info.param.name;
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Remote, VmConformanceTest,
+    ::testing::Values(Backend{"direct",
+                              [](Ref<Executable> exec) {
+                                return MakeRemote(exec, client::RemoteVM::Transport::kDirect);
+                              }},
+                      Backend{"stream",
+                              [](Ref<Executable> exec) {
+                                return MakeRemote(exec, client::RemoteVM::Transport::kStream);
+                              }},
+                      Backend{"unary",
+                              [](Ref<Executable> exec) {
+                                return MakeRemote(exec, client::RemoteVM::Transport::kUnary);
+                              }}),
+    [](const ::testing::TestParamInfo<Backend>& info) { return info.param.name; });
 
 }  // namespace
 }  // namespace tether::vm

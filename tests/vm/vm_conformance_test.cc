@@ -11,9 +11,11 @@
 #include <ostream>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "runtime/core/error.h"
 #include "runtime/core/registry.h"
 #include "runtime/vm/exec_builder.h"
 #include "runtime/vm/local_vm.h"
@@ -297,6 +299,35 @@ TEST_P(VmConformanceTest, StaysUsableAfterFailure) {
   auto out = vm->Invoke("main", good);
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_THAT(ReadFloats(Tensor(out->AsRef<TensorObj>())), ElementsAre(2, 4));
+}
+
+// A kernel's error reaches the caller with its code, its kind (TypeError,
+// IndexError, ...) and its message, whichever transport carries it.
+TEST_P(VmConformanceTest, ErrorsKeepTheirKind) {
+  ExecBuilder b;
+  b.EmitFunction("main", 1, {"kind"});
+  b.EmitCall("test.vm.raise", {Arg::Register(0)}, 1);
+  b.EmitRet(1);
+  b.EndFunction("main");
+  auto vm = Make(b);
+  ASSERT_TRUE(vm);
+  const std::pair<ErrorKind, absl::StatusCode> cases[] = {
+      {ErrorKind::kType, absl::StatusCode::kInvalidArgument},
+      {ErrorKind::kValue, absl::StatusCode::kInvalidArgument},
+      {ErrorKind::kIndex, absl::StatusCode::kOutOfRange},
+      {ErrorKind::kRuntime, absl::StatusCode::kInternal},
+      {ErrorKind::kOutOfMemory, absl::StatusCode::kResourceExhausted},
+  };
+  for (const auto& [kind, code] : cases) {
+    SCOPED_TRACE(ErrorKindName(kind));
+    Value args[] = {Value(static_cast<int64_t>(kind))};
+    auto failed = vm->Invoke("main", args);
+    ASSERT_FALSE(failed.ok());
+    EXPECT_EQ(failed.status().code(), code);
+    EXPECT_EQ(GetErrorKind(failed.status()), kind);
+    EXPECT_THAT(std::string(failed.status().message()),
+                HasSubstr(absl::StrCat("test.vm.raise raised kind ", static_cast<int>(kind))));
+  }
 }
 
 // Item 23: positional and named set_input, then tuple and nested-tuple outputs.

@@ -1,0 +1,449 @@
+// Requests a hostile or careless client sends, against a real daemon: each
+// gets a refusal with the right code and a message naming the value, or is
+// stopped within the daemon's limits, and the daemon keeps serving
+// everyone else (docs/design/security.md).
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/module_store.h"
+#include "tests/server/daemon_fixture.h"
+#include "tests/testing/status_matchers.h"
+
+namespace tether::server {
+namespace {
+
+using ::testing::HasSubstr;
+using ::tether::testing::GrpcStatusIs;
+
+// time_evaluator of swap(a, b) on `vm` with the given options.
+v1::CallRequest TimeSwap(const std::string& session, uint64_t vm,
+                         const v1::TimeEvaluatorOptions& options) {
+  v1::CallRequest req;
+  req.set_session_id(session);
+  v1::TimeEvaluator* op = req.mutable_time_evaluator();
+  op->set_vm_id(vm);
+  op->set_function("swap");
+  op->mutable_device()->set_type(kDLCPU);
+  *op->mutable_options() = options;
+  *op->add_args() = FloatTensorValue({2}, {1, 2});
+  *op->add_args() = FloatTensorValue({1}, {3});
+  return req;
+}
+
+class HostileRequestTest : public DaemonTest {
+ protected:
+  // alloc_tensor of `dtype` and `shape`; the status and the handle's id.
+  grpc::Status Alloc(const std::string& session, const v1::DataType& dtype,
+                     std::vector<int64_t> shape, uint64_t* id) {
+    v1::CallRequest req;
+    req.set_session_id(session);
+    v1::TensorHeader* header = req.mutable_alloc_tensor()->mutable_tensor();
+    *header->mutable_dtype() = dtype;
+    header->mutable_shape()->Assign(shape.begin(), shape.end());
+    header->mutable_device()->set_type(kDLCPU);
+    v1::CallResponse resp;
+    grpc::Status s = Call(req, &resp);
+    *id = resp.tensor().id();
+    return s;
+  }
+  grpc::Status Fill(const std::string& session, uint64_t id, double low, double high) {
+    v1::CallRequest req;
+    req.set_session_id(session);
+    req.mutable_fill_random()->set_tensor_id(id);
+    req.mutable_fill_random()->set_seed(7);
+    req.mutable_fill_random()->set_low(low);
+    req.mutable_fill_random()->set_high(high);
+    v1::CallResponse resp;
+    return Call(req, &resp);
+  }
+  std::string Download(const std::string& session, uint64_t id) {
+    grpc::ClientContext ctx;
+    v1::DownloadTensorRequest req;
+    req.set_session_id(session);
+    req.set_tensor_id(id);
+    auto reader = stub_->DownloadTensor(&ctx, req);
+    v1::DownloadTensorResponse msg;
+    std::string bytes;
+    while (reader->Read(&msg)) bytes += msg.data();
+    grpc::Status s = reader->Finish();
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return bytes;
+  }
+  grpc::Status InvokeSwap(const std::string& session, uint64_t vm, absl::Duration deadline) {
+    v1::CallRequest req;
+    req.set_session_id(session);
+    req.mutable_invoke()->set_vm_id(vm);
+    req.mutable_invoke()->set_function("swap");
+    *req.mutable_invoke()->add_args() = FloatTensorValue({2}, {1, 2});
+    *req.mutable_invoke()->add_args() = FloatTensorValue({1}, {3});
+    v1::CallResponse resp;
+    return Call(req, &resp, deadline);
+  }
+  // Waits (up to 30 s) until a quick call of another session is held off,
+  // which shows that a measurement holds exclusive timing.
+  bool WaitUntilTimingIsHeld(const std::string& other, uint64_t other_vm) {
+    const absl::Time give_up = absl::Now() + absl::Seconds(30);
+    while (absl::Now() < give_up) {
+      grpc::Status s = InvokeSwap(other, other_vm, absl::Milliseconds(100));
+      if (s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) return true;
+    }
+    return false;
+  }
+  // Two sessions with a VM each: one to measure, one to notice it.
+  struct TwoSessions {
+    std::string holder, other;
+    uint64_t holder_vm = 0, other_vm = 0;
+  };
+  TwoSessions OpenTwoSessions() {
+    TwoSessions two;
+    two.holder = Open();
+    two.other = Open();
+    const std::string sha = UploadExec();
+    two.holder_vm = CreateVm(two.holder, sha);
+    two.other_vm = CreateVm(two.other, sha);
+    return two;
+  }
+  // `repeat` repeats of one call each, ten minutes of cooldown between them.
+  static v1::TimeEvaluatorOptions LongCooldown(int repeat) {
+    v1::TimeEvaluatorOptions options;
+    options.set_number(1);
+    options.set_repeat(repeat);
+    options.set_cooldown_interval_ms(600000);
+    return options;
+  }
+  bool Serving() {
+    grpc::ClientContext ctx;
+    v1::HandshakeRequest req;
+    req.mutable_client_protocol()->set_major(rpc::kProtocolMajor);
+    v1::HandshakeResponse resp;
+    return stub_->Handshake(&ctx, req, &resp).ok();
+  }
+};
+
+v1::DataType Dtype(int code, int bits, int lanes) {
+  v1::DataType t;
+  t.set_code(code);
+  t.set_bits(bits);
+  t.set_lanes(lanes);
+  return t;
+}
+
+// The review's H2: alloc_tensor of uint1x8 then fill_random overflowed the
+// heap (8 bytes written per byte allocated) and took every session down.
+TEST_F(HostileRequestTest, SubByteMultiLaneTensorsAreRefusedByName) {
+  std::string session = Open();
+  uint64_t id = 0;
+  EXPECT_THAT(Alloc(session, Dtype(kDLUInt, 1, 8), {1 << 20}, &id),
+              GrpcStatusIs(grpc::StatusCode::INVALID_ARGUMENT, HasSubstr("boolx8")));
+  EXPECT_THAT(Alloc(session, Dtype(kDLUInt, 1, 2), {16}, &id),
+              GrpcStatusIs(grpc::StatusCode::INVALID_ARGUMENT, HasSubstr("boolx2")));
+  EXPECT_TRUE(Serving());
+}
+
+TEST_F(HostileRequestTest, FillRandomWritesExactlyTheTensorInItsRange) {
+  std::string session = Open();
+  struct Case {
+    v1::DataType dtype;
+    int64_t elements;
+    int64_t bytes;
+  };
+  const Case cases[] = {{Dtype(kDLFloat, 32, 1), 1000, 4000},
+                        {Dtype(kDLFloat, 32, 4), 250, 4000},
+                        {Dtype(kDLInt, 8, 1), 1000, 1000},
+                        {Dtype(kDLUInt, 1, 1), 1000, 1000},
+                        {Dtype(kDLFloat, 16, 2), 500, 2000}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.dtype.ShortDebugString());
+    uint64_t id = 0;
+    ASSERT_TRUE(Alloc(session, c.dtype, {c.elements}, &id).ok());
+    ASSERT_TRUE(Fill(session, id, 1, 3).ok());
+    std::string bytes = Download(session, id);
+    ASSERT_EQ(static_cast<int64_t>(bytes.size()), c.bytes);
+    if (c.dtype.code() == kDLFloat && c.dtype.bits() == 32) {
+      for (size_t i = 0; i < bytes.size(); i += 4) {
+        float v;
+        std::memcpy(&v, bytes.data() + i, 4);
+        ASSERT_TRUE(v >= 1 && v < 3) << "element " << i / 4 << " is " << v;
+      }
+    } else if (c.dtype.code() != kDLFloat) {
+      for (char b : bytes) {
+        const int v = static_cast<unsigned char>(b);
+        ASSERT_TRUE(c.dtype.bits() == 1 ? v == 1 : (v >= 1 && v <= 3)) << v;
+      }
+    }
+  }
+  EXPECT_TRUE(Serving());
+}
+
+TEST_F(HostileRequestTest, TimeEvaluatorOptionsAreBoundedAndNamed) {
+  std::string session = Open();
+  uint64_t vm = CreateVm(session, UploadExec());
+  struct Case {
+    const char* field;
+    v1::TimeEvaluatorOptions options;
+  };
+  std::vector<Case> cases(4);
+  cases[0].field = "cooldown_interval_ms must be <= 600000, got 2147483647";
+  cases[0].options.set_cooldown_interval_ms(2147483647);
+  cases[1].field = "repeat must be <= 1000000, got 2147483647";
+  cases[1].options.set_repeat(2147483647);
+  cases[2].field = "min_repeat_ms must be <= 600000";
+  cases[2].options.set_min_repeat_ms(700000);
+  cases[3].field = "cache_flush_bytes must be <= 4294967296";
+  cases[3].options.set_cache_flush_bytes(int64_t{1} << 40);
+  for (const Case& c : cases) {
+    v1::CallResponse resp;
+    EXPECT_THAT(Call(TimeSwap(session, vm, c.options), &resp),
+                GrpcStatusIs(grpc::StatusCode::INVALID_ARGUMENT, HasSubstr(c.field)));
+  }
+  EXPECT_TRUE(InvokeSwap(session, vm, absl::Seconds(30)).ok());
+}
+
+// The review's M4: a measurement with a long cooldown froze every other
+// session. The daemon's limit on an exclusive hold ends it, and the others
+// go on.
+TEST_F(HostileRequestTest, AnExclusiveHoldEndsAtTheDaemonsLimit) {
+  daemon_.reset();
+  StartDaemon(absl::Minutes(10),
+              [](DaemonOptions& options) { options.max_exclusive_hold = absl::Seconds(1); });
+  const TwoSessions two = OpenTwoSessions();
+  v1::CallResponse resp;
+  EXPECT_THAT(Call(TimeSwap(two.holder, two.holder_vm, LongCooldown(3)), &resp),
+              GrpcStatusIs(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                           HasSubstr("holding exclusive timing for the daemon's limit of 1s")));
+  EXPECT_TRUE(InvokeSwap(two.other, two.other_vm, absl::Seconds(30)).ok());
+  EXPECT_TRUE(InvokeSwap(two.holder, two.holder_vm, absl::Seconds(30)).ok());
+}
+
+// Closing the session of a measurement in its cooldown ends the measurement
+// at once and lets everyone else through.
+TEST_F(HostileRequestTest, ClosingTheSessionEndsAMeasurementInItsCooldown) {
+  const TwoSessions two = OpenTwoSessions();
+  grpc::Status measured;
+  absl::Notification done;
+  std::thread measurement([&] {
+    v1::CallResponse resp;
+    measured = Call(TimeSwap(two.holder, two.holder_vm, LongCooldown(2)), &resp);
+    done.Notify();
+  });
+  ASSERT_TRUE(WaitUntilTimingIsHeld(two.other, two.other_vm));
+  {
+    grpc::ClientContext ctx;
+    v1::CloseSessionRequest req;
+    req.set_session_id(two.holder);
+    v1::CloseSessionResponse resp;
+    EXPECT_TRUE(stub_->CloseSession(&ctx, req, &resp).ok());
+  }
+  EXPECT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(60)));
+  measurement.join();
+  EXPECT_THAT(measured, GrpcStatusIs(grpc::StatusCode::CANCELLED, HasSubstr("cooldown")));
+  EXPECT_TRUE(InvokeSwap(two.other, two.other_vm, absl::Seconds(30)).ok());
+}
+
+// The review's M6: a client asking for a day-long lease gets the operator's
+// maximum, not its own.
+TEST_F(HostileRequestTest, ALeaseIsClampedToTheOperatorsMaximum) {
+  daemon_.reset();
+  StartDaemon(absl::Seconds(30),
+              [](DaemonOptions& options) { options.max_session_lease = absl::Seconds(60); });
+  grpc::ClientContext ctx;
+  v1::OpenSessionRequest req;
+  req.set_idle_timeout_ms(24 * 3600 * 1000);
+  v1::OpenSessionResponse resp;
+  ASSERT_TRUE(stub_->OpenSession(&ctx, req, &resp).ok());
+  EXPECT_EQ(resp.idle_timeout_ms(), 60000u);
+}
+
+TEST_F(HostileRequestTest, ATraceLargerThanTheDaemonKeepsIsRefused) {
+  std::string session = Open();
+  uint64_t vm = CreateVm(session, UploadExec());
+  v1::CallRequest req;
+  req.set_session_id(session);
+  req.mutable_set_instrument()->set_vm_id(vm);
+  req.mutable_set_instrument()->set_factory("trace");
+  req.mutable_set_instrument()->add_args()->set_int_value(int64_t{1} << 60);
+  v1::CallResponse resp;
+  EXPECT_THAT(Call(req, &resp), GrpcStatusIs(grpc::StatusCode::INVALID_ARGUMENT,
+                                             HasSubstr("asked for 1152921504606846976")));
+}
+
+// The review's H4: a module file replaced in the store directory (by anyone
+// who could write it) is refused when loaded, never run under the old name.
+TEST_F(HostileRequestTest, AModuleSwappedInTheStoreIsRefusedNotRun) {
+  const std::string sha = UploadExec();
+  daemon_.reset();
+  {
+    std::ofstream swapped(store_dir_ + "/" + sha, std::ios::binary | std::ios::trunc);
+    swapped << tether::testing::BuiltinsTestExecutable();
+  }
+  StartDaemon();
+  std::string session = Open();
+  v1::CallRequest req;
+  req.set_session_id(session);
+  req.mutable_create_vm()->set_module_sha256(sha);
+  v1::CallResponse resp;
+  EXPECT_THAT(Call(req, &resp),
+              GrpcStatusIs(grpc::StatusCode::DATA_LOSS, HasSubstr("the store was altered")));
+  EXPECT_TRUE(Serving());
+}
+
+TEST(ModuleStoreTest, RefusesADirectoryOthersMayWrite) {
+  const std::string dir = TempDir();
+  ASSERT_EQ(::chmod(dir.c_str(), 0777), 0);
+  EXPECT_THAT(
+      ModuleStore::Open(dir, 1 << 20),
+      ::tether::testing::StatusIs(absl::StatusCode::kPermissionDenied, HasSubstr("chmod 700")));
+  ASSERT_EQ(::chmod(dir.c_str(), 0700), 0);
+  EXPECT_TRUE(ModuleStore::Open(dir, 1 << 20).ok());
+  fs::remove_all(dir);
+}
+
+TEST(ModuleStoreTest, CreatesItsDirectoryPrivateAndIgnoresLinks) {
+  const std::string parent = TempDir();
+  const std::string dir = parent + "/a/store";
+  const std::string target = parent + "/elsewhere";
+  { std::ofstream(target) << "not a module"; }
+  ASSERT_TRUE(ModuleStore::Open(dir, 1 << 20).ok());
+  struct stat st;
+  ASSERT_EQ(::stat(dir.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  const std::string name(64, 'a');
+  fs::create_symlink(target, dir + "/" + name);
+  auto store = ModuleStore::Open(dir, 1 << 20);
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto found = (*store)->Find(name);
+  ASSERT_TRUE(found.ok());
+  EXPECT_FALSE(found->has_value()) << "a link was indexed as a module";
+  fs::remove_all(parent);
+}
+
+#ifdef TETHERD_PATH
+// An isolated session's upload header announcing a terabyte: refused before
+// any allocation (it used to throw std::bad_alloc on a gRPC thread and
+// terminate the daemon).
+TEST_F(HostileRequestTest, AnIsolatedUploadLargerThanMemoryIsResourceExhausted) {
+  daemon_.reset();
+  StartDaemon(absl::Minutes(10),
+              [](DaemonOptions& options) { options.worker_program = TETHERD_PATH; });
+  grpc::ClientContext open_ctx;
+  v1::OpenSessionRequest open;
+  open.set_isolate(true);
+  v1::OpenSessionResponse opened;
+  ASSERT_TRUE(stub_->OpenSession(&open_ctx, open, &opened).ok());
+  ASSERT_TRUE(opened.isolated());
+  for (int64_t elements : {int64_t{1} << 40, int64_t{1} << 62}) {
+    grpc::ClientContext ctx;
+    v1::UploadTensorResponse resp;
+    auto writer = stub_->UploadTensor(&ctx, &resp);
+    v1::UploadTensorRequest req;
+    req.mutable_header()->set_session_id(opened.session_id());
+    v1::TensorHeader* header = req.mutable_header()->mutable_tensor();
+    *header->mutable_dtype() = Dtype(kDLInt, 8, 1);
+    header->add_shape(elements);
+    header->mutable_device()->set_type(kDLCPU);
+    writer->Write(req);
+    writer->WritesDone();
+    EXPECT_THAT(writer->Finish(),
+                GrpcStatusIs(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                             HasSubstr(absl::StrCat("cannot stage an uploaded tensor of ", elements,
+                                                    " bytes"))));
+  }
+  EXPECT_TRUE(Serving());
+  EXPECT_EQ(daemon_->num_sessions(), 1u);
+}
+
+// The review's M4, through the binary: SIGTERM while a measurement sleeps in
+// a ten-minute cooldown ends the daemon within its drain limit.
+TEST(TetherdBinaryTest, SigtermEndsADaemonInAMeasurementsCooldown) {
+  std::string dir = TempDir();
+  TetherdProcess tetherd({"--listen", "127.0.0.1:0", "--store-dir", dir + "/store", "--insecure"},
+                         dir);
+  const int port = tetherd.WaitForPort();
+  ASSERT_GT(port, 0) << tetherd.Stderr();
+  auto channel =
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials());
+  auto stub = v1::Tether::NewStub(channel);
+  auto open = [&] {
+    grpc::ClientContext ctx;
+    v1::OpenSessionRequest req;
+    v1::OpenSessionResponse resp;
+    EXPECT_TRUE(stub->OpenSession(&ctx, req, &resp).ok());
+    return resp.session_id();
+  };
+  const std::string bytes = tether::testing::BuiltinsTestExecutable();
+  const std::string sha = rpc::Sha256Hex(bytes);
+  {
+    grpc::ClientContext ctx;
+    v1::UploadModuleResponse resp;
+    auto writer = stub->UploadModule(&ctx, &resp);
+    v1::UploadModuleRequest req;
+    req.mutable_header()->set_sha256(sha);
+    req.mutable_header()->set_size_bytes(bytes.size());
+    writer->Write(req);
+    req.set_data(bytes);
+    writer->Write(req);
+    writer->WritesDone();
+    ASSERT_TRUE(writer->Finish().ok());
+  }
+  auto call = [&](const v1::CallRequest& req, absl::Duration deadline, v1::CallResponse* resp) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
+    return stub->Call(&ctx, req, resp);
+  };
+  auto create_vm = [&](const std::string& session) {
+    v1::CallRequest req;
+    req.set_session_id(session);
+    req.mutable_create_vm()->set_module_sha256(sha);
+    v1::CallResponse resp;
+    EXPECT_TRUE(call(req, absl::Seconds(30), &resp).ok());
+    return resp.create_vm().vm_id();
+  };
+  const std::string holder = open();
+  const std::string other = open();
+  const uint64_t holder_vm = create_vm(holder);
+  const uint64_t other_vm = create_vm(other);
+  v1::TimeEvaluatorOptions options;
+  options.set_number(1);
+  options.set_repeat(2);
+  options.set_cooldown_interval_ms(600000);
+  std::thread measurement([&] {
+    v1::CallResponse resp;
+    call(TimeSwap(holder, holder_vm, options), absl::Minutes(20), &resp);
+  });
+  // Wait until the measurement holds exclusive timing (another call is held off).
+  v1::CallRequest swap;
+  swap.set_session_id(other);
+  swap.mutable_invoke()->set_vm_id(other_vm);
+  swap.mutable_invoke()->set_function("swap");
+  *swap.mutable_invoke()->add_args() = FloatTensorValue({2}, {1, 2});
+  *swap.mutable_invoke()->add_args() = FloatTensorValue({1}, {3});
+  bool held = false;
+  for (absl::Time give_up = absl::Now() + absl::Seconds(30); !held && absl::Now() < give_up;) {
+    v1::CallResponse resp;
+    held = call(swap, absl::Milliseconds(100), &resp).error_code() ==
+           grpc::StatusCode::DEADLINE_EXCEEDED;
+  }
+  ASSERT_TRUE(held);
+  tetherd.Signal(SIGTERM);
+  // The drain's grace is 10 s and its hard stop 15 s; 60 s is only a bound
+  // on a regression.
+  std::optional<int> code = tetherd.Wait(absl::Seconds(60));
+  EXPECT_TRUE(code.has_value()) << "tetherd still running a minute after SIGTERM";
+  EXPECT_EQ(code.value_or(-2), 0) << tetherd.Stderr();
+  tetherd.Signal(SIGKILL);
+  measurement.join();
+  fs::remove_all(dir);
+}
+#endif
+
+}  // namespace
+}  // namespace tether::server
