@@ -80,8 +80,12 @@ class Ops {
     }
     vm::LocalVirtualMachine* raw = vm->get();
     raw->SetNumThreads(op.num_threads());
-    uint64_t id = session_.AddVm(std::move(*vm), op.module_sha256());
-    out->set_vm_id(id);
+    absl::StatusOr<uint64_t> id = session_.AddVm(std::move(*vm), op.module_sha256());
+    if (!id.ok()) {
+      store_->Release(op.module_sha256());
+      return id.status();
+    }
+    out->set_vm_id(*id);
     for (const vm::FunctionInfo& f : exec->functions) {
       if (f.kind != vm::FunctionKind::kVMFunc) continue;
       v1::FunctionInfo* info = out->add_functions();
@@ -199,8 +203,9 @@ class Ops {
         TETHER_ASSIGN_OR_RETURN(rpc::TensorSpec spec,
                                 rpc::DecodeTensorHeader(request.alloc_tensor().tensor()));
         TETHER_ASSIGN_OR_RETURN(Tensor t, Tensor::Empty(spec.shape, spec.dtype, spec.device));
+        TETHER_ASSIGN_OR_RETURN(uint64_t id, session_.AddTensor(t));
         v1::TensorHandle* handle = response->mutable_tensor();
-        handle->set_id(session_.AddTensor(t));
+        handle->set_id(id);
         rpc::EncodeTensorHeader(spec.dtype, spec.shape, spec.device, handle->mutable_header());
         return absl::OkStatus();
       }

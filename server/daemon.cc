@@ -121,6 +121,8 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> TcpCredentials(
   return grpc::SslServerCredentials(ssl);
 }
 
+constexpr int kMaxStreamsPerConnection = 128;
+
 class DaemonImpl final : public Daemon {
  public:
   ~DaemonImpl() override {
@@ -163,6 +165,7 @@ class DaemonImpl final : public Daemon {
     session_limits.default_idle_timeout = options.session_idle_timeout;
     session_limits.max_idle_timeout =
         std::max(options.session_idle_timeout, options.max_session_lease);
+    session_limits.max_objects_per_session = options.max_session_objects;
     session_limits.log_events = options.log_events;
     if (worker) {
       // Its daemon keeps the lease; the worker's session lasts until killed.
@@ -204,6 +207,7 @@ class DaemonImpl final : public Daemon {
       worker_options.direct_spin = options.direct_spin;
       if (gate_) worker_options.timing_lock = gate_->path();
       worker_options.max_exclusive_hold = options.max_exclusive_hold;
+      worker_options.max_session_objects = options.max_session_objects;
       service_->set_isolation(std::move(worker_options), options.isolate_sessions);
     }
 
@@ -234,6 +238,9 @@ class DaemonImpl final : public Daemon {
           absl::StartsWith(address, "unix:") ? grpc::InsecureServerCredentials() : *tcp_credentials,
           &ports.back());
     }
+    // One connection cannot open streams without end (health watches,
+    // uploads never finished): HTTP/2 refuses streams past this many.
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, kMaxStreamsPerConnection);
     builder.SetMaxReceiveMessageSize(static_cast<int>(limits.max_message_bytes));
     builder.SetMaxSendMessageSize(static_cast<int>(limits.max_message_bytes));
     builder.RegisterService(service_.get());

@@ -28,6 +28,8 @@ struct DaemonOptions {
   // The longest idle lease a client may ask for (OpenSession's
   // idle_timeout_ms is clamped to it; never below session_idle_timeout).
   absl::Duration max_session_lease = absl::Hours(24);
+  // The most VMs, tensors and object handles one session may hold at once.
+  size_t max_session_objects = 65536;
   uint64_t max_inline_tensor_bytes = uint64_t{1} << 20;
   uint64_t chunk_bytes = uint64_t{1} << 20;
   // One structured line per event (listening, session open/close, eviction)

@@ -6,12 +6,14 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <vector>
@@ -42,10 +44,35 @@ absl::Status RandomBytes(char* out, size_t size) {
   return absl::OkStatus();
 }
 
-void SetReceiveTimeout(int fd, absl::Duration timeout) {
-  timeval tv{};
-  if (timeout != absl::InfiniteDuration()) tv = absl::ToTimeval(timeout);
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+// Reads exactly `size` bytes before `deadline`: an absolute bound, not one
+// per recv, so a peer that dribbles a byte at a time is cut off all the same.
+absl::Status ReadBefore(int fd, char* data, size_t size, absl::Time deadline) {
+  size_t got = 0;
+  while (got < size) {
+    const absl::Duration left = deadline - absl::Now();
+    if (left <= absl::ZeroDuration()) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("direct channel: the hello took longer than allowed (", got, " of ", size,
+                       " bytes came)"));
+    }
+    pollfd ready{fd, POLLIN, 0};
+    const int waited =
+        ::poll(&ready, 1, static_cast<int>(std::max<int64_t>(1, absl::ToInt64Milliseconds(left))));
+    if (waited < 0 && errno != EINTR) {
+      return absl::UnavailableError(
+          absl::StrCat("direct channel: poll failed: ", std::strerror(errno)));
+    }
+    if (waited <= 0) continue;
+    const ssize_t n = ::recv(fd, data + got, size - got, MSG_DONTWAIT);
+    if (n == 0) return absl::UnavailableError("direct channel: the peer closed the connection");
+    if (n < 0) {
+      if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) continue;
+      return absl::UnavailableError(
+          absl::StrCat("direct channel: read failed: ", std::strerror(errno)));
+    }
+    got += static_cast<size_t>(n);
+  }
+  return absl::OkStatus();
 }
 
 // A reply that carries only an error (the hello's refusal, a bad frame).
@@ -326,9 +353,14 @@ absl::Status DirectChannel::PutTensor(const std::string& session_id, const v1::C
     }
   }
   if (status.ok() && !reply->has_error()) {
-    v1::TensorHandle* handle = reply->mutable_tensor();
-    handle->set_id(s.AddTensor(*tensor));
-    *handle->mutable_header() = request.put_tensor().tensor();
+    absl::StatusOr<uint64_t> id = s.AddTensor(*tensor);
+    if (id.ok()) {
+      v1::TensorHandle* handle = reply->mutable_tensor();
+      handle->set_id(*id);
+      *handle->mutable_header() = request.put_tensor().tensor();
+    } else {
+      rpc::EncodeError(id.status(), reply->mutable_error());
+    }
   }
   s.EndCall();
   return status;
@@ -379,10 +411,11 @@ absl::Status DirectChannel::GetTensor(int fd, const std::string& session_id,
 
 void DirectChannel::Serve(uint64_t serial, int fd) {
   // The hello: magic and ticket, within hello_timeout.
-  SetReceiveTimeout(fd, options_.hello_timeout);
   std::string hello(rpc::kDirectMagicBytes + rpc::kDirectTicketBytes, '\0');
   absl::StatusOr<std::string> session_id;
-  if (absl::Status read = rpc::ReadExactly(fd, hello.data(), hello.size()); !read.ok()) {
+  if (absl::Status read =
+          ReadBefore(fd, hello.data(), hello.size(), absl::Now() + options_.hello_timeout);
+      !read.ok()) {
     session_id = read;  // gone or silent: nothing to answer
   } else {
     if (absl::string_view(hello).substr(0, rpc::kDirectMagicBytes) !=
@@ -395,7 +428,6 @@ void DirectChannel::Serve(uint64_t serial, int fd) {
     if (!session_id.ok()) (void)WriteError(fd, 0, session_id.status());
   }
   if (session_id.ok() && rpc::WriteFrame(fd, v1::CallResponse()).ok()) {
-    SetReceiveTimeout(fd, absl::InfiniteDuration());
     {
       absl::MutexLock lock(&mu_);
       connections_[serial].session_id = *session_id;

@@ -35,6 +35,8 @@ constexpr char kUsage[] =
     "  --max-sessions N              concurrent sessions (default 64)\n"
     "  --session-idle-timeout SECS   close sessions idle this long (default 600)\n"
     "  --max-session-lease SECS      longest idle lease a client may ask for (default 86400)\n"
+    "  --max-session-objects N       VMs, tensors and handles one session may hold (default "
+    "65536)\n"
     "  --tls-cert PEM                server certificate (chain); enables TLS on TCP addresses\n"
     "  --tls-key PEM                 the certificate's private key (with --tls-cert)\n"
     "  --tls-client-ca PEM           require client certificates signed by this CA (mutual TLS)\n"
@@ -199,6 +201,11 @@ int main(int argc, char** argv) {
                                  "\" (more than 0, at most 86400)"));
       }
       options.max_exclusive_hold = absl::Seconds(seconds);
+    } else if (flag == "--max-session-objects") {
+      if (!absl::SimpleAtoi(value, &options.max_session_objects) ||
+          options.max_session_objects == 0) {
+        return Fail(absl::StrCat("bad --max-session-objects \"", value, "\""));
+      }
     } else if (flag == "--max-session-lease") {
       double seconds = 0;
       if (!absl::SimpleAtod(value, &seconds) || !(seconds > 0) || seconds > 30 * 86400) {

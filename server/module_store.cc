@@ -68,6 +68,7 @@ ModuleStore::Upload::Upload(ModuleStore* store, std::string sha256, uint64_t siz
 
 ModuleStore::Upload::~Upload() {
   if (!done_) Abort();
+  store_->EndUpload(size_);
 }
 
 void ModuleStore::Upload::Abort() {
@@ -230,10 +231,34 @@ absl::StatusOr<std::unique_ptr<ModuleStore::Upload>> ModuleStore::BeginUpload(
     return absl::ResourceExhaustedError(absl::StrCat(
         "module of ", size_bytes, " bytes exceeds the store quota of ", quota_, " bytes"));
   }
+  {
+    absl::MutexLock lock(&mu_);
+    if (uploads_ >= kMaxUploads) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          uploads_, " module uploads are in progress, the most the store takes at once"));
+    }
+    if (reserved_ + size_bytes > quota_) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "module of ", size_bytes, " bytes does not fit: uploads in progress reserve ", reserved_,
+          " of the store quota of ", quota_, " bytes"));
+    }
+    ++uploads_;
+    reserved_ += size_bytes;
+  }
   std::string path = absl::StrCat(dir_, "/", kTempPrefix, "XXXXXX");
   int fd = ::mkostemp(path.data(), O_CLOEXEC);  // not inherited by session workers
-  if (fd < 0) return absl::InternalError(Errno("cannot create temp file in", dir_));
+  if (fd < 0) {
+    absl::Status status = absl::InternalError(Errno("cannot create temp file in", dir_));
+    EndUpload(size_bytes);
+    return status;
+  }
   return std::unique_ptr<Upload>(new Upload(this, std::string(sha256), size_bytes, path, fd));
+}
+
+void ModuleStore::EndUpload(uint64_t size_bytes) {
+  absl::MutexLock lock(&mu_);
+  --uploads_;
+  reserved_ -= size_bytes;
 }
 
 absl::Status ModuleStore::Publish(Upload& upload) {

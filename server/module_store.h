@@ -68,8 +68,13 @@ class ModuleStore {
   // malformed hash (anything but 64 lower-case hex digits).
   absl::StatusOr<std::optional<uint64_t>> Find(absl::string_view sha256);
 
+  // The most uploads in progress at once (each holds a file descriptor and
+  // a temporary file).
+  static constexpr int kMaxUploads = 16;
+
   // Starts an upload. INVALID_ARGUMENT for a malformed hash; RESOURCE_EXHAUSTED
-  // when `size_bytes` exceeds the quota.
+  // when `size_bytes` exceeds the quota, when the uploads in progress have
+  // already reserved the quota, or when kMaxUploads are in progress.
   absl::StatusOr<std::unique_ptr<Upload>> BeginUpload(absl::string_view sha256,
                                                       uint64_t size_bytes);
 
@@ -106,6 +111,8 @@ class ModuleStore {
   // against `sha256` and parses those same bytes.
   absl::StatusOr<Ref<vm::Executable>> LoadVerified(absl::string_view sha256) const;
   absl::Status Publish(Upload& upload);
+  // Releases what BeginUpload reserved for an upload of `size_bytes`.
+  void EndUpload(uint64_t size_bytes);
   void TouchLocked(Entry& entry, const std::string& sha256) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Copies `sha256` from import_dir_ through an Upload; NOT_FOUND when absent.
   absl::Status Import(absl::string_view sha256);
@@ -117,6 +124,11 @@ class ModuleStore {
   absl::flat_hash_map<std::string, Entry> entries_ ABSL_GUARDED_BY(mu_);
   std::list<std::string> lru_ ABSL_GUARDED_BY(mu_);
   uint64_t used_ ABSL_GUARDED_BY(mu_) = 0;
+  // Uploads in progress and the bytes they declared: reserved at
+  // BeginUpload, released when the Upload goes, so concurrent uploads can
+  // never put more than the quota on disk beside the store.
+  int uploads_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t reserved_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace tether::server

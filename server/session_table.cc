@@ -92,9 +92,19 @@ bool Session::Expired(absl::Time now) const {
   return active_calls_ == 0 && now - last_active_ > idle_timeout_;
 }
 
-uint64_t Session::AddVm(std::unique_ptr<vm::LocalVirtualMachine> vm, std::string module_sha256) {
+absl::Status Session::CheckRoomLocked() const {
+  const size_t held = vms_.size() + tensors_.size() + objects_.size();
+  if (held < max_objects_) return absl::OkStatus();
+  return OutOfMemoryError("session ", short_id(), " holds ", held,
+                          " VMs, tensors and handles, the daemon's limit per session; free some "
+                          "(free_objects, destroy_vm) first");
+}
+
+absl::StatusOr<uint64_t> Session::AddVm(std::unique_ptr<vm::LocalVirtualMachine> vm,
+                                        std::string module_sha256) {
   vm->SetInterrupt(&interrupt_);
   absl::MutexLock lock(&mu_);
+  TETHER_RETURN_IF_ERROR(CheckRoomLocked());
   uint64_t id = next_id_++;
   vms_[id] = VmEntry{std::move(vm), std::move(module_sha256)};
   return id;
@@ -121,8 +131,9 @@ absl::Status Session::DestroyVm(uint64_t id) {
   return absl::OkStatus();
 }
 
-uint64_t Session::AddTensor(Tensor tensor) {
+absl::StatusOr<uint64_t> Session::AddTensor(Tensor tensor) {
   absl::MutexLock lock(&mu_);
+  TETHER_RETURN_IF_ERROR(CheckRoomLocked());
   uint64_t id = next_id_++;
   tensors_.emplace(id, std::move(tensor));
   return id;
@@ -137,8 +148,9 @@ absl::StatusOr<Tensor> Session::FindTensor(uint64_t id) {
   return it->second;
 }
 
-uint64_t Session::AddObject(Value object) {
+absl::StatusOr<uint64_t> Session::AddObject(Value object) {
   absl::MutexLock lock(&mu_);
+  TETHER_RETURN_IF_ERROR(CheckRoomLocked());
   uint64_t id = next_id_++;
   objects_.emplace(id, std::move(object));
   return id;
@@ -190,6 +202,7 @@ absl::StatusOr<std::shared_ptr<Session>> SessionTable::Open(absl::string_view cl
   if (id.empty()) id = NewSessionId();
   auto session =
       std::make_shared<Session>(std::move(id), client_name, idle_timeout, executor_, store_);
+  session->set_max_objects(limits_.max_objects_per_session);
   sessions_[session->id()] = session;
   ++opened_;
   if (limits_.log_events) {

@@ -76,19 +76,28 @@ class Session {
   // Whether the session has been idle past its lease at `now`.
   bool Expired(absl::Time now) const;
 
-  // VMs, tensors and objects. NOT_FOUND naming the id when unknown.
-  uint64_t AddVm(std::unique_ptr<vm::LocalVirtualMachine> vm, std::string module_sha256);
+  // The most VMs, tensors and object handles one session may hold at once.
+  static constexpr size_t kDefaultMaxObjects = 65536;
+  void set_max_objects(size_t max_objects) { max_objects_ = max_objects; }
+
+  // VMs, tensors and objects. NOT_FOUND naming the id when unknown; adding
+  // one past max_objects is RESOURCE_EXHAUSTED (the VM or value is dropped).
+  absl::StatusOr<uint64_t> AddVm(std::unique_ptr<vm::LocalVirtualMachine> vm,
+                                 std::string module_sha256);
   absl::StatusOr<vm::LocalVirtualMachine*> FindVm(uint64_t id);
   absl::Status DestroyVm(uint64_t id);
-  uint64_t AddTensor(Tensor tensor);
+  absl::StatusOr<uint64_t> AddTensor(Tensor tensor);
   absl::StatusOr<Tensor> FindTensor(uint64_t id);
-  uint64_t AddObject(Value object);
+  absl::StatusOr<uint64_t> AddObject(Value object);
   absl::StatusOr<Value> FindObject(uint64_t id);
   // Frees a tensor or object handle.
   absl::Status Free(uint64_t id);
   size_t num_objects() const;
 
  private:
+  // RESOURCE_EXHAUSTED when the session holds max_objects_ already.
+  absl::Status CheckRoomLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   struct VmEntry {
     std::unique_ptr<vm::LocalVirtualMachine> vm;
     std::string module_sha256;
@@ -97,6 +106,7 @@ class Session {
   const std::string id_;
   const std::string client_;
   const absl::Duration idle_timeout_;
+  size_t max_objects_ = kDefaultMaxObjects;
   ModuleStore* store_;
   SerialQueue queue_;
   std::atomic<int> interrupt_{0};  // outlives vms_ (declared first)
@@ -119,6 +129,7 @@ struct SessionLimits {
   uint32_t max_sessions = 64;
   absl::Duration default_idle_timeout = absl::Minutes(10);
   absl::Duration max_idle_timeout = absl::Hours(24);
+  size_t max_objects_per_session = Session::kDefaultMaxObjects;
   bool log_events = true;  // a stderr line per session open and close
 };
 

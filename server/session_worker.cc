@@ -93,7 +93,9 @@ absl::Status SpawnWorker(const WorkerOptions& options, const std::string& sessio
                                    "--direct-spin-us",
                                    std::to_string(absl::ToInt64Microseconds(options.direct_spin)),
                                    "--max-exclusive-seconds",
-                                   absl::StrCat(absl::ToDoubleSeconds(options.max_exclusive_hold))};
+                                   absl::StrCat(absl::ToDoubleSeconds(options.max_exclusive_hold)),
+                                   "--max-session-objects",
+                                   std::to_string(options.max_session_objects)};
   if (!options.direct_channel) args.push_back("--no-direct-channel");
   if (options.timing_lock.empty()) {
     args.push_back("--concurrent-timing");

@@ -51,6 +51,8 @@ struct WorkerOptions {
   absl::Duration start_timeout = absl::Seconds(30);
   // The longest a measurement may hold exclusive timing (the daemon's limit).
   absl::Duration max_exclusive_hold = absl::Minutes(10);
+  // The most VMs, tensors and handles the session may hold.
+  size_t max_session_objects = 65536;
 };
 
 // Thread contract: thread-safe; operations may run concurrently (a tensor

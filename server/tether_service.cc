@@ -205,8 +205,10 @@ class UploadTensorReactor : public grpc::ServerReadReactor<v1::UploadTensorReque
       absl::Status status = tensor_.CopyFromBytes(staging_.data(), staging_.size());
       if (!status.ok()) return Fail(status);
     }
+    absl::StatusOr<uint64_t> id = session_->AddTensor(tensor_);
+    if (!id.ok()) return Fail(id.status());
     v1::TensorHandle* handle = response_->mutable_tensor();
-    handle->set_id(session_->AddTensor(tensor_));
+    handle->set_id(*id);
     rpc::EncodeTensorHeader(spec_.dtype, spec_.shape, spec_.device, handle->mutable_header());
     Finish(grpc::Status::OK);
   }
@@ -331,11 +333,17 @@ class CallReactor : public grpc::ServerUnaryReactor {
   CallCancellation cancel_;
 };
 
-// CallStream: requests are read continuously and posted to their session's
-// queue; replies are written in completion order, one write at a time. The
-// stream finishes once the client is done and every call has replied.
+// CallStream: requests are read and posted to their session's queue;
+// replies are written in completion order, one write at a time. The stream
+// finishes once the client is done and every call has replied. Backpressure:
+// with kMaxInFlight requests running or replies unwritten (a client that
+// sends without reading), the next read waits until one is written, so a
+// stream costs bounded memory.
+class CallStreamReactor;
 class CallStreamReactor : public grpc::ServerBidiReactor<v1::CallRequest, v1::CallResponse> {
  public:
+  static constexpr int kMaxInFlight = 64;
+
   explicit CallStreamReactor(TetherService* service) : service_(service) { StartRead(&request_); }
   void OnReadDone(bool ok) override {
     if (!ok) {
@@ -381,10 +389,17 @@ class CallStreamReactor : public grpc::ServerBidiReactor<v1::CallRequest, v1::Ca
           },
           s);
     }
-    StartRead(&request_);
+    bool read_now = false;
+    {
+      absl::MutexLock lock(&mu_);
+      read_now = pending_ + static_cast<int>(replies_.size()) < kMaxInFlight;
+      read_paused_ = !read_now;
+    }
+    if (read_now) StartRead(&request_);
   }
   void OnWriteDone(bool ok) override {
     v1::CallResponse* next = nullptr;
+    bool resume = false;
     {
       absl::MutexLock lock(&mu_);
       replies_.pop_front();
@@ -398,8 +413,10 @@ class CallStreamReactor : public grpc::ServerBidiReactor<v1::CallRequest, v1::Ca
         writing_ = false;
         MaybeFinishLocked();
       }
+      resume = ResumeReadLocked();
     }
     if (next != nullptr) StartWrite(next);
+    if (resume) StartRead(&request_);
   }
   // The client vanished (its process exited, its connection dropped) or
   // cancelled the whole stream: every session the stream carried is closed,
@@ -415,8 +432,18 @@ class CallStreamReactor : public grpc::ServerBidiReactor<v1::CallRequest, v1::Ca
   void OnDone() override { delete this; }
 
  private:
+  // Whether a paused read may go on now (and marks it resumed): only below
+  // kMaxInFlight. A broken stream resumes too, to see its end.
+  bool ResumeReadLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!read_paused_ || finished_) return false;
+    if (!broken_ && pending_ + static_cast<int>(replies_.size()) >= kMaxInFlight) return false;
+    read_paused_ = false;
+    return true;
+  }
+
   void Enqueue(v1::CallResponse reply, bool finished_call) {
     v1::CallResponse* start = nullptr;
+    bool resume = false;
     {
       absl::MutexLock lock(&mu_);
       if (finished_call) --pending_;
@@ -428,8 +455,10 @@ class CallStreamReactor : public grpc::ServerBidiReactor<v1::CallRequest, v1::Ca
         }
       }
       if (start == nullptr) MaybeFinishLocked();
+      resume = ResumeReadLocked();
     }
     if (start != nullptr) StartWrite(start);
+    if (resume) StartRead(&request_);
   }
   void MaybeFinishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (reads_done_ && pending_ == 0 && !writing_ && !finished_) {
@@ -447,6 +476,7 @@ class CallStreamReactor : public grpc::ServerBidiReactor<v1::CallRequest, v1::Ca
   bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
   bool broken_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  bool read_paused_ ABSL_GUARDED_BY(mu_) = false;  // no read in flight: too much in flight
   absl::flat_hash_set<std::string> carried_ ABSL_GUARDED_BY(mu_);  // session ids seen
 };
 

@@ -6,6 +6,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -286,6 +287,29 @@ TEST_F(DirectChannelTest, ARequestForAnotherSessionIsRefusedAndTheConnectionGoes
   EXPECT_EQ(first->value().int_value(), 0);
   EXPECT_EQ(second->request_id(), 9u);
   EXPECT_EQ(second->value().tuple().fields(0).int_value(), 9);
+}
+
+// The review's L1: the hello has ten seconds in all, not ten seconds per
+// byte, so a peer that dribbles it cannot hold a connection and its thread.
+TEST_F(DirectChannelTest, AHelloDribbledAByteASecondIsCutOffAtItsDeadline) {
+  Start();
+  auto offer = session_->OpenDirectChannel();
+  ASSERT_TRUE(offer.ok()) << offer.status();
+  RawSocket raw(offer->address());
+  const std::string hello = Hello(offer->ticket());
+  size_t sent = 0;
+  bool closed = false;
+  // 20 bytes at one a second: twice the hello's ten seconds, half the hello.
+  for (; sent < 20 && !closed; ++sent) {
+    if (::send(raw.fd, hello.data() + sent, 1, MSG_NOSIGNAL) != 1) {
+      closed = true;
+      break;
+    }
+    pollfd ready{raw.fd, POLLIN, 0};
+    if (::poll(&ready, 1, 1000) > 0) closed = raw.ClosedByPeer();
+  }
+  EXPECT_TRUE(closed) << "the daemon still waited after " << sent << " bytes in " << sent << " s";
+  EXPECT_GE(sent, 8u) << "cut off before the hello's deadline";
 }
 
 TEST_F(DirectChannelTest, AGoodbyeKeepsTheSessionAndAVanishedClientClosesIt) {

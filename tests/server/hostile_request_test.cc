@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <set>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -324,6 +325,78 @@ TEST(ModuleStoreTest, CreatesItsDirectoryPrivateAndIgnoresLinks) {
   ASSERT_TRUE(found.ok());
   EXPECT_FALSE(found->has_value()) << "a link was indexed as a module";
   fs::remove_all(parent);
+}
+
+TEST_F(HostileRequestTest, ASessionHoldsAtMostItsObjects) {
+  daemon_.reset();
+  StartDaemon(absl::Minutes(10), [](DaemonOptions& options) { options.max_session_objects = 4; });
+  std::string session = Open();
+  std::vector<uint64_t> ids(4);
+  for (uint64_t& id : ids) ASSERT_TRUE(Alloc(session, Dtype(kDLFloat, 32, 1), {8}, &id).ok());
+  uint64_t extra = 0;
+  EXPECT_THAT(Alloc(session, Dtype(kDLFloat, 32, 1), {8}, &extra),
+              GrpcStatusIs(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                           HasSubstr("holds 4 VMs, tensors and handles")));
+  v1::CallRequest free_one;
+  free_one.set_session_id(session);
+  free_one.mutable_free_objects()->add_ids(ids[0]);
+  v1::CallResponse resp;
+  ASSERT_TRUE(Call(free_one, &resp).ok());
+  EXPECT_TRUE(Alloc(session, Dtype(kDLFloat, 32, 1), {8}, &extra).ok());
+}
+
+// A client that sends many calls on one CallStream before reading a reply:
+// the daemon stops reading past its in-flight limit and resumes as replies
+// are written, and every call gets its reply.
+TEST_F(HostileRequestTest, ACallStreamFloodIsServedWithBackpressure) {
+  std::string session = Open();
+  uint64_t vm = CreateVm(session, UploadExec());
+  grpc::ClientContext ctx;
+  auto stream = stub_->CallStream(&ctx);
+  constexpr int kCalls = 300;
+  for (int i = 0; i < kCalls; ++i) {
+    v1::CallRequest req;
+    req.set_session_id(session);
+    req.set_request_id(static_cast<uint64_t>(i + 1));
+    req.mutable_invoke()->set_vm_id(vm);
+    req.mutable_invoke()->set_function("swap");
+    *req.mutable_invoke()->add_args() = FloatTensorValue({2}, {1, 2});
+    *req.mutable_invoke()->add_args() = FloatTensorValue({1}, {3});
+    ASSERT_TRUE(stream->Write(req));
+  }
+  stream->WritesDone();
+  std::set<uint64_t> answered;
+  v1::CallResponse reply;
+  while (stream->Read(&reply)) {
+    EXPECT_FALSE(reply.has_error()) << reply.error().message();
+    answered.insert(reply.request_id());
+  }
+  EXPECT_TRUE(stream->Finish().ok());
+  EXPECT_EQ(answered.size(), static_cast<size_t>(kCalls));
+}
+
+TEST(ModuleStoreTest, UploadsInProgressReserveTheQuota) {
+  const std::string dir = TempDir();
+  auto store = ModuleStore::Open(dir, 1000);
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto first = (*store)->BeginUpload(std::string(64, 'a'), 600);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_THAT((*store)->BeginUpload(std::string(64, 'b'), 600),
+              ::tether::testing::StatusIs(absl::StatusCode::kResourceExhausted,
+                                          HasSubstr("uploads in progress reserve 600")));
+  first->reset();  // a cut upload gives its reservation back
+  EXPECT_TRUE((*store)->BeginUpload(std::string(64, 'b'), 600).ok());
+  std::vector<std::unique_ptr<ModuleStore::Upload>> many;
+  for (int i = 0; i < ModuleStore::kMaxUploads; ++i) {
+    auto upload = (*store)->BeginUpload(std::string(64, 'c'), 1);
+    ASSERT_TRUE(upload.ok()) << upload.status();
+    many.push_back(std::move(*upload));
+  }
+  EXPECT_THAT((*store)->BeginUpload(std::string(64, 'd'), 1),
+              ::tether::testing::StatusIs(absl::StatusCode::kResourceExhausted,
+                                          HasSubstr("16 module uploads are in progress")));
+  many.clear();
+  fs::remove_all(dir);
 }
 
 #ifdef TETHERD_PATH
