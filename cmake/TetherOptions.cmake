@@ -13,7 +13,20 @@ endif()
 message(STATUS "tether: CUDA device support ${TETHER_CUDA_DEVICE}")
 
 # GCC 12 reports maybe-uninitialized falsely inside absl::InlinedVector.
-set(TETHER_WARNINGS -Wall -Wextra -Werror -Wno-unused-parameter -Wno-maybe-uninitialized)
+set(TETHER_WARNINGS -Wall -Wextra -Werror -Wno-unused-parameter)
+if(CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+  # Clang checks the ABSL_GUARDED_BY / ABSL_EXCLUSIVE_LOCKS_REQUIRED
+  # annotations: a guarded member touched without its lock fails the build.
+  # libstdc++ 12's std::stable_sort calls get_temporary_buffer, which clang
+  # reports as deprecated in C++20 from our call sites.
+  list(APPEND TETHER_WARNINGS -Wthread-safety -Wno-deprecated-declarations)
+  # Debian's Abseil, gRPC and protobuf are built with GCC; clang 18+ mangles
+  # templates with constrained non-type parameters differently (absl::Cord's
+  # string constructor), so keep the mangling GCC and older clang use.
+  add_compile_options(-fclang-abi-compat=17)
+else()
+  list(APPEND TETHER_WARNINGS -Wno-maybe-uninitialized)
+endif()
 
 if(TETHER_SANITIZE)
   set(TETHER_SANITIZE_FLAGS -fsanitize=${TETHER_SANITIZE} -fno-omit-frame-pointer
@@ -21,6 +34,16 @@ if(TETHER_SANITIZE)
   add_compile_options(${TETHER_SANITIZE_FLAGS})
   add_link_options(${TETHER_SANITIZE_FLAGS})
   message(STATUS "tether: sanitizers ${TETHER_SANITIZE}")
+endif()
+
+# Fuzzing (tests/fuzz/): every target of ours is built with libFuzzer's
+# coverage instrumentation, so the fuzz targets are guided through it.
+if(TETHER_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    message(FATAL_ERROR "TETHER_FUZZ needs clang (libFuzzer): -DCMAKE_CXX_COMPILER=clang++-19")
+  endif()
+  add_compile_options(-fsanitize=fuzzer-no-link)
+  message(STATUS "tether: fuzz targets with libFuzzer")
 endif()
 
 # tether_add_library(NAME SOURCES...): a library of ours with warnings as errors

@@ -326,15 +326,15 @@ int main(int argc, char** argv) {
   // The drain has a hard stop: a kernel stuck in native code cannot be
   // interrupted, so past the grace period (or at a second signal) the
   // process exits without waiting for it.
-  constexpr absl::Duration kGrace = absl::Seconds(10);
-  std::thread([signals] {
-    struct timespec limit = {absl::ToInt64Seconds(kGrace + absl::Seconds(5)), 0};
+  const absl::Duration grace = absl::Seconds(10);
+  std::thread([signals, grace] {
+    struct timespec limit = {absl::ToInt64Seconds(grace + absl::Seconds(5)), 0};
     int again = sigtimedwait(&signals, nullptr, &limit);
     std::fprintf(stderr, "tetherd: event=forced-exit reason=%s\n",
                  again > 0 ? "second-signal" : "drain-timeout");
     ::_exit(1);
   }).detach();
-  (*daemon)->Shutdown(kGrace);
+  (*daemon)->Shutdown(grace);
   daemon->reset();
   return 0;
 }

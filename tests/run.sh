@@ -1,29 +1,38 @@
 #!/usr/bin/env bash
-# Builds Tether and runs the whole test suite: the normal build with every CTest
-# test (GPU tests skip themselves where no driver is found), then the runtime,
-# VM, codec, daemon, client, compiler and ONNX importer suites again under
-# AddressSanitizer + UndefinedBehaviorSanitizer, where the executable-loader and
-# text-parser fuzzing, the importer's bad-model tests and the daemon's
-# bad-input tests run too. This is the README's test command and
-# what CI runs.
+# Builds Tether and runs the whole test suite: the normal build (GCC) with
+# every CTest test (GPU tests skip themselves where no driver is found), then
+# a clang-19 build with AddressSanitizer + UndefinedBehaviorSanitizer,
+# -Wthread-safety (the ABSL_GUARDED_BY annotations are checked; a violation
+# fails the build) and libFuzzer coverage, where the runtime, VM, codec,
+# daemon, client, compiler and ONNX importer suites run again, and then each
+# fuzz target of tests/fuzz runs for a few seconds from its seed corpus. This
+# is the README's test command and what CI runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# ccache: paths under the checkout are hashed relative to it, so a clean
+# clone elsewhere (CI) reuses what an earlier build here compiled.
+export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=true
 jobs=${TETHER_JOBS:-$(nproc)}
 
 echo "== build (RelWithDebInfo) =="
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
 cmake --build build -j "$jobs"
 
-echo "== sanitizer build (address,undefined; runtime, codec, daemon, client, compiler, onnx and their tests) =="
+echo "== sanitizer build (clang-19: address,undefined, -Wthread-safety, fuzz targets) =="
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DTETHER_SANITIZE=address,undefined -DTETHER_BUILD_BENCHMARKS=OFF
+  -DCMAKE_C_COMPILER=clang-19 -DCMAKE_CXX_COMPILER=clang++-19 \
+  -DTETHER_SANITIZE=address,undefined -DTETHER_FUZZ=ON -DTETHER_BUILD_BENCHMARKS=OFF
 cmake --build build-asan -j "$jobs" --target tether_runtime_tests tether_vm_tests tether_codec_tests \
-  tether_server_tests tether_client_tests tether_compiler_tests tether_onnx_tests tetherd
+  tether_server_tests tether_client_tests tether_compiler_tests tether_onnx_tests tetherd \
+  tether_fuzz_targets
 
 echo "== tests under address,undefined sanitizers =="
 # The out-of-memory tests ask for petabytes: let ASan return null instead of aborting.
 ASAN_OPTIONS=allocator_may_return_null=1:detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-asan -L '^(runtime|vm|codec|server|client|compiler|onnx)$' --output-on-failure -j "$jobs" --timeout 900
+
+echo "== fuzz targets (${TETHER_FUZZ_SECONDS:-8} s each from tests/fuzz/corpus; docs/design/security.md runs them long) =="
+bash tests/fuzz/run.sh build-asan "${TETHER_FUZZ_SECONDS:-8}"
 
 echo "== tests =="
 ctest --test-dir build --output-on-failure -j "$jobs" --timeout 900

@@ -67,12 +67,14 @@ constexpr char kSecurityHelp[] =
     "  --tls-ca FILE          the CA of the daemon's certificate (enables TLS; with --remote)\n"
     "  --tls-cert FILE --tls-key FILE  a client certificate (mutual TLS)\n"
     "  --tls-server-name NAME the name to check the daemon's certificate against\n"
-    "  --token-file FILE      send the bearer token in FILE (trimmed) on every call\n"
+    "  --token-file FILE      send the bearer token in FILE (trimmed) on every call; without\n"
+    "                         it, a loopback or unix: --remote gets this user's default\n"
+    "                         token ($TETHER_TOKEN_FILE, else ~/.config/tether/token)\n"
     "  --isolate              run the session in its own worker process on the daemon, so a\n"
     "                         crash or a GPU fault ends only this session (with --remote)\n";
 
 constexpr char kCommonHelp[] =
-    "  --remote HOST:PORT     a running tetherd (default: an embedded daemon on 127.0.0.1)\n"
+    "  --remote HOST:PORT     a running tetherd (default: an embedded daemon on a private socket)\n"
     "  --device DEV           cpu:0 (default), cuda:0, ...\n"
     "  --target TARGET        what a .rx/.onnx model is compiled for (default: llvm for cpu,\n"
     "                         \"cuda -arch=sm_XY\" from the daemon's GPU for cuda)\n"

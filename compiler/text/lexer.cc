@@ -301,10 +301,30 @@ class Lexer {
           case '\'':
             value.push_back(e);
             break;
+          case 'x': {
+            // \xHH: one byte, two hex digits.
+            int byte = 0;
+            for (int i = 1; i <= 2; ++i) {
+              const char h = pos_ + i < text_.size() ? text_[pos_ + i] : '\0';
+              const int digit = absl::ascii_isdigit(h) ? h - '0'
+                                : h >= 'a' && h <= 'f' ? h - 'a' + 10
+                                : h >= 'A' && h <= 'F' ? h - 'A' + 10
+                                                       : -1;
+              if (digit < 0) {
+                return Error(line_, column_ - 1, "expected two hex digits after \\x");
+              }
+              byte = byte * 16 + digit;
+            }
+            value.push_back(static_cast<char>(byte));
+            Advance();
+            Advance();
+            break;
+          }
           default:
-            return Error(line_, column_ - 1,
-                         absl::StrCat("expected an escape (\\n \\t \\r \\0 \\\\ \\\" \\'), got '\\",
-                                      std::string(1, e), "'"));
+            return Error(
+                line_, column_ - 1,
+                absl::StrCat("expected an escape (\\n \\t \\r \\0 \\xHH \\\\ \\\" \\'), got '\\",
+                             std::string(1, e), "'"));
         }
         Advance();
         continue;
@@ -356,6 +376,41 @@ std::string Token::Describe() const {
 absl::StatusOr<std::vector<Token>> Lex(absl::string_view text, absl::string_view file_name,
                                        int line, int column, bool layout) {
   return Lexer(text, file_name, line, column, layout).Run();
+}
+
+std::string EscapeString(absl::string_view value) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(value.size());
+  for (char c : value) {
+    const unsigned char u = static_cast<unsigned char>(c);
+    switch (c) {
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\\':
+      case '"':
+      case '\'':
+        out.push_back('\\');
+        out.push_back(c);
+        break;
+      default:
+        if (u < 0x20 || u >= 0x7f) {
+          out += "\\x";
+          out.push_back(kHex[u >> 4]);
+          out.push_back(kHex[u & 15]);
+        } else {
+          out.push_back(c);
+        }
+    }
+  }
+  return out;
 }
 
 }  // namespace tether::compiler::text

@@ -54,6 +54,11 @@ struct Token {
 absl::StatusOr<std::vector<Token>> Lex(absl::string_view text, absl::string_view file_name,
                                        int line = 1, int column = 1, bool layout = true);
 
+// `value` as the body of a string literal the lexer reads back as `value`:
+// \n \t \r \\ \" \' escaped, every other byte below 0x20 or from 0x7f
+// as \xHH, the rest as is. The printer writes every string through it.
+std::string EscapeString(absl::string_view value);
+
 }  // namespace tether::compiler::text
 
 #endif  // TETHER_COMPILER_TEXT_LEXER_H_

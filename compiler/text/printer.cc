@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "compiler/text/lexer.h"
 
 namespace tether::compiler {
 namespace {
@@ -93,7 +94,7 @@ class Printer {
       absl::StrAppend(&body, inner, "R.func_attr({");
       bool first = true;
       for (const auto& [k, v] : f.attrs) {
-        absl::StrAppend(&body, first ? "" : ", ", "\"", absl::CEscape(k), "\": ", Attr(v));
+        absl::StrAppend(&body, first ? "" : ", ", "\"", text::EscapeString(k), "\": ", Attr(v));
         first = false;
       }
       body += "})\n";
@@ -122,7 +123,7 @@ class Printer {
       case ExprKind::kPrimValue:
         return absl::StrCat("R.prim_value(", Prim(e.as<PrimValueNode>()->value), ")");
       case ExprKind::kStringImm:
-        return absl::StrCat("R.str(\"", absl::CEscape(e.as<StringImmNode>()->value), "\")");
+        return absl::StrCat("R.str(\"", text::EscapeString(e.as<StringImmNode>()->value), "\")");
       case ExprKind::kDataTypeImm:
         return absl::StrCat("R.dtype(\"", e.as<DataTypeImmNode>()->value.ToString(), "\")");
       case ExprKind::kShapeExpr:
@@ -143,7 +144,7 @@ class Printer {
       case ExprKind::kGlobalVar:
         return absl::StrCat("cls.", e.as<GlobalVarNode>()->name_hint);
       case ExprKind::kExternFunc:
-        return absl::StrCat("\"", absl::CEscape(e.as<ExternFuncNode>()->global_symbol), "\"");
+        return absl::StrCat("\"", text::EscapeString(e.as<ExternFuncNode>()->global_symbol), "\"");
       case ExprKind::kOp: {
         const std::string& n = e.as<OpNode>()->name;
         return absl::StrCat("R.", n.rfind("relax.", 0) == 0 ? n.substr(6) : n);
@@ -328,7 +329,7 @@ class Printer {
   std::string Attr(const AttrValue& v) {
     if (const auto* d = std::get_if<double>(&v)) return FormatFloat(*d, false);
     if (const auto* s = std::get_if<std::string>(&v))
-      return absl::StrCat("\"", absl::CEscape(*s), "\"");
+      return absl::StrCat("\"", text::EscapeString(*s), "\"");
     if (const auto* t = std::get_if<DataType>(&v))
       return absl::StrCat("R.dtype(\"", t->ToString(), "\")");
     if (const auto* p = std::get_if<std::vector<PrimExpr>>(&v)) return Dims(*p, '[');

@@ -16,9 +16,9 @@ namespace {
 
 class Legalizer {
  public:
-  Legalizer(const std::string& fn_name, IRModule* module, KernelDeduplicator* kernels,
+  Legalizer(const std::string& fn_name, KernelDeduplicator* kernels,
             const LegalizeOptions& options)
-      : fn_name_(fn_name), module_(module), kernels_(kernels), options_(options) {}
+      : fn_name_(fn_name), kernels_(kernels), options_(options) {}
 
   absl::StatusOr<Expr> RewriteSeq(const SeqExprNode& seq, const Expr& original) {
     std::vector<BindingBlock> blocks;
@@ -115,7 +115,6 @@ class Legalizer {
   }
 
   const std::string& fn_name_;
-  IRModule* module_;
   KernelDeduplicator* kernels_;
   const LegalizeOptions& options_;
 };
@@ -141,7 +140,7 @@ absl::StatusOr<IRModule> LegalizeOps(IRModule module, const LegalizeOptions& opt
       std::move(module),
       [&](const std::string& name, const Expr& body, IRModule* m) -> absl::StatusOr<Expr> {
         if (kernels == nullptr) kernels = std::make_unique<KernelDeduplicator>(m);
-        Legalizer legalizer(name, m, kernels.get(), options);
+        Legalizer legalizer(name, kernels.get(), options);
         return legalizer.RewriteSeq(*body.as<SeqExprNode>(), body);
       });
 }

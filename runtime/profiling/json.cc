@@ -293,7 +293,7 @@ class Parser {
       JsonValue value;
       status = ParseValue(&value, depth);
       if (!status.ok()) return status;
-      out->members.emplace_back(std::move(key), std::move(value));
+      out->members.push_back(JsonMember{std::move(key), std::move(value)});
       SkipSpace();
       if (AtEnd()) return Error("unexpected end of input, expected ',' or '}'");
       if (Peek() == ',') {

@@ -17,6 +17,8 @@
 
 namespace tether::profiling {
 
+struct JsonMember;
+
 // A parsed JSON value. Numbers keep their source text so a caller can tell an
 // integer from a float and parse each exactly. Objects keep member order.
 // Thread contract: a value type; thread-compatible.
@@ -25,15 +27,22 @@ struct JsonValue {
 
   Kind kind = Kind::kNull;
   bool bool_value = false;
-  std::string text;              // kString: the decoded string; kNumber: the literal as written
-  std::vector<JsonValue> items;  // kArray
-  std::vector<std::pair<std::string, JsonValue>> members;  // kObject, in source order
-  size_t offset = 0;                                       // where the value starts
+  std::string text;                 // kString: the decoded string; kNumber: the literal as written
+  std::vector<JsonValue> items;     // kArray
+  std::vector<JsonMember> members;  // kObject, in source order
+  size_t offset = 0;                // where the value starts
 
   // Whether a kNumber literal has no fraction and no exponent.
   bool IsIntegerLiteral() const;
   // The member named `key` of an object, or null.
   const JsonValue* Find(absl::string_view key) const;
+};
+
+// One member of an object (a struct, not a std::pair: a pair of an
+// incomplete JsonValue inside JsonValue is not allowed).
+struct JsonMember {
+  std::string name;
+  JsonValue value;
 };
 
 // The maximum nesting depth of arrays and objects ParseJson accepts.

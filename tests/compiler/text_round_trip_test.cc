@@ -7,6 +7,8 @@
 
 #include "absl/status/status.h"
 #include "compiler/ir/structural_equal.h"
+#include "compiler/text/lexer.h"
+#include "compiler/text/lexer.h"
 #include "compiler/text/parser.h"
 #include "compiler/text/printer.h"
 #include "gmock/gmock.h"
@@ -133,6 +135,26 @@ def main(x: R.Tensor(("n", 1024), "float32"), gamma: R.Tensor((1024,), "float32"
   EXPECT_THAT(printed, HasSubstr("R.astype(a, dtype=R.dtype(\"float16\"))"));
   EXPECT_THAT(printed, HasSubstr("k: R.Tensor((n, 1), dtype=\"float32\") = lv[0]"));
   EXPECT_THAT(printed, HasSubstr("epsilon=0.30000000000000004"));
+}
+
+// Found by text_fuzz: a string holding control bytes printed with C octal
+// escapes the lexer does not read ("\\002"), or read back as other bytes
+// ("\\000" as NUL, '0', '0'). Every byte now prints as an escape the lexer
+// reads back to the same byte.
+TEST(TextRoundTripTest, StringsWithAnyBytesRoundTrip) {
+  std::string printed = RoundTrip(
+      "@R.function\n"
+      "def main(x: R.Tensor((2,), \"float32\")):\n"
+      "    e = R.str(\"nul\\0 stx\\x02 del\\x7f high\\xC3\\xa9 tab\\t quote\\\" end\")\n"
+      "    return x\n");
+  EXPECT_THAT(
+      printed,
+      HasSubstr("R.str(\"nul\\x00 stx\\x02 del\\x7f high\\xc3\\xa9 tab\\t quote\\\" end\")"));
+  EXPECT_EQ(text::EscapeString(std::string("a\0b\x01\n", 5)), "a\\x00b\\x01\\n");
+  absl::StatusOr<IRModule> bad =
+      ParseModule("@R.function\ndef main():\n    e = R.str(\"\\xZ1\")\n");
+  EXPECT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("two hex digits after \\x"));
 }
 
 TEST(TextRoundTripTest, CrossCallsMatchCastIfAndPackedCalls) {

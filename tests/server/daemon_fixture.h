@@ -166,6 +166,8 @@ class TetherdProcess {
   TetherdProcess(std::vector<std::string> args, const std::string& dir)
       : port_file_(dir + "/port"), err_file_(dir + "/stderr") {
     const std::string token_file = dir + "/token";
+    std::error_code ec;
+    fs::remove(port_file_, ec);  // an earlier daemon's port is not this one's
     pid_ = ::fork();
     if (pid_ == 0) {
       FILE* f = std::freopen(err_file_.c_str(), "w", stderr);

@@ -516,6 +516,80 @@ TEST(TetherdBinaryTest, SigtermEndsADaemonInAMeasurementsCooldown) {
   measurement.join();
   fs::remove_all(dir);
 }
+
+// Faults: the daemon SIGKILLed in the middle of an upload leaves a partial
+// temporary file; restarted on the same store, it removes it, keeps every
+// published module (hash-checked when loaded) and serves them.
+TEST(TetherdBinaryTest, ADaemonKilledMidUploadRestartsWithItsStoreIntact) {
+  std::string dir = TempDir();
+  const std::string store = dir + "/store";
+  const std::string bytes = tether::testing::BuiltinsTestExecutable();
+  const std::string sha = rpc::Sha256Hex(bytes);
+  auto stub_for = [](int port) {
+    return v1::Tether::NewStub(
+        grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
+  };
+  {
+    TetherdProcess tetherd({"--listen", "127.0.0.1:0", "--store-dir", store, "--insecure"}, dir);
+    const int port = tetherd.WaitForPort();
+    ASSERT_GT(port, 0) << tetherd.Stderr();
+    auto stub = stub_for(port);
+    {
+      grpc::ClientContext ctx;
+      v1::UploadModuleResponse resp;
+      auto writer = stub->UploadModule(&ctx, &resp);
+      v1::UploadModuleRequest req;
+      req.mutable_header()->set_sha256(sha);
+      req.mutable_header()->set_size_bytes(bytes.size());
+      writer->Write(req);
+      req.set_data(bytes);
+      writer->Write(req);
+      writer->WritesDone();
+      ASSERT_TRUE(writer->Finish().ok());
+    }
+    // A second upload, half sent, when the daemon dies.
+    grpc::ClientContext ctx;
+    v1::UploadModuleResponse resp;
+    auto writer = stub->UploadModule(&ctx, &resp);
+    v1::UploadModuleRequest req;
+    req.mutable_header()->set_sha256(std::string(64, 'e'));
+    req.mutable_header()->set_size_bytes(1 << 20);
+    writer->Write(req);
+    req.set_data(std::string(1 << 19, 'x'));
+    writer->Write(req);
+    // The partial file is on disk once the daemon has taken the data.
+    bool partial = false;
+    for (absl::Time give_up = absl::Now() + absl::Seconds(30); !partial && absl::Now() < give_up;) {
+      for (const auto& e : fs::directory_iterator(store)) {
+        partial = partial || (e.path().filename().string().rfind(".upload-", 0) == 0 &&
+                              fs::file_size(e.path()) > 0);
+      }
+    }
+    EXPECT_TRUE(partial);
+    tetherd.Signal(SIGKILL);
+    EXPECT_EQ(tetherd.Wait(absl::Seconds(30)).value_or(-2), -1);
+    ctx.TryCancel();
+  }
+  TetherdProcess again({"--listen", "127.0.0.1:0", "--store-dir", store, "--insecure"}, dir);
+  const int port = again.WaitForPort();
+  ASSERT_GT(port, 0) << again.Stderr();
+  for (const auto& e : fs::directory_iterator(store)) {
+    EXPECT_NE(e.path().filename().string().rfind(".upload-", 0), 0u)
+        << "a partial upload survived the restart: " << e.path();
+  }
+  auto stub = stub_for(port);
+  grpc::ClientContext open_ctx;
+  v1::OpenSessionRequest open;
+  v1::OpenSessionResponse opened;
+  ASSERT_TRUE(stub->OpenSession(&open_ctx, open, &opened).ok());
+  grpc::ClientContext ctx;
+  v1::CallRequest create;
+  create.set_session_id(opened.session_id());
+  create.mutable_create_vm()->set_module_sha256(sha);
+  v1::CallResponse created;
+  EXPECT_TRUE(stub->Call(&ctx, create, &created).ok());
+  fs::remove_all(dir);
+}
 #endif
 
 }  // namespace
