@@ -266,8 +266,10 @@ void DirectChannel::WatchLoop() {
     {
       absl::MutexLock lock(&mu_);
       for (int i = 0; i < n; ++i) {
-        if (events[i].data.u64 == 0) return;  // the wake eventfd: shutting down
-        auto it = connections_.find(events[i].data.u64);
+        // A copy: epoll_event is packed, its u64 misaligned for a reference.
+        const uint64_t serial = events[i].data.u64;
+        if (serial == 0) return;  // the wake eventfd: shutting down
+        auto it = connections_.find(serial);
         // An idle connection finds the end itself, at its next read.
         if (it != connections_.end() && it->second.busy) gone.push_back(it->second.session_id);
       }

@@ -328,8 +328,14 @@ int main(int argc, char** argv) {
   // process exits without waiting for it.
   const absl::Duration grace = absl::Seconds(10);
   std::thread([signals, grace] {
-    struct timespec limit = {absl::ToInt64Seconds(grace + absl::Seconds(5)), 0};
-    int again = sigtimedwait(&signals, nullptr, &limit);
+    const absl::Time give_up = absl::Now() + grace + absl::Seconds(5);
+    int again = -1;
+    for (absl::Duration left = give_up - absl::Now(); left > absl::ZeroDuration();
+         left = give_up - absl::Now()) {
+      const struct timespec limit = absl::ToTimespec(left);
+      again = sigtimedwait(&signals, nullptr, &limit);
+      if (again > 0 || errno != EINTR) break;  // a signal, or the time is up (EAGAIN)
+    }
     std::fprintf(stderr, "tetherd: event=forced-exit reason=%s\n",
                  again > 0 ? "second-signal" : "drain-timeout");
     ::_exit(1);

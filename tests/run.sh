@@ -9,9 +9,6 @@
 # is the README's test command and what CI runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# ccache: paths under the checkout are hashed relative to it, so a clean
-# clone elsewhere (CI) reuses what an earlier build here compiled.
-export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=true
 jobs=${TETHER_JOBS:-$(nproc)}
 
 echo "== build (RelWithDebInfo) =="

@@ -4,8 +4,10 @@
 # new inputs go to a scratch directory). A crash, a leak or a sanitizer
 # report fails the run and leaves the input in $TETHER_FUZZ_ARTIFACTS (default
 # BUILD_DIR/fuzz-artifacts) for a regression test.
-#   bash tests/fuzz/run.sh build-asan 8        # what tests/run.sh does
-#   bash tests/fuzz/run.sh build-asan 3600     # an hour each
+# The mutation seed is fixed (TETHER_FUZZ_SEED, default 1) so a CI run
+# replays the same inputs as the run before it; long runs want 0 (random).
+#   bash tests/fuzz/run.sh build-asan 8                       # what tests/run.sh does
+#   TETHER_FUZZ_SEED=0 bash tests/fuzz/run.sh build-asan 3600 # an hour each
 set -euo pipefail
 build=${1:?usage: tests/fuzz/run.sh BUILD_DIR SECONDS}
 seconds=${2:-8}
@@ -26,7 +28,7 @@ for corpus in "$here"/corpus/*/; do
   log="$artifacts/$name.log"
   # Sanitizer options as the suite's: petabyte requests return null.
   if ASAN_OPTIONS=allocator_may_return_null=1:detect_leaks=1 \
-     "$target" -max_total_time="$seconds" -timeout=25 -rss_limit_mb=4096 -max_len=65536 \
+     "$target" -seed="${TETHER_FUZZ_SEED:-1}" -max_total_time="$seconds" -timeout=25 -rss_limit_mb=4096 -max_len=65536 \
        -artifact_prefix="$artifacts/$name-" -print_final_stats=1 "$scratch" "$corpus" > "$log" 2>&1; then
     runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo "?")
     cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*' || echo "?")

@@ -400,6 +400,21 @@ TEST(ModuleStoreTest, UploadsInProgressReserveTheQuota) {
 }
 
 #ifdef TETHERD_PATH
+// Uploads `bytes` as module `sha` in one data message.
+grpc::Status UploadWhole(v1::Tether::Stub& stub, const std::string& bytes, const std::string& sha) {
+  grpc::ClientContext ctx;
+  v1::UploadModuleResponse resp;
+  auto writer = stub.UploadModule(&ctx, &resp);
+  v1::UploadModuleRequest req;
+  req.mutable_header()->set_sha256(sha);
+  req.mutable_header()->set_size_bytes(bytes.size());
+  writer->Write(req);
+  req.set_data(bytes);
+  writer->Write(req);
+  writer->WritesDone();
+  return writer->Finish();
+}
+
 // An isolated session's upload header announcing a terabyte: refused before
 // any allocation (it used to throw std::bad_alloc on a gRPC thread and
 // terminate the daemon).
@@ -454,19 +469,7 @@ TEST(TetherdBinaryTest, SigtermEndsADaemonInAMeasurementsCooldown) {
   };
   const std::string bytes = tether::testing::BuiltinsTestExecutable();
   const std::string sha = rpc::Sha256Hex(bytes);
-  {
-    grpc::ClientContext ctx;
-    v1::UploadModuleResponse resp;
-    auto writer = stub->UploadModule(&ctx, &resp);
-    v1::UploadModuleRequest req;
-    req.mutable_header()->set_sha256(sha);
-    req.mutable_header()->set_size_bytes(bytes.size());
-    writer->Write(req);
-    req.set_data(bytes);
-    writer->Write(req);
-    writer->WritesDone();
-    ASSERT_TRUE(writer->Finish().ok());
-  }
+  ASSERT_TRUE(UploadWhole(*stub, bytes, sha).ok());
   auto call = [&](const v1::CallRequest& req, absl::Duration deadline, v1::CallResponse* resp) {
     grpc::ClientContext ctx;
     ctx.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
@@ -534,19 +537,7 @@ TEST(TetherdBinaryTest, ADaemonKilledMidUploadRestartsWithItsStoreIntact) {
     const int port = tetherd.WaitForPort();
     ASSERT_GT(port, 0) << tetherd.Stderr();
     auto stub = stub_for(port);
-    {
-      grpc::ClientContext ctx;
-      v1::UploadModuleResponse resp;
-      auto writer = stub->UploadModule(&ctx, &resp);
-      v1::UploadModuleRequest req;
-      req.mutable_header()->set_sha256(sha);
-      req.mutable_header()->set_size_bytes(bytes.size());
-      writer->Write(req);
-      req.set_data(bytes);
-      writer->Write(req);
-      writer->WritesDone();
-      ASSERT_TRUE(writer->Finish().ok());
-    }
+    ASSERT_TRUE(UploadWhole(*stub, bytes, sha).ok());
     // A second upload, half sent, when the daemon dies.
     grpc::ClientContext ctx;
     v1::UploadModuleResponse resp;
