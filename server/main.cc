@@ -3,9 +3,7 @@
 // token or client certificates) unless --insecure is given, writes
 // --port-file once bound, and on SIGTERM or SIGINT drains in-flight calls,
 // closes sessions and exits 0 (exits 1 when the drain outlives its limit).
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -88,24 +86,6 @@ bool ParseBytes(std::string text, uint64_t* out) {
   if (!absl::SimpleAtoi(text, &n) || n > UINT64_MAX / scale) return false;
   *out = n * scale;
   return true;
-}
-
-// Whether a listen address is same-host only: a unix: socket, or a TCP
-// address whose host is "localhost" or an IP literal in 127.0.0.0/8 or ::1
-// (a host name that merely starts with "127." is not).
-bool IsLoopback(const std::string& address) {
-  if (absl::StartsWith(address, "unix:")) return true;
-  std::string host = address.substr(0, address.rfind(':'));
-  if (absl::StartsWith(host, "ipv4:")) host = host.substr(5);
-  if (absl::StartsWith(host, "ipv6:")) host = host.substr(5);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
-  if (host == "localhost") return true;
-  in_addr v4;
-  if (inet_pton(AF_INET, host.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
-  in6_addr v6;
-  return inet_pton(AF_INET6, host.c_str(), &v6) == 1 && IN6_IS_ADDR_LOOPBACK(&v6);
 }
 
 int Fail(const std::string& message) {
@@ -257,7 +237,7 @@ int main(int argc, char** argv) {
   // Server-only TLS protects the transport but admits anyone.
   const bool authenticated = !options.auth_token.empty() || !options.tls_client_ca_file.empty();
   for (const std::string& address : options.listen) {
-    if (insecure || IsLoopback(address)) continue;
+    if (insecure || tether::rpc::IsLocalAddress(address)) continue;
     if (!authenticated) {
       return Fail(absl::StrCat(
           "refusing to serve ", address, " without client authentication",

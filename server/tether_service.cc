@@ -339,7 +339,6 @@ class CallReactor : public grpc::ServerUnaryReactor {
 // with kMaxInFlight requests running or replies unwritten (a client that
 // sends without reading), the next read waits until one is written, so a
 // stream costs bounded memory.
-class CallStreamReactor;
 class CallStreamReactor : public grpc::ServerBidiReactor<v1::CallRequest, v1::CallResponse> {
  public:
   static constexpr int kMaxInFlight = 64;

@@ -269,18 +269,6 @@ struct Connection {
   std::unique_ptr<client::RemoteSession> session;
 };
 
-// Whether `target` reaches only this host (unix: sockets, loopback IPs,
-// localhost): the only places the user's default token is sent.
-bool IsLocalTarget(absl::string_view target) {
-  if (absl::StartsWith(target, "unix:")) return true;
-  absl::string_view host = target.substr(0, target.rfind(':'));
-  absl::ConsumePrefix(&host, "ipv4:");
-  absl::ConsumePrefix(&host, "ipv6:");
-  return host == "localhost" || host == "[::1]" ||
-         (absl::StartsWith(host, "127.") &&
-          host.find_first_not_of("0123456789.") == absl::string_view::npos);
-}
-
 absl::StatusOr<Connection> Connect(const Options& o) {
   Connection c;
   std::string target = o.remote;
@@ -320,7 +308,7 @@ absl::StatusOr<Connection> Connect(const Options& o) {
         return absl::InvalidArgumentError(absl::StrCat("--token-file: ", token.status().message()));
       }
       options.auth_token = std::move(*token);
-    } else if (IsLocalTarget(target)) {
+    } else if (rpc::IsLocalAddress(target)) {
       // A daemon of this user on this host asks for the user's default
       // token; send it when there is one (never to another host).
       const std::string path = rpc::DefaultTokenPath();

@@ -16,8 +16,7 @@ namespace {
 
 class Legalizer {
  public:
-  Legalizer(const std::string& fn_name, KernelDeduplicator* kernels,
-            const LegalizeOptions& options)
+  Legalizer(const std::string& fn_name, KernelDeduplicator* kernels, const LegalizeOptions& options)
       : fn_name_(fn_name), kernels_(kernels), options_(options) {}
 
   absl::StatusOr<Expr> RewriteSeq(const SeqExprNode& seq, const Expr& original) {

@@ -2,7 +2,9 @@
 // created on first use.
 #include "proto/codec/auth_token.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <pwd.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -16,8 +18,10 @@
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
 
 namespace tether::rpc {
 namespace {
@@ -86,6 +90,22 @@ std::string DefaultTokenPath() {
     return absl::StrCat(user->pw_dir, "/.config/tether/token");
   }
   return "";
+}
+
+bool IsLocalAddress(absl::string_view address) {
+  if (absl::StartsWith(address, "unix:")) return true;
+  absl::string_view host = address.substr(0, address.rfind(':'));
+  absl::ConsumePrefix(&host, "ipv4:");
+  absl::ConsumePrefix(&host, "ipv6:");
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  if (host == "localhost") return true;
+  const std::string literal(host);
+  in_addr v4;
+  if (::inet_pton(AF_INET, literal.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+  in6_addr v6;
+  return ::inet_pton(AF_INET6, literal.c_str(), &v6) == 1 && IN6_IS_ADDR_LOOPBACK(&v6);
 }
 
 std::string RandomHex(size_t bytes) {

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace tether::rpc {
 
@@ -30,6 +31,12 @@ std::string DefaultTokenPath();
 // exists is read as ReadTokenFile(path, true) reads it. UNAVAILABLE when the
 // file cannot be created.
 absl::StatusOr<std::string> LoadOrCreateToken(const std::string& path);
+
+// Whether `address` ("host:port", "ipv4:...", "[::1]:port", "unix:PATH")
+// reaches only this host: a unix: socket, "localhost", or an IP literal in
+// 127.0.0.0/8 or ::1 (a host name that merely starts with "127." does not).
+// Where a daemon may use the default token, and where a client sends it.
+bool IsLocalAddress(absl::string_view address);
 
 // `bytes` random bytes from getrandom, as 2 * bytes lower-case hex digits.
 std::string RandomHex(size_t bytes);

@@ -81,6 +81,17 @@ TEST_F(AuthTokenTest, CreatesTheDefaultTokenPrivateOnceAndReadsItAfter) {
   EXPECT_EQ(std::distance(fs::directory_iterator(dir_ + "/config/tether"), {}), 1);
 }
 
+TEST(IsLocalAddressTest, OnlyUnixSocketsAndLoopbackLiterals) {
+  for (const char* local : {"unix:/run/t.sock", "127.0.0.1:9190", "127.1.2.3:0", "localhost:9190",
+                            "[::1]:9190", "ipv4:127.0.0.1:1", "ipv6:[::1]:1"}) {
+    EXPECT_TRUE(IsLocalAddress(local)) << local;
+  }
+  for (const char* remote : {"0.0.0.0:9190", "10.0.0.2:9190", "127.example.com:9190", "[::]:9190",
+                             "board.local:9190", "128.0.0.1:1"}) {
+    EXPECT_FALSE(IsLocalAddress(remote)) << remote;
+  }
+}
+
 TEST_F(AuthTokenTest, TheDefaultPathFollowsTheEnvironment) {
   const char* saved = std::getenv("TETHER_TOKEN_FILE");
   const std::string restore = saved != nullptr ? saved : "";

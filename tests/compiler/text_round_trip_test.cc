@@ -8,7 +8,6 @@
 #include "absl/status/status.h"
 #include "compiler/ir/structural_equal.h"
 #include "compiler/text/lexer.h"
-#include "compiler/text/lexer.h"
 #include "compiler/text/parser.h"
 #include "compiler/text/printer.h"
 #include "gmock/gmock.h"
