@@ -20,6 +20,7 @@
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/impl/server_builder_option.h"
+#include "grpcpp/resource_quota.h"
 #include "grpcpp/security/server_credentials.h"
 #include "openssl/bio.h"
 #include "openssl/evp.h"
@@ -29,6 +30,7 @@
 #include "server/direct_channel.h"
 #include "server/executor.h"
 #include "server/module_store.h"
+#include "server/scratch_dir.h"
 #include "server/session_table.h"
 #include "server/tether_service.h"
 #include "server/timing_gate.h"
@@ -122,15 +124,25 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> TcpCredentials(
 }
 
 constexpr int kMaxStreamsPerConnection = 128;
+// A temporary module store's name, before mkdtemp's six characters.
+constexpr char kTempStorePrefix[] = "tetherd-store-";
+// What gRPC may hold for all connections together (buffers, requests read
+// before a handler has checked the token): past it gRPC shrinks its reads
+// and refuses new streams and connections, so clients that never
+// authenticate cost bounded memory (M1). Four largest messages at least.
+constexpr uint64_t kMinGrpcMemoryBytes = uint64_t{1} << 30;
+// A connection with no call for this long is closed (a client reconnects
+// transparently); a peer that vanished without a FIN is found by keepalive
+// pings, so its streams and descriptor do not stay forever.
+constexpr int kMaxConnectionIdleMs = 30 * 60 * 1000;
+constexpr int kKeepaliveTimeMs = 60 * 1000;
+constexpr int kKeepaliveTimeoutMs = 20 * 1000;
 
 class DaemonImpl final : public Daemon {
  public:
   ~DaemonImpl() override {
     Shutdown(absl::Seconds(5));
-    if (!temp_store_dir_.empty()) {
-      std::error_code ec;
-      std::filesystem::remove_all(temp_store_dir_, ec);
-    }
+    temp_store_ = ScratchDir();  // removes it
   }
 
   absl::Status Init(DaemonOptions options) {
@@ -145,19 +157,27 @@ class DaemonImpl final : public Daemon {
     absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> tcp_credentials =
         TcpCredentials(options);
     if (!tcp_credentials.ok()) return tcp_credentials.status();
+    const std::string temp_dir = std::filesystem::temp_directory_path().string();
+    if (!worker) {
+      // What daemons of this user killed before they could clean up left
+      // behind (security review L5).
+      SweepAbandonedScratchDirs(temp_dir, kTempStorePrefix);
+      SweepAbandonedScratchDirs(temp_dir, kWorkerDirPrefix);
+    }
     if (options.store_dir.empty()) {
-      std::string tmpl = (std::filesystem::temp_directory_path() / "tetherd-store-XXXXXX").string();
-      if (::mkdtemp(tmpl.data()) == nullptr) {
-        return absl::InternalError("cannot create a temporary store directory");
-      }
-      temp_store_dir_ = options.store_dir = tmpl;
+      absl::StatusOr<ScratchDir> dir = ScratchDir::Create(temp_dir, kTempStorePrefix);
+      if (!dir.ok()) return dir.status();
+      temp_store_ = std::move(*dir);
+      options.store_dir = temp_store_.path();
     }
     absl::StatusOr<std::unique_ptr<ModuleStore>> store =
         ModuleStore::Open(options.store_dir, options.store_quota_bytes);
     if (!store.ok()) return store.status();
     store_ = std::move(*store);
     if (!options.store_import_dir.empty()) store_->set_import_dir(options.store_import_dir);
-    int threads = std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 2, 16);
+    int threads = options.executor_threads > 0
+                      ? options.executor_threads
+                      : std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 2, 16);
     executor_ = std::make_unique<Executor>(threads);
     timer_ = std::make_unique<DeadlineTimer>();
     SessionLimits session_limits;
@@ -166,6 +186,7 @@ class DaemonImpl final : public Daemon {
     session_limits.max_idle_timeout =
         std::max(options.session_idle_timeout, options.max_session_lease);
     session_limits.max_objects_per_session = options.max_session_objects;
+    session_limits.max_tensor_bytes_per_session = options.max_session_bytes;
     session_limits.log_events = options.log_events;
     if (worker) {
       // Its daemon keeps the lease; the worker's session lasts until killed.
@@ -186,6 +207,7 @@ class DaemonImpl final : public Daemon {
                             4 * options.max_inline_tensor_bytes + (uint64_t{1} << 20)});
     limits.max_message_bytes = std::min<uint64_t>(limits.max_message_bytes, INT32_MAX);
     limits.max_exclusive_hold = options.max_exclusive_hold;
+    limits.stream_idle_timeout = options.stream_idle_timeout;
     service_ = std::make_unique<TetherService>(limits, store_.get(), sessions_.get(),
                                                executor_.get(), timer_.get(), options.auth_token);
     if (options.exclusive_timing) {
@@ -198,7 +220,7 @@ class DaemonImpl final : public Daemon {
     if (!worker && !options.worker_program.empty()) {
       WorkerOptions worker_options;
       worker_options.program = options.worker_program;
-      worker_options.scratch_dir = std::filesystem::temp_directory_path().string();
+      worker_options.scratch_dir = temp_dir;
       worker_options.store_dir = options.store_dir;
       worker_options.max_message_bytes = limits.max_message_bytes;
       worker_options.max_inline_tensor_bytes = limits.max_inline_tensor_bytes;
@@ -208,6 +230,7 @@ class DaemonImpl final : public Daemon {
       if (gate_) worker_options.timing_lock = gate_->path();
       worker_options.max_exclusive_hold = options.max_exclusive_hold;
       worker_options.max_session_objects = options.max_session_objects;
+      worker_options.max_session_bytes = options.max_session_bytes;
       service_->set_isolation(std::move(worker_options), options.isolate_sessions);
     }
 
@@ -241,6 +264,13 @@ class DaemonImpl final : public Daemon {
     // One connection cannot open streams without end (health watches,
     // uploads never finished): HTTP/2 refuses streams past this many.
     builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, kMaxStreamsPerConnection);
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, kMaxConnectionIdleMs);
+    builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, kKeepaliveTimeMs);
+    builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, kKeepaliveTimeoutMs);
+    grpc::ResourceQuota quota("tetherd");
+    quota.Resize(
+        static_cast<size_t>(std::max<uint64_t>(kMinGrpcMemoryBytes, 4 * limits.max_message_bytes)));
+    builder.SetResourceQuota(quota);
     builder.SetMaxReceiveMessageSize(static_cast<int>(limits.max_message_bytes));
     builder.SetMaxSendMessageSize(static_cast<int>(limits.max_message_bytes));
     builder.RegisterService(service_.get());
@@ -304,6 +334,10 @@ class DaemonImpl final : public Daemon {
       server_->Wait();
     }
     if (sessions_) sessions_->CloseAll("shutdown");
+    // Killed workers are reaped in the background; their directories go
+    // with them, before the process exits (what is left, the next start
+    // sweeps).
+    (void)AwaitKilledWorkersReaped(absl::Now() + absl::Seconds(2));
     absl::MutexLock lock(&mu_);
     shut_down_ = true;
   }
@@ -316,7 +350,7 @@ class DaemonImpl final : public Daemon {
   size_t num_sessions() const override { return sessions_ ? sessions_->size() : 0; }
 
  private:
-  std::string temp_store_dir_;
+  ScratchDir temp_store_;  // the store when no store_dir was given
   // Destroyed in reverse: the server first, then the service and the rest.
   std::unique_ptr<ModuleStore> store_;
   std::unique_ptr<Executor> executor_;

@@ -30,6 +30,8 @@ struct DaemonOptions {
   absl::Duration max_session_lease = absl::Hours(24);
   // The most VMs, tensors and object handles one session may hold at once.
   size_t max_session_objects = 65536;
+  // The most bytes of tensors one session may hold (0: no limit).
+  uint64_t max_session_bytes = 0;
   uint64_t max_inline_tensor_bytes = uint64_t{1} << 20;
   uint64_t chunk_bytes = uint64_t{1} << 20;
   // One structured line per event (listening, session open/close, eviction)
@@ -82,8 +84,17 @@ struct DaemonOptions {
   bool exclusive_timing = true;
   std::string timing_lock;
   // The longest one measurement may hold exclusive timing; past it the
-  // measurement ends with RESOURCE_EXHAUSTED and the others go on.
+  // measurement ends with RESOURCE_EXHAUSTED and the others go on. The same
+  // bound holds for a measurement's wait for the calls running before it
+  // (while it waits, new calls are held off).
   absl::Duration max_exclusive_hold = absl::Minutes(10);
+  // A module or tensor stream without progress this long is cancelled
+  // (ServiceLimits::stream_idle_timeout).
+  absl::Duration stream_idle_timeout = absl::Seconds(60);
+  // Threads that run sessions' work (0: one per core, 2 to 16). A thread
+  // that waits for an isolated session's worker or for the timing gate is
+  // lent out and replaced meanwhile (Executor::BlockingScope).
+  int executor_threads = 0;
 };
 
 // Thread contract: thread-safe.

@@ -35,6 +35,8 @@ constexpr char kUsage[] =
     "  --max-session-lease SECS      longest idle lease a client may ask for (default 86400)\n"
     "  --max-session-objects N       VMs, tensors and handles one session may hold (default "
     "65536)\n"
+    "  --max-session-bytes BYTES     bytes of tensors one session may hold, suffixes K/M/G\n"
+    "                                (default: no limit)\n"
     "  --tls-cert PEM                server certificate (chain); enables TLS on TCP addresses\n"
     "  --tls-key PEM                 the certificate's private key (with --tls-cert)\n"
     "  --tls-client-ca PEM           require client certificates signed by this CA (mutual TLS)\n"
@@ -62,6 +64,8 @@ constexpr char kUsage[] =
     "                                past it the measurement fails (default 600)\n"
     "  --max-inline-bytes BYTES      largest tensor sent inline in a message (default 1M)\n"
     "  --chunk-bytes BYTES           tensor and module stream chunk (default 1M)\n"
+    "  --stream-idle-seconds SECS    cancel a module or tensor stream this long without\n"
+    "                                progress (default 60)\n"
     "  --help                        show this help\n";
 
 bool ParseBytes(std::string text, uint64_t* out) {
@@ -181,10 +185,21 @@ int main(int argc, char** argv) {
                                  "\" (more than 0, at most 86400)"));
       }
       options.max_exclusive_hold = absl::Seconds(seconds);
+    } else if (flag == "--stream-idle-seconds") {
+      double seconds = 0;
+      if (!absl::SimpleAtod(value, &seconds) || !(seconds > 0) || seconds > 86400) {
+        return Fail(
+            absl::StrCat("bad --stream-idle-seconds \"", value, "\" (more than 0, at most 86400)"));
+      }
+      options.stream_idle_timeout = absl::Seconds(seconds);
     } else if (flag == "--max-session-objects") {
       if (!absl::SimpleAtoi(value, &options.max_session_objects) ||
           options.max_session_objects == 0) {
         return Fail(absl::StrCat("bad --max-session-objects \"", value, "\""));
+      }
+    } else if (flag == "--max-session-bytes") {
+      if (!ParseBytes(value, &options.max_session_bytes) || options.max_session_bytes == 0) {
+        return Fail(absl::StrCat("bad --max-session-bytes \"", value, "\""));
       }
     } else if (flag == "--max-session-lease") {
       double seconds = 0;

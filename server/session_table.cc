@@ -131,11 +131,30 @@ absl::Status Session::DestroyVm(uint64_t id) {
   return absl::OkStatus();
 }
 
+absl::Status Session::CheckTensorRoom(uint64_t bytes) const {
+  absl::MutexLock lock(&mu_);
+  return CheckTensorRoomLocked(bytes);
+}
+
+absl::Status Session::CheckTensorRoomLocked(uint64_t bytes) const {
+  if (max_tensor_bytes_ == 0 ||
+      bytes <= max_tensor_bytes_ - std::min(tensor_bytes_, max_tensor_bytes_)) {
+    return absl::OkStatus();
+  }
+  return OutOfMemoryError("session ", short_id(), " holds ", tensor_bytes_,
+                          " bytes of tensors; another ", bytes,
+                          " would pass the daemon's limit of ", max_tensor_bytes_,
+                          " per session (tetherd --max-session-bytes); free some first");
+}
+
 absl::StatusOr<uint64_t> Session::AddTensor(Tensor tensor) {
   absl::MutexLock lock(&mu_);
   TETHER_RETURN_IF_ERROR(CheckRoomLocked());
+  const uint64_t bytes = tensor->NumBytes();
+  TETHER_RETURN_IF_ERROR(CheckTensorRoomLocked(bytes));
   uint64_t id = next_id_++;
   tensors_.emplace(id, std::move(tensor));
+  tensor_bytes_ += bytes;
   return id;
 }
 
@@ -167,7 +186,12 @@ absl::StatusOr<Value> Session::FindObject(uint64_t id) {
 
 absl::Status Session::Free(uint64_t id) {
   absl::MutexLock lock(&mu_);
-  if (tensors_.erase(id) > 0 || objects_.erase(id) > 0) return absl::OkStatus();
+  if (auto it = tensors_.find(id); it != tensors_.end()) {
+    tensor_bytes_ -= it->second->NumBytes();
+    tensors_.erase(it);
+    return absl::OkStatus();
+  }
+  if (objects_.erase(id) > 0) return absl::OkStatus();
   return NotFoundError("handle ", id, " not found in session ", short_id());
 }
 
@@ -203,6 +227,7 @@ absl::StatusOr<std::shared_ptr<Session>> SessionTable::Open(absl::string_view cl
   auto session =
       std::make_shared<Session>(std::move(id), client_name, idle_timeout, executor_, store_);
   session->set_max_objects(limits_.max_objects_per_session);
+  session->set_max_tensor_bytes(limits_.max_tensor_bytes_per_session);
   sessions_[session->id()] = session;
   ++opened_;
   if (limits_.log_events) {

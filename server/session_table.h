@@ -79,6 +79,12 @@ class Session {
   // The most VMs, tensors and object handles one session may hold at once.
   static constexpr size_t kDefaultMaxObjects = 65536;
   void set_max_objects(size_t max_objects) { max_objects_ = max_objects; }
+  // The most bytes the session's tensor handles may hold together (0: no
+  // limit); a view of another tensor's storage counts as its own bytes.
+  void set_max_tensor_bytes(uint64_t max_bytes) { max_tensor_bytes_ = max_bytes; }
+  // RESOURCE_EXHAUSTED when a tensor of `bytes` more would pass the limit;
+  // checked before an upload allocates, and again by AddTensor.
+  absl::Status CheckTensorRoom(uint64_t bytes) const;
 
   // VMs, tensors and objects. NOT_FOUND naming the id when unknown; adding
   // one past max_objects is RESOURCE_EXHAUSTED (the VM or value is dropped).
@@ -97,6 +103,7 @@ class Session {
  private:
   // RESOURCE_EXHAUSTED when the session holds max_objects_ already.
   absl::Status CheckRoomLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CheckTensorRoomLocked(uint64_t bytes) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   struct VmEntry {
     std::unique_ptr<vm::LocalVirtualMachine> vm;
@@ -107,6 +114,7 @@ class Session {
   const std::string client_;
   const absl::Duration idle_timeout_;
   size_t max_objects_ = kDefaultMaxObjects;
+  uint64_t max_tensor_bytes_ = 0;
   ModuleStore* store_;
   SerialQueue queue_;
   std::atomic<int> interrupt_{0};  // outlives vms_ (declared first)
@@ -121,6 +129,7 @@ class Session {
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_map<uint64_t, VmEntry> vms_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, Tensor> tensors_ ABSL_GUARDED_BY(mu_);
+  uint64_t tensor_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // NumBytes of tensors_
   absl::flat_hash_map<uint64_t, Value> objects_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<SessionWorker> worker_;  // last: ends before the rest goes
 };
@@ -130,7 +139,8 @@ struct SessionLimits {
   absl::Duration default_idle_timeout = absl::Minutes(10);
   absl::Duration max_idle_timeout = absl::Hours(24);
   size_t max_objects_per_session = Session::kDefaultMaxObjects;
-  bool log_events = true;  // a stderr line per session open and close
+  uint64_t max_tensor_bytes_per_session = 0;  // 0: no limit
+  bool log_events = true;                     // a stderr line per session open and close
 };
 
 // Thread contract: thread-safe.

@@ -15,9 +15,12 @@
 #include <algorithm>
 #include <cerrno>
 #include <filesystem>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "proto/codec/value_codec.h"
 #include "runtime/core/error.h"
 
@@ -42,6 +45,64 @@ std::string DescribeExit(int status) {
   return absl::StrCat("ended with wait status ", status);
 }
 
+// Reaps killed workers off the threads that let them go: a process killed
+// in uninterruptible sleep (a GPU driver fault) may take long to end, and
+// waiting for it must not stall a session's release or the lease reaper
+// (security review L5). One thread, started on first use, never destroyed.
+class Reaper {
+ public:
+  static Reaper& Get() {
+    static Reaper* const reaper = new Reaper();
+    return *reaper;
+  }
+  void Add(pid_t pid, ScratchDir dir) {
+    absl::MutexLock lock(&mu_);
+    pending_.push_back({pid, std::move(dir)});
+  }
+  bool AwaitIdle(absl::Time deadline) {
+    absl::MutexLock lock(&mu_);
+    return mu_.AwaitWithDeadline(
+        absl::Condition(
+            +[](Reaper* r) ABSL_NO_THREAD_SAFETY_ANALYSIS { return r->pending_.empty(); }, this),
+        deadline);
+  }
+
+ private:
+  struct Pending {
+    pid_t pid;
+    ScratchDir dir;  // removed once the process is reaped
+  };
+  Reaper() {
+    std::thread([this] { Loop(); }).detach();
+  }
+  void Loop() {
+    absl::MutexLock lock(&mu_);
+    for (;;) {
+      mu_.Await(absl::Condition(
+          +[](Reaper* r) ABSL_NO_THREAD_SAFETY_ANALYSIS { return !r->pending_.empty(); }, this));
+      std::erase_if(pending_, [](const Pending& p) {
+        pid_t r = ::waitpid(p.pid, nullptr, WNOHANG);
+        return r == p.pid || (r < 0 && errno == ECHILD);
+      });
+      if (!pending_.empty()) {  // still dying: look again shortly
+        mu_.Unlock();
+        absl::SleepFor(absl::Milliseconds(5));
+        mu_.Lock();
+      }
+    }
+  }
+  absl::Mutex mu_;
+  std::vector<Pending> pending_ ABSL_GUARDED_BY(mu_);
+};
+
+void ReapInBackground(pid_t pid, ScratchDir dir) { Reaper::Get().Add(pid, std::move(dir)); }
+
+}  // namespace
+
+bool AwaitKilledWorkersReaped(absl::Time deadline) { return Reaper::Get().AwaitIdle(deadline); }
+
+namespace {
+
 // Moves `fd` to a number >= 10 (close-on-exec), so it is never the dup2's
 // own target in the child. Closes the original.
 int MoveHigh(int fd) {
@@ -59,8 +120,7 @@ struct Spawned {
     if (lifeline >= 0) ::close(lifeline);
     if (pid > 0) {
       ::kill(pid, SIGKILL);
-      while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
-      }
+      ReapInBackground(pid, ScratchDir());
     }
   }
 };
@@ -96,6 +156,10 @@ absl::Status SpawnWorker(const WorkerOptions& options, const std::string& sessio
                                    absl::StrCat(absl::ToDoubleSeconds(options.max_exclusive_hold)),
                                    "--max-session-objects",
                                    std::to_string(options.max_session_objects)};
+  if (options.max_session_bytes != 0) {
+    args.push_back("--max-session-bytes");
+    args.push_back(std::to_string(options.max_session_bytes));
+  }
   if (!options.direct_channel) args.push_back("--no-direct-channel");
   if (options.timing_lock.empty()) {
     args.push_back("--concurrent-timing");
@@ -150,28 +214,21 @@ absl::StatusOr<std::unique_ptr<SessionWorker>> SessionWorker::Start(const Worker
                                                                     const std::string& session_id) {
   // A directory only this user can enter (mkdtemp: mode 0700) holds the
   // worker's socket and its module store.
-  std::string dir = options.scratch_dir + "/tetherd-worker-XXXXXX";
-  if (::mkdtemp(dir.data()) == nullptr) {
-    return UnavailableError("cannot create a session worker directory under ", options.scratch_dir,
-                            ": ", Errno(errno));
-  }
-  const std::string address = absl::StrCat("unix:", dir, "/socket");
+  absl::StatusOr<ScratchDir> dir = ScratchDir::Create(options.scratch_dir, kWorkerDirPrefix);
+  if (!dir.ok()) return dir.status();
+  const std::string address = absl::StrCat("unix:", dir->path(), "/socket");
   if (address.size() - 5 >= sizeof(sockaddr_un::sun_path)) {
-    std::error_code ec;
-    std::filesystem::remove_all(dir, ec);
     return UnavailableError("session worker socket path ", address.substr(5), " is too long (",
                             sizeof(sockaddr_un::sun_path) - 1,
                             " characters at most); set TMPDIR to a shorter directory");
   }
   Spawned spawned;
-  if (absl::Status status = SpawnWorker(options, session_id, dir, address, &spawned);
+  if (absl::Status status = SpawnWorker(options, session_id, dir->path(), address, &spawned);
       !status.ok()) {
-    std::error_code ec;
-    std::filesystem::remove_all(dir, ec);
     return status;
   }
   std::unique_ptr<SessionWorker> worker(
-      new SessionWorker(spawned.pid, spawned.lifeline, dir, session_id));
+      new SessionWorker(spawned.pid, spawned.lifeline, std::move(*dir), session_id));
   spawned.pid = -1;  // owned by the worker now (its destructor kills and reaps)
   spawned.lifeline = -1;
   worker->chunk_bytes_ = std::max<uint64_t>(options.chunk_bytes, 1);
@@ -216,12 +273,9 @@ SessionWorker::~SessionWorker() {
     absl::MutexLock lock(&reap_mu_);
     if (!ended_) {
       ::kill(pid_, SIGKILL);
-      while (::waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
-      }
+      ReapInBackground(pid_, std::move(dir_));  // dir_ goes once it is reaped
     }
   }
-  std::error_code ec;
-  std::filesystem::remove_all(dir_, ec);
 }
 
 absl::Status SessionWorker::Alive(absl::Duration grace) {
@@ -301,74 +355,61 @@ absl::Status SessionWorker::Call(const v1::CallRequest& request, v1::CallRespons
   return Finish(status, context);
 }
 
-absl::StatusOr<v1::TensorHandle> SessionWorker::UploadTensor(
-    const v1::UploadTensorRequest::Header& header, absl::string_view bytes) {
-  grpc::ClientContext context;
-  v1::UploadTensorResponse response;
-  std::unique_ptr<grpc::ClientWriter<v1::UploadTensorRequest>> writer =
-      stub_->UploadTensor(&context, &response);
-  v1::UploadTensorRequest message;
-  *message.mutable_header() = header;
-  message.mutable_header()->set_session_id(session_id_);
-  bool ok = writer->Write(message);
-  for (uint64_t sent = 0; ok && sent < bytes.size();) {
-    uint64_t n = std::min<uint64_t>(chunk_bytes_, bytes.size() - sent);
-    message.set_data(bytes.data() + sent, n);
-    ok = writer->Write(message);
-    sent += n;
-  }
-  if (ok) writer->WritesDone();
-  TETHER_RETURN_IF_ERROR(Finish(writer->Finish(), context));
-  return response.tensor();
+absl::Status SessionWorker::TensorUpload::Start(const v1::UploadTensorRequest::Header& header) {
+  writer_ = worker_->stub_->UploadTensor(&context_, &response_);
+  *message_.mutable_header() = header;
+  message_.mutable_header()->set_session_id(worker_->session_id_);
+  const bool sent = writer_->Write(message_);
+  message_.Clear();
+  if (!sent) return Finish().status();
+  return absl::OkStatus();
 }
 
-absl::Status SessionWorker::DownloadTensor(uint64_t id, v1::TensorHeader* header,
-                                           StagingBuffer* bytes) {
-  grpc::ClientContext context;
+bool SessionWorker::TensorUpload::Write(std::string chunk) {
+  *message_.mutable_data() = std::move(chunk);
+  return writer_ && !finished_ && writer_->Write(message_);
+}
+
+absl::StatusOr<v1::TensorHandle> SessionWorker::TensorUpload::Finish() {
+  if (finished_ || !writer_) {
+    return absl::InternalError("tensor upload to the session worker not running");
+  }
+  finished_ = true;
+  writer_->WritesDone();
+  TETHER_RETURN_IF_ERROR(worker_->Finish(writer_->Finish(), context_));
+  return response_.tensor();
+}
+
+SessionWorker::TensorUpload::~TensorUpload() {
+  if (finished_ || !writer_) return;
+  context_.TryCancel();
+  (void)writer_->Finish();
+}
+
+void SessionWorker::TensorDownload::Start(uint64_t id, uint64_t chunk_bytes) {
   v1::DownloadTensorRequest request;
-  request.set_session_id(session_id_);
+  request.set_session_id(worker_->session_id_);
   request.set_tensor_id(id);
-  std::unique_ptr<grpc::ClientReader<v1::DownloadTensorResponse>> reader =
-      stub_->DownloadTensor(&context, request);
-  v1::DownloadTensorResponse message;
-  bool first = true;
-  uint64_t received = 0;
-  absl::Status status;
-  while (status.ok() && reader->Read(&message)) {
-    if (first) {
-      // The header sizes the buffer once, bounded by the host's memory; the
-      // worker cannot make the daemon grow past what it announced.
-      *header = message.header();
-      absl::StatusOr<rpc::TensorSpec> spec = rpc::DecodeTensorHeader(*header);
-      absl::StatusOr<StagingBuffer> buffer =
-          spec.ok() ? StagingBuffer::Allocate(static_cast<uint64_t>(spec->num_bytes),
-                                              "a downloaded tensor")
-                    : absl::StatusOr<StagingBuffer>(spec.status());
-      if (!buffer.ok()) {
-        status = buffer.status();
-        break;
-      }
-      *bytes = std::move(*buffer);
-      first = false;
-    }
-    if (message.data().size() > bytes->size() - received) {
-      status = absl::InternalError("the session worker sent more tensor bytes than its header");
-      break;
-    }
-    std::memcpy(bytes->data() + received, message.data().data(), message.data().size());
-    received += message.data().size();
+  request.set_chunk_bytes(chunk_bytes);
+  reader_ = worker_->stub_->DownloadTensor(&context_, request);
+}
+
+bool SessionWorker::TensorDownload::Read(v1::DownloadTensorResponse* message) {
+  return reader_ && !finished_ && reader_->Read(message);
+}
+
+absl::Status SessionWorker::TensorDownload::Finish() {
+  if (finished_ || !reader_) {
+    return absl::InternalError("tensor download from the session worker not running");
   }
-  if (!status.ok()) {
-    context.TryCancel();
-    (void)reader->Finish();
-    return status;
-  }
-  TETHER_RETURN_IF_ERROR(Finish(reader->Finish(), context));
-  if (received != bytes->size()) {
-    return absl::InternalError(absl::StrCat("the session worker sent ", received,
-                                            " tensor bytes, its header announced ", bytes->size()));
-  }
-  return absl::OkStatus();
+  finished_ = true;
+  return worker_->Finish(reader_->Finish(), context_);
+}
+
+SessionWorker::TensorDownload::~TensorDownload() {
+  if (finished_ || !reader_) return;
+  context_.TryCancel();
+  (void)reader_->Finish();
 }
 
 absl::StatusOr<v1::OpenDirectChannelResponse> SessionWorker::OpenDirectChannel() {

@@ -27,16 +27,24 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
-#include "server/staging_buffer.h"
+#include "server/scratch_dir.h"
 #include "tether/v1/tether.grpc.pb.h"
 
 namespace tether::server {
 
+// Waits until every worker killed so far is reaped and its directory
+// removed (they are reaped in the background), or until `deadline`; false
+// if some remain. The daemon calls it as it shuts down.
+bool AwaitKilledWorkersReaped(absl::Time deadline);
+
+// The name of a worker's private directory, before mkdtemp's six characters.
+inline constexpr char kWorkerDirPrefix[] = "tetherd-worker-";
+
 struct WorkerOptions {
   // The tetherd executable to run (it must understand --worker-lifeline-fd).
   std::string program;
-  // Where the worker's private directory (its socket and module store) is
-  // created.
+  // Where the worker's private directory (its socket and module store),
+  // "<scratch_dir>/tetherd-worker-XXXXXX", is created.
   std::string scratch_dir;
   // The daemon's module store, which the worker imports modules from.
   std::string store_dir;
@@ -53,6 +61,8 @@ struct WorkerOptions {
   absl::Duration max_exclusive_hold = absl::Minutes(10);
   // The most VMs, tensors and handles the session may hold.
   size_t max_session_objects = 65536;
+  // The most bytes of tensors it may hold (0: no limit).
+  uint64_t max_session_bytes = 0;
 };
 
 // Thread contract: thread-safe; operations may run concurrently (a tensor
@@ -85,17 +95,67 @@ class SessionWorker {
   // Cancels the calls in flight (the client cancelled, the session closed,
   // the daemon stops).
   void CancelCalls();
-  // A remote tensor of the session made from `bytes` (dtype x shape of
-  // `header.tensor()`, compact).
-  absl::StatusOr<v1::TensorHandle> UploadTensor(const v1::UploadTensorRequest::Header& header,
-                                                absl::string_view bytes);
-  // The header and compact bytes of the session's tensor `id`.
-  absl::Status DownloadTensor(uint64_t id, v1::TensorHeader* header, StagingBuffer* bytes);
+  // Tensor streams relayed chunk by chunk between a client and the worker:
+  // the daemon holds one message at a time, whatever the tensor's size
+  // (security review H3). Each blocks on the worker; one caller at a time.
+  // Destroying one unfinished cancels it; Cancel(), from any thread, ends
+  // a wait on a worker that stopped answering (the client went away).
+  class TensorUpload {
+   public:
+    ~TensorUpload();
+    // Opens the stream with the tensor's header (`header.tensor()`); the
+    // worker allocates it and refuses it like any daemon would.
+    absl::Status Start(const v1::UploadTensorRequest::Header& header);
+    // Sends the next chunk; false once the worker stopped reading (Finish
+    // says why).
+    bool Write(std::string chunk);
+    // Ends the stream: the worker's handle for the tensor, or its error.
+    absl::StatusOr<v1::TensorHandle> Finish();
+    void Cancel() { context_.TryCancel(); }
+
+   private:
+    friend class SessionWorker;
+    explicit TensorUpload(SessionWorker* worker) : worker_(worker) {}
+    SessionWorker* worker_;
+    grpc::ClientContext context_;
+    v1::UploadTensorResponse response_;
+    std::unique_ptr<grpc::ClientWriter<v1::UploadTensorRequest>> writer_;
+    v1::UploadTensorRequest message_;
+    bool finished_ = false;
+  };
+  class TensorDownload {
+   public:
+    ~TensorDownload();
+    // Asks for the session's tensor `id` in `chunk_bytes` pieces (0: the
+    // worker's default).
+    void Start(uint64_t id, uint64_t chunk_bytes);
+    // The worker's next message (the first has the header): true, or false
+    // at the end of the stream (then Finish).
+    bool Read(v1::DownloadTensorResponse* message);
+    absl::Status Finish();
+    void Cancel() { context_.TryCancel(); }
+
+   private:
+    friend class SessionWorker;
+    explicit TensorDownload(SessionWorker* worker) : worker_(worker) {}
+    SessionWorker* worker_;
+    grpc::ClientContext context_;
+    std::unique_ptr<grpc::ClientReader<v1::DownloadTensorResponse>> reader_;
+    bool finished_ = false;
+  };
+  // New streams, not started (no I/O: made on any thread, so a reactor can
+  // cancel them before their Start runs on the executor).
+  std::unique_ptr<TensorUpload> NewUpload() {
+    return std::unique_ptr<TensorUpload>(new TensorUpload(this));
+  }
+  std::unique_ptr<TensorDownload> NewDownload() {
+    return std::unique_ptr<TensorDownload>(new TensorDownload(this));
+  }
   // A direct-channel ticket of the worker: the client talks to it directly.
   absl::StatusOr<v1::OpenDirectChannelResponse> OpenDirectChannel();
 
  private:
-  SessionWorker(pid_t pid, int lifeline, std::string dir, std::string session_id)
+  SessionWorker(pid_t pid, int lifeline, ScratchDir dir, std::string session_id)
       : pid_(pid), lifeline_(lifeline), dir_(std::move(dir)), session_id_(std::move(session_id)) {}
   // The status of a finished worker call: the worker's own status, or — when
   // the call failed because the worker has ended — the error naming its end.
@@ -108,8 +168,8 @@ class SessionWorker {
   void Unregister(grpc::ClientContext* context);
 
   const pid_t pid_;
-  const int lifeline_;     // the write end; its closing tells the worker to exit
-  const std::string dir_;  // the worker's socket and module store
+  const int lifeline_;  // the write end; its closing tells the worker to exit
+  ScratchDir dir_;      // the worker's socket and module store; removed once it is reaped
   const std::string session_id_;
   uint64_t chunk_bytes_ = uint64_t{1} << 20;
   std::shared_ptr<grpc::Channel> channel_;

@@ -69,17 +69,46 @@ void AddDevice(Device device, v1::HandshakeResponse* response) {
   }
 }
 
+// Cancels a module or tensor stream after `limit` without progress (M5).
+// Touch() restarts the clock; called from the reactor's callbacks, one at a
+// time. Destroying it (with its reactor) cancels the timer first.
+class StreamIdleWatch {
+ public:
+  StreamIdleWatch(DeadlineTimer* timer, absl::Duration limit, grpc::CallbackServerContext* context)
+      : timer_(timer), limit_(limit), context_(context) {
+    Touch();
+  }
+  ~StreamIdleWatch() {
+    if (token_ != 0) timer_->Cancel(token_);
+  }
+  StreamIdleWatch(const StreamIdleWatch&) = delete;
+  StreamIdleWatch& operator=(const StreamIdleWatch&) = delete;
+  void Touch() {
+    if (timer_ == nullptr || limit_ == absl::InfiniteDuration()) return;
+    if (token_ != 0) timer_->Cancel(token_);
+    token_ = timer_->Schedule(absl::Now() + limit_, [context = context_] { context->TryCancel(); });
+  }
+
+ private:
+  DeadlineTimer* const timer_;
+  const absl::Duration limit_;
+  grpc::CallbackServerContext* const context_;
+  uint64_t token_ = 0;
+};
+
 // UploadModule: header, then data chunks into a ModuleStore::Upload. A cut
 // stream never reaches Finish with the right size, and destroying the upload
 // removes its temp file.
 class UploadModuleReactor : public grpc::ServerReadReactor<v1::UploadModuleRequest> {
  public:
   UploadModuleReactor(grpc::CallbackServerContext* context, ModuleStore* store,
+                      DeadlineTimer* timer, absl::Duration idle_timeout,
                       v1::UploadModuleResponse* response)
-      : context_(context), store_(store), response_(response) {
+      : context_(context), store_(store), response_(response), idle_(timer, idle_timeout, context) {
     StartRead(&request_);
   }
   void OnReadDone(bool ok) override {
+    idle_.Touch();
     if (!ok) {
       if (!upload_) return Fail(absl::InvalidArgumentError("module upload sent no header"));
       absl::Status status = upload_->Finish();
@@ -124,20 +153,29 @@ class UploadModuleReactor : public grpc::ServerReadReactor<v1::UploadModuleReque
   v1::UploadModuleRequest request_;
   std::unique_ptr<ModuleStore::Upload> upload_;
   bool header_seen_ = false;
+  StreamIdleWatch idle_;
 };
 
 // UploadTensor: header (session, dtype, shape, device), then exactly
 // dtype x shape bytes. CPU tensors are written in place; others are staged on
-// the host and copied once at the end. An isolated session's tensor is staged
-// and then streamed on to its worker from the executor.
+// the host and copied once at the end. An isolated session's tensor is
+// relayed to its worker message by message from the executor: the next
+// message is read only once the worker took the last, so the daemon holds
+// one chunk, whatever the size (H3).
 class UploadTensorReactor : public grpc::ServerReadReactor<v1::UploadTensorRequest> {
  public:
   UploadTensorReactor(grpc::CallbackServerContext* context, SessionTable* sessions,
-                      Executor* executor, v1::UploadTensorResponse* response)
-      : context_(context), sessions_(sessions), executor_(executor), response_(response) {
+                      Executor* executor, DeadlineTimer* timer, absl::Duration idle_timeout,
+                      v1::UploadTensorResponse* response)
+      : context_(context),
+        sessions_(sessions),
+        executor_(executor),
+        response_(response),
+        idle_(timer, idle_timeout, context) {
     StartRead(&request_);
   }
   void OnReadDone(bool ok) override {
+    idle_.Touch();
     if (!ok) return Done();
     if (request_.has_header()) {
       if (session_) return Fail(absl::InvalidArgumentError("tensor upload sent a second header"));
@@ -146,8 +184,26 @@ class UploadTensorReactor : public grpc::ServerReadReactor<v1::UploadTensorReque
       if (!session.ok()) return Fail(session.status());
       absl::StatusOr<rpc::TensorSpec> spec = rpc::DecodeTensorHeader(request_.header().tensor());
       if (!spec.ok()) return Fail(spec.status());
+      // Before any allocation: the session's byte limit (its worker checks
+      // its own too).
+      if (absl::Status room = (*session)->CheckTensorRoom(static_cast<uint64_t>(spec->num_bytes));
+          !room.ok()) {
+        return Fail(room);
+      }
       if ((*session)->worker() != nullptr) {
-        header_ = request_.header();  // the worker allocates the tensor
+        // The worker allocates the tensor, and refuses what it cannot hold.
+        session_ = std::move(*session);
+        session_->BeginCall();
+        spec_ = std::move(*spec);
+        upload_ = session_->worker()->NewUpload();
+        relay_.store(upload_.get());
+        executor_->Post([this, header = request_.header()] {
+          Executor::BlockingScope waiting;  // on the worker
+          absl::Status started = upload_->Start(header);
+          if (!started.ok()) return Fail(started);
+          StartRead(&request_);
+        });
+        return;
       } else {
         absl::StatusOr<Tensor> tensor = Tensor::Empty(spec->shape, spec->dtype, spec->device);
         if (!tensor.ok()) return Fail(tensor.status());
@@ -156,7 +212,7 @@ class UploadTensorReactor : public grpc::ServerReadReactor<v1::UploadTensorReque
       session_ = std::move(*session);
       session_->BeginCall();
       spec_ = std::move(*spec);
-      if (spec_.device.type == kDLCPU && session_->worker() == nullptr) {
+      if (spec_.device.type == kDLCPU) {
         dest_ = static_cast<char*>(tensor_->element_data());
       } else {
         // Bounded before a byte arrives: the size is the client's word.
@@ -174,10 +230,25 @@ class UploadTensorReactor : public grpc::ServerReadReactor<v1::UploadTensorReque
         return Fail(ValueError("tensor upload sends more than the ", spec_.num_bytes,
                                " bytes of dtype x shape"));
       }
-      if (!data.empty()) std::memcpy(dest_ + received_, data.data(), data.size());
       received_ += data.size();
+      if (upload_) {
+        executor_->Post([this, chunk = std::move(*request_.mutable_data())]() mutable {
+          Executor::BlockingScope waiting;  // on the worker
+          if (upload_->Write(std::move(chunk))) return StartRead(&request_);
+          // The worker stopped reading: its status says why.
+          absl::StatusOr<v1::TensorHandle> ended = upload_->Finish();
+          Fail(ended.ok() ? absl::InternalError("the session worker stopped reading the tensor")
+                          : ended.status());
+        });
+        return;
+      }
+      if (!data.empty()) std::memcpy(dest_ + received_ - data.size(), data.data(), data.size());
     }
     StartRead(&request_);
+  }
+  void OnCancel() override {
+    // A relay waiting on a worker that stopped answering ends now.
+    if (SessionWorker::TensorUpload* relay = relay_.load()) relay->Cancel();
   }
   void OnDone() override {
     if (session_) session_->EndCall();
@@ -188,13 +259,22 @@ class UploadTensorReactor : public grpc::ServerReadReactor<v1::UploadTensorReque
   void Done() {
     if (!session_) return Fail(absl::InvalidArgumentError("tensor upload sent no header"));
     if (received_ != static_cast<uint64_t>(spec_.num_bytes)) {
-      return Fail(ValueError("tensor upload sent ", received_, " bytes, dtype x shape needs ",
-                             spec_.num_bytes));
+      absl::Status short_upload = ValueError("tensor upload sent ", received_,
+                                             " bytes, dtype x shape needs ", spec_.num_bytes);
+      if (!upload_) return Fail(short_upload);
+      // The worker may have refused the header already (a tensor it cannot
+      // allocate): that is the error to report.
+      executor_->Post([this, short_upload] {
+        Executor::BlockingScope waiting;  // on the worker
+        absl::StatusOr<v1::TensorHandle> ended = upload_->Finish();
+        Fail(ended.ok() ? short_upload : ended.status());
+      });
+      return;
     }
-    if (session_->worker() != nullptr) {
+    if (upload_) {
       executor_->Post([this] {
-        absl::StatusOr<v1::TensorHandle> handle =
-            session_->worker()->UploadTensor(header_, staging_.view());
+        Executor::BlockingScope waiting;  // on the worker
+        absl::StatusOr<v1::TensorHandle> handle = upload_->Finish();
         if (!handle.ok()) return Fail(handle.status());
         *response_->mutable_tensor() = std::move(*handle);
         Finish(grpc::Status::OK);
@@ -220,46 +300,60 @@ class UploadTensorReactor : public grpc::ServerReadReactor<v1::UploadTensorReque
   Executor* executor_;
   v1::UploadTensorResponse* response_;
   v1::UploadTensorRequest request_;
-  std::shared_ptr<Session> session_;        // co-owned while the stream runs
-  v1::UploadTensorRequest::Header header_;  // an isolated session's, for its worker
+  std::shared_ptr<Session> session_;  // co-owned while the stream runs
+  // An isolated session's relay to its worker (destroyed before session_);
+  // relay_ is the same, for OnCancel on another thread.
+  std::unique_ptr<SessionWorker::TensorUpload> upload_;
+  std::atomic<SessionWorker::TensorUpload*> relay_{nullptr};
   rpc::TensorSpec spec_;
   Tensor tensor_;
   StagingBuffer staging_;
   char* dest_ = nullptr;
   uint64_t received_ = 0;
+  StreamIdleWatch idle_;
 };
 
 // DownloadTensor: the header with the first chunk, then chunk_bytes pieces.
-// An isolated session's tensor is first fetched whole from its worker (on the
-// executor), then streamed from that copy.
+// An isolated session's tensor is relayed from its worker message by message
+// (on the executor): the next is read from the worker only once the client
+// took the last, so the daemon holds one chunk, whatever the size (H3), and
+// the worker cannot send more than the header it announced.
 class DownloadTensorReactor : public grpc::ServerWriteReactor<v1::DownloadTensorResponse> {
  public:
   DownloadTensorReactor(grpc::CallbackServerContext* context, SessionTable* sessions,
-                        Executor* executor, const ServiceLimits& limits,
+                        Executor* executor, DeadlineTimer* timer, const ServiceLimits& limits,
                         const v1::DownloadTensorRequest& request)
-      : context_(context) {
+      : context_(context), idle_(timer, limits.stream_idle_timeout, context) {
     absl::Status status = Prepare(sessions, limits, request);
     if (!status.ok()) {
       Finish(ToGrpcStatus(status, context_));
       return;
     }
     if (session_->worker() != nullptr) {
-      executor->Post([this, id = request.tensor_id()] {
-        absl::Status fetched =
-            session_->worker()->DownloadTensor(id, reply_.mutable_header(), &fetched_);
-        if (!fetched.ok()) return Finish(ToGrpcStatus(fetched, context_));
-        data_ = fetched_.data();
-        size_ = fetched_.size();
-        WriteNext();
+      executor_ = executor;
+      download_ = session_->worker()->NewDownload();  // before OnCancel can run
+      executor_->Post([this, id = request.tensor_id()] {
+        Executor::BlockingScope waiting;  // on the worker
+        download_->Start(id, chunk_);
+        RelayNext();
       });
       return;
     }
     WriteNext();
   }
   void OnWriteDone(bool ok) override {
+    idle_.Touch();
     if (!ok) return Finish(grpc::Status(grpc::StatusCode::CANCELLED, "download cancelled"));
+    if (download_) {
+      executor_->Post([this] { RelayNext(); });
+      return;
+    }
     if (offset_ >= size_) return Finish(grpc::Status::OK);
     WriteNext();
+  }
+  void OnCancel() override {
+    // A relay waiting on a worker that stopped answering ends now.
+    if (download_) download_->Cancel();
   }
   void OnDone() override {
     if (session_) session_->EndCall();
@@ -291,6 +385,35 @@ class DownloadTensorReactor : public grpc::ServerWriteReactor<v1::DownloadTensor
     }
     return absl::OkStatus();
   }
+  // The worker's next message on to the client, or the end of the stream.
+  void RelayNext() {
+    Executor::BlockingScope waiting;  // on the worker
+    absl::Status status;
+    if (download_->Read(&reply_)) {
+      if (!announced_) {
+        absl::StatusOr<rpc::TensorSpec> spec = rpc::DecodeTensorHeader(reply_.header());
+        status = spec.ok() ? absl::OkStatus() : spec.status();
+        if (spec.ok()) size_ = static_cast<uint64_t>(spec->num_bytes);
+        announced_ = true;
+      }
+      if (status.ok() && reply_.data().size() > size_ - offset_) {
+        status = absl::InternalError("the session worker sent more tensor bytes than its header");
+      }
+      if (status.ok()) {
+        offset_ += reply_.data().size();
+        StartWrite(&reply_);  // nothing of this reactor is touched after
+        return;
+      }
+    } else {
+      status = download_->Finish();
+      if (status.ok() && (!announced_ || offset_ != size_)) {
+        status = absl::InternalError(absl::StrCat("the session worker sent ", offset_,
+                                                  " tensor bytes, its header announced ", size_));
+      }
+      if (status.ok()) return Finish(grpc::Status::OK);
+    }
+    Finish(ToGrpcStatus(status, context_));
+  }
   void WriteNext() {
     uint64_t n = std::min(chunk_, size_ - offset_);
     reply_.set_data(n == 0 ? "" : data_ + offset_, n);
@@ -308,12 +431,16 @@ class DownloadTensorReactor : public grpc::ServerWriteReactor<v1::DownloadTensor
   std::shared_ptr<Session> session_;
   Tensor tensor_;
   v1::InlineTensor compact_;
-  StagingBuffer fetched_;  // an isolated session's tensor, from its worker
+  // An isolated session's relay from its worker (destroyed before session_).
+  Executor* executor_ = nullptr;
+  std::unique_ptr<SessionWorker::TensorDownload> download_;
+  bool announced_ = false;  // the worker's header has come
   v1::DownloadTensorResponse reply_;
   const char* data_ = nullptr;
   uint64_t size_ = 0;
   uint64_t offset_ = 0;
   uint64_t chunk_ = 0;
+  StreamIdleWatch idle_;
 };
 
 // Call: a unary call whose cancellation by the client interrupts the VM at
@@ -528,7 +655,9 @@ absl::Status TetherService::RunCall(Session& session, const v1::CallRequest& req
     }
   }
   if (SessionWorker* worker = session.worker()) {
-    // The worker enforces the deadline; interrupts cancel its call.
+    // The worker enforces the deadline; interrupts cancel its call. This
+    // thread only waits, so it is lent out (M3).
+    Executor::BlockingScope waiting;
     absl::Status status = worker->Call(request, response, deadline, &session.interrupt());
     session.FinishRun();
     if (cancel != nullptr) cancel->run.store(0);
@@ -563,15 +692,22 @@ absl::Status TetherService::ExecuteGated(Session& session, uint64_t run,
   if (gate_ != nullptr) {
     const TimingGate::Mode mode =
         exclusive ? TimingGate::Mode::kExclusive : TimingGate::Mode::kShared;
-    absl::StatusOr<TimingGate::Hold> held =
-        gate_->Acquire(mode, deadline, [&session, mode]() -> absl::Status {
-          int code = session.interrupt().load();
-          if (code == 0) return absl::OkStatus();
-          return WithErrorKind(
-              absl::Status(static_cast<absl::StatusCode>(code),
-                           absl::StrCat("call stopped ", TimingGate::WaitingFor(mode))),
-              ErrorKind::kCancelled);
-        });
+    absl::StatusOr<TimingGate::Hold> held = gate_->TryAcquire(mode);
+    if (held.ok() && !held->held()) {
+      // A wait: the executor thread is lent out for it (M3).
+      Executor::BlockingScope waiting;
+      held = gate_->Acquire(
+          mode, deadline,
+          [&session, mode]() -> absl::Status {
+            int code = session.interrupt().load();
+            if (code == 0) return absl::OkStatus();
+            return WithErrorKind(
+                absl::Status(static_cast<absl::StatusCode>(code),
+                             absl::StrCat("call stopped ", TimingGate::WaitingFor(mode))),
+                ErrorKind::kCancelled);
+          },
+          limits_.max_exclusive_hold);
+    }
     if (!held.ok()) return held.status();
     hold = std::move(*held);
   }
@@ -739,7 +875,7 @@ grpc::ServerReadReactor<v1::UploadModuleRequest>* TetherService::UploadModule(
   if (absl::Status auth = auth_.Check(*context); !auth.ok()) {
     return new RefusedReactor<grpc::ServerReadReactor<v1::UploadModuleRequest>>(context, auth);
   }
-  return new UploadModuleReactor(context, store_, response);
+  return new UploadModuleReactor(context, store_, timer_, limits_.stream_idle_timeout, response);
 }
 
 grpc::ServerReadReactor<v1::UploadTensorRequest>* TetherService::UploadTensor(
@@ -747,7 +883,8 @@ grpc::ServerReadReactor<v1::UploadTensorRequest>* TetherService::UploadTensor(
   if (absl::Status auth = auth_.Check(*context); !auth.ok()) {
     return new RefusedReactor<grpc::ServerReadReactor<v1::UploadTensorRequest>>(context, auth);
   }
-  return new UploadTensorReactor(context, sessions_, executor_, response);
+  return new UploadTensorReactor(context, sessions_, executor_, timer_, limits_.stream_idle_timeout,
+                                 response);
 }
 
 grpc::ServerWriteReactor<v1::DownloadTensorResponse>* TetherService::DownloadTensor(
@@ -755,7 +892,7 @@ grpc::ServerWriteReactor<v1::DownloadTensorResponse>* TetherService::DownloadTen
   if (absl::Status auth = auth_.Check(*context); !auth.ok()) {
     return new RefusedReactor<grpc::ServerWriteReactor<v1::DownloadTensorResponse>>(context, auth);
   }
-  return new DownloadTensorReactor(context, sessions_, executor_, limits_, *request);
+  return new DownloadTensorReactor(context, sessions_, executor_, timer_, limits_, *request);
 }
 
 grpc::ServerUnaryReactor* TetherService::Call(grpc::CallbackServerContext* context,

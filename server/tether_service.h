@@ -33,6 +33,10 @@ struct ServiceLimits {
   // measurement is stopped with RESOURCE_EXHAUSTED, so one request cannot
   // freeze every other session.
   absl::Duration max_exclusive_hold = absl::Minutes(10);
+  // A module or tensor stream that makes no progress (no message read or
+  // written) for this long is cancelled, so a stalled client cannot keep an
+  // upload slot, its quota reservation or a tensor's buffers.
+  absl::Duration stream_idle_timeout = absl::Seconds(60);
 };
 
 // Bearer-token authentication of every TetherService method. Thread contract:

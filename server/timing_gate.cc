@@ -166,14 +166,17 @@ absl::StatusOr<TimingGate::Hold> TimingGate::TryAcquire(Mode mode) {
 }
 
 absl::StatusOr<TimingGate::Hold> TimingGate::Acquire(Mode mode, absl::Time deadline,
-                                                     absl::FunctionRef<absl::Status()> stop) {
+                                                     absl::FunctionRef<absl::Status()> stop,
+                                                     absl::Duration max_turnstile) {
   absl::StatusOr<int> fd = TakeFd();
   if (!fd.ok()) return fd.status();
   const absl::Time start = absl::Now();
   absl::Duration pause = absl::Microseconds(100);
   bool turnstile_held = false;
+  absl::Time turnstile_since = absl::InfiniteFuture();
   while (true) {
     absl::StatusOr<bool> got = Attempt(*fd, mode, &turnstile_held);
+    if (turnstile_held && turnstile_since == absl::InfiniteFuture()) turnstile_since = absl::Now();
     absl::Status why;
     if (!got.ok()) {
       why = got.status();
@@ -185,7 +188,11 @@ absl::StatusOr<TimingGate::Hold> TimingGate::Acquire(Mode mode, absl::Time deadl
       return hold;
     } else {
       why = stop();
-      if (why.ok() && absl::Now() >= deadline) {
+      if (why.ok() && absl::Now() - turnstile_since >= max_turnstile) {
+        why = absl::ResourceExhaustedError(absl::StrCat(
+            "gave up after holding off every other call for ", absl::FormatDuration(max_turnstile),
+            " ", WaitingFor(mode), ": a call in another session has not ended"));
+      } else if (why.ok() && absl::Now() >= deadline) {
         why = absl::DeadlineExceededError(absl::StrCat("deadline exceeded after ",
                                                        absl::FormatDuration(absl::Now() - start),
                                                        " ", WaitingFor(mode)));

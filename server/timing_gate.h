@@ -63,8 +63,13 @@ class TimingGate {
   // Waits for the gate in `mode`. Between polls it calls `stop`, and gives
   // up with its status when that is not OK (an interrupt), or with
   // DEADLINE_EXCEEDED at `deadline`; both messages say what was waited for.
+  // An exclusive wait holds the turnstile, which stops every new call of
+  // every session, while the calls in the room finish: it gives up with
+  // RESOURCE_EXHAUSTED once it has held the turnstile for `max_turnstile`,
+  // so one call that never ends cannot freeze the daemon behind it.
   absl::StatusOr<Hold> Acquire(Mode mode, absl::Time deadline,
-                               absl::FunctionRef<absl::Status()> stop);
+                               absl::FunctionRef<absl::Status()> stop,
+                               absl::Duration max_turnstile = absl::InfiniteDuration());
   // Takes the gate only if it is free for `mode` now; an empty hold if not.
   absl::StatusOr<Hold> TryAcquire(Mode mode);
 

@@ -166,7 +166,8 @@ SlowWorkNotice::SlowWorkNotice(std::string what, bool quiet) {
   thread_ = std::thread([state = state_, what = std::move(what)] {
     auto start = std::chrono::steady_clock::now();
     absl::MutexLock lock(&state->mu);
-    auto done = [&] { return state->done; };
+    // Conditions run with mu held.
+    auto done = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return state->done; };
     if (state->mu.AwaitWithTimeout(absl::Condition(&done), absl::Seconds(1))) return;
     std::fprintf(stderr, "tether: %s ...\n", what.c_str());
     state->mu.Await(absl::Condition(&done));

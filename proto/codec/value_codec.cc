@@ -66,6 +66,12 @@ void EncodeDevice(Device device, v1::Device* out) {
 absl::StatusOr<Device> DecodeDevice(const v1::Device& device) {
   if (!IsKnownDeviceType(device.type())) return ValueError("unknown device type ", device.type());
   if (device.id() < 0) return ValueError("negative device index ", device.id());
+  // Each device a request names may get a process-lifetime allocator: ids
+  // are bounded so requests cannot grow that table without end (M6).
+  if (device.id() > kMaxDeviceIndex) {
+    return ValueError("device index ", device.id(), " out of range (at most ", kMaxDeviceIndex,
+                      ")");
+  }
   return Device{static_cast<DLDeviceType>(device.type()), device.id()};
 }
 

@@ -56,6 +56,10 @@ absl::Status EncodeInlineTensor(const Tensor& tensor, v1::InlineTensor* out);
 void EncodeDataType(DataType dtype, v1::DataType* out);
 absl::StatusOr<DataType> DecodeDataType(const v1::DataType& dtype);
 void EncodeDevice(Device device, v1::Device* out);
+// The largest device index a request may name.
+inline constexpr int32_t kMaxDeviceIndex = 1023;
+// INVALID_ARGUMENT (ValueError) for an unknown type or an index outside
+// [0, kMaxDeviceIndex].
 absl::StatusOr<Device> DecodeDevice(const v1::Device& device);
 
 // How EncodeValue treats tensors and objects that should stay remote.

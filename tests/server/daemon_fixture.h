@@ -163,7 +163,9 @@ inline std::vector<float> Floats(const v1::Value& v) {
 // $HOME). Killed when destroyed if still running.
 class TetherdProcess {
  public:
-  TetherdProcess(std::vector<std::string> args, const std::string& dir)
+  // `env`: "NAME=value" entries added to the daemon's environment.
+  TetherdProcess(std::vector<std::string> args, const std::string& dir,
+                 std::vector<std::string> env = {})
       : port_file_(dir + "/port"), err_file_(dir + "/stderr") {
     const std::string token_file = dir + "/token";
     std::error_code ec;
@@ -173,6 +175,7 @@ class TetherdProcess {
       FILE* f = std::freopen(err_file_.c_str(), "w", stderr);
       (void)f;
       ::setenv("TETHER_TOKEN_FILE", token_file.c_str(), 1);
+      for (std::string& entry : env) ::putenv(entry.data());
       std::vector<char*> argv;
       argv.push_back(const_cast<char*>(TETHERD_PATH));
       args.push_back("--port-file");

@@ -328,7 +328,8 @@ TEST_F(DirectChannelTest, AGoodbyeKeepsTheSessionAndAVanishedClientClosesIt) {
     raw->Send(std::string(4, '\0'));  // the goodbye
     EXPECT_TRUE(raw->ClosedByPeer());
   }
-  absl::SleepFor(absl::Milliseconds(50));
+  // The daemon closes a connection after deciding its session's fate (a
+  // session it drops is closed before the socket): the count is final now.
   EXPECT_EQ(daemon_->num_sessions(), 1u);
   auto vm = NewVm();
   ASSERT_NE(vm, nullptr);
@@ -339,8 +340,14 @@ TEST_F(DirectChannelTest, AGoodbyeKeepsTheSessionAndAVanishedClientClosesIt) {
   {
     auto raw = AcceptedRawConnection();
     ASSERT_NE(raw, nullptr);
+    const int64_t before = tether::testing::SubtractOneCalls();
     raw->Send(Frame(Invoke(vm->vm_id(), "loop", int64_t{1} << 40, 1)));
-    absl::SleepFor(absl::Milliseconds(50));
+    // Until the call runs (up to 30 s).
+    for (absl::Time give_up = absl::Now() + absl::Seconds(30);
+         tether::testing::SubtractOneCalls() == before && absl::Now() < give_up;) {
+      std::this_thread::yield();
+    }
+    ASSERT_GT(tether::testing::SubtractOneCalls(), before) << "the call never started";
   }
   AwaitSessions(0);
   Value five[] = {Value(int64_t{5})};

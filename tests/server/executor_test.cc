@@ -1,5 +1,6 @@
 // Executor and SerialQueue: tasks of one queue run one at a time and in
-// order, RunHere included, whether the queue is idle or busy.
+// order, RunHere included, whether the queue is idle or busy; waits in a
+// BlockingScope lend their thread out and never stall the pool.
 #include "server/executor.h"
 
 #include <atomic>
@@ -46,8 +47,9 @@ TEST(SerialQueueTest, RunHereOnABusyQueueWaitsItsTurnAndKeepsTheOwnerAlive) {
       owner);
   std::thread caller(
       [&, owner_copy = owner] { owner_copy->queue.RunHere([&] { record(2); }, owner_copy); });
-  absl::SleepFor(absl::Milliseconds(20));  // the caller is queued behind task 1
-  owner.reset();                           // only task 1 and the caller hold it now
+  // Until the caller is queued behind task 1 (its RunHere posted it).
+  while (owner->queue.queued() == 0) std::this_thread::yield();
+  owner.reset();  // only task 1 and the caller hold it now
   release.Notify();
   caller.join();
   // The caller returned once its task ran, possibly before the executor
@@ -86,6 +88,47 @@ TEST(SerialQueueTest, TheLastOwnerMayLetGoInsideATask) {
     for (int i = 0; i < 1000 && !watch.expired(); ++i) absl::SleepFor(absl::Milliseconds(1));
     EXPECT_TRUE(watch.expired());
   }
+}
+
+// M3 of the security review: N isolated calls (or timing-gate waits) that
+// wait for minutes must not take the pool's threads from other sessions.
+TEST(ExecutorTest, WaitsInABlockingScopeDoNotStallOtherTasks) {
+  Executor executor(2);
+  absl::Notification release;
+  std::atomic<int> waiting{0};
+  constexpr int kWaits = 5;
+  for (int i = 0; i < kWaits; ++i) {
+    executor.Post([&] {
+      Executor::BlockingScope scope;
+      waiting.fetch_add(1);
+      release.WaitForNotification();
+    });
+  }
+  absl::Notification ran;
+  executor.Post([&] { ran.Notify(); });
+  // Without lending, both threads sit in waits and this never runs.
+  EXPECT_TRUE(ran.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  EXPECT_EQ(waiting.load(), kWaits);
+  EXPECT_GE(executor.num_threads_alive(), kWaits + 1);
+  release.Notify();
+  // The extra threads retire once idle: back to the pool's size.
+  for (int i = 0; i < 3000 && executor.num_threads_alive() > 2; ++i) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  EXPECT_EQ(executor.num_threads_alive(), 2);
+  // And the pool still runs tasks.
+  absl::Notification again;
+  executor.Post([&] { again.Notify(); });
+  EXPECT_TRUE(again.WaitForNotificationWithTimeout(absl::Seconds(30)));
+}
+
+TEST(ExecutorTest, ABlockingScopeOffThePoolChangesNothing) {
+  Executor executor(2);
+  {
+    Executor::BlockingScope scope;  // this test's thread is not the pool's
+    EXPECT_EQ(executor.num_threads_alive(), 2);
+  }
+  EXPECT_EQ(executor.num_threads_alive(), 2);
 }
 
 }  // namespace

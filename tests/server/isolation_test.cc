@@ -14,32 +14,24 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "client/remote_session.h"
 #include "client/remote_vm.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/daemon.h"
 #include "tests/server/remote_builtins.h"
+#include "tests/testing/processes.h"
 
 namespace tether::server {
 namespace {
 
 using ::testing::HasSubstr;
 namespace fs = std::filesystem;
-
-// The pids of this process's children (the daemon's workers).
-std::set<pid_t> Children() {
-  std::set<pid_t> pids;
-  for (const auto& task : fs::directory_iterator("/proc/self/task")) {
-    std::ifstream in(task.path() / "children");
-    pid_t pid;
-    while (in >> pid) pids.insert(pid);
-  }
-  return pids;
-}
 
 // The one child that `after` has and `before` had not.
 pid_t NewChild(const std::set<pid_t>& before, const std::set<pid_t>& after) {
@@ -69,6 +61,26 @@ bool Gone(pid_t pid) {
   return false;
 }
 
+// Whether a thread of `pid` is running or runnable (a worker in "spin").
+bool Spinning(pid_t pid) {
+  std::error_code error;
+  for (const auto& task : fs::directory_iterator(absl::StrCat("/proc/", pid, "/task"), error)) {
+    std::ifstream stat(task.path() / "stat");
+    std::string tid, comm, state;
+    stat >> tid >> comm >> state;  // tetherd's comm has no spaces
+    if (state == "R") return true;
+  }
+  return false;
+}
+
+// Whether `pid` is stopped by a signal (state T).
+bool Stopped(pid_t pid) {
+  std::ifstream stat(absl::StrCat("/proc/", pid, "/stat"));
+  std::string tid, comm, state;
+  stat >> tid >> comm >> state;
+  return state == "T";
+}
+
 Tensor FloatTensor(std::vector<int64_t> shape, float start) {
   auto t = Tensor::Empty(shape, DataType::Float(32), Device::Cpu());
   EXPECT_TRUE(t.ok());
@@ -79,8 +91,9 @@ Tensor FloatTensor(std::vector<int64_t> shape, float start) {
 
 class IsolationTest : public ::testing::Test {
  protected:
-  void Start(bool isolate_all, std::string program = TETHERD_PATH) {
+  void Start(bool isolate_all, std::string program = TETHERD_PATH, int executor_threads = 0) {
     DaemonOptions options;
+    options.executor_threads = executor_threads;
     options.listen = {"127.0.0.1:0"};
     options.log_events = false;
     options.isolate_sessions = isolate_all;
@@ -96,14 +109,15 @@ class IsolationTest : public ::testing::Test {
     pid_t worker = -1;
   };
   Opened Open(bool isolate, bool direct = true, client::RemoteVmOptions vm_options = {}) {
-    std::set<pid_t> before = Children();
+    std::set<pid_t> before = tether::testing::ChildPids();
     client::ConnectOptions options;
     options.isolate = isolate;
     options.direct_channel = direct;
     Opened out;
     static_cast<testing::RemoteBuiltins&>(out) =
         testing::OpenRemoteBuiltins(daemon_->target(), options, vm_options);
-    if (out.session && out.session->isolated()) out.worker = NewChild(before, Children());
+    if (out.session && out.session->isolated())
+      out.worker = NewChild(before, tether::testing::ChildPids());
     return out;
   }
 
@@ -198,6 +212,31 @@ TEST_F(IsolationTest, AWorkerThatDiesEndsOnlyItsSession) {
   EXPECT_EQ(daemon_->num_sessions(), 3u);
 }
 
+// A worker that stops answering (SIGSTOP: a debugger, a hung driver call)
+// stalls only its own session: its calls end at their deadlines, the others
+// go on, and closing the session ends the worker.
+TEST_F(IsolationTest, AStoppedWorkerStallsOnlyItsSession) {
+  Start(/*isolate_all=*/false);
+  client::RemoteVmOptions short_calls;
+  short_calls.call_timeout = absl::Milliseconds(300);
+  Opened victim = Open(/*isolate=*/true, /*direct=*/false, short_calls);
+  Opened neighbour = Open(/*isolate=*/true);
+  ASSERT_TRUE(victim.vm && neighbour.vm);
+  ASSERT_EQ(::kill(victim.worker, SIGSTOP), 0);
+  // Stopped once the signal is delivered (up to 30 s).
+  for (int i = 0; i < 30000 && !Stopped(victim.worker); ++i) ::usleep(1000);
+  ASSERT_TRUE(Stopped(victim.worker));
+  Tensor a = FloatTensor({2}, 1);
+  std::vector<Value> args = {Value(a), Value(a)};
+  auto stalled = victim.vm->Invoke("swap", args);
+  EXPECT_EQ(stalled.status().code(), absl::StatusCode::kDeadlineExceeded) << stalled.status();
+  ExpectSwapWorks(*neighbour.vm);
+  victim.vm.reset();
+  EXPECT_TRUE(victim.session->Close().ok());
+  EXPECT_TRUE(Gone(victim.worker)) << "a stopped worker outlived its session";
+  ExpectSwapWorks(*neighbour.vm);
+}
+
 TEST_F(IsolationTest, DeadlinesAndMissingModulesComeBackFromTheWorker) {
   Start(/*isolate_all=*/true);
   for (bool direct : {false, true}) {
@@ -216,6 +255,52 @@ TEST_F(IsolationTest, DeadlinesAndMissingModulesComeBackFromTheWorker) {
 
   auto missing = client::RemoteVM::Create(s.session.get(), std::string(64, 'a'));
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound) << missing.status();
+}
+
+// M3 of the security review: a daemon thread that waits for an isolated
+// session's worker is lent out, so more long isolated calls than the daemon
+// has threads leave the other sessions served.
+TEST_F(IsolationTest, LongIsolatedCallsDoNotStallOtherSessions) {
+  constexpr int kThreads = 2;
+  Start(/*isolate_all=*/false, TETHERD_PATH, kThreads);
+  // Over gRPC, so the neighbour's calls run on the daemon's threads too.
+  Opened neighbour = Open(/*isolate=*/false, /*direct=*/false);
+  ASSERT_TRUE(neighbour.vm);
+  std::vector<Opened> busy;
+  for (int i = 0; i < kThreads + 1; ++i) {
+    busy.push_back(Open(/*isolate=*/true, /*direct=*/false));
+    ASSERT_TRUE(busy.back().vm);
+    ASSERT_GT(busy.back().worker, 0);
+  }
+  // Calls that spin until their worker is killed below.
+  std::vector<std::thread> spinners;
+  for (Opened& s : busy) {
+    spinners.emplace_back([vm = s.vm.get()] {
+      Value args[] = {Value(int64_t{0})};
+      auto out = vm->Invoke("spin", args);
+      EXPECT_THAT(out.status().message(), HasSubstr("lost its worker process")) << out.status();
+    });
+  }
+  // Until the spins hold as many daemon threads as it has (each waits on a
+  // worker that spins); without lending, the third never gets one.
+  for (int i = 0; i < 30000; ++i) {
+    int running = 0;
+    for (Opened& s : busy) running += Spinning(s.worker);
+    if (running >= kThreads) break;
+    ::usleep(1000);
+  }
+  absl::Notification swapped;
+  std::thread call([&] {
+    ExpectSwapWorks(*neighbour.vm);
+    swapped.Notify();
+  });
+  // Without lending, both of the daemon's threads wait for workers that
+  // never answer, and this call never runs.
+  EXPECT_TRUE(swapped.WaitForNotificationWithTimeout(absl::Seconds(30)))
+      << "the neighbour's call waited for the isolated calls";
+  for (Opened& s : busy) ::kill(s.worker, SIGKILL);
+  for (std::thread& t : spinners) t.join();
+  call.join();
 }
 
 TEST_F(IsolationTest, ShutdownEndsEveryWorker) {

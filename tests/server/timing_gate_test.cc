@@ -33,6 +33,7 @@ namespace tether::server {
 namespace {
 
 using ::testing::HasSubstr;
+using ::tether::testing::StatusIs;
 using Mode = TimingGate::Mode;
 namespace fs = std::filesystem;
 
@@ -146,6 +147,20 @@ TEST_F(TimingGateTest, AMeasurementThatGivesUpLetsCallsThroughAgain) {
   EXPECT_EQ(stopped.status().code(), absl::StatusCode::kCancelled);
   EXPECT_EQ(polls, 3);
   // Neither left the turnstile locked: calls still get in.
+  EXPECT_TRUE(Free(*gate, Mode::kShared));
+}
+
+// A call that never ends must not freeze the daemon: a measurement waiting
+// for it holds every new call off only for `max_turnstile`, then gives up.
+TEST_F(TimingGateTest, AMeasurementHoldsTheTurnstileOnlySoLong) {
+  auto gate = OpenGate();
+  ASSERT_NE(gate, nullptr);
+  auto endless = gate->Acquire(Mode::kShared, absl::InfiniteFuture(), NeverStop);
+  ASSERT_TRUE(endless.ok());
+  auto gave_up = gate->Acquire(Mode::kExclusive, absl::InfiniteFuture(), NeverStop,
+                               /*max_turnstile=*/absl::Milliseconds(40));
+  EXPECT_THAT(gave_up.status(), StatusIs(absl::StatusCode::kResourceExhausted,
+                                         HasSubstr("a call in another session has not ended")));
   EXPECT_TRUE(Free(*gate, Mode::kShared));
 }
 

@@ -1,6 +1,7 @@
 // Test helpers registered in the global registry.
 #include "tests/testing/test_functions.h"
 
+#include <atomic>
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
@@ -31,6 +32,12 @@ void Register(absl::Status s) { ASSERT_TRUE(s.ok()) << s; }
 
 }  // namespace
 
+namespace {
+std::atomic<int64_t> subtract_one_calls{0};
+}  // namespace
+
+int64_t SubtractOneCalls() { return subtract_one_calls.load(std::memory_order_relaxed); }
+
 void RegisterTestFunctions() {
   static std::once_flag once;
   std::call_once(once, [] {
@@ -44,7 +51,10 @@ void RegisterTestFunctions() {
         Registry::RegisterTyped("test.vm.add_scalar", [](int64_t a, int64_t b) { return a + b; }));
     Register(
         Registry::RegisterTyped("test.vm.mul_scalar", [](int64_t a, int64_t b) { return a * b; }));
-    Register(Registry::RegisterTyped("test.vm.subtract_one", [](int64_t a) { return a - 1; }));
+    Register(Registry::RegisterTyped("test.vm.subtract_one", [](int64_t a) {
+      subtract_one_calls.fetch_add(1, std::memory_order_relaxed);
+      return a - 1;
+    }));
     Register(Registry::RegisterTyped("test.vm.equal_zero", [](int64_t a) { return a == 0; }));
     Register(
         Registry::RegisterTyped("test.vm.get_device_id", [](Device d) { return int64_t{d.id}; }));

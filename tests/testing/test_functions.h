@@ -14,6 +14,10 @@ namespace tether::testing {
 
 void RegisterTestFunctions();
 
+// How many times test.vm.subtract_one has run in this process: a test sees
+// from it that a loop() call is running (instead of sleeping on it).
+int64_t SubtractOneCalls();
+
 // A float32 CPU tensor with the given shape and values.
 Tensor MakeFloatTensor(std::vector<int64_t> shape, std::vector<float> values);
 // The float32 values of a CPU tensor.
