@@ -6,6 +6,7 @@
 #include "compiler/ir/arith.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <functional>
 #include <map>
@@ -19,6 +20,27 @@ namespace tether::compiler {
 namespace {
 
 bool IsIntLike(DataType t) { return (t.is_int() || t.is_uint()) && !t.is_bool(); }
+
+// Counts folds that overflowed int64 (the result wraps, with no undefined
+// behaviour). Simplify and ProveEqual discard a simplification that saw one
+// and keep the expression as written: a constant past int64 belongs to a
+// shape no tensor can have, and the checks that size tensors refuse it with
+// a message; the simplifier must not crash or invent a value first.
+thread_local int fold_overflows = 0;
+
+int64_t FoldAdd(int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_add_overflow(a, b, &r)) ++fold_overflows;
+  return r;
+}
+
+int64_t FoldMul(int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_mul_overflow(a, b, &r)) ++fold_overflows;
+  return r;
+}
+
+int64_t FoldNeg(int64_t a) { return FoldMul(a, -1); }
 
 // A structural key of an atom; variables are keyed by name and node, so the
 // order is readable (by name) and distinct variables stay distinct.
@@ -178,14 +200,14 @@ class Poly {
   DataType dtype() const { return dtype_; }
 
   void AddScaled(const Poly& o, int64_t scale) {
-    constant_ += o.constant_ * scale;
-    for (const auto& [key, m] : o.terms_) AddTerm(key, m.atoms, m.coef * scale);
+    constant_ = FoldAdd(constant_, FoldMul(o.constant_, scale));
+    for (const auto& [key, m] : o.terms_) AddTerm(key, m.atoms, FoldMul(m.coef, scale));
   }
 
   Poly Times(const Poly& o) const {
-    Poly r(dtype_, constant_ * o.constant_);
-    for (const auto& [k, m] : terms_) r.AddTerm(k, m.atoms, m.coef * o.constant_);
-    for (const auto& [k, m] : o.terms_) r.AddTerm(k, m.atoms, m.coef * constant_);
+    Poly r(dtype_, FoldMul(constant_, o.constant_));
+    for (const auto& [k, m] : terms_) r.AddTerm(k, m.atoms, FoldMul(m.coef, o.constant_));
+    for (const auto& [k, m] : o.terms_) r.AddTerm(k, m.atoms, FoldMul(m.coef, constant_));
     for (const auto& [ka, ma] : terms_) {
       for (const auto& [kb, mb] : o.terms_) {
         std::vector<std::pair<std::string, PrimExpr>> merged;
@@ -199,7 +221,7 @@ class Poly {
           key.push_back(k);
           atoms.push_back(a);
         }
-        r.AddTerm(key, atoms, ma.coef * mb.coef);
+        r.AddTerm(key, atoms, FoldMul(ma.coef, mb.coef));
       }
     }
     return r;
@@ -269,11 +291,11 @@ class Poly {
     }
     for (const auto& [k, m] : terms_) {
       if (m.coef > 0) continue;
-      sum = sum.defined() ? Sub(sum, mono_expr(m, -m.coef)) : mono_expr(m, m.coef);
+      sum = sum.defined() ? Sub(sum, mono_expr(m, FoldNeg(m.coef))) : mono_expr(m, m.coef);
     }
     if (!sum.defined()) return IntImm(dtype_, constant_);
     if (constant_ > 0) return Add(sum, IntImm(dtype_, constant_));
-    if (constant_ < 0) return Sub(sum, IntImm(dtype_, -constant_));
+    if (constant_ < 0) return Sub(sum, IntImm(dtype_, FoldNeg(constant_)));
     return sum;
   }
 
@@ -286,7 +308,7 @@ class Poly {
       terms_.emplace(key, Mono{atoms, coef});
       return;
     }
-    it->second.coef += coef;
+    it->second.coef = FoldAdd(it->second.coef, coef);
     if (it->second.coef == 0) terms_.erase(it);
   }
 
@@ -327,7 +349,8 @@ Poly ToPoly(const PrimExpr& e) {
       const auto* b = e.as<BinaryNode>();
       Poly pa = ToPoly(b->a);
       Poly pb = ToPoly(b->b);
-      if (pb.is_const() && pb.constant() != 0) {
+      // Not by -1: INT64_MIN / -1 overflows (and x / -1 is rare).
+      if (pb.is_const() && pb.constant() != 0 && pb.constant() != -1) {
         int64_t c = pb.constant();
         if (e.kind() == PrimKind::kDiv) {
           // Truncating division is exact only for exact multiples.
@@ -343,7 +366,7 @@ Poly ToPoly(const PrimExpr& e) {
             const int64_t* inner_c = nested ? nested->b.as_int() : nullptr;
             if (inner_c && *inner_c > 0 && c > 0) {
               // floordiv(floordiv(x, a), c) == floordiv(x, a * c) for positive a, c.
-              atom = FloorDiv(nested->a, IntImm(dt, *inner_c * c));
+              atom = FloorDiv(nested->a, IntImm(dt, FoldMul(*inner_c, c)));
             } else {
               atom = FloorDiv(r.ToExpr(), IntImm(dt, c));
             }
@@ -593,15 +616,24 @@ void Collect(const PrimExpr& e, absl::flat_hash_set<const PrimExprNode*>* seen,
 
 }  // namespace
 
-PrimExpr Simplify(const PrimExpr& e) { return SimplifyImpl(e); }
+PrimExpr Simplify(const PrimExpr& e) {
+  const int before = fold_overflows;
+  PrimExpr s = SimplifyImpl(e);
+  if (fold_overflows == before) return s;
+  fold_overflows = before;
+  return e;  // a fold overflowed: kept as written
+}
 
 bool ProveEqual(const PrimExpr& a, const PrimExpr& b) {
   if (!a.defined() || !b.defined()) return a.defined() == b.defined();
   if (a.same_as(b)) return true;
   if (IsIntLike(a.dtype()) && IsIntLike(b.dtype())) {
+    const int before = fold_overflows;
     Poly diff = ToPoly(a);
     diff.AddScaled(ToPoly(b), -1);
-    return diff.is_const() && diff.constant() == 0;
+    const bool overflowed = fold_overflows != before;
+    fold_overflows = before;
+    return !overflowed && diff.is_const() && diff.constant() == 0;
   }
   PrimExpr d = Simplify(Sub(a, b));
   if (const auto* f = d.as<FloatImmNode>()) return f->value == 0;
@@ -618,7 +650,9 @@ std::optional<int64_t> AsConstInt(const PrimExpr& e) {
 
 int64_t KnownFactor(const PrimExpr& e) {
   if (!e.defined()) return 1;
-  if (std::optional<int64_t> c = AsConstInt(e)) return *c < 0 ? -*c : *c;
+  if (std::optional<int64_t> c = AsConstInt(e)) {
+    return *c == INT64_MIN ? 1 : (*c < 0 ? -*c : *c);
+  }
   const BinaryNode* b = e.as<BinaryNode>();
   switch (e.kind()) {
     case PrimKind::kAdd:

@@ -2,6 +2,7 @@
 #include "compiler/ir/prim_expr.h"
 
 #include <cmath>
+#include <cstdint>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -84,24 +85,29 @@ PrimExpr MakeBinary(PrimKind kind, PrimExpr a, PrimExpr b) {
   const double* fb = AsFloat(b);
   DataType result =
       IsComparison(kind) || kind == PrimKind::kAnd || kind == PrimKind::kOr ? DataType::Bool() : dt;
-  // Both constant: fold.
+  // Both constant: fold, unless the result leaves int64 (then the node
+  // stays, as written; what sizes tensors refuses it with a message).
   if (ia && ib) {
-    int64_t x = *ia, y = *ib;
+    int64_t x = *ia, y = *ib, folded = 0;
+    const bool divides = y != 0 && !(y == -1 && x == INT64_MIN);
     switch (kind) {
       case PrimKind::kAdd:
-        return IntImm(dt, x + y);
+        if (!__builtin_add_overflow(x, y, &folded)) return IntImm(dt, folded);
+        break;
       case PrimKind::kSub:
-        return IntImm(dt, x - y);
+        if (!__builtin_sub_overflow(x, y, &folded)) return IntImm(dt, folded);
+        break;
       case PrimKind::kMul:
-        return IntImm(dt, x * y);
+        if (!__builtin_mul_overflow(x, y, &folded)) return IntImm(dt, folded);
+        break;
       case PrimKind::kDiv:
-        if (y != 0) return IntImm(dt, x / y);
+        if (divides) return IntImm(dt, x / y);
         break;
       case PrimKind::kFloorDiv:
-        if (y != 0) return IntImm(dt, FloorDivInt(x, y));
+        if (divides) return IntImm(dt, FloorDivInt(x, y));
         break;
       case PrimKind::kFloorMod:
-        if (y != 0) return IntImm(dt, FloorModInt(x, y));
+        if (divides) return IntImm(dt, FloorModInt(x, y));
         break;
       case PrimKind::kMin:
         return IntImm(dt, std::min(x, y));

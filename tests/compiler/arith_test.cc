@@ -2,6 +2,8 @@
 // free-variable collection.
 #include "compiler/ir/arith.h"
 
+#include <cstdint>
+
 #include "compiler/kernel/kernel_ir.h"
 #include "gtest/gtest.h"
 
@@ -24,6 +26,23 @@ TEST(ArithTest, CancelsTerms) {
   EXPECT_EQ(ToString(Simplify((n + 2) * (n - 2) - n * n)), "-4");
   EXPECT_EQ(ToString(Simplify(PrimExpr(0) - n)), "n * -1");
   EXPECT_EQ(ToString(Simplify(m - n + 3)), "m - n + 3");
+}
+
+// Found by text_fuzz: a shape with a dim near int64's limit made the
+// simplifier overflow (undefined behaviour). Folds that overflow are
+// discarded; the expression stays as written and nothing is invented.
+TEST(ArithTest, FoldsThatOverflowKeepTheExpressionAsWritten) {
+  Var n("n");
+  const int64_t huge = int64_t{3288888888888888888};
+  PrimExpr product = n * PrimExpr(huge) * PrimExpr(16);
+  EXPECT_TRUE(Simplify(product).same_as(product));
+  EXPECT_TRUE(Simplify(PrimExpr(huge) * PrimExpr(16)).as_int() == nullptr);
+  PrimExpr min_value = PrimExpr(INT64_MIN);
+  EXPECT_TRUE(Simplify(min_value - 1).as_int() == nullptr);
+  EXPECT_TRUE(Simplify(FloorDiv(min_value, PrimExpr(-1))).as_int() == nullptr);
+  EXPECT_FALSE(ProveEqual(product, product + 0 + n * 0 + PrimExpr(huge) * PrimExpr(8)));
+  // What does not overflow still folds, after one that did.
+  EXPECT_EQ(*Simplify(PrimExpr(int64_t{1} << 40) * PrimExpr(1024)).as_int(), int64_t{1} << 50);
 }
 
 TEST(ArithTest, DividesByConstantsWhereExact) {
