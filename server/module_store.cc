@@ -15,6 +15,7 @@
 #include <fstream>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "proto/codec/value_codec.h"
@@ -28,7 +29,8 @@ constexpr char kTempPrefix[] = ".upload-";
 absl::Status CheckHash(absl::string_view sha256) {
   if (!rpc::IsSha256Hex(sha256)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("module hash \"", sha256.substr(0, 80), "\" is not 64 lower-case hex digits"));
+        absl::StrCat("module hash \"", absl::CEscape(sha256.substr(0, 80)),
+                     sha256.size() > 80 ? "..." : "", "\" is not 64 lower-case hex digits"));
   }
   return absl::OkStatus();
 }

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <mutex>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -22,8 +23,11 @@ namespace tether::vm {
 namespace {
 
 absl::Status UnknownFunction(absl::string_view name) {
-  return WithErrorKind(absl::NotFoundError(absl::StrCat("unknown function: ", name)),
-                       ErrorKind::kValue);
+  // The name may come from a client: escaped and cut, as messages are logged.
+  return WithErrorKind(
+      absl::NotFoundError(absl::StrCat("unknown function \"", absl::CEscape(name.substr(0, 120)),
+                                       name.size() > 120 ? "..." : "", "\"")),
+      ErrorKind::kValue);
 }
 
 struct KernelLoaderTable {

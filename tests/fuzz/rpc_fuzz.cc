@@ -68,6 +68,12 @@ void Deadline(grpc::ClientContext& context) {
 // A daemon answers with a status; UNKNOWN is what gRPC reports for an
 // exception in a handler, never a refusal of ours.
 void CheckStatus(const grpc::Status& status, const char* method) {
+  // TETHER_RPC_FUZZ_LOG=1 prints every refusal, to review codes and messages.
+  static const bool log = std::getenv("TETHER_RPC_FUZZ_LOG") != nullptr;
+  if (log && !status.ok()) {
+    std::fprintf(stderr, "rpc_fuzz: %s -> %d %s\n", method, status.error_code(),
+                 status.error_message().substr(0, 200).c_str());
+  }
   if (status.error_code() == grpc::StatusCode::UNKNOWN) {
     std::fprintf(stderr, "rpc_fuzz: %s answered UNKNOWN: %s\n", method,
                  status.error_message().c_str());

@@ -314,6 +314,31 @@ TEST_F(HostileRequestTest, AnIsolatedSessionsTensorsAreRelayedNotHeldWhole) {
                                 << " MiB moving a " << (kBytes >> 20) << " MiB tensor";
 }
 
+// Names a client sends come back escaped and cut in messages, which the
+// daemon and clients log: no control bytes, no kilobytes echoed.
+TEST_F(HostileRequestTest, ClientStringsInMessagesAreEscapedAndCut) {
+  const std::string session = Open();
+  const uint64_t vm = CreateVm(session, UploadExec());
+  v1::CallRequest req;
+  req.set_session_id(session);
+  req.mutable_invoke()->set_vm_id(vm);
+  req.mutable_invoke()->set_function(std::string("\n\x1b[2Jswap") + std::string(10000, 'x'));
+  v1::CallResponse resp;
+  grpc::Status s = Call(req, &resp);
+  EXPECT_THAT(s, GrpcStatusIs(grpc::StatusCode::NOT_FOUND,
+                              HasSubstr("unknown function \"\\n\\033[2Jswapxxx")));
+  EXPECT_LT(s.error_message().size(), 300u);
+
+  grpc::ClientContext ctx;
+  v1::HasModuleRequest has;
+  has.set_sha256(std::string("\r\n") + std::string(5000, 'a'));
+  v1::HasModuleResponse found;
+  grpc::Status h = stub_->HasModule(&ctx, has, &found);
+  EXPECT_THAT(h, GrpcStatusIs(grpc::StatusCode::INVALID_ARGUMENT,
+                              HasSubstr("module hash \"\\r\\naaa")));
+  EXPECT_LT(h.error_message().size(), 300u);
+}
+
 // Each device index may get an allocator for the daemon's lifetime: indexes
 // are bounded, and the refusal names the index.
 TEST_F(HostileRequestTest, DeviceIndexesAreBoundedAndNamed) {
