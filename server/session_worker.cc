@@ -310,13 +310,19 @@ absl::Status SessionWorker::Finish(const grpc::Status& status, const grpc::Clien
   return rpc::FromGrpcCall(status, context);
 }
 
-absl::Status SessionWorker::Ping() {
-  grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
-  v1::KeepAliveRequest request;
-  request.set_session_id(session_id_);
-  v1::KeepAliveResponse response;
-  return Finish(stub_->KeepAlive(&context, request, &response), context);
+void SessionWorker::Ping(std::function<void(absl::Status)> done) {
+  struct Pending {
+    grpc::ClientContext context;
+    v1::KeepAliveRequest request;
+    v1::KeepAliveResponse response;
+  };
+  auto call = std::make_shared<Pending>();
+  call->context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+  call->request.set_session_id(session_id_);
+  stub_->async()->KeepAlive(&call->context, &call->request, &call->response,
+                            [this, call, done = std::move(done)](grpc::Status status) {
+                              done(Finish(status, call->context));
+                            });
 }
 
 void SessionWorker::Register(grpc::ClientContext* context) {
@@ -412,14 +418,22 @@ SessionWorker::TensorDownload::~TensorDownload() {
   (void)reader_->Finish();
 }
 
-absl::StatusOr<v1::OpenDirectChannelResponse> SessionWorker::OpenDirectChannel() {
-  grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
-  v1::OpenDirectChannelRequest request;
-  request.set_session_id(session_id_);
-  v1::OpenDirectChannelResponse response;
-  TETHER_RETURN_IF_ERROR(Finish(stub_->OpenDirectChannel(&context, request, &response), context));
-  return response;
+void SessionWorker::OpenDirectChannel(
+    std::function<void(absl::StatusOr<v1::OpenDirectChannelResponse>)> done) {
+  struct Pending {
+    grpc::ClientContext context;
+    v1::OpenDirectChannelRequest request;
+    v1::OpenDirectChannelResponse response;
+  };
+  auto call = std::make_shared<Pending>();
+  call->context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
+  call->request.set_session_id(session_id_);
+  stub_->async()->OpenDirectChannel(&call->context, &call->request, &call->response,
+                                    [this, call, done = std::move(done)](grpc::Status status) {
+                                      absl::Status finished = Finish(status, call->context);
+                                      if (!finished.ok()) return done(finished);
+                                      done(std::move(call->response));
+                                    });
 }
 
 }  // namespace tether::server

@@ -15,6 +15,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -90,8 +91,13 @@ class SessionWorker {
                     const std::atomic<int>* interrupt = nullptr);
   // OK when the worker answers for its session; otherwise the error naming
   // how it ended (the session's keep-alive asks, so a client whose direct
-  // connection broke learns why).
-  absl::Status Ping();
+  // connection broke learns why). Asynchronous: `done` runs on a gRPC
+  // thread when the worker answers (10 s at most), so a worker that stopped
+  // answering holds no daemon thread; the caller keeps this worker alive
+  // until then.
+  void Ping(std::function<void(absl::Status)> done);
+  // The worker's own direct-channel offer, asynchronous like Ping (30 s).
+  void OpenDirectChannel(std::function<void(absl::StatusOr<v1::OpenDirectChannelResponse>)> done);
   // Cancels the calls in flight (the client cancelled, the session closed,
   // the daemon stops).
   void CancelCalls();
@@ -151,8 +157,6 @@ class SessionWorker {
   std::unique_ptr<TensorDownload> NewDownload() {
     return std::unique_ptr<TensorDownload>(new TensorDownload(this));
   }
-  // A direct-channel ticket of the worker: the client talks to it directly.
-  absl::StatusOr<v1::OpenDirectChannelResponse> OpenDirectChannel();
 
  private:
   SessionWorker(pid_t pid, int lifeline, ScratchDir dir, std::string session_id)

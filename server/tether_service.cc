@@ -817,8 +817,20 @@ grpc::ServerUnaryReactor* TetherService::KeepAlive(grpc::CallbackServerContext* 
   if (!session.ok()) return FinishNow(context, session.status());
   (*session)->BeginCall();
   (*session)->EndCall();
-  // An isolated session is alive while its worker is.
-  if (SessionWorker* worker = (*session)->worker()) return FinishNow(context, worker->Ping());
+  // An isolated session is alive while its worker is. Asked without
+  // blocking this gRPC thread: a worker that stopped answering must not
+  // hold the daemon's reactor threads.
+  if (SessionWorker* worker = (*session)->worker()) {
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    // The session (and its worker, and the worker's channel whose callback
+    // this is) is let go on the executor, never inside that callback; posted
+    // before Finish, while the server (and so the executor) must still live.
+    worker->Ping([this, reactor, context, keep = *session](absl::Status status) mutable {
+      executor_->Post([session = std::move(keep)] {});
+      reactor->Finish(ToGrpcStatus(status, context));
+    });
+    return reactor;
+  }
   return FinishNow(context, absl::OkStatus());
 }
 
@@ -846,10 +858,15 @@ grpc::ServerUnaryReactor* TetherService::OpenDirectChannel(
   if (!session.ok()) return FinishNow(context, session.status());
   if (SessionWorker* worker = (*session)->worker()) {
     // The worker's own direct channel: the client talks to it directly.
-    absl::StatusOr<v1::OpenDirectChannelResponse> offer = worker->OpenDirectChannel();
-    if (!offer.ok()) return FinishNow(context, offer.status());
-    *response = std::move(*offer);
-    return FinishNow(context, absl::OkStatus());
+    // Asked without blocking this gRPC thread, as KeepAlive.
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    worker->OpenDirectChannel([this, reactor, context, response, keep = *session](
+                                  absl::StatusOr<v1::OpenDirectChannelResponse> offer) mutable {
+      if (offer.ok()) *response = std::move(*offer);
+      executor_->Post([session = std::move(keep)] {});  // as in KeepAlive
+      reactor->Finish(ToGrpcStatus(offer.status(), context));
+    });
+    return reactor;
   }
   absl::StatusOr<std::string> ticket = direct_->IssueTicket((*session)->id());
   if (!ticket.ok()) return FinishNow(context, ticket.status());

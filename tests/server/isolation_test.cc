@@ -21,6 +21,8 @@
 #include "absl/synchronization/notification.h"
 #include "client/remote_session.h"
 #include "client/remote_vm.h"
+#include "grpcpp/grpcpp.h"
+#include "proto/codec/value_codec.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/daemon.h"
@@ -235,6 +237,48 @@ TEST_F(IsolationTest, AStoppedWorkerStallsOnlyItsSession) {
   EXPECT_TRUE(victim.session->Close().ok());
   EXPECT_TRUE(Gone(victim.worker)) << "a stopped worker outlived its session";
   ExpectSwapWorks(*neighbour.vm);
+}
+
+// KeepAlive and OpenDirectChannel of an isolated session ask its worker
+// without holding a daemon thread: many of them against a worker that
+// stopped answering leave the daemon answering everyone else at once.
+TEST_F(IsolationTest, AStoppedWorkersKeepAlivesHoldNoDaemonThread) {
+  Start(/*isolate_all=*/false);
+  Opened victim = Open(/*isolate=*/true, /*direct=*/false);
+  ASSERT_TRUE(victim.vm);
+  ASSERT_EQ(::kill(victim.worker, SIGSTOP), 0);
+  for (int i = 0; i < 30000 && !Stopped(victim.worker); ++i) ::usleep(1000);
+  ASSERT_TRUE(Stopped(victim.worker));
+  auto stub = v1::Tether::NewStub(
+      grpc::CreateChannel(daemon_->target(), grpc::InsecureChannelCredentials()));
+  constexpr int kPings = 64;
+  struct Ping {
+    grpc::ClientContext context;
+    v1::KeepAliveRequest request;
+    v1::KeepAliveResponse response;
+  };
+  std::vector<std::unique_ptr<Ping>> pings;
+  std::atomic<int> answered{0};
+  for (int i = 0; i < kPings; ++i) {
+    auto ping = std::make_unique<Ping>();
+    ping->request.set_session_id(victim.session->session_id());
+    stub->async()->KeepAlive(&ping->context, &ping->request, &ping->response,
+                             [&answered](grpc::Status) { answered.fetch_add(1); });
+    pings.push_back(std::move(ping));
+  }
+  // Every KeepAlive waits on the stopped worker; a handshake is answered
+  // before any of them (they wait 10 s for it).
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(8)));
+  v1::HandshakeRequest hello;
+  hello.mutable_client_protocol()->set_major(rpc::kProtocolMajor);
+  v1::HandshakeResponse info;
+  grpc::Status s = stub->Handshake(&ctx, hello, &info);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(answered.load(), 0);
+  ::kill(victim.worker, SIGKILL);
+  for (int i = 0; i < 30000 && answered.load() < kPings; ++i) ::usleep(1000);
+  EXPECT_EQ(answered.load(), kPings);
 }
 
 TEST_F(IsolationTest, DeadlinesAndMissingModulesComeBackFromTheWorker) {
