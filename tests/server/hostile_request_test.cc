@@ -334,8 +334,8 @@ TEST_F(HostileRequestTest, ClientStringsInMessagesAreEscapedAndCut) {
   has.set_sha256(std::string("\r\n") + std::string(5000, 'a'));
   v1::HasModuleResponse found;
   grpc::Status h = stub_->HasModule(&ctx, has, &found);
-  EXPECT_THAT(h, GrpcStatusIs(grpc::StatusCode::INVALID_ARGUMENT,
-                              HasSubstr("module hash \"\\r\\naaa")));
+  EXPECT_THAT(
+      h, GrpcStatusIs(grpc::StatusCode::INVALID_ARGUMENT, HasSubstr("module hash \"\\r\\naaa")));
   EXPECT_LT(h.error_message().size(), 300u);
 }
 
