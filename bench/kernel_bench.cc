@@ -21,10 +21,10 @@
 #include "absl/strings/str_cat.h"
 #include "bench/figures.h"
 #include "benchmark/benchmark.h"
-#include "compiler/codegen/jit.h"
-#include "compiler/ir/expr.h"
-#include "compiler/kernel/lower.h"
+#include "compiler/backend/llvm/jit.h"
+#include "compiler/lower/lower.h"
 #include "compiler/op/op.h"
+#include "compiler/relax/expr.h"
 #include "runtime/core/tensor.h"
 #include "runtime/threading/thread_pool.h"
 

@@ -8,13 +8,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "compiler/codegen/llvm_codegen.h"
-#include "compiler/codegen/target.h"
-#include "compiler/ir/bind.h"
-#include "compiler/kernel/device_split.h"
+#include "compiler/backend/cuda/device_split.h"
+#include "compiler/backend/llvm/llvm_codegen.h"
+#include "compiler/backend/llvm/target.h"
+#include "compiler/backend/vm/vm_codegen.h"
+#include "compiler/relax/bind.h"
 #include "compiler/text/printer.h"
 #include "compiler/transform/pipeline.h"
-#include "compiler/transform/vm_codegen.h"
 #include "runtime/core/error.h"
 
 namespace tether::compiler {

@@ -1,8 +1,8 @@
 // Build(): the compiler's front door, as tvm.relax.build. A parsed (or
 // imported) IRModule goes through parameter binding, a named pipeline of
 // passes (compiler/transform/pipeline.h), kernel code generation for the
-// target (compiler/codegen/), and VM code generation
-// (compiler/transform/vm_codegen.h), and comes out as an Executable the local
+// target (compiler/backend/llvm/), and VM code generation
+// (compiler/backend/vm/vm_codegen.h), and comes out as an Executable the local
 // VM or any tetherd can run. The emit helpers return the intermediate forms
 // for `tether compile --emit`.
 //
@@ -15,7 +15,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "compiler/ir/module.h"
+#include "compiler/relax/module.h"
 #include "runtime/core/tensor.h"
 #include "runtime/vm/executable.h"
 
@@ -26,7 +26,7 @@ inline constexpr char kCompilerVersion[] = "tether-compiler 0.1.0";
 
 struct BuildOptions {
   // "llvm" (the host), "llvm -mtriple=... -mcpu=... -mattr=..." or
-  // "cuda -arch=sm_90[,sm_80...]" (compiler/codegen/target.h). With cuda every
+  // "cuda -arch=sm_90[,sm_80...]" (compiler/backend/llvm/target.h). With cuda every
   // kernel runs on the GPU: the executable's kernel library is PTX (format
   // "ptx") and its VM must be created on a cuda device.
   std::string target = "llvm";
@@ -49,7 +49,7 @@ struct BuildOptions {
   int num_threads = 0;
   // With a cuda target and a value N > 0: lower every kernel for the GPU
   // (operators' GPU schedules, then the device split of
-  // compiler/kernel/device_split.h) but compile the launches for this host,
+  // compiler/backend/cuda/device_split.h) but compile the launches for this host,
   // each run as N simulated threads one after another (SimulateOnCpu). The
   // executable runs on a CPU VM and computes what the GPU build computes, so
   // the GPU lowering can be checked on machines without a GPU (the

@@ -16,7 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "compiler/ir/module.h"
+#include "compiler/relax/module.h"
 #include "runtime/core/data_type.h"
 
 namespace tether::cli {

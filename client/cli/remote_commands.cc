@@ -26,7 +26,7 @@
 #include "client/npy.h"
 #include "client/remote_session.h"
 #include "client/remote_vm.h"
-#include "compiler/codegen/target.h"
+#include "compiler/backend/llvm/target.h"
 #include "proto/codec/auth_token.h"
 #include "runtime/module/module.h"
 #include "runtime/vm/executable.h"

@@ -5,9 +5,9 @@
 #include <string>
 #include <vector>
 
-#include "compiler/ir/arith.h"
-#include "compiler/kernel/lower.h"
+#include "compiler/lower/lower.h"
 #include "compiler/op/nn_common.h"
+#include "compiler/tir/arith.h"
 
 namespace tether::compiler {
 namespace {

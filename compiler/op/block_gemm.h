@@ -1,5 +1,5 @@
 // A GPU block schedule for products C[b][m][n] = sum_k A[b][m][k] * B[b][k][n]
-// (compiler/kernel/kernel_ir.h, "Block schedules"), shared by matmul and by
+// (compiler/tir/kernel_ir.h, "Block schedules"), shared by matmul and by
 // conv2d as an implicit GEMM. Each block of 256 threads, a 16 x 16 grid,
 // computes a (16 TM) x (16 TN) tile of C: k advances 8 at a time, the A and B
 // slices staged in two stages of shared memory (zero outside the product),
@@ -27,7 +27,7 @@
 
 #include <functional>
 
-#include "compiler/kernel/kernel_ir.h"
+#include "compiler/tir/kernel_ir.h"
 
 namespace tether::compiler {
 

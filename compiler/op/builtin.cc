@@ -5,8 +5,8 @@
 // lowers to a kernel: the VM code generator handles them, so each has
 // pattern kOpaque and only a struct info inference.
 #include "absl/strings/str_cat.h"
-#include "compiler/ir/struct_info_util.h"
 #include "compiler/op/op.h"
+#include "compiler/relax/struct_info_util.h"
 
 namespace tether::compiler {
 namespace {

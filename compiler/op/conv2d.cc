@@ -32,7 +32,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "compiler/kernel/lower.h"
+#include "compiler/lower/lower.h"
 #include "compiler/op/block_gemm.h"
 #include "compiler/op/nn_common.h"
 #include "compiler/op/op.h"

@@ -19,7 +19,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "compiler/kernel/lower.h"
+#include "compiler/lower/lower.h"
 #include "compiler/op/block_gemm.h"
 #include "compiler/op/nn_common.h"
 #include "compiler/op/op.h"

@@ -8,9 +8,9 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
-#include "compiler/ir/arith.h"
-#include "compiler/kernel/lower.h"
+#include "compiler/lower/lower.h"
 #include "compiler/op/op_common.h"
+#include "compiler/tir/arith.h"
 
 namespace tether::compiler {
 namespace {

@@ -9,10 +9,10 @@
 // (edge) or mirrored without repeating the edge (reflect, numpy's "reflect").
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "compiler/ir/arith.h"
 #include "compiler/op/nn_common.h"
 #include "compiler/op/op.h"
 #include "compiler/op/op_common.h"
+#include "compiler/tir/arith.h"
 
 namespace tether::compiler {
 namespace {

@@ -22,8 +22,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "compiler/ir/expr.h"
-#include "compiler/kernel/kernel_ir.h"
+#include "compiler/relax/expr.h"
+#include "compiler/tir/kernel_ir.h"
 
 namespace tether::compiler {
 
@@ -64,7 +64,7 @@ struct LowerContext {
   StructInfo out_sinfo;
   // Threads the kernel will run on (tile choices may use it); 0 = unknown.
   int num_threads = 0;
-  // The kernel will run on a GPU (compiler/kernel/device_split.h): the
+  // The kernel will run on a GPU (compiler/backend/cuda/device_split.h): the
   // statement must have no kGlobal allocation and no assertion, and should
   // do its work in one top-level kParallel loop over output elements (or
   // rows), reductions serial inside it with kLocal accumulators.

@@ -4,7 +4,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "compiler/ir/arith.h"
+#include "compiler/tir/arith.h"
 
 namespace tether::compiler {
 

@@ -14,8 +14,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "compiler/ir/expr.h"
 #include "compiler/op/op.h"
+#include "compiler/relax/expr.h"
 
 namespace tether::compiler {
 

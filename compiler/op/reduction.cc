@@ -18,7 +18,7 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
-#include "compiler/kernel/lower.h"
+#include "compiler/lower/lower.h"
 #include "compiler/op/nn_common.h"
 #include "compiler/op/op_common.h"
 

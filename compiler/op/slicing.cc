@@ -12,9 +12,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "compiler/ir/arith.h"
-#include "compiler/kernel/lower.h"
+#include "compiler/lower/lower.h"
 #include "compiler/op/op_common.h"
+#include "compiler/tir/arith.h"
 
 namespace tether::compiler {
 namespace {

@@ -6,8 +6,8 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
-#include "compiler/ir/block_builder.h"
-#include "compiler/ir/struct_info_util.h"
+#include "compiler/relax/block_builder.h"
+#include "compiler/relax/struct_info_util.h"
 #include "compiler/text/parser_internal.h"
 
 namespace tether::compiler {

@@ -14,7 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "compiler/ir/module.h"
+#include "compiler/relax/module.h"
 
 namespace tether::compiler {
 

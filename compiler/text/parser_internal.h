@@ -17,7 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "compiler/ir/module.h"
+#include "compiler/relax/module.h"
 #include "compiler/text/lexer.h"
 
 namespace tether::compiler::text {

@@ -10,7 +10,7 @@
 
 #include <string>
 
-#include "compiler/ir/module.h"
+#include "compiler/relax/module.h"
 
 namespace tether::compiler {
 

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "compiler/codegen/jit.h"
-#include "compiler/kernel/lower.h"
+#include "compiler/backend/llvm/jit.h"
+#include "compiler/lower/lower.h"
 #include "compiler/op/op.h"
 #include "compiler/transform/relax_rewrite.h"
 #include "runtime/core/error.h"

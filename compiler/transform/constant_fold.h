@@ -1,7 +1,7 @@
 // ConstantFolding (TVM's relax.transform.FoldConstant): operator calls whose
 // tensor arguments are all constants are evaluated at compile time — the
-// call is lowered to a kernel (compiler/kernel/lower.h), compiled for the
-// host and run in this process (compiler/codegen/jit.h) — and the binding
+// call is lowered to a kernel (compiler/lower/lower.h), compiled for the
+// host and run in this process (compiler/backend/llvm/jit.h) — and the binding
 // becomes an R.const. Also folds R.shape_of of a tensor with a static shape
 // into R.shape([...]) and TupleGetItem of a literal tuple whose field is a
 // literal (constant, shape, prim value). Folding cascades: a binding folded
@@ -20,7 +20,7 @@
 #include <cstdint>
 
 #include "absl/status/statusor.h"
-#include "compiler/ir/module.h"
+#include "compiler/relax/module.h"
 
 namespace tether::compiler {
 

@@ -9,7 +9,7 @@
 #define TETHER_COMPILER_TRANSFORM_DEAD_CODE_H_
 
 #include "absl/status/statusor.h"
-#include "compiler/ir/module.h"
+#include "compiler/relax/module.h"
 
 namespace tether::compiler {
 

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "compiler/kernel/lower.h"
+#include "compiler/lower/lower.h"
 #include "compiler/op/op.h"
 #include "compiler/transform/relax_rewrite.h"
 #include "runtime/core/error.h"

@@ -1,7 +1,7 @@
 // LegalizeOps (TVM's relax.transform.LegalizeOps): every call to a
 // registered operator that lowers to a kernel becomes
 // `R.call_tir(cls.<kernel>, (tensor args...), out_sinfo=<the call's struct
-// info>)`, and the kernel (compiler/kernel/lower.h LowerCallToKernel) joins
+// info>)`, and the kernel (compiler/lower/lower.h LowerCallToKernel) joins
 // module.kernels under a readable unique name ("add", "add_1", "matmul").
 // Calls that lower to identical kernels (same operator, attributes and
 // argument struct infos) share one kernel.
@@ -20,7 +20,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "compiler/ir/module.h"
+#include "compiler/relax/module.h"
 
 namespace tether::compiler {
 

@@ -2,7 +2,7 @@
 // StaticPlanBlockMemory + CallTIRRewrite in one pass): every
 // `R.call_tir(kernel, (args...), out_sinfo)` becomes explicit allocations and
 // a destination-passing call `kernel(args..., outputs...)`, the form the VM
-// code generator (compiler/transform/vm_codegen.h) consumes.
+// code generator (compiler/backend/vm/vm_codegen.h) consumes.
 //
 // Outputs with a static shape that do not escape the function share
 // storages: a storage whose tensor's last use (aliases included) has passed
@@ -20,7 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "compiler/ir/module.h"
+#include "compiler/relax/module.h"
 
 namespace tether::compiler {
 

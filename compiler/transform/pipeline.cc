@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "compiler/ir/block_builder.h"
+#include "compiler/relax/block_builder.h"
 #include "compiler/transform/constant_fold.h"
 #include "compiler/transform/dead_code.h"
 #include "compiler/transform/fuse.h"

@@ -21,7 +21,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "compiler/ir/module.h"
+#include "compiler/relax/module.h"
 
 namespace tether::compiler {
 
@@ -32,7 +32,7 @@ struct PipelineOptions {
   bool fuse = true;
   bool fold_constants = true;
   // The kernels will run on a GPU (a "cuda" target): FuseOps and LegalizeOps
-  // lower operators to bodies compiler/kernel/device_split.h accepts (no
+  // lower operators to bodies compiler/backend/cuda/device_split.h accepts (no
   // workspace allocations, one parallel loop over output elements).
   bool gpu = false;
   // With gpu: the lowest architecture the kernels must run on (80 = sm_80;

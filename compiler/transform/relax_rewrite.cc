@@ -5,7 +5,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
-#include "compiler/ir/arith.h"
+#include "compiler/tir/arith.h"
 
 namespace tether::compiler {
 namespace {

@@ -16,8 +16,8 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/string_view.h"
-#include "compiler/ir/expr.h"
-#include "compiler/ir/module.h"
+#include "compiler/relax/expr.h"
+#include "compiler/relax/module.h"
 
 namespace tether::compiler {
 

@@ -20,7 +20,7 @@
 #include "absl/strings/str_format.h"
 #include "runtime/core/error.h"
 #include "runtime/core/tensor.h"
-#include "runtime/vm/crc32c.h"
+#include "runtime/kernel/crc32c.h"
 #include "runtime/vm/executable.h"
 
 namespace tether::vm {

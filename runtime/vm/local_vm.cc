@@ -12,11 +12,11 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "runtime/core/registry.h"
+#include "runtime/cuda/cuda_kernel_library.h"
 #include "runtime/device/device_api.h"
+#include "runtime/kernel/kernel_library.h"
 #include "runtime/threading/thread_pool.h"
 #include "runtime/vm/closure.h"
-#include "runtime/vm/cuda_kernel_library.h"
-#include "runtime/vm/kernel_library.h"
 #include "runtime/vm/profile_recorder.h"
 
 namespace tether::vm {

@@ -1,5 +1,5 @@
 // The shape programs that vm.builtin.compute_shape_heap runs: the compiler
-// (compiler/transform/vm_codegen.cc) turns symbolic shape arithmetic such as
+// (compiler/backend/vm/vm_codegen.cc) turns symbolic shape arithmetic such as
 // n * 4 + 1 into one, and the VM evaluates it on the shape heap at run time.
 // A program is a Shape of int64 words, each opcode followed by its operand
 // where it has one, run on a stack of int64 with the semantics of the

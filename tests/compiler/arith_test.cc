@@ -1,10 +1,10 @@
 // The simplifier's canonical forms, equality proofs, substitution and
 // free-variable collection.
-#include "compiler/ir/arith.h"
+#include "compiler/tir/arith.h"
 
 #include <cstdint>
 
-#include "compiler/kernel/kernel_ir.h"
+#include "compiler/tir/kernel_ir.h"
 #include "gtest/gtest.h"
 
 namespace tether::compiler {

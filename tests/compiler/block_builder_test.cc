@@ -1,11 +1,11 @@
 // BlockBuilder normalization: ANF, struct info inference, match_cast,
 // positioned errors, and the module well-formedness check; builtin ops.
-#include "compiler/ir/block_builder.h"
+#include "compiler/relax/block_builder.h"
 
-#include "compiler/ir/arith.h"
-#include "compiler/ir/struct_info_util.h"
-#include "compiler/ir/visitor.h"
 #include "compiler/op/op.h"
+#include "compiler/relax/struct_info_util.h"
+#include "compiler/relax/visitor.h"
+#include "compiler/tir/arith.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

@@ -5,14 +5,14 @@
 #include <cstring>
 #include <vector>
 
-#include "compiler/codegen/jit.h"
-#include "compiler/codegen/llvm_codegen.h"
-#include "compiler/codegen/target.h"
-#include "compiler/kernel/kernel_ir.h"
+#include "compiler/backend/llvm/jit.h"
+#include "compiler/backend/llvm/llvm_codegen.h"
+#include "compiler/backend/llvm/target.h"
+#include "compiler/tir/kernel_ir.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "runtime/kernel/kernel_library.h"
 #include "runtime/vm/exec_builder.h"
-#include "runtime/vm/kernel_library.h"
 #include "runtime/vm/local_vm.h"
 
 namespace tether::compiler {
@@ -131,7 +131,7 @@ TEST(CodegenTest, ParallelVectorizedLoopNestOver2D) {
 }
 
 // A short constant-extent kVectorized loop is emitted as vector code
-// (compiler/codegen/vectorize.h): contiguous, uniform and gathered loads, a
+// (compiler/backend/llvm/vectorize.h): contiguous, uniform and gathered loads, a
 // lane-varying let, and a contiguous store, here under an unrolled loop.
 TEST(CodegenTest, ShortConstantLoopsBecomeVectorCode) {
   Var m("m");

@@ -1,10 +1,10 @@
 // DataflowBlockRewrite: adding bindings, replacing uses across the function,
 // removing unused bindings, and the errors of each edit.
-#include "compiler/ir/dataflow_rewrite.h"
+#include "compiler/relax/dataflow_rewrite.h"
 
-#include "compiler/ir/block_builder.h"
-#include "compiler/ir/structural_equal.h"
 #include "compiler/op/op.h"
+#include "compiler/relax/block_builder.h"
+#include "compiler/relax/structural_equal.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

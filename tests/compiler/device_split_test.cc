@@ -1,17 +1,17 @@
-// Tests of the device lowering (compiler/kernel/device_split.h). The launch
+// Tests of the device lowering (compiler/backend/cuda/device_split.h). The launch
 // kernels are ordinary kernel IR, so they are compiled for the CPU and run
 // thread by thread — tid 0..nthreads-1 of a simulated grid, in order — and
 // must give exactly what the source kernel gives. This checks the split, the
 // loop fusion and the grid-stride loop without a GPU; the NVPTX emission of
 // the same launches is checked in cuda_codegen_test.cc.
-#include "compiler/kernel/device_split.h"
+#include "compiler/backend/cuda/device_split.h"
 
 #include <algorithm>
 #include <string>
 #include <vector>
 
-#include "compiler/codegen/jit.h"
-#include "compiler/ir/arith.h"
+#include "compiler/backend/llvm/jit.h"
+#include "compiler/tir/arith.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "op_test_util.h"

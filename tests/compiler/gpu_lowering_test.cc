@@ -1,7 +1,7 @@
 // GPU-mode lowering (LowerContext::gpu, LowerCallToKernel's `gpu`,
 // PipelineOptions::gpu): every operator with a schedule, per-element
 // operators and fused groups lower to bodies that device lowering
-// (compiler/kernel/device_split.h) accepts and that spread over GPU threads:
+// (compiler/backend/cuda/device_split.h) accepts and that spread over GPU threads:
 // after the leading lets, exactly one kParallel loop (or one kBlock loop:
 // a block schedule), no kGlobal allocation, no assertion, no vectorized
 // loop and no nested parallel loop, so SplitForDevice makes it one launch.
@@ -21,15 +21,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "compiler/backend/cuda/device_split.h"
+#include "compiler/backend/llvm/llvm_codegen.h"
+#include "compiler/backend/llvm/target.h"
+#include "compiler/backend/vm/vm_codegen.h"
 #include "compiler/build.h"
-#include "compiler/codegen/llvm_codegen.h"
-#include "compiler/codegen/target.h"
-#include "compiler/kernel/device_split.h"
-#include "compiler/kernel/lower.h"
+#include "compiler/lower/lower.h"
 #include "compiler/op/op.h"
 #include "compiler/text/parser.h"
 #include "compiler/transform/pipeline.h"
-#include "compiler/transform/vm_codegen.h"
 #include "gtest/gtest.h"
 #include "runtime/vm/local_vm.h"
 #include "tests/compiler/op_test_util.h"

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <map>
 
-#include "compiler/ir/arith.h"
+#include "compiler/tir/arith.h"
 #include "tests/compiler/op_test_util.h"
 
 namespace tether::compiler::optest {

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "compiler/ir/structural_equal.h"
+#include "compiler/relax/structural_equal.h"
 #include "compiler/text/parser.h"
 #include "compiler/text/printer.h"
 #include "tests/compiler/op_test_util.h"

@@ -1,6 +1,6 @@
 // The manipulation and creation operators: inferred shapes (including -1
 // and symbolic dims), errors, and kernels against C++ references.
-#include "compiler/ir/arith.h"
+#include "compiler/tir/arith.h"
 #include "tests/compiler/op_test_util.h"
 
 namespace tether::compiler::optest {

@@ -4,7 +4,7 @@
 // and broadcast operands, 1-D operands and a fused epilogue.
 #include <cmath>
 
-#include "compiler/kernel/lower.h"
+#include "compiler/lower/lower.h"
 #include "gtest/gtest.h"
 #include "tests/compiler/op_test_util.h"
 

@@ -10,7 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "compiler/kernel/lower.h"
+#include "compiler/lower/lower.h"
 #include "gtest/gtest.h"
 #include "tests/compiler/op_test_util.h"
 

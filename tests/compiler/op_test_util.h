@@ -2,7 +2,7 @@
 // (tensor operands as Vars carrying their struct info, struct info of the
 // call inferred by the operator), lower it to a kernel with
 // LowerCallToKernel, compile and load it with the JIT
-// (compiler/codegen/jit.h), run it on CPU tensors and compare with a plain
+// (compiler/backend/llvm/jit.h), run it on CPU tensors and compare with a plain
 // C++ reference computed in the test.
 //
 // Host data is held as std::vector<double> in row-major order whatever the
@@ -22,10 +22,10 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "compiler/codegen/jit.h"
-#include "compiler/ir/expr.h"
-#include "compiler/kernel/lower.h"
+#include "compiler/backend/llvm/jit.h"
+#include "compiler/lower/lower.h"
 #include "compiler/op/op.h"
+#include "compiler/relax/expr.h"
 #include "gtest/gtest.h"
 #include "runtime/core/error.h"
 #include "runtime/core/tensor.h"

@@ -1,5 +1,5 @@
 // PrimExpr construction folds constants and prints readably.
-#include "compiler/ir/prim_expr.h"
+#include "compiler/tir/prim_expr.h"
 
 #include "gtest/gtest.h"
 

@@ -1,10 +1,10 @@
 // Structural equality and hashing; BindParams and BindSymbolicVars.
-#include "compiler/ir/structural_equal.h"
+#include "compiler/relax/structural_equal.h"
 
-#include "compiler/ir/arith.h"
-#include "compiler/ir/bind.h"
-#include "compiler/ir/block_builder.h"
-#include "compiler/ir/struct_info_util.h"
+#include "compiler/relax/bind.h"
+#include "compiler/relax/block_builder.h"
+#include "compiler/relax/struct_info_util.h"
+#include "compiler/tir/arith.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

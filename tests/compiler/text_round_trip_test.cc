@@ -6,7 +6,7 @@
 #include <sstream>
 
 #include "absl/status/status.h"
-#include "compiler/ir/structural_equal.h"
+#include "compiler/relax/structural_equal.h"
 #include "compiler/text/lexer.h"
 #include "compiler/text/parser.h"
 #include "compiler/text/printer.h"

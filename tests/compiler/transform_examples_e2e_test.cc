@@ -5,8 +5,8 @@
 #include <filesystem>
 
 #include "compiler/build.h"
-#include "compiler/ir/arith.h"
 #include "compiler/text/parser.h"
+#include "compiler/tir/arith.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/vm/local_vm.h"

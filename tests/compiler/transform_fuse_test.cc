@@ -3,7 +3,7 @@
 // operators compute (compiled and run through the host JIT).
 #include <cmath>
 
-#include "compiler/codegen/jit.h"
+#include "compiler/backend/llvm/jit.h"
 #include "compiler/transform/fuse.h"
 #include "compiler/transform/legalize.h"
 #include "gmock/gmock.h"

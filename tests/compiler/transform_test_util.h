@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "compiler/ir/block_builder.h"
-#include "compiler/ir/expr.h"
-#include "compiler/ir/module.h"
+#include "compiler/relax/block_builder.h"
+#include "compiler/relax/expr.h"
+#include "compiler/relax/module.h"
 #include "compiler/transform/relax_rewrite.h"
 
 namespace tether::compiler::testing {

@@ -1,7 +1,7 @@
 // VMCodegen on hand-built lowered IR: destination-passing calls to functions
 // registered in the runtime stand in for compiled kernels, so these tests need
 // neither the passes nor LLVM. Each executable is run on the local VM.
-#include "compiler/transform/vm_codegen.h"
+#include "compiler/backend/vm/vm_codegen.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

@@ -3,7 +3,7 @@
 // library's Functions and through a VM, checked against host math; image
 // selection, JIT errors and a faulting kernel. Each test skips when no CUDA
 // device is present (no driver, or zero devices).
-#include "runtime/vm/cuda_kernel_library.h"
+#include "runtime/cuda/cuda_kernel_library.h"
 
 #include <cstdint>
 #include <cstdio>

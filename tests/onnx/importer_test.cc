@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "compiler/ir/struct_info.h"
+#include "compiler/relax/struct_info.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/onnx/onnx_test_util.h"

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "runtime/kernel/crc32c.h"
 #include "runtime/module/module.h"
-#include "runtime/vm/crc32c.h"
 #include "runtime/vm/exec_builder.h"
 #include "tests/vm/executable_test_util.h"
 

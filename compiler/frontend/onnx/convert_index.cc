@@ -12,7 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "compiler/frontend/onnx/convert_shape_util.h"
 #include "compiler/frontend/onnx/converter.h"
-#include "compiler/ir/arith.h"
+#include "compiler/tir/arith.h"
 
 namespace tether::compiler::onnx_frontend {
 namespace {

@@ -22,7 +22,7 @@
 #include "compiler/frontend/onnx/convert_nn_util.h"
 #include "compiler/frontend/onnx/converter.h"
 #include "compiler/frontend/onnx/known_ints.h"
-#include "compiler/ir/arith.h"
+#include "compiler/tir/arith.h"
 #include "runtime/core/error.h"
 
 namespace tether::compiler::onnx_frontend {

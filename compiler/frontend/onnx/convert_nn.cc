@@ -18,7 +18,7 @@
 #include "absl/strings/str_join.h"
 #include "compiler/frontend/onnx/convert_nn_util.h"
 #include "compiler/frontend/onnx/converter.h"
-#include "compiler/ir/arith.h"
+#include "compiler/tir/arith.h"
 #include "onnx/onnx_pb.h"
 #include "runtime/core/error.h"
 

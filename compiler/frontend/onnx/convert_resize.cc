@@ -24,7 +24,7 @@
 #include "compiler/frontend/onnx/convert_nn_util.h"
 #include "compiler/frontend/onnx/converter.h"
 #include "compiler/frontend/onnx/known_ints.h"
-#include "compiler/ir/arith.h"
+#include "compiler/tir/arith.h"
 #include "onnx/onnx_pb.h"
 #include "runtime/core/error.h"
 

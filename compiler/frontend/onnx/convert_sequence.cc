@@ -25,7 +25,7 @@
 #include "compiler/frontend/onnx/converter.h"
 #include "compiler/frontend/onnx/known_ints.h"
 #include "compiler/frontend/onnx/tensor_proto.h"
-#include "compiler/ir/arith.h"
+#include "compiler/tir/arith.h"
 #include "onnx/onnx_pb.h"
 
 namespace tether::compiler::onnx_frontend {

@@ -18,7 +18,7 @@
 #include "absl/strings/str_join.h"
 #include "compiler/frontend/onnx/convert_shape_util.h"
 #include "compiler/frontend/onnx/converter.h"
-#include "compiler/ir/arith.h"
+#include "compiler/tir/arith.h"
 #include "onnx/onnx_pb.h"
 
 namespace tether::compiler::onnx_frontend {

@@ -29,9 +29,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "compiler/ir/expr.h"
-#include "compiler/ir/prim_expr.h"
-#include "compiler/ir/struct_info.h"
+#include "compiler/relax/expr.h"
+#include "compiler/relax/struct_info.h"
+#include "compiler/tir/prim_expr.h"
 #include "runtime/core/tensor.h"
 
 namespace onnx {

@@ -29,8 +29,8 @@
 #include "compiler/frontend/onnx/converter.h"
 #include "compiler/frontend/onnx/known_ints.h"
 #include "compiler/frontend/onnx/tensor_proto.h"
-#include "compiler/ir/block_builder.h"
 #include "compiler/op/op.h"
+#include "compiler/relax/block_builder.h"
 #include "onnx/onnx_pb.h"
 
 namespace tether::compiler::onnx_frontend {

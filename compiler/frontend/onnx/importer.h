@@ -37,7 +37,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "compiler/ir/module.h"
+#include "compiler/relax/module.h"
 #include "runtime/core/tensor.h"
 
 namespace tether::compiler::onnx_frontend {

@@ -13,7 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "compiler/frontend/onnx/converter.h"
-#include "compiler/ir/expr.h"
+#include "compiler/relax/expr.h"
 #include "runtime/core/tensor.h"
 
 namespace tether::compiler::onnx_frontend {

@@ -1,0 +1,505 @@
+// The LLVM half of code generation: target machines, the O3 pipeline, object
+// and assembly emission, the in-process lld link and static archives. The
+// one place llvm::Error becomes absl::Status is LLVMErrorToStatus below.
+#include "compiler/backend/llvm/llvm_codegen.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "compiler/backend/cuda/device_split.h"
+#include "compiler/backend/llvm/kernel_emitter.h"
+#include "compiler/backend/llvm/work_estimate.h"
+#include "compiler/tir/arith.h"
+#include "lld/Common/Driver.h"
+#include "llvm/IR/DiagnosticHandler.h"
+#include "llvm/IR/DiagnosticInfo.h"
+#include "llvm/IR/LLVMContext.h"
+#include "llvm/IR/LegacyPassManager.h"
+#include "llvm/IR/Verifier.h"
+#include "llvm/MC/TargetRegistry.h"
+#include "llvm/Object/ArchiveWriter.h"
+#include "llvm/Passes/PassBuilder.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Support/raw_ostream.h"
+#include "llvm/Target/TargetMachine.h"
+#include "llvm/Target/TargetOptions.h"
+#include "llvm/TargetParser/Host.h"
+#include "runtime/core/error.h"
+#include "runtime/cuda/cuda_kernel_library.h"
+
+LLD_HAS_DRIVER(elf)
+
+namespace tether::compiler {
+namespace {
+
+absl::Status LLVMErrorToStatus(llvm::Error error, absl::string_view what) {
+  std::string message;
+  llvm::handleAllErrors(std::move(error), [&](const llvm::ErrorInfoBase& info) {
+    if (!message.empty()) message += "; ";
+    message += info.message();
+  });
+  return absl::InternalError(absl::StrCat(what, ": ", message));
+}
+
+void InitializeLLVM() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    llvm::InitializeAllTargetInfos();
+    llvm::InitializeAllTargets();
+    llvm::InitializeAllTargetMCs();
+    llvm::InitializeAllAsmPrinters();
+    llvm::InitializeAllAsmParsers();
+  });
+}
+
+llvm::CodeGenOptLevel CodeGenLevel(int opt_level) {
+  return opt_level <= 0   ? llvm::CodeGenOptLevel::None
+         : opt_level == 1 ? llvm::CodeGenOptLevel::Less
+         : opt_level == 2 ? llvm::CodeGenOptLevel::Default
+                          : llvm::CodeGenOptLevel::Aggressive;
+}
+
+// The NVPTX target machine for sm_<sm>; LLVM picks the lowest PTX ISA
+// version that architecture needs.
+absl::StatusOr<std::unique_ptr<llvm::TargetMachine>> CreateCudaTargetMachine(int sm,
+                                                                             int opt_level) {
+  InitializeLLVM();
+  constexpr char kTriple[] = "nvptx64-nvidia-cuda";
+  std::string error;
+  const llvm::Target* llvm_target = llvm::TargetRegistry::lookupTarget(kTriple, error);
+  if (llvm_target == nullptr) {
+    return absl::UnavailableError(absl::StrCat(
+        "this LLVM has no NVPTX backend, so it cannot generate cuda kernels: ", error));
+  }
+  llvm::TargetOptions options;
+  options.AllowFPOpFusion = llvm::FPOpFusion::Fast;  // as on the CPU (fma.rn)
+  std::string cpu = absl::StrCat("sm_", sm);
+  std::unique_ptr<llvm::TargetMachine> tm(llvm_target->createTargetMachine(
+      kTriple, cpu, "", options, std::nullopt, std::nullopt, CodeGenLevel(opt_level)));
+  if (!tm)
+    return absl::InvalidArgumentError(absl::StrCat("cannot create an nvptx target for ", cpu));
+  return tm;
+}
+
+absl::StatusOr<std::unique_ptr<llvm::TargetMachine>> CreateTargetMachine(const Target& target,
+                                                                         int opt_level) {
+  InitializeLLVM();
+  if (target.kind != "llvm") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot generate code for target kind ", target.kind));
+  }
+  Target t = target;
+  if (t.triple.empty()) {
+    Target host = Target::Host();
+    t.triple = host.triple;
+    if (t.cpu.empty()) t.cpu = host.cpu;
+    if (t.attrs.empty()) t.attrs = host.attrs;
+  }
+  if (t.cpu.empty()) t.cpu = "generic";
+  std::string error;
+  const llvm::Target* llvm_target = llvm::TargetRegistry::lookupTarget(t.triple, error);
+  if (llvm_target == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown target triple ", t.triple, ": ", error));
+  }
+  llvm::TargetOptions options;
+  // Fuse a multiply feeding an add into one fused multiply-add where the
+  // target has it (one rounding instead of two; C's FP_CONTRACT, and what
+  // BLAS libraries do). Where multiplies and adds share execution ports it
+  // halves the work of matmul and conv inner loops.
+  options.AllowFPOpFusion = llvm::FPOpFusion::Fast;
+  std::unique_ptr<llvm::TargetMachine> tm(llvm_target->createTargetMachine(
+      t.triple, t.cpu, t.attrs, options, llvm::Reloc::PIC_, std::nullopt, CodeGenLevel(opt_level)));
+  if (!tm)
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot create a target machine for ", t.ToString()));
+  return tm;
+}
+
+absl::Status Optimize(llvm::Module& module_ref, llvm::TargetMachine* tm, int opt_level);
+
+// Lowers, verifies and optimizes `kernels` into a module for `tm`.
+// `emit` selects the kernels (and globals) of one shard; default: all.
+absl::StatusOr<std::unique_ptr<llvm::Module>> BuildModule(llvm::LLVMContext& context,
+                                                          const std::vector<KernelFunc>& kernels,
+                                                          llvm::TargetMachine* tm,
+                                                          const CodegenOptions& options,
+                                                          codegen::EmitOptions emit = {}) {
+  emit.system_lib = options.system_lib;
+  emit.system_lib_prefix = options.system_lib_prefix;
+  TETHER_ASSIGN_OR_RETURN(std::unique_ptr<llvm::Module> module,
+                          codegen::EmitKernels(context, kernels, emit));
+  TETHER_RETURN_IF_ERROR(Optimize(*module, tm, options.opt_level));
+  return module;
+}
+
+// Verifies `module` and runs the optimization pipeline of `opt_level` for `tm`.
+absl::Status Optimize(llvm::Module& module_ref, llvm::TargetMachine* tm, int opt_level) {
+  llvm::Module* module = &module_ref;
+  module->setTargetTriple(tm->getTargetTriple().str());
+  module->setDataLayout(tm->createDataLayout());
+  std::string verify;
+  llvm::raw_string_ostream verify_os(verify);
+  if (llvm::verifyModule(*module, &verify_os)) {
+    return absl::InternalError(absl::StrCat("generated kernel IR is invalid: ", verify));
+  }
+  for (llvm::Function& f : *module) {
+    if (f.isDeclaration()) continue;
+    f.addFnAttr("target-cpu", tm->getTargetCPU());
+    if (!tm->getTargetFeatureString().empty())
+      f.addFnAttr("target-features", tm->getTargetFeatureString());
+  }
+  llvm::LoopAnalysisManager lam;
+  llvm::FunctionAnalysisManager fam;
+  llvm::CGSCCAnalysisManager cgam;
+  llvm::ModuleAnalysisManager mam;
+  llvm::PipelineTuningOptions tuning;
+  tuning.LoopVectorization = opt_level >= 2;
+  tuning.SLPVectorization = opt_level >= 2;
+  llvm::PassBuilder pb(tm, tuning);
+  pb.registerModuleAnalyses(mam);
+  pb.registerCGSCCAnalyses(cgam);
+  pb.registerFunctionAnalyses(fam);
+  pb.registerLoopAnalyses(lam);
+  pb.crossRegisterProxies(lam, fam, cgam, mam);
+  llvm::ModulePassManager mpm;
+  if (opt_level <= 0) {
+    mpm = pb.buildO0DefaultPipeline(llvm::OptimizationLevel::O0);
+  } else {
+    llvm::OptimizationLevel level = opt_level == 1   ? llvm::OptimizationLevel::O1
+                                    : opt_level == 2 ? llvm::OptimizationLevel::O2
+                                                     : llvm::OptimizationLevel::O3;
+    mpm = pb.buildPerModuleDefaultPipeline(level);
+  }
+  mpm.run(*module, mam);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> EmitMachineCode(llvm::Module& module, llvm::TargetMachine* tm,
+                                            llvm::CodeGenFileType type) {
+  llvm::SmallVector<char, 0> buffer;
+  llvm::raw_svector_ostream os(buffer);
+  llvm::legacy::PassManager pm;
+  if (tm->addPassesToEmitFile(pm, os, nullptr, type)) {
+    return absl::InternalError("the target machine cannot emit this file type");
+  }
+  pm.run(module);
+  return std::string(buffer.data(), buffer.size());
+}
+
+// A private temporary directory, removed with its files.
+class TempDir {
+ public:
+  static absl::StatusOr<std::unique_ptr<TempDir>> Create() {
+    const char* base = getenv("TMPDIR");
+    std::string templ =
+        absl::StrCat(base != nullptr && *base ? base : "/tmp", "/tether-lld-XXXXXX");
+    if (mkdtemp(templ.data()) == nullptr) {
+      return absl::InternalError(absl::StrCat("cannot create a temporary directory from ", templ));
+    }
+    return std::unique_ptr<TempDir>(new TempDir(templ));
+  }
+  ~TempDir() {
+    for (const std::string& f : files_) unlink(f.c_str());
+    rmdir(path_.c_str());
+  }
+  std::string File(absl::string_view name) {
+    files_.push_back(absl::StrCat(path_, "/", name));
+    return files_.back();
+  }
+
+ private:
+  explicit TempDir(std::string path) : path_(std::move(path)) {}
+  std::string path_;
+  std::vector<std::string> files_;
+};
+
+absl::Status WriteFile(const std::string& path, absl::string_view data) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(data.data(), static_cast<std::streamsize>(data.size()));
+  out.close();
+  if (!out) return absl::InternalError(absl::StrCat("cannot write ", path));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::InternalError(absl::StrCat("cannot read ", path));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// lld keeps global state: one link at a time.
+absl::Mutex& LinkMutex() {
+  static absl::Mutex* mu = new absl::Mutex();
+  return *mu;
+}
+
+absl::StatusOr<std::string> LinkSharedObject(const std::vector<std::string>& objects) {
+  TETHER_ASSIGN_OR_RETURN(std::unique_ptr<TempDir> dir, TempDir::Create());
+  std::vector<std::string> obj_paths;
+  for (size_t i = 0; i < objects.size(); ++i) {
+    obj_paths.push_back(dir->File(absl::StrCat("kernels", i, ".o")));
+    TETHER_RETURN_IF_ERROR(WriteFile(obj_paths.back(), objects[i]));
+  }
+  std::string so_path = dir->File("kernels.so");
+  std::vector<const char*> args = {
+      "ld.lld", "-shared",          "-z",          "defs", "-z",           "noexecstack", "-z",
+      "relro",  "--hash-style=gnu", "--as-needed", "-o",   so_path.c_str()};
+  for (const std::string& p : obj_paths) args.push_back(p.c_str());
+  std::string out_text, err_text;
+  llvm::raw_string_ostream out_os(out_text), err_os(err_text);
+  lld::Result result;
+  {
+    absl::MutexLock lock(&LinkMutex());
+    result = lld::lldMain(args, out_os, err_os, {{lld::Gnu, &lld::elf::link}});
+  }
+  if (result.retCode != 0) {
+    return absl::InternalError(absl::StrCat("linking the kernel library failed: ", err_text));
+  }
+  return ReadFile(so_path);
+}
+
+absl::StatusOr<std::string> MakeArchive(absl::string_view object) {
+  std::vector<llvm::NewArchiveMember> members;
+  members.emplace_back(
+      llvm::MemoryBufferRef(llvm::StringRef(object.data(), object.size()), "kernels.o"));
+  llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>> archive = llvm::writeArchiveToBuffer(
+      members, llvm::SymtabWritingMode::NormalSymtab, llvm::object::Archive::K_GNU,
+      /*Deterministic=*/true, /*Thin=*/false);
+  if (!archive) return LLVMErrorToStatus(archive.takeError(), "writing the kernel archive failed");
+  return (*archive)->getBuffer().str();
+}
+
+// LLVM's remarks and warnings ("loop not vectorized: ...") are hints about
+// our own schedules, not about the user's model: keep them off the user's
+// terminal. Errors still take LLVM's default path.
+struct QuietDiagnostics : llvm::DiagnosticHandler {
+  bool handleDiagnostics(const llvm::DiagnosticInfo& info) override {
+    return info.getSeverity() != llvm::DS_Error;
+  }
+};
+
+// A context for one compilation, with QuietDiagnostics installed.
+std::unique_ptr<llvm::LLVMContext> MakeContext() {
+  auto context = std::make_unique<llvm::LLVMContext>();
+  context->setDiagnosticHandler(std::make_unique<QuietDiagnostics>());
+  return context;
+}
+
+// Splits `kernels` into at most `shards` groups of about equal cost (the
+// greedy longest-first rule), as one emit mask per non-empty group.
+std::vector<std::vector<bool>> AssignShards(const std::vector<KernelFunc>& kernels, int shards) {
+  std::vector<std::pair<int64_t, size_t>> order;
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    order.emplace_back(kernels[i] ? 16 + codegen::CodeSize(kernels[i]->body) : 0, i);
+  }
+  std::sort(order.begin(), order.end(), std::greater<>());
+  std::vector<std::vector<bool>> masks(shards, std::vector<bool>(kernels.size(), false));
+  std::vector<int64_t> load(shards, 0);
+  for (const auto& [cost, i] : order) {
+    int s = static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
+    masks[s][i] = true;
+    load[s] += cost;
+  }
+  return masks;
+}
+
+// One shard: its own context and target machine (so shards run on
+// threads), compiled to an object file.
+absl::StatusOr<std::string> CompileShard(const std::vector<KernelFunc>& kernels,
+                                         const Target& target, const CodegenOptions& options,
+                                         codegen::EmitOptions emit) {
+  TETHER_ASSIGN_OR_RETURN(std::unique_ptr<llvm::TargetMachine> tm,
+                          CreateTargetMachine(target, options.opt_level));
+  std::unique_ptr<llvm::LLVMContext> context = MakeContext();
+  TETHER_ASSIGN_OR_RETURN(std::unique_ptr<llvm::Module> module,
+                          BuildModule(*context, kernels, tm.get(), options, std::move(emit)));
+  return EmitMachineCode(*module, tm.get(), llvm::CodeGenFileType::ObjectFile);
+}
+
+// Compiles the kernels as up to `threads` modules in parallel and links
+// the objects into one shared object.
+absl::StatusOr<std::string> BuildSharedObject(const std::vector<KernelFunc>& kernels,
+                                              const Target& target, const CodegenOptions& options,
+                                              int threads) {
+  std::vector<std::vector<bool>> masks = AssignShards(kernels, threads);
+  std::vector<absl::StatusOr<std::string>> objects(masks.size(), absl::UnknownError("not run"));
+  std::vector<std::thread> workers;
+  for (size_t s = 0; s < masks.size(); ++s) {
+    codegen::EmitOptions emit;
+    emit.emit = masks[s];
+    emit.library_globals = s == 0;
+    workers.emplace_back([&, s, emit = std::move(emit)] {
+      objects[s] = CompileShard(kernels, target, options, emit);
+    });
+  }
+  for (std::thread& t : workers) t.join();
+  std::vector<std::string> parts;
+  for (absl::StatusOr<std::string>& o : objects) {
+    if (!o.ok()) return o.status();
+    parts.push_back(std::move(*o));
+  }
+  return LinkSharedObject(parts);
+}
+
+// The device launches of `kernels` and their manifest entries.
+struct DeviceLaunches {
+  std::vector<KernelFunc> launches;
+  std::vector<CudaKernelInfo> infos;
+};
+absl::StatusOr<DeviceLaunches> SplitAll(const std::vector<KernelFunc>& kernels) {
+  DeviceLaunches out;
+  for (const KernelFunc& k : kernels) {
+    TETHER_ASSIGN_OR_RETURN(DeviceKernel dk, SplitForDevice(k));
+    for (const DeviceLaunch& l : dk.launches) out.launches.push_back(l.kernel);
+    out.infos.push_back(DescribeDeviceKernel(dk));
+  }
+  return out;
+}
+
+// The optimized NVPTX module of `launches` for sm_<sm>, and its target machine.
+struct CudaModule {
+  std::unique_ptr<llvm::LLVMContext> context;
+  std::unique_ptr<llvm::TargetMachine> tm;
+  std::unique_ptr<llvm::Module> module;
+};
+absl::StatusOr<CudaModule> BuildCudaModule(const std::vector<KernelFunc>& launches, int sm,
+                                           int opt_level) {
+  CudaModule m;
+  TETHER_ASSIGN_OR_RETURN(m.tm, CreateCudaTargetMachine(sm, opt_level));
+  m.context = MakeContext();
+  TETHER_ASSIGN_OR_RETURN(m.module, codegen::EmitDeviceKernels(*m.context, launches, sm));
+  TETHER_RETURN_IF_ERROR(Optimize(*m.module, m.tm.get(), opt_level));
+  return m;
+}
+
+absl::StatusOr<vm::KernelLibraryBlob> BuildCudaLibrary(const std::vector<KernelFunc>& kernels,
+                                                       const Target& target,
+                                                       const CodegenOptions& options) {
+  if (options.system_lib) {
+    return absl::InvalidArgumentError("cuda kernels cannot be built as a system library");
+  }
+  TETHER_ASSIGN_OR_RETURN(DeviceLaunches split, SplitAll(kernels));
+  // One architecture per thread: each has its own context and target machine.
+  std::vector<absl::StatusOr<std::string>> ptx(target.archs.size(), absl::UnknownError("not run"));
+  std::vector<std::thread> workers;
+  for (size_t i = 0; i < target.archs.size(); ++i) {
+    workers.emplace_back([&, i] {
+      absl::StatusOr<CudaModule> m =
+          BuildCudaModule(split.launches, target.archs[i], options.opt_level);
+      if (!m.ok()) {
+        ptx[i] = m.status();
+        return;
+      }
+      ptx[i] = EmitMachineCode(*m->module, m->tm.get(), llvm::CodeGenFileType::AssemblyFile);
+    });
+  }
+  for (std::thread& t : workers) t.join();
+  std::vector<CudaImage> images;
+  for (size_t i = 0; i < target.archs.size(); ++i) {
+    if (!ptx[i].ok()) return ptx[i].status();
+    images.push_back(CudaImage{target.archs[i], std::move(*ptx[i])});
+  }
+  vm::KernelLibraryBlob blob;
+  blob.target = target.ToString();
+  blob.format = "ptx";
+  blob.data = WriteCudaBlob(images, FormatCudaManifest(split.infos));
+  return blob;
+}
+
+}  // namespace
+
+absl::StatusOr<vm::KernelLibraryBlob> BuildKernelLibrary(const std::vector<KernelFunc>& kernels,
+                                                         const Target& target,
+                                                         const CodegenOptions& options) {
+  if (target.is_cuda()) return BuildCudaLibrary(kernels, target, options);
+  TETHER_ASSIGN_OR_RETURN(std::unique_ptr<llvm::TargetMachine> tm,
+                          CreateTargetMachine(target, options.opt_level));
+  if (!tm->getTargetTriple().isOSBinFormatELF()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("kernel libraries are ELF only; target ", target.ToString(), " is not"));
+  }
+  int threads =
+      options.threads > 0 ? options.threads : static_cast<int>(std::thread::hardware_concurrency());
+  threads = std::min<int>({threads, static_cast<int>(kernels.size()), kMaxCodegenThreads});
+  if (!options.system_lib && threads > 1) {
+    vm::KernelLibraryBlob blob;
+    blob.target = target.ToString();
+    blob.format = "so";
+    TETHER_ASSIGN_OR_RETURN(blob.data, BuildSharedObject(kernels, target, options, threads));
+    return blob;
+  }
+  std::unique_ptr<llvm::LLVMContext> context = MakeContext();
+  TETHER_ASSIGN_OR_RETURN(std::unique_ptr<llvm::Module> module,
+                          BuildModule(*context, kernels, tm.get(), options));
+  TETHER_ASSIGN_OR_RETURN(std::string object,
+                          EmitMachineCode(*module, tm.get(), llvm::CodeGenFileType::ObjectFile));
+  vm::KernelLibraryBlob blob;
+  blob.target = target.ToString();
+  if (options.system_lib) {
+    blob.format = "static";
+    TETHER_ASSIGN_OR_RETURN(blob.data, MakeArchive(object));
+  } else {
+    blob.format = "so";
+    TETHER_ASSIGN_OR_RETURN(blob.data, LinkSharedObject({object}));
+  }
+  return blob;
+}
+
+absl::StatusOr<std::string> EmitLLVMIR(const std::vector<KernelFunc>& kernels,
+                                       const Target& target) {
+  if (target.is_cuda()) {
+    TETHER_ASSIGN_OR_RETURN(DeviceLaunches split, SplitAll(kernels));
+    TETHER_ASSIGN_OR_RETURN(CudaModule m, BuildCudaModule(split.launches, target.archs.front(), 3));
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    m.module->print(os, nullptr);
+    os.flush();
+    return text;
+  }
+  TETHER_ASSIGN_OR_RETURN(std::unique_ptr<llvm::TargetMachine> tm, CreateTargetMachine(target, 3));
+  std::unique_ptr<llvm::LLVMContext> context = MakeContext();
+  TETHER_ASSIGN_OR_RETURN(std::unique_ptr<llvm::Module> module,
+                          BuildModule(*context, kernels, tm.get(), CodegenOptions()));
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  module->print(os, nullptr);
+  os.flush();
+  return text;
+}
+
+absl::StatusOr<std::string> EmitAssembly(const std::vector<KernelFunc>& kernels,
+                                         const Target& target) {
+  if (target.is_cuda()) {
+    TETHER_ASSIGN_OR_RETURN(DeviceLaunches split, SplitAll(kernels));
+    std::string out;
+    for (int sm : target.archs) {
+      TETHER_ASSIGN_OR_RETURN(CudaModule m, BuildCudaModule(split.launches, sm, 3));
+      TETHER_ASSIGN_OR_RETURN(
+          std::string ptx,
+          EmitMachineCode(*m.module, m.tm.get(), llvm::CodeGenFileType::AssemblyFile));
+      absl::StrAppend(&out, "// ---- sm_", sm, " ----\n", ptx);
+    }
+    return out;
+  }
+  TETHER_ASSIGN_OR_RETURN(std::unique_ptr<llvm::TargetMachine> tm, CreateTargetMachine(target, 3));
+  std::unique_ptr<llvm::LLVMContext> context = MakeContext();
+  TETHER_ASSIGN_OR_RETURN(std::unique_ptr<llvm::Module> module,
+                          BuildModule(*context, kernels, tm.get(), CodegenOptions()));
+  return EmitMachineCode(*module, tm.get(), llvm::CodeGenFileType::AssemblyFile);
+}
+
+}  // namespace tether::compiler

@@ -1,0 +1,55 @@
+// Kernel code generation with LLVM: KernelFuncs -> optimized LLVM IR ->
+// object code for a Target -> a kernel library (an ELF shared object linked
+// with in-process lld, or a static archive for a system library). The ABI of
+// the result is docs/design/kernel-abi.md; runtime/kernel/kernel_library.h
+// loads it.
+//
+// Thread contract: every function here is thread-safe (each call has its own
+// LLVM context; the lld link is serialized internally).
+#ifndef TETHER_COMPILER_BACKEND_LLVM_LLVM_CODEGEN_H_
+#define TETHER_COMPILER_BACKEND_LLVM_LLVM_CODEGEN_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "compiler/backend/llvm/target.h"
+#include "compiler/tir/kernel_ir.h"
+#include "runtime/vm/executable.h"
+
+namespace tether::compiler {
+
+struct CodegenOptions {
+  int opt_level = 3;              // 0..3
+  bool system_lib = false;        // a static archive with a registration function
+  std::string system_lib_prefix;  // C identifier suffix of tether_system_lib_register_<prefix>
+  // Shared objects are compiled as up to this many modules on as many
+  // threads, then linked into one library (0: one per hardware thread, at
+  // most kMaxCodegenThreads). System libraries are one module.
+  int threads = 0;
+};
+inline constexpr int kMaxCodegenThreads = 8;
+
+// One kernel library for `kernels`. For a cuda target: format "ptx" (each
+// kernel split into device launches, PTX for every architecture of the
+// target, and the manifest; docs/design/kernel-abi.md "CUDA kernel
+// libraries"). Otherwise format "so" (an ELF shared object with
+// no undefined symbols) or, with system_lib, format "static" (an ar archive
+// whose object defines tether_system_lib_register_<prefix>). The blob's target
+// is target.ToString(). INVALID_ARGUMENT for kernels or targets that cannot be
+// compiled (unknown triple, bad kernel IR); INTERNAL when LLVM or lld fails.
+absl::StatusOr<vm::KernelLibraryBlob> BuildKernelLibrary(const std::vector<KernelFunc>& kernels,
+                                                         const Target& target,
+                                                         const CodegenOptions& options = {});
+// The optimized LLVM IR of `kernels` for `target`, as .ll text (for cuda:
+// the NVPTX IR of the first architecture).
+absl::StatusOr<std::string> EmitLLVMIR(const std::vector<KernelFunc>& kernels,
+                                       const Target& target);
+// The target assembly of `kernels`, as .s text (for cuda: the PTX of every
+// architecture, each after a "// ---- sm_XY ----" line).
+absl::StatusOr<std::string> EmitAssembly(const std::vector<KernelFunc>& kernels,
+                                         const Target& target);
+
+}  // namespace tether::compiler
+
+#endif  // TETHER_COMPILER_BACKEND_LLVM_LLVM_CODEGEN_H_

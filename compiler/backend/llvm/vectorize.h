@@ -1,0 +1,57 @@
+// Explicit vectorization of short kVectorized loops. A loop with a constant
+// extent of 2 to kMaxVectorLanes whose body is only stores and lets (the
+// matmul micro-kernel's accumulate, zero and pack loops; short elementwise
+// rows) is emitted by the kernel emitter as straight-line LLVM vector code:
+// one vector per load and store instead of a scalar loop that LLVM's loop
+// vectorizer must analyse, cost and rewrite. That keeps the micro-kernel's
+// accumulators in vector registers (SROA promotes the tile) and takes most of
+// the optimizer's time per kernel away. Other kVectorized loops keep the
+// vectorize metadata and LLVM's vectorizer.
+//
+// This file is the analysis (kernel IR only, no LLVM): which loops qualify
+// and how each memory access of the body reads across the lanes.
+//
+// Thread contract: pure functions.
+#ifndef TETHER_COMPILER_BACKEND_LLVM_VECTORIZE_H_
+#define TETHER_COMPILER_BACKEND_LLVM_VECTORIZE_H_
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "compiler/tir/kernel_ir.h"
+#include "compiler/tir/prim_expr.h"
+
+namespace tether::compiler::codegen {
+
+inline constexpr int64_t kMaxVectorLanes = 64;
+
+// How one access reads or writes across the lanes of a vectorized loop.
+enum class LaneAccess : uint8_t {
+  kUniform,     // the same element for every lane
+  kContiguous,  // consecutive elements, lane 0 first
+  kGather,      // anything else (one address per lane)
+};
+
+// The vars whose value differs across lanes: the loop var and the let vars
+// of the body computed from it.
+using VaryingVars = absl::flat_hash_set<const PrimVarNode*>;
+
+// Whether `e` reads a varying var.
+bool IsVarying(const PrimExpr& e, const VaryingVars& varying);
+
+// How buffer[indices] moves across the lanes of `loop_var`.
+LaneAccess ClassifyAccess(const Buffer& buffer, const std::vector<PrimExpr>& indices,
+                          const Var& loop_var, const VaryingVars& varying);
+
+// The lane count when `loop` (a kVectorized loop) can be emitted as vector
+// code: a constant extent in [2, kMaxVectorLanes]; a body of lets and stores
+// only; every store contiguous; math calls only float32 ones with a
+// single-precision version (math_f32.h); no float floor division, and no
+// float16/bfloat16/bool in memory or casts. Otherwise nullopt.
+std::optional<int64_t> VectorizableLanes(const ForNode& loop);
+
+}  // namespace tether::compiler::codegen
+
+#endif  // TETHER_COMPILER_BACKEND_LLVM_VECTORIZE_H_

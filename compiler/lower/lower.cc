@@ -1,0 +1,346 @@
+// Lowering of one operator call to a kernel (see lower.h).
+#include "compiler/lower/lower.h"
+
+#include <set>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "compiler/op/op.h"
+#include "compiler/tir/arith.h"
+
+namespace tether::compiler {
+namespace {
+
+// A parallel loop with fewer iterations than this is widened by fusing the
+// next dimension into it (or, for the last one, by chunking it).
+constexpr int64_t kMinParallelIterations = 64;
+// Elements of the innermost dimension one parallel iteration handles when
+// that dimension is chunked.
+constexpr int64_t kChunk = 4096;
+
+// The tensor struct infos of a Tuple struct info's fields (nested tuples
+// flattened), or of `sinfo` itself.
+void FlattenTensors(const StructInfo& sinfo, std::vector<StructInfo>* out) {
+  if (const auto* t = sinfo.as<TupleStructInfoNode>()) {
+    for (const StructInfo& f : t->fields) FlattenTensors(f, out);
+    return;
+  }
+  out->push_back(sinfo);
+}
+
+}  // namespace
+
+Stmt MakeElementwiseLoopNest(const Buffer& out,
+                             const std::function<PrimExpr(const std::vector<PrimExpr>&)>& compute,
+                             bool gpu) {
+  return MakeParallelLoopNest(
+      out->shape, [&](const std::vector<PrimExpr>& idx) { return Store(out, idx, compute(idx)); },
+      ForKind::kVectorized, gpu);
+}
+
+std::vector<PrimExpr> Unflatten(const PrimExpr& flat, const std::vector<PrimExpr>& dims) {
+  std::vector<PrimExpr> idx(dims.size());
+  PrimExpr rest = flat;
+  for (size_t i = dims.size(); i-- > 0;) {
+    if (i == 0) {
+      idx[i] = rest;
+    } else if (dims[i].as_int() != nullptr && *dims[i].as_int() == 1) {
+      idx[i] = PrimExpr(0);
+    } else {
+      idx[i] = FloorMod(rest, dims[i]);
+      rest = FloorDiv(rest, dims[i]);
+    }
+  }
+  return idx;
+}
+
+Stmt MakeFlatParallelLoop(const std::vector<PrimExpr>& shape,
+                          const std::function<Stmt(const std::vector<PrimExpr>&)>& make_body) {
+  Var flat("flat");
+  return For(flat, 0, Product(shape), ForKind::kParallel, make_body(Unflatten(flat, shape)));
+}
+
+Stmt MakeParallelLoopNest(const std::vector<PrimExpr>& shape,
+                          const std::function<Stmt(const std::vector<PrimExpr>&)>& make_body,
+                          ForKind inner_kind, bool gpu) {
+  if (gpu) return MakeFlatParallelLoop(shape, make_body);
+  const size_t rank = shape.size();
+  if (rank == 0) return make_body({});
+
+  const PrimExpr& inner = shape[rank - 1];
+  std::vector<PrimExpr> outer(shape.begin(), shape.end() - 1);
+  PrimExpr outer_size = Product(outer);
+  const int64_t* outer_const = outer_size.as_int();
+  // Chunk the innermost dimension when the outer ones give too little
+  // parallel work and the innermost one is big (or unknown).
+  const bool chunk_inner = outer_const != nullptr && *outer_const < kMinParallelIterations &&
+                           !(inner.as_int() && *inner.as_int() <= kChunk);
+
+  // How many leading dimensions the parallel loop fuses: until the product
+  // is a symbolic or constant extent of at least kMinParallelIterations,
+  // never the innermost one.
+  size_t num_fused = outer.size();
+  if (!chunk_inner) {
+    PrimExpr prod = 1;
+    for (size_t k = 0; k < outer.size(); ++k) {
+      prod = prod * outer[k];
+      if (prod.as_int() == nullptr || *prod.as_int() >= kMinParallelIterations) {
+        num_fused = k + 1;
+        break;
+      }
+    }
+  }
+
+  std::vector<PrimExpr> indices(rank);
+  Var fused("fused");
+  Var inner_var(absl::StrCat("i", rank - 1));
+  Var chunk("chunk");
+  // Indices of the fused dimensions, from the fused loop variable.
+  PrimExpr stride = 1;
+  for (size_t k = num_fused; k-- > 0;) {
+    PrimExpr idx = FloorDiv(fused, stride);
+    if (k > 0) idx = FloorMod(idx, outer[k]);
+    indices[k] = idx;
+    stride = stride * outer[k];
+  }
+  std::vector<Var> serial_vars;
+  for (size_t k = num_fused; k < outer.size(); ++k) {
+    serial_vars.emplace_back(absl::StrCat("i", k));
+    indices[k] = serial_vars.back();
+  }
+
+  if (chunk_inner) {
+    // for fused in parallel(outer_size * ceil(inner / kChunk)):
+    //   for i in vectorized(min(kChunk, inner - c * kChunk)): ...
+    PrimExpr num_chunks = FloorDiv(inner + (kChunk - 1), kChunk);
+    // Recompute the outer indices from fused / num_chunks.
+    PrimExpr row = FloorDiv(fused, num_chunks);
+    PrimExpr c = FloorMod(fused, num_chunks);
+    PrimExpr s = 1;
+    for (size_t k = outer.size(); k-- > 0;) {
+      PrimExpr idx = FloorDiv(row, s);
+      if (k > 0) idx = FloorMod(idx, outer[k]);
+      indices[k] = idx;
+      s = s * outer[k];
+    }
+    Var base("base");
+    indices[rank - 1] = base + inner_var;
+    Stmt body = make_body(indices);
+    body = For(inner_var, 0, Min(PrimExpr(kChunk), inner - base), inner_kind, body);
+    body = LetStmt(base, c * kChunk, body);
+    return For(fused, 0, outer_size * num_chunks, ForKind::kParallel, body);
+  }
+
+  indices[rank - 1] = inner_var;
+  Stmt body = make_body(indices);
+  body = For(inner_var, 0, inner, inner_kind, body);
+  for (size_t k = serial_vars.size(); k-- > 0;) {
+    body = For(serial_vars[k], 0, outer[num_fused + k], ForKind::kSerial, body);
+  }
+  if (num_fused == 0) return body;  // rank 1 with a small constant extent
+  PrimExpr fused_extent = Product(std::vector<PrimExpr>(outer.begin(), outer.begin() + num_fused));
+  const bool single = fused_extent.as_int() != nullptr && *fused_extent.as_int() <= 1;
+  return For(fused, 0, fused_extent, single ? ForKind::kSerial : ForKind::kParallel, body);
+}
+
+bool WorthBlockRow(const PrimExpr& length) {
+  const int64_t* n = length.as_int();
+  return n == nullptr || *n >= kGpuMinBlockRow;
+}
+
+namespace {
+
+constexpr int64_t kThreads = kDeviceBlockThreads;
+
+// for t in T.threads(kThreads): body(t)
+Stmt Threads(const std::string& name, const std::function<Stmt(const PrimExpr&)>& body) {
+  Var t(name, DataType::Int(64));
+  return For(t, 0, PrimExpr(kThreads), ForKind::kThread, body(t));
+}
+
+// for i in T.serial(trips of thread t over [0, extent)): body(t + i * kThreads)
+Stmt ThreadShare(const std::string& name, const PrimExpr& t, const PrimExpr& extent,
+                 const std::function<Stmt(const PrimExpr&)>& body) {
+  // t < kThreads and extent >= 0: the numerator is never negative.
+  Var i(name, DataType::Int(64));
+  PrimExpr trips = FloorDiv(extent - t + (kThreads - 1), PrimExpr(kThreads));
+  return For(i, 0, trips, ForKind::kSerial, body(t + i * kThreads));
+}
+
+}  // namespace
+
+Stmt BlockStrided(const std::string& name, const PrimExpr& extent,
+                  const std::function<Stmt(const PrimExpr&)>& body) {
+  return Threads(name + "_t",
+                 [&](const PrimExpr& t) { return ThreadShare(name, t, extent, body); });
+}
+
+Stmt BlockReduce(const std::string& name, const PrimExpr& extent, DataType dtype,
+                 const PrimExpr& init, const std::function<PrimExpr(const PrimExpr&)>& reader,
+                 const std::function<PrimExpr(const PrimExpr&, const PrimExpr&)>& combine,
+                 const Buffer& red) {
+  static_assert((kThreads & (kThreads - 1)) == 0, "the tree halves a power of two");
+  const PrimExpr zero(0);
+  std::vector<Stmt> steps;
+  steps.push_back(Threads(name + "_t", [&](const PrimExpr& t) {
+    Buffer acc = MakeBuffer(name + "_acc", dtype, {PrimExpr(1)}, BufferNode::Scope::kLocal);
+    Stmt fold = ThreadShare(name, t, extent, [&](const PrimExpr& r) {
+      return Store(acc, {zero}, combine(Load(acc, {zero}), reader(r)));
+    });
+    return Allocate(acc, Seq({Store(acc, {zero}, init), fold, Store(red, {t}, Load(acc, {zero}))}));
+  }));
+  for (int64_t half = kThreads / 2; half >= 1; half /= 2) {
+    steps.push_back(Threads(name + "_tree", [&](const PrimExpr& t) {
+      return IfThenElse(LT(t, PrimExpr(half)),
+                        Store(red, {t}, combine(Load(red, {t}), Load(red, {t + half}))));
+    }));
+  }
+  return Seq(std::move(steps));
+}
+
+absl::StatusOr<Buffer> BufferForStructInfo(const StructInfo& sinfo, const std::string& name) {
+  if (!sinfo.defined()) {
+    return absl::InvalidArgumentError(absl::StrCat("buffer ", name, ": no struct info"));
+  }
+  const auto* t = sinfo.as<TensorStructInfoNode>();
+  if (t == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("buffer ", name, ": ", ToString(sinfo), " is not a tensor"));
+  }
+  if (!t->shape.has_value()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("buffer ", name, ": the shape of ", ToString(sinfo), " is unknown"));
+  }
+  if (!t->dtype.has_value()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("buffer ", name, ": the dtype of ", ToString(sinfo), " is unknown"));
+  }
+  return MakeBuffer(name, *t->dtype, *t->shape);
+}
+
+absl::StatusOr<KernelFunc> LowerCallToKernel(const CallNode& call, const std::string& kernel_name,
+                                             int num_threads, bool gpu, int gpu_arch) {
+  const auto* op = call.op.as<OpNode>();
+  if (op == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("kernel ", kernel_name, ": the callee is not an operator"));
+  }
+  const OpInfo* info = FindOp(op->name);
+  if (info == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("kernel ", kernel_name, ": unknown operator ", op->name));
+  }
+  if (!info->lowers_to_kernel()) {
+    return absl::InvalidArgumentError(absl::StrCat("kernel ", kernel_name, ": operator ", op->name,
+                                                   " does not lower to a kernel"));
+  }
+  if (!call.struct_info().defined()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("kernel ", kernel_name, ": the call to ", op->name, " has no struct info"));
+  }
+
+  LowerContext ctx;
+  ctx.call = &call;
+  ctx.out_sinfo = call.struct_info();
+  ctx.num_threads = num_threads;
+  ctx.gpu = gpu;
+  ctx.gpu_arch = gpu_arch;
+  ctx.inputs.resize(call.args.size());
+  ctx.input_buffers.resize(call.args.size());
+  std::vector<KernelParam> params;
+  std::vector<Buffer> tuple_buffers;
+
+  auto reader_of = [](Buffer b) -> TensorReader {
+    return [b](const std::vector<PrimExpr>& idx) { return Load(b, idx); };
+  };
+  auto add_param = [&](const StructInfo& sinfo, const std::string& name) -> absl::StatusOr<Buffer> {
+    absl::StatusOr<Buffer> b = BufferForStructInfo(sinfo, name);
+    if (!b.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(op->name, ": kernel ", kernel_name, ": ", b.status().message()));
+    }
+    params.push_back(KernelParam::Tensor(*b));
+    return b;
+  };
+
+  for (size_t i = 0; i < call.args.size(); ++i) {
+    const Expr& arg = call.args[i];
+    const StructInfo& s = arg.struct_info();
+    if (!s.defined()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(op->name, ": argument ", i, " has no struct info"));
+    }
+    if (s.as<TensorStructInfoNode>() != nullptr) {
+      absl::StatusOr<Buffer> b = add_param(s, absl::StrCat("A", i));
+      if (!b.ok()) return b.status();
+      ctx.inputs[i] = reader_of(*b);
+      ctx.input_buffers[i] = *b;
+    } else if (const auto* tup = s.as<TupleStructInfoNode>()) {
+      for (size_t f = 0; f < tup->fields.size(); ++f) {
+        if (tup->fields[f].as<TensorStructInfoNode>() == nullptr) continue;
+        absl::StatusOr<Buffer> b = add_param(tup->fields[f], absl::StrCat("A", i, "_", f));
+        if (!b.ok()) return b.status();
+        tuple_buffers.push_back(*b);
+      }
+    }
+  }
+  for (const Buffer& b : tuple_buffers) {
+    ctx.inputs.push_back(reader_of(b));
+    ctx.input_buffers.push_back(b);
+  }
+
+  std::vector<StructInfo> out_sinfos;
+  FlattenTensors(call.struct_info(), &out_sinfos);
+  std::vector<Buffer> outputs;
+  for (size_t k = 0; k < out_sinfos.size(); ++k) {
+    absl::StatusOr<Buffer> b =
+        add_param(out_sinfos[k], out_sinfos.size() == 1 ? "out" : absl::StrCat("out", k));
+    if (!b.ok()) return b.status();
+    outputs.push_back(*b);
+  }
+
+  // Every variable must be bound by some parameter's shape (a dimension
+  // that is the variable itself); anything else would be read uninitialized.
+  std::vector<Var> bound;
+  std::vector<Var> used;
+  for (const KernelParam& p : params) {
+    for (const PrimExpr& d : p.buffer->shape) {
+      if (d.kind() == PrimKind::kVar) CollectVars(d, &bound);
+      CollectVars(d, &used);
+    }
+  }
+  for (const Expr& arg : call.args) {
+    if (const auto* pv = arg.as<PrimValueNode>()) CollectVars(pv->value, &used);
+    if (const auto* se = arg.as<ShapeExprNode>()) {
+      for (const PrimExpr& v : se->values) CollectVars(v, &used);
+    }
+  }
+  for (const Var& v : used) {
+    bool ok = false;
+    for (const Var& b : bound) ok = ok || b.same_as(v);
+    if (!ok) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(op->name, ": kernel ", kernel_name, ": symbolic variable ", ToString(v),
+                       " is not a dimension of any argument or output"));
+    }
+  }
+
+  Stmt body;
+  if (info->compute != nullptr) {
+    if (outputs.size() != 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          op->name, ": a per-element operator must have one output, got ", outputs.size()));
+    }
+    body = MakeElementwiseLoopNest(
+        outputs[0], [&](const std::vector<PrimExpr>& idx) { return info->compute(ctx, idx); }, gpu);
+  } else {
+    Epilogue identity = [](const PrimExpr& v, const std::vector<PrimExpr>&) { return v; };
+    absl::StatusOr<Stmt> s = info->schedule(ctx, outputs, identity);
+    if (!s.ok()) return s.status();
+    body = *s;
+  }
+  return MakeKernelFunc(kernel_name, std::move(params), std::move(body),
+                        static_cast<int>(outputs.size()));
+}
+
+}  // namespace tether::compiler

@@ -1,0 +1,511 @@
+// CUDA kernel libraries (format "ptx"), the runtime side: the Module that
+// checks a call's arguments against the manifest and launches the kernel's
+// PTX entries through the driver API, loading the best image per device on
+// first use. The blob, manifest and count formats are
+// cuda_kernel_format.cc.
+//
+// The per-device module loading and cuLaunchKernel need the dlopen'ed driver
+// (TETHER_CUDA_DEVICE); without it a call is UNAVAILABLE after its checks.
+#include "runtime/cuda/cuda_kernel_library.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/cleanup/cleanup.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/container/inlined_vector.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
+#include "runtime/core/error.h"
+#include "runtime/core/tensor.h"
+#include "runtime/cuda/cuda_driver.h"
+#include "runtime/cuda/cuda_kernel_format_internal.h"
+#include "runtime/memory/allocator.h"
+#include "runtime/vm/local_vm.h"
+
+namespace tether {
+namespace {
+
+using cuda_internal::CudaRef;
+using cuda_internal::ParseDecimal;
+using cuda_internal::ParseRef;
+using cuda_internal::PtxEntryNames;
+using cuda_internal::RefDescription;
+
+// Grid-stride loops: more blocks than this per SM only add scheduling work.
+constexpr int64_t kBlocksPerSm = 32;
+
+// ---- The library -------------------------------------------------------------
+
+#if TETHER_CUDA_DEVICE
+
+// The library loaded on one device: its CUmodule (unloaded on destruction),
+// the resolved entries, and the SM count that bounds the grid. Immutable
+// after construction, so thread-safe.
+struct DeviceModule {
+  DeviceModule(const cuda::CudaDriver* driver, Device device, cuda::CUcontext ctx,
+               cuda::CUmodule module)
+      : driver(driver), device(device), ctx(ctx), module(module) {}
+  DeviceModule(const DeviceModule&) = delete;
+  DeviceModule& operator=(const DeviceModule&) = delete;
+  ~DeviceModule() {
+    // At exit the driver may already be torn down, and after a kernel fault
+    // every call in the context fails; neither is worth a message.
+    cuda::CUresult r = driver->cuCtxSetCurrent(ctx);
+    if (r == cuda::CUDA_SUCCESS) r = driver->cuModuleUnload(module);
+    if (r != cuda::CUDA_SUCCESS && r != cuda::CUDA_ERROR_DEINITIALIZED && !cuda::IsStickyFault(r)) {
+      std::fprintf(stderr, "tether: %s\n",
+                   cuda::CudaStatus(*driver, r, "cuModuleUnload", device).ToString().c_str());
+    }
+  }
+
+  const cuda::CudaDriver* driver;
+  Device device;
+  cuda::CUcontext ctx;
+  cuda::CUmodule module;
+  int sm = 0;        // compute capability major * 10 + minor
+  int image_sm = 0;  // the image that was loaded
+  int64_t sm_count = 1;
+  std::vector<std::vector<cuda::CUfunction>> functions;  // [kernel][launch]
+  // Kernels' scratch buffers (CudaScratchInfo), pooled: a call takes them
+  // without a driver call and gives them back when it returns.
+  Ref<memory::Allocator> scratch;
+};
+
+#else
+
+struct DeviceModule {};
+
+#endif  // TETHER_CUDA_DEVICE
+
+// Thread contract: thread-safe. Images and kernels are immutable after
+// construction; per-device modules are loaded once under mu_ and never
+// removed before destruction.
+class CudaKernelLibrary final : public Module {
+ public:
+  CudaKernelLibrary(std::string target, std::vector<CudaImage> images,
+                    std::vector<CudaKernelInfo> kernels)
+      : target_(std::move(target)), images_(std::move(images)), kernels_(std::move(kernels)) {
+    for (size_t i = 0; i < kernels_.size(); ++i) index_.emplace(kernels_[i].name, i);
+  }
+  absl::string_view type_key() const override { return "library.ptx"; }
+
+  const std::vector<CudaKernelInfo>& kernels() const { return kernels_; }
+
+  // The library's module on `device`, loaded on the first call there.
+  absl::StatusOr<const DeviceModule*> ModuleFor(Device device);
+
+ protected:
+  absl::StatusOr<Function> GetOwnFunction(absl::string_view name) override;
+  bool ImplementsOwnFunction(absl::string_view name) const override {
+    return index_.contains(name);
+  }
+
+ private:
+  absl::StatusOr<std::unique_ptr<DeviceModule>> Load(Device device);
+
+  std::string target_;
+  std::vector<CudaImage> images_;  // sorted by sm
+  std::vector<CudaKernelInfo> kernels_;
+  absl::flat_hash_map<std::string, size_t> index_;
+  absl::Mutex mu_;
+  absl::flat_hash_map<int, std::unique_ptr<DeviceModule>> modules_ ABSL_GUARDED_BY(mu_);
+};
+
+absl::StatusOr<const DeviceModule*> CudaKernelLibrary::ModuleFor(Device device) {
+  absl::MutexLock lock(&mu_);
+  auto it = modules_.find(device.id);
+  if (it != modules_.end()) return it->second.get();
+  // Failures are not cached: they may be transient (out of memory).
+  TETHER_ASSIGN_OR_RETURN(std::unique_ptr<DeviceModule> loaded, Load(device));
+  const DeviceModule* module = loaded.get();
+  modules_.emplace(device.id, std::move(loaded));
+  return module;
+}
+
+#if TETHER_CUDA_DEVICE
+
+absl::StatusOr<std::unique_ptr<DeviceModule>> CudaKernelLibrary::Load(Device device) {
+  TETHER_ASSIGN_OR_RETURN(const cuda::CudaDriver* driver, cuda::CudaDriver::Get());
+  TETHER_ASSIGN_OR_RETURN(cuda::CUcontext ctx, cuda::PrimaryContext(device));
+  auto call = [&](cuda::CUresult r, absl::string_view what) {
+    return cuda::CudaStatus(*driver, r, what, device);
+  };
+  TETHER_RETURN_IF_ERROR(call(driver->cuCtxSetCurrent(ctx), "cuCtxSetCurrent"));
+  cuda::CUdevice dev = 0;
+  TETHER_RETURN_IF_ERROR(call(driver->cuDeviceGet(&dev, device.id), "cuDeviceGet"));
+  auto attr = [&](cuda::CUdevice_attribute a, int* v) {
+    return call(driver->cuDeviceGetAttribute(v, a, dev),
+                absl::StrCat("cuDeviceGetAttribute(", static_cast<int>(a), ")"));
+  };
+  int major = 0;
+  int minor = 0;
+  int sms = 0;
+  TETHER_RETURN_IF_ERROR(attr(cuda::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, &major));
+  TETHER_RETURN_IF_ERROR(attr(cuda::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, &minor));
+  TETHER_RETURN_IF_ERROR(attr(cuda::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, &sms));
+  const int sm = major * 10 + minor;
+
+  // Images are sorted: the last one not above the device is the best fit.
+  const CudaImage* image = nullptr;
+  for (const CudaImage& img : images_) {
+    if (img.sm <= sm) image = &img;
+  }
+  if (image == nullptr) {
+    char name[256] = {};
+    if (driver->cuDeviceGetName(name, sizeof(name) - 1, dev) != cuda::CUDA_SUCCESS) name[0] = 0;
+    std::vector<std::string> have;
+    for (const CudaImage& img : images_) have.push_back(absl::StrCat("sm_", img.sm));
+    return PreconditionError("kernel library has PTX for ", absl::StrJoin(have, ", "), "; ",
+                             device.ToString(), " (", name[0] != 0 ? name : "unknown name",
+                             ") is sm_", sm);
+  }
+
+  // The JIT writes its diagnostics into the log; the size option comes back
+  // as the bytes written.
+  std::string error_log(16 << 10, '\0');
+  cuda::CUjit_option options[] = {cuda::CU_JIT_ERROR_LOG_BUFFER,
+                                  cuda::CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+  void* values[] = {error_log.data(),
+                    reinterpret_cast<void*>(static_cast<uintptr_t>(error_log.size() - 1))};
+  cuda::CUmodule module = nullptr;
+  cuda::CUresult r = driver->cuModuleLoadDataEx(&module, image->ptx.c_str(), 2, options, values);
+  if (r != cuda::CUDA_SUCCESS) {
+    absl::Status status = call(
+        r, absl::StrCat("cuModuleLoadDataEx(ptx for sm_", image->sm, ", target ", target_, ")"));
+    std::string log(error_log.c_str());
+    absl::StripTrailingAsciiWhitespace(&log);
+    if (log.empty()) return status;
+    return WithErrorKind(
+        absl::Status(status.code(), absl::StrCat(status.message(), "; jit log: ", log)),
+        GetErrorKind(status));
+  }
+  auto loaded = std::make_unique<DeviceModule>(driver, device, ctx, module);
+  loaded->sm = sm;
+  loaded->image_sm = image->sm;
+  loaded->sm_count = std::max(sms, 1);
+  loaded->scratch = memory::CreateAllocator(device, memory::AllocatorType::kPooled);
+  loaded->functions.resize(kernels_.size());
+  for (size_t k = 0; k < kernels_.size(); ++k) {
+    for (size_t l = 0; l < kernels_[k].launches.size(); ++l) {
+      const std::string& entry = kernels_[k].launches[l].entry;
+      cuda::CUfunction fn = nullptr;
+      r = driver->cuModuleGetFunction(&fn, module, entry.c_str());
+      if (r == cuda::CUDA_ERROR_NOT_FOUND) {
+        return ValueError("kernel library's ptx for sm_", image->sm, " has no entry ", entry,
+                          " (kernel ", kernels_[k].name, " launch ", l, ")");
+      }
+      TETHER_RETURN_IF_ERROR(call(r, absl::StrCat("cuModuleGetFunction(", entry, ")")));
+      loaded->functions[k].push_back(fn);
+    }
+  }
+  return loaded;
+}
+
+#else
+
+absl::StatusOr<std::unique_ptr<DeviceModule>> CudaKernelLibrary::Load(Device device) {
+  return UnavailableError("cannot run cuda kernels on ", device.ToString(),
+                          ": this runtime was built without cuda");
+}
+
+#endif  // TETHER_CUDA_DEVICE
+
+// ---- Calling a kernel --------------------------------------------------------
+
+// The checked arguments of one call, ready to launch.
+struct BoundCall {
+  std::optional<Device> device;  // of the tensors
+  CudaCountArgs counts;
+  std::vector<int64_t> words;  // the .param values of the parameters
+  std::vector<int64_t> dims;   // then those of the tensor parameters' dims
+};
+
+std::string ParamKindName(const CudaParamInfo& p) {
+  return p.is_tensor
+             ? absl::StrCat("Tensor(ndim=", p.dims.size(), ", dtype=", p.dtype.ToString(), ")")
+             : "int";
+}
+
+// Checks argument `index` of `kernel` against its parameter and records it
+// in `call`. Dim specs may refer to earlier arguments, which are bound first.
+absl::Status BindArgument(const CudaKernelInfo& kernel, size_t index, const Value& arg,
+                          BoundCall* call) {
+  const CudaParamInfo& param = kernel.params[index];
+  if (!param.is_tensor) {
+    int64_t v = 0;
+    if (arg.is_int()) {
+      v = arg.int_value();
+    } else if (arg.is_bool()) {
+      v = arg.bool_value() ? 1 : 0;
+    } else {
+      return TypeError("kernel ", kernel.name, ": argument ", index, " must be an int, got ",
+                       arg.TypeName());
+    }
+    call->counts.scalars[index] = v;
+    call->words[index] = v;
+    return absl::OkStatus();
+  }
+  if (!arg.is_tensor()) {
+    return TypeError("kernel ", kernel.name, ": argument ", index, " must be a ",
+                     ParamKindName(param), ", got ", arg.TypeName());
+  }
+  const TensorObj* t = arg.AsRef<TensorObj>().get();
+  const DLTensor& dl = t->dl();
+  const Device device = t->device();
+  if (device.type != kDLCUDA) {
+    return ValueError("kernel ", kernel.name, ": argument ", index, " is on ", device.ToString(),
+                      ", expected a cuda device");
+  }
+  if (!call->device.has_value()) {
+    call->device = device;
+  } else if (*call->device != device) {
+    return ValueError("kernel ", kernel.name, ": argument ", index, " is on ", device.ToString(),
+                      ", expected ", call->device->ToString(),
+                      " like the tensor arguments before it");
+  }
+  if (t->dtype() != param.dtype) {
+    return TypeError("kernel ", kernel.name, ": argument ", index, " has dtype ",
+                     t->dtype().ToString(), ", expected ", param.dtype.ToString());
+  }
+  if (dl.ndim != static_cast<int>(param.dims.size())) {
+    return ValueError("kernel ", kernel.name, ": argument ", index, " has ", dl.ndim,
+                      " dims, expected ", param.dims.size());
+  }
+  if (dl.strides != nullptr) {
+    int64_t expected = 1;
+    for (int d = dl.ndim - 1; d >= 0; --d) {
+      if (dl.shape[d] != 1 && dl.strides[d] != expected) {
+        return ValueError("kernel ", kernel.name, ": argument ", index,
+                          " is not compact row-major (dim ", d, " has stride ", dl.strides[d],
+                          ", expected ", expected, ")");
+      }
+      expected *= dl.shape[d];
+    }
+  }
+  std::vector<int64_t>& dims = call->counts.dims[index];
+  dims.assign(dl.shape, dl.shape + dl.ndim);
+  for (int d = 0; d < dl.ndim; ++d) {
+    const std::string& spec = param.dims[d];
+    if (spec == "*" || spec == "?") continue;
+    int64_t expected = 0;
+    std::string because;
+    if (spec[0] == '=') {
+      CudaRef ref;
+      // The manifest was checked at load: the reference exists and is earlier.
+      if (!ParseRef(absl::string_view(spec).substr(1), &ref)) {
+        return ValueError("kernel ", kernel.name, ": bad dim spec ", spec);
+      }
+      expected =
+          ref.is_dim ? call->counts.dims[ref.param][ref.dim] : call->counts.scalars[ref.param];
+      because = absl::StrCat(" (= ", RefDescription(ref), ")");
+    } else if (!ParseDecimal(spec, /*allow_negative=*/false, &expected)) {
+      return ValueError("kernel ", kernel.name, ": bad dim spec ", spec);
+    }
+    if (dims[d] != expected) {
+      return ValueError("kernel ", kernel.name, ": argument ", index, " dim ", d, " is ", dims[d],
+                        ", expected ", expected, because);
+    }
+  }
+  if (dl.data == nullptr && t->NumElements() > 0) {
+    return ValueError("kernel ", kernel.name, ": argument ", index, " has no data");
+  }
+  const uintptr_t address = reinterpret_cast<uintptr_t>(dl.data) + dl.byte_offset;
+  if (address % kCudaTensorAlignment != 0 && t->NumElements() > 0) {
+    return ValueError("kernel ", kernel.name, ": argument ", index, " data is not ",
+                      kCudaTensorAlignment, "-byte aligned (byte_offset ", dl.byte_offset, ")");
+  }
+  call->words[index] = static_cast<int64_t>(address);
+  return absl::OkStatus();
+}
+
+// A kernel of a loaded library as a Function. Keeps the library alive.
+class CudaKernelFunctionObj final : public FunctionObj {
+ public:
+  CudaKernelFunctionObj(Ref<CudaKernelLibrary> library, size_t kernel)
+      : FunctionObj(library->kernels()[kernel].name),
+        library_(std::move(library)),
+        kernel_(kernel) {}
+
+  absl::StatusOr<Value> Call(ArgSpan args) const override {
+    const CudaKernelInfo& k = library_->kernels()[kernel_];
+    if (args.size() != k.params.size()) {
+      return TypeError("kernel ", k.name, " takes ", k.params.size(), " arguments, got ",
+                       args.size());
+    }
+    BoundCall call;
+    call.counts.dims.resize(args.size());
+    call.counts.scalars.assign(args.size(), 0);
+    call.words.assign(args.size(), 0);
+    for (size_t i = 0; i < args.size(); ++i) {
+      TETHER_RETURN_IF_ERROR(BindArgument(k, i, args[i], &call));
+    }
+    // Counts and scratch sizes before the driver: a bad count is the
+    // caller's, not the GPU's.
+    std::vector<int64_t> scratch_sizes;
+    for (const CudaScratchInfo& b : k.scratch) {
+      absl::StatusOr<int64_t> n = EvalCudaCount(b.count, call.counts);
+      if (n.ok() && *n < 0) n = ValueError("size ", *n, " is negative");
+      if (n.ok() &&
+          *n > std::numeric_limits<int64_t>::max() / std::max<int64_t>(1, b.dtype.bytes())) {
+        n = ValueError(*n, " elements of ", b.dtype.ToString(), " overflow");
+      }
+      if (!n.ok()) {
+        return ValueError("kernel ", k.name, " scratch ", scratch_sizes.size(), ": ",
+                          n.status().message());
+      }
+      scratch_sizes.push_back(*n);
+    }
+    std::vector<std::optional<int64_t>> counts(k.launches.size());
+    for (size_t l = 0; l < k.launches.size(); ++l) {
+      if (k.launches[l].count.empty()) continue;  // unknown: a full grid
+      absl::StatusOr<int64_t> count = EvalCudaCount(k.launches[l].count, call.counts);
+      if (!count.ok()) {
+        return ValueError("kernel ", k.name, " launch ", k.launches[l].entry, ": ",
+                          count.status().message());
+      }
+      counts[l] = *count;
+    }
+    // A kernel without tensor arguments has nothing to say where it runs.
+    const Device device = call.device.value_or(Device::Cuda(0));
+    TETHER_ASSIGN_OR_RETURN(const DeviceModule* module, library_->ModuleFor(device));
+    // Then the dims of every tensor parameter; Launch adds the scratch
+    // buffers' pointers and dims.
+    for (size_t i = 0; i < args.size(); ++i) {
+      if (!k.params[i].is_tensor) continue;
+      call.dims.insert(call.dims.end(), call.counts.dims[i].begin(), call.counts.dims[i].end());
+    }
+    TETHER_RETURN_IF_ERROR(Launch(k, *module, counts, scratch_sizes, &call));
+    return Value();
+  }
+
+ private:
+  absl::Status Launch(const CudaKernelInfo& k, const DeviceModule& module,
+                      const std::vector<std::optional<int64_t>>& counts,
+                      const std::vector<int64_t>& scratch_sizes, BoundCall* call) const {
+#if TETHER_CUDA_DEVICE
+    const cuda::CudaDriver& driver = *module.driver;
+    // The .params in PTX order: parameters, scratch pointers, parameter
+    // dims, scratch dims. Scratch comes from the module's pool and goes back
+    // when the call returns, its launches still queued: every kernel runs on
+    // the legacy default stream, so the pool's next user runs after them.
+    std::vector<int64_t> words = std::move(call->words);
+    std::vector<memory::Buffer> scratch;
+    absl::Cleanup release = [&] {
+      for (const memory::Buffer& b : scratch) module.scratch->Free(b);
+    };
+    for (size_t b = 0; b < k.scratch.size(); ++b) {
+      int64_t address = 0;
+      if (scratch_sizes[b] > 0) {
+        const size_t bytes = static_cast<size_t>(scratch_sizes[b]) * k.scratch[b].dtype.bytes();
+        absl::StatusOr<memory::Buffer> buf = module.scratch->Alloc(bytes, kCudaTensorAlignment);
+        if (!buf.ok()) {
+          return Annotate(buf.status(), "kernel ", k.name, " scratch ", b, ": ");
+        }
+        address = static_cast<int64_t>(reinterpret_cast<uintptr_t>(buf->data));
+        scratch.push_back(*buf);
+      }
+      words.push_back(address);
+    }
+    words.insert(words.end(), call->dims.begin(), call->dims.end());
+    words.insert(words.end(), scratch_sizes.begin(), scratch_sizes.end());
+    std::vector<void*> params(words.size());
+    for (size_t i = 0; i < words.size(); ++i) params[i] = &words[i];
+    TETHER_RETURN_IF_ERROR(cuda::CudaStatus(driver, driver.cuCtxSetCurrent(module.ctx),
+                                            "cuCtxSetCurrent", module.device));
+    const int64_t max_blocks = kBlocksPerSm * module.sm_count;
+    for (size_t l = 0; l < k.launches.size(); ++l) {
+      const CudaLaunchInfo& launch = k.launches[l];
+      int64_t blocks = max_blocks;
+      if (counts[l].has_value()) {
+        const int64_t count = *counts[l];
+        if (count <= 0) continue;  // an empty (or negative) loop runs no iteration
+        blocks = std::min((count - 1) / launch.block + 1, max_blocks);
+      }
+      cuda::CUresult r = driver.cuLaunchKernel(
+          module.functions[kernel_][l], static_cast<unsigned int>(blocks), 1, 1,
+          static_cast<unsigned int>(launch.block), 1, 1, /*shared_mem_bytes=*/0,
+          /*stream=*/nullptr, params.empty() ? nullptr : params.data(), /*extra=*/nullptr);
+      if (r != cuda::CUDA_SUCCESS) {
+        return cuda::CudaStatus(
+            driver, r,
+            absl::StrCat("cuLaunchKernel(", launch.entry, ", ", blocks, " blocks of ", launch.block,
+                         " threads) of kernel ", k.name),
+            module.device);
+      }
+    }
+    return absl::OkStatus();
+#else
+    (void)module;
+    (void)counts;
+    (void)scratch_sizes;
+    (void)call;
+    return UnavailableError("kernel ", k.name, ": this runtime was built without cuda");
+#endif
+  }
+
+  Ref<CudaKernelLibrary> library_;
+  size_t kernel_;
+};
+
+absl::StatusOr<Function> CudaKernelLibrary::GetOwnFunction(absl::string_view name) {
+  auto it = index_.find(name);
+  if (it == index_.end()) {
+    return NotFoundError("kernel ", std::string(name), " is not in this cuda kernel library");
+  }
+  return Function(MakeRef<CudaKernelFunctionObj>(Ref<CudaKernelLibrary>(this), it->second));
+}
+
+}  // namespace
+
+absl::StatusOr<Ref<Module>> LoadCudaKernelLibrary(const vm::KernelLibraryBlob& blob) {
+  if (blob.format != "ptx") {
+    return absl::UnimplementedError(absl::StrCat("kernel library format \"", blob.format,
+                                                 "\" is not a cuda kernel library (\"ptx\")"));
+  }
+  TETHER_ASSIGN_OR_RETURN(CudaBlobContents contents, ReadCudaBlob(blob.data));
+  TETHER_ASSIGN_OR_RETURN(std::vector<CudaKernelInfo> kernels,
+                          ParseCudaManifest(contents.manifest));
+  // Every image must define every entry: which image runs is the device's
+  // choice, and a missing entry is better found here than on that device.
+  for (const CudaImage& img : contents.images) {
+    absl::flat_hash_set<std::string> entries = PtxEntryNames(img.ptx);
+    for (const CudaKernelInfo& k : kernels) {
+      for (size_t l = 0; l < k.launches.size(); ++l) {
+        if (!entries.contains(k.launches[l].entry)) {
+          return ValueError("cuda kernel library (target ", blob.target, "): the ptx for sm_",
+                            img.sm, " has no entry ", k.launches[l].entry, " (kernel ", k.name,
+                            " launch ", l, ")");
+        }
+      }
+    }
+  }
+  Ref<CudaKernelLibrary> lib =
+      MakeRef<CudaKernelLibrary>(blob.target, std::move(contents.images), std::move(kernels));
+  return Ref<Module>(lib.get());
+}
+
+void RegisterCudaKernelLibraryLoader() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    // ALREADY_EXISTS only if someone registered "ptx" first; theirs stays.
+    (void)vm::RegisterKernelLibraryLoader("ptx", &LoadCudaKernelLibrary);
+  });
+}
+
+}  // namespace tether
