@@ -69,8 +69,8 @@ absl::StatusOr<Runner> BuildOp(const std::string& op, const std::vector<Tensor>&
   absl::StatusOr<StructInfo> s = FindOp(op)->infer(*call.as<CallNode>());
   if (!s.ok()) return s.status();
   call->set_struct_info(*s);
-  absl::StatusOr<KernelFunc> k =
-      LowerCallToKernel(*call.as<CallNode>(), "bench_kernel", NumThreads());
+  absl::StatusOr<KernelFunc> k = LowerCallToKernel(*call.as<CallNode>(), "bench_kernel",
+                                                   KernelTarget{.num_threads = NumThreads()});
   if (!k.ok()) return k.status();
   absl::StatusOr<Ref<Module>> mod = BuildAndLoad({*k});
   if (!mod.ok()) return mod.status();

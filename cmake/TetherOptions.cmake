@@ -46,8 +46,8 @@ if(TETHER_FUZZ)
   message(STATUS "tether: fuzz targets with libFuzzer")
 endif()
 
-# tether_add_library(NAME SOURCES...): a library of ours with warnings as errors
-# and the alias tether::<part>.
+# tether_target_defaults(TARGET): warnings as errors and the source root on
+# the include path, for every target of ours.
 function(tether_target_defaults target)
   target_compile_options(${target} PRIVATE ${TETHER_WARNINGS})
   target_include_directories(${target} PUBLIC ${PROJECT_SOURCE_DIR})

@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "compiler/backend/cuda/device_split.h"
+#include "compiler/backend/cuda/simulate_on_cpu.h"
 #include "compiler/backend/llvm/llvm_codegen.h"
 #include "compiler/backend/llvm/target.h"
 #include "compiler/backend/vm/vm_codegen.h"
@@ -76,9 +77,9 @@ absl::StatusOr<IRModule> LowerModule(IRModule module, const BuildOptions& option
   }
   TETHER_ASSIGN_OR_RETURN(Target target, Target::Parse(options.target));
   PipelineOptions pipeline;
-  pipeline.num_threads = options.num_threads;
-  pipeline.gpu = target.is_cuda();
-  if (pipeline.gpu) pipeline.gpu_arch = target.archs.front();  // sorted: the lowest
+  pipeline.target.num_threads = options.num_threads;
+  pipeline.target.gpu = target.is_cuda();
+  if (pipeline.target.gpu) pipeline.target.gpu_arch = target.archs.front();  // sorted: the lowest
   return RunPipeline(std::move(module), options.pipeline, pipeline);
 }
 

@@ -5,7 +5,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "compiler/op/op.h"
+#include "compiler/relax/op_registry.h"
 #include "compiler/tir/arith.h"
 
 namespace tether::compiler {
@@ -219,7 +219,7 @@ absl::StatusOr<Buffer> BufferForStructInfo(const StructInfo& sinfo, const std::s
 }
 
 absl::StatusOr<KernelFunc> LowerCallToKernel(const CallNode& call, const std::string& kernel_name,
-                                             int num_threads, bool gpu, int gpu_arch) {
+                                             const KernelTarget& target) {
   const auto* op = call.op.as<OpNode>();
   if (op == nullptr) {
     return absl::InvalidArgumentError(
@@ -242,9 +242,7 @@ absl::StatusOr<KernelFunc> LowerCallToKernel(const CallNode& call, const std::st
   LowerContext ctx;
   ctx.call = &call;
   ctx.out_sinfo = call.struct_info();
-  ctx.num_threads = num_threads;
-  ctx.gpu = gpu;
-  ctx.gpu_arch = gpu_arch;
+  ctx.target = target;
   ctx.inputs.resize(call.args.size());
   ctx.input_buffers.resize(call.args.size());
   std::vector<KernelParam> params;
@@ -332,7 +330,8 @@ absl::StatusOr<KernelFunc> LowerCallToKernel(const CallNode& call, const std::st
           op->name, ": a per-element operator must have one output, got ", outputs.size()));
     }
     body = MakeElementwiseLoopNest(
-        outputs[0], [&](const std::vector<PrimExpr>& idx) { return info->compute(ctx, idx); }, gpu);
+        outputs[0], [&](const std::vector<PrimExpr>& idx) { return info->compute(ctx, idx); },
+        target.gpu);
   } else {
     Epilogue identity = [](const PrimExpr& v, const std::vector<PrimExpr>&) { return v; };
     absl::StatusOr<Stmt> s = info->schedule(ctx, outputs, identity);

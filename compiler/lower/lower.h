@@ -1,6 +1,6 @@
 // Lowering of one operator call to a kernel: the default loop nest for
 // per-element operators, buffers for struct infos, and LowerCallToKernel,
-// which turns one normalized call of a registered operator (compiler/op/op.h)
+// which turns one normalized call of a registered operator (compiler/relax/op_registry.h)
 // into a KernelFunc that codegen can compile. Fusion builds on the same
 // pieces (MakeElementwiseLoopNest, BufferForStructInfo) for fused groups.
 //
@@ -22,6 +22,7 @@
 #include "compiler/relax/expr.h"
 #include "compiler/relax/struct_info.h"
 #include "compiler/tir/kernel_ir.h"
+#include "compiler/tir/kernel_target.h"
 
 namespace tether::compiler {
 
@@ -94,15 +95,14 @@ absl::StatusOr<Buffer> BufferForStructInfo(const StructInfo& sinfo, const std::s
 // per output tensor (a Tuple struct info gives several). A `compute`
 // operator runs through MakeElementwiseLoopNest; a `schedule` operator is
 // called with the identity epilogue. Readers Load from the parameter
-// buffers. With `gpu`, the kernel is lowered for a GPU (LowerContext::gpu
-// and gpu_arch; per-element operators through MakeFlatParallelLoop).
+// buffers. For a GPU target, the kernel is lowered for a GPU (LowerContext::target;
+// per-element operators through MakeFlatParallelLoop).
 // INVALID_ARGUMENT: not an operator call, unknown operator, an operator that
 // does not lower to a kernel, missing struct info or an unknown shape, or a
 // symbolic variable that no tensor shape binds. Errors of the operator's
 // schedule pass through.
 absl::StatusOr<KernelFunc> LowerCallToKernel(const CallNode& call, const std::string& kernel_name,
-                                             int num_threads = 0, bool gpu = false,
-                                             int gpu_arch = 0);
+                                             const KernelTarget& target = {});
 
 }  // namespace tether::compiler
 

@@ -35,7 +35,7 @@ struct BlockGemm {
   PrimExpr batches, m, n, k;  // extents, possibly symbolic
   DataType acc_t;             // accumulation type (float32 for 16-bit data)
   DataType operand_t;         // what the readers return
-  int gpu_arch = 0;           // LowerContext::gpu_arch: whether tensor cores may be used
+  int gpu_arch = 0;           // KernelTarget::gpu_arch: whether tensor cores may be used
   // Element readers, called with in-range indices only, returning operand_t.
   std::function<PrimExpr(const PrimExpr& b, const PrimExpr& m, const PrimExpr& k)> a;
   std::function<PrimExpr(const PrimExpr& b, const PrimExpr& k, const PrimExpr& n)> b;

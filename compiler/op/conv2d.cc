@@ -388,7 +388,7 @@ absl::StatusOr<Stmt> ScheduleConv2d(const LowerContext& ctx, const std::vector<B
   }
   const Buffer& Y = outputs[0];
   const DataType acc_t = nn_internal::ComputeType(Y->dtype);
-  if (ctx.gpu) return ScheduleConv2dGpu(X, W, Y, acc_t, *p, epilogue, ctx.gpu_arch);
+  if (ctx.target.gpu) return ScheduleConv2dGpu(X, W, Y, acc_t, *p, epilogue, ctx.target.gpu_arch);
   const PrimExpr N = X->shape[0], C = X->shape[1], H = X->shape[2], Wd = X->shape[3];
   const PrimExpr O = W->shape[0], Cg = W->shape[1], KH = W->shape[2], KW = W->shape[3];
   const PrimExpr OH = Y->shape[2], OW = Y->shape[3];

@@ -45,8 +45,6 @@
 
 namespace tether::compiler {
 
-void RegisterImageOps();
-
 namespace {
 
 constexpr char kResize2d[] = "relax.image.resize2d";

@@ -172,7 +172,7 @@ absl::StatusOr<Stmt> ScheduleMatmul(const LowerContext& ctx, const std::vector<B
   const PrimExpr N = b_vec ? PrimExpr(1) : B->shape[bn - 1];
 
   const DataType acc_t = nn_internal::ComputeType(C->dtype);
-  if (ctx.gpu && WorthBlockGemm(M, N)) {
+  if (ctx.target.gpu && WorthBlockGemm(M, N)) {
     const MatmulOperands op{A, B, C, a_vec, b_vec, a_batch, b_batch, out_batch};
     BlockGemm g;
     g.batches = Product(out_batch);
@@ -181,7 +181,7 @@ absl::StatusOr<Stmt> ScheduleMatmul(const LowerContext& ctx, const std::vector<B
     g.k = K;
     g.acc_t = acc_t;
     g.operand_t = A->dtype == B->dtype ? A->dtype : acc_t;
-    g.gpu_arch = ctx.gpu_arch;
+    g.gpu_arch = ctx.target.gpu_arch;
     g.a = [&](const PrimExpr& b, const PrimExpr& m, const PrimExpr& k) {
       return Cast(g.operand_t, Load(A, op.AIndex(Unflatten(b, out_batch), m, k)));
     };
@@ -195,7 +195,7 @@ absl::StatusOr<Stmt> ScheduleMatmul(const LowerContext& ctx, const std::vector<B
     };
     return BlockGemmSchedule(g);
   }
-  if (ctx.gpu) {
+  if (ctx.target.gpu) {
     // One thread per output element, the k loop serial into a kLocal
     // accumulator (device_split fuses nothing here: the loop is already flat).
     return MakeFlatParallelLoop(C->shape, [&](const std::vector<PrimExpr>& ci) {

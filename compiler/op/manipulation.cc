@@ -424,7 +424,7 @@ absl::StatusOr<Stmt> ScheduleCumsum(const LowerContext& ctx, const std::vector<B
         return Allocate(
             acc, Seq({Store(acc, {0}, MakeConst(dtype, 0)), For(j, 0, n, ForKind::kSerial, body)}));
       },
-      ForKind::kSerial, /*gpu=*/ctx.gpu);  // for a GPU: one thread per scanned line
+      ForKind::kSerial, /*gpu=*/ctx.target.gpu);  // for a GPU: one thread per scanned line
 }
 
 }  // namespace
@@ -454,8 +454,6 @@ void RegisterManipulationOps() {
   cumsum.infer = InferCumsum;
   cumsum.schedule = ScheduleCumsum;
   RegisterOp(std::move(cumsum));
-
-  RegisterSlicingOps();  // slicing.cc
 }
 
 }  // namespace tether::compiler

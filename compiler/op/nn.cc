@@ -102,11 +102,6 @@ void RegisterPadOp() {
 
 }  // namespace
 
-void RegisterNNOps() {
-  RegisterConv2dOp();
-  RegisterPoolingOps();
-  RegisterNormalizationOps();
-  RegisterPadOp();
-}
+void RegisterNNOps() { RegisterPadOp(); }
 
 }  // namespace tether::compiler

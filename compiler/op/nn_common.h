@@ -84,11 +84,4 @@ absl::Status CheckLayout(const Attrs& attrs, const std::string& key, const std::
 
 }  // namespace tether::compiler::nn_internal
 
-namespace tether::compiler {
-// The parts of RegisterNNOps (nn.cc), one per file.
-void RegisterConv2dOp();          // conv2d.cc
-void RegisterPoolingOps();        // pooling.cc: max_pool2d, avg_pool2d, adaptive_avg_pool2d
-void RegisterNormalizationOps();  // normalization.cc: batch_norm, layer_norm, softmax, log_softmax
-}  // namespace tether::compiler
-
 #endif  // TETHER_COMPILER_OP_NN_COMMON_H_

@@ -126,7 +126,7 @@ absl::StatusOr<Stmt> ScheduleBatchNorm(const LowerContext& ctx, const std::vecto
   auto shift_of = [&](const PrimExpr& c, const PrimExpr& k) {
     return center ? param(2, c) - param(3, c) * k : MakeConst(acc_t, 0) - param(3, c) * k;
   };
-  if (ctx.gpu) {
+  if (ctx.target.gpu) {
     // One loop over max(elements, channels): iteration t normalizes element
     // t (when there is one) and copies the statistics of channel t (when
     // there is one), so an empty batch still gets its statistics.
@@ -242,7 +242,7 @@ struct RowSplit {
 struct RowForm {
   enum class Kind { kLanes, kThread, kBlock };
   RowForm(const LowerContext& ctx, PrimExpr length, DataType acc_t)
-      : kind(!ctx.gpu                ? Kind::kLanes
+      : kind(!ctx.target.gpu         ? Kind::kLanes
              : WorthBlockRow(length) ? Kind::kBlock
                                      : Kind::kThread),
         length(std::move(length)),

@@ -1,126 +1,32 @@
-// The operator registry. Each Relax operator ("relax.add", "relax.nn.conv2d")
-// registers, once, what the compiler needs to know about it:
-//   - how to infer the struct info of a call (broadcasting, symbolic shapes),
-//   - its fusion pattern (as TVM's OpPatternKind),
-//   - how to lower it to the kernel IR: a per-element `compute` for
-//     elementwise/broadcast/injective operators, or a `schedule` that writes
-//     whole output buffers for reductions and complex operators (matmul,
-//     conv2d, pooling, normalization, softmax).
-//
-// Fusion (compiler/transform/) composes these: injective producers are
-// inlined through the TensorReaders of their consumer, and elementwise
-// consumers of a schedule's output become its `epilogue`, applied at the
-// final store. An operator never needs to know whether it is fused.
-//
-// Thread contract: registration happens during static initialization (the
-// REGISTER macro); lookups are thread-safe afterwards.
+// The operator families: one registration function per file of
+// compiler/op/, each adding its operators' OpInfo (compiler/relax/op_registry.h:
+// inference, fusion pattern, compute or schedule) to the registry table.
+// InstallOperators (registry.cc) calls them all, once, on the first lookup.
 #ifndef TETHER_COMPILER_OP_OP_H_
 #define TETHER_COMPILER_OP_OP_H_
 
-#include <functional>
-#include <string>
-#include <vector>
-
-#include "absl/status/statusor.h"
-#include "compiler/relax/expr.h"
-#include "compiler/tir/kernel_ir.h"
+#include "compiler/relax/op_registry.h"
 
 namespace tether::compiler {
 
-// As TVM's OpPatternKind; the order matters (fusion compares kinds).
-enum class OpPattern : uint8_t {
-  kElemWise = 0,    // out[i] = f(in0[i], in1[i], ...), same shapes
-  kBroadcast = 1,   // elementwise with numpy broadcasting
-  kInjective = 2,   // each output element reads a few input elements (reshape, transpose, take)
-  kCommReduce = 3,  // reductions (sum, max, argmax, ...)
-  kOutEWiseFusable =
-      4,        // complex ops whose output can take an elementwise epilogue (matmul, conv2d)
-  kOpaque = 8,  // never fused (ops that are not lowered to kernels, or multi-output)
-};
-
-// Reads the element of one operand at `indices` (one per dimension of the
-// operand). For a plain kernel parameter it is a Load of the parameter
-// buffer; for a fused producer it is the producer's expression, inlined.
-using TensorReader = std::function<PrimExpr(const std::vector<PrimExpr>& indices)>;
-
-// Maps the value computed for output 0 at `indices` to the value stored.
-// Identity when nothing is fused after the operator.
-using Epilogue =
-    std::function<PrimExpr(const PrimExpr& value, const std::vector<PrimExpr>& indices)>;
-
-// One call being lowered.
-struct LowerContext {
-  const CallNode* call = nullptr;  // args (with struct info) and attrs
-  // Per argument of the call: a reader when the argument is a tensor, else
-  // empty (shape, prim value and other non-tensor arguments are read from
-  // call->args directly and must be known at compile time or symbolic).
-  std::vector<TensorReader> inputs;
-  // Per argument: the buffer behind it when it is a kernel parameter (not an
-  // inlined producer), else null. Schedules that pack or tile read buffers;
-  // they may require them (and return INVALID_ARGUMENT otherwise; fusion
-  // never inlines into an OutEWiseFusable operator's inputs).
-  std::vector<Buffer> input_buffers;
-  // The struct info of the call (its output), with the shape known (maybe symbolic).
-  StructInfo out_sinfo;
-  // Threads the kernel will run on (tile choices may use it); 0 = unknown.
-  int num_threads = 0;
-  // The kernel will run on a GPU (compiler/backend/cuda/device_split.h): the
-  // statement must have no kGlobal allocation and no assertion, and should
-  // do its work in one top-level kParallel loop over output elements (or
-  // rows), reductions serial inside it with kLocal accumulators.
-  bool gpu = false;
-  // With gpu: the lowest architecture the kernel must run on (80 = sm_80;
-  // 0 = unknown). Tensor-core schedules need 70 (float16) or 80 (bfloat16).
-  int gpu_arch = 0;
-};
-
-struct OpInfo {
-  std::string name;  // "relax.nn.conv2d"
-  OpPattern pattern = OpPattern::kOpaque;
-  int num_args = -1;  // -1: variadic (checked by infer)
-
-  // The struct info of `call` (its args are normalized and carry struct info).
-  // INVALID_ARGUMENT naming the operator and what is wrong:
-  // "relax.add: cannot broadcast R.Tensor((2, 3)) with R.Tensor((4,))".
-  std::function<absl::StatusOr<StructInfo>(const CallNode& call)> infer;
-
-  // kElemWise, kBroadcast, kInjective: the output element at `indices`
-  // (one per output dimension), reading operands through ctx.inputs.
-  std::function<PrimExpr(const LowerContext& ctx, const std::vector<PrimExpr>& indices)> compute;
-
-  // kCommReduce, kOutEWiseFusable and multi-output kOpaque operators: a
-  // statement that writes every element of `outputs` (one buffer per output
-  // tensor of the call, in order), applying `epilogue` to output 0's values.
-  std::function<absl::StatusOr<Stmt>(const LowerContext& ctx, const std::vector<Buffer>& outputs,
-                                     const Epilogue& epilogue)>
-      schedule;
-
-  // Operators lowered to neither: handled by the VM code generator
-  // (call_tir, call_dps_packed, shape_of, ...) or folded away.
-  bool lowers_to_kernel() const { return compute != nullptr || schedule != nullptr; }
-};
-
-// Registers `info` (its name must be new). Called by the family functions
-// below; aborts on a duplicate name (a build bug, caught by any test).
-void RegisterOp(OpInfo info);
-// The operator named `name`, or nullptr. Registers every family on first use.
-const OpInfo* FindOp(absl::string_view name);
-// Every registered operator name, sorted.
-std::vector<std::string> ListOps();
-
-// One function per operator family, each defined in its own file of
-// compiler/op/ and called once by FindOp/ListOps (explicit calls, because a
-// static library drops unreferenced self-registering objects).
-void RegisterElementwiseOps();    // elementwise.cc: arithmetic, math, activations, compare, where,
-                                  // astype, clip
+// One function per file of compiler/op/, each called once by
+// InstallOperators (explicit calls, because a static library drops
+// unreferenced self-registering objects).
+void RegisterElementwiseOps();    // elementwise.cc: arithmetic, math, activations, compare,
+                                  // where, astype, clip
 void RegisterReductionOps();      // reduction.cc: sum/mean/max/min/prod, argmax/argmin
 void RegisterManipulationOps();   // manipulation.cc: reshape, permute_dims, ..., full/zeros/ones,
-                                  // tril/triu, cumsum (slicing.cc adds take, strided_slice,
-                                  // gather_elements, scatter_elements)
+                                  // tril/triu, cumsum
+void RegisterSlicingOps();        // slicing.cc: take, strided_slice, gather_elements,
+                                  // scatter_elements
 void RegisterLinearAlgebraOps();  // linear_algebra.cc: matmul
-void RegisterNNOps();             // nn.cc: conv2d, pooling, batch_norm, layer_norm, softmax, pad
-void RegisterBuiltinOps();  // builtin.cc: call_tir, call_dps_packed, call_pure_packed, shape_of,
-                            // ...
+void RegisterConv2dOp();          // conv2d.cc
+void RegisterPoolingOps();        // pooling.cc: max_pool2d, avg_pool2d, adaptive_avg_pool2d
+void RegisterNormalizationOps();  // normalization.cc: batch_norm, layer_norm, softmax, log_softmax
+void RegisterNNOps();             // nn.cc: pad
+void RegisterImageOps();          // image.cc: resize2d
+void RegisterBuiltinOps();        // builtin.cc: call_tir, call_dps_packed, call_pure_packed,
+                                  // shape_of, ...
 
 }  // namespace tether::compiler
 

@@ -76,9 +76,6 @@ std::vector<PrimExpr> UnravelIndex(const PrimExpr& flat, const std::vector<PrimE
 StructInfo TensorLike(const TensorStructInfoNode* t, std::optional<std::vector<PrimExpr>> shape,
                       int ndim);
 
-// The slicing family (slicing.cc), registered by RegisterManipulationOps.
-void RegisterSlicingOps();
-
 // Every dim of `shape` simplified (arith.h).
 std::vector<PrimExpr> SimplifyShape(std::vector<PrimExpr> shape);
 

@@ -114,7 +114,7 @@ absl::StatusOr<Stmt> SchedulePool(const LowerContext& ctx, const std::vector<Buf
   const PrimExpr T(kTile);
   const int64_t pt = p->padding[0], pl = p->padding[1], pb = p->padding[2], pr = p->padding[3];
   const TensorReader& read = *x;
-  if (ctx.gpu) {
+  if (ctx.target.gpu) {
     return MakeFlatParallelLoop(Y->shape, [&](const std::vector<PrimExpr>& yi) {
       const PrimExpr n = yi[0], c = yi[1], oh = yi[2], ow = yi[3];
       Buffer acc = MakeBuffer("pool_acc", acc_t, {PrimExpr(1)}, BufferNode::Scope::kLocal);
@@ -237,7 +237,7 @@ absl::StatusOr<Stmt> ScheduleAdaptive(const LowerContext& ctx, const std::vector
   const PrimExpr OH = Y->shape[2], OW = Y->shape[3];
   const DataType acc_t = nn_internal::ComputeType(Y->dtype);
   const TensorReader& read = *x;
-  if (ctx.gpu) {
+  if (ctx.target.gpu) {
     return MakeFlatParallelLoop(Y->shape, [&](const std::vector<PrimExpr>& yi) {
       const PrimExpr n = yi[0], c = yi[1], oh = yi[2], ow = yi[3];
       const PrimExpr zero(0);

@@ -261,7 +261,7 @@ absl::StatusOr<Stmt> ScheduleReduce(const LowerContext& ctx, const std::vector<B
     }
     return in_idx;
   };
-  if (ctx.gpu && !IsArg(r) && WorthBlockRow(count)) {
+  if (ctx.target.gpu && !IsArg(r) && WorthBlockRow(count)) {
     GpuReduction g{ctx, out, r, acc_dtype, in_dtype, {}, count, input_index, epilogue};
     for (int64_t a : *axes) g.reduced_dims.push_back(in_shape[a]);
     if (int64_t splits = ReduceSplits(Product(out->shape), count); splits > 1) {
@@ -306,7 +306,7 @@ absl::StatusOr<Stmt> ScheduleReduce(const LowerContext& ctx, const std::vector<B
     return Allocate(acc, Seq({init, loops, finish}));
   };
   // For a GPU: one thread per output element (MakeFlatParallelLoop).
-  return MakeParallelLoopNest(out->shape, body, ForKind::kSerial, ctx.gpu);
+  return MakeParallelLoopNest(out->shape, body, ForKind::kSerial, ctx.target.gpu);
 }
 
 void RegisterReduce(const std::string& name, Reducer r) {

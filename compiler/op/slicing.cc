@@ -187,7 +187,7 @@ absl::StatusOr<Stmt> ScheduleSplit(const LowerContext& ctx, const std::vector<Bu
   if (!axis.ok()) return axis.status();
   absl::StatusOr<std::vector<std::pair<PrimExpr, PrimExpr>>> ranges = SplitRanges(call, in[*axis]);
   if (!ranges.ok()) return ranges.status();
-  if (ctx.gpu) {
+  if (ctx.target.gpu) {
     // One thread per input element, stored into the output whose range
     // along the axis holds it (the ranges partition the axis in order).
     const size_t ax = static_cast<size_t>(*axis);
@@ -444,7 +444,7 @@ absl::StatusOr<Stmt> ScheduleScatterElements(const LowerContext& ctx,
   if (!axis.ok()) return axis.status();
   const std::string reduction = GetStringAttr(call.attrs, "reduction", "update");
   const Buffer& out = outputs[0];
-  if (ctx.gpu) {
+  if (ctx.target.gpu) {
     // One thread per output element, without atomics: it starts from the
     // input element and applies, in the CPU schedule's order, every update
     // that targets it (those at its coordinates off the axis whose index

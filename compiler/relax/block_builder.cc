@@ -5,7 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "compiler/op/op.h"
+#include "compiler/relax/op_registry.h"
 #include "compiler/relax/struct_info_util.h"
 #include "compiler/relax/visitor.h"
 #include "compiler/tir/arith.h"

@@ -6,7 +6,7 @@
 // tuples of leaves; nested calls are bound to fresh vars in the current
 // block. If branches and function bodies are SeqExprs. Every expression has
 // its struct info, inferred bottom-up: op calls through FindOp(name)->infer
-// (compiler/op/op.h), calls to GlobalVars through the callee's
+// (compiler/relax/op_registry.h), calls to GlobalVars through the callee's
 // FuncStructInfo in the module (its symbolic param dims matched against the
 // arguments), ExternFunc calls through sinfo_args[0]; tuples, tuple items,
 // If (the least upper bound of the branches), SeqExprs, shapes, prim values

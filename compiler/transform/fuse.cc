@@ -49,13 +49,8 @@ void CollectSInfoVars(const StructInfo& sinfo, absl::flat_hash_set<const PrimVar
 class GroupLowering {
  public:
   GroupLowering(const BindingBlock& block, const std::vector<Candidate>& cands, const Group& group,
-                int num_threads, bool gpu, int gpu_arch)
-      : block_(block),
-        cands_(cands),
-        group_(group),
-        num_threads_(num_threads),
-        gpu_(gpu),
-        gpu_arch_(gpu_arch) {
+                const KernelTarget& target)
+      : block_(block), cands_(cands), group_(group), target_(target) {
     for (int m : group.members) member_of_var_[block.bindings[m].var.as<VarNode>()] = m;
   }
 
@@ -86,7 +81,8 @@ class GroupLowering {
     Stmt body;
     if (group_.anchor < 0) {
       body = MakeElementwiseLoopNest(
-          out, [&](const std::vector<PrimExpr>& idx) { return Value(group_.output, idx); }, gpu_);
+          out, [&](const std::vector<PrimExpr>& idx) { return Value(group_.output, idx); },
+          target_.gpu);
     } else {
       MarkDownstream();
       const Candidate& anchor = cands_[group_.anchor];
@@ -156,9 +152,7 @@ class GroupLowering {
     LowerContext ctx;
     ctx.call = c.call;
     ctx.out_sinfo = block_.bindings[m].var.struct_info();
-    ctx.num_threads = num_threads_;
-    ctx.gpu = gpu_;
-    ctx.gpu_arch = gpu_arch_;
+    ctx.target = target_;
     for (const Expr& arg : c.call->args) {
       const int producer = Producer(arg);
       if (producer >= 0) {
@@ -200,9 +194,7 @@ class GroupLowering {
   const BindingBlock& block_;
   const std::vector<Candidate>& cands_;
   const Group& group_;
-  const int num_threads_;
-  const bool gpu_;
-  const int gpu_arch_;
+  const KernelTarget target_;
   absl::flat_hash_map<const VarNode*, int> member_of_var_;
   absl::flat_hash_map<const ExprNode*, Buffer> param_of_;
   std::vector<Expr> inputs_;
@@ -319,8 +311,7 @@ class Fuser {
     absl::flat_hash_set<int> removed;
     for (const auto& g : groups) {
       if (g->members.size() < 2 || group_of[g->output] != g.get()) continue;
-      GroupLowering lowering(block, cands, *g, options_.num_threads, options_.gpu,
-                             options_.gpu_arch);
+      GroupLowering lowering(block, cands, *g, options_.target);
       absl::StatusOr<KernelFunc> kernel = lowering.Lower();
       if (!kernel.ok()) continue;  // stays unfused; LegalizeOps lowers the calls one by one
       std::string hint = "fused";

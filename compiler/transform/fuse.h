@@ -29,18 +29,14 @@
 
 #include "absl/status/statusor.h"
 #include "compiler/relax/module.h"
+#include "compiler/tir/kernel_target.h"
 
 namespace tether::compiler {
 
 struct FuseOptions {
-  // Threads the kernels will run on (schedules may pick tiles by it); 0 = unknown.
-  int num_threads = 0;
-  // The kernels will run on a GPU: groups lower GPU-friendly bodies
-  // (LowerContext::gpu, MakeFlatParallelLoop for elementwise groups).
-  bool gpu = false;
-  // With gpu: the lowest architecture the kernels must run on (80 = sm_80;
-  // 0 = unknown), which decides whether tensor cores may be used.
-  int gpu_arch = 0;
+  // The machine the kernels will run on: for a GPU, groups lower GPU-friendly
+  // bodies (LowerContext::target, MakeFlatParallelLoop for elementwise groups).
+  KernelTarget target;
 };
 
 // INVALID_ARGUMENT when a function is not normalized.

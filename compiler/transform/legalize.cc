@@ -63,8 +63,7 @@ class Legalizer {
       view->set_struct_info(value.struct_info());
       return view;
     }
-    absl::StatusOr<KernelFunc> kernel =
-        LowerCallToKernel(*call, "kernel", options_.num_threads, options_.gpu, options_.gpu_arch);
+    absl::StatusOr<KernelFunc> kernel = LowerCallToKernel(*call, "kernel", options_.target);
     if (!kernel.ok()) {
       return absl::Status(
           kernel.status().code(),

@@ -21,20 +21,15 @@
 
 #include "absl/status/statusor.h"
 #include "compiler/relax/module.h"
+#include "compiler/tir/kernel_target.h"
 
 namespace tether::compiler {
 
 struct LegalizeOptions {
-  // Threads the kernels will run on (schedules may pick tiles by it); 0 = unknown.
-  int num_threads = 0;
+  // The machine the kernels will run on (LowerCallToKernel's target).
+  KernelTarget target;
   // R.reshape as a run-time view (vm.builtin.reshape) rather than a copy kernel.
   bool reshape_as_view = true;
-  // The kernels will run on a GPU: operators lower GPU-friendly bodies
-  // (LowerCallToKernel's `gpu`).
-  bool gpu = false;
-  // With gpu: the lowest architecture the kernels must run on (80 = sm_80;
-  // 0 = unknown), which decides whether tensor cores may be used.
-  int gpu_arch = 0;
 };
 
 // INVALID_ARGUMENT naming the function and operator when a call cannot be

@@ -27,9 +27,7 @@ struct NamedPass {
 
 std::vector<NamedPass> PassesOf(absl::string_view name, const PipelineOptions& options) {
   LegalizeOptions legalize;
-  legalize.num_threads = options.num_threads;
-  legalize.gpu = options.gpu;
-  legalize.gpu_arch = options.gpu_arch;
+  legalize.target = options.target;
   std::vector<NamedPass> passes;
   passes.push_back({"NormalizeModule", [](IRModule m) { return NormalizeModule(std::move(m)); }});
   if (name == "default") {
@@ -39,9 +37,7 @@ std::vector<NamedPass> PassesOf(absl::string_view name, const PipelineOptions& o
     }
     if (options.fuse) {
       FuseOptions fuse;
-      fuse.num_threads = options.num_threads;
-      fuse.gpu = options.gpu;
-      fuse.gpu_arch = options.gpu_arch;
+      fuse.target = options.target;
       passes.push_back({"FuseOps", [fuse](IRModule m) { return FuseOps(std::move(m), fuse); }});
     }
   }

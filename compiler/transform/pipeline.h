@@ -22,22 +22,18 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "compiler/relax/module.h"
+#include "compiler/tir/kernel_target.h"
 
 namespace tether::compiler {
 
 struct PipelineOptions {
-  // Threads the kernels will run on (schedules may pick tiles by it); 0 = unknown.
-  int num_threads = 0;
+  // The machine the kernels will run on. For a GPU (a "cuda" target), FuseOps
+  // and LegalizeOps lower operators to bodies compiler/backend/cuda/device_split.h
+  // accepts (no workspace allocations, one parallel loop over output elements).
+  KernelTarget target;
   // "default" only: fuse operators (FuseOps) and fold constants (ConstantFolding).
   bool fuse = true;
   bool fold_constants = true;
-  // The kernels will run on a GPU (a "cuda" target): FuseOps and LegalizeOps
-  // lower operators to bodies compiler/backend/cuda/device_split.h accepts (no
-  // workspace allocations, one parallel loop over output elements).
-  bool gpu = false;
-  // With gpu: the lowest architecture the kernels must run on (80 = sm_80;
-  // 0 = unknown), which decides whether tensor cores may be used.
-  int gpu_arch = 0;
 };
 
 // Runs the pipeline `name` on `module`. INVALID_ARGUMENT for an unknown

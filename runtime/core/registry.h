@@ -33,21 +33,6 @@ class Registry {
   static std::vector<std::string> ListNames();
 };
 
-// Registers at static initialization; aborts on a duplicate name (a bug).
-//   TETHER_REGISTER_FUNCTION(vm_builtin_copy, "vm.builtin.copy", [](Value v) { return v; });
-#define TETHER_REGISTER_FUNCTION(id, name, ...)                              \
-  static const bool tether_registered_##id = [] {                            \
-    ::absl::Status s = ::tether::Registry::RegisterTyped(name, __VA_ARGS__); \
-    if (!s.ok()) ::tether::internal::DieOnRegistrationError(s);              \
-    return true;                                                             \
-  }()
-#define TETHER_REGISTER_PACKED_FUNCTION(id, name, ...)                        \
-  static const bool tether_registered_##id = [] {                             \
-    ::absl::Status s = ::tether::Registry::RegisterPacked(name, __VA_ARGS__); \
-    if (!s.ok()) ::tether::internal::DieOnRegistrationError(s);               \
-    return true;                                                              \
-  }()
-
 namespace internal {
 [[noreturn]] void DieOnRegistrationError(const absl::Status& status);
 }  // namespace internal

@@ -66,6 +66,9 @@ class Tensor {
   Tensor() = default;
   explicit Tensor(Ref<TensorObj> obj) : obj_(std::move(obj)) {}
 
+  // Empty, FromBytes and the Copy* members allocate or copy device memory:
+  // they are defined in runtime/memory/tensor_storage.cc, above the device
+  // APIs and allocators they use.
   // A new compact tensor on `device`. With no allocator, memory comes from the
   // process-wide naive allocator of that device.
   static absl::StatusOr<Tensor> Empty(std::span<const int64_t> shape, DataType dtype, Device device,

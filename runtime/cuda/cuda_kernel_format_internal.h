@@ -1,6 +1,6 @@
 // Token helpers shared by the CUDA kernel library formats
 // (cuda_kernel_format.cc) and the loader that checks calls against them
-// (cuda_kernel_library.cc). Internal to runtime/vm.
+// (cuda_kernel_library.cc). Internal to runtime/cuda.
 //
 // Thread contract: pure functions; thread-safe.
 #ifndef TETHER_RUNTIME_CUDA_CUDA_KERNEL_FORMAT_INTERNAL_H_

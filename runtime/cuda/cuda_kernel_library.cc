@@ -35,8 +35,8 @@
 #include "runtime/core/tensor.h"
 #include "runtime/cuda/cuda_driver.h"
 #include "runtime/cuda/cuda_kernel_format_internal.h"
+#include "runtime/kernel/loader_registry.h"
 #include "runtime/memory/allocator.h"
-#include "runtime/vm/local_vm.h"
 
 namespace tether {
 namespace {
@@ -473,7 +473,7 @@ absl::StatusOr<Function> CudaKernelLibrary::GetOwnFunction(absl::string_view nam
 
 }  // namespace
 
-absl::StatusOr<Ref<Module>> LoadCudaKernelLibrary(const vm::KernelLibraryBlob& blob) {
+absl::StatusOr<Ref<Module>> LoadCudaKernelLibrary(const KernelLibraryBlob& blob) {
   if (blob.format != "ptx") {
     return absl::UnimplementedError(absl::StrCat("kernel library format \"", blob.format,
                                                  "\" is not a cuda kernel library (\"ptx\")"));
@@ -504,7 +504,7 @@ void RegisterCudaKernelLibraryLoader() {
   static std::once_flag once;
   std::call_once(once, [] {
     // ALREADY_EXISTS only if someone registered "ptx" first; theirs stays.
-    (void)vm::RegisterKernelLibraryLoader("ptx", &LoadCudaKernelLibrary);
+    (void)RegisterKernelLibraryLoader("ptx", &LoadCudaKernelLibrary);
   });
 }
 

@@ -25,8 +25,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "runtime/core/data_type.h"
+#include "runtime/kernel/loader_registry.h"
 #include "runtime/module/module.h"
-#include "runtime/vm/executable.h"
 
 namespace tether {
 
@@ -104,7 +104,7 @@ absl::StatusOr<int64_t> EvalCudaCount(const std::vector<std::string>& program,
 // Loads a "ptx" blob: parses and checks it (no driver needed). Modules are
 // loaded per device on the first call there. INVALID_ARGUMENT for a corrupt
 // blob, UNIMPLEMENTED for another format.
-absl::StatusOr<Ref<Module>> LoadCudaKernelLibrary(const vm::KernelLibraryBlob& blob);
+absl::StatusOr<Ref<Module>> LoadCudaKernelLibrary(const KernelLibraryBlob& blob);
 
 // Registers LoadCudaKernelLibrary as the VM's loader of format "ptx"
 // (idempotent, thread-safe). LocalVirtualMachine::Create calls it.

@@ -21,9 +21,9 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "runtime/core/error.h"
+#include "runtime/kernel/loader_registry.h"
 #include "runtime/module/system_lib.h"
 #include "runtime/threading/thread_pool.h"
-#include "runtime/vm/local_vm.h"
 
 namespace tether {
 namespace {
@@ -242,7 +242,7 @@ class SoKernelLibrary final : public Module {
   }
   absl::string_view type_key() const override { return "library.so"; }
 
-  absl::Status Open(const vm::KernelLibraryBlob& blob) {
+  absl::Status Open(const KernelLibraryBlob& blob) {
     TETHER_RETURN_IF_ERROR(CheckElfImage(blob.data));
     fd_ = memfd_create("tether-kernels", MFD_CLOEXEC);
     if (fd_ < 0) return RuntimeError("memfd_create failed: ", std::strerror(errno));
@@ -413,7 +413,7 @@ absl::StatusOr<std::vector<KernelInfo>> ParseKernelManifest(absl::string_view te
   return kernels;
 }
 
-absl::StatusOr<Ref<Module>> LoadKernelLibrary(const vm::KernelLibraryBlob& blob) {
+absl::StatusOr<Ref<Module>> LoadKernelLibrary(const KernelLibraryBlob& blob) {
   if (blob.format != "so") {
     return absl::UnimplementedError(
         absl::StrCat("kernel library format \"", blob.format, "\" cannot be loaded from memory"));
@@ -441,7 +441,7 @@ void RegisterKernelLibraryLoaders() {
   static std::once_flag once;
   std::call_once(once, [] {
     // ALREADY_EXISTS only if someone registered "so" first; theirs stays.
-    (void)vm::RegisterKernelLibraryLoader("so", &LoadKernelLibrary);
+    (void)RegisterKernelLibraryLoader("so", &LoadKernelLibrary);
   });
 }
 

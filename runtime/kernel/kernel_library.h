@@ -21,8 +21,8 @@
 #include "absl/strings/string_view.h"
 #include "dlpack/dlpack.h"
 #include "runtime/core/data_type.h"
+#include "runtime/kernel/loader_registry.h"
 #include "runtime/module/module.h"
-#include "runtime/vm/executable.h"
 
 // ---- The kernel ABI (docs/design/kernel-abi.md), plain C. ----------------------
 extern "C" {
@@ -96,7 +96,7 @@ absl::StatusOr<std::vector<KernelInfo>> ParseKernelManifest(absl::string_view te
 // dlopen'ed; the ABI version and manifest symbols are checked and every
 // kernel of the manifest resolved. INVALID_ARGUMENT for a corrupt or foreign
 // blob, UNIMPLEMENTED for another format. Thread-safe.
-absl::StatusOr<Ref<Module>> LoadKernelLibrary(const vm::KernelLibraryBlob& blob);
+absl::StatusOr<Ref<Module>> LoadKernelLibrary(const KernelLibraryBlob& blob);
 
 // A Module over kernels registered in the system library under `prefix` by a
 // statically linked kernel library (format "static"): its registration

@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "runtime/core/value.h"
+#include "runtime/kernel/loader_registry.h"
 #include "runtime/module/module.h"
 #include "runtime/vm/bytecode.h"
 
@@ -46,12 +47,9 @@ struct FunctionInfo {
   std::vector<std::string> param_names;  // size num_args, or empty when unnamed
 };
 
-// A kernel library embedded in the executable: one per target.
-struct KernelLibraryBlob {
-  std::string target;  // e.g. "llvm -mtriple=x86_64-linux-gnu", "cuda -arch=sm_90"
-  std::string format;  // "so" (ELF shared object), "ptx", "cubin", "static"
-  std::string data;
-};
+// A kernel library embedded in the executable: one per target
+// (runtime/kernel/loader_registry.h).
+using KernelLibraryBlob = ::tether::KernelLibraryBlob;
 
 // A decoded view of one instruction.
 struct Instruction {

@@ -30,26 +30,7 @@ absl::Status UnknownFunction(absl::string_view name) {
       ErrorKind::kValue);
 }
 
-struct KernelLoaderTable {
-  absl::Mutex mu;
-  absl::flat_hash_map<std::string, KernelLibraryLoader> loaders ABSL_GUARDED_BY(mu);
-};
-KernelLoaderTable& KernelLoaders() {
-  static KernelLoaderTable* table = new KernelLoaderTable();
-  return *table;
-}
-
 }  // namespace
-
-absl::Status RegisterKernelLibraryLoader(const std::string& format, KernelLibraryLoader loader) {
-  KernelLoaderTable& table = KernelLoaders();
-  absl::MutexLock lock(&table.mu);
-  if (!table.loaders.try_emplace(format, std::move(loader)).second) {
-    return absl::AlreadyExistsError(
-        absl::StrCat("a kernel library loader for format ", format, " is already registered"));
-  }
-  return absl::OkStatus();
-}
 
 absl::StatusOr<std::unique_ptr<LocalVirtualMachine>> LocalVirtualMachine::Create(
     Ref<Executable> exec, std::vector<Device> devices, const memory::MemoryConfig& memory_cfg) {
@@ -96,13 +77,7 @@ absl::Status LocalVirtualMachine::Init(Ref<Executable> exec, std::vector<Device>
 
   // Kernel libraries first: packed functions resolve there before the registry.
   for (const KernelLibraryBlob& blob : exec_->kernel_libraries) {
-    KernelLibraryLoader loader;
-    {
-      KernelLoaderTable& table = KernelLoaders();
-      absl::MutexLock lock(&table.mu);
-      auto it = table.loaders.find(blob.format);
-      if (it != table.loaders.end()) loader = it->second;
-    }
+    KernelLibraryLoader loader = FindKernelLibraryLoader(blob.format);
     if (!loader) {
       return absl::FailedPreconditionError(absl::StrCat("no loader for kernel library format \"",
                                                         blob.format, "\" (target ", blob.target,

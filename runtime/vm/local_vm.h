@@ -196,11 +196,6 @@ class LocalVirtualMachine final : public VirtualMachine {
 // Registers the vm.builtin.* functions (idempotent; Create calls it).
 void RegisterBuiltins();
 
-// Kernel libraries embedded in executables are loaded by format ("so", "ptx", ...)
-// with a loader the compiler's runtime support registers. Thread-safe.
-using KernelLibraryLoader = std::function<absl::StatusOr<Ref<Module>>(const KernelLibraryBlob&)>;
-absl::Status RegisterKernelLibraryLoader(const std::string& format, KernelLibraryLoader loader);
-
 }  // namespace tether::vm
 
 #endif  // TETHER_RUNTIME_VM_LOCAL_VM_H_

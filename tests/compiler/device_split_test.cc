@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "compiler/backend/cuda/simulate_on_cpu.h"
 #include "compiler/backend/llvm/jit.h"
 #include "compiler/tir/arith.h"
 #include "gmock/gmock.h"
@@ -105,7 +106,8 @@ absl::StatusOr<KernelFunc> LowerOp(const std::string& op, const std::vector<Host
     args.push_back(optest::TensorVar(absl::StrCat("x", i), inputs[i]));
   }
   TETHER_ASSIGN_OR_RETURN(Expr call, optest::MakeOpCall(op, std::move(args), std::move(attrs)));
-  return LowerCallToKernel(*call.as<CallNode>(), "k", /*num_threads=*/0, gpu, gpu_arch);
+  return LowerCallToKernel(*call.as<CallNode>(), "k",
+                           KernelTarget{.gpu = gpu, .gpu_arch = gpu_arch});
 }
 
 TEST(DeviceSplitTest, BroadcastNestFusesIntoOneLaunchAndMatchesTheCpu) {
@@ -295,7 +297,7 @@ TEST(DeviceSplitTest, ReductionToFewOutputsSplitsIntoChunksAndAFold) {
     TETHER_ASSIGN_OR_RETURN(
         Expr call, optest::MakeOpCall("relax.mean", {optest::TensorVar("x", in->shape, kF32)},
                                       {{"axis", std::vector<int64_t>{1}}}));
-    return LowerCallToKernel(*call.as<CallNode>(), "k", 0, /*gpu=*/true);
+    return LowerCallToKernel(*call.as<CallNode>(), "k", KernelTarget{.gpu = true});
   }();
   ASSERT_TRUE(sym.ok()) << sym.status();
   dk = SplitForDevice(*sym);

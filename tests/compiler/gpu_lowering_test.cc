@@ -1,5 +1,5 @@
 // GPU-mode lowering (LowerContext::gpu, LowerCallToKernel's `gpu`,
-// PipelineOptions::gpu): every operator with a schedule, per-element
+// PipelineOptions::target.gpu): every operator with a schedule, per-element
 // operators and fused groups lower to bodies that device lowering
 // (compiler/backend/cuda/device_split.h) accepts and that spread over GPU threads:
 // after the leading lets, exactly one kParallel loop (or one kBlock loop:
@@ -209,8 +209,8 @@ void ExpectGpuMatchesCpu(const std::string& op, const std::vector<HostTensor>& i
   ASSERT_TRUE(call.ok()) << call.status();
   absl::StatusOr<KernelFunc> cpu = LowerCallToKernel(*call->as<CallNode>(), "cpu_kernel");
   ASSERT_TRUE(cpu.ok()) << cpu.status();
-  absl::StatusOr<KernelFunc> gpu = LowerCallToKernel(*call->as<CallNode>(), "gpu_kernel",
-                                                     /*num_threads=*/0, /*gpu=*/true, gpu_arch);
+  absl::StatusOr<KernelFunc> gpu = LowerCallToKernel(
+      *call->as<CallNode>(), "gpu_kernel", KernelTarget{.gpu = true, .gpu_arch = gpu_arch});
   ASSERT_TRUE(gpu.ok()) << gpu.status();
   const bool blocks = ExpectGpuFriendly(*gpu);
   absl::StatusOr<CompiledKernel> cpu_k = CompiledKernel::Create(*cpu);
@@ -326,7 +326,8 @@ BodyCensus GpuCensus(const std::string& op, const std::vector<HostTensor>& input
   absl::StatusOr<Expr> call = optest::MakeOpCall(op, std::move(args), std::move(attrs));
   EXPECT_TRUE(call.ok()) << call.status();
   if (!call.ok()) return c;
-  absl::StatusOr<KernelFunc> gpu = LowerCallToKernel(*call->as<CallNode>(), "k", 0, true, arch);
+  absl::StatusOr<KernelFunc> gpu =
+      LowerCallToKernel(*call->as<CallNode>(), "k", KernelTarget{.gpu = true, .gpu_arch = arch});
   EXPECT_TRUE(gpu.ok()) << gpu.status();
   if (gpu.ok()) Census((*gpu)->body, &c);
   return c;
@@ -416,7 +417,8 @@ TEST(GpuLoweringTest, CpuMatmulKeepsItsPackedScheduleGpuDoesNot) {
   Census((*cpu)->body, &c);
   EXPECT_EQ(c.global_allocations, 1);  // the packed B panels
   EXPECT_EQ(c.parallel_loops, 2);      // packing, then the tiles
-  absl::StatusOr<KernelFunc> gpu = LowerCallToKernel(*call->as<CallNode>(), "mm", 0, true);
+  absl::StatusOr<KernelFunc> gpu =
+      LowerCallToKernel(*call->as<CallNode>(), "mm", KernelTarget{.gpu = true});
   ASSERT_TRUE(gpu.ok()) << gpu.status();
   const auto* loop = (*gpu)->body.as<ForNode>();
   ASSERT_NE(loop, nullptr) << ToString(*gpu);
@@ -431,7 +433,8 @@ TEST(GpuLoweringTest, SymbolicBatchMatmulLoopsOverEveryOutputElement) {
   Expr b = optest::TensorVar("b", {PrimExpr(6), PrimExpr(5)}, kF32);
   absl::StatusOr<Expr> call = optest::MakeOpCall("relax.matmul", {a, b});
   ASSERT_TRUE(call.ok()) << call.status();
-  absl::StatusOr<KernelFunc> gpu = LowerCallToKernel(*call->as<CallNode>(), "mm", 0, true);
+  absl::StatusOr<KernelFunc> gpu =
+      LowerCallToKernel(*call->as<CallNode>(), "mm", KernelTarget{.gpu = true});
   ASSERT_TRUE(gpu.ok()) << gpu.status();
   ExpectGpuFriendly(*gpu);
   absl::StatusOr<CompiledKernel> k = CompiledKernel::Create(*gpu);
@@ -750,7 +753,7 @@ std::vector<float> RandomFloats(size_t n, uint32_t seed) {
 std::vector<float> LowerAndRun(const IRModule& module, const std::string& pipeline, bool gpu,
                                std::vector<Value> args, std::vector<std::string>* kernel_names) {
   PipelineOptions options;
-  options.gpu = gpu;
+  options.target.gpu = gpu;
   absl::StatusOr<IRModule> lowered = RunPipeline(module, pipeline, options);
   EXPECT_TRUE(lowered.ok()) << lowered.status();
   if (!lowered.ok()) return {};
@@ -829,7 +832,7 @@ TEST(GpuLoweringTest, EveryExampleModelLowersToGpuFriendlyKernels) {
     for (const char* pipeline : {"default", "zero"}) {
       SCOPED_TRACE(pipeline);
       PipelineOptions options;
-      options.gpu = true;
+      options.target.gpu = true;
       absl::StatusOr<IRModule> lowered = RunPipeline(*module, pipeline, options);
       ASSERT_TRUE(lowered.ok()) << lowered.status();
       ASSERT_FALSE(lowered->kernels.empty());

@@ -5,7 +5,9 @@
 // tid + nthreads, ... of the launch's fused parallel loop (grid-stride). The
 // NVPTX emitter computes them from the thread and block indices; on the CPU
 // the launch kernels can be compiled as they are and run thread by thread,
-// which is how this lowering is tested on machines without a GPU.
+// which is how this lowering is tested on machines without a GPU
+// (simulate_on_cpu.h). What a launch may contain is checked by
+// device_verify.h.
 //
 // Thread contract: free functions over immutable IR; thread-safe.
 #ifndef TETHER_COMPILER_BACKEND_CUDA_DEVICE_SPLIT_H_
@@ -53,14 +55,6 @@ absl::StatusOr<DeviceKernel> SplitForDevice(const KernelFunc& kernel);
 // launch its entry, block size and count program (empty when the count is
 // not expressible over the arguments).
 CudaKernelInfo DescribeDeviceKernel(const DeviceKernel& kernel);
-
-// The source kernel as its launches run on a CPU: each launch's body inside
-// a serial loop over `nthreads` simulated threads (one for a serial launch;
-// for a block launch, max(1, nthreads / block) blocks, whose kThread loops
-// run their threads one after the other), launches in order. Same parameters and name as the source
-// kernel, so it replaces it in a CPU build (BuildOptions::simulate_gpu_threads): the GPU lowering
-// checked, operator by operator, on a machine without a GPU.
-KernelFunc SimulateOnCpu(const DeviceKernel& kernel, int64_t nthreads);
 
 }  // namespace tether::compiler
 
