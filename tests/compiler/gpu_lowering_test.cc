@@ -33,6 +33,7 @@
 #include "gtest/gtest.h"
 #include "runtime/vm/local_vm.h"
 #include "tests/compiler/op_test_util.h"
+#include "tests/testing/repo_root.h"
 #include "tests/testing/test_functions.h"
 
 namespace tether::compiler {
@@ -820,8 +821,7 @@ TEST(GpuLoweringTest, PipelineInGpuModeComputesWhatTheCpuPipelineComputes) {
 // Every example model (examples/*.rx) lowers, in both pipelines, to
 // kernels that are all GPU-friendly.
 TEST(GpuLoweringTest, EveryExampleModelLowersToGpuFriendlyKernels) {
-  std::string root = __FILE__;
-  root = root.substr(0, root.rfind("tests/compiler/"));
+  const std::string root = tether::testing::RepoRoot();
   int models = 0;
   for (const auto& entry : std::filesystem::directory_iterator(root + "examples")) {
     if (entry.path().extension() != ".rx") continue;

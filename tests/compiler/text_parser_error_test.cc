@@ -9,6 +9,7 @@
 #include "compiler/text/parser.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/repo_root.h"
 
 namespace tether::compiler {
 namespace {
@@ -177,8 +178,7 @@ TEST(TextParserErrorTest, BoundsNestingDepth) {
 // Mutations of a valid module: deleted, duplicated and swapped characters
 // and truncations. The parser must return (ok or an error), never crash.
 TEST(TextParserErrorTest, SurvivesMutatedInput) {
-  std::string path = __FILE__;
-  path = path.substr(0, path.rfind("tests/compiler/")) + "examples/cnn.rx";
+  const std::string path = tether::testing::RepoRoot() + "examples/cnn.rx";
   std::ifstream in(path);
   ASSERT_TRUE(in.good()) << path;
   std::stringstream ss;

@@ -1,6 +1,7 @@
-// The repository's root directory (with a trailing '/'), from this header's
-// own path as the compiler saw it: tests that read examples/ or testdata/
-// find them wherever the tree is checked out.
+// The repository's root directory, with a trailing '/': tests that read
+// examples/ or testdata/ find them wherever the tree is checked out. CMake
+// gives it to repo_root.cc alone (objects of every other file are the same
+// in every checkout, so ccache shares them).
 #ifndef TETHER_TESTS_TESTING_REPO_ROOT_H_
 #define TETHER_TESTS_TESTING_REPO_ROOT_H_
 
@@ -8,10 +9,7 @@
 
 namespace tether::testing {
 
-inline std::string RepoRoot() {
-  const std::string path = __FILE__;
-  return path.substr(0, path.rfind("tests/testing/"));
-}
+std::string RepoRoot();
 
 }  // namespace tether::testing
 
