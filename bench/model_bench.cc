@@ -49,6 +49,7 @@
 #include "compiler/build.h"
 #include "compiler/frontend/onnx/importer.h"
 #include "runtime/core/error.h"
+#include "runtime/core/file.h"
 #include "runtime/vm/virtual_machine.h"
 #include "server/daemon.h"
 

@@ -10,6 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "runtime/core/error.h"
+#include "runtime/core/file.h"
 #include "runtime/module/module.h"
 
 namespace tether::client {

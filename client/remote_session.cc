@@ -6,12 +6,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "proto/codec/sha256.h"
+#include "proto/codec/status_codec.h"
 #include "runtime/core/error.h"
+#include "runtime/core/file.h"
 
 namespace tether::client {
 namespace {
@@ -19,11 +20,12 @@ namespace {
 std::chrono::system_clock::time_point ToGpr(absl::Time t) { return absl::ToChronoTime(t); }
 
 absl::StatusOr<std::string> ReadFile(const std::string& path, const char* what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::InvalidArgumentError(absl::StrCat("cannot read ", what, " file ", path));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
+  absl::StatusOr<std::string> text = ReadFileToString(path);
+  if (!text.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot read ", what, " file ", path, ": ", text.status().message()));
+  }
+  return text;
 }
 
 // Channel credentials: TLS when a CA is given, plaintext otherwise.

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "proto/codec/status_codec.h"
 #include "runtime/core/error.h"
 
 namespace tether::client {

@@ -236,7 +236,9 @@ class Ops {
   uint64_t max_inline_;
 };
 
-uint16_t FloatToHalf(float f) {
+// Toward zero, not to nearest (runtime/core/scalar.h's FloatToHalf): a value
+// drawn below `high` stays below it, and tiny values flush to zero.
+uint16_t TruncateToHalf(float f) {
   uint32_t x;
   std::memcpy(&x, &f, 4);
   uint32_t sign = (x >> 16) & 0x8000;
@@ -283,7 +285,7 @@ absl::Status FillRandom(const Tensor& tensor, uint64_t seed, double low, double 
           float f = static_cast<float>(v);
           std::memcpy(p, &f, 4);
         } else if (dtype.bits() == 16) {
-          uint16_t h = FloatToHalf(static_cast<float>(v));
+          uint16_t h = TruncateToHalf(static_cast<float>(v));
           std::memcpy(p, &h, 2);
         } else {
           return ValueError("fill_random does not support ", dtype.ToString());

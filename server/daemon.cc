@@ -7,8 +7,6 @@
 #include <algorithm>
 #include <deque>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <thread>
 
 #include "absl/strings/match.h"
@@ -26,6 +24,7 @@
 #include "openssl/evp.h"
 #include "openssl/pem.h"
 #include "openssl/x509.h"
+#include "runtime/core/file.h"
 #include "server/deadline_timer.h"
 #include "server/direct_channel.h"
 #include "server/executor.h"
@@ -62,11 +61,12 @@ enum class PemKind { kCertificate, kPrivateKey };
 // Reads a PEM file and checks that it parses as `kind` (the first block).
 // INVALID_ARGUMENT naming the file otherwise.
 absl::StatusOr<std::string> ReadPem(const std::string& path, PemKind kind, const char* what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::InvalidArgumentError(absl::StrCat("cannot read ", what, " file ", path));
-  std::ostringstream text;
-  text << in.rdbuf();
-  std::string pem = text.str();
+  absl::StatusOr<std::string> text = ReadFileToString(path);
+  if (!text.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot read ", what, " file ", path, ": ", text.status().message()));
+  }
+  std::string pem = *std::move(text);
   BIO* bio = BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size()));
   if (bio == nullptr) return absl::InternalError("out of memory reading a PEM file");
   bool parsed = false;

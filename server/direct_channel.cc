@@ -22,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "openssl/crypto.h"
 #include "proto/codec/frame_io.h"
+#include "proto/codec/status_codec.h"
 #include "proto/codec/value_codec.h"
 #include "runtime/core/error.h"
 #include "server/tether_service.h"

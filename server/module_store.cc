@@ -18,6 +18,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "proto/codec/sha256.h"
 #include "proto/codec/value_codec.h"
 #include "runtime/core/error.h"
 

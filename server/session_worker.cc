@@ -21,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "proto/codec/status_codec.h"
 #include "proto/codec/value_codec.h"
 #include "runtime/core/error.h"
 

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "openssl/crypto.h"
+#include "proto/codec/status_codec.h"
 #include "proto/codec/value_codec.h"
 #include "runtime/core/error.h"
 #include "runtime/device/device_api.h"

@@ -17,8 +17,10 @@
 #include "compiler/build.h"
 #include "compiler/frontend/onnx/importer.h"
 #include "compiler/text/parser.h"
+#include "proto/codec/sha256.h"
 #include "proto/codec/value_codec.h"
 #include "runtime/core/error.h"
+#include "runtime/core/file.h"
 #include "runtime/module/module.h"
 #include "runtime/vm/executable.h"
 

@@ -6,12 +6,14 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <optional>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -28,6 +30,7 @@
 #include "client/remote_vm.h"
 #include "compiler/backend/llvm/target.h"
 #include "proto/codec/auth_token.h"
+#include "runtime/core/scalar.h"
 #include "runtime/module/module.h"
 #include "runtime/vm/executable.h"
 #include "runtime/vm/virtual_machine.h"
@@ -338,20 +341,20 @@ std::string Preview(const Tensor& t) {
   const char* p = static_cast<const char*>(t->element_data());
   DataType dt = t->dtype();
   for (int64_t i = 0; i < n; ++i) {
-    const char* e = p + i * dt.bytes();
-    std::string s;
-    if (dt == DataType::Float(32))
-      s = absl::StrFormat("%.5g", *reinterpret_cast<const float*>(e));
-    else if (dt == DataType::Float(64))
-      s = absl::StrFormat("%.5g", *reinterpret_cast<const double*>(e));
-    else if (dt == DataType::Int(64))
-      s = absl::StrCat(*reinterpret_cast<const int64_t*>(e));
-    else if (dt == DataType::Int(32))
-      s = absl::StrCat(*reinterpret_cast<const int32_t*>(e));
-    else if (dt.bytes() == 1)
-      s = absl::StrCat(static_cast<int>(*reinterpret_cast<const uint8_t*>(e)));
-    else
-      s = "?";
+    std::string s = "?";
+    DispatchScalarType(dt, [&](auto tag) {
+      using T = decltype(tag);
+      T v;
+      std::memcpy(&v, p + i * dt.bytes(), sizeof(T));
+      if constexpr (std::is_integral_v<T>) {
+        s = absl::StrCat(
+            static_cast<std::conditional_t<std::is_signed_v<T>, int64_t, uint64_t>>(v));
+      } else if constexpr (std::is_same_v<T, Bool>) {
+        s = v.bits != 0 ? "1" : "0";
+      } else {
+        s = absl::StrFormat("%.5g", ScalarToDouble(v));
+      }
+    });
     absl::StrAppend(&out, i ? ", " : "", s);
   }
   absl::StrAppend(&out, t->NumElements() > n ? ", ...]" : "]");

@@ -14,8 +14,6 @@
 namespace tether::compiler {
 namespace {
 
-using ComputeFn = std::function<PrimExpr(const LowerContext&, const std::vector<PrimExpr>&)>;
-
 // The element of tensor argument `i` for output element `idx`.
 PrimExpr ReadBroadcast(const LowerContext& ctx, size_t i, const std::vector<PrimExpr>& idx) {
   return ctx.inputs[i](BroadcastIndices(idx, ArgShape(ctx, i)));

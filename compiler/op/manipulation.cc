@@ -15,20 +15,6 @@
 namespace tether::compiler {
 namespace {
 
-using InferFn = std::function<absl::StatusOr<StructInfo>(const CallNode&)>;
-using ComputeFn = std::function<PrimExpr(const LowerContext&, const std::vector<PrimExpr>&)>;
-
-void Register(const std::string& name, OpPattern pattern, int num_args, InferFn infer,
-              ComputeFn compute) {
-  OpInfo info;
-  info.name = name;
-  info.pattern = pattern;
-  info.num_args = num_args;
-  info.infer = std::move(infer);
-  info.compute = std::move(compute);
-  RegisterOp(std::move(info));
-}
-
 // The values of a shape argument (a ShapeExpr, or anything whose struct info
 // knows its values).
 absl::StatusOr<std::vector<PrimExpr>> ShapeArg(const CallNode& call, size_t i) {
@@ -333,7 +319,7 @@ PrimExpr ComputeFull(const LowerContext& ctx, const std::vector<PrimExpr>&) {
 }
 
 void RegisterFill(const std::string& name, double value) {
-  Register(
+  RegisterComputeOp(
       name, OpPattern::kElemWise, 1,
       [](const CallNode& call) -> absl::StatusOr<StructInfo> {
         if (absl::Status s = CheckNumArgs(call, 1); !s.ok()) return s;
@@ -430,30 +416,26 @@ absl::StatusOr<Stmt> ScheduleCumsum(const LowerContext& ctx, const std::vector<B
 }  // namespace
 
 void RegisterManipulationOps() {
-  Register("relax.reshape", OpPattern::kInjective, 2, InferReshape, ComputeReshape);
-  Register("relax.flatten", OpPattern::kInjective, 1, InferFlatten, ComputeReshape);
-  Register("relax.permute_dims", OpPattern::kInjective, 1, InferPermute, ComputePermute);
-  Register("relax.expand_dims", OpPattern::kInjective, 1, InferExpandDims, ComputeExpandDims);
-  Register("relax.squeeze", OpPattern::kInjective, 1, InferSqueeze, ComputeSqueeze);
-  Register("relax.broadcast_to", OpPattern::kBroadcast, 2, InferBroadcastTo, ComputeBroadcastTo);
-  Register("relax.full", OpPattern::kElemWise, 2, InferFull, ComputeFull);
+  RegisterComputeOp("relax.reshape", OpPattern::kInjective, 2, InferReshape, ComputeReshape);
+  RegisterComputeOp("relax.flatten", OpPattern::kInjective, 1, InferFlatten, ComputeReshape);
+  RegisterComputeOp("relax.permute_dims", OpPattern::kInjective, 1, InferPermute, ComputePermute);
+  RegisterComputeOp("relax.expand_dims", OpPattern::kInjective, 1, InferExpandDims,
+                    ComputeExpandDims);
+  RegisterComputeOp("relax.squeeze", OpPattern::kInjective, 1, InferSqueeze, ComputeSqueeze);
+  RegisterComputeOp("relax.broadcast_to", OpPattern::kBroadcast, 2, InferBroadcastTo,
+                    ComputeBroadcastTo);
+  RegisterComputeOp("relax.full", OpPattern::kElemWise, 2, InferFull, ComputeFull);
   RegisterFill("relax.zeros", 0);
   RegisterFill("relax.ones", 1);
-  Register("relax.tril", OpPattern::kInjective, 1, InferTriangle,
-           [](const LowerContext& ctx, const std::vector<PrimExpr>& idx) {
-             return ComputeTriangle(ctx, idx, /*lower=*/true);
-           });
-  Register("relax.triu", OpPattern::kInjective, 1, InferTriangle,
-           [](const LowerContext& ctx, const std::vector<PrimExpr>& idx) {
-             return ComputeTriangle(ctx, idx, /*lower=*/false);
-           });
-  OpInfo cumsum;
-  cumsum.name = "relax.cumsum";
-  cumsum.pattern = OpPattern::kOpaque;
-  cumsum.num_args = 1;
-  cumsum.infer = InferCumsum;
-  cumsum.schedule = ScheduleCumsum;
-  RegisterOp(std::move(cumsum));
+  RegisterComputeOp("relax.tril", OpPattern::kInjective, 1, InferTriangle,
+                    [](const LowerContext& ctx, const std::vector<PrimExpr>& idx) {
+                      return ComputeTriangle(ctx, idx, /*lower=*/true);
+                    });
+  RegisterComputeOp("relax.triu", OpPattern::kInjective, 1, InferTriangle,
+                    [](const LowerContext& ctx, const std::vector<PrimExpr>& idx) {
+                      return ComputeTriangle(ctx, idx, /*lower=*/false);
+                    });
+  RegisterScheduleOp("relax.cumsum", OpPattern::kOpaque, 1, InferCumsum, ScheduleCumsum);
 }
 
 }  // namespace tether::compiler

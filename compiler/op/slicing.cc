@@ -19,18 +19,6 @@
 namespace tether::compiler {
 namespace {
 
-void Register(const std::string& name, OpPattern pattern, int num_args,
-              std::function<absl::StatusOr<StructInfo>(const CallNode&)> infer,
-              std::function<PrimExpr(const LowerContext&, const std::vector<PrimExpr>&)> compute) {
-  OpInfo info;
-  info.name = name;
-  info.pattern = pattern;
-  info.num_args = num_args;
-  info.infer = std::move(infer);
-  info.compute = std::move(compute);
-  RegisterOp(std::move(info));
-}
-
 // ---- concat ----
 
 // The tensor struct infos of concat's Tuple argument.
@@ -499,25 +487,15 @@ absl::StatusOr<Stmt> ScheduleScatterElements(const LowerContext& ctx,
 }  // namespace
 
 void RegisterSlicingOps() {
-  Register("relax.concat", OpPattern::kInjective, 1, InferConcat, ComputeConcat);
-  Register("relax.strided_slice", OpPattern::kInjective, 1, InferStridedSlice, ComputeStridedSlice);
-  Register("relax.take", OpPattern::kInjective, 2, InferTake, ComputeTake);
-  Register("relax.gather_elements", OpPattern::kInjective, 2, InferGatherElements,
-           ComputeGatherElements);
-  OpInfo split;
-  split.name = "relax.split";
-  split.pattern = OpPattern::kOpaque;
-  split.num_args = 1;
-  split.infer = InferSplit;
-  split.schedule = ScheduleSplit;
-  RegisterOp(std::move(split));
-  OpInfo scatter;
-  scatter.name = "relax.scatter_elements";
-  scatter.pattern = OpPattern::kOpaque;
-  scatter.num_args = 3;
-  scatter.infer = InferScatterElements;
-  scatter.schedule = ScheduleScatterElements;
-  RegisterOp(std::move(scatter));
+  RegisterComputeOp("relax.concat", OpPattern::kInjective, 1, InferConcat, ComputeConcat);
+  RegisterComputeOp("relax.strided_slice", OpPattern::kInjective, 1, InferStridedSlice,
+                    ComputeStridedSlice);
+  RegisterComputeOp("relax.take", OpPattern::kInjective, 2, InferTake, ComputeTake);
+  RegisterComputeOp("relax.gather_elements", OpPattern::kInjective, 2, InferGatherElements,
+                    ComputeGatherElements);
+  RegisterScheduleOp("relax.split", OpPattern::kOpaque, 1, InferSplit, ScheduleSplit);
+  RegisterScheduleOp("relax.scatter_elements", OpPattern::kOpaque, 3, InferScatterElements,
+                     ScheduleScatterElements);
 }
 
 }  // namespace tether::compiler

@@ -32,6 +32,26 @@ void RegisterOp(OpInfo info) {
   }
 }
 
+void RegisterComputeOp(std::string name, OpPattern pattern, int num_args, InferFn infer,
+                       ComputeFn compute) {
+  RegisterOp(OpInfo{.name = std::move(name),
+                    .pattern = pattern,
+                    .num_args = num_args,
+                    .infer = std::move(infer),
+                    .compute = std::move(compute),
+                    .schedule = nullptr});
+}
+
+void RegisterScheduleOp(std::string name, OpPattern pattern, int num_args, InferFn infer,
+                        ScheduleFn schedule) {
+  RegisterOp(OpInfo{.name = std::move(name),
+                    .pattern = pattern,
+                    .num_args = num_args,
+                    .infer = std::move(infer),
+                    .compute = nullptr,
+                    .schedule = std::move(schedule)});
+}
+
 const OpInfo* FindOp(absl::string_view name) {
   InstallOnce();
   auto it = Table().find(name);

@@ -97,9 +97,20 @@ struct OpInfo {
   bool lowers_to_kernel() const { return compute != nullptr || schedule != nullptr; }
 };
 
+using InferFn = std::function<absl::StatusOr<StructInfo>(const CallNode& call)>;
+using ComputeFn =
+    std::function<PrimExpr(const LowerContext& ctx, const std::vector<PrimExpr>& indices)>;
+using ScheduleFn = std::function<absl::StatusOr<Stmt>(
+    const LowerContext& ctx, const std::vector<Buffer>& outputs, const Epilogue& epilogue)>;
+
 // Registers `info` (its name must be new). Called by the operator families
 // (compiler/op/op.h); aborts on a duplicate name (a build bug, caught by any test).
 void RegisterOp(OpInfo info);
+// RegisterOp of an operator lowered per element, or by a schedule.
+void RegisterComputeOp(std::string name, OpPattern pattern, int num_args, InferFn infer,
+                       ComputeFn compute);
+void RegisterScheduleOp(std::string name, OpPattern pattern, int num_args, InferFn infer,
+                        ScheduleFn schedule);
 // The operator named `name`, or nullptr. Installs the operators on first use.
 const OpInfo* FindOp(absl::string_view name);
 // Every registered operator name, sorted.

@@ -3,43 +3,6 @@
 
 namespace tether::compiler {
 
-void ExprVisitor::VisitExpr(const Expr& e) {
-  if (!e.defined()) return;
-  switch (e.kind()) {
-    case ExprKind::kVar:
-    case ExprKind::kDataflowVar:
-      return VisitVar(e);
-    case ExprKind::kConstant:
-      return VisitConstant(e);
-    case ExprKind::kPrimValue:
-      return VisitPrimValue(e);
-    case ExprKind::kStringImm:
-      return VisitStringImm(e);
-    case ExprKind::kDataTypeImm:
-      return VisitDataTypeImm(e);
-    case ExprKind::kShapeExpr:
-      return VisitShapeExpr(e);
-    case ExprKind::kTuple:
-      return VisitTuple(e);
-    case ExprKind::kTupleGetItem:
-      return VisitTupleGetItem(e);
-    case ExprKind::kCall:
-      return VisitCall(e);
-    case ExprKind::kIf:
-      return VisitIf(e);
-    case ExprKind::kSeqExpr:
-      return VisitSeqExpr(e);
-    case ExprKind::kFunction:
-      return VisitFunction(e);
-    case ExprKind::kExternFunc:
-      return VisitExternFunc(e);
-    case ExprKind::kGlobalVar:
-      return VisitGlobalVar(e);
-    case ExprKind::kOp:
-      return VisitOp(e);
-  }
-}
-
 void ExprVisitor::VisitPrimValue(const Expr& e) { VisitPrimExpr(e.as<PrimValueNode>()->value); }
 
 void ExprVisitor::VisitShapeExpr(const Expr& e) {
@@ -132,44 +95,6 @@ Expr ExprMutator::Finish(const Expr& old, Expr fresh) const {
     node->set_struct_info(old.struct_info());
   }
   return fresh;
-}
-
-Expr ExprMutator::VisitExpr(const Expr& e) {
-  if (!e.defined()) return e;
-  switch (e.kind()) {
-    case ExprKind::kVar:
-    case ExprKind::kDataflowVar:
-      return VisitVar(e);
-    case ExprKind::kConstant:
-      return VisitConstant(e);
-    case ExprKind::kPrimValue:
-      return VisitPrimValue(e);
-    case ExprKind::kStringImm:
-      return VisitStringImm(e);
-    case ExprKind::kDataTypeImm:
-      return VisitDataTypeImm(e);
-    case ExprKind::kShapeExpr:
-      return VisitShapeExpr(e);
-    case ExprKind::kTuple:
-      return VisitTuple(e);
-    case ExprKind::kTupleGetItem:
-      return VisitTupleGetItem(e);
-    case ExprKind::kCall:
-      return VisitCall(e);
-    case ExprKind::kIf:
-      return VisitIf(e);
-    case ExprKind::kSeqExpr:
-      return VisitSeqExpr(e);
-    case ExprKind::kFunction:
-      return VisitFunction(e);
-    case ExprKind::kExternFunc:
-      return VisitExternFunc(e);
-    case ExprKind::kGlobalVar:
-      return VisitGlobalVar(e);
-    case ExprKind::kOp:
-      return VisitOp(e);
-  }
-  return e;
 }
 
 Expr ExprMutator::VisitVar(const Expr& var) {

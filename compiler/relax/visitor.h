@@ -17,6 +17,7 @@
 #define TETHER_COMPILER_RELAX_VISITOR_H_
 
 #include <functional>
+#include <type_traits>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -24,29 +25,98 @@
 
 namespace tether::compiler {
 
-class ExprVisitor {
+// The dispatch on an expression's kind that both bases share, as TVM's
+// ExprFunctor: VisitExpr calls the Visit* method of e's kind. R is void for
+// a visitor and Expr for a mutator; leaves do nothing (void) or return the
+// expression itself unless overridden.
+template <typename R>
+class ExprFunctor {
  public:
-  virtual ~ExprVisitor() = default;
+  virtual ~ExprFunctor() = default;
 
-  // Dispatches on e.kind() to the Visit* method below (nothing for undefined).
-  virtual void VisitExpr(const Expr& e);
+  // Dispatches on e.kind(); an undefined expression gives R() (nothing, or
+  // the undefined Expr).
+  virtual R VisitExpr(const Expr& e) {
+    if (!e.defined()) return R();
+    switch (e.kind()) {
+      case ExprKind::kVar:
+      case ExprKind::kDataflowVar:
+        return VisitVar(e);
+      case ExprKind::kConstant:
+        return VisitConstant(e);
+      case ExprKind::kPrimValue:
+        return VisitPrimValue(e);
+      case ExprKind::kStringImm:
+        return VisitStringImm(e);
+      case ExprKind::kDataTypeImm:
+        return VisitDataTypeImm(e);
+      case ExprKind::kShapeExpr:
+        return VisitShapeExpr(e);
+      case ExprKind::kTuple:
+        return VisitTuple(e);
+      case ExprKind::kTupleGetItem:
+        return VisitTupleGetItem(e);
+      case ExprKind::kCall:
+        return VisitCall(e);
+      case ExprKind::kIf:
+        return VisitIf(e);
+      case ExprKind::kSeqExpr:
+        return VisitSeqExpr(e);
+      case ExprKind::kFunction:
+        return VisitFunction(e);
+      case ExprKind::kExternFunc:
+        return VisitExternFunc(e);
+      case ExprKind::kGlobalVar:
+        return VisitGlobalVar(e);
+      case ExprKind::kOp:
+        return VisitOp(e);
+    }
+    return Leaf(e);
+  }
 
-  // Uses of vars (definitions go to VisitVarDef).
-  virtual void VisitVar(const Expr& var) {}
-  virtual void VisitConstant(const Expr& e) {}
-  virtual void VisitPrimValue(const Expr& e);
-  virtual void VisitStringImm(const Expr& e) {}
-  virtual void VisitDataTypeImm(const Expr& e) {}
-  virtual void VisitShapeExpr(const Expr& e);
-  virtual void VisitTuple(const Expr& e);
-  virtual void VisitTupleGetItem(const Expr& e);
-  virtual void VisitCall(const Expr& e);
-  virtual void VisitIf(const Expr& e);
-  virtual void VisitSeqExpr(const Expr& e);
-  virtual void VisitFunction(const Expr& e);
-  virtual void VisitExternFunc(const Expr& e) {}
-  virtual void VisitGlobalVar(const Expr& e) {}
-  virtual void VisitOp(const Expr& e) {}
+  // Leaves. A var here is a use (definitions go to the bases' VisitVarDef).
+  virtual R VisitVar(const Expr& var) { return Leaf(var); }
+  virtual R VisitConstant(const Expr& e) { return Leaf(e); }
+  virtual R VisitStringImm(const Expr& e) { return Leaf(e); }
+  virtual R VisitDataTypeImm(const Expr& e) { return Leaf(e); }
+  virtual R VisitExternFunc(const Expr& e) { return Leaf(e); }
+  virtual R VisitGlobalVar(const Expr& e) { return Leaf(e); }
+  virtual R VisitOp(const Expr& e) { return Leaf(e); }
+  // Nodes with children: each base says how it walks or rebuilds them.
+  virtual R VisitPrimValue(const Expr& e) = 0;
+  virtual R VisitShapeExpr(const Expr& e) = 0;
+  virtual R VisitTuple(const Expr& e) = 0;
+  virtual R VisitTupleGetItem(const Expr& e) = 0;
+  virtual R VisitCall(const Expr& e) = 0;
+  virtual R VisitIf(const Expr& e) = 0;
+  virtual R VisitSeqExpr(const Expr& e) = 0;
+  virtual R VisitFunction(const Expr& e) = 0;
+
+ protected:
+  static R Leaf(const Expr& e) {
+    if constexpr (std::is_void_v<R>) {
+      return;
+    } else {
+      return e;
+    }
+  }
+};
+
+// Walks every child, in order; subclasses override the kinds they look at.
+class ExprVisitor : public ExprFunctor<void> {
+ public:
+  // A PrimValue's and a ShapeExpr's PrimExprs go to VisitPrimExpr.
+  void VisitPrimValue(const Expr& e) override;
+  void VisitShapeExpr(const Expr& e) override;
+  // Fields, the tuple, the op then the arguments then the sinfo_args, the
+  // condition then both branches.
+  void VisitTuple(const Expr& e) override;
+  void VisitTupleGetItem(const Expr& e) override;
+  void VisitCall(const Expr& e) override;
+  void VisitIf(const Expr& e) override;
+  // Blocks then the body; params (VisitVarDef), body, return struct info.
+  void VisitSeqExpr(const Expr& e) override;
+  void VisitFunction(const Expr& e) override;
 
   virtual void VisitBindingBlock(const BindingBlock& block);
   // The value, then the match-cast struct info, then VisitVarDef(var).
@@ -59,29 +129,22 @@ class ExprVisitor {
   virtual void VisitPrimExpr(const PrimExpr& e) {}
 };
 
-class ExprMutator {
+// Rebuilds a node when a child changed (see the top of this file).
+class ExprMutator : public ExprFunctor<Expr> {
  public:
-  virtual ~ExprMutator() = default;
-
-  // Dispatches on e.kind(); undefined stays undefined.
-  virtual Expr VisitExpr(const Expr& e);
-
   // A use of a var: its replacement in var_remap_, else the var.
-  virtual Expr VisitVar(const Expr& var);
-  virtual Expr VisitConstant(const Expr& e) { return e; }
-  virtual Expr VisitPrimValue(const Expr& e);
-  virtual Expr VisitStringImm(const Expr& e) { return e; }
-  virtual Expr VisitDataTypeImm(const Expr& e) { return e; }
-  virtual Expr VisitShapeExpr(const Expr& e);
-  virtual Expr VisitTuple(const Expr& e);
-  virtual Expr VisitTupleGetItem(const Expr& e);
-  virtual Expr VisitCall(const Expr& e);
-  virtual Expr VisitIf(const Expr& e);
-  virtual Expr VisitSeqExpr(const Expr& e);
-  virtual Expr VisitFunction(const Expr& e);
-  virtual Expr VisitExternFunc(const Expr& e) { return e; }
-  virtual Expr VisitGlobalVar(const Expr& e) { return e; }
-  virtual Expr VisitOp(const Expr& e) { return e; }
+  Expr VisitVar(const Expr& var) override;
+  // PrimExprs through VisitPrimExpr.
+  Expr VisitPrimValue(const Expr& e) override;
+  Expr VisitShapeExpr(const Expr& e) override;
+  // Children through VisitExpr (and sinfo_args through VisitStructInfo).
+  Expr VisitTuple(const Expr& e) override;
+  Expr VisitTupleGetItem(const Expr& e) override;
+  Expr VisitCall(const Expr& e) override;
+  Expr VisitIf(const Expr& e) override;
+  // Blocks through VisitBindingBlock; params through VisitVarDef.
+  Expr VisitSeqExpr(const Expr& e) override;
+  Expr VisitFunction(const Expr& e) override;
 
   // Bindings in order through VisitBinding; the block keeps its kind.
   virtual BindingBlock VisitBindingBlock(const BindingBlock& block);

@@ -4,9 +4,11 @@
 // R.match_cast, the packed and call_tir calls) and keyword attributes.
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "absl/strings/str_cat.h"
 #include "compiler/text/parser_internal.h"
+#include "runtime/core/scalar.h"
 
 namespace tether::compiler::text {
 namespace {
@@ -373,27 +375,18 @@ absl::StatusOr<Expr> Parser::ParseConst(const Token& start) {
     return ErrorAt(value_tok, absl::StrCat("expected integer values for R.const of dtype ",
                                            dt.ToString(), ", got a float"));
   }
-  if (dt == DataType::Float(32))
-    AppendAs<float>(value, &bytes);
-  else if (dt == DataType::Float(64))
-    AppendAs<double>(value, &bytes);
-  else if (dt == DataType::Int(8))
-    AppendAs<int8_t>(value, &bytes);
-  else if (dt == DataType::Int(16))
-    AppendAs<int16_t>(value, &bytes);
-  else if (dt == DataType::Int(32))
-    AppendAs<int32_t>(value, &bytes);
-  else if (dt == DataType::Int(64))
-    AppendAs<int64_t>(value, &bytes);
-  else if (dt == DataType::UInt(8) || dt.is_bool())
-    AppendAs<uint8_t>(value, &bytes);
-  else if (dt == DataType::UInt(16))
-    AppendAs<uint16_t>(value, &bytes);
-  else if (dt == DataType::UInt(32))
-    AppendAs<uint32_t>(value, &bytes);
-  else if (dt == DataType::UInt(64))
-    AppendAs<uint64_t>(value, &bytes);
-  else {
+  bool known = false;
+  DispatchScalarType(dt, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_same_v<T, Bool>) {
+      AppendAs<uint8_t>(value, &bytes);
+      known = true;
+    } else if constexpr (std::is_arithmetic_v<T>) {
+      AppendAs<T>(value, &bytes);
+      known = true;
+    }
+  });
+  if (!known) {
     return ErrorAt(value_tok, absl::StrCat("expected a dtype R.const can hold in text (float32, "
                                            "float64, intN, uintN, bool), got ",
                                            dt.ToString()));

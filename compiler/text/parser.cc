@@ -2,13 +2,11 @@
 // ParseModule and ParseModuleFile.
 #include "compiler/text/parser.h"
 
-#include <fstream>
-#include <sstream>
-
 #include "absl/strings/str_cat.h"
 #include "compiler/relax/block_builder.h"
 #include "compiler/relax/struct_info_util.h"
 #include "compiler/text/parser_internal.h"
+#include "runtime/core/file.h"
 
 namespace tether::compiler {
 namespace text {
@@ -343,12 +341,12 @@ absl::StatusOr<IRModule> ParseModule(absl::string_view text, absl::string_view f
 }
 
 absl::StatusOr<IRModule> ParseModuleFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot open text module ", path));
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  if (in.bad()) return absl::InvalidArgumentError(absl::StrCat("cannot read text module ", path));
-  return ParseModule(buffer.str(), path);
+  absl::StatusOr<std::string> text = ReadFileToString(path);
+  if (!text.ok()) {
+    return absl::Status(text.status().code(), absl::StrCat("cannot open text module ", path, ": ",
+                                                           text.status().message()));
+  }
+  return ParseModule(*text, path);
 }
 
 }  // namespace tether::compiler

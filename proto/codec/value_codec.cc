@@ -2,15 +2,10 @@
 // count, device and nesting level from a message is checked before use.
 #include "proto/codec/value_codec.h"
 
-#include <openssl/sha.h>
-
 #include <cstring>
 #include <limits>
 
-#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
-#include "grpcpp/client_context.h"
-#include "grpcpp/server_context.h"
 #include "runtime/core/error.h"
 #include "runtime/core/function.h"
 
@@ -18,21 +13,6 @@ namespace tether::rpc {
 namespace {
 
 constexpr int kMaxDims = 32;
-
-// The ErrorKind of a name such as "ValueError"; kUnspecified when unknown.
-ErrorKind ErrorKindFromName(absl::string_view name) {
-  for (int k = 0; k <= static_cast<int>(ErrorKind::kCancelled); ++k) {
-    if (ErrorKindName(static_cast<ErrorKind>(k)) == name) return static_cast<ErrorKind>(k);
-  }
-  return ErrorKind::kUnspecified;
-}
-
-absl::StatusCode CodeFromInt(int code) {
-  if (code < 0 || code > static_cast<int>(absl::StatusCode::kUnauthenticated)) {
-    return absl::StatusCode::kUnknown;
-  }
-  return static_cast<absl::StatusCode>(code);
-}
 
 absl::Status EncodeValueAt(const Value& value, const EncodeOptions& options, int depth,
                            v1::Value* out);
@@ -282,48 +262,6 @@ absl::StatusOr<Value> DecodeValue(const v1::Value& value, const DecodeOptions& o
   return DecodeValueAt(value, options, 0);
 }
 
-void EncodeError(const absl::Status& status, v1::Error* out) {
-  out->set_code(static_cast<int32_t>(status.code()));
-  out->set_kind(std::string(ErrorKindName(GetErrorKind(status))));
-  out->set_message(std::string(status.message()));
-}
-
-absl::Status DecodeError(const v1::Error& error) {
-  absl::StatusCode code = CodeFromInt(error.code());
-  if (code == absl::StatusCode::kOk) return absl::OkStatus();
-  absl::Status status(code, error.message());
-  ErrorKind kind = ErrorKindFromName(error.kind());
-  return kind == ErrorKind::kUnspecified ? status : WithErrorKind(status, kind);
-}
-
-grpc::Status ToGrpcStatus(const absl::Status& status) {
-  if (status.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
-}
-
-grpc::Status ToGrpcStatus(const absl::Status& status, grpc::ServerContextBase* context) {
-  if (!status.ok() && context != nullptr) {
-    context->AddTrailingMetadata(kErrorKindTrailer,
-                                 std::string(ErrorKindName(GetErrorKind(status))));
-  }
-  return ToGrpcStatus(status);
-}
-
-absl::Status FromGrpcStatus(const grpc::Status& status, absl::string_view kind) {
-  if (status.ok()) return absl::OkStatus();
-  absl::Status out(CodeFromInt(static_cast<int>(status.error_code())), status.error_message());
-  ErrorKind k = ErrorKindFromName(kind);
-  return k == ErrorKind::kUnspecified ? out : WithErrorKind(out, k);
-}
-
-absl::Status FromGrpcCall(const grpc::Status& status, const grpc::ClientContext& context) {
-  if (status.ok()) return absl::OkStatus();
-  const auto& trailers = context.GetServerTrailingMetadata();
-  auto it = trailers.find(kErrorKindTrailer);
-  if (it == trailers.end()) return FromGrpcStatus(status);
-  return FromGrpcStatus(status, absl::string_view(it->second.data(), it->second.size()));
-}
-
 void EncodeBenchmarkResult(const profiling::BenchmarkResult& result, v1::BenchmarkResult* out) {
   out->mutable_samples()->Assign(result.results.begin(), result.results.end());
   out->set_mean(result.mean);
@@ -440,21 +378,6 @@ profiling::TimeEvaluatorOptions DecodeTimeEvaluatorOptions(
   out.cache_flush_bytes = options.cache_flush_bytes();
   out.f_preproc = options.f_preproc();
   return out;
-}
-
-std::string Sha256Hex(absl::string_view bytes) {
-  unsigned char digest[SHA256_DIGEST_LENGTH];
-  SHA256(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(), digest);
-  return absl::BytesToHexString(
-      absl::string_view(reinterpret_cast<const char*>(digest), sizeof(digest)));
-}
-
-bool IsSha256Hex(absl::string_view text) {
-  if (text.size() != 64) return false;
-  for (char c : text) {
-    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
-  }
-  return true;
 }
 
 }  // namespace tether::rpc

@@ -2,7 +2,8 @@
 // friends), shared by the daemon and the client so both sides agree exactly.
 // Everything decoded from the wire is checked: data types, shapes (negative,
 // overflowing, too many dims), byte counts against dtype x shape, device types,
-// nesting depth. Bad input is INVALID_ARGUMENT naming the problem.
+// nesting depth. Bad input is INVALID_ARGUMENT naming the problem. Errors
+// travel through status_codec.h; module digests through sha256.h.
 #ifndef TETHER_PROTO_CODEC_VALUE_CODEC_H_
 #define TETHER_PROTO_CODEC_VALUE_CODEC_H_
 
@@ -12,7 +13,6 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "grpcpp/support/status.h"
 #include "runtime/core/tensor.h"
 #include "runtime/core/value.h"
 #include "runtime/profiling/benchmark_result.h"
@@ -20,11 +20,6 @@
 #include "runtime/profiling/time_evaluator.h"
 #include "tether/v1/tether.pb.h"
 #include "tether/v1/values.pb.h"
-
-namespace grpc {
-class ClientContext;
-class ServerContextBase;
-}  // namespace grpc
 
 namespace tether::rpc {
 
@@ -84,10 +79,6 @@ struct DecodeOptions {
 
 absl::StatusOr<Value> DecodeValue(const v1::Value& value, const DecodeOptions& options);
 
-// Errors: canonical code + ErrorKind + message, both ways.
-void EncodeError(const absl::Status& status, v1::Error* out);
-absl::Status DecodeError(const v1::Error& error);
-
 // Results.
 void EncodeBenchmarkResult(const profiling::BenchmarkResult& result, v1::BenchmarkResult* out);
 profiling::BenchmarkResult DecodeBenchmarkResult(const v1::BenchmarkResult& result);
@@ -96,24 +87,6 @@ absl::StatusOr<profiling::Report> DecodeReport(const v1::Report& report);
 void EncodeTimeEvaluatorOptions(const profiling::TimeEvaluatorOptions& options,
                                 v1::TimeEvaluatorOptions* out);
 profiling::TimeEvaluatorOptions DecodeTimeEvaluatorOptions(const v1::TimeEvaluatorOptions& options);
-
-// gRPC <-> absl::Status, the one conversion point for both the daemon and the
-// client: the code maps one to one; the ErrorKind travels in the trailing
-// metadata "tether-error-kind" (kErrorKindTrailer).
-inline constexpr char kErrorKindTrailer[] = "tether-error-kind";
-grpc::Status ToGrpcStatus(const absl::Status& status);
-// The same for a server call: also sets the trailer on `context`, so the
-// client gets the kind back (FromGrpcCall).
-grpc::Status ToGrpcStatus(const absl::Status& status, grpc::ServerContextBase* context);
-// `kind` is the trailer's value when present ("" otherwise).
-absl::Status FromGrpcStatus(const grpc::Status& status, absl::string_view kind = "");
-// FromGrpcStatus of a finished client call, its kind read from the call's
-// trailers.
-absl::Status FromGrpcCall(const grpc::Status& status, const grpc::ClientContext& context);
-
-// Lower-case hex SHA-256 of `bytes` (module identity in the store).
-std::string Sha256Hex(absl::string_view bytes);
-bool IsSha256Hex(absl::string_view text);
 
 }  // namespace tether::rpc
 

@@ -487,6 +487,16 @@ std::string WriteCudaBlob(const std::vector<CudaImage>& images, absl::string_vie
   return out;
 }
 
+KernelLibraryBlob MakeCudaKernelLibraryBlob(std::string target,
+                                            const std::vector<CudaImage>& images,
+                                            absl::string_view manifest) {
+  KernelLibraryBlob blob;
+  blob.target = std::move(target);
+  blob.format = "ptx";
+  blob.data = WriteCudaBlob(images, manifest);
+  return blob;
+}
+
 absl::StatusOr<CudaBlobContents> ReadCudaBlob(absl::string_view data) {
   if (data.size() < kBlobMagic.size() || data.substr(0, kBlobMagic.size()) != kBlobMagic) {
     return ValueError("cuda kernel blob does not start with \"", kBlobMagic, "\" (", data.size(),

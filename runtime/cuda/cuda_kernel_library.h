@@ -82,6 +82,11 @@ absl::StatusOr<std::vector<CudaKernelInfo>> ParseCudaManifest(absl::string_view 
 // The blob bytes ("TPTX" container) of `images` (sorted by sm, distinct) and
 // `manifest` text.
 std::string WriteCudaBlob(const std::vector<CudaImage>& images, absl::string_view manifest);
+// The kernel library an executable carries for `target` ("cuda -arch=sm_75"):
+// format "ptx", data WriteCudaBlob(images, manifest).
+KernelLibraryBlob MakeCudaKernelLibraryBlob(std::string target,
+                                            const std::vector<CudaImage>& images,
+                                            absl::string_view manifest);
 struct CudaBlobContents {
   std::vector<CudaImage> images;
   std::string manifest;

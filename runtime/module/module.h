@@ -60,12 +60,6 @@ struct ModuleLoader {
 // Registers a loader; thread-safe. ALREADY_EXISTS for a duplicate type key.
 absl::Status RegisterModuleLoader(ModuleLoader loader);
 
-// Reads a whole file; NOT_FOUND when missing, INVALID_ARGUMENT past `max_bytes`.
-absl::StatusOr<std::string> ReadFileToString(const std::string& path,
-                                             size_t max_bytes = size_t{1} << 34);
-// Writes `bytes` to `path` through a temporary file and a rename.
-absl::Status WriteStringToFileAtomic(const std::string& path, absl::string_view bytes);
-
 }  // namespace tether
 
 #endif  // TETHER_RUNTIME_MODULE_MODULE_H_

@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "runtime/core/error.h"
+#include "runtime/core/file.h"
 #include "runtime/module/module.h"
 
 namespace tether {

@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "runtime/core/error.h"
+#include "runtime/core/file.h"
 #include "runtime/core/tensor.h"
 #include "runtime/kernel/crc32c.h"
 #include "runtime/vm/executable.h"

@@ -7,6 +7,8 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "proto/codec/sha256.h"
+#include "proto/codec/status_codec.h"
 #include "tests/testing/test_functions.h"
 
 namespace tether::rpc {

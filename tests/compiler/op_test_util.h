@@ -28,6 +28,7 @@
 #include "compiler/relax/expr.h"
 #include "gtest/gtest.h"
 #include "runtime/core/error.h"
+#include "runtime/core/scalar.h"
 #include "runtime/core/tensor.h"
 #include "runtime/module/module.h"
 
@@ -66,65 +67,11 @@ inline HostTensor Filled(Shape shape, DataType dtype, double value) {
   return t;
 }
 
-// IEEE half <-> float.
-inline uint16_t FloatToHalf(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  const uint32_t sign = (x >> 16) & 0x8000;
-  int32_t exp = static_cast<int32_t>((x >> 23) & 0xff) - 127 + 15;
-  uint32_t mant = x & 0x7fffff;
-  if (((x >> 23) & 0xff) == 0xff) return static_cast<uint16_t>(sign | 0x7c00 | (mant ? 0x200 : 0));
-  if (exp >= 31) return static_cast<uint16_t>(sign | 0x7c00);
-  if (exp <= 0) {
-    if (exp < -10) return static_cast<uint16_t>(sign);
-    mant |= 0x800000;
-    const uint32_t shift = static_cast<uint32_t>(14 - exp);
-    uint32_t h = mant >> shift;
-    const uint32_t rem = mant & ((1u << shift) - 1);
-    const uint32_t half = 1u << (shift - 1);
-    if (rem > half || (rem == half && (h & 1))) ++h;
-    return static_cast<uint16_t>(sign | h);
-  }
-  uint32_t h = (static_cast<uint32_t>(exp) << 10) | (mant >> 13);
-  const uint32_t rem = mant & 0x1fff;
-  if (rem > 0x1000 || (rem == 0x1000 && (h & 1))) ++h;
-  return static_cast<uint16_t>(sign | h);
-}
-
-inline float HalfToFloat(uint16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
-  const uint32_t exp = (h >> 10) & 0x1f;
-  const uint32_t mant = h & 0x3ff;
-  float f;
-  if (exp == 0) {
-    f = std::ldexp(static_cast<float>(mant), -24);
-  } else if (exp == 31) {
-    f = mant ? NAN : INFINITY;
-  } else {
-    f = std::ldexp(static_cast<float>(mant | 0x400), static_cast<int>(exp) - 25);
-  }
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  x |= sign;
-  std::memcpy(&f, &x, 4);
-  return f;
-}
-
-// bfloat16: the top half of a float32, rounded to nearest even (NaN kept).
-inline uint16_t FloatToBFloat16(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  if (std::isnan(f)) return static_cast<uint16_t>((x >> 16) | 0x40);
-  x += 0x7fff + ((x >> 16) & 1);
-  return static_cast<uint16_t>(x >> 16);
-}
-
-inline float BFloat16ToFloat(uint16_t b) {
-  const uint32_t x = static_cast<uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &x, 4);
-  return f;
-}
+// IEEE half and bfloat16 <-> float, rounded to nearest even (runtime/core/scalar.h).
+using ::tether::BFloat16ToFloat;
+using ::tether::FloatToBFloat16;
+using ::tether::FloatToHalf;
+using ::tether::HalfToFloat;
 
 // Random values in [lo, hi); integers (and bool, with lo 0 hi 2) when the
 // dtype is not float. Same seed, same values.

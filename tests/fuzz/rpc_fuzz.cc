@@ -27,6 +27,7 @@
 #include "absl/time/clock.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/codec/frame_io.h"
+#include "proto/codec/sha256.h"
 #include "proto/codec/value_codec.h"
 #include "runtime/vm/exec_builder.h"
 #include "server/daemon.h"

@@ -102,11 +102,7 @@ constexpr absl::string_view kManifest =
     "end\n";
 
 vm::KernelLibraryBlob Blob(std::vector<CudaImage> images, absl::string_view manifest = kManifest) {
-  vm::KernelLibraryBlob blob;
-  blob.target = "cuda -arch=sm_75";
-  blob.format = "ptx";
-  blob.data = WriteCudaBlob(images, manifest);
-  return blob;
+  return MakeCudaKernelLibraryBlob("cuda -arch=sm_75", images, manifest);
 }
 
 class CudaKernelLibraryGpuTest : public ::testing::Test {
@@ -277,11 +273,7 @@ TEST_F(CudaKernelLibraryGpuTest, VmRunsPtxKernelsOnTheGpu) {
 // runs in a child process (a death test re-executes the binary, which starts
 // CUDA afresh).
 void StoreThroughNullAndExit() {
-  vm::KernelLibraryBlob blob;
-  blob.format = "ptx";
-  blob.target = "cuda -arch=sm_75";
-  blob.data = WriteCudaBlob({{75, std::string(kPtx)}}, kManifest);
-  absl::StatusOr<Ref<Module>> lib = LoadCudaKernelLibrary(blob);
+  absl::StatusOr<Ref<Module>> lib = LoadCudaKernelLibrary(Blob({{75, std::string(kPtx)}}));
   if (!lib.ok()) std::_Exit(2);
   absl::StatusOr<Function> f = (*lib)->GetFunction("store_null");
   if (!f.ok()) std::_Exit(3);

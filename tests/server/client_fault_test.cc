@@ -23,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
+#include "proto/codec/sha256.h"
 #include "proto/codec/value_codec.h"
 #include "tests/server/daemon_fixture.h"
 #include "tests/testing/processes.h"

@@ -21,6 +21,7 @@
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "proto/codec/sha256.h"
 #include "proto/codec/value_codec.h"
 #include "server/daemon.h"
 #include "tests/testing/session_program.h"

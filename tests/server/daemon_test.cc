@@ -16,6 +16,7 @@
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "proto/codec/sha256.h"
 #include "proto/codec/value_codec.h"
 #include "tests/server/daemon_fixture.h"
 #include "tests/testing/session_program.h"

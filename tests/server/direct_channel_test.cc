@@ -23,6 +23,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/codec/frame_io.h"
+#include "proto/codec/status_codec.h"
 #include "proto/codec/value_codec.h"
 #include "server/daemon.h"
 #include "tests/testing/session_program.h"

@@ -17,6 +17,7 @@
 #include "client/remote_session.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "proto/codec/sha256.h"
 #include "proto/codec/value_codec.h"
 #include "server/module_store.h"
 #include "tests/server/daemon_fixture.h"

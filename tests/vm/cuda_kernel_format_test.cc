@@ -96,11 +96,7 @@ std::string WithLine(int line, absl::string_view replacement) {
 
 vm::KernelLibraryBlob PtxBlob(absl::string_view manifest = kManifest,
                               std::vector<CudaImage> images = {{75, std::string(kPtx)}}) {
-  vm::KernelLibraryBlob blob;
-  blob.target = "cuda -arch=sm_75";
-  blob.format = "ptx";
-  blob.data = WriteCudaBlob(images, manifest);
-  return blob;
+  return MakeCudaKernelLibraryBlob("cuda -arch=sm_75", images, manifest);
 }
 
 // A tensor that claims to live on `device` but whose data is never touched:

@@ -11,7 +11,6 @@
 #include <fstream>
 #include <memory>
 #include <mutex>
-#include <sstream>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -36,6 +35,7 @@
 #include "llvm/Target/TargetOptions.h"
 #include "llvm/TargetParser/Host.h"
 #include "runtime/core/error.h"
+#include "runtime/core/file.h"
 #include "runtime/cuda/cuda_kernel_library.h"
 
 LLD_HAS_DRIVER(elf)
@@ -233,14 +233,6 @@ absl::Status WriteFile(const std::string& path, absl::string_view data) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::InternalError(absl::StrCat("cannot read ", path));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 // lld keeps global state: one link at a time.
 absl::Mutex& LinkMutex() {
   static absl::Mutex* mu = new absl::Mutex();
@@ -269,7 +261,7 @@ absl::StatusOr<std::string> LinkSharedObject(const std::vector<std::string>& obj
   if (result.retCode != 0) {
     return absl::InternalError(absl::StrCat("linking the kernel library failed: ", err_text));
   }
-  return ReadFile(so_path);
+  return ReadFileToString(so_path);
 }
 
 absl::StatusOr<std::string> MakeArchive(absl::string_view object) {
@@ -413,11 +405,7 @@ absl::StatusOr<vm::KernelLibraryBlob> BuildCudaLibrary(const std::vector<KernelF
     if (!ptx[i].ok()) return ptx[i].status();
     images.push_back(CudaImage{target.archs[i], std::move(*ptx[i])});
   }
-  vm::KernelLibraryBlob blob;
-  blob.target = target.ToString();
-  blob.format = "ptx";
-  blob.data = WriteCudaBlob(images, FormatCudaManifest(split.infos));
-  return blob;
+  return MakeCudaKernelLibraryBlob(target.ToString(), images, FormatCudaManifest(split.infos));
 }
 
 }  // namespace

@@ -6,20 +6,9 @@
 #include "absl/strings/str_cat.h"
 #include "onnx/onnx_pb.h"
 #include "runtime/core/error.h"
+#include "runtime/core/scalar.h"
 
 namespace tether::compiler::onnx_frontend::nn_convert {
-namespace {
-
-template <typename T>
-void Fill(void* data, int64_t n, const std::vector<double>& values) {
-  T* out = static_cast<T*>(data);
-  for (int64_t i = 0; i < n; ++i) {
-    out[i] = static_cast<T>(values.size() == 1 ? values[0] : values[i]);
-  }
-}
-
-}  // namespace
-
 absl::StatusOr<Tensor> MakeFilledTensor(DataType dtype, const std::vector<int64_t>& shape,
                                         const std::vector<double>& values) {
   int64_t n = 1;
@@ -30,28 +19,13 @@ absl::StatusOr<Tensor> MakeFilledTensor(DataType dtype, const std::vector<int64_
   }
   TETHER_ASSIGN_OR_RETURN(Tensor t, Tensor::Empty(shape, dtype, Device::Cpu()));
   void* p = t->element_data();
-  const int bits = dtype.bits();
-  if (dtype.is_float() && bits == 32) {
-    Fill<float>(p, n, values);
-  } else if (dtype.is_float() && bits == 64) {
-    Fill<double>(p, n, values);
-  } else if (dtype.is_int() && bits == 8) {
-    Fill<int8_t>(p, n, values);
-  } else if (dtype.is_int() && bits == 16) {
-    Fill<int16_t>(p, n, values);
-  } else if (dtype.is_int() && bits == 32) {
-    Fill<int32_t>(p, n, values);
-  } else if (dtype.is_int() && bits == 64) {
-    Fill<int64_t>(p, n, values);
-  } else if (dtype.is_uint() && bits == 8) {
-    Fill<uint8_t>(p, n, values);
-  } else if (dtype.is_uint() && bits == 16) {
-    Fill<uint16_t>(p, n, values);
-  } else if (dtype.is_uint() && bits == 32) {
-    Fill<uint32_t>(p, n, values);
-  } else if (dtype.is_uint() && bits == 64) {
-    Fill<uint64_t>(p, n, values);
-  } else {
+  const bool known = DispatchScalarType(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    for (int64_t i = 0; i < n; ++i) {
+      static_cast<T*>(p)[i] = ScalarFromDouble<T>(values.size() == 1 ? values[0] : values[i]);
+    }
+  });
+  if (!known) {
     return absl::UnimplementedError(
         absl::StrCat("onnx: constants of dtype ", dtype.ToString(), " are not supported"));
   }

@@ -14,11 +14,9 @@
 #include <cstdlib>
 #include <deque>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <map>
 #include <set>
-#include <sstream>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -32,6 +30,7 @@
 #include "compiler/op/op.h"
 #include "compiler/relax/block_builder.h"
 #include "onnx/onnx_pb.h"
+#include "runtime/core/file.h"
 
 namespace tether::compiler::onnx_frontend {
 namespace {
@@ -712,11 +711,12 @@ absl::StatusOr<ImportedModel> ImportOnnxBytes(absl::string_view bytes,
 
 absl::StatusOr<ImportedModel> ImportOnnxFile(const std::string& path,
                                              const OnnxImportOptions& options) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("onnx: cannot read model file '", path, "'"));
-  std::stringstream buf;
-  buf << in.rdbuf();
-  std::string bytes = buf.str();
+  absl::StatusOr<std::string> read = ReadFileToString(path);
+  if (!read.ok()) {
+    return absl::Status(read.status().code(), absl::StrCat("onnx: cannot read model file '", path,
+                                                           "': ", read.status().message()));
+  }
+  const std::string bytes = *std::move(read);
   std::filesystem::path dir = std::filesystem::path(path).parent_path();
   absl::StatusOr<ImportedModel> m =
       ImportOnnxBytes(bytes, options, dir.empty() ? std::string(".") : dir.string());

@@ -16,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "onnx/onnx_pb.h"
+#include "runtime/core/file.h"
 
 namespace tether::compiler::onnx_frontend {
 namespace {
@@ -250,12 +251,13 @@ absl::StatusOr<Tensor> TensorFromProto(const TensorProto& proto, const std::stri
 }
 
 absl::StatusOr<Tensor> ReadTensorProtoFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("onnx: cannot read tensor file '", path, "'"));
-  std::stringstream buf;
-  buf << in.rdbuf();
+  absl::StatusOr<std::string> bytes = ReadFileToString(path);
+  if (!bytes.ok()) {
+    return absl::Status(bytes.status().code(), absl::StrCat("onnx: cannot read tensor file '", path,
+                                                            "': ", bytes.status().message()));
+  }
   TensorProto proto;
-  if (!proto.ParseFromString(buf.str())) {
+  if (!proto.ParseFromString(*bytes)) {
     return absl::InvalidArgumentError(
         absl::StrCat("onnx: '", path, "' is not a serialized TensorProto"));
   }
