@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "runtime/core/byte_io.h"
 #include "runtime/core/error.h"
 #include "runtime/cuda/cuda_kernel_format_internal.h"
 #include "runtime/cuda/cuda_kernel_library.h"
@@ -251,46 +252,6 @@ absl::Status ParseProgram(const std::vector<absl::string_view>& words, size_t at
 
 // ---- The blob ----------------------------------------------------------------
 
-void AppendU32(std::string* out, uint32_t v) {
-  for (int i = 0; i < 4; ++i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-}
-void AppendU64(std::string* out, uint64_t v) {
-  for (int i = 0; i < 8; ++i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-}
-
-// Reads little-endian integers from a byte range, never past its end.
-class BlobReader {
- public:
-  explicit BlobReader(absl::string_view data) : data_(data) {}
-  size_t pos() const { return pos_; }
-  size_t remaining() const { return data_.size() - pos_; }
-  bool ReadU32(uint32_t* v) {
-    if (remaining() < 4) return false;
-    *v = 0;
-    for (int i = 0; i < 4; ++i) *v |= uint32_t{static_cast<uint8_t>(data_[pos_ + i])} << (8 * i);
-    pos_ += 4;
-    return true;
-  }
-  bool ReadU64(uint64_t* v) {
-    if (remaining() < 8) return false;
-    *v = 0;
-    for (int i = 0; i < 8; ++i) *v |= uint64_t{static_cast<uint8_t>(data_[pos_ + i])} << (8 * i);
-    pos_ += 8;
-    return true;
-  }
-  // `n` bytes, only if they are all there.
-  bool ReadBytes(uint64_t n, absl::string_view* out) {
-    if (n > remaining()) return false;
-    *out = data_.substr(pos_, n);
-    pos_ += n;
-    return true;
-  }
-
- private:
-  absl::string_view data_;
-  size_t pos_ = 0;
-};
-
 // ---- Counts ------------------------------------------------------------------
 
 absl::Status CountError(const std::vector<std::string>& program, absl::string_view what) {
@@ -472,19 +433,20 @@ std::string WriteCudaBlob(const std::vector<CudaImage>& images, absl::string_vie
   for (const CudaImage& img : images) sorted.push_back(&img);
   std::stable_sort(sorted.begin(), sorted.end(),
                    [](const CudaImage* a, const CudaImage* b) { return a->sm < b->sm; });
-  std::string out(kBlobMagic);
-  AppendU32(&out, kBlobVersion);
-  AppendU32(&out, static_cast<uint32_t>(sorted.size()));
+  ByteWriter w;
+  w.Bytes(kBlobMagic);
+  w.U32(kBlobVersion);
+  w.U32(static_cast<uint32_t>(sorted.size()));
   for (const CudaImage* img : sorted) {
-    AppendU32(&out, static_cast<uint32_t>(img->sm));
-    AppendU32(&out, 0);
-    AppendU64(&out, img->ptx.size() + 1);
-    out.append(img->ptx);
-    out.push_back('\0');
+    w.U32(static_cast<uint32_t>(img->sm));
+    w.U32(0);
+    w.U64(img->ptx.size() + 1);
+    w.Bytes(img->ptx);
+    w.U8(0);
   }
-  AppendU64(&out, manifest.size());
-  out.append(manifest.data(), manifest.size());
-  return out;
+  w.U64(manifest.size());
+  w.Bytes(manifest);
+  return std::move(w.out());
 }
 
 KernelLibraryBlob MakeCudaKernelLibraryBlob(std::string target,
@@ -502,12 +464,14 @@ absl::StatusOr<CudaBlobContents> ReadCudaBlob(absl::string_view data) {
     return ValueError("cuda kernel blob does not start with \"", kBlobMagic, "\" (", data.size(),
                       " bytes)");
   }
-  BlobReader in(data.substr(kBlobMagic.size()));
-  uint32_t version = 0;
-  uint32_t count = 0;
-  if (!in.ReadU32(&version) || !in.ReadU32(&count)) {
+  ByteReader in(data.substr(kBlobMagic.size()), "cuda kernel blob");
+  absl::StatusOr<uint32_t> version_read = in.U32("version");
+  absl::StatusOr<uint32_t> count_read = in.U32("image count");
+  if (!version_read.ok() || !count_read.ok()) {
     return ValueError("cuda kernel blob is truncated in its header (", data.size(), " bytes)");
   }
+  const uint32_t version = *version_read;
+  const uint32_t count = *count_read;
   if (version != kBlobVersion) {
     return ValueError("cuda kernel blob has version ", version, ", this runtime reads version ",
                       kBlobVersion);
@@ -517,12 +481,15 @@ absl::StatusOr<CudaBlobContents> ReadCudaBlob(absl::string_view data) {
   }
   CudaBlobContents out;
   for (uint32_t i = 0; i < count; ++i) {
-    uint32_t sm = 0;
-    uint32_t reserved = 0;
-    uint64_t size = 0;
-    if (!in.ReadU32(&sm) || !in.ReadU32(&reserved) || !in.ReadU64(&size)) {
+    absl::StatusOr<uint32_t> sm_read = in.U32("image sm");
+    absl::StatusOr<uint32_t> reserved_read = in.U32("image flags");
+    absl::StatusOr<uint64_t> size_read = in.U64("image size");
+    if (!sm_read.ok() || !reserved_read.ok() || !size_read.ok()) {
       return ValueError("cuda kernel blob is truncated in the header of image ", i);
     }
+    const uint32_t sm = *sm_read;
+    const uint32_t reserved = *reserved_read;
+    const uint64_t size = *size_read;
     if (sm < kMinSm || sm > kMaxSm) {
       return ValueError("cuda kernel blob image ", i, " is for sm_", sm, ", expected sm_", kMinSm,
                         " to sm_", kMaxSm);
@@ -535,11 +502,13 @@ absl::StatusOr<CudaBlobContents> ReadCudaBlob(absl::string_view data) {
       return ValueError("cuda kernel blob images are not sorted by sm and distinct: sm_", sm,
                         " follows sm_", out.images.back().sm);
     }
-    absl::string_view ptx;
-    if (size == 0 || !in.ReadBytes(size, &ptx)) {
+    absl::StatusOr<absl::string_view> ptx_read =
+        size == 0 ? absl::InvalidArgumentError("empty") : in.Bytes(size, "ptx");
+    if (!ptx_read.ok()) {
       return ValueError("cuda kernel blob image ", i, " (sm_", sm, ") has size ", size, "; ",
                         in.remaining(), " bytes are left in the blob");
     }
+    absl::string_view ptx = *ptx_read;
     if (ptx.back() != '\0') {
       return ValueError("cuda kernel blob: the ptx for sm_", sm, " is not NUL-terminated");
     }
@@ -549,19 +518,19 @@ absl::StatusOr<CudaBlobContents> ReadCudaBlob(absl::string_view data) {
     }
     out.images.push_back(CudaImage{static_cast<int>(sm), std::string(ptx)});
   }
-  uint64_t manifest_size = 0;
-  absl::string_view manifest;
-  if (!in.ReadU64(&manifest_size)) {
+  absl::StatusOr<uint64_t> manifest_size = in.U64("manifest size");
+  if (!manifest_size.ok()) {
     return ValueError("cuda kernel blob is truncated before its manifest size");
   }
-  if (!in.ReadBytes(manifest_size, &manifest)) {
-    return ValueError("cuda kernel blob has a manifest of ", manifest_size, " bytes; ",
+  absl::StatusOr<absl::string_view> manifest = in.Bytes(*manifest_size, "manifest");
+  if (!manifest.ok()) {
+    return ValueError("cuda kernel blob has a manifest of ", *manifest_size, " bytes; ",
                       in.remaining(), " bytes are left in the blob");
   }
   if (in.remaining() != 0) {
     return ValueError("cuda kernel blob has ", in.remaining(), " trailing bytes");
   }
-  out.manifest = std::string(manifest);
+  out.manifest = std::string(*manifest);
   return out;
 }
 

@@ -12,6 +12,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "runtime/core/byte_io.h"
 #include "runtime/core/error.h"
 #include "runtime/core/file.h"
 #include "runtime/module/module.h"
@@ -20,17 +21,6 @@ namespace tether {
 namespace {
 
 constexpr int32_t kCpuDeviceType = 1;  // kDLCPU; records are always written as CPU
-
-void PutLE(std::string* out, uint64_t v, int bytes) {
-  for (int i = 0; i < bytes; ++i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
-}
-void PutU64(std::string* out, uint64_t v) { PutLE(out, v, 8); }
-void PutI64(std::string* out, int64_t v) { PutLE(out, static_cast<uint64_t>(v), 8); }
-void PutI32(std::string* out, int32_t v) { PutLE(out, static_cast<uint32_t>(v), 4); }
-void PutString(std::string* out, absl::string_view s) {
-  PutU64(out, s.size());
-  out->append(s.data(), s.size());
-}
 
 // Converts tensor data between host order and the file's little-endian order
 // (a no-op on little-endian hosts).
@@ -46,45 +36,13 @@ void SwapToLittleEndian(char* data, size_t nbytes, DataType dtype) {
   }
 }
 
-// A cursor over untrusted bytes; every read checks what is left first.
-class Reader {
- public:
-  explicit Reader(absl::string_view data) : data_(data) {}
-  size_t offset() const { return pos_; }
-  size_t remaining() const { return data_.size() - pos_; }
+// INVALID_ARGUMENT "corrupt param dict at offset <pos>: <what>".
+absl::Status Corrupt(const ByteReader& r, absl::string_view what) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("corrupt param dict at offset ", r.pos(), ": ", std::string(what)));
+}
 
-  absl::Status Truncated(size_t need, absl::string_view what) const {
-    return absl::InvalidArgumentError(absl::StrCat("param dict truncated at offset ", pos_,
-                                                   ": need ", need, " bytes for ",
-                                                   std::string(what), ", ", remaining(), " left"));
-  }
-  absl::Status Corrupt(absl::string_view what) const {
-    return absl::InvalidArgumentError(
-        absl::StrCat("corrupt param dict at offset ", pos_, ": ", std::string(what)));
-  }
-
-  absl::StatusOr<uint64_t> ReadLE(int bytes, absl::string_view what) {
-    if (remaining() < static_cast<size_t>(bytes)) return Truncated(bytes, what);
-    uint64_t v = 0;
-    for (int i = 0; i < bytes; ++i) {
-      v |= static_cast<uint64_t>(static_cast<unsigned char>(data_[pos_ + i])) << (8 * i);
-    }
-    pos_ += bytes;
-    return v;
-  }
-  absl::StatusOr<absl::string_view> ReadBytes(uint64_t n, absl::string_view what) {
-    if (n > remaining()) return Truncated(n, what);
-    absl::string_view s = data_.substr(pos_, n);
-    pos_ += n;
-    return s;
-  }
-
- private:
-  absl::string_view data_;
-  size_t pos_ = 0;
-};
-
-absl::Status AppendRecord(std::string* out, absl::string_view name, const Tensor& t) {
+absl::Status AppendRecord(ByteWriter& w, absl::string_view name, const Tensor& t) {
   if (!t) return absl::InvalidArgumentError(absl::StrCat("param ", std::string(name), " is null"));
   DataType dtype = t->dtype();
   if (!dtype.IsValidStorageType() || dtype.code() == DataType::kOpaqueHandle) {
@@ -101,16 +59,17 @@ absl::Status AppendRecord(std::string* out, absl::string_view name, const Tensor
   }
   TETHER_ASSIGN_OR_RETURN(int64_t nbytes, CheckedNumBytes(t->shape(), dtype));
 
-  PutU64(out, kTensorRecordMagic);
-  PutU64(out, 0);  // reserved
-  PutI32(out, kCpuDeviceType);
-  PutI32(out, 0);  // device id
-  PutI32(out, t->ndim());
-  PutLE(out, dtype.code(), 1);
-  PutLE(out, dtype.bits(), 1);
-  PutLE(out, dtype.lanes(), 2);
-  for (int64_t d : t->shape()) PutI64(out, d);
-  PutI64(out, nbytes);
+  w.U64(kTensorRecordMagic);
+  w.U64(0);  // reserved
+  w.I32(kCpuDeviceType);
+  w.I32(0);  // device id
+  w.I32(t->ndim());
+  w.U8(dtype.code());
+  w.U8(dtype.bits());
+  w.U16(dtype.lanes());
+  for (int64_t d : t->shape()) w.I64(d);
+  w.I64(nbytes);
+  std::string* out = &w.out();
   size_t at = out->size();
   out->resize(at + static_cast<size_t>(nbytes));
   if (nbytes > 0) {
@@ -121,57 +80,58 @@ absl::Status AppendRecord(std::string* out, absl::string_view name, const Tensor
   return absl::OkStatus();
 }
 
-absl::StatusOr<Tensor> ReadRecord(Reader& r, absl::string_view name) {
-  TETHER_ASSIGN_OR_RETURN(uint64_t magic, r.ReadLE(8, "a tensor magic"));
+absl::StatusOr<Tensor> ReadRecord(ByteReader& r, absl::string_view name) {
+  TETHER_ASSIGN_OR_RETURN(uint64_t magic, r.U64("a tensor magic"));
   if (magic != kTensorRecordMagic) {
-    return r.Corrupt(absl::StrCat("tensor ", std::string(name), " has magic 0x",
-                                  absl::Hex(magic, absl::kZeroPad16), ", expected 0x",
-                                  absl::Hex(kTensorRecordMagic, absl::kZeroPad16)));
+    return Corrupt(r, absl::StrCat("tensor ", std::string(name), " has magic 0x",
+                                   absl::Hex(magic, absl::kZeroPad16), ", expected 0x",
+                                   absl::Hex(kTensorRecordMagic, absl::kZeroPad16)));
   }
-  TETHER_ASSIGN_OR_RETURN(uint64_t reserved, r.ReadLE(8, "a tensor's reserved field"));
+  TETHER_ASSIGN_OR_RETURN(uint64_t reserved, r.U64("a tensor's reserved field"));
   (void)reserved;
-  TETHER_ASSIGN_OR_RETURN(uint64_t device_type, r.ReadLE(4, "a tensor device type"));
-  TETHER_ASSIGN_OR_RETURN(uint64_t device_id, r.ReadLE(4, "a tensor device id"));
+  TETHER_ASSIGN_OR_RETURN(uint64_t device_type, r.U32("a tensor device type"));
+  TETHER_ASSIGN_OR_RETURN(uint64_t device_id, r.U32("a tensor device id"));
   (void)device_id;
   if (static_cast<int32_t>(device_type) != kCpuDeviceType) {
-    return r.Corrupt(absl::StrCat("tensor ", std::string(name), " has device type ",
-                                  static_cast<int32_t>(device_type), ", expected 1 (cpu)"));
+    return Corrupt(r, absl::StrCat("tensor ", std::string(name), " has device type ",
+                                   static_cast<int32_t>(device_type), ", expected 1 (cpu)"));
   }
-  TETHER_ASSIGN_OR_RETURN(uint64_t ndim_raw, r.ReadLE(4, "a tensor ndim"));
+  TETHER_ASSIGN_OR_RETURN(uint64_t ndim_raw, r.U32("a tensor ndim"));
   int32_t ndim = static_cast<int32_t>(ndim_raw);
   if (ndim < 0 || ndim > kMaxParamDims) {
-    return r.Corrupt(absl::StrCat("tensor ", std::string(name), " has ndim ", ndim,
-                                  ", expected 0 to ", kMaxParamDims));
+    return Corrupt(r, absl::StrCat("tensor ", std::string(name), " has ndim ", ndim,
+                                   ", expected 0 to ", kMaxParamDims));
   }
-  TETHER_ASSIGN_OR_RETURN(uint64_t code, r.ReadLE(1, "a dtype code"));
-  TETHER_ASSIGN_OR_RETURN(uint64_t bits, r.ReadLE(1, "dtype bits"));
-  TETHER_ASSIGN_OR_RETURN(uint64_t lanes, r.ReadLE(2, "dtype lanes"));
+  TETHER_ASSIGN_OR_RETURN(uint64_t code, r.U8("a dtype code"));
+  TETHER_ASSIGN_OR_RETURN(uint64_t bits, r.U8("dtype bits"));
+  TETHER_ASSIGN_OR_RETURN(uint64_t lanes, r.U16("dtype lanes"));
   DataType dtype(static_cast<uint8_t>(code), static_cast<uint8_t>(bits),
                  static_cast<uint16_t>(lanes));
   if (!dtype.IsValidStorageType() || dtype.code() == DataType::kOpaqueHandle) {
-    return r.Corrupt(absl::StrCat("tensor ", std::string(name), " has invalid dtype (code ", code,
-                                  ", bits ", bits, ", lanes ", lanes, ")"));
+    return Corrupt(r, absl::StrCat("tensor ", std::string(name), " has invalid dtype (code ", code,
+                                   ", bits ", bits, ", lanes ", lanes, ")"));
   }
   TensorObj::Dims shape;
   for (int32_t i = 0; i < ndim; ++i) {
-    TETHER_ASSIGN_OR_RETURN(uint64_t d, r.ReadLE(8, "a tensor dimension"));
+    TETHER_ASSIGN_OR_RETURN(uint64_t d, r.U64("a tensor dimension"));
     if (static_cast<int64_t>(d) < 0) {
-      return r.Corrupt(absl::StrCat("tensor ", std::string(name), " has negative dimension ",
-                                    static_cast<int64_t>(d)));
+      return Corrupt(r, absl::StrCat("tensor ", std::string(name), " has negative dimension ",
+                                     static_cast<int64_t>(d)));
     }
     shape.push_back(static_cast<int64_t>(d));
   }
   absl::StatusOr<int64_t> expected = CheckedNumBytes(shape, dtype);
   if (!expected.ok()) {
-    return r.Corrupt(absl::StrCat("tensor ", std::string(name), ": ", expected.status().message()));
+    return Corrupt(r,
+                   absl::StrCat("tensor ", std::string(name), ": ", expected.status().message()));
   }
-  TETHER_ASSIGN_OR_RETURN(uint64_t nbytes, r.ReadLE(8, "a tensor byte size"));
+  TETHER_ASSIGN_OR_RETURN(uint64_t nbytes, r.U64("a tensor byte size"));
   if (nbytes != static_cast<uint64_t>(*expected)) {
-    return r.Corrupt(absl::StrCat("tensor ", std::string(name), " of ", dtype.ToString(),
-                                  ShapeToString(shape), " has ", static_cast<int64_t>(nbytes),
-                                  " data bytes, expected ", *expected));
+    return Corrupt(r, absl::StrCat("tensor ", std::string(name), " of ", dtype.ToString(),
+                                   ShapeToString(shape), " has ", static_cast<int64_t>(nbytes),
+                                   " data bytes, expected ", *expected));
   }
-  TETHER_ASSIGN_OR_RETURN(absl::string_view data, r.ReadBytes(nbytes, "tensor data"));
+  TETHER_ASSIGN_OR_RETURN(absl::string_view data, r.Bytes(nbytes, "tensor data"));
   if constexpr (std::endian::native == std::endian::little) {
     return Tensor::FromBytes(shape, dtype, data.data(), data.size());
   } else {
@@ -190,49 +150,53 @@ absl::StatusOr<std::string> SaveParamDict(const ParamList& params) {
       return absl::InvalidArgumentError(absl::StrCat("duplicate param name ", name));
     }
   }
-  std::string out;
-  PutU64(&out, kParamDictMagic);
-  PutU64(&out, 0);  // reserved
-  PutU64(&out, params.size());
-  for (const auto& [name, tensor] : params) PutString(&out, name);
-  PutU64(&out, params.size());
-  for (const auto& [name, tensor] : params)
-    TETHER_RETURN_IF_ERROR(AppendRecord(&out, name, tensor));
-  return out;
+  ByteWriter w;
+  w.U64(kParamDictMagic);
+  w.U64(0);  // reserved
+  w.U64(params.size());
+  for (const auto& [name, tensor] : params) {
+    w.U64(name.size());  // names carry a u64 length, as TVM writes them
+    w.Bytes(name);
+  }
+  w.U64(params.size());
+  for (const auto& [name, tensor] : params) {
+    TETHER_RETURN_IF_ERROR(AppendRecord(w, name, tensor));
+  }
+  return std::move(w.out());
 }
 
 absl::StatusOr<ParamList> LoadParamDict(absl::string_view bytes) {
-  Reader r(bytes);
-  TETHER_ASSIGN_OR_RETURN(uint64_t magic, r.ReadLE(8, "the param dict magic"));
+  ByteReader r(bytes, "param dict");
+  TETHER_ASSIGN_OR_RETURN(uint64_t magic, r.U64("the param dict magic"));
   if (magic != kParamDictMagic) {
     return absl::InvalidArgumentError(
         absl::StrCat("not a param dict: magic 0x", absl::Hex(magic, absl::kZeroPad16),
                      ", expected 0x", absl::Hex(kParamDictMagic, absl::kZeroPad16)));
   }
-  TETHER_ASSIGN_OR_RETURN(uint64_t reserved, r.ReadLE(8, "the reserved field"));
+  TETHER_ASSIGN_OR_RETURN(uint64_t reserved, r.U64("the reserved field"));
   (void)reserved;
-  TETHER_ASSIGN_OR_RETURN(uint64_t num_names, r.ReadLE(8, "the name count"));
+  TETHER_ASSIGN_OR_RETURN(uint64_t num_names, r.U64("the name count"));
   // Each name takes at least its 8-byte length, so this bounds the count
   // before anything is reserved.
   if (num_names > r.remaining() / 8) {
-    return r.Corrupt(absl::StrCat("name count ", num_names, " cannot fit in the ", r.remaining(),
-                                  " bytes left"));
+    return Corrupt(r, absl::StrCat("name count ", num_names, " cannot fit in the ", r.remaining(),
+                                   " bytes left"));
   }
   std::vector<std::string> names;
   names.reserve(num_names);
   absl::flat_hash_set<std::string> seen;
   for (uint64_t i = 0; i < num_names; ++i) {
-    TETHER_ASSIGN_OR_RETURN(uint64_t len, r.ReadLE(8, "a name length"));
-    TETHER_ASSIGN_OR_RETURN(absl::string_view name, r.ReadBytes(len, "a name"));
+    TETHER_ASSIGN_OR_RETURN(uint64_t len, r.U64("a name length"));
+    TETHER_ASSIGN_OR_RETURN(absl::string_view name, r.Bytes(len, "a name"));
     if (!seen.insert(std::string(name)).second) {
-      return r.Corrupt(absl::StrCat("duplicate param name ", std::string(name)));
+      return Corrupt(r, absl::StrCat("duplicate param name ", std::string(name)));
     }
     names.emplace_back(name);
   }
-  TETHER_ASSIGN_OR_RETURN(uint64_t num_tensors, r.ReadLE(8, "the tensor count"));
+  TETHER_ASSIGN_OR_RETURN(uint64_t num_tensors, r.U64("the tensor count"));
   if (num_tensors != num_names) {
-    return r.Corrupt(
-        absl::StrCat("tensor count ", num_tensors, " differs from name count ", num_names));
+    return Corrupt(
+        r, absl::StrCat("tensor count ", num_tensors, " differs from name count ", num_names));
   }
   ParamList params;
   params.reserve(num_names);
@@ -241,7 +205,7 @@ absl::StatusOr<ParamList> LoadParamDict(absl::string_view bytes) {
     params.emplace_back(std::move(names[i]), std::move(t));
   }
   if (r.remaining() != 0) {
-    return r.Corrupt(absl::StrCat(r.remaining(), " trailing bytes after the last tensor"));
+    return Corrupt(r, absl::StrCat(r.remaining(), " trailing bytes after the last tensor"));
   }
   return params;
 }

@@ -18,6 +18,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "runtime/core/byte_io.h"
 #include "runtime/core/error.h"
 #include "runtime/core/file.h"
 #include "runtime/core/tensor.h"
@@ -81,40 +82,7 @@ absl::string_view SectionName(uint32_t id) {
   }
 }
 
-// --- Writer --------------------------------------------------------------------
-
-class Writer {
- public:
-  void U8(uint8_t v) { out_.push_back(static_cast<char>(v)); }
-  void U16(uint16_t v) { Le(v, 2); }
-  void U32(uint32_t v) { Le(v, 4); }
-  void U64(uint64_t v) { Le(v, 8); }
-  void I32(int32_t v) { U32(static_cast<uint32_t>(v)); }
-  void I64(int64_t v) { U64(static_cast<uint64_t>(v)); }
-  void F64(double v) {
-    uint64_t bits;
-    std::memcpy(&bits, &v, sizeof(bits));
-    U64(bits);
-  }
-  void Bytes(absl::string_view b) { out_.append(b.data(), b.size()); }
-  // u32 length + bytes.
-  void String(absl::string_view s) {
-    U32(static_cast<uint32_t>(s.size()));
-    Bytes(s);
-  }
-  void PadTo(size_t alignment) {
-    while (out_.size() % alignment != 0) out_.push_back('\0');
-  }
-  std::string& out() { return out_; }
-
- private:
-  void Le(uint64_t v, int bytes) {
-    for (int i = 0; i < bytes; ++i) out_.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
-  }
-  std::string out_;
-};
-
-void WriteConstant(Writer& w, const Value& v) {
+void WriteConstant(ByteWriter& w, const Value& v) {
   switch (v.kind()) {
     case Value::Kind::kInt:
       w.U8(kTagInt);
@@ -180,127 +148,27 @@ void WriteConstant(Writer& w, const Value& v) {
   w.U8(0);
 }
 
-// --- Reader --------------------------------------------------------------------
-
-// A bounds-checked cursor over one region of the file.
-class Reader {
- public:
-  Reader(absl::string_view data, absl::string_view region) : data_(data), region_(region) {}
-
-  size_t remaining() const { return data_.size() - pos_; }
-  size_t pos() const { return pos_; }
-  bool done() const { return pos_ == data_.size(); }
-
-  absl::Status Need(uint64_t n, absl::string_view what) const {
-    if (n > remaining()) {
-      return absl::InvalidArgumentError(absl::StrCat("truncated ", region_, ": ", what, " needs ",
-                                                     n, " bytes but only ", remaining(),
-                                                     " remain"));
-    }
-    return absl::OkStatus();
-  }
-  absl::Status U8(uint8_t* v, absl::string_view what) {
-    uint64_t x;
-    TETHER_RETURN_IF_ERROR(Le(1, &x, what));
-    *v = static_cast<uint8_t>(x);
-    return absl::OkStatus();
-  }
-  absl::Status U16(uint16_t* v, absl::string_view what) {
-    uint64_t x;
-    TETHER_RETURN_IF_ERROR(Le(2, &x, what));
-    *v = static_cast<uint16_t>(x);
-    return absl::OkStatus();
-  }
-  absl::Status U32(uint32_t* v, absl::string_view what) {
-    uint64_t x;
-    TETHER_RETURN_IF_ERROR(Le(4, &x, what));
-    *v = static_cast<uint32_t>(x);
-    return absl::OkStatus();
-  }
-  absl::Status I32(int32_t* v, absl::string_view what) {
-    uint32_t x;
-    TETHER_RETURN_IF_ERROR(U32(&x, what));
-    *v = static_cast<int32_t>(x);
-    return absl::OkStatus();
-  }
-  absl::Status U64(uint64_t* v, absl::string_view what) { return Le(8, v, what); }
-  absl::Status I64(int64_t* v, absl::string_view what) {
-    uint64_t x;
-    TETHER_RETURN_IF_ERROR(Le(8, &x, what));
-    *v = static_cast<int64_t>(x);
-    return absl::OkStatus();
-  }
-  absl::Status Bytes(uint64_t n, absl::string_view* out, absl::string_view what) {
-    TETHER_RETURN_IF_ERROR(Need(n, what));
-    *out = data_.substr(pos_, n);
-    pos_ += n;
-    return absl::OkStatus();
-  }
-  // u32 length (at most `max_len`) + bytes.
-  absl::Status String(std::string* out, uint32_t max_len, absl::string_view what) {
-    uint32_t len;
-    TETHER_RETURN_IF_ERROR(U32(&len, what));
-    if (len > max_len) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(region_, ": ", what, " is ", len, " bytes, at most ", max_len, " allowed"));
-    }
-    absl::string_view bytes;
-    TETHER_RETURN_IF_ERROR(Bytes(len, &bytes, what));
-    out->assign(bytes.data(), bytes.size());
-    return absl::OkStatus();
-  }
-  // Believes `count` elements of at least `min_bytes` each only if they fit.
-  absl::Status CheckCount(uint64_t count, uint64_t min_bytes, absl::string_view what) const {
-    if (count > remaining() / min_bytes) {
-      return absl::InvalidArgumentError(absl::StrCat(region_, ": ", count, " ", what,
-                                                     " cannot fit in the ", remaining(),
-                                                     " bytes that remain"));
-    }
-    return absl::OkStatus();
-  }
-  template <typename... Args>
-  absl::Status Error(const Args&... args) const {
-    return absl::InvalidArgumentError(absl::StrCat(region_, ": ", args...));
-  }
-
- private:
-  absl::Status Le(int n, uint64_t* v, absl::string_view what) {
-    TETHER_RETURN_IF_ERROR(Need(n, what));
-    uint64_t x = 0;
-    for (int i = 0; i < n; ++i) {
-      x |= uint64_t{static_cast<unsigned char>(data_[pos_ + i])} << (8 * i);
-    }
-    pos_ += n;
-    *v = x;
-    return absl::OkStatus();
-  }
-
-  absl::string_view data_;
-  std::string region_;
-  size_t pos_ = 0;
-};
-
-absl::Status ReadFunctions(Reader& r, Executable& exec) {
+absl::Status ReadFunctions(ByteReader& r, Executable& exec) {
   uint32_t count;
-  TETHER_RETURN_IF_ERROR(r.U32(&count, "function count"));
+  TETHER_ASSIGN_OR_RETURN(count, r.U32("function count"));
   TETHER_RETURN_IF_ERROR(r.CheckCount(count, kMinFunctionBytes, "functions"));
   exec.functions.resize(count);
   for (uint32_t i = 0; i < count; ++i) {
     FunctionInfo& f = exec.functions[i];
     int32_t kind;
-    TETHER_RETURN_IF_ERROR(r.I32(&kind, "function kind"));
+    TETHER_ASSIGN_OR_RETURN(kind, r.I32("function kind"));
     f.kind = static_cast<FunctionKind>(kind);  // Validate() rejects unknown kinds
-    TETHER_RETURN_IF_ERROR(r.String(&f.name, kMaxNameBytes, "function name"));
-    TETHER_RETURN_IF_ERROR(r.I64(&f.start_instr, "function start"));
-    TETHER_RETURN_IF_ERROR(r.I64(&f.end_instr, "function end"));
-    TETHER_RETURN_IF_ERROR(r.I64(&f.num_args, "function argument count"));
-    TETHER_RETURN_IF_ERROR(r.I64(&f.register_file_size, "function register file size"));
+    TETHER_ASSIGN_OR_RETURN(f.name, r.String(kMaxNameBytes, "function name"));
+    TETHER_ASSIGN_OR_RETURN(f.start_instr, r.I64("function start"));
+    TETHER_ASSIGN_OR_RETURN(f.end_instr, r.I64("function end"));
+    TETHER_ASSIGN_OR_RETURN(f.num_args, r.I64("function argument count"));
+    TETHER_ASSIGN_OR_RETURN(f.register_file_size, r.I64("function register file size"));
     uint32_t num_params;
-    TETHER_RETURN_IF_ERROR(r.U32(&num_params, "parameter name count"));
+    TETHER_ASSIGN_OR_RETURN(num_params, r.U32("parameter name count"));
     TETHER_RETURN_IF_ERROR(r.CheckCount(num_params, 4, "parameter names"));
     f.param_names.resize(num_params);
     for (std::string& name : f.param_names) {
-      TETHER_RETURN_IF_ERROR(r.String(&name, kMaxNameBytes, "parameter name"));
+      TETHER_ASSIGN_OR_RETURN(name, r.String(kMaxNameBytes, "parameter name"));
     }
     if (!exec.function_map.emplace(f.name, static_cast<Index>(i)).second) {
       return r.Error("duplicate function name ", f.name);
@@ -309,26 +177,26 @@ absl::Status ReadFunctions(Reader& r, Executable& exec) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<Value> ReadTensor(Reader& r, uint32_t index) {
+absl::StatusOr<Value> ReadTensor(ByteReader& r, uint32_t index) {
   uint8_t code, bits;
   uint16_t lanes;
-  TETHER_RETURN_IF_ERROR(r.U8(&code, "tensor dtype"));
-  TETHER_RETURN_IF_ERROR(r.U8(&bits, "tensor dtype"));
-  TETHER_RETURN_IF_ERROR(r.U16(&lanes, "tensor dtype"));
+  TETHER_ASSIGN_OR_RETURN(code, r.U8("tensor dtype"));
+  TETHER_ASSIGN_OR_RETURN(bits, r.U8("tensor dtype"));
+  TETHER_ASSIGN_OR_RETURN(lanes, r.U16("tensor dtype"));
   DataType dtype(code, bits, lanes);
   if (!dtype.IsValidStorageType()) {
     return r.Error("tensor constant ", index, " has unsupported data type code ", int{code},
                    " bits ", int{bits}, " lanes ", lanes);
   }
   uint32_t ndim;
-  TETHER_RETURN_IF_ERROR(r.U32(&ndim, "tensor ndim"));
+  TETHER_ASSIGN_OR_RETURN(ndim, r.U32("tensor ndim"));
   if (ndim > kMaxTensorDims) {
     return r.Error("tensor constant ", index, " has ", ndim, " dims, at most ", kMaxTensorDims,
                    " allowed");
   }
   std::vector<int64_t> shape(ndim);
   for (int64_t& d : shape) {
-    TETHER_RETURN_IF_ERROR(r.I64(&d, "tensor shape"));
+    TETHER_ASSIGN_OR_RETURN(d, r.I64("tensor shape"));
     if (d < 0) return r.Error("tensor constant ", index, " has negative dimension ", d);
   }
   absl::StatusOr<int64_t> expected = CheckedNumBytes(shape, dtype);
@@ -337,35 +205,35 @@ absl::StatusOr<Value> ReadTensor(Reader& r, uint32_t index) {
                    expected.status().message());
   }
   uint64_t nbytes;
-  TETHER_RETURN_IF_ERROR(r.U64(&nbytes, "tensor byte size"));
+  TETHER_ASSIGN_OR_RETURN(nbytes, r.U64("tensor byte size"));
   if (nbytes != static_cast<uint64_t>(*expected)) {
     return r.Error("tensor constant ", index, " of ", dtype.ToString(), ShapeToString(shape),
                    " has ", nbytes, " bytes, expected ", *expected);
   }
   absl::string_view data;
-  TETHER_RETURN_IF_ERROR(r.Bytes(nbytes, &data, "tensor data"));
+  TETHER_ASSIGN_OR_RETURN(data, r.Bytes(nbytes, "tensor data"));
   TETHER_ASSIGN_OR_RETURN(Tensor t, Tensor::FromBytes(shape, dtype, data.data(), data.size()));
   return Value(t.ref());
 }
 
-absl::Status ReadConstants(Reader& r, Executable& exec) {
+absl::Status ReadConstants(ByteReader& r, Executable& exec) {
   uint32_t count;
-  TETHER_RETURN_IF_ERROR(r.U32(&count, "constant count"));
+  TETHER_ASSIGN_OR_RETURN(count, r.U32("constant count"));
   TETHER_RETURN_IF_ERROR(r.CheckCount(count, kMinConstantBytes, "constants"));
   exec.constants.reserve(count);
   for (uint32_t i = 0; i < count; ++i) {
     uint8_t tag;
-    TETHER_RETURN_IF_ERROR(r.U8(&tag, "constant tag"));
+    TETHER_ASSIGN_OR_RETURN(tag, r.U8("constant tag"));
     switch (tag) {
       case kTagInt: {
         int64_t v;
-        TETHER_RETURN_IF_ERROR(r.I64(&v, "int constant"));
+        TETHER_ASSIGN_OR_RETURN(v, r.I64("int constant"));
         exec.constants.emplace_back(v);
         break;
       }
       case kTagFloat: {
         uint64_t bits;
-        TETHER_RETURN_IF_ERROR(r.U64(&bits, "float constant"));
+        TETHER_ASSIGN_OR_RETURN(bits, r.U64("float constant"));
         double v;
         std::memcpy(&v, &bits, sizeof(v));
         exec.constants.emplace_back(v);
@@ -373,43 +241,45 @@ absl::Status ReadConstants(Reader& r, Executable& exec) {
       }
       case kTagBool: {
         uint8_t v;
-        TETHER_RETURN_IF_ERROR(r.U8(&v, "bool constant"));
+        TETHER_ASSIGN_OR_RETURN(v, r.U8("bool constant"));
         if (v > 1) return r.Error("bool constant ", i, " has value ", int{v});
         exec.constants.emplace_back(v == 1);
         break;
       }
       case kTagString: {
         std::string s;
-        TETHER_RETURN_IF_ERROR(r.String(&s, kMaxStringBytes, "string constant"));
+        TETHER_ASSIGN_OR_RETURN(s, r.String(kMaxStringBytes, "string constant"));
         exec.constants.emplace_back(std::move(s));
         break;
       }
       case kTagShape: {
         uint32_t ndim;
-        TETHER_RETURN_IF_ERROR(r.U32(&ndim, "shape ndim"));
+        TETHER_ASSIGN_OR_RETURN(ndim, r.U32("shape ndim"));
         if (ndim > kMaxShapeDims) {
           return r.Error("shape constant ", i, " has ", ndim, " dims, at most ", kMaxShapeDims,
                          " allowed");
         }
         TETHER_RETURN_IF_ERROR(r.CheckCount(ndim, 8, "shape dims"));
         ShapeObj::Dims dims(ndim);
-        for (int64_t& d : dims) TETHER_RETURN_IF_ERROR(r.I64(&d, "shape dim"));
+        for (int64_t& d : dims) {
+          TETHER_ASSIGN_OR_RETURN(d, r.I64("shape dim"));
+        }
         exec.constants.push_back(MakeShape(std::move(dims)));
         break;
       }
       case kTagDataType: {
         uint8_t code, bits;
         uint16_t lanes;
-        TETHER_RETURN_IF_ERROR(r.U8(&code, "dtype constant"));
-        TETHER_RETURN_IF_ERROR(r.U8(&bits, "dtype constant"));
-        TETHER_RETURN_IF_ERROR(r.U16(&lanes, "dtype constant"));
+        TETHER_ASSIGN_OR_RETURN(code, r.U8("dtype constant"));
+        TETHER_ASSIGN_OR_RETURN(bits, r.U8("dtype constant"));
+        TETHER_ASSIGN_OR_RETURN(lanes, r.U16("dtype constant"));
         exec.constants.emplace_back(DataType(code, bits, lanes));
         break;
       }
       case kTagDevice: {
         int32_t type, id;
-        TETHER_RETURN_IF_ERROR(r.I32(&type, "device constant"));
-        TETHER_RETURN_IF_ERROR(r.I32(&id, "device constant"));
+        TETHER_ASSIGN_OR_RETURN(type, r.I32("device constant"));
+        TETHER_ASSIGN_OR_RETURN(id, r.I32("device constant"));
         // Checked before the cast: DLDeviceType has no fixed underlying type.
         if (!IsKnownDeviceType(type) || id < 0) {
           return r.Error("device constant ", i, " has unknown type ", type, " or negative id ", id);
@@ -429,46 +299,48 @@ absl::Status ReadConstants(Reader& r, Executable& exec) {
   return absl::OkStatus();
 }
 
-absl::Status ReadWords(Reader& r, std::vector<int64_t>* out, absl::string_view what) {
+absl::Status ReadWords(ByteReader& r, std::vector<int64_t>* out, absl::string_view what) {
   uint64_t count;
-  TETHER_RETURN_IF_ERROR(r.U64(&count, what));
+  TETHER_ASSIGN_OR_RETURN(count, r.U64(what));
   TETHER_RETURN_IF_ERROR(r.CheckCount(count, 8, what));
   out->resize(count);
-  for (int64_t& w : *out) TETHER_RETURN_IF_ERROR(r.I64(&w, what));
+  for (int64_t& w : *out) {
+    TETHER_ASSIGN_OR_RETURN(w, r.I64(what));
+  }
   return absl::OkStatus();
 }
 
-absl::Status ReadBytecode(Reader& r, Executable& exec) {
+absl::Status ReadBytecode(ByteReader& r, Executable& exec) {
   TETHER_RETURN_IF_ERROR(ReadWords(r, &exec.instr_offset, "instruction offsets"));
   return ReadWords(r, &exec.instr_data, "instruction words");
 }
 
-absl::Status ReadKernelLibraries(Reader& r, Executable& exec) {
+absl::Status ReadKernelLibraries(ByteReader& r, Executable& exec) {
   uint32_t count;
-  TETHER_RETURN_IF_ERROR(r.U32(&count, "kernel library count"));
+  TETHER_ASSIGN_OR_RETURN(count, r.U32("kernel library count"));
   TETHER_RETURN_IF_ERROR(r.CheckCount(count, kMinKernelLibraryBytes, "kernel libraries"));
   exec.kernel_libraries.resize(count);
   for (KernelLibraryBlob& lib : exec.kernel_libraries) {
-    TETHER_RETURN_IF_ERROR(r.String(&lib.target, kMaxNameBytes, "kernel library target"));
-    TETHER_RETURN_IF_ERROR(r.String(&lib.format, kMaxNameBytes, "kernel library format"));
+    TETHER_ASSIGN_OR_RETURN(lib.target, r.String(kMaxNameBytes, "kernel library target"));
+    TETHER_ASSIGN_OR_RETURN(lib.format, r.String(kMaxNameBytes, "kernel library format"));
     uint64_t size;
-    TETHER_RETURN_IF_ERROR(r.U64(&size, "kernel library size"));
+    TETHER_ASSIGN_OR_RETURN(size, r.U64("kernel library size"));
     absl::string_view data;
-    TETHER_RETURN_IF_ERROR(r.Bytes(size, &data, "kernel library data"));
+    TETHER_ASSIGN_OR_RETURN(data, r.Bytes(size, "kernel library data"));
     lib.data.assign(data.data(), data.size());
   }
   return absl::OkStatus();
 }
 
-absl::Status ReadMetadata(Reader& r, Executable& exec) {
+absl::Status ReadMetadata(ByteReader& r, Executable& exec) {
   uint32_t count;
-  TETHER_RETURN_IF_ERROR(r.U32(&count, "metadata count"));
+  TETHER_ASSIGN_OR_RETURN(count, r.U32("metadata count"));
   TETHER_RETURN_IF_ERROR(r.CheckCount(count, kMinMetadataEntryBytes, "metadata entries"));
   std::string previous;
   for (uint32_t i = 0; i < count; ++i) {
     std::string key, value;
-    TETHER_RETURN_IF_ERROR(r.String(&key, kMaxNameBytes, "metadata key"));
-    TETHER_RETURN_IF_ERROR(r.String(&value, kMaxStringBytes, "metadata value"));
+    TETHER_ASSIGN_OR_RETURN(key, r.String(kMaxNameBytes, "metadata key"));
+    TETHER_ASSIGN_OR_RETURN(value, r.String(kMaxStringBytes, "metadata value"));
     if (i > 0 && key <= previous) {
       return r.Error("metadata key \"", key, "\" is out of order or duplicated");
     }
@@ -488,12 +360,12 @@ absl::StatusOr<Ref<Executable>> Parse(absl::string_view bytes) {
   if (bytes.size() < kMagicSize || bytes.substr(0, kMagicSize) != kExecutableMagic) {
     return absl::InvalidArgumentError("not a tether executable (bad magic)");
   }
-  Reader header(bytes, "executable header");
+  ByteReader header(bytes, "executable header");
   absl::string_view magic;
-  TETHER_RETURN_IF_ERROR(header.Bytes(kMagicSize, &magic, "magic"));
+  TETHER_ASSIGN_OR_RETURN(magic, header.Bytes(kMagicSize, "magic"));
   uint16_t major, minor;
-  TETHER_RETURN_IF_ERROR(header.U16(&major, "format version"));
-  TETHER_RETURN_IF_ERROR(header.U16(&minor, "format version"));
+  TETHER_ASSIGN_OR_RETURN(major, header.U16("format version"));
+  TETHER_ASSIGN_OR_RETURN(minor, header.U16("format version"));
   if (major > kExecutableFormatMajor) {
     return absl::InvalidArgumentError(
         absl::StrCat("executable format ", major, ".", minor, " is newer than this runtime's ",
@@ -524,30 +396,29 @@ absl::StatusOr<Ref<Executable>> Parse(absl::string_view bytes) {
                         stored, computed));
   }
 
-  Reader r(body, "executable header");
-  TETHER_RETURN_IF_ERROR(r.Bytes(kMagicSize + 4, &magic, "magic and version"));
+  ByteReader r(body, "executable header");
+  TETHER_ASSIGN_OR_RETURN(magic, r.Bytes(kMagicSize + 4, "magic and version"));
   uint32_t section_count, producer_len;
-  TETHER_RETURN_IF_ERROR(r.U32(&section_count, "section count"));
+  TETHER_ASSIGN_OR_RETURN(section_count, r.U32("section count"));
   if (section_count > kMaxSections) {
     return r.Error(section_count, " sections, at most ", kMaxSections, " allowed");
   }
-  TETHER_RETURN_IF_ERROR(r.U32(&producer_len, "producer length"));
+  TETHER_ASSIGN_OR_RETURN(producer_len, r.U32("producer length"));
   if (producer_len > kMaxProducerBytes) {
     return r.Error("producer is ", producer_len, " bytes, at most ", kMaxProducerBytes, " allowed");
   }
   absl::string_view producer;
-  TETHER_RETURN_IF_ERROR(r.Bytes(producer_len, &producer, "producer"));
+  TETHER_ASSIGN_OR_RETURN(producer, r.Bytes(producer_len, "producer"));
   TETHER_RETURN_IF_ERROR(r.CheckCount(section_count, kSectionEntrySize, "section table entries"));
 
   std::vector<SectionEntry> sections;
   sections.reserve(section_count);
   for (uint32_t i = 0; i < section_count; ++i) {
     SectionEntry s;
-    uint32_t reserved;
-    TETHER_RETURN_IF_ERROR(r.U32(&s.id, "section id"));
-    TETHER_RETURN_IF_ERROR(r.U32(&reserved, "section flags"));
-    TETHER_RETURN_IF_ERROR(r.U64(&s.offset, "section offset"));
-    TETHER_RETURN_IF_ERROR(r.U64(&s.size, "section size"));
+    TETHER_ASSIGN_OR_RETURN(s.id, r.U32("section id"));
+    TETHER_RETURN_IF_ERROR(r.U32("section flags").status());  // reserved: not read yet
+    TETHER_ASSIGN_OR_RETURN(s.offset, r.U64("section offset"));
+    TETHER_ASSIGN_OR_RETURN(s.size, r.U64("section size"));
     sections.push_back(s);
   }
   const uint64_t table_end = r.pos();
@@ -576,7 +447,7 @@ absl::StatusOr<Ref<Executable>> Parse(absl::string_view bytes) {
       return absl::InvalidArgumentError(absl::StrCat("duplicate ", SectionName(s.id), " section"));
     }
     seen[s.id] = true;
-    Reader sr(body.substr(s.offset, s.size), absl::StrCat(SectionName(s.id), " section"));
+    ByteReader sr(body.substr(s.offset, s.size), absl::StrCat(SectionName(s.id), " section"));
     switch (s.id) {
       case kSectionFunctions:
         TETHER_RETURN_IF_ERROR(ReadFunctions(sr, *exec));
@@ -625,7 +496,7 @@ std::string Executable::SaveToBytes() const {
   // Sections are built first so the table can carry their sizes.
   std::vector<std::pair<uint32_t, std::string>> sections;
   {
-    Writer w;
+    ByteWriter w;
     w.U32(static_cast<uint32_t>(functions.size()));
     for (const FunctionInfo& f : functions) {
       w.I32(static_cast<int32_t>(f.kind));
@@ -640,13 +511,13 @@ std::string Executable::SaveToBytes() const {
     sections.emplace_back(kSectionFunctions, std::move(w.out()));
   }
   {
-    Writer w;
+    ByteWriter w;
     w.U32(static_cast<uint32_t>(constants.size()));
     for (const Value& c : constants) WriteConstant(w, c);
     sections.emplace_back(kSectionConstants, std::move(w.out()));
   }
   {
-    Writer w;
+    ByteWriter w;
     w.U64(instr_offset.size());
     for (int64_t o : instr_offset) w.I64(o);
     w.U64(instr_data.size());
@@ -654,7 +525,7 @@ std::string Executable::SaveToBytes() const {
     sections.emplace_back(kSectionBytecode, std::move(w.out()));
   }
   {
-    Writer w;
+    ByteWriter w;
     w.U32(static_cast<uint32_t>(kernel_libraries.size()));
     for (const KernelLibraryBlob& lib : kernel_libraries) {
       w.String(lib.target);
@@ -665,7 +536,7 @@ std::string Executable::SaveToBytes() const {
     sections.emplace_back(kSectionKernelLibraries, std::move(w.out()));
   }
   {
-    Writer w;
+    ByteWriter w;
     w.U32(static_cast<uint32_t>(metadata.size()));
     for (const auto& [key, value] : metadata) {
       w.String(key);
@@ -678,7 +549,7 @@ std::string Executable::SaveToBytes() const {
   if (auto it = metadata.find("producer"); it != metadata.end()) producer = it->second;
   if (producer.size() > kMaxProducerBytes) producer.resize(kMaxProducerBytes);
 
-  Writer w;
+  ByteWriter w;
   w.Bytes(kExecutableMagic);
   w.U16(kExecutableFormatMajor);
   w.U16(kExecutableFormatMinor);
