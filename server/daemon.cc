@@ -27,6 +27,7 @@
 #include "runtime/core/file.h"
 #include "server/deadline_timer.h"
 #include "server/direct_channel.h"
+#include "server/event_log.h"
 #include "server/executor.h"
 #include "server/module_store.h"
 #include "server/scratch_dir.h"
@@ -287,19 +288,21 @@ class DaemonImpl final : public Daemon {
       if (!is_unix && port_ == 0) port_ = ports[i];
     }
     if (options.log_events) {
-      std::fprintf(stderr,
-                   "tetherd: event=listening addresses=\"%s\" port=%d store=%s tls=%s token=%s "
-                   "direct=%s isolation=%s timing=%s\n",
-                   absl::StrJoin(options.listen, ",").c_str(), port_, options.store_dir.c_str(),
-                   options.tls_cert_file.empty()        ? "off"
-                   : options.tls_client_ca_file.empty() ? "on"
-                                                        : "mutual",
-                   options.auth_token.empty() ? "off" : "on",
-                   direct_ ? direct_->address().c_str() : "off",
-                   options.isolate_sessions         ? "every-session"
-                   : options.worker_program.empty() ? "off"
-                                                    : "on-request",
-                   gate_ ? "exclusive" : "concurrent");
+      EventLine()
+          .Add("event", "listening")
+          .Quote("addresses", absl::StrJoin(options.listen, ","))
+          .Add("port", port_)
+          .Add("store", options.store_dir)
+          .Add("tls", options.tls_cert_file.empty()        ? "off"
+                      : options.tls_client_ca_file.empty() ? "on"
+                                                           : "mutual")
+          .Add("token", options.auth_token.empty() ? "off" : "on")
+          .Add("direct", direct_ ? direct_->address() : "off")
+          .Add("isolation", options.isolate_sessions         ? "every-session"
+                            : options.worker_program.empty() ? "off"
+                                                             : "on-request")
+          .Add("timing", gate_ ? "exclusive" : "concurrent")
+          .Write();
     }
     return absl::OkStatus();
   }

@@ -25,6 +25,7 @@
 #include "proto/codec/status_codec.h"
 #include "proto/codec/value_codec.h"
 #include "runtime/core/error.h"
+#include "server/event_log.h"
 #include "server/tether_service.h"
 
 namespace tether::server {
@@ -494,9 +495,10 @@ void DirectChannel::Serve(uint64_t serial, int fd) {
 void DirectChannel::Log(absl::string_view event, absl::string_view session,
                         absl::string_view detail) const {
   if (!options_.log_events) return;
-  std::fprintf(stderr, "tetherd: session=%s event=%s%s%s\n",
-               std::string(session.substr(0, 8)).c_str(), std::string(event).c_str(),
-               detail.empty() ? "" : " reason=", std::string(detail).c_str());
+  EventLine line;
+  line.Add("session", session.substr(0, 8)).Add("event", event);
+  if (!detail.empty()) line.Add("reason", detail);
+  line.Write();
 }
 
 }  // namespace tether::server

@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "proto/codec/auth_token.h"
 #include "server/daemon.h"
+#include "server/event_log.h"
 
 namespace {
 
@@ -263,10 +264,12 @@ int main(int argc, char** argv) {
           "the address run code as this user"));
     }
     if (options.tls_cert_file.empty()) {
-      std::fprintf(stderr,
-                   "tetherd: event=warning message=\"%s takes the bearer token in plaintext; "
-                   "add --tls-cert/--tls-key\"\n",
-                   address.c_str());
+      tether::server::EventLine()
+          .Add("event", "warning")
+          .Quote("message", absl::StrCat(address,
+                                         " takes the bearer token in plaintext; "
+                                         "add --tls-cert/--tls-key"))
+          .Write();
     }
   }
 
@@ -300,8 +303,11 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (!default_token_file.empty()) {
-    std::fprintf(stderr, "tetherd: event=auth token-file=%s (clients of this user send it)\n",
-                 default_token_file.c_str());
+    tether::server::EventLine()
+        .Add("event", "auth")
+        .Add("token-file", default_token_file)
+        .Quote("note", "clients of this user send it")
+        .Write();
   }
   if (!port_file.empty()) {
     // Never through a link planted at the temporary name.
@@ -317,7 +323,7 @@ int main(int argc, char** argv) {
   }
   int signal_number = 0;
   sigwait(&signals, &signal_number);
-  std::fprintf(stderr, "tetherd: event=shutdown signal=%d\n", signal_number);
+  tether::server::EventLine().Add("event", "shutdown").Add("signal", signal_number).Write();
   // The drain has a hard stop: a kernel stuck in native code cannot be
   // interrupted, so past the grace period (or at a second signal) the
   // process exits without waiting for it.
@@ -331,8 +337,10 @@ int main(int argc, char** argv) {
       again = sigtimedwait(&signals, nullptr, &limit);
       if (again > 0 || errno != EINTR) break;  // a signal, or the time is up (EAGAIN)
     }
-    std::fprintf(stderr, "tetherd: event=forced-exit reason=%s\n",
-                 again > 0 ? "second-signal" : "drain-timeout");
+    tether::server::EventLine()
+        .Add("event", "forced-exit")
+        .Add("reason", again > 0 ? "second-signal" : "drain-timeout")
+        .Write();
     ::_exit(1);
   }).detach();
   (*daemon)->Shutdown(grace);

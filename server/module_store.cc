@@ -21,6 +21,7 @@
 #include "proto/codec/sha256.h"
 #include "proto/codec/value_codec.h"
 #include "runtime/core/error.h"
+#include "server/event_log.h"
 
 namespace tether::server {
 namespace {
@@ -281,7 +282,7 @@ absl::Status ModuleStore::Publish(Upload& upload) {
     std::string sha = *it;
     it = lru_.erase(it);
     entries_.erase(sha);
-    std::fprintf(stderr, "tetherd: module=%s event=evict\n", sha.substr(0, 12).c_str());
+    EventLine().Add("module", absl::string_view(sha).substr(0, 12)).Add("event", "evict").Write();
   }
   if (used_ + upload.size_ > quota_) {
     return absl::ResourceExhaustedError(absl::StrCat("module store quota of ", quota_,

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "proto/codec/auth_token.h"
 #include "runtime/core/error.h"
+#include "server/event_log.h"
 
 namespace tether::server {
 namespace {
@@ -231,9 +232,12 @@ absl::StatusOr<std::shared_ptr<Session>> SessionTable::Open(absl::string_view cl
   sessions_[session->id()] = session;
   ++opened_;
   if (limits_.log_events) {
-    std::fprintf(stderr, "tetherd: session=%s event=open client=\"%s\" idle_timeout_ms=%lld\n",
-                 std::string(session->short_id()).c_str(), absl::CEscape(client_name).c_str(),
-                 static_cast<long long>(absl::ToInt64Milliseconds(idle_timeout)));
+    EventLine()
+        .Add("session", session->short_id())
+        .Add("event", "open")
+        .Quote("client", client_name)
+        .Add("idle_timeout_ms", absl::ToInt64Milliseconds(idle_timeout))
+        .Write();
   }
   return session;
 }
@@ -249,9 +253,12 @@ absl::StatusOr<std::shared_ptr<Session>> SessionTable::Get(absl::string_view id)
 
 void SessionTable::LogClose(const Session& session, absl::string_view reason) const {
   if (!limits_.log_events) return;
-  std::fprintf(stderr, "tetherd: session=%s event=close reason=%s objects=%zu\n",
-               std::string(session.short_id()).c_str(), std::string(reason).c_str(),
-               session.num_objects());
+  EventLine()
+      .Add("session", session.short_id())
+      .Add("event", "close")
+      .Add("reason", reason)
+      .Add("objects", static_cast<int64_t>(session.num_objects()))
+      .Write();
 }
 
 absl::Status SessionTable::Close(absl::string_view id, absl::string_view reason) {

@@ -19,6 +19,7 @@
 #include "runtime/core/error.h"
 #include "runtime/device/device_api.h"
 #include "server/direct_channel.h"
+#include "server/event_log.h"
 #include "server/staging_buffer.h"
 
 #ifndef TETHER_VERSION_STRING
@@ -798,8 +799,11 @@ grpc::ServerUnaryReactor* TetherService::OpenSession(grpc::CallbackServerContext
       return FinishNow(context, worker.status());
     }
     if (sessions_->limits().log_events) {
-      std::fprintf(stderr, "tetherd: session=%s event=worker pid=%d\n",
-                   std::string((*session)->short_id()).c_str(), static_cast<int>((*worker)->pid()));
+      EventLine()
+          .Add("session", (*session)->short_id())
+          .Add("event", "worker")
+          .Add("pid", static_cast<int64_t>((*worker)->pid()))
+          .Write();
     }
     (*session)->set_worker(std::move(*worker));
   }
