@@ -16,7 +16,6 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "compiler/relax/module.h"
 #include "runtime/core/data_type.h"
 
 namespace tether::cli {
@@ -47,19 +46,20 @@ struct ModelOptions {
 };
 
 // The bytes of the executable at `path`. A Relax text model (.rx) or an
-// ONNX model (.onnx) is compiled first, for `options.target`.
+// ONNX model (.onnx) is compiled first, for `options.target`; a tether built
+// without the compiler (TETHER_BUILD_COMPILER=OFF, without_compiler.cc)
+// says so with FAILED_PRECONDITION.
 absl::StatusOr<std::string> LoadOrCompileExecutable(const std::string& path,
                                                     const ModelOptions& options = {});
-
-// A Relax module from a .rx or .onnx file (the ONNX graph inputs fixed by
-// options.shapes), for `tether compile`.
-absl::StatusOr<compiler::IRModule> LoadModelSource(const std::string& path,
-                                                   const ModelOptions& options);
 
 // The graph inputs of an ONNX model file: name -> (shape with -1 for
 // dynamic dims, dtype). Empty for other files.
 absl::StatusOr<std::map<std::string, std::pair<std::vector<int64_t>, DataType>>> ModelInputShapes(
     const std::string& path);
+
+// The compile target for a CUDA device of compute capability
+// `compute_version` ("9.0" -> "cuda -arch=sm_90"; compiler/backend/llvm/target.h).
+absl::StatusOr<std::string> CompileTargetForCuda(absl::string_view compute_version);
 
 // While alive, and once `what` has taken more than a second, says so on
 // stderr ("tether: compiling m.onnx ...") and, when done, how long it took.

@@ -9,6 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "client/cli/commands.h"
+#include "client/cli/model_loader.h"
 #include "compiler/build.h"
 #include "compiler/text/parser.h"
 #include "runtime/core/error.h"

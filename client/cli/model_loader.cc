@@ -1,6 +1,8 @@
 // Model files to executables for the CLI: .tx files are read, .rx files are
 // parsed and built, .onnx files are imported and built through an on-disk
 // compile cache. Also the notice that long steps print on stderr.
+#include "client/cli/model_loader.h"
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -14,6 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "client/cli/commands.h"
+#include "compiler/backend/llvm/target.h"
 #include "compiler/build.h"
 #include "compiler/frontend/onnx/importer.h"
 #include "compiler/text/parser.h"
@@ -118,17 +121,6 @@ absl::StatusOr<std::string> CompileOnnx(const std::string& path, const ModelOpti
 
 }  // namespace
 
-std::optional<std::vector<int64_t>> ParseDims(absl::string_view text) {
-  std::vector<int64_t> dims;
-  if (text == "scalar") return dims;
-  for (absl::string_view part : absl::StrSplit(text, absl::ByAnyChar("x,"))) {
-    int64_t d;
-    if (!absl::SimpleAtoi(part, &d) || d < 0) return std::nullopt;
-    dims.push_back(d);
-  }
-  return dims;
-}
-
 absl::StatusOr<std::string> LoadOrCompileExecutable(const std::string& path,
                                                     const ModelOptions& options) {
   if (IsOnnx(path)) return CompileOnnx(path, options);
@@ -157,34 +149,8 @@ absl::StatusOr<std::map<std::string, std::pair<std::vector<int64_t>, DataType>>>
   return out;
 }
 
-struct SlowWorkNotice::State {
-  absl::Mutex mu;
-  bool done ABSL_GUARDED_BY(mu) = false;
-};
-
-SlowWorkNotice::SlowWorkNotice(std::string what, bool quiet) {
-  if (quiet) return;
-  state_ = std::make_shared<State>();
-  thread_ = std::thread([state = state_, what = std::move(what)] {
-    auto start = std::chrono::steady_clock::now();
-    absl::MutexLock lock(&state->mu);
-    // Conditions run with mu held.
-    auto done = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return state->done; };
-    if (state->mu.AwaitWithTimeout(absl::Condition(&done), absl::Seconds(1))) return;
-    std::fprintf(stderr, "tether: %s ...\n", what.c_str());
-    state->mu.Await(absl::Condition(&done));
-    std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
-    std::fprintf(stderr, "tether: %s took %.1f s\n", what.c_str(), took.count());
-  });
-}
-
-SlowWorkNotice::~SlowWorkNotice() {
-  if (!state_) return;
-  {
-    absl::MutexLock lock(&state_->mu);
-    state_->done = true;
-  }
-  thread_.join();
+absl::StatusOr<std::string> CompileTargetForCuda(absl::string_view compute_version) {
+  return compiler::CudaTargetFor(compute_version);
 }
 
 }  // namespace tether::cli

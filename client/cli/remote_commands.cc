@@ -28,7 +28,6 @@
 #include "client/npy.h"
 #include "client/remote_session.h"
 #include "client/remote_vm.h"
-#include "compiler/backend/llvm/target.h"
 #include "proto/codec/auth_token.h"
 #include "runtime/core/scalar.h"
 #include "runtime/module/module.h"
@@ -386,7 +385,7 @@ absl::StatusOr<std::string> DefaultTarget(const Options& o, const client::Remote
     absl::StatusOr<Value> v = it == d.attributes().end() ? absl::NotFoundError("no compute_version")
                                                          : rpc::DecodeValue(it->second, {});
     if (!v.ok() || !v->is_string()) break;
-    absl::StatusOr<std::string> target = compiler::CudaTargetFor(v->string_value());
+    absl::StatusOr<std::string> target = CompileTargetForCuda(v->string_value());
     if (!target.ok()) break;
     return *target;
   }
