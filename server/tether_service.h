@@ -54,10 +54,9 @@ class BearerTokenCheck {
   const std::string token_;
 };
 
-// Thread contract: thread-safe. Borrows everything; all must outlive it.
 // One call's cancellation, shared by the reactor that learns of it
 // (OnCancel, on a gRPC thread) and the worker that runs the call: whichever
-// comes second interrupts the run.
+// comes second interrupts the run. Thread contract: thread-safe (atomics).
 struct CallCancellation {
   std::atomic<bool> cancelled{false};
   std::atomic<uint64_t> run{0};  // the session's run number while it runs
@@ -67,6 +66,11 @@ struct CallCancellation {
   }
 };
 
+// The tether.v1.Tether service on gRPC's callback API: authentication, the
+// handshake, sessions, the module store, tensor transfers and VM calls
+// (unary Call and the CallStream), each handler posting its work to the
+// session's serial queue so no gRPC thread waits on a VM.
+// Thread contract: thread-safe. Borrows everything; all must outlive it.
 class TetherService final : public v1::Tether::CallbackService {
  public:
   TetherService(ServiceLimits limits, ModuleStore* store, SessionTable* sessions,

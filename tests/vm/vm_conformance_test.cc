@@ -1,7 +1,8 @@
 // VM conformance: the reference scenarios of tvm-semantics.md §7 (items 21, 23,
 // 27-29, 31-32, 37-43, 54) against the VirtualMachine interface. The suite is
-// parameterised by a VM factory so every backend — the local interpreter here,
-// the remote VM through a real tetherd later — runs the same assertions.
+// parameterised by a VM factory so every backend runs the same assertions:
+// the local interpreter here, the remote VM through a real tetherd over each
+// transport in vm_conformance_remote_test.cc.
 #include "tests/vm/vm_conformance.h"
 
 #include <atomic>
