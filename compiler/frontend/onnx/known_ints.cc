@@ -44,15 +44,24 @@ std::optional<std::vector<double>> DoublesFromTensor(const Tensor& t) {
   return out;
 }
 
-absl::StatusOr<Tensor> TensorFromDoubles(const std::vector<double>& values,
-                                         const std::vector<int64_t>& shape, DataType dtype) {
+namespace {
+
+// A CPU tensor of `shape` for `count` values (which must be its size).
+absl::StatusOr<Tensor> EmptyFor(size_t count, const std::vector<int64_t>& shape, DataType dtype) {
   absl::StatusOr<int64_t> n = CheckedNumElements(shape);
   if (!n.ok()) return n.status();
-  if (*n != static_cast<int64_t>(values.size())) {
+  if (*n != static_cast<int64_t>(count)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("tensor of ", *n, " elements given ", values.size(), " values"));
+        absl::StrCat("tensor of ", *n, " elements given ", count, " values"));
   }
-  absl::StatusOr<Tensor> t = Tensor::Empty(shape, dtype, Device::Cpu());
+  return Tensor::Empty(shape, dtype, Device::Cpu());
+}
+
+}  // namespace
+
+absl::StatusOr<Tensor> TensorFromDoubles(const std::vector<double>& values,
+                                         const std::vector<int64_t>& shape, DataType dtype) {
+  absl::StatusOr<Tensor> t = EmptyFor(values.size(), shape, dtype);
   if (!t.ok()) return t.status();
   void* p = (*t)->element_data();
   const bool known = DispatchScalarType(dtype, [&](auto tag) {
@@ -69,13 +78,7 @@ absl::StatusOr<Tensor> TensorFromDoubles(const std::vector<double>& values,
 absl::StatusOr<Tensor> TensorFromInts(const std::vector<int64_t>& values,
                                       const std::vector<int64_t>& shape, DataType dtype) {
   if (dtype.lanes() == 1 && (dtype.is_int() || dtype.is_uint())) {
-    absl::StatusOr<int64_t> n = CheckedNumElements(shape);
-    if (!n.ok()) return n.status();
-    if (*n != static_cast<int64_t>(values.size())) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("tensor of ", *n, " elements given ", values.size(), " values"));
-    }
-    absl::StatusOr<Tensor> t = Tensor::Empty(shape, dtype, Device::Cpu());
+    absl::StatusOr<Tensor> t = EmptyFor(values.size(), shape, dtype);
     if (!t.ok()) return t.status();
     void* p = (*t)->element_data();
     // Integers keep all 64 bits (a double would round above 2^53).
