@@ -4,8 +4,9 @@
 // first use. The blob, manifest and count formats are
 // cuda_kernel_format.cc.
 //
-// The per-device module loading and cuLaunchKernel need the dlopen'ed driver
-// (TETHER_CUDA_DEVICE); without it a call is UNAVAILABLE after its checks.
+// The per-device module loading and cuLaunchKernel are cuda_kernel_launch.h
+// (the driver); a runtime built without CUDA answers UNAVAILABLE after the
+// call's checks.
 #include "runtime/cuda/cuda_kernel_library.h"
 
 #include <algorithm>
@@ -33,10 +34,9 @@
 #include "absl/synchronization/mutex.h"
 #include "runtime/core/error.h"
 #include "runtime/core/tensor.h"
-#include "runtime/cuda/cuda_driver.h"
 #include "runtime/cuda/cuda_kernel_format_internal.h"
+#include "runtime/cuda/cuda_kernel_launch.h"
 #include "runtime/kernel/loader_registry.h"
-#include "runtime/memory/allocator.h"
 
 namespace tether {
 namespace {
@@ -46,52 +46,11 @@ using cuda_internal::ParseDecimal;
 using cuda_internal::ParseRef;
 using cuda_internal::PtxEntryNames;
 using cuda_internal::RefDescription;
-
-// Grid-stride loops: more blocks than this per SM only add scheduling work.
-constexpr int64_t kBlocksPerSm = 32;
+using cuda_launch::BoundCall;
+using cuda_launch::DeviceModule;
+using cuda_launch::DeviceModulePtr;
 
 // ---- The library -------------------------------------------------------------
-
-#if TETHER_CUDA_DEVICE
-
-// The library loaded on one device: its CUmodule (unloaded on destruction),
-// the resolved entries, and the SM count that bounds the grid. Immutable
-// after construction, so thread-safe.
-struct DeviceModule {
-  DeviceModule(const cuda::CudaDriver* driver, Device device, cuda::CUcontext ctx,
-               cuda::CUmodule module)
-      : driver(driver), device(device), ctx(ctx), module(module) {}
-  DeviceModule(const DeviceModule&) = delete;
-  DeviceModule& operator=(const DeviceModule&) = delete;
-  ~DeviceModule() {
-    // At exit the driver may already be torn down, and after a kernel fault
-    // every call in the context fails; neither is worth a message.
-    cuda::CUresult r = driver->cuCtxSetCurrent(ctx);
-    if (r == cuda::CUDA_SUCCESS) r = driver->cuModuleUnload(module);
-    if (r != cuda::CUDA_SUCCESS && r != cuda::CUDA_ERROR_DEINITIALIZED && !cuda::IsStickyFault(r)) {
-      std::fprintf(stderr, "tether: %s\n",
-                   cuda::CudaStatus(*driver, r, "cuModuleUnload", device).ToString().c_str());
-    }
-  }
-
-  const cuda::CudaDriver* driver;
-  Device device;
-  cuda::CUcontext ctx;
-  cuda::CUmodule module;
-  int sm = 0;        // compute capability major * 10 + minor
-  int image_sm = 0;  // the image that was loaded
-  int64_t sm_count = 1;
-  std::vector<std::vector<cuda::CUfunction>> functions;  // [kernel][launch]
-  // Kernels' scratch buffers (CudaScratchInfo), pooled: a call takes them
-  // without a driver call and gives them back when it returns.
-  Ref<memory::Allocator> scratch;
-};
-
-#else
-
-struct DeviceModule {};
-
-#endif  // TETHER_CUDA_DEVICE
 
 // Thread contract: thread-safe. Images and kernels are immutable after
 // construction; per-device modules are loaded once under mu_ and never
@@ -117,14 +76,12 @@ class CudaKernelLibrary final : public Module {
   }
 
  private:
-  absl::StatusOr<std::unique_ptr<DeviceModule>> Load(Device device);
-
   std::string target_;
   std::vector<CudaImage> images_;  // sorted by sm
   std::vector<CudaKernelInfo> kernels_;
   absl::flat_hash_map<std::string, size_t> index_;
   absl::Mutex mu_;
-  absl::flat_hash_map<int, std::unique_ptr<DeviceModule>> modules_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<int, DeviceModulePtr> modules_ ABSL_GUARDED_BY(mu_);
 };
 
 absl::StatusOr<const DeviceModule*> CudaKernelLibrary::ModuleFor(Device device) {
@@ -132,109 +89,14 @@ absl::StatusOr<const DeviceModule*> CudaKernelLibrary::ModuleFor(Device device) 
   auto it = modules_.find(device.id);
   if (it != modules_.end()) return it->second.get();
   // Failures are not cached: they may be transient (out of memory).
-  TETHER_ASSIGN_OR_RETURN(std::unique_ptr<DeviceModule> loaded, Load(device));
+  TETHER_ASSIGN_OR_RETURN(DeviceModulePtr loaded,
+                          cuda_launch::LoadDeviceModule(device, target_, images_, kernels_));
   const DeviceModule* module = loaded.get();
   modules_.emplace(device.id, std::move(loaded));
   return module;
 }
 
-#if TETHER_CUDA_DEVICE
-
-absl::StatusOr<std::unique_ptr<DeviceModule>> CudaKernelLibrary::Load(Device device) {
-  TETHER_ASSIGN_OR_RETURN(const cuda::CudaDriver* driver, cuda::CudaDriver::Get());
-  TETHER_ASSIGN_OR_RETURN(cuda::CUcontext ctx, cuda::PrimaryContext(device));
-  auto call = [&](cuda::CUresult r, absl::string_view what) {
-    return cuda::CudaStatus(*driver, r, what, device);
-  };
-  TETHER_RETURN_IF_ERROR(call(driver->cuCtxSetCurrent(ctx), "cuCtxSetCurrent"));
-  cuda::CUdevice dev = 0;
-  TETHER_RETURN_IF_ERROR(call(driver->cuDeviceGet(&dev, device.id), "cuDeviceGet"));
-  auto attr = [&](cuda::CUdevice_attribute a, int* v) {
-    return call(driver->cuDeviceGetAttribute(v, a, dev),
-                absl::StrCat("cuDeviceGetAttribute(", static_cast<int>(a), ")"));
-  };
-  int major = 0;
-  int minor = 0;
-  int sms = 0;
-  TETHER_RETURN_IF_ERROR(attr(cuda::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, &major));
-  TETHER_RETURN_IF_ERROR(attr(cuda::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, &minor));
-  TETHER_RETURN_IF_ERROR(attr(cuda::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, &sms));
-  const int sm = major * 10 + minor;
-
-  // Images are sorted: the last one not above the device is the best fit.
-  const CudaImage* image = nullptr;
-  for (const CudaImage& img : images_) {
-    if (img.sm <= sm) image = &img;
-  }
-  if (image == nullptr) {
-    char name[256] = {};
-    if (driver->cuDeviceGetName(name, sizeof(name) - 1, dev) != cuda::CUDA_SUCCESS) name[0] = 0;
-    std::vector<std::string> have;
-    for (const CudaImage& img : images_) have.push_back(absl::StrCat("sm_", img.sm));
-    return PreconditionError("kernel library has PTX for ", absl::StrJoin(have, ", "), "; ",
-                             device.ToString(), " (", name[0] != 0 ? name : "unknown name",
-                             ") is sm_", sm);
-  }
-
-  // The JIT writes its diagnostics into the log; the size option comes back
-  // as the bytes written.
-  std::string error_log(16 << 10, '\0');
-  cuda::CUjit_option options[] = {cuda::CU_JIT_ERROR_LOG_BUFFER,
-                                  cuda::CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
-  void* values[] = {error_log.data(),
-                    reinterpret_cast<void*>(static_cast<uintptr_t>(error_log.size() - 1))};
-  cuda::CUmodule module = nullptr;
-  cuda::CUresult r = driver->cuModuleLoadDataEx(&module, image->ptx.c_str(), 2, options, values);
-  if (r != cuda::CUDA_SUCCESS) {
-    absl::Status status = call(
-        r, absl::StrCat("cuModuleLoadDataEx(ptx for sm_", image->sm, ", target ", target_, ")"));
-    std::string log(error_log.c_str());
-    absl::StripTrailingAsciiWhitespace(&log);
-    if (log.empty()) return status;
-    return WithErrorKind(
-        absl::Status(status.code(), absl::StrCat(status.message(), "; jit log: ", log)),
-        GetErrorKind(status));
-  }
-  auto loaded = std::make_unique<DeviceModule>(driver, device, ctx, module);
-  loaded->sm = sm;
-  loaded->image_sm = image->sm;
-  loaded->sm_count = std::max(sms, 1);
-  loaded->scratch = memory::CreateAllocator(device, memory::AllocatorType::kPooled);
-  loaded->functions.resize(kernels_.size());
-  for (size_t k = 0; k < kernels_.size(); ++k) {
-    for (size_t l = 0; l < kernels_[k].launches.size(); ++l) {
-      const std::string& entry = kernels_[k].launches[l].entry;
-      cuda::CUfunction fn = nullptr;
-      r = driver->cuModuleGetFunction(&fn, module, entry.c_str());
-      if (r == cuda::CUDA_ERROR_NOT_FOUND) {
-        return ValueError("kernel library's ptx for sm_", image->sm, " has no entry ", entry,
-                          " (kernel ", kernels_[k].name, " launch ", l, ")");
-      }
-      TETHER_RETURN_IF_ERROR(call(r, absl::StrCat("cuModuleGetFunction(", entry, ")")));
-      loaded->functions[k].push_back(fn);
-    }
-  }
-  return loaded;
-}
-
-#else
-
-absl::StatusOr<std::unique_ptr<DeviceModule>> CudaKernelLibrary::Load(Device device) {
-  return UnavailableError("cannot run cuda kernels on ", device.ToString(),
-                          ": this runtime was built without cuda");
-}
-
-#endif  // TETHER_CUDA_DEVICE
-
 // ---- Calling a kernel --------------------------------------------------------
-
-// The checked arguments of one call, ready to launch.
-struct BoundCall {
-  std::optional<Device> device;  // of the tensors
-  CudaCountArgs counts;
-  std::vector<int64_t> words;  // the .param values of the parameters
-  std::vector<int64_t> dims;   // then those of the tensor parameters' dims
-};
 
 std::string ParamKindName(const CudaParamInfo& p) {
   return p.is_tensor
@@ -390,75 +252,12 @@ class CudaKernelFunctionObj final : public FunctionObj {
       if (!k.params[i].is_tensor) continue;
       call.dims.insert(call.dims.end(), call.counts.dims[i].begin(), call.counts.dims[i].end());
     }
-    TETHER_RETURN_IF_ERROR(Launch(k, *module, counts, scratch_sizes, &call));
+    TETHER_RETURN_IF_ERROR(
+        cuda_launch::LaunchKernel(k, kernel_, *module, counts, scratch_sizes, &call));
     return Value();
   }
 
  private:
-  absl::Status Launch(const CudaKernelInfo& k, const DeviceModule& module,
-                      const std::vector<std::optional<int64_t>>& counts,
-                      const std::vector<int64_t>& scratch_sizes, BoundCall* call) const {
-#if TETHER_CUDA_DEVICE
-    const cuda::CudaDriver& driver = *module.driver;
-    // The .params in PTX order: parameters, scratch pointers, parameter
-    // dims, scratch dims. Scratch comes from the module's pool and goes back
-    // when the call returns, its launches still queued: every kernel runs on
-    // the legacy default stream, so the pool's next user runs after them.
-    std::vector<int64_t> words = std::move(call->words);
-    std::vector<memory::Buffer> scratch;
-    absl::Cleanup release = [&] {
-      for (const memory::Buffer& b : scratch) module.scratch->Free(b);
-    };
-    for (size_t b = 0; b < k.scratch.size(); ++b) {
-      int64_t address = 0;
-      if (scratch_sizes[b] > 0) {
-        const size_t bytes = static_cast<size_t>(scratch_sizes[b]) * k.scratch[b].dtype.bytes();
-        absl::StatusOr<memory::Buffer> buf = module.scratch->Alloc(bytes, kCudaTensorAlignment);
-        if (!buf.ok()) {
-          return Annotate(buf.status(), "kernel ", k.name, " scratch ", b, ": ");
-        }
-        address = static_cast<int64_t>(reinterpret_cast<uintptr_t>(buf->data));
-        scratch.push_back(*buf);
-      }
-      words.push_back(address);
-    }
-    words.insert(words.end(), call->dims.begin(), call->dims.end());
-    words.insert(words.end(), scratch_sizes.begin(), scratch_sizes.end());
-    std::vector<void*> params(words.size());
-    for (size_t i = 0; i < words.size(); ++i) params[i] = &words[i];
-    TETHER_RETURN_IF_ERROR(cuda::CudaStatus(driver, driver.cuCtxSetCurrent(module.ctx),
-                                            "cuCtxSetCurrent", module.device));
-    const int64_t max_blocks = kBlocksPerSm * module.sm_count;
-    for (size_t l = 0; l < k.launches.size(); ++l) {
-      const CudaLaunchInfo& launch = k.launches[l];
-      int64_t blocks = max_blocks;
-      if (counts[l].has_value()) {
-        const int64_t count = *counts[l];
-        if (count <= 0) continue;  // an empty (or negative) loop runs no iteration
-        blocks = std::min((count - 1) / launch.block + 1, max_blocks);
-      }
-      cuda::CUresult r = driver.cuLaunchKernel(
-          module.functions[kernel_][l], static_cast<unsigned int>(blocks), 1, 1,
-          static_cast<unsigned int>(launch.block), 1, 1, /*shared_mem_bytes=*/0,
-          /*stream=*/nullptr, params.empty() ? nullptr : params.data(), /*extra=*/nullptr);
-      if (r != cuda::CUDA_SUCCESS) {
-        return cuda::CudaStatus(
-            driver, r,
-            absl::StrCat("cuLaunchKernel(", launch.entry, ", ", blocks, " blocks of ", launch.block,
-                         " threads) of kernel ", k.name),
-            module.device);
-      }
-    }
-    return absl::OkStatus();
-#else
-    (void)module;
-    (void)counts;
-    (void)scratch_sizes;
-    (void)call;
-    return UnavailableError("kernel ", k.name, ": this runtime was built without cuda");
-#endif
-  }
-
   Ref<CudaKernelLibrary> library_;
   size_t kernel_;
 };

@@ -35,36 +35,6 @@ constexpr std::array<DeviceAttrName, 19> kDeviceAttrNames = {{
     {DeviceAttr::kMaxGridDimensions, "max_grid_dimensions"},
 }};
 
-#if !TETHER_CUDA_DEVICE
-// The CUDA API of a runtime built without CUDA support. Thread contract:
-// stateless, thread-safe.
-class AbsentCudaDeviceAPI final : public DeviceAPI {
- public:
-  absl::StatusOr<Value> GetAttr(int device_id, DeviceAttr attr) override {
-    if (attr == DeviceAttr::kExist) return Value(false);
-    return Unavailable();
-  }
-  absl::StatusOr<void*> Alloc(Device, size_t, size_t) override { return Unavailable(); }
-  void Free(Device, void*) override {}
-  absl::Status Copy(const void*, Device, void*, Device, size_t, StreamHandle) override {
-    return Unavailable();
-  }
-  absl::StatusOr<StreamHandle> CreateStream(Device) override { return Unavailable(); }
-  void FreeStream(Device, StreamHandle) override {}
-  absl::Status Sync(Device, StreamHandle) override { return Unavailable(); }
-  absl::StatusOr<std::unique_ptr<DeviceTimer>> CreateTimer(Device) override {
-    return Unavailable();
-  }
-  absl::Status Memset(Device, void*, int, size_t) override { return Unavailable(); }
-
- private:
-  static absl::Status Unavailable() {
-    return UnavailableError(
-        "no CUDA driver: this runtime was built without CUDA support (TETHER_ENABLE_CUDA=OFF)");
-  }
-};
-#endif
-
 }  // namespace
 
 std::span<const DeviceAttrName> AllDeviceAttrs() { return kDeviceAttrNames; }
@@ -74,14 +44,7 @@ absl::StatusOr<DeviceAPI*> DeviceAPI::Get(DLDeviceType type) {
     case kDLCPU:
       return device_internal::CpuDeviceAPI();
     case kDLCUDA:
-#if TETHER_CUDA_DEVICE
       return device_internal::CudaDeviceAPI();
-#else
-    {
-      static AbsentCudaDeviceAPI* const kAbsent = new AbsentCudaDeviceAPI();
-      return kAbsent;
-    }
-#endif
     default:
       return absl::UnimplementedError(absl::StrCat("no device api for device type ",
                                                    DeviceTypeName(type),

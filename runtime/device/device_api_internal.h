@@ -10,11 +10,12 @@ namespace tether::device_internal {
 // The host CPU (cpu_device_api.cc). Never destroyed.
 DeviceAPI* CpuDeviceAPI();
 
-#if TETHER_CUDA_DEVICE
-// CUDA through the dlopen'ed driver (cuda_device_api.cc). Never destroyed;
-// present even without a driver.
+// CUDA (runtime/cuda/): through the dlopen'ed driver (cuda_device_api.cc),
+// present even without a driver; or, in a runtime built without CUDA
+// (TETHER_ENABLE_CUDA=OFF), one that says so (cuda_absent.cc). Never
+// destroyed. This folder declares it and runtime/cuda/ defines it, so
+// device/ names no CUDA code.
 DeviceAPI* CudaDeviceAPI();
-#endif
 
 }  // namespace tether::device_internal
 
