@@ -9,7 +9,9 @@
 # a build (docs/design/deploy.md).
 #
 # Unpacked anywhere on x86-64 Linux with glibc 2.36 or newer:
-#   tar xJf tether.tar.xz -C /opt && /opt/tether/bin/tetherd --listen 0.0.0.0:9090
+#   tar xJf tether.tar.xz -C /opt &&
+#   /opt/tether/bin/tetherd --listen 0.0.0.0:9190 --auth-token-file token
+# (a network address needs client authentication: docs/design/security.md)
 #
 # usage: deploy/bundle.sh [--build DIR] [--tests] OUT.tar.xz   (OUT.tar: uncompressed)
 set -euo pipefail

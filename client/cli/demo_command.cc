@@ -188,7 +188,7 @@ int ParseOptions(const std::vector<std::string>& args, bool want_file, Options* 
     }
   }
   if (want_file && opts->file.empty()) {
-    std::fprintf(stderr, "usage: tether run-demo FILE [--device DEV]\n");
+    std::fprintf(stderr, "usage: tether run-demo FILE [--device DEV] [--memory-cfg CFG]\n");
     return 2;
   }
   return -1;  // proceed

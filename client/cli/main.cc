@@ -21,7 +21,7 @@ void PrintUsage(FILE* out) {
       "      compile a Relax text model into an executable for a target\n"
       "  inspect FILE [--text] [--stats]\n"
       "      load and validate an executable file and print its listing\n"
-      "  run-demo FILE [--device DEV]\n"
+      "  run-demo FILE [--device DEV] [--memory-cfg CFG]\n"
       "      run an executable written by `tether demo` in this process\n"
       "  info [--remote HOST:PORT]\n"
       "      the daemon's protocol, limits and devices with all their attributes\n"
@@ -32,7 +32,7 @@ void PrintUsage(FILE* out) {
       "  profile EXEC [...] [--format table|csv|json]\n"
       "      per-call profile, measured on the daemon\n"
       "\n"
-      "Without --remote, run/bench/profile/info start an embedded daemon on 127.0.0.1.\n"
+      "Without --remote, run/bench/profile/info start an embedded daemon on a private unix socket.\n"
       "\n"
       "Run `tether <command> --help` for the options of one command.\n");
 }
