@@ -34,22 +34,14 @@ void RegisterOp(OpInfo info) {
 
 void RegisterComputeOp(std::string name, OpPattern pattern, int num_args, InferFn infer,
                        ComputeFn compute) {
-  RegisterOp(OpInfo{.name = std::move(name),
-                    .pattern = pattern,
-                    .num_args = num_args,
-                    .infer = std::move(infer),
-                    .compute = std::move(compute),
-                    .schedule = nullptr});
+  RegisterOp(OpInfo{std::move(name), pattern, num_args, std::move(infer), std::move(compute),
+                    /*schedule=*/nullptr});
 }
 
 void RegisterScheduleOp(std::string name, OpPattern pattern, int num_args, InferFn infer,
                         ScheduleFn schedule) {
-  RegisterOp(OpInfo{.name = std::move(name),
-                    .pattern = pattern,
-                    .num_args = num_args,
-                    .infer = std::move(infer),
-                    .compute = nullptr,
-                    .schedule = std::move(schedule)});
+  RegisterOp(OpInfo{std::move(name), pattern, num_args, std::move(infer), /*compute=*/nullptr,
+                    std::move(schedule)});
 }
 
 const OpInfo* FindOp(absl::string_view name) {
