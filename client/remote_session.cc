@@ -200,6 +200,21 @@ auto RemoteSession::Interruptible(DirectConnection* direct, Fn call) {
   return result;
 }
 
+template <typename T, typename Op>
+std::optional<absl::StatusOr<T>> RemoteSession::OnDirect(Op op, bool only_unavailable_breaks) {
+  absl::MutexLock lock(&direct_mu_);
+  DirectConnection* direct = DirectLocked();
+  if (direct == nullptr) return std::nullopt;
+  bool delivered = false;
+  absl::StatusOr<T> result = Interruptible(direct, [&] { return op(direct, &delivered); });
+  const bool broke = !result.ok() && (!only_unavailable_breaks ||
+                                      result.status().code() == absl::StatusCode::kUnavailable);
+  if (!broke) return result;
+  direct_.reset();
+  if (delivered) return absl::StatusOr<T>(WhyDirectBroke(result.status()));
+  return std::nullopt;
+}
+
 template <typename Fn>
 absl::Status RemoteSession::Retry(Fn attempt) {
   absl::Duration backoff = absl::Milliseconds(20);
@@ -281,29 +296,24 @@ absl::StatusOr<Value> RemoteSession::UploadTensor(const Tensor& tensor, Device t
     TETHER_RETURN_IF_ERROR(rpc::EncodeInlineTensor(tensor, &staged));
     bytes = staged.data().data();
   }
-  {
-    absl::MutexLock lock(&direct_mu_);
-    if (DirectConnection* direct = DirectLocked()) {
-      v1::CallRequest request;
-      request.set_session_id(session_id_);
-      request.set_request_id(next_request_id_++);
-      rpc::EncodeTensorHeader(tensor->dtype(), tensor->shape(), target,
-                              request.mutable_put_tensor()->mutable_tensor());
-      request.mutable_put_tensor()->set_size_bytes(num_bytes);
-      bool delivered = false;
-      absl::StatusOr<v1::CallResponse> response =
-          Interruptible(direct, [&] { return direct->PutTensor(request, bytes, &delivered); });
-      if (response.ok()) {
-        if (response->has_error() && response->error().code() != 0) {
-          return rpc::DecodeError(response->error());
-        }
-        TETHER_ASSIGN_OR_RETURN(rpc::TensorSpec spec,
-                                rpc::DecodeTensorHeader(response->tensor().header()));
-        return MakeRemoteTensorValue(response->tensor().id(), std::move(spec));
-      }
-      direct_.reset();
-      if (delivered) return WhyDirectBroke(response.status());
+  std::optional<absl::StatusOr<v1::CallResponse>> direct_reply =
+      OnDirect<v1::CallResponse>([&](DirectConnection* direct, bool* delivered) {
+        v1::CallRequest request;
+        request.set_session_id(session_id_);
+        request.set_request_id(next_request_id_++);
+        rpc::EncodeTensorHeader(tensor->dtype(), tensor->shape(), target,
+                                request.mutable_put_tensor()->mutable_tensor());
+        request.mutable_put_tensor()->set_size_bytes(num_bytes);
+        return direct->PutTensor(request, bytes, delivered);
+      });
+  if (direct_reply.has_value()) {
+    TETHER_ASSIGN_OR_RETURN(v1::CallResponse response, *std::move(direct_reply));
+    if (response.has_error() && response.error().code() != 0) {
+      return rpc::DecodeError(response.error());
     }
+    TETHER_ASSIGN_OR_RETURN(rpc::TensorSpec spec,
+                            rpc::DecodeTensorHeader(response.tensor().header()));
+    return MakeRemoteTensorValue(response.tensor().id(), std::move(spec));
   }
   grpc::ClientContext ctx;
   PrepareContext(&ctx);
@@ -337,22 +347,17 @@ absl::StatusOr<Tensor> RemoteSession::DownloadTensor(const Value& remote) {
 
 absl::StatusOr<Tensor> RemoteSession::DownloadTensor(uint64_t tensor_id) {
   TETHER_RETURN_IF_ERROR(CheckOpen());
-  {
-    absl::MutexLock lock(&direct_mu_);
-    if (DirectConnection* direct = DirectLocked()) {
-      v1::CallRequest request;
-      request.set_session_id(session_id_);
-      request.set_request_id(next_request_id_++);
-      request.mutable_get_tensor()->set_tensor_id(tensor_id);
-      bool delivered = false;
-      absl::StatusOr<Tensor> out =
-          Interruptible(direct, [&] { return direct->GetTensor(request, &delivered); });
-      // A refusal from the daemon (not a broken connection) is the answer.
-      if (out.ok() || out.status().code() != absl::StatusCode::kUnavailable) return out;
-      direct_.reset();
-      if (delivered) return WhyDirectBroke(out.status());
-    }
-  }
+  // A refusal from the daemon (not a broken connection) is the answer.
+  std::optional<absl::StatusOr<Tensor>> direct_reply = OnDirect<Tensor>(
+      [&](DirectConnection* direct, bool* delivered) {
+        v1::CallRequest request;
+        request.set_session_id(session_id_);
+        request.set_request_id(next_request_id_++);
+        request.mutable_get_tensor()->set_tensor_id(tensor_id);
+        return direct->GetTensor(request, delivered);
+      },
+      /*only_unavailable_breaks=*/true);
+  if (direct_reply.has_value()) return *std::move(direct_reply);
   v1::DownloadTensorRequest request;
   request.set_session_id(session_id_);
   request.set_tensor_id(tensor_id);
@@ -453,17 +458,13 @@ absl::StatusOr<v1::CallResponse> RemoteSession::CallDirect(v1::CallRequest reque
   TETHER_RETURN_IF_ERROR(CheckOpen());
   *use_grpc = true;
   request.set_session_id(session_id_);
-  absl::MutexLock lock(&direct_mu_);
-  DirectConnection* direct = DirectLocked();
-  if (direct == nullptr) return absl::UnavailableError("no direct channel");
-  bool delivered = false;
-  absl::StatusOr<v1::CallResponse> response =
-      Interruptible(direct, [&] { return direct->Call(request, &delivered); });
-  if (!response.ok()) direct_.reset();
-  // The daemon may have run it: never run a call twice.
-  *use_grpc = !response.ok() && !delivered;
-  if (!response.ok() && delivered) return WhyDirectBroke(response.status());
-  return response;
+  std::optional<absl::StatusOr<v1::CallResponse>> reply = OnDirect<v1::CallResponse>(
+      [&](DirectConnection* direct, bool* delivered) { return direct->Call(request, delivered); });
+  // No connection, or it broke before the request left: gRPC carries it. A
+  // request that left may have run: never run a call twice.
+  if (!reply.has_value()) return absl::UnavailableError("no direct channel");
+  *use_grpc = false;
+  return *std::move(reply);
 }
 
 absl::Status RemoteSession::WhyDirectBroke(absl::Status broke) {

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -197,6 +198,15 @@ class RemoteSession {
   // Close() can interrupt it, and returns its result.
   template <typename Fn>
   auto Interruptible(DirectConnection* direct, Fn call) ABSL_EXCLUSIVE_LOCKS_REQUIRED(direct_mu_);
+  // Runs op(connection, &delivered) on the direct connection, opened on first
+  // use, where Close() can interrupt it. Returns the result, or nullopt when
+  // there is no connection or it broke before the request left (the caller
+  // then uses gRPC). A failed result is a broken connection unless
+  // `only_unavailable_breaks` and its code is not UNAVAILABLE (then it is
+  // the daemon's answer); one that broke after the request left is
+  // WhyDirectBroke. The one place the direct channel's fallback is decided.
+  template <typename T, typename Op>
+  std::optional<absl::StatusOr<T>> OnDirect(Op op, bool only_unavailable_breaks = false);
   // The status for an operation whose direct connection broke after the
   // request left: CANCELLED when Close() broke it, else what the daemon says
   // of the session (an isolated session's lost worker), else `broke`.
