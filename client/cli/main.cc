@@ -32,7 +32,8 @@ void PrintUsage(FILE* out) {
       "  profile EXEC [...] [--format table|csv|json]\n"
       "      per-call profile, measured on the daemon\n"
       "\n"
-      "Without --remote, run/bench/profile/info start an embedded daemon on a private unix socket.\n"
+      "Without --remote, run/bench/profile/info start an embedded daemon on a private unix "
+      "socket.\n"
       "\n"
       "Run `tether <command> --help` for the options of one command.\n");
 }

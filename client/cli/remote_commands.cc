@@ -524,7 +524,8 @@ int RunInfo(const std::vector<std::string>& args) {
   auto c = Connect(o);
   if (!c.ok()) return Fail("cannot connect", c.status());
   const v1::HandshakeResponse& h = c->session->handshake();
-  std::printf("daemon      %s\n", o.remote.empty() ? "embedded (private unix socket)" : o.remote.c_str());
+  std::printf("daemon      %s\n",
+              o.remote.empty() ? "embedded (private unix socket)" : o.remote.c_str());
   std::printf("protocol    %u.%u\nruntime     %s\n", h.protocol().major(), h.protocol().minor(),
               h.runtime_version().c_str());
   std::printf(
