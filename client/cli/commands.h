@@ -57,6 +57,9 @@ absl::StatusOr<std::string> LoadOrCompileExecutable(const std::string& path,
 absl::StatusOr<std::map<std::string, std::pair<std::vector<int64_t>, DataType>>> ModelInputShapes(
     const std::string& path);
 
+// A model source the CLI compiles before running: a .rx or .onnx file.
+bool IsModelSource(const std::string& path);
+
 // The compile target for a CUDA device of compute capability
 // `compute_version` ("9.0" -> "cuda -arch=sm_90"; compiler/backend/llvm/target.h).
 absl::StatusOr<std::string> CompileTargetForCuda(absl::string_view compute_version);

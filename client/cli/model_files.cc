@@ -5,12 +5,17 @@
 #include <string>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "client/cli/commands.h"
 
 namespace tether::cli {
+
+bool IsModelSource(const std::string& path) {
+  return absl::EndsWith(path, ".rx") || absl::EndsWith(path, ".onnx");
+}
 
 std::optional<std::vector<int64_t>> ParseDims(absl::string_view text) {
   std::vector<int64_t> dims;

@@ -393,10 +393,6 @@ absl::StatusOr<std::string> DefaultTarget(const Options& o, const client::Remote
                                              " (its devices: ", absl::StrJoin(names, ", "), ")"));
 }
 
-bool IsModelSource(const std::string& path) {
-  return absl::EndsWith(path, ".rx") || absl::EndsWith(path, ".onnx");
-}
-
 absl::StatusOr<Prepared> Prepare(const Options& o) {
   Prepared p;
   RegisterDemoKernels();  // the embedded daemon runs demo executables too

@@ -24,10 +24,6 @@ absl::Status NoCompiler(absl::string_view what) {
                    "(tether compile MODEL --target ... -o model.tx) and run the executable here"));
 }
 
-bool IsModelSource(const std::string& path) {
-  return absl::EndsWith(path, ".rx") || absl::EndsWith(path, ".onnx");
-}
-
 }  // namespace
 
 int RunCompile(const std::vector<std::string>& args) {
