@@ -138,7 +138,7 @@ struct Fixture {
     vm = std::move(*vm_or);
     local_vm = std::move(*local_or);
     client::RemoteVmOptions stream_options;
-    stream_options.direct_channel = false;
+    stream_options.transport = client::TransportKind::kStream;
     auto stream_or = client::RemoteVM::Create(session.get(), *sha, {}, "", stream_options);
     if (!stream_or.ok()) {
       error = "cannot create the stream vm";
@@ -163,7 +163,7 @@ Fixture& F() {
 void BM_RoundTrip(benchmark::State& state) {
   Fixture& f = F();
   if (!f.error.empty()) return state.SkipWithError(f.error.c_str());
-  if (f.vm->transport() != client::RemoteVM::Transport::kDirect) {
+  if (f.vm->transport() != client::TransportKind::kDirect) {
     return state.SkipWithError("the vm is not on the direct channel");
   }
   double tether_s = 0, stream_s = 0, echo_s = 0, gate_s = 0;
@@ -429,10 +429,10 @@ int RoundTripClient(const std::string& daemon, const std::string& echo_target, i
   if (!sha.ok()) return 3;
   auto vm = client::RemoteVM::Create(session->get(), *sha);
   client::RemoteVmOptions stream_options;
-  stream_options.direct_channel = false;
+  stream_options.transport = client::TransportKind::kStream;
   auto stream_vm = client::RemoteVM::Create(session->get(), *sha, {}, "", stream_options);
   if (!vm.ok() || !stream_vm.ok()) return 4;
-  if ((*vm)->transport() != client::RemoteVM::Transport::kDirect) return 6;
+  if ((*vm)->transport() != client::TransportKind::kDirect) return 6;
   auto echo =
       bench::Echo::NewStub(grpc::CreateChannel(echo_target, grpc::InsecureChannelCredentials()));
   bench::Blob request, reply;

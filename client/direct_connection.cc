@@ -124,29 +124,31 @@ absl::Status DirectConnection::Break(absl::Status status) {
 }
 
 absl::StatusOr<v1::CallResponse> DirectConnection::Call(const v1::CallRequest& request,
-                                                        bool* delivered) {
-  return PutTensor(request, nullptr, delivered);
+                                                        Fate* fate) {
+  return PutTensor(request, nullptr, fate);
 }
 
 absl::StatusOr<v1::CallResponse> DirectConnection::PutTensor(const v1::CallRequest& request,
-                                                             const char* data, bool* delivered) {
-  *delivered = false;
+                                                             const char* data, Fate* fate) {
+  *fate = Fate::kUnsent;
   if (broken_) return absl::UnavailableError("direct channel: the connection is closed");
   if (absl::Status s = rpc::WriteFrame(fd_, request); !s.ok()) return Break(s);
-  *delivered = true;
+  *fate = Fate::kLost;
   if (request.op_case() == v1::CallRequest::kPutTensor) {
     absl::string_view payload(data, request.put_tensor().size_bytes());
     if (absl::Status s = rpc::WriteAll(fd_, payload); !s.ok()) return Break(s);
   }
   v1::CallResponse response;
   if (absl::Status s = reader_.Read(max_frame_bytes_, &response); !s.ok()) return Break(s);
+  *fate = Fate::kAnswered;
   return response;
 }
 
-absl::StatusOr<Tensor> DirectConnection::GetTensor(const v1::CallRequest& request,
-                                                   bool* delivered) {
-  TETHER_ASSIGN_OR_RETURN(v1::CallResponse reply, Call(request, delivered));
+absl::StatusOr<Tensor> DirectConnection::GetTensor(const v1::CallRequest& request, Fate* fate) {
+  TETHER_ASSIGN_OR_RETURN(v1::CallResponse reply, Call(request, fate));
   if (reply.has_error() && reply.error().code() != 0) return rpc::DecodeError(reply.error());
+  // From here on a failure to read leaves the connection out of step.
+  *fate = Fate::kLost;
   absl::StatusOr<rpc::TensorSpec> spec = rpc::DecodeTensorHeader(reply.tensor().header());
   // The daemon sends the bytes of a header it made itself; one we cannot
   // read leaves us out of step.
@@ -155,6 +157,7 @@ absl::StatusOr<Tensor> DirectConnection::GetTensor(const v1::CallRequest& reques
   const uint64_t size = static_cast<uint64_t>(spec->num_bytes);
   if (!out.ok()) {
     if (absl::Status s = reader_.Skip(size); !s.ok()) return Break(s);
+    *fate = Fate::kAnswered;
     return out.status();
   }
   char* dest = static_cast<char*>((*out)->element_data());
@@ -164,6 +167,7 @@ absl::StatusOr<Tensor> DirectConnection::GetTensor(const v1::CallRequest& reques
     received = reader_.ReadRaw(dest, size);
   }
   if (!received.ok()) return Break(received);
+  *fate = Fate::kAnswered;
   return out;
 }
 

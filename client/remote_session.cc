@@ -1,11 +1,10 @@
-// RemoteSession: connection, handshake, session lease, module and tensor
-// transfer. All gRPC statuses pass through ConvertStatus (FromGrpcStatus with
-// the kind trailer) — the one conversion point of the client.
+// RemoteSession: connection, handshake, session lease, module transfer, and
+// the choice of transport for every operation (OnTransport). All gRPC
+// statuses pass through GrpcLink::Convert (client/grpc_transport.h).
 #include "client/remote_session.h"
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -62,14 +61,8 @@ Value MakeRemoteTensorValue(uint64_t id, rpc::TensorSpec spec) {
       new RemoteHandleObj(RemoteHandleObj::Kind::kTensor, id, "Tensor", std::move(spec))));
 }
 
-absl::Status RemoteSession::ConvertStatus(const grpc::Status& status,
-                                          const grpc::ClientContext& context) {
-  return rpc::FromGrpcCall(status, context);
-}
-
 RemoteSession::RemoteSession(std::shared_ptr<grpc::Channel> channel, ConnectOptions options)
-    : channel_(std::move(channel)),
-      stub_(v1::Tether::NewStub(channel_)),
+    : link_(std::move(channel), options.auth_token, options.max_attempts),
       options_(std::move(options)) {}
 
 absl::StatusOr<std::unique_ptr<RemoteSession>> RemoteSession::Connect(absl::string_view target,
@@ -87,14 +80,15 @@ absl::StatusOr<std::unique_ptr<RemoteSession>> RemoteSession::Connect(absl::stri
                                                absl::FormatDuration(options.deadline)));
   }
   std::unique_ptr<RemoteSession> session(new RemoteSession(std::move(channel), options));
+  const GrpcLink& link = session->link_;
 
   v1::HandshakeRequest hello;
   hello.mutable_client_protocol()->set_major(rpc::kProtocolMajor);
   hello.mutable_client_protocol()->set_minor(rpc::kProtocolMinor);
   hello.set_client_name(options.client_name);
-  TETHER_RETURN_IF_ERROR(session->Retry([&](grpc::ClientContext* ctx) {
+  TETHER_RETURN_IF_ERROR(link.Retry([&](grpc::ClientContext* ctx) {
     ctx->set_deadline(ToGpr(deadline));
-    return session->stub_->Handshake(ctx, hello, &session->handshake_);
+    return link.stub()->Handshake(ctx, hello, &session->handshake_);
   }));
   const v1::ProtocolVersion& theirs = session->handshake_.protocol();
   if (theirs.major() != rpc::kProtocolMajor) {
@@ -109,9 +103,9 @@ absl::StatusOr<std::unique_ptr<RemoteSession>> RemoteSession::Connect(absl::stri
   open.set_isolate(options.isolate);
   v1::OpenSessionResponse opened;
   grpc::ClientContext ctx;
-  session->PrepareContext(&ctx);
+  link.Prepare(&ctx);
   ctx.set_deadline(ToGpr(deadline));
-  TETHER_RETURN_IF_ERROR(ConvertStatus(session->stub_->OpenSession(&ctx, open, &opened), ctx));
+  TETHER_RETURN_IF_ERROR(GrpcLink::Convert(link.stub()->OpenSession(&ctx, open, &opened), ctx));
   session->session_id_ = opened.session_id();
   session->granted_idle_ = absl::Milliseconds(opened.idle_timeout_ms());
   session->isolated_ = opened.isolated();
@@ -138,40 +132,24 @@ absl::Status RemoteSession::Close() {
     request.set_session_id(session_id_);
     v1::CloseSessionResponse response;
     grpc::ClientContext ctx;
-    PrepareContext(&ctx);
+    link_.Prepare(&ctx);
     ctx.set_deadline(ToGpr(absl::Now() + absl::Seconds(5)));
-    closed = ConvertStatus(stub_->CloseSession(&ctx, request, &response), ctx);
+    closed = GrpcLink::Convert(link_.stub()->CloseSession(&ctx, request, &response), ctx);
   }
   // An operation still waiting for its reply (inside a kernel the VM cannot
-  // stop, or on a daemon that did not answer) ends now: a direct-channel one,
-  // which holds direct_mu_, by its socket being shut, a gRPC one by being
-  // cancelled.
+  // stop, or on a daemon that did not answer) ends now, and with it the
+  // hold it has on transport_mu_.
   {
     absl::MutexLock lock(&in_flight_mu_);
     if (in_flight_ != nullptr) in_flight_->Interrupt();
-    for (grpc::ClientContext* call : calls_) call->TryCancel();
   }
-  absl::MutexLock lock(&direct_mu_);
+  absl::MutexLock lock(&transport_mu_);
   direct_.reset();  // says goodbye, where the connection still works
   direct_tried_ = true;
+  stream_.reset();
+  stream_broken_ = true;
+  unary_.reset();
   return closed;
-}
-
-void RemoteSession::PrepareContext(grpc::ClientContext* context) const {
-  if (!options_.auth_token.empty()) {
-    context->AddMetadata("authorization", absl::StrCat("Bearer ", options_.auth_token));
-  }
-}
-
-RemoteSession::CallContext::CallContext(RemoteSession* session) : session_(session) {
-  session_->PrepareContext(&context_);
-  absl::MutexLock lock(&session_->in_flight_mu_);
-  session_->calls_.insert(&context_);
-}
-
-RemoteSession::CallContext::~CallContext() {
-  absl::MutexLock lock(&session_->in_flight_mu_);
-  session_->calls_.erase(&context_);
 }
 
 absl::Status RemoteSession::FailedInFlight(absl::Status failed) const {
@@ -188,49 +166,88 @@ absl::Status RemoteSession::CheckOpen() const {
   return absl::OkStatus();
 }
 
-template <typename Fn>
-auto RemoteSession::Interruptible(DirectConnection* direct, Fn call) {
-  {
-    absl::MutexLock lock(&in_flight_mu_);
-    in_flight_ = direct;
+Transport* RemoteSession::TransportLocked(TransportKind most_preferred) {
+  const TransportKind start = std::max(most_preferred, options_.transport);
+  if (start == TransportKind::kDirect) {
+    if (!direct_tried_) {
+      direct_tried_ = true;
+      absl::StatusOr<v1::OpenDirectChannelResponse> offer = OpenDirectChannel();
+      if (offer.ok()) {
+        absl::StatusOr<std::unique_ptr<DirectConnection>> connection =
+            DirectConnection::Connect(offer->address(), offer->ticket(), offer->max_frame_bytes(),
+                                      options_.deadline, options_.direct_spin);
+        if (connection.ok()) direct_ = std::move(*connection);
+      }
+    }
+    if (direct_ != nullptr) return direct_.get();
   }
-  auto result = call();
-  absl::MutexLock lock(&in_flight_mu_);
-  in_flight_ = nullptr;
-  return result;
+  if (start <= TransportKind::kStream && !stream_broken_) {
+    if (stream_ == nullptr) {
+      stream_ = std::make_unique<StreamTransport>(&link_, limits().chunk_bytes());
+    }
+    return stream_.get();
+  }
+  if (unary_ == nullptr) unary_ = std::make_unique<UnaryTransport>(&link_, limits().chunk_bytes());
+  return unary_.get();
+}
+
+TransportKind RemoteSession::transport(TransportKind most_preferred) const {
+  const TransportKind start = std::max(most_preferred, options_.transport);
+  absl::MutexLock lock(&transport_mu_);
+  if (start == TransportKind::kDirect && direct_ != nullptr) return TransportKind::kDirect;
+  if (start <= TransportKind::kStream && !stream_broken_) return TransportKind::kStream;
+  return TransportKind::kUnary;
 }
 
 template <typename T, typename Op>
-std::optional<absl::StatusOr<T>> RemoteSession::OnDirect(Op op, bool only_unavailable_breaks) {
-  absl::MutexLock lock(&direct_mu_);
-  DirectConnection* direct = DirectLocked();
-  if (direct == nullptr) return std::nullopt;
-  bool delivered = false;
-  absl::StatusOr<T> result = Interruptible(direct, [&] { return op(direct, &delivered); });
-  const bool broke = !result.ok() && (!only_unavailable_breaks ||
-                                      result.status().code() == absl::StatusCode::kUnavailable);
-  if (!broke) return result;
-  direct_.reset();
-  if (delivered) return absl::StatusOr<T>(WhyDirectBroke(result.status()));
-  return std::nullopt;
+absl::StatusOr<T> RemoteSession::OnTransport(TransportKind most_preferred, Op op) {
+  absl::MutexLock lock(&transport_mu_);
+  TETHER_RETURN_IF_ERROR(CheckOpen());
+  while (true) {
+    Transport* transport = TransportLocked(most_preferred);
+    {
+      absl::MutexLock in_flight(&in_flight_mu_);
+      in_flight_ = transport;
+    }
+    Fate fate = Fate::kAnswered;
+    absl::StatusOr<T> result = op(*transport, &fate);
+    {
+      absl::MutexLock in_flight(&in_flight_mu_);
+      in_flight_ = nullptr;
+    }
+    if (fate == Fate::kAnswered) {
+      if (!result.ok()) return FailedInFlight(result.status());
+      return result;
+    }
+    // The transport broke: the next one carries this request if it never
+    // left, and every later one. One that left may have run: never twice.
+    switch (transport->kind()) {
+      case TransportKind::kDirect:
+        direct_.reset();
+        break;
+      case TransportKind::kStream:
+        stream_.reset();
+        stream_broken_ = true;
+        break;
+      case TransportKind::kUnary:  // answers everything: there is no next
+        return FailedInFlight(result.status());
+    }
+    if (fate == Fate::kLost) return WhyBroke(result.status());
+  }
 }
 
-template <typename Fn>
-absl::Status RemoteSession::Retry(Fn attempt) {
-  absl::Duration backoff = absl::Milliseconds(20);
-  absl::Status status;
-  for (int i = 0; i < std::max(1, options_.max_attempts); ++i) {
-    if (i > 0) {
-      absl::SleepFor(backoff);
-      backoff *= 2;
-    }
-    grpc::ClientContext ctx;
-    PrepareContext(&ctx);
-    grpc::Status s = attempt(&ctx);
-    status = ConvertStatus(s, ctx);
-    if (status.code() != absl::StatusCode::kUnavailable) return status;
-  }
-  return status;
+absl::Status RemoteSession::WhyBroke(absl::Status broke) {
+  if (!CheckOpen().ok()) return FailedInFlight(std::move(broke));
+  // The daemon can say why the transport broke: an isolated session whose
+  // worker process ended answers its keep-alive with that.
+  v1::KeepAliveRequest ping;
+  ping.set_session_id(session_id_);
+  v1::KeepAliveResponse pong;
+  grpc::ClientContext ctx;
+  link_.Prepare(&ctx);
+  ctx.set_deadline(ToGpr(absl::Now() + options_.deadline));
+  absl::Status why = GrpcLink::Convert(link_.stub()->KeepAlive(&ctx, ping, &pong), ctx);
+  return why.ok() ? broke : why;
 }
 
 void RemoteSession::KeepAliveLoop() {
@@ -243,9 +260,9 @@ void RemoteSession::KeepAliveLoop() {
       if (mu_.AwaitWithTimeout(absl::Condition(&closed_), period)) return;
     }
     v1::KeepAliveResponse response;
-    (void)Retry([&](grpc::ClientContext* ctx) {
+    (void)link_.Retry([&](grpc::ClientContext* ctx) {
       ctx->set_deadline(ToGpr(absl::Now() + period));
-      return stub_->KeepAlive(ctx, request, &response);
+      return link_.stub()->KeepAlive(ctx, request, &response);
     });
   }
 }
@@ -255,8 +272,8 @@ absl::StatusOr<bool> RemoteSession::HasModule(absl::string_view sha256) {
   v1::HasModuleRequest request;
   request.set_sha256(std::string(sha256));
   v1::HasModuleResponse response;
-  TETHER_RETURN_IF_ERROR(
-      Retry([&](grpc::ClientContext* ctx) { return stub_->HasModule(ctx, request, &response); }));
+  TETHER_RETURN_IF_ERROR(link_.Retry(
+      [&](grpc::ClientContext* ctx) { return link_.stub()->HasModule(ctx, request, &response); }));
   return response.present();
 }
 
@@ -265,9 +282,9 @@ absl::StatusOr<std::string> RemoteSession::UploadModule(absl::string_view bytes)
   TETHER_ASSIGN_OR_RETURN(bool present, HasModule(sha));
   if (present) return sha;
   grpc::ClientContext ctx;
-  PrepareContext(&ctx);
+  link_.Prepare(&ctx);
   v1::UploadModuleResponse response;
-  auto writer = stub_->UploadModule(&ctx, &response);
+  auto writer = link_.stub()->UploadModule(&ctx, &response);
   v1::UploadModuleRequest request;
   request.mutable_header()->set_sha256(sha);
   request.mutable_header()->set_size_bytes(bytes.size());
@@ -278,59 +295,36 @@ absl::StatusOr<std::string> RemoteSession::UploadModule(absl::string_view bytes)
     ok = writer->Write(request);
   }
   if (ok) writer->WritesDone();
-  TETHER_RETURN_IF_ERROR(ConvertStatus(writer->Finish(), ctx));
+  TETHER_RETURN_IF_ERROR(GrpcLink::Convert(writer->Finish(), ctx));
   if (!response.already_present()) ++module_streams_;
   return sha;
 }
 
 absl::StatusOr<Value> RemoteSession::UploadTensor(const Tensor& tensor, Device target) {
-  TETHER_RETURN_IF_ERROR(CheckOpen());
   if (!tensor) return absl::InvalidArgumentError("upload of a null tensor");
   // A compact host view: the tensor itself, or a compacted/host copy.
   v1::InlineTensor staged;
   const char* bytes = nullptr;
-  const size_t num_bytes = static_cast<size_t>(tensor->NumBytes());
   if (tensor->device().type == kDLCPU && tensor->IsContiguous()) {
     bytes = static_cast<const char*>(tensor->element_data());
   } else {
     TETHER_RETURN_IF_ERROR(rpc::EncodeInlineTensor(tensor, &staged));
     bytes = staged.data().data();
   }
-  std::optional<absl::StatusOr<v1::CallResponse>> direct_reply =
-      OnDirect<v1::CallResponse>([&](DirectConnection* direct, bool* delivered) {
-        v1::CallRequest request;
-        request.set_session_id(session_id_);
-        request.set_request_id(next_request_id_++);
-        rpc::EncodeTensorHeader(tensor->dtype(), tensor->shape(), target,
-                                request.mutable_put_tensor()->mutable_tensor());
-        request.mutable_put_tensor()->set_size_bytes(num_bytes);
-        return direct->PutTensor(request, bytes, delivered);
-      });
-  if (direct_reply.has_value()) {
-    TETHER_ASSIGN_OR_RETURN(v1::CallResponse response, *std::move(direct_reply));
-    if (response.has_error() && response.error().code() != 0) {
-      return rpc::DecodeError(response.error());
-    }
-    TETHER_ASSIGN_OR_RETURN(rpc::TensorSpec spec,
-                            rpc::DecodeTensorHeader(response.tensor().header()));
-    return MakeRemoteTensorValue(response.tensor().id(), std::move(spec));
-  }
-  grpc::ClientContext ctx;
-  PrepareContext(&ctx);
-  v1::UploadTensorResponse response;
-  auto writer = stub_->UploadTensor(&ctx, &response);
-  v1::UploadTensorRequest request;
-  request.mutable_header()->set_session_id(session_id_);
+  v1::CallRequest request;
+  request.set_session_id(session_id_);
+  request.set_request_id(next_request_id_++);
   rpc::EncodeTensorHeader(tensor->dtype(), tensor->shape(), target,
-                          request.mutable_header()->mutable_tensor());
-  bool ok = writer->Write(request);
-  const size_t chunk = std::max<uint64_t>(limits().chunk_bytes(), 4096);
-  for (size_t off = 0; ok && off < num_bytes; off += chunk) {
-    request.set_data(bytes + off, std::min(chunk, num_bytes - off));
-    ok = writer->Write(request);
+                          request.mutable_put_tensor()->mutable_tensor());
+  request.mutable_put_tensor()->set_size_bytes(static_cast<uint64_t>(tensor->NumBytes()));
+  TETHER_ASSIGN_OR_RETURN(
+      v1::CallResponse response,
+      OnTransport<v1::CallResponse>(TransportKind::kDirect, [&](Transport& t, Fate* fate) {
+        return t.PutTensor(request, bytes, fate);
+      }));
+  if (response.has_error() && response.error().code() != 0) {
+    return rpc::DecodeError(response.error());
   }
-  if (ok) writer->WritesDone();
-  TETHER_RETURN_IF_ERROR(ConvertStatus(writer->Finish(), ctx));
   TETHER_ASSIGN_OR_RETURN(rpc::TensorSpec spec,
                           rpc::DecodeTensorHeader(response.tensor().header()));
   return MakeRemoteTensorValue(response.tensor().id(), std::move(spec));
@@ -346,76 +340,22 @@ absl::StatusOr<Tensor> RemoteSession::DownloadTensor(const Value& remote) {
 }
 
 absl::StatusOr<Tensor> RemoteSession::DownloadTensor(uint64_t tensor_id) {
-  TETHER_RETURN_IF_ERROR(CheckOpen());
-  // A refusal from the daemon (not a broken connection) is the answer.
-  std::optional<absl::StatusOr<Tensor>> direct_reply = OnDirect<Tensor>(
-      [&](DirectConnection* direct, bool* delivered) {
-        v1::CallRequest request;
-        request.set_session_id(session_id_);
-        request.set_request_id(next_request_id_++);
-        request.mutable_get_tensor()->set_tensor_id(tensor_id);
-        return direct->GetTensor(request, delivered);
-      },
-      /*only_unavailable_breaks=*/true);
-  if (direct_reply.has_value()) return *std::move(direct_reply);
-  v1::DownloadTensorRequest request;
+  v1::CallRequest request;
   request.set_session_id(session_id_);
-  request.set_tensor_id(tensor_id);
-  Tensor out;
-  absl::Status local_error;
-  TETHER_RETURN_IF_ERROR(Retry([&](grpc::ClientContext* ctx) {
-    out = Tensor();
-    local_error = absl::OkStatus();
-    auto reader = stub_->DownloadTensor(ctx, request);
-    v1::DownloadTensorResponse part;
-    size_t filled = 0;
-    int64_t expected = -1;
-    while (reader->Read(&part)) {
-      if (!out) {
-        auto spec = rpc::DecodeTensorHeader(part.header());
-        if (!spec.ok()) {
-          local_error = spec.status();
-          ctx->TryCancel();
-          break;
-        }
-        auto empty = Tensor::Empty(spec->shape, spec->dtype, Device::Cpu());
-        if (!empty.ok()) {
-          local_error = empty.status();
-          ctx->TryCancel();
-          break;
-        }
-        out = *std::move(empty);
-        expected = spec->num_bytes;
-      }
-      const std::string& data = part.data();
-      if (filled + data.size() > static_cast<size_t>(expected)) {
-        local_error = absl::DataLossError(
-            absl::StrCat("tensor ", tensor_id, " sent more than ", expected, " bytes"));
-        ctx->TryCancel();
-        break;
-      }
-      std::memcpy(static_cast<char*>(out->element_data()) + filled, data.data(), data.size());
-      filled += data.size();
-    }
-    grpc::Status s = reader->Finish();
-    if (s.ok() && local_error.ok() && (!out || filled != static_cast<size_t>(expected))) {
-      local_error = absl::DataLossError(absl::StrCat("tensor ", tensor_id, " download ended after ",
-                                                     filled, " of ", expected, " bytes"));
-    }
-    return s;
-  }));
-  TETHER_RETURN_IF_ERROR(local_error);
-  return out;
+  request.set_request_id(next_request_id_++);
+  request.mutable_get_tensor()->set_tensor_id(tensor_id);
+  return OnTransport<Tensor>(TransportKind::kDirect,
+                             [&](Transport& t, Fate* fate) { return t.GetTensor(request, fate); });
 }
 
-absl::StatusOr<v1::CallResponse> RemoteSession::Call(v1::CallRequest request) {
-  TETHER_RETURN_IF_ERROR(CheckOpen());
+absl::StatusOr<v1::CallResponse> RemoteSession::Call(v1::CallRequest request,
+                                                     TransportKind most_preferred) {
   request.set_session_id(session_id_);
   if (request.request_id() == 0) request.set_request_id(next_request_id_++);
-  CallContext ctx(this);
-  v1::CallResponse response;
-  absl::Status sent = ConvertStatus(stub_->Call(ctx.get(), request, &response), *ctx.get());
-  if (!sent.ok()) return FailedInFlight(std::move(sent));
+  TETHER_ASSIGN_OR_RETURN(
+      v1::CallResponse response,
+      OnTransport<v1::CallResponse>(
+          most_preferred, [&](Transport& t, Fate* fate) { return t.Call(request, fate); }));
   if (response.has_error() && response.error().code() != 0) {
     return rpc::DecodeError(response.error());
   }
@@ -427,58 +367,12 @@ absl::StatusOr<v1::OpenDirectChannelResponse> RemoteSession::OpenDirectChannel()
   v1::OpenDirectChannelRequest request;
   request.set_session_id(session_id_);
   grpc::ClientContext ctx;
-  PrepareContext(&ctx);
+  link_.Prepare(&ctx);
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + options_.deadline));
   v1::OpenDirectChannelResponse response;
-  TETHER_RETURN_IF_ERROR(ConvertStatus(stub_->OpenDirectChannel(&ctx, request, &response), ctx));
+  TETHER_RETURN_IF_ERROR(
+      GrpcLink::Convert(link_.stub()->OpenDirectChannel(&ctx, request, &response), ctx));
   return response;
-}
-
-DirectConnection* RemoteSession::DirectLocked() {
-  if (!direct_tried_ && options_.direct_channel) {
-    direct_tried_ = true;
-    absl::StatusOr<v1::OpenDirectChannelResponse> offer = OpenDirectChannel();
-    if (offer.ok()) {
-      absl::StatusOr<std::unique_ptr<DirectConnection>> connection = DirectConnection::Connect(
-          offer->address(), offer->ticket(), offer->max_frame_bytes(), options_.deadline);
-      if (connection.ok()) direct_ = std::move(*connection);
-    }
-  }
-  return direct_.get();
-}
-
-bool RemoteSession::on_direct_channel() const {
-  absl::MutexLock lock(&direct_mu_);
-  return direct_ != nullptr;
-}
-
-absl::StatusOr<v1::CallResponse> RemoteSession::CallDirect(v1::CallRequest request,
-                                                           bool* use_grpc) {
-  *use_grpc = false;
-  TETHER_RETURN_IF_ERROR(CheckOpen());
-  *use_grpc = true;
-  request.set_session_id(session_id_);
-  std::optional<absl::StatusOr<v1::CallResponse>> reply = OnDirect<v1::CallResponse>(
-      [&](DirectConnection* direct, bool* delivered) { return direct->Call(request, delivered); });
-  // No connection, or it broke before the request left: gRPC carries it. A
-  // request that left may have run: never run a call twice.
-  if (!reply.has_value()) return absl::UnavailableError("no direct channel");
-  *use_grpc = false;
-  return *std::move(reply);
-}
-
-absl::Status RemoteSession::WhyDirectBroke(absl::Status broke) {
-  if (!CheckOpen().ok()) return FailedInFlight(std::move(broke));
-  // The daemon can say why the connection broke: an isolated session whose
-  // worker process ended answers its keep-alive with that.
-  v1::KeepAliveRequest ping;
-  ping.set_session_id(session_id_);
-  v1::KeepAliveResponse pong;
-  grpc::ClientContext ctx;
-  PrepareContext(&ctx);
-  ctx.set_deadline(ToGpr(absl::Now() + options_.deadline));
-  absl::Status why = ConvertStatus(stub_->KeepAlive(&ctx, ping, &pong), ctx);
-  return why.ok() ? broke : why;
 }
 
 absl::StatusOr<Value> RemoteSession::AllocTensor(std::span<const int64_t> shape, DataType dtype,

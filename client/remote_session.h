@@ -1,8 +1,9 @@
 // RemoteSession: one client session on a tetherd daemon. Connecting performs
 // the handshake (refusing a daemon of another protocol major) and opens a
 // session whose idle lease a background thread renews. The session moves
-// modules (skipping ones the daemon already has) and tensors (inline or in
-// chunks of the daemon's preferred size), and issues unary calls. Remote
+// modules (skipping ones the daemon already has) and tensors, and carries
+// every operation of its VMs, on the first of its transports that works
+// (client/transport.h): the direct channel, one CallStream, unary calls. Remote
 // handles (tensors left on the daemon, closures) are Values wrapping a
 // RemoteHandleObj; they stay valid until freed or the session closes.
 #ifndef TETHER_CLIENT_REMOTE_SESSION_H_
@@ -11,18 +12,18 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "client/direct_connection.h"
+#include "client/grpc_transport.h"
+#include "client/transport.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/codec/value_codec.h"
 #include "runtime/core/device.h"
@@ -58,10 +59,12 @@ struct ConnectOptions {
   std::string tls_server_name;
   // When non-empty, sent as "authorization: Bearer <auth_token>" on every call.
   std::string auth_token;
-  // Use the daemon's direct channel (a loopback socket; docs/design/
-  // rpc-protocol.md) for VM calls and tensor transfers when the daemon offers
-  // it, i.e. when it runs on this host. False keeps everything on gRPC.
-  bool direct_channel = true;
+  // The most preferred transport (client/transport.h) for VM calls and
+  // tensor transfers. kDirect: the daemon's direct channel (a loopback
+  // socket; docs/design/rpc-protocol.md) when the daemon offers it, i.e.
+  // when it runs on this host, else the CallStream, else unary calls.
+  // kStream keeps everything on gRPC; kUnary sends each operation alone.
+  TransportKind transport = TransportKind::kDirect;
   // How long a direct-channel call polls for its reply before sleeping
   // (zero: it sleeps at once). Saves a cross-core wake-up per call.
   absl::Duration direct_spin = absl::Microseconds(30);
@@ -141,80 +144,47 @@ class RemoteSession {
   // Frees remote handles (tensors or objects) by id.
   absl::Status FreeObjects(std::vector<uint64_t> ids);
 
-  // One operation as a unary Call; session_id is filled in. The reply's
-  // error (if any) is returned as the status.
-  absl::StatusOr<v1::CallResponse> Call(v1::CallRequest request);
+  // One operation (session_id filled in, and request_id when zero) on the
+  // session's transport, starting at `most_preferred` or the session's own
+  // ConnectOptions::transport, whichever comes later. The reply's error (if
+  // any) is returned as the status.
+  absl::StatusOr<v1::CallResponse> Call(v1::CallRequest request,
+                                        TransportKind most_preferred = TransportKind::kDirect);
+  // The transport the next Call(…, most_preferred) travels on, as far as is
+  // known: the direct channel counts once it has been opened.
+  TransportKind transport(TransportKind most_preferred = TransportKind::kDirect) const;
 
   // A ticket for the daemon's direct channel (docs/design/rpc-protocol.md):
   // FAILED_PRECONDITION when the daemon does not offer it to this client (not
   // on its host, or turned off), UNIMPLEMENTED from a daemon older than
   // protocol 1.1.
   absl::StatusOr<v1::OpenDirectChannelResponse> OpenDirectChannel();
-  // Runs `request` (session_id filled in) on the session's direct connection,
-  // opened at first use when ConnectOptions::direct_channel allows and the
-  // daemon offers it. Returns the reply, the call's own error inside. When
-  // there is no direct connection, or it broke before the request left, sets
-  // `*use_grpc` and the caller sends the request on gRPC instead.
-  absl::StatusOr<v1::CallResponse> CallDirect(v1::CallRequest request, bool* use_grpc);
-  // Whether the direct connection is open (calls and transfers use it).
-  bool on_direct_channel() const;
-  // A grpc::ClientContext for an operation of this session, with what every
-  // call carries (PrepareContext), that Close() cancels while it lives:
-  // RemoteVM's CallStream and unary Calls. The session must outlive it.
-  // Thread contract: as grpc::ClientContext (TryCancel from any thread).
-  class CallContext {
-   public:
-    explicit CallContext(RemoteSession* session);
-    ~CallContext();
-    CallContext(const CallContext&) = delete;
-    CallContext& operator=(const CallContext&) = delete;
-    grpc::ClientContext* get() { return &context_; }
-
-   private:
-    RemoteSession* session_;
-    grpc::ClientContext context_;
-  };
-  // For an operation that failed in flight: CANCELLED "remote session
-  // ab12cd34 was closed while the call ran" once Close() has been called
-  // (which may have ended it), else `failed` as it is.
-  absl::Status FailedInFlight(absl::Status failed) const;
-  // For RemoteVM's stream: the stub and a context carrying common settings.
-  v1::Tether::Stub* stub() { return stub_.get(); }
-  // Adds what every call of this session carries (the bearer token). Every
-  // ClientContext used with stub() goes through it.
-  void PrepareContext(grpc::ClientContext* context) const;
-  // The one conversion of gRPC errors of this client (kind from the trailer).
-  static absl::Status ConvertStatus(const grpc::Status& status, const grpc::ClientContext& context);
 
  private:
   RemoteSession(std::shared_ptr<grpc::Channel> channel, ConnectOptions options);
-  // Runs `attempt` until it succeeds or fails with other than UNAVAILABLE.
-  template <typename Fn>
-  absl::Status Retry(Fn attempt);
   absl::Status CheckOpen() const;
-  // The direct connection, opened on first use; null when there is none.
-  DirectConnection* DirectLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(direct_mu_);
-  // Runs `call` (an operation on `direct`, the connection in direct_) where
-  // Close() can interrupt it, and returns its result.
-  template <typename Fn>
-  auto Interruptible(DirectConnection* direct, Fn call) ABSL_EXCLUSIVE_LOCKS_REQUIRED(direct_mu_);
-  // Runs op(connection, &delivered) on the direct connection, opened on first
-  // use, where Close() can interrupt it. Returns the result, or nullopt when
-  // there is no connection or it broke before the request left (the caller
-  // then uses gRPC). A failed result is a broken connection unless
-  // `only_unavailable_breaks` and its code is not UNAVAILABLE (then it is
-  // the daemon's answer); one that broke after the request left is
-  // WhyDirectBroke. The one place the direct channel's fallback is decided.
+  // The first transport that works, from max(most_preferred, the session's
+  // choice) on, opened at first use.
+  Transport* TransportLocked(TransportKind most_preferred)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(transport_mu_);
+  // Runs op(transport, &fate) on the session's transport, one operation at
+  // a time, where Close() can interrupt it, and returns its result. A
+  // transport that broke is dropped; a request it did not send goes to the
+  // next one, one it lost fails (WhyBroke). The one place a transport is
+  // chosen and the fallback decided.
   template <typename T, typename Op>
-  std::optional<absl::StatusOr<T>> OnDirect(Op op, bool only_unavailable_breaks = false);
-  // The status for an operation whose direct connection broke after the
-  // request left: CANCELLED when Close() broke it, else what the daemon says
-  // of the session (an isolated session's lost worker), else `broke`.
-  absl::Status WhyDirectBroke(absl::Status broke);
+  absl::StatusOr<T> OnTransport(TransportKind most_preferred, Op op);
+  // The status for an operation whose transport broke after the request
+  // left: CANCELLED when Close() broke it, else what the daemon says of the
+  // session (an isolated session's lost worker), else `broke`.
+  absl::Status WhyBroke(absl::Status broke);
+  // For an operation that failed: CANCELLED "remote session ab12cd34 was
+  // closed while the call ran" once Close() has been called (which may have
+  // ended it), else `failed` as it is.
+  absl::Status FailedInFlight(absl::Status failed) const;
   void KeepAliveLoop();
 
-  std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<v1::Tether::Stub> stub_;
+  GrpcLink link_;
   ConnectOptions options_;
   v1::HandshakeResponse handshake_;
   std::string session_id_;
@@ -227,17 +197,19 @@ class RemoteSession {
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   std::thread keep_alive_;
 
-  // One connection for the session's VMs and transfers, one call at a time
-  // (the daemon serializes a session's calls anyway).
-  mutable absl::Mutex direct_mu_;
-  std::unique_ptr<DirectConnection> direct_ ABSL_GUARDED_BY(direct_mu_);
-  bool direct_tried_ ABSL_GUARDED_BY(direct_mu_) = false;
-  // What Close() cancels: the direct connection while an operation is in
-  // flight on it (that operation holds direct_mu_ until it ends), and the
-  // live CallContexts.
-  absl::Mutex in_flight_mu_ ABSL_ACQUIRED_AFTER(direct_mu_);
-  DirectConnection* in_flight_ ABSL_GUARDED_BY(in_flight_mu_) = nullptr;
-  absl::flat_hash_set<grpc::ClientContext*> calls_ ABSL_GUARDED_BY(in_flight_mu_);
+  // The transports, opened at first use; one operation at a time (the
+  // daemon serializes a session's calls anyway). One that broke is not
+  // opened again.
+  mutable absl::Mutex transport_mu_;
+  std::unique_ptr<DirectConnection> direct_ ABSL_GUARDED_BY(transport_mu_);
+  bool direct_tried_ ABSL_GUARDED_BY(transport_mu_) = false;
+  std::unique_ptr<StreamTransport> stream_ ABSL_GUARDED_BY(transport_mu_);
+  bool stream_broken_ ABSL_GUARDED_BY(transport_mu_) = false;
+  std::unique_ptr<UnaryTransport> unary_ ABSL_GUARDED_BY(transport_mu_);
+  // The transport an operation runs on (it holds transport_mu_ until it
+  // ends), which Close() interrupts.
+  absl::Mutex in_flight_mu_ ABSL_ACQUIRED_AFTER(transport_mu_);
+  Transport* in_flight_ ABSL_GUARDED_BY(in_flight_mu_) = nullptr;
 };
 
 }  // namespace tether::client

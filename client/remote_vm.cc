@@ -1,11 +1,9 @@
-// RemoteVM: VM operations as CallRequests on the session's daemon, over the
-// direct channel (same host), one long-lived CallStream, or unary Calls.
+// RemoteVM: VM operations as CallRequests on the session's transport.
 #include "client/remote_vm.h"
 
 #include <utility>
 
-#include "absl/strings/str_cat.h"
-#include "proto/codec/status_codec.h"
+#include "proto/codec/value_codec.h"
 #include "runtime/core/error.h"
 
 namespace tether::client {
@@ -37,81 +35,14 @@ RemoteVM::~RemoteVM() {
     request.mutable_destroy_vm()->set_vm_id(vm_id_);
     (void)Exec(request);
   }
-  CloseStream();
-}
-
-void RemoteVM::CloseStream() {
-  if (!stream_) return;
-  if (!stream_broken_) stream_->WritesDone();
-  (void)stream_->Finish();
-  stream_.reset();
-  stream_ctx_.reset();
-}
-
-absl::StatusOr<v1::CallResponse> RemoteVM::ExecOnStream(v1::CallRequest& request, bool* fall_back) {
-  *fall_back = false;
-  if (!stream_) {
-    stream_ctx_ = std::make_unique<RemoteSession::CallContext>(session_);
-    stream_ = session_->stub()->CallStream(stream_ctx_->get());
-  }
-  v1::CallResponse response;
-  if (!stream_->Write(request)) {
-    // Nothing was delivered: the unary path may carry this call.
-    stream_broken_ = true;
-    *fall_back = true;
-    return absl::UnavailableError("call stream closed");
-  }
-  if (!stream_->Read(&response)) {
-    stream_broken_ = true;
-    stream_ctx_->get()->TryCancel();
-    absl::Status status = RemoteSession::ConvertStatus(stream_->Finish(), *stream_ctx_->get());
-    stream_.reset();
-    // A daemon without the stream refuses it before running anything.
-    if (status.code() == absl::StatusCode::kUnimplemented) *fall_back = true;
-    if (status.ok() || status.code() == absl::StatusCode::kCancelled) {
-      status = absl::UnavailableError(
-          absl::StrCat("call stream ended before the reply to request ", request.request_id()));
-    }
-    return session_->FailedInFlight(std::move(status));
-  }
-  if (response.request_id() != request.request_id()) {
-    stream_broken_ = true;
-    return absl::InternalError(absl::StrCat("reply to request ", response.request_id(),
-                                            " on the stream, expected ", request.request_id()));
-  }
-  return response;
 }
 
 absl::StatusOr<v1::CallResponse> RemoteVM::Exec(v1::CallRequest& request) {
-  request.set_session_id(session_->session_id());
-  request.set_request_id(next_request_id_++);
   if (options_.call_timeout > absl::ZeroDuration()) {
     request.set_deadline_ms(
         static_cast<uint64_t>(absl::ToInt64Milliseconds(options_.call_timeout)));
   }
-  if (options_.direct_channel) {
-    bool use_grpc = false;
-    absl::StatusOr<v1::CallResponse> response = session_->CallDirect(request, &use_grpc);
-    if (!use_grpc) {
-      if (!response.ok()) return response.status();
-      if (response->has_error() && response->error().code() != 0) {
-        return rpc::DecodeError(response->error());
-      }
-      return response;
-    }
-  }
-  if (!stream_broken_ && options_.call_stream) {
-    bool fall_back = false;
-    auto response = ExecOnStream(request, &fall_back);
-    if (!fall_back) {
-      if (!response.ok()) return response.status();
-      if (response->has_error() && response->error().code() != 0) {
-        return rpc::DecodeError(response->error());
-      }
-      return response;
-    }
-  }
-  return session_->Call(request);
+  return session_->Call(request, options_.transport);
 }
 
 v1::ReturnMode RemoteVM::return_mode() const {

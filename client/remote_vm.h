@@ -1,14 +1,13 @@
 // RemoteVM: the VirtualMachine interface over a RemoteSession, so code and
 // tests written against the local interpreter run unchanged on a daemon.
 //
-// Calls travel, in order of preference, on the daemon's direct channel (a
-// loopback socket, for a daemon on this host; client/direct_connection.h), on
-// one long-lived CallStream per RemoteVM (replies matched by request_id), or
-// as unary Calls. A transport that is refused or breaks before a request was
-// delivered hands that request to the next one; later calls stay there. Tensor arguments up to the
-// daemon's max_inline_tensor_bytes travel inline; larger ones are uploaded first and passed as
-// handles, then freed once the call has returned (the daemon's VM holds its own references to
-// whatever it keeps, e.g. SetInput and SaveFunction arguments).
+// Calls travel on the session's transport (client/transport.h): the daemon's
+// direct channel (a loopback socket, for a daemon on this host), the
+// session's CallStream, or unary Calls, whichever comes first and works.
+// Tensor arguments up to the daemon's max_inline_tensor_bytes travel inline;
+// larger ones are uploaded first and passed as handles, then freed once the
+// call has returned (the daemon's VM holds its own references to whatever it
+// keeps, e.g. SetInput and SaveFunction arguments).
 //
 // Outputs: with fetch_outputs (the default) every tensor comes back as a local
 // CPU tensor (large ones are downloaded in chunks and their handles freed).
@@ -40,13 +39,12 @@ struct RemoteVmOptions {
   // Threads the VM's kernels may use on the daemon; 0: the daemon's default
   // (TETHER_NUM_THREADS there, else its core count).
   int num_threads = 0;
-  // Use the session's direct channel when it has one (a daemon on this host;
-  // ConnectOptions::direct_channel). False keeps this VM's calls on gRPC.
-  bool direct_channel = true;
-  // Send gRPC calls on one CallStream (true) or each as a unary Call. Both
-  // carry the same operations, errors and kinds; the stream saves a round
-  // trip's setup per call.
-  bool call_stream = true;
+  // The most preferred transport for this VM's calls; the session's own
+  // choice (ConnectOptions::transport) when that comes later. kStream keeps
+  // them on gRPC; kUnary sends each alone. All carry the same operations,
+  // errors and kinds; the direct channel and the stream save a round trip's
+  // setup per call.
+  TransportKind transport = TransportKind::kDirect;
   // Let TimeEvaluator and Profile run beside other sessions' calls instead of
   // waiting for exclusive use of the daemon (docs/design/rpc-protocol.md,
   // "Exclusive timing"); BenchmarkResult::exclusive says which one ran.
@@ -68,12 +66,8 @@ class RemoteVM final : public vm::VirtualMachine {
   ~RemoteVM() override;
 
   uint64_t vm_id() const { return vm_id_; }
-  enum class Transport { kDirect, kStream, kUnary };
   // What the next call travels on.
-  Transport transport() const {
-    if (options_.direct_channel && session_->on_direct_channel()) return Transport::kDirect;
-    return stream_broken_ || !options_.call_stream ? Transport::kUnary : Transport::kStream;
-  }
+  TransportKind transport() const { return session_->transport(options_.transport); }
 
   absl::StatusOr<Value> Invoke(absl::string_view func_name, ArgSpan args) override;
   absl::StatusOr<Value> InvokeClosure(const Value& closure, ArgSpan args) override;
@@ -97,11 +91,9 @@ class RemoteVM final : public vm::VirtualMachine {
  private:
   RemoteVM(RemoteSession* session, RemoteVmOptions options);
 
-  // Sends one operation (stream first, unary fallback); returns the reply or
-  // its decoded error.
+  // Sends one operation on the session; returns the reply or its decoded
+  // error.
   absl::StatusOr<v1::CallResponse> Exec(v1::CallRequest& request);
-  absl::StatusOr<v1::CallResponse> ExecOnStream(v1::CallRequest& request, bool* fall_back);
-  void CloseStream();
   // Encodes an argument; large tensors are uploaded, their ids added to
   // temps_ (freed by FreeTemps after the call).
   absl::Status EncodeArg(const Value& value, int depth, v1::Value* out);
@@ -115,13 +107,8 @@ class RemoteVM final : public vm::VirtualMachine {
   RemoteSession* session_;
   RemoteVmOptions options_;
   uint64_t vm_id_ = 0;
-  uint64_t next_request_id_ = 1;
   std::vector<uint64_t> temps_;
   std::vector<uint64_t> fetched_;
-
-  std::unique_ptr<RemoteSession::CallContext> stream_ctx_;
-  std::unique_ptr<grpc::ClientReaderWriter<v1::CallRequest, v1::CallResponse>> stream_;
-  bool stream_broken_ = false;
 };
 
 }  // namespace tether::client

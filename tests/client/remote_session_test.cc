@@ -311,14 +311,14 @@ std::string HoldThenSpinExecutable() {
 // Close() from another thread while `held(block)` runs, on each path a call
 // can take: the direct channel, the CallStream, a unary Call.
 class CloseDuringCallTest : public RemoteSessionTest,
-                            public ::testing::WithParamInterface<RemoteVM::Transport> {
+                            public ::testing::WithParamInterface<TransportKind> {
  protected:
   // A session on the daemon, a VM of HoldThenSpinExecutable() on it, and the
   // path its calls take checked.
   void SetUp() override {
     ASSERT_NE(daemon_, nullptr);
     ConnectOptions options;
-    options.direct_channel = GetParam() == RemoteVM::Transport::kDirect;
+    options.transport = GetParam();
     auto session = RemoteSession::Connect(daemon_->target(), options);
     ASSERT_TRUE(session.ok()) << session.status();
     session_ = std::move(*session);
@@ -327,9 +327,7 @@ class CloseDuringCallTest : public RemoteSessionTest,
     auto vm = RemoteVM::Create(session_.get(), *sha);
     ASSERT_TRUE(vm.ok()) << vm.status();
     vm_ = std::move(*vm);
-    if (GetParam() != RemoteVM::Transport::kUnary) {
-      ASSERT_EQ(vm_->transport(), GetParam());
-    }
+    ASSERT_EQ(vm_->transport(), GetParam());
   }
   void TearDown() override {
     vm_.reset();
@@ -338,12 +336,7 @@ class CloseDuringCallTest : public RemoteSessionTest,
 
   absl::Status Held(bool block) {
     Value args[] = {Value(int64_t{block ? 1 : 0})};
-    if (GetParam() != RemoteVM::Transport::kUnary) return vm_->Invoke("held", args).status();
-    v1::CallRequest request;
-    request.mutable_invoke()->set_vm_id(vm_->vm_id());
-    request.mutable_invoke()->set_function("held");
-    request.mutable_invoke()->add_args()->set_int_value(block ? 1 : 0);
-    return session_->Call(std::move(request)).status();
+    return vm_->Invoke("held", args).status();
   }
 
   // Closes the session while held(block) runs and returns how the call
@@ -411,16 +404,15 @@ TEST_P(CloseDuringCallTest, ReturnsWhileAKernelIgnoresTheInterrupt) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, CloseDuringCallTest,
-                         ::testing::Values(RemoteVM::Transport::kDirect,
-                                           RemoteVM::Transport::kStream,
-                                           RemoteVM::Transport::kUnary),
-                         [](const ::testing::TestParamInfo<RemoteVM::Transport>& info) {
+                         ::testing::Values(TransportKind::kDirect, TransportKind::kStream,
+                                           TransportKind::kUnary),
+                         [](const ::testing::TestParamInfo<TransportKind>& info) {
                            switch (info.param) {
-                             case RemoteVM::Transport::kDirect:
+                             case TransportKind::kDirect:
                                return "Direct";
-                             case RemoteVM::Transport::kStream:
+                             case TransportKind::kStream:
                                return "Stream";
-                             case RemoteVM::Transport::kUnary:
+                             case TransportKind::kUnary:
                                return "Unary";
                            }
                            return "Unknown";

@@ -163,7 +163,7 @@ TEST_F(DirectChannelTest, RemoteVmCallsTravelOnTheDirectChannel) {
   Start();
   auto vm = NewVm();
   ASSERT_NE(vm, nullptr);
-  EXPECT_EQ(vm->transport(), client::RemoteVM::Transport::kDirect);
+  EXPECT_EQ(vm->transport(), client::TransportKind::kDirect);
   Value args[] = {Value(int64_t{2}), Value(int64_t{3})};
   auto swapped = vm->Invoke("swap", args);
   ASSERT_TRUE(swapped.ok()) << swapped.status();
@@ -177,7 +177,7 @@ TEST_F(DirectChannelTest, RemoteVmCallsTravelOnTheDirectChannel) {
   // A VM error travels back in the reply; the connection stays.
   auto missing = vm->Invoke("no_such_function", {});
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound) << missing.status();
-  EXPECT_EQ(vm->transport(), client::RemoteVM::Transport::kDirect);
+  EXPECT_EQ(vm->transport(), client::TransportKind::kDirect);
 }
 
 TEST_F(DirectChannelTest, DeadlineStopsTheCallAndTheConnectionStaysUsable) {
@@ -193,7 +193,7 @@ TEST_F(DirectChannelTest, DeadlineStopsTheCallAndTheConnectionStaysUsable) {
   auto done = vm->Invoke("loop", five);
   ASSERT_TRUE(done.ok()) << done.status();
   EXPECT_EQ(done->int_value(), 0);
-  EXPECT_EQ(vm->transport(), client::RemoteVM::Transport::kDirect);
+  EXPECT_EQ(vm->transport(), client::TransportKind::kDirect);
 }
 
 TEST_F(DirectChannelTest, TicketsAreOneUseAndChecked) {
@@ -231,7 +231,7 @@ TEST_F(DirectChannelTest, TicketsAreOneUseAndChecked) {
   // The daemon keeps serving.
   auto vm = NewVm();
   ASSERT_NE(vm, nullptr);
-  EXPECT_EQ(vm->transport(), client::RemoteVM::Transport::kDirect);
+  EXPECT_EQ(vm->transport(), client::TransportKind::kDirect);
 }
 
 TEST_F(DirectChannelTest, BadFramesCloseOnlyTheirConnection) {
@@ -373,7 +373,7 @@ TEST_F(DirectChannelTest, WithTheChannelOffCallsStayOnTheStream) {
   EXPECT_EQ(offer.status().code(), absl::StatusCode::kFailedPrecondition) << offer.status();
   auto vm = NewVm();
   ASSERT_NE(vm, nullptr);
-  EXPECT_EQ(vm->transport(), client::RemoteVM::Transport::kStream);
+  EXPECT_EQ(vm->transport(), client::TransportKind::kStream);
   Value args[] = {Value(int64_t{2}), Value(int64_t{3})};
   auto swapped = vm->Invoke("swap", args);
   ASSERT_TRUE(swapped.ok()) << swapped.status();
@@ -396,7 +396,7 @@ TEST_F(DirectChannelTest, ShutdownEndsConnectionsAndLaterCallsFailCleanly) {
 TEST_F(DirectChannelTest, TensorsMoveRawOnTheDirectChannelAndBadTransfersKeepItInStep) {
   Start();
   ASSERT_NE(NewVm(), nullptr);  // opens the session's direct connection
-  ASSERT_TRUE(session_->on_direct_channel());
+  ASSERT_TRUE(session_->transport() == client::TransportKind::kDirect);
   for (int64_t size : {int64_t{0}, int64_t{1}, (int64_t{1} << 20) + 1, int64_t{5} << 20}) {
     int64_t shape[] = {size};
     auto tensor = Tensor::Empty(shape, DataType::UInt(8), Device::Cpu());
@@ -410,7 +410,7 @@ TEST_F(DirectChannelTest, TensorsMoveRawOnTheDirectChannelAndBadTransfersKeepItI
     ASSERT_EQ((*back)->NumBytes(), size);
     EXPECT_EQ(std::memcmp((*back)->element_data(), bytes, static_cast<size_t>(size)), 0);
   }
-  EXPECT_TRUE(session_->on_direct_channel());
+  EXPECT_TRUE(session_->transport() == client::TransportKind::kDirect);
 
   auto raw = AcceptedRawConnection();
   ASSERT_NE(raw, nullptr);
@@ -454,10 +454,14 @@ TEST_F(DirectChannelTest, TensorsMoveRawOnTheDirectChannelAndBadTransfersKeepItI
   ASSERT_TRUE(raw->reader.ReadRaw(payload.data(), payload.size()).ok());
   EXPECT_EQ(payload, std::string(16, 'q'));
 
-  // On gRPC these operations are refused.
-  auto on_grpc = session_->Call(get);
-  EXPECT_EQ(on_grpc.status().code(), absl::StatusCode::kFailedPrecondition) << on_grpc.status();
-  EXPECT_THAT(on_grpc.status().message(), HasSubstr("only on the direct channel"));
+  // On gRPC, the stream or a unary call, these operations are refused.
+  for (client::TransportKind grpc :
+       {client::TransportKind::kStream, client::TransportKind::kUnary}) {
+    auto on_grpc = session_->Call(get, grpc);
+    EXPECT_EQ(on_grpc.status().code(), absl::StatusCode::kFailedPrecondition) << on_grpc.status();
+    EXPECT_THAT(on_grpc.status().message(), HasSubstr("only on the direct channel"));
+  }
+  EXPECT_EQ(session_->transport(), client::TransportKind::kDirect);
 }
 
 TEST_F(DirectChannelTest, EightConcurrentClientsOfAThousandCallsEachGetTheirOwnResults) {
@@ -477,7 +481,7 @@ TEST_F(DirectChannelTest, EightConcurrentClientsOfAThousandCallsEachGetTheirOwnR
         ++errors;
         return;
       }
-      if ((*vm)->transport() == client::RemoteVM::Transport::kDirect) ++on_direct;
+      if ((*vm)->transport() == client::TransportKind::kDirect) ++on_direct;
       for (int i = 0; i < kCalls; ++i) {
         Value args[] = {Value(int64_t{c}), Value(int64_t{i})};
         auto swapped = (*vm)->Invoke("swap", args);

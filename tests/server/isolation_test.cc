@@ -114,7 +114,7 @@ class IsolationTest : public ::testing::Test {
     std::set<pid_t> before = tether::testing::ChildPids();
     client::ConnectOptions options;
     options.isolate = isolate;
-    options.direct_channel = direct;
+    options.transport = direct ? client::TransportKind::kDirect : client::TransportKind::kStream;
     Opened out;
     static_cast<testing::RemoteBuiltins&>(out) =
         testing::OpenRemoteBuiltins(daemon_->target(), options, vm_options);
@@ -151,7 +151,7 @@ TEST_F(IsolationTest, CallsTensorsAndTheDirectChannelReachTheWorker) {
     EXPECT_TRUE(s.session->isolated());
     ASSERT_GT(s.worker, 0);
     EXPECT_THAT(CommandLine(s.worker), HasSubstr("--worker-lifeline-fd"));
-    EXPECT_EQ(s.session->on_direct_channel(), direct);
+    EXPECT_EQ(s.session->transport() == client::TransportKind::kDirect, direct);
     ExpectSwapWorks(*s.vm);
 
     // A tensor past the inline limit travels in chunks to and from the worker.

@@ -126,7 +126,7 @@ class SecurityTest : public ::testing::Test {
     ASSERT_EQ(tuple->fields.size(), 2u);
     EXPECT_EQ(tuple->fields[0].int_value(), 3);
     EXPECT_EQ(tuple->fields[1].int_value(), 2);
-    EXPECT_EQ((*vm)->transport(), client::RemoteVM::Transport::kDirect);
+    EXPECT_EQ((*vm)->transport(), client::TransportKind::kDirect);
     const int64_t shape[] = {4};
     auto tensor = Tensor::Empty(shape, DataType::Float(32), Device::Cpu());
     ASSERT_TRUE(tensor.ok()) << tensor.status();

@@ -238,7 +238,7 @@ class ExclusiveTimingTest : public TimingGateTest {
   Opened Open(bool isolate = false, client::RemoteVmOptions vm_options = {}, bool direct = true) {
     client::ConnectOptions options;
     options.isolate = isolate;
-    options.direct_channel = direct;
+    options.transport = direct ? client::TransportKind::kDirect : client::TransportKind::kStream;
     return testing::OpenRemoteBuiltins(daemon_->target(), options, vm_options);
   }
 

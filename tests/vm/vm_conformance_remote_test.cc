@@ -56,17 +56,16 @@ class RemoteBackendEnvironment : public ::testing::Environment {
 // same-host client gets), one gRPC CallStream, or unary gRPC Calls (what a
 // remote device's client uses when a stream is refused).
 absl::StatusOr<std::unique_ptr<VirtualMachine>> MakeRemote(Ref<Executable> exec,
-                                                           client::RemoteVM::Transport transport) {
+                                                           client::TransportKind transport) {
   TETHER_ASSIGN_OR_RETURN(client::RemoteSession * session,
                           RemoteBackendEnvironment::Get()->Session());
   TETHER_ASSIGN_OR_RETURN(std::string sha, session->UploadModule(exec->SaveToBytes()));
   client::RemoteVmOptions options;
-  options.direct_channel = transport == client::RemoteVM::Transport::kDirect;
-  options.call_stream = transport == client::RemoteVM::Transport::kStream;
+  options.transport = transport;
   TETHER_ASSIGN_OR_RETURN(auto vm,
                           client::RemoteVM::Create(session, sha, {Device::Cpu()}, "", options));
-  // The direct channel opens at the first call; the gRPC choices are fixed.
-  if (transport != client::RemoteVM::Transport::kDirect && vm->transport() != transport) {
+  // Create opened the direct channel, if it was to be used.
+  if (vm->transport() != transport) {
     return absl::InternalError("the remote VM did not take the transport it was given");
   }
   return std::unique_ptr<VirtualMachine>(std::move(vm));
@@ -76,15 +75,15 @@ INSTANTIATE_TEST_SUITE_P(
     Remote, VmConformanceTest,
     ::testing::Values(Backend{"direct",
                               [](Ref<Executable> exec) {
-                                return MakeRemote(exec, client::RemoteVM::Transport::kDirect);
+                                return MakeRemote(exec, client::TransportKind::kDirect);
                               }},
                       Backend{"stream",
                               [](Ref<Executable> exec) {
-                                return MakeRemote(exec, client::RemoteVM::Transport::kStream);
+                                return MakeRemote(exec, client::TransportKind::kStream);
                               }},
                       Backend{"unary",
                               [](Ref<Executable> exec) {
-                                return MakeRemote(exec, client::RemoteVM::Transport::kUnary);
+                                return MakeRemote(exec, client::TransportKind::kUnary);
                               }}),
     [](const ::testing::TestParamInfo<Backend>& info) { return info.param.name; });
 
