@@ -375,8 +375,7 @@ absl::StatusOr<StructInfo> InferCumsum(const CallNode& call) {
   }
   if (call.attrs.count("axis") == 0) return OpError(call, "missing attribute axis");
   if ((*t)->ndim >= 0) {
-    absl::StatusOr<int64_t> axis =
-        NormalizeAxis(call, GetIntAttr(call.attrs, "axis", 0), (*t)->ndim);
+    absl::StatusOr<int64_t> axis = AxisAttr(call, (*t)->ndim);
     if (!axis.ok()) return axis.status();
   }
   return call.args[0].struct_info();
@@ -386,8 +385,7 @@ absl::StatusOr<Stmt> ScheduleCumsum(const LowerContext& ctx, const std::vector<B
                                     const Epilogue& epilogue) {
   const CallNode& call = *ctx.call;
   const std::vector<PrimExpr>& shape = ArgShape(ctx, 0);
-  absl::StatusOr<int64_t> axis =
-      NormalizeAxis(call, GetIntAttr(call.attrs, "axis", 0), static_cast<int64_t>(shape.size()));
+  absl::StatusOr<int64_t> axis = AxisAttr(call, static_cast<int64_t>(shape.size()));
   if (!axis.ok()) return axis.status();
   const bool exclusive = GetBoolAttr(call.attrs, "exclusive", false);
   const bool reverse = GetBoolAttr(call.attrs, "reverse", false);

@@ -133,6 +133,10 @@ absl::StatusOr<int64_t> NormalizeAxis(const CallNode& call, int64_t axis, int64_
   return axis < 0 ? axis + ndim : axis;
 }
 
+absl::StatusOr<int64_t> AxisAttr(const CallNode& call, int64_t ndim) {
+  return NormalizeAxis(call, GetIntAttr(call.attrs, "axis", 0), ndim);
+}
+
 absl::StatusOr<std::vector<int64_t>> NormalizeAxes(const CallNode& call,
                                                    const std::vector<int64_t>& axes, int64_t ndim) {
   std::vector<int64_t> out;

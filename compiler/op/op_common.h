@@ -62,6 +62,8 @@ const std::vector<PrimExpr>& OutShape(const LowerContext& ctx, size_t k = 0);
 // `axis` in [-ndim, ndim) made non-negative; INVALID_ARGUMENT naming the
 // operator otherwise.
 absl::StatusOr<int64_t> NormalizeAxis(const CallNode& call, int64_t axis, int64_t ndim);
+// The call's "axis" attribute (default 0), normalized for `ndim` dims.
+absl::StatusOr<int64_t> AxisAttr(const CallNode& call, int64_t ndim);
 // Each axis normalized; INVALID_ARGUMENT on a repeat.
 absl::StatusOr<std::vector<int64_t>> NormalizeAxes(const CallNode& call,
                                                    const std::vector<int64_t>& axes, int64_t ndim);

@@ -64,7 +64,7 @@ absl::StatusOr<StructInfo> InferConcat(const CallNode& call) {
   }
   if (ndim < 0) return TensorSInfoOfRank(-1, dtype, first->vdevice);
   if (ndim == 0) return OpError(call, "cannot concatenate scalars");
-  absl::StatusOr<int64_t> axis = NormalizeAxis(call, GetIntAttr(call.attrs, "axis", 0), ndim);
+  absl::StatusOr<int64_t> axis = AxisAttr(call, ndim);
   if (!axis.ok()) return axis.status();
   std::vector<PrimExpr> shape;
   for (const TensorStructInfoNode* t : *ts) {
@@ -93,7 +93,7 @@ PrimExpr ComputeConcat(const LowerContext& ctx, const std::vector<PrimExpr>& idx
   const auto* tup = call.args[0].struct_info().as<TupleStructInfoNode>();
   const size_t n = tup->fields.size();
   const int64_t ndim = static_cast<int64_t>(idx.size());
-  const int64_t axis = *NormalizeAxis(call, GetIntAttr(call.attrs, "axis", 0), ndim);
+  const int64_t axis = *AxisAttr(call, ndim);
   // Each field read with its index clamped into range (Select evaluates both
   // sides), chosen by where idx[axis] falls.
   std::vector<PrimExpr> offsets{0};
@@ -152,7 +152,7 @@ absl::StatusOr<StructInfo> InferSplit(const CallNode& call) {
   absl::StatusOr<const TensorStructInfoNode*> t = TensorArg(call, 0);
   if (!t.ok()) return t.status();
   if (!(*t)->shape.has_value()) return OpError(call, "the input shape must be known");
-  absl::StatusOr<int64_t> axis = NormalizeAxis(call, GetIntAttr(call.attrs, "axis", 0), (*t)->ndim);
+  absl::StatusOr<int64_t> axis = AxisAttr(call, (*t)->ndim);
   if (!axis.ok()) return axis.status();
   absl::StatusOr<std::vector<std::pair<PrimExpr, PrimExpr>>> ranges =
       SplitRanges(call, (*(*t)->shape)[*axis]);
@@ -170,8 +170,7 @@ absl::StatusOr<Stmt> ScheduleSplit(const LowerContext& ctx, const std::vector<Bu
                                    const Epilogue& epilogue) {
   const CallNode& call = *ctx.call;
   const std::vector<PrimExpr>& in = ArgShape(ctx, 0);
-  absl::StatusOr<int64_t> axis =
-      NormalizeAxis(call, GetIntAttr(call.attrs, "axis", 0), static_cast<int64_t>(in.size()));
+  absl::StatusOr<int64_t> axis = AxisAttr(call, static_cast<int64_t>(in.size()));
   if (!axis.ok()) return axis.status();
   absl::StatusOr<std::vector<std::pair<PrimExpr, PrimExpr>>> ranges = SplitRanges(call, in[*axis]);
   if (!ranges.ok()) return ranges.status();
@@ -307,7 +306,7 @@ absl::StatusOr<StructInfo> InferTake(const CallNode& call) {
   }
   if (flat) return TensorSInfo(*(*ind)->shape, (*x)->dtype, (*x)->vdevice);
   if ((*x)->ndim == 0) return OpError(call, "cannot take from a scalar along an axis");
-  absl::StatusOr<int64_t> axis = NormalizeAxis(call, GetIntAttr(call.attrs, "axis", 0), (*x)->ndim);
+  absl::StatusOr<int64_t> axis = AxisAttr(call, (*x)->ndim);
   if (!axis.ok()) return axis.status();
   const std::vector<PrimExpr>& xs = *(*x)->shape;
   std::vector<PrimExpr> shape(xs.begin(), xs.begin() + *axis);
@@ -357,7 +356,7 @@ absl::StatusOr<StructInfo> InferGatherElements(const CallNode& call) {
   const int ndim = (*x)->ndim >= 0 ? (*x)->ndim : (*ind)->ndim;
   if (ndim == 0) return OpError(call, "cannot gather elements of a scalar");
   if (ndim > 0) {
-    absl::StatusOr<int64_t> axis = NormalizeAxis(call, GetIntAttr(call.attrs, "axis", 0), ndim);
+    absl::StatusOr<int64_t> axis = AxisAttr(call, ndim);
     if (!axis.ok()) return axis.status();
   }
   if (!(*ind)->shape.has_value()) return TensorSInfoOfRank(ndim, (*x)->dtype, (*x)->vdevice);
@@ -414,8 +413,7 @@ absl::StatusOr<StructInfo> InferScatterElements(const CallNode& call) {
   }
   if ((*x)->ndim == 0) return OpError(call, "cannot scatter into a scalar");
   if ((*x)->ndim > 0) {
-    absl::StatusOr<int64_t> axis =
-        NormalizeAxis(call, GetIntAttr(call.attrs, "axis", 0), (*x)->ndim);
+    absl::StatusOr<int64_t> axis = AxisAttr(call, (*x)->ndim);
     if (!axis.ok()) return axis.status();
   }
   return call.args[0].struct_info();
@@ -427,8 +425,7 @@ absl::StatusOr<Stmt> ScheduleScatterElements(const LowerContext& ctx,
   const CallNode& call = *ctx.call;
   const std::vector<PrimExpr>& xs = ArgShape(ctx, 0);
   const std::vector<PrimExpr>& is = ArgShape(ctx, 1);
-  absl::StatusOr<int64_t> axis =
-      NormalizeAxis(call, GetIntAttr(call.attrs, "axis", 0), static_cast<int64_t>(xs.size()));
+  absl::StatusOr<int64_t> axis = AxisAttr(call, static_cast<int64_t>(xs.size()));
   if (!axis.ok()) return axis.status();
   const std::string reduction = GetStringAttr(call.attrs, "reduction", "update");
   const Buffer& out = outputs[0];

@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -25,6 +26,27 @@ const double* AsFloat(const PrimExpr& e) {
 }
 
 bool IsComparison(PrimKind k) { return k >= PrimKind::kEQ && k <= PrimKind::kGE; }
+
+// A comparison of two constants folded, or nullopt for another kind.
+template <typename T>
+std::optional<bool> FoldComparison(PrimKind kind, T x, T y) {
+  switch (kind) {
+    case PrimKind::kEQ:
+      return x == y;
+    case PrimKind::kNE:
+      return x != y;
+    case PrimKind::kLT:
+      return x < y;
+    case PrimKind::kLE:
+      return x <= y;
+    case PrimKind::kGT:
+      return x > y;
+    case PrimKind::kGE:
+      return x >= y;
+    default:
+      return std::nullopt;
+  }
+}
 
 // The common dtype of a binary op: the wider of two ints, the float of a
 // float and an int constant.
@@ -89,6 +111,7 @@ PrimExpr MakeBinary(PrimKind kind, PrimExpr a, PrimExpr b) {
   // stays, as written; what sizes tensors refuses it with a message).
   if (ia && ib) {
     int64_t x = *ia, y = *ib, folded = 0;
+    if (std::optional<bool> c = FoldComparison(kind, x, y)) return BoolImm(*c);
     const bool divides = y != 0 && !(y == -1 && x == INT64_MIN);
     switch (kind) {
       case PrimKind::kAdd:
@@ -113,18 +136,6 @@ PrimExpr MakeBinary(PrimKind kind, PrimExpr a, PrimExpr b) {
         return IntImm(dt, std::min(x, y));
       case PrimKind::kMax:
         return IntImm(dt, std::max(x, y));
-      case PrimKind::kEQ:
-        return BoolImm(x == y);
-      case PrimKind::kNE:
-        return BoolImm(x != y);
-      case PrimKind::kLT:
-        return BoolImm(x < y);
-      case PrimKind::kLE:
-        return BoolImm(x <= y);
-      case PrimKind::kGT:
-        return BoolImm(x > y);
-      case PrimKind::kGE:
-        return BoolImm(x >= y);
       case PrimKind::kAnd:
         return BoolImm(x && y);
       case PrimKind::kOr:
@@ -135,6 +146,7 @@ PrimExpr MakeBinary(PrimKind kind, PrimExpr a, PrimExpr b) {
   }
   if (fa && fb) {
     double x = *fa, y = *fb;
+    if (std::optional<bool> c = FoldComparison(kind, x, y)) return BoolImm(*c);
     switch (kind) {
       case PrimKind::kAdd:
         return FloatImm(dt, x + y);
@@ -148,18 +160,6 @@ PrimExpr MakeBinary(PrimKind kind, PrimExpr a, PrimExpr b) {
         return FloatImm(dt, std::min(x, y));
       case PrimKind::kMax:
         return FloatImm(dt, std::max(x, y));
-      case PrimKind::kEQ:
-        return BoolImm(x == y);
-      case PrimKind::kNE:
-        return BoolImm(x != y);
-      case PrimKind::kLT:
-        return BoolImm(x < y);
-      case PrimKind::kLE:
-        return BoolImm(x <= y);
-      case PrimKind::kGT:
-        return BoolImm(x > y);
-      case PrimKind::kGE:
-        return BoolImm(x >= y);
       default:
         break;
     }

@@ -19,6 +19,7 @@
 #include "runtime/device/device_api.h"
 #include "runtime/vm/exec_builder.h"
 #include "runtime/vm/local_vm.h"
+#include "tests/testing/cuda_manifest.h"
 
 namespace tether {
 namespace {
@@ -88,20 +89,17 @@ DONE:
 }
 )";
 
-constexpr absl::string_view kManifest =
-    "tether-cuda-manifest 1\n"
-    "kernel add 3 1\n"
-    "tensor float32 1 *\n"
-    "tensor float32 1 =d0.0\n"
-    "tensor float32 1 =d0.0\n"
-    "launch add_k0 256 1 d0.0\n"
-    "kernel store_null 2 1\n"
-    "tensor float32 1 *\n"
-    "int64\n"
-    "launch store_null_k0 1 1 1\n"
-    "end\n";
+// The add kernel, and store_null(x, addr), which writes through `addr`.
+const std::string& Manifest() {
+  static const std::string* manifest =
+      new std::string(testing::CudaManifestWithAdd("kernel store_null 2 1\n"
+                                                   "tensor float32 1 *\n"
+                                                   "int64\n"
+                                                   "launch store_null_k0 1 1 1\n"));
+  return *manifest;
+}
 
-vm::KernelLibraryBlob Blob(std::vector<CudaImage> images, absl::string_view manifest = kManifest) {
+vm::KernelLibraryBlob Blob(std::vector<CudaImage> images, absl::string_view manifest = Manifest()) {
   return MakeCudaKernelLibraryBlob("cuda -arch=sm_75", images, manifest);
 }
 

@@ -21,6 +21,7 @@
 #include "runtime/device/device_api.h"
 #include "runtime/vm/exec_builder.h"
 #include "runtime/vm/local_vm.h"
+#include "tests/testing/cuda_manifest.h"
 
 namespace tether {
 namespace {
@@ -50,26 +51,23 @@ constexpr absl::string_view kPtx = R"(.version 7.8
 }
 )";
 
-constexpr absl::string_view kManifest =
-    "tether-cuda-manifest 1\n"
-    "kernel add 3 1\n"
-    "tensor float32 1 *\n"
-    "tensor float32 1 =d0.0\n"
-    "tensor float32 1 =d0.0\n"
-    "launch add_k0 256 1 d0.0\n"
-    "kernel rows 4 2\n"
-    "tensor float32 2 * 4\n"
-    "int64\n"
-    "tensor float32 2 =d0.0 =s1\n"
-    "tensor int32 0\n"
-    "launch rows_k0 1 1 1\n"
-    "launch rows_k1 128 3 d0.0 s1 /\n"
-    "kernel part 2 1 1\n"
-    "tensor float32 1 *\n"
-    "int64\n"
-    "scratch float32 1 s1\n"
-    "launch part_k0 1 1 1\n"
-    "end\n";
+// The add kernel, rows (two launches) and part (a scratch buffer).
+const std::string& Manifest() {
+  static const std::string* manifest =
+      new std::string(testing::CudaManifestWithAdd("kernel rows 4 2\n"
+                                                   "tensor float32 2 * 4\n"
+                                                   "int64\n"
+                                                   "tensor float32 2 =d0.0 =s1\n"
+                                                   "tensor int32 0\n"
+                                                   "launch rows_k0 1 1 1\n"
+                                                   "launch rows_k1 128 3 d0.0 s1 /\n"
+                                                   "kernel part 2 1 1\n"
+                                                   "tensor float32 1 *\n"
+                                                   "int64\n"
+                                                   "scratch float32 1 s1\n"
+                                                   "launch part_k0 1 1 1\n"));
+  return *manifest;
+}
 
 CudaKernelInfo AddKernel() {
   CudaKernelInfo k;
@@ -89,12 +87,12 @@ absl::Status ParseStatus(absl::string_view text) { return ParseCudaManifest(text
 
 // The manifest with line `line` (1-based) replaced by `replacement`.
 std::string WithLine(int line, absl::string_view replacement) {
-  std::vector<std::string> lines = absl::StrSplit(kManifest, '\n');
+  std::vector<std::string> lines = absl::StrSplit(Manifest(), '\n');
   lines[line - 1] = std::string(replacement);
   return absl::StrJoin(lines, "\n");
 }
 
-vm::KernelLibraryBlob PtxBlob(absl::string_view manifest = kManifest,
+vm::KernelLibraryBlob PtxBlob(absl::string_view manifest = Manifest(),
                               std::vector<CudaImage> images = {{75, std::string(kPtx)}}) {
   return MakeCudaKernelLibraryBlob("cuda -arch=sm_75", images, manifest);
 }
@@ -143,7 +141,7 @@ absl::Status CallStatus(const Function& f, std::vector<Value> args) {
 // ---- Manifest ------------------------------------------------------------------
 
 TEST(CudaManifestTest, FormatParseRoundTrip) {
-  absl::StatusOr<std::vector<CudaKernelInfo>> parsed = ParseCudaManifest(kManifest);
+  absl::StatusOr<std::vector<CudaKernelInfo>> parsed = ParseCudaManifest(Manifest());
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   ASSERT_EQ(parsed->size(), 3u);
   const CudaKernelInfo& rows = (*parsed)[1];
@@ -160,7 +158,7 @@ TEST(CudaManifestTest, FormatParseRoundTrip) {
   EXPECT_EQ(rows.launches[1].block, 128);
   EXPECT_EQ(rows.launches[1].count, (std::vector<std::string>{"d0.0", "s1", "/"}));
   // Formatting what was parsed gives the same text back.
-  EXPECT_EQ(FormatCudaManifest(*parsed), kManifest);
+  EXPECT_EQ(FormatCudaManifest(*parsed), Manifest());
 
   std::vector<CudaKernelInfo> kernels = {AddKernel()};
   kernels[0].launches.push_back(CudaLaunchInfo{"add_k1", 64, {}});  // unknown count
@@ -314,7 +312,7 @@ TEST(CudaManifestTest, ScratchBuffersRoundTripAndAreChecked) {
 
 TEST(CudaBlobTest, WriteReadRoundTrip) {
   std::vector<CudaImage> images = {{90, "ptx for hopper"}, {75, "ptx for turing"}};
-  std::string blob = WriteCudaBlob(images, kManifest);
+  std::string blob = WriteCudaBlob(images, Manifest());
   EXPECT_EQ(blob.substr(0, 4), "TPTX");
   absl::StatusOr<CudaBlobContents> read = ReadCudaBlob(blob);
   ASSERT_TRUE(read.ok()) << read.status();
@@ -323,9 +321,9 @@ TEST(CudaBlobTest, WriteReadRoundTrip) {
   EXPECT_EQ(read->images[0].ptx, "ptx for turing");
   EXPECT_EQ(read->images[1].sm, 90);
   EXPECT_EQ(read->images[1].ptx, "ptx for hopper");
-  EXPECT_EQ(read->manifest, kManifest);
+  EXPECT_EQ(read->manifest, Manifest());
   // Byte layout: magic, version, count, then sm, reserved, size (with the NUL).
-  EXPECT_EQ(blob.size(), 4 + 4 + 4 + 2 * 16 + 15 + 15 + 8 + kManifest.size());
+  EXPECT_EQ(blob.size(), 4 + 4 + 4 + 2 * 16 + 15 + 15 + 8 + Manifest().size());
   EXPECT_EQ(static_cast<uint8_t>(blob[4]), 1);
   EXPECT_EQ(static_cast<uint8_t>(blob[8]), 2);
   EXPECT_EQ(static_cast<uint8_t>(blob[12]), 75);
@@ -517,7 +515,7 @@ TEST(CudaKernelLibraryTest, RejectsOtherFormatsAndCorruptBlobs) {
 TEST(CudaKernelLibraryTest, RejectsAnImageWithoutAListedEntry) {
   std::string ptx = absl::StrReplaceAll(kPtx, {{"rows_k1", "rows_k9"}});
   absl::Status s =
-      LoadCudaKernelLibrary(PtxBlob(kManifest, {{75, std::string(kPtx)}, {90, ptx}})).status();
+      LoadCudaKernelLibrary(PtxBlob(Manifest(), {{75, std::string(kPtx)}, {90, ptx}})).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(),
               HasSubstr("the ptx for sm_90 has no entry rows_k1 (kernel rows launch 1)"));

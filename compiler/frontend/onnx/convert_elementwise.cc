@@ -20,8 +20,6 @@
 namespace tether::compiler::onnx_frontend {
 namespace {
 
-using Result = absl::StatusOr<std::vector<OnnxValue>>;
-
 #define TETHER_ASSIGN_OR_RETURN_IMPL(var, expr, tmp) \
   auto tmp = (expr);                                 \
   if (!tmp.ok()) return tmp.status();                \
@@ -31,8 +29,9 @@ using Result = absl::StatusOr<std::vector<OnnxValue>>;
 #define ASSIGN_OR_RETURN(var, expr) \
   TETHER_ASSIGN_OR_RETURN_IMPL(var, expr, TETHER_ONNX_CONCAT(status_or_, __LINE__))
 
-Result One(Expr e) { return std::vector<OnnxValue>{OnnxValue::Of(std::move(e))}; }
-Result OneKnown(KnownInts k) { return std::vector<OnnxValue>{OnnxValue::Known(std::move(k))}; }
+ConvertResult OneKnown(KnownInts k) {
+  return std::vector<OnnxValue>{OnnxValue::Known(std::move(k))};
+}
 
 absl::StatusOr<DataType> InputDType(ConvertContext& ctx, int i) {
   ASSIGN_OR_RETURN(const TensorStructInfoNode* t, ctx.InputTensorInfo(i));
@@ -93,7 +92,7 @@ PrimExpr TruncDiv(PrimExpr a, PrimExpr b) {
 
 Converter Binary(std::string relax_op, std::function<PrimExpr(PrimExpr, PrimExpr)> fold = nullptr,
                  bool bool_result = false) {
-  return [relax_op, fold, bool_result](ConvertContext& ctx) -> Result {
+  return [relax_op, fold, bool_result](ConvertContext& ctx) -> ConvertResult {
     if (fold) {
       if (auto pair = KnownPair(ctx)) {
         if (const int64_t* z =
@@ -125,7 +124,7 @@ Converter Binary(std::string relax_op, std::function<PrimExpr(PrimExpr, PrimExpr
 // A's trailing dims, which is numpy's rule; `broadcast`=0 needs equal shapes,
 // which numpy rules accept as well.
 Converter LegacyBinary(std::string relax_op) {
-  return [relax_op](ConvertContext& ctx) -> Result {
+  return [relax_op](ConvertContext& ctx) -> ConvertResult {
     ASSIGN_OR_RETURN(Expr a, ctx.Input(0));
     ASSIGN_OR_RETURN(Expr b, ctx.Input(1));
     ASSIGN_OR_RETURN(DataType da, InputDType(ctx, 0));
@@ -157,7 +156,7 @@ Converter LegacyBinary(std::string relax_op) {
   };
 }
 
-Result ConvertPow(ConvertContext& ctx) {
+ConvertResult ConvertPow(ConvertContext& ctx) {
   ASSIGN_OR_RETURN(Expr x, ctx.Input(0));
   ASSIGN_OR_RETURN(Expr y, ctx.Input(1));
   ASSIGN_OR_RETURN(DataType dx, InputDType(ctx, 0));
@@ -182,7 +181,7 @@ Result ConvertPow(ConvertContext& ctx) {
 // ---- Unary ----
 
 Converter Unary(std::string relax_op) {
-  return [relax_op](ConvertContext& ctx) -> Result {
+  return [relax_op](ConvertContext& ctx) -> ConvertResult {
     ASSIGN_OR_RETURN(Expr x, ctx.Input(0));
     ASSIGN_OR_RETURN(Expr out, ctx.EmitOp(relax_op, {x}));
     return One(out);
@@ -205,7 +204,7 @@ struct Builder {
 using Composer = std::function<absl::StatusOr<Expr>(ConvertContext&, Builder&, Expr)>;
 
 Converter Composed(Composer f) {
-  return [f](ConvertContext& ctx) -> Result {
+  return [f](ConvertContext& ctx) -> ConvertResult {
     ASSIGN_OR_RETURN(Expr x, ctx.Input(0));
     ASSIGN_OR_RETURN(DataType d, InputDType(ctx, 0));
     Builder b{ctx, d};
@@ -418,7 +417,7 @@ absl::StatusOr<Expr> IsInf(ConvertContext& ctx, Builder& b, Expr x) {
 }
 
 // where(x < 0, slope * x, x).
-Result PRelu(ConvertContext& ctx, const Expr& x, const Expr& slope) {
+ConvertResult PRelu(ConvertContext& ctx, const Expr& x, const Expr& slope) {
   ASSIGN_OR_RETURN(DataType d, InputDType(ctx, 0));
   Builder b{ctx, d};
   EMIT(zero, b.C(0));
@@ -428,7 +427,7 @@ Result PRelu(ConvertContext& ctx, const Expr& x, const Expr& slope) {
   return One(out);
 }
 
-Result ConvertPRelu(ConvertContext& ctx) {
+ConvertResult ConvertPRelu(ConvertContext& ctx) {
   ASSIGN_OR_RETURN(Expr x, ctx.Input(0));
   ASSIGN_OR_RETURN(Expr slope, ctx.Input(1));
   return PRelu(ctx, x, slope);
@@ -436,7 +435,7 @@ Result ConvertPRelu(ConvertContext& ctx) {
 
 // PRelu before opset 7: a slope of one value per channel (axis 1), not
 // numpy-broadcast from the trailing dims.
-Result ConvertPRelu6(ConvertContext& ctx) {
+ConvertResult ConvertPRelu6(ConvertContext& ctx) {
   ASSIGN_OR_RETURN(Expr x, ctx.Input(0));
   ASSIGN_OR_RETURN(Expr slope, ctx.Input(1));
   ASSIGN_OR_RETURN(const TensorStructInfoNode* tx, ctx.InputTensorInfo(0));
@@ -450,7 +449,7 @@ Result ConvertPRelu6(ConvertContext& ctx) {
 }
 
 // Shrink: x + bias below -lambd, x - bias above lambd, 0 between.
-Result ConvertShrink(ConvertContext& ctx) {
+ConvertResult ConvertShrink(ConvertContext& ctx) {
   ASSIGN_OR_RETURN(Expr x, ctx.Input(0));
   ASSIGN_OR_RETURN(DataType d, InputDType(ctx, 0));
   Builder b{ctx, d};
@@ -470,14 +469,14 @@ Result ConvertShrink(ConvertContext& ctx) {
 
 // ---- Logic, compare, where ----
 
-Result ConvertXor(ConvertContext& ctx) {
+ConvertResult ConvertXor(ConvertContext& ctx) {
   ASSIGN_OR_RETURN(Expr a, ctx.Input(0));
   ASSIGN_OR_RETURN(Expr b, ctx.Input(1));
   ASSIGN_OR_RETURN(Expr out, ctx.EmitOp("relax.not_equal", {a, b}));
   return One(out);
 }
 
-Result ConvertWhere(ConvertContext& ctx) {
+ConvertResult ConvertWhere(ConvertContext& ctx) {
   std::optional<KnownInts> c = ctx.KnownInput(0), x = ctx.KnownInput(1), y = ctx.KnownInput(2);
   if (c && x && y && x->dtype == y->dtype && IsIntType(x->dtype)) {
     // Select on known values (shape arithmetic), with 0-D/1-D broadcasting.
@@ -505,7 +504,7 @@ Result ConvertWhere(ConvertContext& ctx) {
 
 // ---- Clip ----
 
-Result ConvertClip(ConvertContext& ctx) {
+ConvertResult ConvertClip(ConvertContext& ctx) {
   ASSIGN_OR_RETURN(Expr x, ctx.Input(0));
   ASSIGN_OR_RETURN(DataType d, InputDType(ctx, 0));
   Builder b{ctx, d};
@@ -532,14 +531,14 @@ Result ConvertClip(ConvertContext& ctx) {
   if (hi.defined()) {
     ASSIGN_OR_RETURN(out, ctx.EmitOp("relax.minimum", {out, hi}));
   }
-  if (!lo.defined() && !hi.defined()) return std::vector<OnnxValue>{OnnxValue::Of(x)};
+  if (!lo.defined() && !hi.defined()) return One(x);
   return One(out);
 }
 
 // ---- Variadic ----
 
 Converter Variadic(std::string relax_op, bool mean) {
-  return [relax_op, mean](ConvertContext& ctx) -> Result {
+  return [relax_op, mean](ConvertContext& ctx) -> ConvertResult {
     if (ctx.num_inputs() < 1) return ctx.Invalid("needs at least one input");
     ASSIGN_OR_RETURN(Expr acc, ctx.Input(0));
     for (int i = 1; i < ctx.num_inputs(); ++i) {
@@ -553,7 +552,7 @@ Converter Variadic(std::string relax_op, bool mean) {
     }
     if (ctx.num_inputs() == 1) {
       // A single input passes through, but as the node's own value.
-      return std::vector<OnnxValue>{OnnxValue::Of(acc)};
+      return One(acc);
     }
     return One(acc);
   };
@@ -561,7 +560,7 @@ Converter Variadic(std::string relax_op, bool mean) {
 
 // ---- Mod ----
 
-Result ConvertMod(ConvertContext& ctx) {
+ConvertResult ConvertMod(ConvertContext& ctx) {
   ASSIGN_OR_RETURN(Expr a, ctx.Input(0));
   ASSIGN_OR_RETURN(Expr b, ctx.Input(1));
   ASSIGN_OR_RETURN(DataType d, InputDType(ctx, 0));
@@ -590,19 +589,19 @@ Result ConvertMod(ConvertContext& ctx) {
 
 // ---- Cast ----
 
-Result CastTo(ConvertContext& ctx, DataType to) {
+ConvertResult CastTo(ConvertContext& ctx, DataType to) {
   if (std::optional<KnownInts> k = ctx.KnownInput(0); k && IsIntType(to)) {
     k->dtype = to;
     return OneKnown(*k);
   }
   ASSIGN_OR_RETURN(Expr x, ctx.Input(0));
   ASSIGN_OR_RETURN(DataType from, InputDType(ctx, 0));
-  if (from == to) return std::vector<OnnxValue>{OnnxValue::Of(x)};
+  if (from == to) return One(x);
   ASSIGN_OR_RETURN(Expr out, ctx.EmitOp("relax.astype", {x}, {{"dtype", to}}));
   return One(out);
 }
 
-Result ConvertCast(ConvertContext& ctx) {
+ConvertResult ConvertCast(ConvertContext& ctx) {
   if (!ctx.HasAttr("to")) return ctx.Invalid("missing attribute 'to'");
   absl::StatusOr<DataType> to = DataTypeFromOnnx(static_cast<int>(ctx.AttrInt("to", 0)));
   if (!to.ok()) {
@@ -613,14 +612,14 @@ Result ConvertCast(ConvertContext& ctx) {
   return CastTo(ctx, *to);
 }
 
-Result ConvertCastLike(ConvertContext& ctx) {
+ConvertResult ConvertCastLike(ConvertContext& ctx) {
   ASSIGN_OR_RETURN(DataType to, InputDType(ctx, 1));
   return CastTo(ctx, to);
 }
 
 // ---- BitShift ----
 
-Result ConvertBitShift(ConvertContext& ctx) {
+ConvertResult ConvertBitShift(ConvertContext& ctx) {
   ASSIGN_OR_RETURN(Expr x, ctx.Input(0));
   ASSIGN_OR_RETURN(Expr y, ctx.Input(1));
   ASSIGN_OR_RETURN(DataType d, InputDType(ctx, 0));

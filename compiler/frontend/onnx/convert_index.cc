@@ -17,13 +17,6 @@
 namespace tether::compiler::onnx_frontend {
 namespace {
 
-using Outputs = absl::StatusOr<std::vector<OnnxValue>>;
-
-Outputs One(absl::StatusOr<Expr> e) {
-  if (!e.ok()) return e.status();
-  return std::vector<OnnxValue>{OnnxValue::Of(*std::move(e))};
-}
-
 // A CPU int64 tensor constant of `shape` holding `values`.
 absl::StatusOr<Expr> Int64Constant(const std::vector<int64_t>& shape,
                                    const std::vector<int64_t>& values) {
@@ -64,7 +57,7 @@ absl::StatusOr<int64_t> ScalarInt(ConvertContext& ctx, int i, absl::string_view 
 
 // one_hot = where(expand_dims(idx, axis) == iota, on, off), where iota is a
 // constant [depth] laid along `axis` and negative indices count from the end.
-Outputs ConvertOneHot(ConvertContext& ctx) {
+ConvertResult ConvertOneHot(ConvertContext& ctx) {
   absl::StatusOr<const TensorStructInfoNode*> info = ctx.InputTensorInfo(0);
   if (!info.ok()) return info.status();
   if ((*info)->ndim < 0) return ctx.Unsupported("one-hot of indices of unknown rank");
@@ -150,7 +143,7 @@ absl::StatusOr<Expr> ReshapePermuteReshape(ConvertContext& ctx, std::vector<Prim
   return ctx.EmitOp("relax.reshape", {*p, MakeShapeExpr(SimplifyAll(last))});
 }
 
-Outputs ConvertDepthToSpace(ConvertContext& ctx) {
+ConvertResult ConvertDepthToSpace(ConvertContext& ctx) {
   const int64_t b = ctx.AttrInt("blocksize", 0);
   if (b <= 0) return ctx.Invalid(absl::StrCat("blocksize ", b, " must be positive"));
   const std::string mode = ctx.AttrString("mode", "DCR");
@@ -168,7 +161,7 @@ Outputs ConvertDepthToSpace(ConvertContext& ctx) {
   return One(ReshapePermuteReshape(ctx, {s->n, c, b, b, s->h, s->w}, {0, 1, 4, 2, 5, 3}, last));
 }
 
-Outputs ConvertSpaceToDepth(ConvertContext& ctx) {
+ConvertResult ConvertSpaceToDepth(ConvertContext& ctx) {
   const int64_t b = ctx.AttrInt("blocksize", 0);
   if (b <= 0) return ctx.Invalid(absl::StrCat("blocksize ", b, " must be positive"));
   absl::StatusOr<Nchw> s = NchwOf(ctx);
@@ -185,7 +178,7 @@ Outputs ConvertSpaceToDepth(ConvertContext& ctx) {
 
 // ---- GatherElements, Trilu, CumSum ----
 
-Outputs ConvertGatherElements(ConvertContext& ctx) {
+ConvertResult ConvertGatherElements(ConvertContext& ctx) {
   absl::StatusOr<const TensorStructInfoNode*> info = ctx.InputTensorInfo(0);
   if (!info.ok()) return info.status();
   absl::StatusOr<const TensorStructInfoNode*> ind_info = ctx.InputTensorInfo(1);
@@ -205,7 +198,7 @@ Outputs ConvertGatherElements(ConvertContext& ctx) {
   return One(ctx.EmitOp("relax.gather_elements", {*x, *ind}, {{"axis", *axis}}));
 }
 
-Outputs ConvertTrilu(ConvertContext& ctx) {
+ConvertResult ConvertTrilu(ConvertContext& ctx) {
   absl::StatusOr<const TensorStructInfoNode*> info = ctx.InputTensorInfo(0);
   if (!info.ok()) return info.status();
   if ((*info)->ndim >= 0 && (*info)->ndim < 2) {
@@ -223,7 +216,7 @@ Outputs ConvertTrilu(ConvertContext& ctx) {
   return One(ctx.EmitOp(upper ? "relax.triu" : "relax.tril", {*x}, {{"k", k}}));
 }
 
-Outputs ConvertCumSum(ConvertContext& ctx) {
+ConvertResult ConvertCumSum(ConvertContext& ctx) {
   absl::StatusOr<const TensorStructInfoNode*> info = ctx.InputTensorInfo(0);
   if (!info.ok()) return info.status();
   if ((*info)->ndim < 1) return ctx.Unsupported("cumsum of a scalar or a tensor of unknown rank");
@@ -241,7 +234,7 @@ Outputs ConvertCumSum(ConvertContext& ctx) {
 
 // ---- ScatterElements (and the older Scatter), GatherND ----
 
-Outputs ConvertScatterElements(ConvertContext& ctx) {
+ConvertResult ConvertScatterElements(ConvertContext& ctx) {
   absl::StatusOr<const TensorStructInfoNode*> info = ctx.InputTensorInfo(0);
   if (!info.ok()) return info.status();
   if ((*info)->ndim < 1)
@@ -299,7 +292,7 @@ absl::StatusOr<Expr> FlatRowIndex(ConvertContext& ctx, const Expr& ind,
 // [b, b + k) of data (b = batch_dims); the flat row is
 // batch * prod(those dims) + sum(index_j * stride_j), over data reshaped to
 // [batches * prod, rest...]. Needs data's dims up to b + k known.
-Outputs ConvertGatherND(ConvertContext& ctx) {
+ConvertResult ConvertGatherND(ConvertContext& ctx) {
   absl::StatusOr<const TensorStructInfoNode*> info = ctx.InputTensorInfo(0);
   if (!info.ok()) return info.status();
   absl::StatusOr<const TensorStructInfoNode*> ind_info = ctx.InputTensorInfo(1);
@@ -364,7 +357,7 @@ Outputs ConvertGatherND(ConvertContext& ctx) {
 // ScatterND as a flat scatter_elements: data reshaped to [prod(first k
 // dims), rest...], each index tuple turned into its row, broadcast over the
 // rest, with updates reshaped to [tuples, rest...]; then reshaped back.
-Outputs ConvertScatterND(ConvertContext& ctx) {
+ConvertResult ConvertScatterND(ConvertContext& ctx) {
   absl::StatusOr<const TensorStructInfoNode*> info = ctx.InputTensorInfo(0);
   if (!info.ok()) return info.status();
   absl::StatusOr<const TensorStructInfoNode*> ind_info = ctx.InputTensorInfo(1);

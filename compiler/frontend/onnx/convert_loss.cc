@@ -28,8 +28,6 @@
 namespace tether::compiler::onnx_frontend {
 namespace {
 
-using nn_convert::Outputs;
-
 enum class Reduction { kNone, kSum, kMean };
 
 absl::StatusOr<Reduction> ParseReduction(const ConvertContext& ctx) {
@@ -176,13 +174,13 @@ absl::StatusOr<Expr> EmitNllLoss(ConvertContext& ctx, const LossOperands& ops, c
   return ctx.EmitOp("relax.divide", {total, count});
 }
 
-Outputs ConvertNllLoss(ConvertContext& ctx) {
+ConvertResult ConvertNllLoss(ConvertContext& ctx) {
   TETHER_ASSIGN_OR_RETURN(LossOperands ops, CheckOperands(ctx));
   TETHER_ASSIGN_OR_RETURN(Expr loss, EmitNllLoss(ctx, ops, ops.x));
-  return std::vector<OnnxValue>{OnnxValue::Of(loss)};
+  return One(loss);
 }
 
-Outputs ConvertSoftmaxCrossEntropyLoss(ConvertContext& ctx) {
+ConvertResult ConvertSoftmaxCrossEntropyLoss(ConvertContext& ctx) {
   TETHER_ASSIGN_OR_RETURN(LossOperands ops, CheckOperands(ctx));
   TETHER_ASSIGN_OR_RETURN(Expr log_prob,
                           ctx.EmitOp("relax.nn.log_softmax", {ops.x}, {{"axis", int64_t{1}}}));

@@ -34,19 +34,18 @@ using nn_convert::InputDType;
 using nn_convert::InputRank;
 using nn_convert::InputShape;
 using nn_convert::MulScalar;
-using nn_convert::Outputs;
 using nn_convert::Squeeze;
 
 // ---- MatMul, Gemm ------------------------------------------------------
 
-Outputs ConvertMatMul(ConvertContext& ctx) {
+ConvertResult ConvertMatMul(ConvertContext& ctx) {
   TETHER_ASSIGN_OR_RETURN(Expr a, ctx.Input(0));
   TETHER_ASSIGN_OR_RETURN(Expr b, ctx.Input(1));
   TETHER_ASSIGN_OR_RETURN(Expr y, ctx.EmitOp("relax.matmul", {a, b}));
-  return std::vector<OnnxValue>{OnnxValue::Of(y)};
+  return One(y);
 }
 
-Outputs ConvertGemm(ConvertContext& ctx) {
+ConvertResult ConvertGemm(ConvertContext& ctx) {
   TETHER_ASSIGN_OR_RETURN(Expr a, ctx.Input(0));
   TETHER_ASSIGN_OR_RETURN(Expr b, ctx.Input(1));
   TETHER_ASSIGN_OR_RETURN(DataType dtype, InputDType(ctx, 0));
@@ -77,7 +76,7 @@ Outputs ConvertGemm(ConvertContext& ctx) {
     }
     TETHER_ASSIGN_OR_RETURN(y, ctx.EmitOp("relax.add", {y, c}));
   }
-  return std::vector<OnnxValue>{OnnxValue::Of(y)};
+  return One(y);
 }
 
 // ---- Spatial attributes ---------------------------------------------------
@@ -197,7 +196,7 @@ absl::StatusOr<std::vector<int64_t>> KernelDims(ConvertContext& ctx,
 
 // ---- Conv ------------------------------------------------------------------
 
-Outputs ConvertConv(ConvertContext& ctx) {
+ConvertResult ConvertConv(ConvertContext& ctx) {
   TETHER_ASSIGN_OR_RETURN(std::vector<PrimExpr> in, SpatialDims(ctx, 0));
   TETHER_ASSIGN_OR_RETURN(std::vector<PrimExpr> wshape, InputShape(ctx, 1));
   const size_t sp = in.size();
@@ -232,12 +231,12 @@ Outputs ConvertConv(ConvertContext& ctx) {
   if (sp == 1) {
     TETHER_ASSIGN_OR_RETURN(y, Squeeze(ctx, y, {2}));
   }
-  return std::vector<OnnxValue>{OnnxValue::Of(y)};
+  return One(y);
 }
 
 // ---- Pools -------------------------------------------------------------------
 
-Outputs ConvertPool(ConvertContext& ctx, bool is_max) {
+ConvertResult ConvertPool(ConvertContext& ctx, bool is_max) {
   if (is_max && nn_convert::WantsOutput(ctx, 1)) {
     return ctx.Unsupported("the Indices output of MaxPool");
   }
@@ -271,10 +270,10 @@ Outputs ConvertPool(ConvertContext& ctx, bool is_max) {
   if (sp == 1) {
     TETHER_ASSIGN_OR_RETURN(y, Squeeze(ctx, y, {2}));
   }
-  return std::vector<OnnxValue>{OnnxValue::Of(y)};
+  return One(y);
 }
 
-Outputs ConvertGlobalPool(ConvertContext& ctx, bool is_max) {
+ConvertResult ConvertGlobalPool(ConvertContext& ctx, bool is_max) {
   TETHER_ASSIGN_OR_RETURN(int rank, InputRank(ctx, 0));
   if (rank < 3) return ctx.Invalid(absl::StrCat("input must have at least 3 dims, got ", rank));
   std::vector<int64_t> axes;
@@ -282,7 +281,7 @@ Outputs ConvertGlobalPool(ConvertContext& ctx, bool is_max) {
   TETHER_ASSIGN_OR_RETURN(Expr x, ctx.Input(0));
   TETHER_ASSIGN_OR_RETURN(Expr y, ctx.EmitOp(is_max ? "relax.max" : "relax.mean", {x},
                                              {{"axis", axes}, {"keepdims", true}}));
-  return std::vector<OnnxValue>{OnnxValue::Of(y)};
+  return One(y);
 }
 
 // ---- ConvTranspose --------------------------------------------------------------
@@ -293,7 +292,7 @@ Outputs ConvertGlobalPool(ConvertContext& ctx, bool is_max) {
 // and convolved (stride 1) with the spatially flipped kernel whose in/out
 // channels are swapped per group. The weight-side ops fold when the weight
 // is an initializer.
-Outputs ConvertConvTranspose(ConvertContext& ctx) {
+ConvertResult ConvertConvTranspose(ConvertContext& ctx) {
   TETHER_ASSIGN_OR_RETURN(std::vector<PrimExpr> in, SpatialDims(ctx, 0));
   TETHER_ASSIGN_OR_RETURN(std::vector<PrimExpr> xshape, InputShape(ctx, 0));
   TETHER_ASSIGN_OR_RETURN(std::vector<PrimExpr> wshape, InputShape(ctx, 1));
@@ -414,14 +413,14 @@ Outputs ConvertConvTranspose(ConvertContext& ctx) {
   if (sp == 1) {
     TETHER_ASSIGN_OR_RETURN(y, Squeeze(ctx, y, {2}));
   }
-  return std::vector<OnnxValue>{OnnxValue::Of(y)};
+  return One(y);
 }
 
 // ---- Pad -----------------------------------------------------------------------
 
 // Pads from the attribute (before opset 11) or the input, [x1_begin, x2_begin,
 // ..., x1_end, x2_end], to relax.nn.pad's interleaved (before, after) pairs.
-Outputs ConvertPad(ConvertContext& ctx) {
+ConvertResult ConvertPad(ConvertContext& ctx) {
   TETHER_ASSIGN_OR_RETURN(int rank, InputRank(ctx, 0));
   TETHER_ASSIGN_OR_RETURN(DataType dtype, InputDType(ctx, 0));
   std::vector<int64_t> pads;
@@ -477,7 +476,7 @@ Outputs ConvertPad(ConvertContext& ctx) {
   TETHER_ASSIGN_OR_RETURN(
       Expr y, ctx.EmitOp("relax.nn.pad", {x},
                          {{"pad_width", width}, {"pad_mode", mode}, {"pad_value", value}}));
-  return std::vector<OnnxValue>{OnnxValue::Of(y)};
+  return One(y);
 }
 
 }  // namespace

@@ -18,8 +18,6 @@
 
 namespace tether::compiler::onnx_frontend::nn_convert {
 
-using Outputs = absl::StatusOr<std::vector<OnnxValue>>;
-
 // A constant tensor of `dtype` and `shape` with element i = values[i] (one
 // value broadcasts to every element). UNIMPLEMENTED for dtypes other than
 // float32/64 and the (unsigned) integer types.

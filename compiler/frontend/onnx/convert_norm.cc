@@ -29,7 +29,6 @@ using nn_convert::InputDType;
 using nn_convert::InputRank;
 using nn_convert::InputShape;
 using nn_convert::NormalizeAxis;
-using nn_convert::Outputs;
 using nn_convert::ScalarConstant;
 using nn_convert::WantsOutput;
 
@@ -76,7 +75,7 @@ absl::StatusOr<Moments> ComputeMoments(ConvertContext& ctx, const Expr& x, DataT
 
 // ---- BatchNormalization ------------------------------------------------------
 
-Outputs ConvertBatchNorm(ConvertContext& ctx) {
+ConvertResult ConvertBatchNorm(ConvertContext& ctx) {
   if (ctx.opset() < 9 && ctx.AttrInt("spatial", 1) != 1) {
     return ctx.Unsupported("spatial=0 (per-element statistics)");
   }
@@ -109,7 +108,7 @@ Outputs ConvertBatchNorm(ConvertContext& ctx) {
   TETHER_ASSIGN_OR_RETURN(shift, ChannelParam(ctx, shift, rank));
   TETHER_ASSIGN_OR_RETURN(Expr y, ctx.EmitOp("relax.multiply", {x, scale}));
   TETHER_ASSIGN_OR_RETURN(y, ctx.EmitOp("relax.add", {y, shift}));
-  return std::vector<OnnxValue>{OnnxValue::Of(y)};
+  return One(y);
 }
 
 // ---- LayerNormalization, InstanceNormalization, MVN -------------------------------
@@ -124,7 +123,7 @@ bool HasShape(ConvertContext& ctx, int i, const std::vector<PrimExpr>& dims) {
   return true;
 }
 
-Outputs ConvertLayerNorm(ConvertContext& ctx) {
+ConvertResult ConvertLayerNorm(ConvertContext& ctx) {
   TETHER_ASSIGN_OR_RETURN(DataType dtype, InputDType(ctx, 0));
   TETHER_ASSIGN_OR_RETURN(std::vector<PrimExpr> shape, InputShape(ctx, 0));
   const int64_t rank = static_cast<int64_t>(shape.size());
@@ -145,7 +144,7 @@ Outputs ConvertLayerNorm(ConvertContext& ctx) {
     }
     TETHER_ASSIGN_OR_RETURN(Expr y, ctx.EmitOp("relax.nn.layer_norm", {x, scale, bias},
                                                {{"axes", axes}, {"epsilon", eps}}));
-    return std::vector<OnnxValue>{OnnxValue::Of(y)};
+    return One(y);
   }
   TETHER_ASSIGN_OR_RETURN(Moments m, ComputeMoments(ctx, x, dtype, axes, eps));
   TETHER_ASSIGN_OR_RETURN(Expr y, ctx.EmitOp("relax.multiply", {m.centered, m.inv_std}));
@@ -157,7 +156,7 @@ Outputs ConvertLayerNorm(ConvertContext& ctx) {
   return std::vector<OnnxValue>{OnnxValue::Of(y), OnnxValue::Of(m.mean), OnnxValue::Of(m.inv_std)};
 }
 
-Outputs ConvertInstanceNorm(ConvertContext& ctx) {
+ConvertResult ConvertInstanceNorm(ConvertContext& ctx) {
   TETHER_ASSIGN_OR_RETURN(DataType dtype, InputDType(ctx, 0));
   TETHER_ASSIGN_OR_RETURN(int rank, InputRank(ctx, 0));
   if (rank < 3) return ctx.Invalid(absl::StrCat("input must have at least 3 dims, got ", rank));
@@ -175,12 +174,12 @@ Outputs ConvertInstanceNorm(ConvertContext& ctx) {
   TETHER_ASSIGN_OR_RETURN(Expr y, ctx.EmitOp("relax.multiply", {m.centered, m.inv_std}));
   TETHER_ASSIGN_OR_RETURN(y, ctx.EmitOp("relax.multiply", {y, scale}));
   TETHER_ASSIGN_OR_RETURN(y, ctx.EmitOp("relax.add", {y, bias}));
-  return std::vector<OnnxValue>{OnnxValue::Of(y)};
+  return One(y);
 }
 
 // (X - mean) / (sqrt(var) + 1e-9) over `axes` (default [0, 2, 3]), as the
 // ONNX function body defines it.
-Outputs ConvertMeanVarianceNorm(ConvertContext& ctx) {
+ConvertResult ConvertMeanVarianceNorm(ConvertContext& ctx) {
   TETHER_ASSIGN_OR_RETURN(DataType dtype, InputDType(ctx, 0));
   TETHER_ASSIGN_OR_RETURN(int rank, InputRank(ctx, 0));
   std::vector<int64_t> axes;
@@ -195,12 +194,12 @@ Outputs ConvertMeanVarianceNorm(ConvertContext& ctx) {
   TETHER_ASSIGN_OR_RETURN(Expr std, ctx.EmitOp("relax.divide", {one, m.inv_std}));
   TETHER_ASSIGN_OR_RETURN(std, AddScalar(ctx, std, dtype, 1e-9));
   TETHER_ASSIGN_OR_RETURN(Expr y, ctx.EmitOp("relax.divide", {m.centered, std}));
-  return std::vector<OnnxValue>{OnnxValue::Of(y)};
+  return One(y);
 }
 
 // y = x / (bias + alpha / size * sum_{window over C} x^2) ^ beta. The channel
 // window sum is an average pool (count_include_pad) over a (N, 1, C, rest) view.
-Outputs ConvertLRN(ConvertContext& ctx) {
+ConvertResult ConvertLRN(ConvertContext& ctx) {
   TETHER_ASSIGN_OR_RETURN(DataType dtype, InputDType(ctx, 0));
   TETHER_ASSIGN_OR_RETURN(std::vector<PrimExpr> shape, InputShape(ctx, 0));
   if (shape.size() < 3) {
@@ -227,7 +226,7 @@ Outputs ConvertLRN(ConvertContext& ctx) {
   TETHER_ASSIGN_OR_RETURN(Expr b, ScalarConstant(dtype, beta));
   TETHER_ASSIGN_OR_RETURN(d, ctx.EmitOp("relax.power", {d, b}));
   TETHER_ASSIGN_OR_RETURN(Expr y, ctx.EmitOp("relax.divide", {x, d}));
-  return std::vector<OnnxValue>{OnnxValue::Of(y)};
+  return One(y);
 }
 
 // ---- Softmax, LogSoftmax, Hardmax ----------------------------------------------
@@ -254,7 +253,7 @@ absl::StatusOr<Expr> EmitHardmax(ConvertContext& ctx, const Expr& x, DataType dt
   return ctx.EmitOp("relax.astype", {hot}, {{"dtype", dtype}});
 }
 
-Outputs ConvertSoftmax(ConvertContext& ctx, SoftmaxKind kind) {
+ConvertResult ConvertSoftmax(ConvertContext& ctx, SoftmaxKind kind) {
   TETHER_ASSIGN_OR_RETURN(DataType dtype, InputDType(ctx, 0));
   TETHER_ASSIGN_OR_RETURN(std::vector<PrimExpr> shape, InputShape(ctx, 0));
   const int64_t rank = static_cast<int64_t>(shape.size());
@@ -286,7 +285,7 @@ Outputs ConvertSoftmax(ConvertContext& ctx, SoftmaxKind kind) {
   if (reshape) {
     TETHER_ASSIGN_OR_RETURN(y, ctx.EmitOp("relax.reshape", {y, MakeShapeExpr(shape)}));
   }
-  return std::vector<OnnxValue>{OnnxValue::Of(y)};
+  return One(y);
 }
 
 }  // namespace

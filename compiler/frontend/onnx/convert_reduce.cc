@@ -28,7 +28,6 @@ using nn_convert::InputDType;
 using nn_convert::InputRank;
 using nn_convert::InputShape;
 using nn_convert::NormalizeAxis;
-using nn_convert::Outputs;
 
 enum class Reduce { kSum, kMean, kMax, kMin, kProd, kL1, kL2, kLogSum, kLogSumExp, kSumSquare };
 
@@ -64,10 +63,10 @@ absl::StatusOr<std::optional<Attrs>> ReduceAttrs(ConvertContext& ctx, int since_
   return std::optional<Attrs>(Attrs{{"axis", normalized}, {"keepdims", keepdims}});
 }
 
-Outputs ConvertReduce(ConvertContext& ctx, Reduce kind, int since_axes_input) {
+ConvertResult ConvertReduce(ConvertContext& ctx, Reduce kind, int since_axes_input) {
   TETHER_ASSIGN_OR_RETURN(std::optional<Attrs> attrs, ReduceAttrs(ctx, since_axes_input));
   TETHER_ASSIGN_OR_RETURN(Expr x, ctx.Input(0));
-  if (!attrs.has_value()) return std::vector<OnnxValue>{OnnxValue::Of(x)};
+  if (!attrs.has_value()) return One(x);
   Expr y;
   switch (kind) {
     case Reduce::kSum: {
@@ -135,10 +134,10 @@ Outputs ConvertReduce(ConvertContext& ctx, Reduce kind, int since_axes_input) {
       break;
     }
   }
-  return std::vector<OnnxValue>{OnnxValue::Of(y)};
+  return One(y);
 }
 
-Outputs ConvertArgReduce(ConvertContext& ctx, bool is_max) {
+ConvertResult ConvertArgReduce(ConvertContext& ctx, bool is_max) {
   TETHER_ASSIGN_OR_RETURN(int rank, InputRank(ctx, 0));
   if (rank == 0) return ctx.Invalid("input must have at least 1 dim");
   TETHER_ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(ctx, ctx.AttrInt("axis", 0), rank, "axis"));
@@ -149,7 +148,7 @@ Outputs ConvertArgReduce(ConvertContext& ctx, bool is_max) {
   Attrs attrs = {{"axis", axis}, {"keepdims", keepdims}};
   if (!last) {
     TETHER_ASSIGN_OR_RETURN(Expr y, ctx.EmitOp(op, {x}, attrs));
-    return std::vector<OnnxValue>{OnnxValue::Of(y)};
+    return One(y);
   }
   // The last extreme is the first one of the reversed axis: index d-1-i.
   TETHER_ASSIGN_OR_RETURN(std::vector<PrimExpr> shape, InputShape(ctx, 0));
@@ -167,7 +166,7 @@ Outputs ConvertArgReduce(ConvertContext& ctx, bool is_max) {
   TETHER_ASSIGN_OR_RETURN(Expr i, ctx.EmitOp(op, {rev}, attrs));
   TETHER_ASSIGN_OR_RETURN(Expr top, nn_convert::ScalarConstant(DataType::Int(64), *extent - 1));
   TETHER_ASSIGN_OR_RETURN(Expr y, ctx.EmitOp("relax.subtract", {top, i}));
-  return std::vector<OnnxValue>{OnnxValue::Of(y)};
+  return One(y);
 }
 
 void RegisterReduce(const std::string& op, Reduce kind, int since_axes_input) {

@@ -32,7 +32,6 @@ namespace tether::compiler::onnx_frontend {
 namespace {
 
 using nn_convert::InputShape;
-using nn_convert::Outputs;
 
 // Where a node's inputs and attributes are, by operator version.
 struct ResizeForm {
@@ -69,7 +68,7 @@ std::string ModeOf(ConvertContext& ctx, const ResizeForm& form) {
   return mode == "tf_half_pixel_for_nn" ? std::string("tf_half_pixel_for_nearest") : mode;
 }
 
-Outputs ConvertResize(ConvertContext& ctx, const ResizeForm& form) {
+ConvertResult ConvertResize(ConvertContext& ctx, const ResizeForm& form) {
   TETHER_ASSIGN_OR_RETURN(std::vector<PrimExpr> in, InputShape(ctx, 0));
   const size_t rank = in.size();
   if (rank == 0) return ctx.Invalid("the input is a scalar (nothing to resize)");
@@ -262,7 +261,7 @@ Outputs ConvertResize(ConvertContext& ctx, const ResizeForm& form) {
     for (size_t k = rank == 1 ? 1 : 0; k < 2; ++k) out_shape.push_back(out_hw[k]);
     TETHER_ASSIGN_OR_RETURN(y, ctx.EmitOp("relax.reshape", {y, MakeShapeExpr(out_shape)}));
   }
-  return std::vector<OnnxValue>{OnnxValue::Of(y)};
+  return One(y);
 }
 
 }  // namespace

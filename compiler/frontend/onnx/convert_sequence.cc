@@ -31,10 +31,8 @@
 namespace tether::compiler::onnx_frontend {
 namespace {
 
-using Outputs = absl::StatusOr<std::vector<OnnxValue>>;
-
 // A sequence value: an unbound tuple of leaves.
-Outputs Sequence(std::vector<Expr> fields) {
+ConvertResult Sequence(std::vector<Expr> fields) {
   return std::vector<OnnxValue>{OnnxValue::Of(MakeTuple(std::move(fields)))};
 }
 
@@ -118,7 +116,7 @@ absl::StatusOr<int64_t> NormalizePosition(const ConvertContext& ctx, int64_t pos
 
 // ---- Building sequences ----
 
-Outputs ConvertSequenceEmpty(ConvertContext& ctx) {
+ConvertResult ConvertSequenceEmpty(ConvertContext& ctx) {
   // The dtype only types the (empty) sequence; check it is one we know.
   if (ctx.HasAttr("dtype")) {
     absl::StatusOr<DataType> dtype =
@@ -129,7 +127,7 @@ Outputs ConvertSequenceEmpty(ConvertContext& ctx) {
   return Sequence({});
 }
 
-Outputs ConvertSequenceConstruct(ConvertContext& ctx) {
+ConvertResult ConvertSequenceConstruct(ConvertContext& ctx) {
   if (ctx.num_inputs() == 0) return ctx.Invalid("sequence of no inputs");
   std::vector<Expr> fields;
   for (int i = 0; i < ctx.num_inputs(); ++i) {
@@ -141,7 +139,7 @@ Outputs ConvertSequenceConstruct(ConvertContext& ctx) {
   return Sequence(std::move(fields));
 }
 
-Outputs ConvertSequenceInsert(ConvertContext& ctx) {
+ConvertResult ConvertSequenceInsert(ConvertContext& ctx) {
   absl::StatusOr<std::vector<Expr>> fields = SequenceInput(ctx, 0);
   if (!fields.ok()) return fields.status();
   if (!ctx.HasInput(1)) return ctx.Invalid("input 1 (tensor) is absent");
@@ -159,7 +157,7 @@ Outputs ConvertSequenceInsert(ConvertContext& ctx) {
   return Sequence(*std::move(fields));
 }
 
-Outputs ConvertSequenceErase(ConvertContext& ctx) {
+ConvertResult ConvertSequenceErase(ConvertContext& ctx) {
   absl::StatusOr<std::vector<Expr>> fields = SequenceInput(ctx, 0);
   if (!fields.ok()) return fields.status();
   if (fields->empty()) return ctx.Invalid("cannot erase from an empty sequence");
@@ -177,7 +175,7 @@ Outputs ConvertSequenceErase(ConvertContext& ctx) {
 
 // ---- Reading sequences ----
 
-Outputs ConvertSequenceAt(ConvertContext& ctx) {
+ConvertResult ConvertSequenceAt(ConvertContext& ctx) {
   absl::StatusOr<std::vector<Expr>> fields = SequenceInput(ctx, 0);
   if (!fields.ok()) return fields.status();
   if (!ctx.HasInput(1)) return ctx.Invalid("input 1 (position) is absent");
@@ -188,14 +186,14 @@ Outputs ConvertSequenceAt(ConvertContext& ctx) {
   return std::vector<OnnxValue>{OnnxValue::Of((*fields)[static_cast<size_t>(*norm)])};
 }
 
-Outputs ConvertSequenceLength(ConvertContext& ctx) {
+ConvertResult ConvertSequenceLength(ConvertContext& ctx) {
   absl::StatusOr<std::vector<Expr>> fields = SequenceInput(ctx, 0);
   if (!fields.ok()) return fields.status();
   return std::vector<OnnxValue>{
       OnnxValue::Known(MakeKnownInts({static_cast<int64_t>(fields->size())}, /*scalar=*/true))};
 }
 
-Outputs ConvertConcatFromSequence(ConvertContext& ctx) {
+ConvertResult ConvertConcatFromSequence(ConvertContext& ctx) {
   if (!ctx.HasAttr("axis")) return ctx.Invalid("missing attribute axis");
   const int64_t axis = ctx.AttrInt("axis", 0);
   const int64_t new_axis = ctx.AttrInt("new_axis", 0);
@@ -230,11 +228,11 @@ Outputs ConvertConcatFromSequence(ConvertContext& ctx) {
       p = *e;
     }
   }
-  if (parts.size() == 1) return std::vector<OnnxValue>{OnnxValue::Of(parts[0])};
+  if (parts.size() == 1) return One(parts[0]);
   absl::StatusOr<Expr> out =
       ctx.EmitOp("relax.concat", {MakeTuple(std::move(parts))}, {{"axis", *a}});
   if (!out.ok()) return out.status();
-  return std::vector<OnnxValue>{OnnxValue::Of(*out)};
+  return One(*out);
 }
 
 // ---- SplitToSequence ----
@@ -285,7 +283,7 @@ absl::StatusOr<std::vector<int64_t>> SplitSizes(ConvertContext& ctx, const PrimE
   return *split;
 }
 
-Outputs ConvertSplitToSequence(ConvertContext& ctx) {
+ConvertResult ConvertSplitToSequence(ConvertContext& ctx) {
   absl::StatusOr<const TensorStructInfoNode*> info = ctx.InputTensorInfo(0);
   if (!info.ok()) return info.status();
   if (!(*info)->shape.has_value()) {

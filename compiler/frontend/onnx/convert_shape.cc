@@ -24,14 +24,7 @@
 namespace tether::compiler::onnx_frontend {
 namespace {
 
-using Outputs = absl::StatusOr<std::vector<OnnxValue>>;
-
-Outputs One(absl::StatusOr<Expr> e) {
-  if (!e.ok()) return e.status();
-  return std::vector<OnnxValue>{OnnxValue::Of(*std::move(e))};
-}
-
-Outputs OneKnown(std::vector<PrimExpr> values, bool scalar, DataType dtype) {
+ConvertResult OneKnown(std::vector<PrimExpr> values, bool scalar, DataType dtype) {
   KnownInts k;
   k.values = std::move(values);
   k.scalar = scalar;
@@ -93,7 +86,7 @@ absl::StatusOr<std::vector<PrimExpr>> ReshapeTarget(ConvertContext& ctx,
   return out;
 }
 
-Outputs ConvertReshape(ConvertContext& ctx) {
+ConvertResult ConvertReshape(ConvertContext& ctx) {
   const bool allowzero = ctx.AttrInt("allowzero", 0) != 0;
   // (The importer starts at opset 7; the shape attribute of opset < 5 never occurs.)
   std::optional<KnownInts> shape = ctx.KnownInput(1);
@@ -122,7 +115,7 @@ Outputs ConvertReshape(ConvertContext& ctx) {
 
 // ---- Transpose, Flatten ----
 
-Outputs ConvertTranspose(ConvertContext& ctx) {
+ConvertResult ConvertTranspose(ConvertContext& ctx) {
   absl::StatusOr<const TensorStructInfoNode*> info = ctx.InputTensorInfo(0);
   if (!info.ok()) return info.status();
   const int64_t rank = (*info)->ndim;
@@ -142,7 +135,7 @@ Outputs ConvertTranspose(ConvertContext& ctx) {
   return One(ctx.EmitOp("relax.permute_dims", {*x}, {{"axes", *axes}}));
 }
 
-Outputs ConvertFlatten(ConvertContext& ctx) {
+ConvertResult ConvertFlatten(ConvertContext& ctx) {
   absl::StatusOr<const TensorStructInfoNode*> info = ctx.InputTensorInfo(0);
   if (!info.ok()) return info.status();
   if (!(*info)->shape.has_value()) return ctx.Unsupported("flatten of a tensor of unknown shape");
@@ -163,7 +156,7 @@ Outputs ConvertFlatten(ConvertContext& ctx) {
 
 // ---- Squeeze, Unsqueeze ----
 
-Outputs ConvertSqueeze(ConvertContext& ctx) {
+ConvertResult ConvertSqueeze(ConvertContext& ctx) {
   absl::StatusOr<std::optional<std::vector<int64_t>>> axes = AxesAttrOrInput(ctx, 13, 1, "axes");
   if (!axes.ok()) return axes.status();
   if (std::optional<KnownInts> data = ctx.KnownInput(0);
@@ -195,7 +188,7 @@ Outputs ConvertSqueeze(ConvertContext& ctx) {
   return One(ctx.EmitOp("relax.squeeze", {*x}, std::move(attrs)));
 }
 
-Outputs ConvertUnsqueeze(ConvertContext& ctx) {
+ConvertResult ConvertUnsqueeze(ConvertContext& ctx) {
   absl::StatusOr<std::optional<std::vector<int64_t>>> axes = AxesAttrOrInput(ctx, 13, 1, "axes");
   if (!axes.ok()) return axes.status();
   if (!axes->has_value() || (*axes)->empty())
@@ -218,7 +211,7 @@ Outputs ConvertUnsqueeze(ConvertContext& ctx) {
 
 // ---- Concat, Split ----
 
-Outputs ConvertConcat(ConvertContext& ctx) {
+ConvertResult ConvertConcat(ConvertContext& ctx) {
   const int64_t axis = ctx.AttrInt("axis", 0);
   if (!ctx.HasAttr("axis") && ctx.opset() >= 4) return ctx.Invalid("missing attribute axis");
   const int n = ctx.num_inputs();
@@ -253,11 +246,11 @@ Outputs ConvertConcat(ConvertContext& ctx) {
   if (rank < 0) return ctx.Unsupported("concat of tensors of unknown rank");
   absl::StatusOr<int64_t> a = NormalizeOnnxAxis(ctx, axis, rank, "axis");
   if (!a.ok()) return a.status();
-  if (fields.size() == 1) return std::vector<OnnxValue>{OnnxValue::Of(fields[0])};
+  if (fields.size() == 1) return One(fields[0]);
   return One(ctx.EmitOp("relax.concat", {MakeTuple(std::move(fields))}, {{"axis", *a}}));
 }
 
-Outputs ConvertSplit(ConvertContext& ctx) {
+ConvertResult ConvertSplit(ConvertContext& ctx) {
   const int num_outputs = ctx.node().output_size();
   if (num_outputs < 1) return ctx.Invalid("split has no outputs");
   absl::StatusOr<const TensorStructInfoNode*> info = ctx.InputTensorInfo(0);
@@ -304,7 +297,7 @@ Outputs ConvertSplit(ConvertContext& ctx) {
   }
   absl::StatusOr<Expr> x = ctx.Input(0);
   if (!x.ok()) return x.status();
-  if (num_outputs == 1) return std::vector<OnnxValue>{OnnxValue::Of(*x)};
+  if (num_outputs == 1) return One(*x);
   absl::StatusOr<Expr> tuple =
       ctx.EmitOp("relax.split", {*x}, {{"indices_or_sections", sections}, {"axis", *axis}});
   if (!tuple.ok()) return tuple.status();
@@ -336,7 +329,7 @@ std::vector<int64_t> SliceIndices(int64_t dim, int64_t start, int64_t end, int64
   return out;
 }
 
-Outputs ConvertSlice(ConvertContext& ctx) {
+ConvertResult ConvertSlice(ConvertContext& ctx) {
   std::vector<int64_t> starts, ends, axes, steps;
   if (ctx.opset() < 10) {
     starts = ctx.AttrInts("starts");
@@ -398,7 +391,7 @@ Outputs ConvertSlice(ConvertContext& ctx) {
 
 // ---- Gather ----
 
-Outputs ConvertGather(ConvertContext& ctx) {
+ConvertResult ConvertGather(ConvertContext& ctx) {
   const int64_t axis = ctx.AttrInt("axis", 0);
   std::optional<KnownInts> data = ctx.KnownInput(0);
   std::optional<KnownInts> indices = ctx.KnownInput(1);
@@ -439,7 +432,7 @@ Outputs ConvertGather(ConvertContext& ctx) {
 
 // ---- Expand, Tile ----
 
-Outputs ConvertExpand(ConvertContext& ctx) {
+ConvertResult ConvertExpand(ConvertContext& ctx) {
   std::optional<KnownInts> shape = ctx.KnownInput(1);
   if (!shape.has_value()) return ctx.Unsupported("input 1 (shape) must be known at import time");
   absl::StatusOr<const TensorStructInfoNode*> info = ctx.InputTensorInfo(0);
@@ -472,7 +465,7 @@ Outputs ConvertExpand(ConvertContext& ctx) {
 // Tile as expand_dims -> broadcast_to -> reshape: [d0, d1] by [r0, r1] is
 // [1, d0, 1, d1] broadcast to [r0, d0, r1, d1], reshaped to [r0*d0, r1*d1].
 // All three are injective and fuse into one kernel.
-Outputs ConvertTile(ConvertContext& ctx) {
+ConvertResult ConvertTile(ConvertContext& ctx) {
   absl::StatusOr<const TensorStructInfoNode*> info = ctx.InputTensorInfo(0);
   if (!info.ok()) return info.status();
   if (!(*info)->shape.has_value()) return ctx.Unsupported("tile of a tensor of unknown shape");
@@ -490,7 +483,7 @@ Outputs ConvertTile(ConvertContext& ctx) {
     if (r < 0) return ctx.Invalid(absl::StrCat("repeat ", r, " is negative"));
     identity = identity && r == 1;
   }
-  if (identity) return std::vector<OnnxValue>{OnnxValue::Of(*x)};
+  if (identity) return One(*x);
   std::vector<int64_t> new_axes;
   std::vector<PrimExpr> wide, out;
   for (size_t k = 0; k < in.size(); ++k) {

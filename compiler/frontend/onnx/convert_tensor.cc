@@ -15,11 +15,7 @@
 namespace tether::compiler::onnx_frontend {
 namespace {
 
-using Result = absl::StatusOr<std::vector<OnnxValue>>;
-
-Result One(Expr e) { return std::vector<OnnxValue>{OnnxValue::Of(std::move(e))}; }
-
-Result ConvertConstant(ConvertContext& ctx) {
+ConvertResult ConvertConstant(ConvertContext& ctx) {
   if (ctx.HasAttr("sparse_value")) return ctx.Unsupported("sparse_value");
   if (ctx.HasAttr("value_string") || ctx.HasAttr("value_strings")) {
     return ctx.Unsupported("string constants");
@@ -56,7 +52,7 @@ absl::StatusOr<std::vector<PrimExpr>> InputShape(ConvertContext& ctx, int i) {
   return *(*t)->shape;
 }
 
-Result ConvertShape(ConvertContext& ctx) {
+ConvertResult ConvertShape(ConvertContext& ctx) {
   absl::StatusOr<std::vector<PrimExpr>> shape = InputShape(ctx, 0);
   if (!shape.ok()) return shape.status();
   const int64_t rank = static_cast<int64_t>(shape->size());
@@ -75,7 +71,7 @@ Result ConvertShape(ConvertContext& ctx) {
   return std::vector<OnnxValue>{OnnxValue::Known(std::move(k))};
 }
 
-Result ConvertSize(ConvertContext& ctx) {
+ConvertResult ConvertSize(ConvertContext& ctx) {
   absl::StatusOr<std::vector<PrimExpr>> shape = InputShape(ctx, 0);
   if (!shape.ok()) return shape.status();
   KnownInts k;
@@ -84,7 +80,7 @@ Result ConvertSize(ConvertContext& ctx) {
   return std::vector<OnnxValue>{OnnxValue::Known(std::move(k))};
 }
 
-Result ConvertConstantOfShape(ConvertContext& ctx) {
+ConvertResult ConvertConstantOfShape(ConvertContext& ctx) {
   std::optional<KnownInts> shape = ctx.KnownInput(0);
   if (!shape.has_value()) return ctx.Unsupported("input 0 (shape) must be known at import time");
   Tensor value;
@@ -114,7 +110,7 @@ Result ConvertConstantOfShape(ConvertContext& ctx) {
   return One(*out);
 }
 
-Result ConvertRange(ConvertContext& ctx) {
+ConvertResult ConvertRange(ConvertContext& ctx) {
   std::optional<Tensor> ts[3];
   for (int i = 0; i < 3; ++i) {
     ts[i] = ctx.ConstantInput(i);
@@ -147,7 +143,7 @@ Result ConvertRange(ConvertContext& ctx) {
   return One(MakeConstant(*t));
 }
 
-Result ConvertIdentity(ConvertContext& ctx) {
+ConvertResult ConvertIdentity(ConvertContext& ctx) {
   if (std::optional<KnownInts> k = ctx.KnownInput(0)) {
     if (!ctx.ConstantInput(0).has_value()) {
       return std::vector<OnnxValue>{OnnxValue::Known(*k)};
@@ -158,7 +154,7 @@ Result ConvertIdentity(ConvertContext& ctx) {
   return One(*x);
 }
 
-Result ConvertDropout(ConvertContext& ctx) {
+ConvertResult ConvertDropout(ConvertContext& ctx) {
   // Inference: the data passes through. training_mode (opset 12 input 2)
   // must be absent or a constant false.
   if (ctx.HasInput(2)) {
@@ -183,7 +179,7 @@ Result ConvertDropout(ConvertContext& ctx) {
   return outs;
 }
 
-Result ConvertEyeLike(ConvertContext& ctx) {
+ConvertResult ConvertEyeLike(ConvertContext& ctx) {
   absl::StatusOr<const TensorStructInfoNode*> t = ctx.InputTensorInfo(0);
   if (!t.ok()) return t.status();
   if (!(*t)->shape.has_value() || (*t)->shape->size() != 2) {

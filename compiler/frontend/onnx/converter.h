@@ -110,7 +110,14 @@ class ConvertContext {
 
 // One OnnxValue per node output, in order (trailing optional outputs that
 // nothing reads may be left off).
-using Converter = std::function<absl::StatusOr<std::vector<OnnxValue>>(ConvertContext& ctx)>;
+using ConvertResult = absl::StatusOr<std::vector<OnnxValue>>;
+using Converter = std::function<ConvertResult(ConvertContext& ctx)>;
+
+// The result of a converter with one output: `e`, or its error.
+inline ConvertResult One(absl::StatusOr<Expr> e) {
+  if (!e.ok()) return e.status();
+  return std::vector<OnnxValue>{OnnxValue::Of(*std::move(e))};
+}
 
 // Registers `fn` for `op_type` from `since_opset` on (until the next
 // registration of the same op with a higher since_opset). Aborts on a

@@ -607,7 +607,7 @@ absl::Status GraphImporter::ConvertNode(const ::onnx::NodeProto& node) {
     }
     return ctx.Unsupported("unsupported operator");
   }
-  absl::StatusOr<std::vector<OnnxValue>> outs = (*converter)(ctx);
+  ConvertResult outs = (*converter)(ctx);
   if (!ctx.attr_error().ok()) return ctx.attr_error();
   if (!outs.ok()) return outs.status();
   if (static_cast<int>(outs->size()) > node.output_size()) {
