@@ -12,6 +12,7 @@
 #include "proto/codec/status_codec.h"
 #include "runtime/core/error.h"
 #include "runtime/core/file.h"
+#include "runtime/device/host_target.h"
 
 namespace tether::client {
 namespace {
@@ -150,6 +151,16 @@ absl::Status RemoteSession::Close() {
   stream_broken_ = true;
   unary_.reset();
   return closed;
+}
+
+std::string RemoteSession::CpuCompileTarget() const {
+  const v1::TargetInfo& daemon = handshake_.target();
+  const HostTarget& here = ThisHostTarget();
+  const bool same_kind =
+      daemon.triple() == here.triple &&
+      std::vector<std::string>(daemon.features().begin(), daemon.features().end()) == here.features;
+  if (daemon.compile_target().empty() || same_kind) return "llvm";
+  return daemon.compile_target();
 }
 
 absl::Status RemoteSession::FailedInFlight(absl::Status failed) const {

@@ -122,6 +122,12 @@ class RemoteSession {
 
   const v1::HandshakeResponse& handshake() const { return handshake_; }
   const v1::Limits& limits() const { return handshake_.limits(); }
+  // What a model for the daemon's CPU is compiled for: "llvm" (this machine,
+  // with LLVM's own tuning for it) when the daemon's CPU is of this
+  // machine's kind (the same triple and features) or the daemon is older
+  // than protocol 1.3 and does not say; else the daemon's compile target
+  // ("llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a72 -mattr=+neon,...").
+  std::string CpuCompileTarget() const;
   const std::string& session_id() const { return session_id_; }
   absl::Duration granted_idle_timeout() const { return granted_idle_; }
   // Whether the session runs in its own worker process on the daemon.

@@ -6,30 +6,81 @@
 # always the machine's own), in one .tar.xz. With --tests it adds the GPU
 # test suite, the benchmarks, the conformance runner, deploy/gpu-check.sh and
 # the ONNX node cases, which is how a GPU machine without our toolchain checks
-# a build (docs/design/deploy.md).
+# a build (docs/design/deploy.md). With --arch aarch64|armhf it first
+# cross-builds tetherd and a compiler-less tether for that board in
+# build-<arch> (deploy/install-deps.sh --arch arm64|armhf installs what that
+# needs; docs/design/boards.md).
 #
-# Unpacked anywhere on x86-64 Linux with glibc 2.36 or newer:
+# Unpacked anywhere on Linux with glibc 2.36 or newer (Debian 12, Raspberry
+# Pi OS 12, Ubuntu 22.10+) of the bundle's architecture:
 #   tar xJf tether.tar.xz -C /opt &&
 #   /opt/tether/bin/tetherd --listen 0.0.0.0:9190 --auth-token-file token
 # (a network address needs client authentication: docs/design/security.md)
+# Each bin/ launcher runs its program under $TETHER_EMULATOR when that is
+# set, so a board bundle can be tried on the build machine as it will run:
+#   TETHER_EMULATOR="qemu-aarch64-static -L /" tether/bin/tetherd ...
 #
-# usage: deploy/bundle.sh [--build DIR] [--tests] OUT.tar.xz   (OUT.tar: uncompressed)
+# usage: deploy/bundle.sh [--build DIR] [--arch aarch64|armhf] [--tests] OUT.tar.xz
+#        (OUT.tar: uncompressed)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-build=$root/build
+build=""
+arch=""
 tests=0
 out=""
+usage="usage: deploy/bundle.sh [--build DIR] [--arch aarch64|armhf] [--tests] OUT.tar.xz"
 while [ $# -gt 0 ]; do
   case $1 in
-    --build) build=$(cd "$2" && pwd); shift 2 ;;
+    --build) build=$2; shift 2 ;;
+    --arch) arch=$2; shift 2 ;;
     --tests) tests=1; shift ;;
-    -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "bundle.sh: unknown flag $1" >&2; exit 2 ;;
     *) out=$1; shift ;;
   esac
 done
-[ -n "$out" ] || { echo "usage: deploy/bundle.sh [--build DIR] [--tests] OUT.tar.xz" >&2; exit 2; }
+[ -n "$out" ] || { echo "$usage" >&2; exit 2; }
 case $out in /*) ;; *) out=$PWD/$out ;; esac
+
+# The board's toolchain file, emulator and dynamic loader.
+case $arch in
+  "") ;;
+  aarch64|arm64) arch=aarch64 triple=aarch64-linux-gnu emulator="qemu-aarch64-static -L /"
+                 loader=/lib/ld-linux-aarch64.so.1 ;;
+  armhf|arm) arch=armhf triple=arm-linux-gnueabihf emulator="qemu-arm-static -L /"
+             loader=/lib/ld-linux-armhf.so.3 ;;
+  *) echo "bundle.sh: --arch takes aarch64 or armhf, not '$arch'" >&2; exit 2 ;;
+esac
+if [ -n "$arch" ]; then
+  [ "$tests" = 0 ] || { echo "bundle.sh: --tests is for GPU machines, not with --arch" >&2; exit 2; }
+  command -v "$triple-g++" > /dev/null || {
+    echo "bundle.sh: $triple-g++ is missing: bash deploy/install-deps.sh --arch ${arch/aarch64/arm64}" >&2
+    exit 1
+  }
+  build=${build:-$root/build-$arch}
+  # A build folder of this board that exists (tests/board/run.sh's, with its
+  # tests) is built as it is configured.
+  if [ ! -f "$build/CMakeCache.txt" ]; then
+    cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+      -DCMAKE_TOOLCHAIN_FILE="$root/cmake/toolchains/$triple.cmake" \
+      -DTETHER_BUILD_COMPILER=OFF -DTETHER_ENABLE_CUDA=OFF \
+      -DTETHER_BUILD_TESTS=OFF -DTETHER_BUILD_BENCHMARKS=OFF > /dev/null
+  fi
+  grep -q "^CMAKE_CXX_COMPILER_AR:.*/$triple-" "$build/CMakeCache.txt" ||
+    { echo "bundle.sh: $build is not a $triple build" >&2; exit 1; }
+  cmake --build "$build" --target tetherd tether
+fi
+build=$(cd "${build:-$root/build}" && pwd)
+
+# The shared libraries `$1` loads (absolute paths), as its own loader says
+# (under the emulator for a board).
+libraries_of() {
+  if [ -n "$arch" ]; then
+    $emulator "$loader" --list "$1"
+  else
+    ldd "$1"
+  fi | awk '$2 == "=>" && $3 ~ /^\// {print $3}'
+}
 
 # name=path in the build tree; each becomes bin/<name> (a launcher) and
 # libexec/<name> (the stripped program).
@@ -47,21 +98,21 @@ for entry in "${programs[@]}"; do
   name=${entry%%=*}
   path=$build/${entry#*=}
   [ -x "$path" ] || { echo "bundle.sh: $path is missing: build it first (cmake --build $build)" >&2; exit 1; }
-  objcopy --strip-debug "$path" "$top/libexec/$name"
+  ${arch:+$triple-}objcopy --strip-debug "$path" "$top/libexec/$name"
   # The launcher finds the bundle's libraries first, then the machine's
-  # (the driver's libcuda.so.1 among them).
+  # (the driver's libcuda.so.1 among them), under $TETHER_EMULATOR if set.
   cat > "$top/bin/$name" <<EOF
 #!/bin/sh
 here=\$(cd "\$(dirname "\$0")/.." && pwd)
-LD_LIBRARY_PATH="\$here/lib\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}" exec "\$here/libexec/$name" "\$@"
+LD_LIBRARY_PATH="\$here/lib\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}" exec \${TETHER_EMULATOR:-} "\$here/libexec/$name" "\$@"
 EOF
   chmod +x "$top/bin/$name"
   # Every library the program loads, except glibc's own and the driver's.
-  ldd "$path" | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | while read -r lib; do
+  libraries_of "$path" | while read -r lib; do
     base=$(basename "$lib")
     case $base in
       libc.so.*|libm.so.*|libpthread.so.*|libdl.so.*|librt.so.*|ld-linux*|libcuda.so*|libnvidia*) ;;
-      *) [ -e "$top/lib/$base" ] || objcopy --strip-debug "$lib" "$top/lib/$base" ;;
+      *) [ -e "$top/lib/$base" ] || ${arch:+$triple-}objcopy --strip-debug "$lib" "$top/lib/$base" ;;
     esac
   done
 done

@@ -19,6 +19,7 @@
 #include "proto/codec/value_codec.h"
 #include "runtime/core/error.h"
 #include "runtime/device/device_api.h"
+#include "runtime/device/host_target.h"
 #include "server/direct_channel.h"
 #include "server/event_log.h"
 #include "server/staging_buffer.h"
@@ -397,6 +398,15 @@ grpc::ServerUnaryReactor* TetherService::Handshake(grpc::CallbackServerContext* 
                             "uint64", "float16", "bfloat16", "float32", "float64"}) {
     response->add_dtypes(dtype);
   }
+  const HostTarget& host = ThisHostTarget();
+  v1::TargetInfo* target = response->mutable_target();
+  target->set_triple(host.triple);
+  target->set_cpu(host.cpu);
+  for (const std::string& f : host.features) target->add_features(f);
+  target->set_description(host.description);
+  target->set_cores(static_cast<uint32_t>(host.cores));
+  target->set_page_size(static_cast<uint64_t>(host.page_size));
+  target->set_compile_target(host.CompileTarget());
   v1::Limits* limits = response->mutable_limits();
   limits->set_max_inline_tensor_bytes(limits_.max_inline_tensor_bytes);
   limits->set_chunk_bytes(limits_.chunk_bytes);

@@ -5,8 +5,10 @@
 # -Wthread-safety (the ABSL_GUARDED_BY annotations are checked; a violation
 # fails the build) and libFuzzer coverage, where the runtime, VM, codec,
 # daemon, client, compiler and ONNX importer suites run again, and then each
-# fuzz target of tests/fuzz runs for a few seconds from its seed corpus. This
-# is the README's test command and what CI runs.
+# fuzz target of tests/fuzz runs for a few seconds from its seed corpus, and
+# last the board leg: tetherd and the runtime cross-built for aarch64 and run
+# under qemu, with this machine's client against it (tests/board/run.sh).
+# This is the README's test command and what CI runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=${TETHER_JOBS:-$(nproc)}
@@ -33,3 +35,6 @@ bash tests/fuzz/run.sh build-asan "${TETHER_FUZZ_SECONDS:-8}"
 
 echo "== tests =="
 ctest --test-dir build --output-on-failure -j "$jobs" --timeout 900
+
+echo "== board: aarch64 under user-mode emulation (tests/board/run.sh) =="
+bash tests/board/run.sh aarch64 build

@@ -78,8 +78,8 @@ constexpr char kSecurityHelp[] =
 constexpr char kCommonHelp[] =
     "  --remote HOST:PORT     a running tetherd (default: an embedded daemon on a private socket)\n"
     "  --device DEV           cpu:0 (default), cuda:0, ...\n"
-    "  --target TARGET        what a .rx/.onnx model is compiled for (default: llvm for cpu,\n"
-    "                         \"cuda -arch=sm_XY\" from the daemon's GPU for cuda)\n"
+    "  --target TARGET        what a .rx/.onnx model is compiled for (default: the daemon's\n"
+    "                         CPU as its handshake reports it, \"cuda -arch=sm_XY\" from its GPU)\n"
     "  --function NAME        the function to run (default main)\n"
     "  --memory-cfg CFG       naive | pooled | cpu:0=naive,...\n"
     "  --input NAME=@FILE     a .npy input for parameter NAME (repeatable)\n"
@@ -368,11 +368,11 @@ struct Prepared {
   std::vector<std::string> params;
 };
 
-// The target a model is compiled for when --target is not given: the host
-// for a CPU, else "cuda -arch=sm_XY" from the compute capability the daemon
-// reports for the device in its handshake.
+// The target a model is compiled for when --target is not given, from the
+// daemon's handshake: for its CPU, RemoteSession::CpuCompileTarget; for a
+// CUDA device, "cuda -arch=sm_XY" from the compute capability it reports.
 absl::StatusOr<std::string> DefaultTarget(const Options& o, const client::RemoteSession& session) {
-  if (o.device.type == kDLCPU) return std::string("llvm");
+  if (o.device.type == kDLCPU) return session.CpuCompileTarget();
   if (o.device.type != kDLCUDA) {
     return absl::InvalidArgumentError(
         absl::StrCat("no compile target for ", o.device.ToString(), "; give --target"));
@@ -400,12 +400,8 @@ absl::StatusOr<Prepared> Prepare(const Options& o) {
   ModelOptions model;
   model.target = o.target;
   if (model.target.empty() && IsModelSource(o.file)) {
-    if (o.device.type == kDLCPU) {
-      model.target = "llvm";
-    } else {
-      TETHER_ASSIGN_OR_RETURN(p.connection, Connect(o));
-      TETHER_ASSIGN_OR_RETURN(model.target, DefaultTarget(o, *p.connection.session));
-    }
+    TETHER_ASSIGN_OR_RETURN(p.connection, Connect(o));
+    TETHER_ASSIGN_OR_RETURN(model.target, DefaultTarget(o, *p.connection.session));
   }
   if (model.target.empty()) model.target = "llvm";
   model.quiet = o.quiet;
@@ -531,6 +527,15 @@ int RunInfo(const std::vector<std::string>& args) {
       static_cast<unsigned long long>(h.limits().chunk_bytes()),
       static_cast<unsigned long long>(h.limits().max_message_bytes()), h.limits().max_sessions());
   std::printf("dtypes      %s\n", absl::StrJoin(h.dtypes(), " ").c_str());
+  if (h.has_target()) {
+    const v1::TargetInfo& t = h.target();
+    std::printf("target      %s (%s)%s%s\n", t.triple().c_str(), t.cpu().c_str(),
+                t.description().empty() ? "" : ", ", t.description().c_str());
+    std::printf("  features  %s\n", absl::StrJoin(t.features(), " ").c_str());
+    std::printf("  cores     %u, page size %llu bytes\n", t.cores(),
+                static_cast<unsigned long long>(t.page_size()));
+    std::printf("  compile   --target \"%s\"\n", t.compile_target().c_str());
+  }
   for (const v1::DeviceInfo& d : h.devices()) {
     std::printf("\ndevice %s\n", d.name().c_str());
     std::map<std::string, std::string> attrs;

@@ -21,6 +21,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "runtime/core/error.h"
+#include "runtime/device/host_target.h"
 #include "runtime/kernel/loader_registry.h"
 #include "runtime/module/system_lib.h"
 #include "runtime/threading/thread_pool.h"
@@ -243,6 +244,8 @@ class SoKernelLibrary final : public Module {
   absl::string_view type_key() const override { return "library.so"; }
 
   absl::Status Open(const KernelLibraryBlob& blob) {
+    // Built for another machine: say so before the loader sees it.
+    TETHER_RETURN_IF_ERROR(CheckRunsOn(blob.target, ThisHostTarget()));
     TETHER_RETURN_IF_ERROR(CheckElfImage(blob.data));
     fd_ = memfd_create("tether-kernels", MFD_CLOEXEC);
     if (fd_ < 0) return RuntimeError("memfd_create failed: ", std::strerror(errno));

@@ -27,14 +27,8 @@ for _ in $(seq 1 100); do [ -s "$dir/port" ] && break; sleep 0.1; done
 remote=127.0.0.1:$(cat "$dir/port")
 
 check() {  # model, output dir
-  $py - "$dir" "$1" "$2" <<'PY' || fail "$1: outputs differ from the NumPy reference"
-import sys, numpy as np
-d, model, out = sys.argv[1:]
-got, want = np.load(f"{out}/out.npy"), np.load(f"{d}/{model}.expected.npy")
-assert got.shape == want.shape, (got.shape, want.shape)
-err = float(np.max(np.abs(got - want)))
-assert err <= 1e-3 * max(1.0, float(np.max(np.abs(want)))), err
-PY
+  $py "$root/tests/testing/compare_npy.py" "$2/out.npy" "$dir/$1.expected.npy" 1e-3 "$1" > /dev/null ||
+    fail "$1: outputs differ from the NumPy reference"
 }
 
 # 1. Each example through a real tetherd, outputs against NumPy.

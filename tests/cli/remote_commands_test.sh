@@ -76,6 +76,7 @@ port=$(cat "$dir/port")
 "$tether" info --remote "127.0.0.1:$port" > "$dir/info.log" || fail "info: $(cat "$dir/info.log")"
 grep -q "device cpu:0" "$dir/info.log" || fail "info lacks cpu:0: $(cat "$dir/info.log")"
 grep -q "multi_processor_count" "$dir/info.log" || fail "info lacks attributes"
+grep -q "^target      x86_64-linux-gnu (x86-64" "$dir/info.log" || fail "info lacks the target: $(cat "$dir/info.log")"
 expect_error "demo.dense" "$tether" run "$dir/mlp.tx" --remote "127.0.0.1:$port" --input x=@"$dir/x.npy"
 # --isolate: the session runs in a worker process of the daemon and gives the
 # same outputs as one in the daemon itself.

@@ -11,6 +11,7 @@
 #include "compiler/text/parser.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "runtime/device/host_target.h"
 #include "runtime/vm/local_vm.h"
 #include "tests/testing/test_functions.h"
 
@@ -170,6 +171,27 @@ TEST_F(BuildTest, Aarch64TargetEmbedsAnAarch64SharedObject) {
   std::memcpy(&machine, so.data() + 18, 2);
   EXPECT_EQ(machine, 183);  // EM_AARCH64
   EXPECT_THAT(exec->metadata.at("target"), HasSubstr("aarch64"));
+  // The library records what it was built for; a machine of another kind
+  // refuses it before any kernel runs, naming both.
+  EXPECT_THAT(exec->kernel_libraries[0].target, HasSubstr("-mtriple=aarch64-linux-gnu"));
+  EXPECT_THAT(exec->kernel_libraries[0].target, HasSubstr("-mcpu=cortex-a72"));
+#if defined(__x86_64__)
+  auto vm = vm::LocalVirtualMachine::Create(exec, {Device::Cpu()});
+  EXPECT_EQ(vm.status().code(), absl::StatusCode::kFailedPrecondition) << vm.status();
+  EXPECT_THAT(vm.status().message(), HasSubstr("aarch64-linux-gnu, cortex-a72"));
+  EXPECT_THAT(vm.status().message(), HasSubstr("x86_64-linux-gnu"));
+#endif
+}
+
+TEST_F(BuildTest, AHostBuildRecordsTheFeaturesItUses) {
+  Ref<vm::Executable> exec = BuildText(kMlp, BuildOptions());
+  ASSERT_TRUE(exec);
+  ASSERT_EQ(exec->kernel_libraries.size(), 1u);
+  const std::string& target = exec->kernel_libraries[0].target;
+  EXPECT_THAT(target, HasSubstr("-mtriple="));
+  EXPECT_THAT(target, HasSubstr("-mcpu="));
+  EXPECT_THAT(target, ::testing::Not(HasSubstr(",-")));  // only what it turns on
+  EXPECT_TRUE(CheckRunsOn(target, ThisHostTarget()).ok()) << target;
 }
 
 TEST_F(BuildTest, RejectsBadOptions) {

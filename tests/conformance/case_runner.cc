@@ -276,6 +276,7 @@ absl::StatusOr<Ref<vm::Executable>> BuildModel(
     const compiler::onnx_frontend::ImportedModel& imported, const CaseOptions& options) {
   compiler::BuildOptions build_options;
   build_options.pipeline = options.pipeline;
+  build_options.target = options.cpu_target;
   if (options.device.type == kDLCUDA) build_options.target = CudaTarget(options.device);
   if (options.simulate_gpu_threads > 0) {
     build_options.target = "cuda";

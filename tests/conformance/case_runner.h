@@ -45,6 +45,9 @@ struct CaseOptions {
   // Where the cases run. A cuda device builds every model for cuda (PTX for
   // sm_75, sm_80 and sm_90; the driver picks and JIT-compiles the best).
   Device device = Device::Cpu();
+  // What models for the CPU are built for: "llvm" (this machine), or a
+  // remote daemon's own target (RemoteSession::CpuCompileTarget).
+  std::string cpu_target = "llvm";
 };
 
 struct CaseResult {

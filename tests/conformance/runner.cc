@@ -25,6 +25,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "client/remote_session.h"
 #include "runtime/device/device_api.h"
 #include "tests/conformance/case_pool.h"
 #include "tests/conformance/case_runner.h"
@@ -273,6 +274,18 @@ int Main(int argc, char** argv) {
     case_options.remote_target = daemon->target();
     case_options.remote_token = daemon->token();
     std::cerr << "tetherd listening on " << daemon->target() << "\n";
+    // Models are built for the daemon's CPU, as its handshake reports it
+    // (a board's daemon under emulation, say).
+    client::ConnectOptions connect;
+    connect.auth_token = daemon->token();
+    absl::StatusOr<std::unique_ptr<client::RemoteSession>> probe =
+        client::RemoteSession::Connect(daemon->target(), connect);
+    if (!probe.ok()) {
+      std::cerr << "tether_conformance: " << probe.status() << "\n";
+      return 1;
+    }
+    case_options.cpu_target = (*probe)->CpuCompileTarget();
+    std::cerr << "models for its cpu are built for " << case_options.cpu_target << "\n";
   }
 
   CasePoolOptions pool_options;

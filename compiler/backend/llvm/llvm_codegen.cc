@@ -13,7 +13,10 @@
 #include <mutex>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "compiler/backend/cuda/device_split.h"
 #include "compiler/backend/llvm/kernel_emitter.h"
@@ -92,13 +95,9 @@ absl::StatusOr<std::unique_ptr<llvm::TargetMachine>> CreateCudaTargetMachine(int
   return tm;
 }
 
-absl::StatusOr<std::unique_ptr<llvm::TargetMachine>> CreateTargetMachine(const Target& target,
-                                                                         int opt_level) {
-  InitializeLLVM();
-  if (target.kind != "llvm") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cannot generate code for target kind ", target.kind));
-  }
+// `target` with the host filled in where it names none (triple, CPU and
+// features), and "generic" for a CPU it leaves open.
+Target Resolved(const Target& target) {
   Target t = target;
   if (t.triple.empty()) {
     Target host = Target::Host();
@@ -107,6 +106,30 @@ absl::StatusOr<std::unique_ptr<llvm::TargetMachine>> CreateTargetMachine(const T
     if (t.attrs.empty()) t.attrs = host.attrs;
   }
   if (t.cpu.empty()) t.cpu = "generic";
+  return t;
+}
+
+// What a kernel library records as its target: resolved, with the features
+// it turns on, so that a loader on another machine can tell whether it runs
+// there (runtime/device/host_target.h, CheckRunsOn).
+std::string RecordedTarget(const Target& target) {
+  Target t = Resolved(target);
+  std::vector<std::string> on;
+  for (absl::string_view attr : absl::StrSplit(t.attrs, ',', absl::SkipEmpty())) {
+    if (absl::StartsWith(attr, "+")) on.emplace_back(attr);
+  }
+  t.attrs = absl::StrJoin(on, ",");
+  return t.ToString();
+}
+
+absl::StatusOr<std::unique_ptr<llvm::TargetMachine>> CreateTargetMachine(const Target& target,
+                                                                         int opt_level) {
+  InitializeLLVM();
+  if (target.kind != "llvm") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot generate code for target kind ", target.kind));
+  }
+  const Target t = Resolved(target);
   std::string error;
   const llvm::Target* llvm_target = llvm::TargetRegistry::lookupTarget(t.triple, error);
   if (llvm_target == nullptr) {
@@ -425,7 +448,7 @@ absl::StatusOr<vm::KernelLibraryBlob> BuildKernelLibrary(const std::vector<Kerne
   threads = std::min<int>({threads, static_cast<int>(kernels.size()), kMaxCodegenThreads});
   if (!options.system_lib && threads > 1) {
     vm::KernelLibraryBlob blob;
-    blob.target = target.ToString();
+    blob.target = RecordedTarget(target);
     blob.format = "so";
     TETHER_ASSIGN_OR_RETURN(blob.data, BuildSharedObject(kernels, target, options, threads));
     return blob;
@@ -436,7 +459,7 @@ absl::StatusOr<vm::KernelLibraryBlob> BuildKernelLibrary(const std::vector<Kerne
   TETHER_ASSIGN_OR_RETURN(std::string object,
                           EmitMachineCode(*module, tm.get(), llvm::CodeGenFileType::ObjectFile));
   vm::KernelLibraryBlob blob;
-  blob.target = target.ToString();
+  blob.target = RecordedTarget(target);
   if (options.system_lib) {
     blob.format = "static";
     TETHER_ASSIGN_OR_RETURN(blob.data, MakeArchive(object));

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# The board leg of the test suite (docs/design/boards.md): everything a board
+# runs, run here under qemu's user-mode emulation, for one architecture.
+#   1. tetherd, a compiler-less tether and the runtime and VM unit tests,
+#      cross-built in build-<arch> with Debian's cross compiler;
+#   2. those unit tests under the emulator (CTest label `board` in that
+#      build: ctest --test-dir build-aarch64 -L board runs them alone);
+#   3. the board bundle (deploy/bundle.sh --arch), its tetherd started under
+#      the emulator through the bundle's own launcher, and this machine's
+#      tether against it: e2e_test.sh.
+# Needs the host build (build/, for the tether CLI and the conformance
+# runner) and deploy/install-deps.sh --arch arm64 (or armhf).
+# usage: tests/board/run.sh aarch64|armhf [HOST_BUILD_DIR]
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+arch=${1:?usage: tests/board/run.sh aarch64|armhf [HOST_BUILD_DIR]}
+host_build=$(cd "${2:-$root/build}" && pwd)
+jobs=${TETHER_JOBS:-$(nproc)}
+case $arch in
+  aarch64) triple=aarch64-linux-gnu emulator="qemu-aarch64-static -L /" deps=arm64 ;;
+  armhf) triple=arm-linux-gnueabihf emulator="qemu-arm-static -L /" deps=armhf ;;
+  *) echo "tests/board/run.sh: no board architecture '$arch' (aarch64, armhf)" >&2; exit 2 ;;
+esac
+for tool in "$triple-g++" "${emulator%% *}"; do
+  command -v "$tool" > /dev/null ||
+    { echo "tests/board/run.sh: $tool is missing: bash deploy/install-deps.sh --arch $deps" >&2; exit 1; }
+done
+build=$root/build-$arch
+
+echo "== $arch: cross build (tetherd, tether, runtime and VM tests) =="
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_TOOLCHAIN_FILE="$root/cmake/toolchains/$triple.cmake" \
+  -DTETHER_BUILD_COMPILER=OFF -DTETHER_ENABLE_CUDA=OFF -DTETHER_BUILD_TESTS=ON \
+  -DTETHER_BUILD_BENCHMARKS=OFF > /dev/null
+cmake --build "$build" -j "$jobs" --target tetherd tether tether_runtime_tests tether_vm_tests
+
+echo "== $arch: runtime and VM tests under $emulator =="
+ctest --test-dir "$build" -L '^(runtime|vm)$' --output-on-failure -j "$jobs" --timeout 900
+
+echo "== $arch: the board bundle's tetherd under $emulator, this machine's tether against it =="
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+bash "$root/deploy/bundle.sh" --arch "$arch" --build "$build" "$work/tether-$arch.tar"
+tar -C "$work" -xf "$work/tether-$arch.tar"
+bash "$root/tests/board/e2e_test.sh" "$work/tether" "$emulator" "$triple" "$host_build" "$root" \
+  "$work/e2e"
