@@ -52,3 +52,5 @@ function(tether_target_defaults target)
   target_compile_options(${target} PRIVATE ${TETHER_WARNINGS})
   target_include_directories(${target} PUBLIC ${PROJECT_SOURCE_DIR})
 endfunction()
+
+include(TetherSystemLib)

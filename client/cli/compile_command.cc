@@ -13,6 +13,7 @@
 #include "compiler/build.h"
 #include "compiler/text/parser.h"
 #include "runtime/core/error.h"
+#include "runtime/core/file.h"
 #include "runtime/module/module.h"
 #include "runtime/vm/executable.h"
 
@@ -33,7 +34,8 @@ constexpr char kCompileUsage[] =
     "  --emit FORM         ir | bytecode | asm\n"
     "  --shape NAME=DIMS   fix the dims of an ONNX graph input (e.g. x=1x3x224x224)\n"
     "  --pipeline NAME     default (fusion, constant folding, memory planning) or zero\n"
-    "  --system-lib PREFIX emit the kernels as a static system library\n"
+    "  --system-lib PREFIX emit the kernels as a static system library: OUT.a beside\n"
+    "                      OUT.tx, to link into the daemon (no dlopen on the device)\n"
     "  --num-threads N     threads the kernels are tuned for (0: unknown)\n";
 
 }  // namespace
@@ -124,6 +126,22 @@ int RunCompile(const std::vector<std::string>& args) {
     std::fprintf(stderr, "tether compile: wrote %s (target %s, %zu kernel libraries)\n",
                  output.c_str(), (*exec)->metadata["target"].c_str(),
                  (*exec)->kernel_libraries.size());
+    // A system library is also written as its own archive, to link into the
+    // daemon that runs the executable (docs/design/boards.md).
+    for (const KernelLibraryBlob& lib : (*exec)->kernel_libraries) {
+      if (lib.format != "static") continue;
+      std::string archive = output;
+      if (absl::EndsWith(archive, ".tx")) archive.resize(archive.size() - 3);
+      archive += ".a";
+      if (absl::Status w = WriteStringToFileAtomic(archive, lib.data); !w.ok()) {
+        return Fail(archive, w);
+      }
+      std::fprintf(stderr,
+                   "tether compile: wrote %s, the kernels as system library \"%s\": link it "
+                   "into the daemon that runs %s (tether_add_daemon in "
+                   "cmake/TetherSystemLib.cmake)\n",
+                   archive.c_str(), options.system_lib_prefix.c_str(), output.c_str());
+    }
   }
   return 0;
 }

@@ -16,9 +16,11 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/inlined_vector.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "runtime/core/error.h"
 #include "runtime/device/host_target.h"
@@ -440,11 +442,62 @@ absl::StatusOr<Ref<Module>> LoadSystemLibKernels(absl::string_view prefix) {
   return Ref<Module>(MakeRef<SystemLibKernels>(std::move(lib), std::move(kernels)).get());
 }
 
+absl::StatusOr<std::string> SystemLibPrefixOfArchive(absl::string_view archive) {
+  // A GNU archive: "!<arch>\n", then members of a 60-byte header (name[16]
+  // ... size[10] at 48, "`\n" at 58) and their data; the first member, "/",
+  // is the symbol table: a big-endian count, that many offsets, then the
+  // names, each NUL-terminated.
+  constexpr absl::string_view kMagic = "!<arch>\n";
+  constexpr absl::string_view kRegister = "tether_system_lib_register_";
+  constexpr size_t kHeader = 60;
+  if (!absl::StartsWith(archive, kMagic) || archive.size() < kMagic.size() + kHeader) {
+    return ValueError("system library archive: not an ar archive (", archive.size(), " bytes)");
+  }
+  absl::string_view header = archive.substr(kMagic.size(), kHeader);
+  uint64_t size = 0;
+  if (header.substr(0, 16) != absl::string_view("/               ") ||
+      header.substr(58, 2) != "`\n" ||
+      !absl::SimpleAtoi(absl::StripAsciiWhitespace(header.substr(48, 10)), &size) ||
+      size > archive.size() - kMagic.size() - kHeader || size < 4) {
+    return ValueError("system library archive: no symbol table");
+  }
+  absl::string_view table = archive.substr(kMagic.size() + kHeader, size);
+  const uint64_t count = (uint64_t{static_cast<unsigned char>(table[0])} << 24) |
+                         (uint64_t{static_cast<unsigned char>(table[1])} << 16) |
+                         (uint64_t{static_cast<unsigned char>(table[2])} << 8) |
+                         uint64_t{static_cast<unsigned char>(table[3])};
+  if (count > (table.size() - 4) / 4)
+    return ValueError("system library archive: corrupt symbol table");
+  absl::string_view names = table.substr(4 + 4 * count);
+  std::vector<absl::string_view> prefixes;
+  for (absl::string_view name : absl::StrSplit(names, '\0', absl::SkipEmpty())) {
+    if (absl::ConsumePrefix(&name, kRegister)) prefixes.push_back(name);
+  }
+  if (prefixes.size() != 1) {
+    return ValueError("system library archive: expected one ", kRegister, "<prefix> symbol, found ",
+                      prefixes.size());
+  }
+  return std::string(prefixes[0]);
+}
+
+absl::StatusOr<Ref<Module>> LoadStaticKernelLibrary(const KernelLibraryBlob& blob) {
+  TETHER_RETURN_IF_ERROR(CheckRunsOn(blob.target, ThisHostTarget()));
+  TETHER_ASSIGN_OR_RETURN(std::string prefix, SystemLibPrefixOfArchive(blob.data));
+  absl::StatusOr<Ref<Module>> kernels = LoadSystemLibKernels(prefix);
+  if (kernels.status().code() == absl::StatusCode::kNotFound) {
+    return NotFoundError("the executable's kernels are a system library (\"", prefix,
+                         "\") that is not linked into this process: link its archive into the "
+                         "daemon (docs/design/boards.md, \"Boards without dlopen\")");
+  }
+  return kernels;
+}
+
 void RegisterKernelLibraryLoaders() {
   static std::once_flag once;
   std::call_once(once, [] {
     // ALREADY_EXISTS only if someone registered "so" first; theirs stays.
     (void)RegisterKernelLibraryLoader("so", &LoadKernelLibrary);
+    (void)RegisterKernelLibraryLoader("static", &LoadStaticKernelLibrary);
   });
 }
 

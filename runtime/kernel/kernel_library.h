@@ -104,8 +104,21 @@ absl::StatusOr<Ref<Module>> LoadKernelLibrary(const KernelLibraryBlob& blob);
 // when no manifest is registered under `prefix`.
 absl::StatusOr<Ref<Module>> LoadSystemLibKernels(absl::string_view prefix);
 
-// Registers LoadKernelLibrary as the VM's loader of format "so" (idempotent,
-// thread-safe). LocalVirtualMachine::Create calls it.
+// The prefix of a system library archive (format "static": what
+// `tether compile --system-lib PREFIX` writes), read from its symbol table:
+// the one exported symbol is tether_system_lib_register_<prefix>.
+// INVALID_ARGUMENT for anything else.
+absl::StatusOr<std::string> SystemLibPrefixOfArchive(absl::string_view archive);
+
+// Loads a kernel library of format "static" from the kernels of its prefix
+// that are linked into this process (LoadSystemLibKernels); NOT_FOUND,
+// saying what to link, when they are not; FAILED_PRECONDITION when its
+// target is another machine's.
+absl::StatusOr<Ref<Module>> LoadStaticKernelLibrary(const KernelLibraryBlob& blob);
+
+// Registers the VM's loaders of format "so" (LoadKernelLibrary) and
+// "static" (LoadStaticKernelLibrary); idempotent, thread-safe.
+// LocalVirtualMachine::Create calls it.
 void RegisterKernelLibraryLoaders();
 
 }  // namespace tether

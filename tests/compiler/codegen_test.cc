@@ -466,6 +466,27 @@ TEST(CodegenTest, SystemLibBuildsAnArchiveWithRegistration) {
   EXPECT_EQ(blob->format, "static");
   EXPECT_EQ(blob->data.substr(0, 8), "!<arch>\n");
   EXPECT_THAT(blob->data, HasSubstr("tether_system_lib_register_demo"));
+  // The loader reads the prefix from the archive's symbol table; this
+  // process has no "demo" kernels linked in, so it says what to link.
+  absl::StatusOr<std::string> prefix = SystemLibPrefixOfArchive(blob->data);
+  ASSERT_TRUE(prefix.ok()) << prefix.status();
+  EXPECT_EQ(*prefix, "demo");
+  absl::Status missing = LoadStaticKernelLibrary(*blob).status();
+  EXPECT_EQ(missing.code(), absl::StatusCode::kNotFound) << missing;
+  EXPECT_THAT(missing.message(), HasSubstr("(\"demo\") that is not linked into this process"));
+  // Damaged archives are refused, not read past their end.
+  std::string archive = blob->data;
+  for (size_t cut : {size_t{0}, size_t{7}, size_t{60}, size_t{70}}) {
+    EXPECT_EQ(SystemLibPrefixOfArchive(archive.substr(0, cut)).status().code(),
+              absl::StatusCode::kInvalidArgument)
+        << cut;
+  }
+  std::string huge_count = archive;
+  huge_count[68] = '\x7f';  // the symbol count's high byte
+  EXPECT_EQ(SystemLibPrefixOfArchive(huge_count).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(SystemLibPrefixOfArchive("!<arch>\n").status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(CodegenTest, VirtualMachineCallsKernelFromEmbeddedLibrary) {
