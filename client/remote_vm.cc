@@ -89,6 +89,15 @@ absl::Status RemoteVM::EncodeArgs(ArgSpan args,
   return absl::OkStatus();
 }
 
+absl::StatusOr<v1::CallResponse> RemoteVM::ExecWithArgs(
+    v1::CallRequest& request, ArgSpan args, google::protobuf::RepeatedPtrField<v1::Value>* out) {
+  absl::Status encoded = EncodeArgs(args, out);
+  absl::StatusOr<v1::CallResponse> response =
+      encoded.ok() ? Exec(request) : absl::StatusOr<v1::CallResponse>(encoded);
+  FreeTemps();
+  return response;
+}
+
 void RemoteVM::FreeTemps() {
   std::vector<uint64_t> ids = std::move(temps_);
   ids.insert(ids.end(), fetched_.begin(), fetched_.end());
@@ -182,10 +191,7 @@ absl::Status RemoteVM::SaveFunction(absl::string_view func_name, absl::string_vi
   op->set_function(std::string(func_name));
   op->set_saved_name(std::string(saved_name));
   op->set_include_return(include_return);
-  absl::Status status = EncodeArgs(args, op->mutable_args());
-  if (status.ok()) status = Exec(request).status();
-  FreeTemps();
-  return status;
+  return ExecWithArgs(request, args, op->mutable_args()).status();
 }
 
 absl::Status RemoteVM::SetInput(absl::string_view func_name, ArgSpan args) {
@@ -249,10 +255,7 @@ absl::Status RemoteVM::SetInstrumentByName(absl::string_view factory_name, ArgSp
   v1::SetInstrument* op = request.mutable_set_instrument();
   op->set_vm_id(vm_id_);
   op->set_factory(std::string(factory_name));
-  absl::Status status = EncodeArgs(args, op->mutable_args());
-  if (status.ok()) status = Exec(request).status();
-  FreeTemps();
-  return status;
+  return ExecWithArgs(request, args, op->mutable_args()).status();
 }
 
 absl::StatusOr<profiling::BenchmarkResult> RemoteVM::TimeEvaluator(
@@ -265,12 +268,9 @@ absl::StatusOr<profiling::BenchmarkResult> RemoteVM::TimeEvaluator(
   rpc::EncodeDevice(device, op->mutable_device());
   rpc::EncodeTimeEvaluatorOptions(options, op->mutable_options());
   op->set_concurrent(options_.concurrent_timing);
-  absl::Status status = EncodeArgs(args, op->mutable_args());
-  absl::StatusOr<v1::CallResponse> response =
-      status.ok() ? Exec(request) : absl::StatusOr<v1::CallResponse>(status);
-  FreeTemps();
-  if (!response.ok()) return response.status();
-  return rpc::DecodeBenchmarkResult(response->benchmark());
+  TETHER_ASSIGN_OR_RETURN(v1::CallResponse response,
+                          ExecWithArgs(request, args, op->mutable_args()));
+  return rpc::DecodeBenchmarkResult(response.benchmark());
 }
 
 absl::StatusOr<profiling::Report> RemoteVM::Profile(absl::string_view func_name, ArgSpan args) {
@@ -279,12 +279,9 @@ absl::StatusOr<profiling::Report> RemoteVM::Profile(absl::string_view func_name,
   op->set_vm_id(vm_id_);
   op->set_function(std::string(func_name));
   op->set_concurrent(options_.concurrent_timing);
-  absl::Status status = EncodeArgs(args, op->mutable_args());
-  absl::StatusOr<v1::CallResponse> response =
-      status.ok() ? Exec(request) : absl::StatusOr<v1::CallResponse>(status);
-  FreeTemps();
-  if (!response.ok()) return response.status();
-  return rpc::DecodeReport(response->report());
+  TETHER_ASSIGN_OR_RETURN(v1::CallResponse response,
+                          ExecWithArgs(request, args, op->mutable_args()));
+  return rpc::DecodeReport(response.report());
 }
 
 absl::StatusOr<profiling::Report> RemoteVM::GetTrace(bool clear) {

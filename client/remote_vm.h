@@ -99,6 +99,10 @@ class RemoteVM final : public vm::VirtualMachine {
   absl::Status EncodeArg(const Value& value, int depth, v1::Value* out);
   absl::Status EncodeArgs(ArgSpan args, google::protobuf::RepeatedPtrField<v1::Value>* out);
   void FreeTemps();
+  // Encodes `args` into `out` (a field of `request`), sends the request when
+  // that worked, and frees the temporaries either way.
+  absl::StatusOr<v1::CallResponse> ExecWithArgs(v1::CallRequest& request, ArgSpan args,
+                                                google::protobuf::RepeatedPtrField<v1::Value>* out);
   // Decodes a result; fetched handles are freed.
   absl::StatusOr<Value> DecodeResult(const v1::Value& value, int depth);
   absl::StatusOr<Value> FinishValueCall(v1::CallRequest& request);
