@@ -4,7 +4,8 @@
 # tether CLI against it with no --target:
 #   - `tether info` shows the board's target, read on the board;
 #   - the ONNX examples, compiled for the board from its handshake, run
-#     there and match NumPy; the .rx MLP matches this machine's own run;
+#     there and match NumPy, and bench and profile run there; the .rx MLP
+#     matches this machine's own run;
 #   - a model compiled for this machine is refused by the board's daemon,
 #     naming both targets, and the daemon keeps serving;
 #   - the bundle's own (compiler-less) tether runs on the board too;
@@ -50,6 +51,19 @@ for m in mlp cnn transformer; do
     --output-dir "$dir/out_$m" > "$dir/run_$m.txt" 2>&1 || fail "$m: run failed: $(cat "$dir/run_$m.txt")"
   compare "$dir/out_$m/out.npy" "$dir/$m.expected.npy" 1e-3 "$m against NumPy"
 done
+
+# bench and profile run on the board too (timings under emulation mean
+# nothing; that they are measured there does).
+"$tether" bench "$dir/cnn.onnx" --remote "$remote" --input "x=@$dir/cnn.x.npy" --number 2 \
+  --repeat 2 --json > "$dir/bench.json" 2> "$dir/bench.err" || fail "bench: $(cat "$dir/bench.err")"
+$py -c "
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert len(r['samples']) == 2 and r['total_calls'] == 1 + 2 * 2 and r['min'] > 0, r
+" "$dir/bench.json" || fail "bench on the board: $(cat "$dir/bench.json")"
+"$tether" profile "$dir/cnn.onnx" --remote "$remote" --input "x=@$dir/cnn.x.npy" --format csv \
+  > "$dir/profile.csv" 2>&1 || fail "profile: $(cat "$dir/profile.csv")"
+grep -q ",\"fused_conv2d" "$dir/profile.csv" || fail "profile on the board has no conv kernel: $(cat "$dir/profile.csv")"
 
 # 3. The .rx MLP on the board and here, from the same random inputs.
 shapes=(--shape x=8x784 --shape w0=784x128 --shape b0=128 --shape w1=128x10 --shape b1=10)
