@@ -52,10 +52,14 @@ struct ModelOptions {
 absl::StatusOr<std::string> LoadOrCompileExecutable(const std::string& path,
                                                     const ModelOptions& options = {});
 
-// The graph inputs of an ONNX model file: name -> (shape with -1 for
-// dynamic dims, dtype). Empty for other files.
-absl::StatusOr<std::map<std::string, std::pair<std::vector<int64_t>, DataType>>> ModelInputShapes(
-    const std::string& path);
+// A graph input of an ONNX model as the file declares it.
+struct ModelInput {
+  std::vector<int64_t> shape;          // -1 for a dynamic dim
+  std::vector<std::string> dim_names;  // each dim's dim_param, or ""
+  DataType dtype;
+};
+// The graph inputs of an ONNX model file by name. Empty for other files.
+absl::StatusOr<std::map<std::string, ModelInput>> ModelInputShapes(const std::string& path);
 
 // A model source the CLI compiles before running: a .rx or .onnx file.
 bool IsModelSource(const std::string& path);

@@ -136,15 +136,14 @@ absl::StatusOr<compiler::IRModule> LoadModelSource(const std::string& path,
   return ImportOnnx(path, model, options);
 }
 
-absl::StatusOr<std::map<std::string, std::pair<std::vector<int64_t>, DataType>>> ModelInputShapes(
-    const std::string& path) {
-  std::map<std::string, std::pair<std::vector<int64_t>, DataType>> out;
+absl::StatusOr<std::map<std::string, ModelInput>> ModelInputShapes(const std::string& path) {
+  std::map<std::string, ModelInput> out;
   if (!IsOnnx(path)) return out;
   TETHER_ASSIGN_OR_RETURN(std::string model, ReadFileToString(path));
   TETHER_ASSIGN_OR_RETURN(std::vector<compiler::onnx_frontend::OnnxInputInfo> inputs,
                           compiler::onnx_frontend::ReadOnnxInputs(model));
   for (compiler::onnx_frontend::OnnxInputInfo& in : inputs) {
-    out[in.name] = {std::move(in.shape), in.dtype};
+    out[in.name] = {std::move(in.shape), std::move(in.dim_names), in.dtype};
   }
   return out;
 }

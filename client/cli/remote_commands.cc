@@ -82,7 +82,8 @@ constexpr char kCommonHelp[] =
     "                         CPU as its handshake reports it, \"cuda -arch=sm_XY\" from its GPU)\n"
     "  --function NAME        the function to run (default main)\n"
     "  --memory-cfg CFG       naive | pooled | cpu:0=naive,...\n"
-    "  --input NAME=@FILE     a .npy input for parameter NAME (repeatable)\n"
+    "  --input NAME=@FILE     a .npy input for parameter NAME (repeatable); an ONNX model's\n"
+    "                         free dims of NAME are compiled for the file's shape\n"
     "  --random-inputs        fill inputs not given by --input with random values on the device\n"
     "  --shape NAME=2x32[:dtype]  the shape (and dtype, default float32) of a random input;\n"
     "                         for an ONNX model, also fixes the input's dynamic dims\n"
@@ -362,6 +363,31 @@ std::string Preview(const Tensor& t) {
 
 // Loads the executable locally first: a corrupt file is reported before any
 // connection is made, and the function's parameter names are known.
+// An input's dims as text, a free one by its name: "N" ("?" when it has
+// none), or for --shape "<N>" ("<dim2>").
+std::vector<std::string> DimTexts(const ModelInput& in, bool for_shape) {
+  std::vector<std::string> dims;
+  for (size_t i = 0; i < in.shape.size(); ++i) {
+    const std::string name = i < in.dim_names.size() ? in.dim_names[i] : "";
+    if (in.shape[i] >= 0) {
+      dims.push_back(absl::StrCat(in.shape[i]));
+    } else if (for_shape) {
+      dims.push_back(absl::StrCat("<", name.empty() ? absl::StrCat("dim", i) : name, ">"));
+    } else {
+      dims.push_back(name.empty() ? "?" : name);
+    }
+  }
+  return dims;
+}
+
+// "(N, 3, H, W)".
+std::string DescribeDims(const ModelInput& in) {
+  return absl::StrCat("(", absl::StrJoin(DimTexts(in, false), ", "), ")");
+}
+
+// "<N>x3x<H>x<W>": what --shape needs, the free dims to fill in.
+std::string ShapeTemplate(const ModelInput& in) { return absl::StrJoin(DimTexts(in, true), "x"); }
+
 struct Prepared {
   Connection connection;
   std::unique_ptr<client::RemoteVM> vm;
@@ -407,13 +433,39 @@ absl::StatusOr<Prepared> Prepare(const Options& o) {
   model.quiet = o.quiet;
   model.use_cache = !o.no_cache;
   for (const auto& [name, spec] : o.shapes) model.shapes[name] = spec.first;
-  TETHER_ASSIGN_OR_RETURN(std::string bytes, LoadOrCompileExecutable(o.file, model));
-  // An ONNX model's declared inputs (shapes, dtypes) for --random-inputs;
-  // read only then, since it parses the whole model again.
-  std::map<std::string, std::pair<std::vector<int64_t>, DataType>> model_inputs;
-  if (o.random_inputs) {
+  // An ONNX model's declared inputs (shapes, dtypes), read when inputs are
+  // given or made up (it parses the whole model again).
+  std::map<std::string, ModelInput> model_inputs;
+  if (!o.inputs.empty() || o.random_inputs) {
     TETHER_ASSIGN_OR_RETURN(model_inputs, ModelInputShapes(o.file));
   }
+  auto has_free_dims = [](const ModelInput& in) {
+    return std::find(in.shape.begin(), in.shape.end(), -1) != in.shape.end();
+  };
+  // The .npy inputs, read first: an ONNX input's free dims are bound from the
+  // shape of the file given for it (--shape decides where given), and the
+  // compile cache keys on them.
+  std::map<std::string, Tensor> files;
+  for (const auto& [name, path] : o.inputs) {
+    TETHER_ASSIGN_OR_RETURN(files[name], client::ReadNpyFile(path));
+    auto declared = model_inputs.find(name);
+    if (declared != model_inputs.end() && has_free_dims(declared->second) &&
+        !o.shapes.contains(name)) {
+      const std::span<const int64_t> shape = files[name]->shape();
+      model.shapes[name] = std::vector<int64_t>(shape.begin(), shape.end());
+    }
+  }
+  // A random input with free dims and no --shape is named before anything
+  // is compiled.
+  if (o.random_inputs) {
+    for (const auto& [name, in] : model_inputs) {
+      if (files.contains(name) || o.shapes.contains(name) || !has_free_dims(in)) continue;
+      return ValueError("--random-inputs needs the shape of ", name, ", whose dims ",
+                        DescribeDims(in), " are not all fixed: give --shape ", name, "=",
+                        ShapeTemplate(in), " (or --input ", name, "=@FILE.npy)");
+    }
+  }
+  TETHER_ASSIGN_OR_RETURN(std::string bytes, LoadOrCompileExecutable(o.file, model));
   TETHER_ASSIGN_OR_RETURN(Ref<vm::Executable> exec, vm::Executable::LoadFromBytes(bytes));
   auto it = exec->function_map.find(o.function);
   if (it == exec->function_map.end() ||
@@ -442,13 +494,12 @@ absl::StatusOr<Prepared> Prepare(const Options& o) {
 
   // Inputs: .npy files by name, random ones filled on the device.
   std::map<std::string, Value> given;
-  for (const auto& [name, path] : o.inputs) {
+  for (const auto& [name, tensor] : files) {
     if (std::find(p.params.begin(), p.params.end(), name) == p.params.end()) {
       return ValueError(o.function, " has no parameter named ", name, "; parameters are ",
                         absl::StrJoin(p.params, ", "));
     }
-    TETHER_ASSIGN_OR_RETURN(Tensor t, client::ReadNpyFile(path));
-    given[name] = Value(t);
+    given[name] = Value(tensor);
   }
   std::vector<Value> args;
   for (const std::string& name : p.params) {
@@ -465,11 +516,11 @@ absl::StatusOr<Prepared> Prepare(const Options& o) {
     auto declared = model_inputs.find(name);
     if (auto s = o.shapes.find(name); s != o.shapes.end()) {
       spec = s->second;
-      if (declared != model_inputs.end()) spec.second = declared->second.second;
+      if (declared != model_inputs.end()) spec.second = declared->second.dtype;
     } else if (declared != model_inputs.end() &&
-               std::find(declared->second.first.begin(), declared->second.first.end(), -1) ==
-                   declared->second.first.end()) {
-      spec = declared->second;
+               std::find(declared->second.shape.begin(), declared->second.shape.end(), -1) ==
+                   declared->second.shape.end()) {
+      spec = {declared->second.shape, declared->second.dtype};
     } else {
       return ValueError("--random-inputs needs the shape of parameter ", name, ": --shape ", name,
                         "=2x32[:dtype]");

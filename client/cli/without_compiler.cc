@@ -36,10 +36,9 @@ absl::StatusOr<std::string> LoadOrCompileExecutable(const std::string& path,
   return ReadFileToString(path);
 }
 
-absl::StatusOr<std::map<std::string, std::pair<std::vector<int64_t>, DataType>>> ModelInputShapes(
-    const std::string& path) {
+absl::StatusOr<std::map<std::string, ModelInput>> ModelInputShapes(const std::string& path) {
   if (IsModelSource(path)) return NoCompiler(absl::StrCat("reading the inputs of ", path));
-  return std::map<std::string, std::pair<std::vector<int64_t>, DataType>>();
+  return std::map<std::string, ModelInput>();
 }
 
 absl::StatusOr<std::string> CompileTargetForCuda(absl::string_view compute_version) {

@@ -51,6 +51,27 @@ for f in "$dir"/cache/compiled/*.tx; do printf 'junk' > "$f"; done
   > /dev/null 2>&1 || fail "run with a damaged cache entry failed"
 check mlp "$dir/out_mlp3"
 
+# 2b. Shapes from the inputs: a model whose image size is free cannot be
+# compiled without it, and runs with no --shape at two sizes, each against
+# NumPy, each its own cache entry; --random-inputs names the free dims.
+$py "$root/tests/cli/make_dynamic_model.py" "$dir" || fail "make_dynamic_model.py failed"
+"$tether" compile "$dir/dyn_conv.onnx" -o "$dir/dyn.tx" > "$dir/dyn_compile.txt" 2>&1 &&
+  fail "a free image size compiled without its shape"
+grep -q "symbolic variable H" "$dir/dyn_compile.txt" || fail "dyn: $(cat "$dir/dyn_compile.txt")"
+before=$(ls "$dir/cache/compiled" | grep -c '\.tx$')
+for i in 0 1; do
+  "$tether" run "$dir/dyn_conv.onnx" --remote "$remote" --input "x=@$dir/dyn_x$i.npy" \
+    --output-dir "$dir/out_dyn$i" > "$dir/run_dyn$i.txt" 2>&1 || fail "dyn $i: $(cat "$dir/run_dyn$i.txt")"
+  $py "$root/tests/testing/compare_npy.py" "$dir/out_dyn$i/out.npy" "$dir/dyn_out$i.npy" 1e-3 \
+    "dyn_conv at input $i" > /dev/null || fail "dyn $i: outputs differ from the NumPy reference"
+done
+[ "$(ls "$dir/cache/compiled" | grep -c '\.tx$')" = $((before + 2)) ] ||
+  fail "two input sizes did not make two cache entries"
+"$tether" run "$dir/dyn_conv.onnx" --remote "$remote" --random-inputs > "$dir/dyn_random.txt" 2>&1 &&
+  fail "--random-inputs ran with free dims"
+grep -q "dims (N, 3, H, W) are not all fixed: give --shape x=<N>x3x<H>x<W>" "$dir/dyn_random.txt" ||
+  fail "--random-inputs does not name the free dims: $(cat "$dir/dyn_random.txt")"
+
 # 3. tether compile model.onnx, then run the executable; --shape fixes the batch.
 "$tether" compile "$dir/mlp.onnx" -o "$dir/mlp.tx" > /dev/null 2>&1 || fail "compile mlp.onnx failed"
 "$tether" run "$dir/mlp.tx" --input "x=@$dir/mlp.x.npy" --output-dir "$dir/out_tx" > /dev/null 2>&1 ||
