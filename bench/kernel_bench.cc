@@ -11,8 +11,11 @@
 // Anchors are registered before the benchmark they anchor, which reads the
 // anchor's figure to report the ratio; a summary table is printed at the end.
 #include <cblas.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -26,6 +29,7 @@
 #include "compiler/op/op.h"
 #include "compiler/relax/expr.h"
 #include "runtime/core/tensor.h"
+#include "runtime/device/host_target.h"
 #include "runtime/threading/thread_pool.h"
 
 namespace tether::compiler {
@@ -258,6 +262,51 @@ void BM_Conv2dTether(benchmark::State& state) {
 }  // namespace
 }  // namespace tether::compiler
 
+namespace tether::bench {
+
+// The anchor must be the best this machine can do. Debian's OpenBLAS picks
+// its kernels at load time from the CPUs it knows, and on newer ones falls
+// back to an older core: recent Intel Xeons with AVX-512 have been given
+// "Haswell" or "Prescott", which halves the anchor. When OPENBLAS_CORETYPE is
+// unset and the core in use lacks what the CPU has (as read by
+// ThisHostTarget), this program runs itself again with the core that has it.
+// Says which CPU and which OpenBLAS core the table is for.
+void UseTheBestOpenBlasCore(char** argv) {
+  const std::string core = openblas_get_corename();
+  const HostTarget& host = ThisHostTarget();
+  auto has = [&](const char* f) {
+    return std::find(host.features.begin(), host.features.end(), f) != host.features.end();
+  };
+  std::string lower = core;
+  std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
+  auto core_is = [&](std::initializer_list<const char*> names) {
+    return std::any_of(names.begin(), names.end(), [&](const char* n) { return lower == n; });
+  };
+  const char* want = nullptr;
+  if (has("avx512f") && has("avx512bw") && !core_is({"skylakex", "cooperlake", "sapphirerapids"})) {
+    want = "SKYLAKEX";
+  } else if (has("avx2") && has("fma") &&
+             !core_is({"haswell", "zen", "skylakex", "cooperlake", "sapphirerapids"})) {
+    want = "HASWELL";
+  }
+  const char* set = std::getenv("OPENBLAS_CORETYPE");
+  if (want != nullptr && set == nullptr) {
+    std::fprintf(stderr,
+                 "kernel_bench: OpenBLAS chose core %s on a %s CPU; running again with "
+                 "OPENBLAS_CORETYPE=%s\n",
+                 core.c_str(), host.cpu.c_str(), want);
+    setenv("OPENBLAS_CORETYPE", want, 1);
+    execv("/proc/self/exe", argv);
+    std::fprintf(stderr, "kernel_bench: cannot run again (%s); the anchor stays on %s\n",
+                 std::strerror(errno), core.c_str());
+  }
+  std::printf("CPU: %s (%s, %d cores); anchor: OpenBLAS core %s%s%s\n", host.description.c_str(),
+              host.cpu.c_str(), host.cores, core.c_str(), set ? ", OPENBLAS_CORETYPE=" : "",
+              set ? set : "");
+}
+
+}  // namespace tether::bench
+
 int main(int argc, char** argv) {
   using namespace tether::compiler;  // NOLINT(build/namespaces): the registration list below
   for (int t : {1, 2}) {
@@ -292,6 +341,7 @@ int main(int argc, char** argv) {
         ->UseRealTime()
         ->Unit(benchmark::kMillisecond);
   }
+  tether::bench::UseTheBestOpenBlasCore(argv);
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
