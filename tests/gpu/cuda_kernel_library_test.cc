@@ -19,7 +19,7 @@
 #include "runtime/device/device_api.h"
 #include "runtime/vm/exec_builder.h"
 #include "runtime/vm/local_vm.h"
-#include "tests/testing/cuda_manifest.h"
+#include "tests/testing/cuda_fixtures.h"
 
 namespace tether {
 namespace {
@@ -29,10 +29,8 @@ using ::testing::HasSubstr;
 // Written by hand with the kernel ABI's parameter layout: per kernel
 // parameter a 64-bit value (data pointer or scalar), then each tensor's dims.
 // Checked with `ptxas -arch=sm_75` and `-arch=sm_90`.
-constexpr absl::string_view kPtx = R"(.version 7.8
-.target sm_75
-.address_size 64
-
+const std::string& Ptx() {
+  static const std::string* ptx = new std::string(testing::PtxModule(R"(
 // add(a, b, c): c[i] = a[i] + b[i] for i < n, grid-stride. Parameters: the
 // three data pointers, then the one dim of each tensor.
 .visible .entry add_k0(
@@ -87,7 +85,9 @@ DONE:
   st.global.u32 [%rd1], %r1;
   ret;
 }
-)";
+)"));
+  return *ptx;
+}
 
 // The add kernel, and store_null(x, addr), which writes through `addr`.
 const std::string& Manifest() {
@@ -145,7 +145,7 @@ class CudaKernelLibraryGpuTest : public ::testing::Test {
 };
 
 TEST_F(CudaKernelLibraryGpuTest, AddMatchesHostMath) {
-  Function add = Kernel(Blob({{75, std::string(kPtx)}}), "add");
+  Function add = Kernel(Blob({{75, Ptx()}}), "add");
   ASSERT_TRUE(add);
   for (size_t n : {size_t{0}, size_t{1}, size_t{1000}, size_t{1} << 20}) {
     SCOPED_TRACE(absl::StrCat("n = ", n));
@@ -173,7 +173,7 @@ TEST_F(CudaKernelLibraryGpuTest, AddMatchesHostMath) {
 
 TEST_F(CudaKernelLibraryGpuTest, PicksTheNewestImageTheGpuRuns) {
   // The sm_999 image is broken PTX: choosing it would fail to load.
-  Function add = Kernel(Blob({{75, std::string(kPtx)},
+  Function add = Kernel(Blob({{75, Ptx()},
                               {999,
                                ".visible .entry add_k0 garbage\n"
                                ".visible .entry store_null_k0\n"}}),
@@ -190,7 +190,7 @@ TEST_F(CudaKernelLibraryGpuTest, PicksTheNewestImageTheGpuRuns) {
 }
 
 TEST_F(CudaKernelLibraryGpuTest, ImageForAFutureGpuOnlyIsFailedPrecondition) {
-  std::string ptx = absl::StrReplaceAll(kPtx, {{".target sm_75", ".target sm_999"}});
+  std::string ptx = absl::StrReplaceAll(Ptx(), {{".target sm_75", ".target sm_999"}});
   Function add = Kernel(Blob({{999, ptx}}), "add");
   ASSERT_TRUE(add);
   Tensor a = OnGpu({1.0f});
@@ -224,7 +224,7 @@ TEST_F(CudaKernelLibraryGpuTest, InvalidPtxCarriesTheJitLog) {
 }
 
 TEST_F(CudaKernelLibraryGpuTest, ChecksDimsOfRealTensors) {
-  Function add = Kernel(Blob({{75, std::string(kPtx)}}), "add");
+  Function add = Kernel(Blob({{75, Ptx()}}), "add");
   ASSERT_TRUE(add);
   Tensor four = OnGpu({1, 2, 3, 4});
   Tensor three = OnGpu({1, 2, 3});
@@ -241,7 +241,7 @@ TEST_F(CudaKernelLibraryGpuTest, VmRunsPtxKernelsOnTheGpu) {
   b.EmitCall("add", {vm::Arg::Register(0), vm::Arg::Register(1), vm::Arg::Register(2)});
   b.EmitRet(2);
   b.EndFunction("main");
-  b.AddKernelLibrary(Blob({{75, std::string(kPtx)}}));
+  b.AddKernelLibrary(Blob({{75, Ptx()}}));
   absl::StatusOr<Ref<vm::Executable>> exec = b.Get();
   ASSERT_TRUE(exec.ok()) << exec.status();
   auto made = vm::LocalVirtualMachine::Create(*exec, {Device::Cuda(0)});
@@ -271,7 +271,7 @@ TEST_F(CudaKernelLibraryGpuTest, VmRunsPtxKernelsOnTheGpu) {
 // runs in a child process (a death test re-executes the binary, which starts
 // CUDA afresh).
 void StoreThroughNullAndExit() {
-  absl::StatusOr<Ref<Module>> lib = LoadCudaKernelLibrary(Blob({{75, std::string(kPtx)}}));
+  absl::StatusOr<Ref<Module>> lib = LoadCudaKernelLibrary(Blob({{75, Ptx()}}));
   if (!lib.ok()) std::_Exit(2);
   absl::StatusOr<Function> f = (*lib)->GetFunction("store_null");
   if (!f.ok()) std::_Exit(3);

@@ -21,7 +21,7 @@
 #include "runtime/device/device_api.h"
 #include "runtime/vm/exec_builder.h"
 #include "runtime/vm/local_vm.h"
-#include "tests/testing/cuda_manifest.h"
+#include "tests/testing/cuda_fixtures.h"
 
 namespace tether {
 namespace {
@@ -29,10 +29,9 @@ namespace {
 using ::testing::HasSubstr;
 
 // A tiny but valid PTX module with the entries the manifests below name.
-constexpr absl::string_view kPtx = R"(.version 7.8
-.target sm_75
-.address_size 64
-.visible .entry add_k0(.param .u64 p0, .param .u64 p1, .param .u64 p2,
+const std::string& Ptx() {
+  static const std::string* ptx = new std::string(
+      testing::PtxModule(R"(.visible .entry add_k0(.param .u64 p0, .param .u64 p1, .param .u64 p2,
                        .param .u64 p3, .param .u64 p4, .param .u64 p5)
 {
   ret;
@@ -49,7 +48,9 @@ constexpr absl::string_view kPtx = R"(.version 7.8
 {
   ret;
 }
-)";
+)"));
+  return *ptx;
+}
 
 // The add kernel, rows (two launches) and part (a scratch buffer).
 const std::string& Manifest() {
@@ -93,7 +94,7 @@ std::string WithLine(int line, absl::string_view replacement) {
 }
 
 vm::KernelLibraryBlob PtxBlob(absl::string_view manifest = Manifest(),
-                              std::vector<CudaImage> images = {{75, std::string(kPtx)}}) {
+                              std::vector<CudaImage> images = {{75, Ptx()}}) {
   return MakeCudaKernelLibraryBlob("cuda -arch=sm_75", images, manifest);
 }
 
@@ -513,9 +514,8 @@ TEST(CudaKernelLibraryTest, RejectsOtherFormatsAndCorruptBlobs) {
 }
 
 TEST(CudaKernelLibraryTest, RejectsAnImageWithoutAListedEntry) {
-  std::string ptx = absl::StrReplaceAll(kPtx, {{"rows_k1", "rows_k9"}});
-  absl::Status s =
-      LoadCudaKernelLibrary(PtxBlob(Manifest(), {{75, std::string(kPtx)}, {90, ptx}})).status();
+  std::string ptx = absl::StrReplaceAll(Ptx(), {{"rows_k1", "rows_k9"}});
+  absl::Status s = LoadCudaKernelLibrary(PtxBlob(Manifest(), {{75, Ptx()}, {90, ptx}})).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(),
               HasSubstr("the ptx for sm_90 has no entry rows_k1 (kernel rows launch 1)"));

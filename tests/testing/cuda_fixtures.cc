@@ -1,4 +1,4 @@
-#include "tests/testing/cuda_manifest.h"
+#include "tests/testing/cuda_fixtures.h"
 
 #include "absl/strings/str_cat.h"
 
@@ -13,6 +13,10 @@ std::string CudaManifestWithAdd(absl::string_view more_kernels) {
       "tensor float32 1 =d0.0\n"
       "launch add_k0 256 1 d0.0\n",
       more_kernels, "end\n");
+}
+
+std::string PtxModule(absl::string_view entries) {
+  return absl::StrCat(".version 7.8\n.target sm_75\n.address_size 64\n", entries);
 }
 
 }  // namespace tether::testing
