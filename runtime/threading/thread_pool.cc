@@ -22,6 +22,14 @@ namespace {
 // Iterations a waiting thread spins before it sleeps.
 constexpr int kSpinIterations = 2000;
 
+// A full fence between the store and the load of each sleep/wake handshake
+// below (a Dekker pair: one side stores its flag, then loads the other's).
+// seq_cst atomics already order them on every machine we run on (x86's
+// xchg; AArch64's stlr then ldar), but qemu's user-mode emulation of AArch64
+// on an x86 host lets a store pass a later load-acquire, and a wake-up was
+// lost there (tests/board); a fence is a full barrier under emulation too.
+inline void StoreLoadFence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+
 thread_local bool tls_in_parallel_region = false;
 thread_local int tls_thread_limit = 0;  // ScopedThreadLimit; 0: none
 
@@ -115,6 +123,7 @@ class ThreadPool {
   // yet checked the epoch) when the signal comes, so no wake-up is lost.
   static void Post(Worker& w, uint64_t epoch) {
     w.epoch.store(epoch);
+    StoreLoadFence();
     if (w.sleeping.load()) {
       absl::MutexLock lock(&w.mu);
       w.wake.Signal();
@@ -149,6 +158,7 @@ class ThreadPool {
     }
     absl::MutexLock lock(&done_mu_);
     caller_sleeping_.store(true);
+    StoreLoadFence();
     while (remaining_.load() != 0) done_cv_.Wait(&done_mu_);
     caller_sleeping_.store(false);
   }
@@ -179,13 +189,16 @@ class ThreadPool {
       if (epoch == seen) {
         absl::MutexLock lock(&w->mu);
         w->sleeping.store(true);
+        StoreLoadFence();
         while ((epoch = w->epoch.load()) == seen) w->wake.Wait(&w->mu);
         w->sleeping.store(false);
       }
       seen = epoch;
       if (stop_.load()) return;
       RunTasks(participant);
-      if (remaining_.fetch_sub(1) == 1 && caller_sleeping_.load()) {
+      const bool last = remaining_.fetch_sub(1) == 1;
+      StoreLoadFence();
+      if (last && caller_sleeping_.load()) {
         absl::MutexLock lock(&done_mu_);
         done_cv_.Signal();
       }
