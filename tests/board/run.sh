@@ -43,7 +43,7 @@ cmake --build "$build" -j "$jobs" --target tetherd tetherd-kernels tether tether
   tether_vm_tests
 
 echo "== $arch: runtime and VM tests under $emulator =="
-ctest --test-dir "$build" -L '^(runtime|vm)$' --output-on-failure -j "$jobs" --timeout 900
+ctest --test-dir "$build" -L '^(runtime|vm)$' --output-on-failure -j "$jobs" --timeout 300
 
 echo "== $arch: the board bundle's tetherd under $emulator, this machine's tether against it =="
 work=$(mktemp -d)
