@@ -99,8 +99,8 @@ RemoteHandleObj* AsRemoteHandle(const Value& value);
 Value MakeRemoteTensorValue(uint64_t id, rpc::TensorSpec spec);
 
 // Thread contract: thread-safe. Its operations run one at a time on its
-// transport (the daemon serializes a session's calls anyway); Close() and the
-// getters do not wait for them.
+// transport (the daemon serializes a session's calls anyway); Close()
+// interrupts the one in flight (see Close).
 class RemoteSession {
  public:
   // Connects to `target` ("127.0.0.1:9190", "unix:/path"). UNAVAILABLE or
