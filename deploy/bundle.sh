@@ -43,20 +43,11 @@ done
 case $out in /*) ;; *) out=$PWD/$out ;; esac
 
 # The board's toolchain file, emulator and dynamic loader.
-case $arch in
-  "") ;;
-  aarch64|arm64) arch=aarch64 triple=aarch64-linux-gnu emulator="qemu-aarch64-static -L /"
-                 loader=/lib/ld-linux-aarch64.so.1 ;;
-  armhf|arm) arch=armhf triple=arm-linux-gnueabihf emulator="qemu-arm-static -L /"
-             loader=/lib/ld-linux-armhf.so.3 ;;
-  *) echo "bundle.sh: --arch takes aarch64 or armhf, not '$arch'" >&2; exit 2 ;;
-esac
+source "$root/deploy/board-arch.sh"
 if [ -n "$arch" ]; then
+  board_arch "$arch" || { echo "bundle.sh: --arch takes aarch64 or armhf, not '$arch'" >&2; exit 2; }
   [ "$tests" = 0 ] || { echo "bundle.sh: --tests is for GPU machines, not with --arch" >&2; exit 2; }
-  command -v "$triple-g++" > /dev/null || {
-    echo "bundle.sh: $triple-g++ is missing: bash deploy/install-deps.sh --arch ${arch/aarch64/arm64}" >&2
-    exit 1
-  }
+  board_tools_present bundle.sh || exit 1
   build=${build:-$root/build-$arch}
   # A build folder of this board that exists (tests/board/run.sh's, with its
   # tests) is built as it is configured.

@@ -18,15 +18,10 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 arch=${1:?usage: tests/board/run.sh aarch64|armhf [HOST_BUILD_DIR]}
 host_build=$(cd "${2:-$root/build}" && pwd)
 jobs=${TETHER_JOBS:-$(nproc)}
-case $arch in
-  aarch64) triple=aarch64-linux-gnu emulator="qemu-aarch64-static -L /" deps=arm64 ;;
-  armhf) triple=arm-linux-gnueabihf emulator="qemu-arm-static -L /" deps=armhf ;;
-  *) echo "tests/board/run.sh: no board architecture '$arch' (aarch64, armhf)" >&2; exit 2 ;;
-esac
-for tool in "$triple-g++" "${emulator%% *}"; do
-  command -v "$tool" > /dev/null ||
-    { echo "tests/board/run.sh: $tool is missing: bash deploy/install-deps.sh --arch $deps" >&2; exit 1; }
-done
+source "$root/deploy/board-arch.sh"
+board_arch "$arch" ||
+  { echo "tests/board/run.sh: no board architecture '$arch' (aarch64, armhf)" >&2; exit 2; }
+board_tools_present tests/board/run.sh || exit 1
 build=$root/build-$arch
 
 echo "== $arch: cross build (tetherd, tether-kernels with the MLP linked in, tether, runtime and VM tests) =="
