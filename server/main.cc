@@ -19,8 +19,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "proto/codec/auth_token.h"
+#include "runtime/device/device_api.h"
 #include "server/daemon.h"
 #include "server/event_log.h"
+#include "server/session_worker.h"
 
 namespace {
 
@@ -302,6 +304,15 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "tetherd: %s\n", std::string(daemon.status().message()).c_str());
     return 1;
   }
+  if (lifeline_fd >= 0) {
+    // A worker whose GPU context a kernel poisoned ends, as a stop signal
+    // would end it: the call in flight is answered, then the process exits
+    // with kWorkerExitStickyFault (its daemon tells the session so).
+    std::thread([] {
+      tether::AwaitStickyFault().IgnoreError();  // the worker ends whichever it was
+      ::kill(::getpid(), SIGTERM);
+    }).detach();
+  }
   if (!default_token_file.empty()) {
     tether::server::EventLine()
         .Add("event", "auth")
@@ -323,7 +334,15 @@ int main(int argc, char** argv) {
   }
   int signal_number = 0;
   sigwait(&signals, &signal_number);
-  tether::server::EventLine().Add("event", "shutdown").Add("signal", signal_number).Write();
+  {
+    tether::server::EventLine line;
+    line.Add("event", "shutdown").Add("signal", signal_number);
+    // A worker stopping itself after a GPU fault says which.
+    if (absl::Status fault = tether::FirstStickyFault(); lifeline_fd >= 0 && !fault.ok()) {
+      line.Quote("fault", fault.message());
+    }
+    line.Write();
+  }
   // The drain has a hard stop: a kernel stuck in native code cannot be
   // interrupted, so past the grace period (or at a second signal) the
   // process exits without waiting for it.
@@ -345,5 +364,8 @@ int main(int argc, char** argv) {
   }).detach();
   (*daemon)->Shutdown(grace);
   daemon->reset();
+  if (lifeline_fd >= 0 && !tether::FirstStickyFault().ok()) {
+    return tether::server::kWorkerExitStickyFault;
+  }
   return 0;
 }

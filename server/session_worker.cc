@@ -37,6 +37,10 @@ std::string Errno(int error) { return strerror(error); }
 
 // "exited with status 3", "killed by signal 11 (Segmentation fault)".
 std::string DescribeExit(int status) {
+  if (WIFEXITED(status) && WEXITSTATUS(status) == kWorkerExitStickyFault) {
+    return "ended after a kernel faulted on its GPU: the device's context was unusable, so the "
+           "worker exited and the GPU memory the session held is freed";
+  }
   if (WIFEXITED(status)) return absl::StrCat("exited with status ", WEXITSTATUS(status));
   if (WIFSIGNALED(status)) {
     const int sig = WTERMSIG(status);

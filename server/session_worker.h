@@ -38,6 +38,12 @@ namespace tether::server {
 // if some remain. The daemon calls it as it shuts down.
 bool AwaitKilledWorkersReaped(absl::Time deadline);
 
+// A worker's exit status after a sticky device fault: a kernel faulted on its
+// GPU, the device's context is unusable for the rest of the process, so the
+// worker answers the call in flight and ends, freeing the GPU memory the
+// session held (runtime/device/device_api.h, RecordStickyFault).
+inline constexpr int kWorkerExitStickyFault = 86;
+
 // The name of a worker's private directory, before mkdtemp's six characters.
 inline constexpr char kWorkerDirPrefix[] = "tetherd-worker-";
 

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "runtime/core/error.h"
+#include "runtime/device/device_api.h"
 
 namespace tether::cuda {
 namespace {
@@ -179,9 +180,12 @@ absl::Status CudaStatus(const CudaDriver& driver, CUresult result, absl::string_
       return OutOfMemoryError(message);
     default:
       if (IsStickyFault(result)) {
-        return RuntimeError(message, " (a kernel faulted; ", device.ToString(),
-                            " is unusable in this process from now on; isolated sessions",
-                            " keep such a fault to their own process)");
+        absl::Status fault =
+            RuntimeError(message, " (a kernel faulted; ", device.ToString(),
+                         " is unusable in this process from now on; isolated sessions",
+                         " keep such a fault to their own process)");
+        RecordStickyFault(fault);
+        return fault;
       }
       return RuntimeError(message);
   }

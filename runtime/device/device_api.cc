@@ -7,6 +7,8 @@
 #include <array>
 #include <memory>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "runtime/core/error.h"
 #include "runtime/device/device_api_internal.h"
 
@@ -58,6 +60,41 @@ bool DeviceExists(Device device) {
   if (!api.ok()) return false;
   absl::StatusOr<Value> exist = (*api)->GetAttr(device.id, DeviceAttr::kExist);
   return exist.ok() && exist->is_bool() && exist->bool_value();
+}
+
+namespace {
+
+struct StickyFaults {
+  absl::Mutex mu;
+  absl::Status first ABSL_GUARDED_BY(mu);
+};
+
+StickyFaults& Faults() {
+  static auto* const faults = new StickyFaults;  // never destroyed
+  return *faults;
+}
+
+}  // namespace
+
+void RecordStickyFault(const absl::Status& fault) {
+  if (fault.ok()) return;
+  StickyFaults& f = Faults();
+  absl::MutexLock lock(&f.mu);
+  if (f.first.ok()) f.first = fault;
+}
+
+absl::Status FirstStickyFault() {
+  StickyFaults& f = Faults();
+  absl::MutexLock lock(&f.mu);
+  return f.first;
+}
+
+absl::Status AwaitStickyFault() {
+  StickyFaults& f = Faults();
+  absl::MutexLock lock(&f.mu);
+  f.mu.Await(absl::Condition(
+      +[](absl::Status* first) { return !first->ok(); }, &f.first));
+  return f.first;
 }
 
 }  // namespace tether

@@ -99,6 +99,18 @@ class DeviceAPI {
 // Convenience: whether `device` exists (driver loaded, index in range).
 bool DeviceExists(Device device);
 
+// Sticky device faults: a kernel that faults on a GPU leaves that device's
+// context unusable for the rest of the process (the driver repeats the error
+// on every later call). The device layer records the first such fault here;
+// an isolated session's worker waits for it and ends its process, so the
+// session ends and the GPU memory it held is freed (docs/design/
+// rpc-protocol.md, "Isolated sessions"). Thread-safe.
+void RecordStickyFault(const absl::Status& fault);
+// The first sticky fault recorded in this process, or OK.
+absl::Status FirstStickyFault();
+// Blocks until a sticky fault is recorded; returns it.
+absl::Status AwaitStickyFault();
+
 }  // namespace tether
 
 #endif  // TETHER_RUNTIME_DEVICE_DEVICE_API_H_
