@@ -1,30 +1,43 @@
 // GPU benchmarks: executables compiled for `cuda` (the GPU's own
 // architecture) run by a LocalVirtualMachine on cuda:0, against their
 // anchors in the same run, every figure timed with CUDA events around the
-// work (never kernel submission):
+// work (never kernel submission), on random data:
 //   Matmul/<dtype>/N:  relax.matmul N x N x N (float32, float16 and bfloat16
 //                      operands; float32 accumulation) vs cublasGemmEx with
 //                      CUBLAS_COMPUTE_32F (TFLOP/s, ratio = ours / cuBLAS).
+//                      Ours is checked against cuBLAS's product of the same
+//                      operands first (relative Frobenius error); a wrong
+//                      product is an error, never a figure.
 //   Elementwise:       add, and a fused add + relu + multiply, over 1 GiB
 //                      float32 operands vs cuMemcpyDtoD of 1 GiB (GB/s of
 //                      bytes moved, ratio = ours / memcpy).
+//   Rows:              softmax, layer_norm and sum over the rows of a
+//                      16384 x 8192 float32 matrix (512 MiB), in GB/s of the
+//                      bytes they must move (the matrix read once, the result
+//                      written once) vs the same memcpy.
 // cuBLAS is reached with dlopen (libcublas.so.13 from the CUDA toolkit), like
 // the driver, so this builds without the toolkit; its rows are skipped when
-// the library is absent, and every row is skipped without a CUDA device. A
+// the library is absent, and every row is skipped without a CUDA device. Each
+// row's set-up (operands, compile, first call) is timed on stderr, and a
 // summary table is printed at the end.
 #include <dlfcn.h>
 
+#include <chrono>
+#include <cmath>
+#include <iostream>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "bench/figures.h"
 #include "benchmark/benchmark.h"
 #include "compiler/backend/llvm/target.h"
 #include "compiler/build.h"
 #include "compiler/text/parser.h"
+#include "runtime/core/scalar.h"
 #include "runtime/core/tensor.h"
 #include "runtime/device/device_api.h"
 #include "runtime/vm/local_vm.h"
@@ -41,6 +54,11 @@ bool HaveGpu(benchmark::State& state) {
   if (DeviceExists(kGpu)) return true;
   state.SkipWithError("no CUDA device (cuda:0 does not exist)");
   return false;
+}
+
+// Seconds of wall time since `start`, for the set-up lines on stderr.
+double Since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 // "cuda -arch=sm_XY" for cuda:0 (the default cuda target if it does not say).
@@ -178,6 +196,44 @@ DataType DtypeArg(int64_t code) {
 
 // ---- matmul ----
 
+// C = A B (row-major, all n x n) with cuBLAS: column-major C^T = B^T A^T.
+absl::Status CublasMatmul(const Cublas& cublas, const Tensor& a, const Tensor& b, const Tensor& c) {
+  const float alpha = 1, beta = 0;
+  const int n = static_cast<int>(a->shape()[0]);
+  const int type = CudaDataType(a->dtype());
+  int r = cublas.gemm_ex(cublas.handle, kCublasOpN, kCublasOpN, n, n, n, &alpha, b->element_data(),
+                         type, n, a->element_data(), type, n, &beta, c->element_data(), type, n,
+                         kCublasCompute32F, kCublasGemmDefault);
+  return r == 0 ? absl::OkStatus() : absl::InternalError(absl::StrCat("cublasGemmEx: ", r));
+}
+
+// A floating-point tensor's values as doubles, on the host.
+absl::StatusOr<std::vector<double>> HostValues(const Tensor& t) {
+  TETHER_ASSIGN_OR_RETURN(Tensor host, t.CopyTo(Device::Cpu()));
+  const int64_t n = host->NumElements();
+  std::vector<double> out(static_cast<size_t>(n));
+  const DataType dt = host->dtype();
+  for (int64_t i = 0; i < n; ++i) {
+    if (dt.bits() == 32) {
+      out[static_cast<size_t>(i)] = static_cast<const float*>(host->element_data())[i];
+    } else {
+      const uint16_t bits = static_cast<const uint16_t*>(host->element_data())[i];
+      out[static_cast<size_t>(i)] = dt.is_bfloat16() ? BFloat16ToFloat(bits) : HalfToFloat(bits);
+    }
+  }
+  return out;
+}
+
+// ||got - want|| / ||want||; NaN when either has a NaN.
+double RelativeError(const std::vector<double>& got, const std::vector<double>& want) {
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    diff += (got[i] - want[i]) * (got[i] - want[i]);
+    norm += want[i] * want[i];
+  }
+  return std::sqrt(diff) / std::sqrt(norm);
+}
+
 void BM_MatmulCublas(benchmark::State& state) {
   if (!HaveGpu(state)) return;
   const int64_t n = state.range(0);
@@ -193,16 +249,7 @@ void BM_MatmulCublas(benchmark::State& state) {
     state.SkipWithError("cannot allocate the operands on cuda:0");
     return;
   }
-  const float alpha = 1, beta = 0;
-  const int ni = static_cast<int>(n);
-  const int type = CudaDataType(dt);
-  // Row-major C = A B is column-major C^T = B^T A^T.
-  double seconds = TimeOnGpu(state, [&]() -> absl::Status {
-    int r = cublas->gemm_ex(cublas->handle, kCublasOpN, kCublasOpN, ni, ni, ni, &alpha,
-                            (*b)->element_data(), type, ni, (*a)->element_data(), type, ni, &beta,
-                            (*c)->element_data(), type, ni, kCublasCompute32F, kCublasGemmDefault);
-    return r == 0 ? absl::OkStatus() : absl::InternalError(absl::StrCat("cublasGemmEx: ", r));
-  });
+  double seconds = TimeOnGpu(state, [&] { return CublasMatmul(*cublas, *a, *b, *c); });
   Report(state, absl::StrCat("matmul/", dt.ToString(), "/", n), "TFLOP/s",
          2.0 * static_cast<double>(n * n * n) / 1e12, seconds, /*anchor=*/true);
 }
@@ -218,10 +265,20 @@ class Module:
         return gv
 )";
 
+// How far a product of random operands in [-1, 1) may be from cuBLAS's,
+// both accumulating in float32: the rounding of the result to its type and
+// the order of the sums (METHOD: float32 far under 1e-3; 16-bit results
+// within a few of their unit roundoff).
+double MatmulTolerance(DataType dt) {
+  if (dt.bits() == 32) return 1e-4;
+  return dt.is_bfloat16() ? 1e-2 : 2e-3;
+}
+
 void BM_MatmulTether(benchmark::State& state) {
   if (!HaveGpu(state)) return;
   const int64_t n = state.range(0);
   const DataType dt = DtypeArg(state.range(1));
+  const auto start = std::chrono::steady_clock::now();
   absl::StatusOr<Tensor> a = RandomGpuTensor({n, n}, dt, 1), b = RandomGpuTensor({n, n}, dt, 2);
   if (!a.ok() || !b.ok()) {
     state.SkipWithError("cannot allocate the operands on cuda:0");
@@ -234,6 +291,31 @@ void BM_MatmulTether(benchmark::State& state) {
     state.SkipWithError(std::string(p.status().message()).c_str());
     return;
   }
+  // Right first: ours against cuBLAS's product of the same operands.
+  if (const Cublas* cublas = Cublas::Get(); cublas != nullptr) {
+    absl::StatusOr<Value> ours = p->vm->Invoke("main", ArgSpan(p->args.data(), p->args.size()));
+    absl::StatusOr<Tensor> ref = Tensor::Empty(std::vector<int64_t>{n, n}, dt, kGpu);
+    absl::Status s = ours.ok() ? ref.status() : ours.status();
+    if (s.ok()) s = CublasMatmul(*cublas, *a, *b, *ref);
+    absl::StatusOr<std::vector<double>> got = s.ok() ? HostValues(Tensor(ours->AsRef<TensorObj>()))
+                                                     : absl::StatusOr<std::vector<double>>(s);
+    absl::StatusOr<std::vector<double>> want =
+        got.ok() ? HostValues(*ref) : absl::StatusOr<std::vector<double>>(got.status());
+    if (!want.ok()) {
+      state.SkipWithError(std::string(want.status().message()).c_str());
+      return;
+    }
+    const double err = RelativeError(*got, *want);
+    std::cerr << "cuda_bench: matmul " << dt.ToString() << " " << n
+              << ": |tether - cuBLAS| / |cuBLAS| = " << err << "\n";
+    if (!(err <= MatmulTolerance(dt))) {
+      state.SkipWithError(
+          absl::StrCat("wrong product: relative error ", err, " against cuBLAS").c_str());
+      return;
+    }
+  }
+  std::cerr << "cuda_bench: matmul " << dt.ToString() << " " << n << ": set-up " << Since(start)
+            << " s\n";
   double seconds = TimeOnGpu(state, [&]() -> absl::Status {
     return p->vm->Invoke("main", ArgSpan(p->args.data(), p->args.size())).status();
   });
@@ -241,9 +323,14 @@ void BM_MatmulTether(benchmark::State& state) {
          2.0 * static_cast<double>(n * n * n) / 1e12, seconds, /*anchor=*/false);
 }
 
-// ---- elementwise over 1 GiB ----
+// ---- elementwise over 1 GiB, rows of 512 MiB ----
 
-constexpr int64_t kElems = int64_t{1} << 28;  // 1 GiB of float32
+constexpr int64_t kElems = int64_t{1} << 28;    // 1 GiB of float32
+constexpr int64_t kRows = 16384, kCols = 8192;  // 512 MiB of float32
+
+// The bandwidth keys the device-to-device copy anchors.
+constexpr const char* kBandwidthKeys[] = {"elementwise/add", "elementwise/add_relu_mul",
+                                          "rows/softmax", "rows/layer_norm", "rows/sum"};
 
 void BM_MemcpyDtoD(benchmark::State& state) {
   if (!HaveGpu(state)) return;
@@ -255,43 +342,72 @@ void BM_MemcpyDtoD(benchmark::State& state) {
     return;
   }
   double seconds = TimeOnGpu(state, [&]() { return (*dst).CopyFrom(*src); });
-  // The anchor of both elementwise rows: bytes moved per second.
-  Report(state, "elementwise/add", "GB/s", 2.0 * kElems * 4 / 1e9, seconds, /*anchor=*/true);
-  Report(state, "elementwise/add_relu_mul", "GB/s", 2.0 * kElems * 4 / 1e9, seconds, true);
+  // The anchor of the bandwidth rows: bytes read plus bytes written per second.
+  for (const char* key : kBandwidthKeys) {
+    Report(state, key, "GB/s", 2.0 * kElems * 4 / 1e9, seconds, /*anchor=*/true);
+  }
 }
 
-constexpr char kElementwiseModule[] = R"(
-@I.ir_module
-class Module:
-    @R.function
-    def main(a: R.Tensor((268435456,), "float32"), b: R.Tensor((268435456,), "float32")) -> R.Tensor((268435456,), "float32"):
-        with R.dataflow():
-            gv = BODY
-            R.output(gv)
-        return gv
-)";
-
-void BM_ElementwiseTether(benchmark::State& state, bool fused) {
+// A bandwidth row: `body` (a Relax expression of `a` and `b`, shaped
+// `a_type` and `b_type`) compiled for cuda:0 on random operands, timed, and
+// reported as `bytes` moved per call under `key`.
+void BandwidthRow(benchmark::State& state, const std::string& key, const std::string& body,
+                  const std::vector<int64_t>& a_shape, const std::vector<int64_t>& b_shape,
+                  const std::string& out_type, double bytes) {
   if (!HaveGpu(state)) return;
-  absl::StatusOr<Tensor> a = RandomGpuTensor({kElems}, DataType::Float(32), 1);
-  absl::StatusOr<Tensor> b = RandomGpuTensor({kElems}, DataType::Float(32), 2);
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<Tensor> a = RandomGpuTensor(a_shape, DataType::Float(32), 1);
+  absl::StatusOr<Tensor> b = RandomGpuTensor(b_shape, DataType::Float(32), 2);
   if (!a.ok() || !b.ok()) {
     state.SkipWithError("cannot allocate the operands on cuda:0");
     return;
   }
-  std::string body = fused ? "R.multiply(R.nn.relu(R.add(a, b)), b)" : "R.add(a, b)";
-  absl::StatusOr<GpuProgram> p =
-      Compile(absl::StrReplaceAll(kElementwiseModule, {{"BODY", body}}), {Value(*a), Value(*b)});
+  auto type = [](const std::vector<int64_t>& shape) {
+    return absl::StrCat("R.Tensor((", absl::StrJoin(shape, ", "), shape.size() == 1 ? "," : "",
+                        "), \"float32\")");
+  };
+  const std::string text =
+      absl::StrCat("@I.ir_module\nclass Module:\n    @R.function\n    def main(a: ", type(a_shape),
+                   ", b: ", type(b_shape), ") -> ", out_type,
+                   ":\n        with R.dataflow():\n            gv = ", body,
+                   "\n            R.output(gv)\n        return gv\n");
+  const double operands = Since(start);
+  absl::StatusOr<GpuProgram> p = Compile(text, {Value(*a), Value(*b)});
   if (!p.ok()) {
     state.SkipWithError(std::string(p.status().message()).c_str());
     return;
   }
+  std::cerr << "cuda_bench: " << key << ": operands " << operands << " s, compiled at "
+            << Since(start) << " s\n";
   double seconds = TimeOnGpu(state, [&]() -> absl::Status {
     return p->vm->Invoke("main", ArgSpan(p->args.data(), p->args.size())).status();
   });
+  std::cerr << "cuda_bench: " << key << ": done at " << Since(start) << " s\n";
+  Report(state, key, "GB/s", bytes / 1e9, seconds, /*anchor=*/false);
+}
+
+void BM_ElementwiseTether(benchmark::State& state, bool fused) {
   // Two operands read, one result written.
-  Report(state, fused ? "elementwise/add_relu_mul" : "elementwise/add", "GB/s",
-         3.0 * kElems * 4 / 1e9, seconds, /*anchor=*/false);
+  BandwidthRow(state, fused ? "elementwise/add_relu_mul" : "elementwise/add",
+               fused ? "R.multiply(R.nn.relu(R.add(a, b)), b)" : "R.add(a, b)", {kElems}, {kElems},
+               "R.Tensor((268435456,), \"float32\")", 3.0 * kElems * 4);
+}
+
+// Rows of a: the matrix read once, the result written once (b, the
+// layer_norm's gamma and beta, a row long: not counted).
+void BM_RowsTether(benchmark::State& state, const std::string& op) {
+  const std::string rows = absl::StrCat("R.Tensor((", kRows, ", ", kCols, "), \"float32\")");
+  const double matrix = static_cast<double>(kRows * kCols) * 4;
+  if (op == "softmax") {
+    BandwidthRow(state, "rows/softmax", "R.nn.softmax(a, axis=-1)", {kRows, kCols}, {kCols}, rows,
+                 2 * matrix);
+  } else if (op == "layer_norm") {
+    BandwidthRow(state, "rows/layer_norm", "R.nn.layer_norm(a, b, b, axes=[-1], epsilon=1e-5)",
+                 {kRows, kCols}, {kCols}, rows, 2 * matrix);
+  } else {
+    BandwidthRow(state, "rows/sum", "R.sum(a, axis=[1])", {kRows, kCols}, {kCols},
+                 absl::StrCat("R.Tensor((", kRows, ",), \"float32\")"), matrix + kRows * 4.0);
+  }
 }
 
 }  // namespace
@@ -299,25 +415,39 @@ void BM_ElementwiseTether(benchmark::State& state, bool fused) {
 
 int main(int argc, char** argv) {
   using namespace tether;  // NOLINT(build/namespaces): the registration list below
-  for (int64_t dt : {0, 1, 2}) {
+  // float32 at 4096; the 16-bit types at 4096 and 8192.
+  for (auto [n, dt] :
+       {std::pair<int64_t, int64_t>{4096, 0}, {4096, 1}, {4096, 2}, {8192, 1}, {8192, 2}}) {
     benchmark::RegisterBenchmark("Matmul/cuBLAS", BM_MatmulCublas)
-        ->Args({4096, dt})
+        ->Args({n, dt})
         ->UseManualTime()
         ->Unit(benchmark::kMillisecond);
     benchmark::RegisterBenchmark("Matmul/Tether", BM_MatmulTether)
-        ->Args({4096, dt})
+        ->Args({n, dt})
         ->UseManualTime()
         ->Unit(benchmark::kMillisecond);
   }
-  benchmark::RegisterBenchmark("Elementwise/memcpy_dtod", BM_MemcpyDtoD)
+  // The big rows run a fixed count: each call moves gigabytes, and a count
+  // grown to a minimum time would spend minutes on set-up and host work.
+  benchmark::RegisterBenchmark("Bandwidth/memcpy_dtod", BM_MemcpyDtoD)
       ->UseManualTime()
+      ->Iterations(50)
       ->Unit(benchmark::kMillisecond);
-  benchmark::RegisterBenchmark("Elementwise/add", BM_ElementwiseTether, false)
+  benchmark::RegisterBenchmark("Bandwidth/add", BM_ElementwiseTether, false)
       ->UseManualTime()
+      ->Iterations(50)
       ->Unit(benchmark::kMillisecond);
-  benchmark::RegisterBenchmark("Elementwise/add_relu_mul", BM_ElementwiseTether, true)
+  benchmark::RegisterBenchmark("Bandwidth/add_relu_mul", BM_ElementwiseTether, true)
       ->UseManualTime()
+      ->Iterations(50)
       ->Unit(benchmark::kMillisecond);
+  for (const char* op : {"softmax", "layer_norm", "sum"}) {
+    benchmark::RegisterBenchmark(absl::StrCat("Bandwidth/", op).c_str(), BM_RowsTether,
+                                 std::string(op))
+        ->UseManualTime()
+        ->Iterations(50)
+        ->Unit(benchmark::kMillisecond);
+  }
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

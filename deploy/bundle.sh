@@ -115,7 +115,7 @@ if [ "$tests" = 1 ]; then
   # the source tree they were built from; gpu-check links it to the copy
   # carried here.
   echo "$root" > "$top/share/source-dir"
-  tar -C "$root" -cf - examples tests/cli bench/torch | tar -C "$top/share" -xf -
+  tar -C "$root" -cf - examples tests/cli tests/conformance/expected bench/torch bench/gpu | tar -C "$top/share" -xf -
   suite=/usr/share/libonnx-testdata/data/node
   [ -d "$suite" ] && cp -r "$suite" "$top/share/node"
 fi

@@ -15,7 +15,8 @@
 #
 # usage: gpu-check OUTDIR [STEP...]
 #   steps: nvidia-smi cli gpu-tests cuda-bench model-bench conformance
-#   (default: all, in that order)
+#          conformance-remote (the node cases through a tetherd)
+#   (default: all but conformance-remote, in that order)
 set -u
 here=$(cd "$(dirname "$0")/.." && pwd)
 [ $# -ge 1 ] || { echo "usage: gpu-check OUTDIR [STEP...]" >&2; exit 2; }
@@ -68,10 +69,22 @@ for step in "${steps[@]}"; do
         "$here/bin/tetherd" "$(mktemp -d)/cli"
       ;;
     cuda-bench) run_step cuda-bench "$here/bin/cuda_bench" --benchmark_repetitions=3 ;;
-    model-bench) run_step model-bench "$here/bin/model_bench" '--benchmark_filter=/(2|cuda)/' ;;
+    model-bench) run_step model-bench "$here/bin/model_bench" '--benchmark_filter=/cuda/' ;;
     conformance)
+      # The cases that pass on the CPU (tests/conformance/expected/node.txt)
+      # must pass on cuda:0 too; a regression fails the step, naming it.
+      expected=$here/share/tests/conformance/expected/node.txt
       run_step conformance "$here/bin/tether_conformance" --suite "$here/share/node" \
-        --device cuda:0 --jobs "$(nproc)" --timeout 120 --table failures
+        --cases "$expected" --expected "$expected" --device cuda:0 --jobs "$(nproc)" \
+        --timeout 60 --table failures --progress
+      ;;
+    conformance-remote)
+      # The same cases through a tetherd started here (the daemon holds the
+      # one CUDA context; each case is a client session).
+      expected=$here/share/tests/conformance/expected/node.txt
+      run_step conformance-remote "$here/bin/tether_conformance" --suite "$here/share/node" \
+        --cases "$expected" --expected "$expected" --device cuda:0 --jobs "$(nproc)" \
+        --timeout 60 --table failures --progress --remote --tetherd "$here/bin/tetherd"
       ;;
     *) echo "gpu-check: unknown step $step" >&2; exit 2 ;;
   esac

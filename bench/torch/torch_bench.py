@@ -2,7 +2,11 @@
 graph op by op with PyTorch (eager, float32, on cuda:0) and times it with
 CUDA events, the way a PyTorch user runs the same model.
 
-usage: python3 torch_bench.py MODEL.onnx X.npy EXPECTED.npy SAMPLES NUMBER
+usage: python3 torch_bench.py MODEL.onnx X.npy EXPECTED.npy SAMPLES NUMBER [MODE]
+
+MODE: eager (the default), or a torch.compile mode ("default",
+"reduce-overhead": CUDA graphs, "max-autotune"): the same function compiled
+by TorchInductor before the warm-up, so compilation stays out of the figures.
 
 Prints one JSON line: {"samples_ms": [...], "median_ms": .., "max_abs_out": ..,
 "max_err": ..}: SAMPLES samples, each the mean of NUMBER runs (events around
@@ -109,9 +113,10 @@ def run_node(node, ins):
 
 
 def main():
-    if len(sys.argv) != 6:
+    if len(sys.argv) not in (6, 7):
         sys.exit(__doc__)
-    model_path, x_path, expected_path, samples, number = sys.argv[1:]
+    model_path, x_path, expected_path, samples, number = sys.argv[1:6]
+    mode = sys.argv[6] if len(sys.argv) == 7 else "eager"
     samples, number = int(samples), int(number)
     if not torch.cuda.is_available():
         print("PyTorch sees no CUDA device", file=sys.stderr)
@@ -133,6 +138,8 @@ def main():
             env[node.output[0]] = run_node(node, [env[i] for i in node.input if i])
         return env[out_name]
 
+    if mode != "eager":
+        forward = torch.compile(forward, mode=mode)
     with torch.inference_mode():
         y = forward()
         torch.cuda.synchronize()
@@ -156,7 +163,7 @@ def main():
             stop.record()
             stop.synchronize()
             times.append(start.elapsed_time(stop) / number)
-    print(json.dumps({"samples_ms": times, "median_ms": statistics.median(times),
+    print(json.dumps({"mode": mode, "samples_ms": times, "median_ms": statistics.median(times),
                       "max_abs_out": float(np.max(np.abs(got))), "max_err": err}))
 
 

@@ -68,6 +68,30 @@ print('bench transformer on cuda:0: median', r['median'], 's')
 " || fail "bench json: $(cat "$dir/bench.json")"
 "$tether" bench "$dir/transformer.onnx" --remote "$remote" --device cuda:0 \
   --input "x=@$dir/transformer.x.npy" --number 50 --repeat 5
+# Reported, never asserted (timings): the embedded daemon's time_evaluator
+# against the remote one's on the same model, and the same remote run with
+# the L2 flushed before each repeat (--cache-flush-bytes, 2x the L2).
+"$tether" bench "$dir/transformer.onnx" --device cuda:0 --input "x=@$dir/transformer.x.npy" \
+  --number 200 --repeat 10 --json > "$dir/bench_local.json" 2>&1 \
+  || fail "bench on an embedded daemon's cuda:0: $(cat "$dir/bench_local.json")"
+"$tether" bench "$dir/transformer.onnx" --remote "$remote" --device cuda:0 \
+  --input "x=@$dir/transformer.x.npy" --number 200 --repeat 10 --json > "$dir/bench_remote.json" \
+  || fail "bench on cuda:0: $(cat "$dir/bench_remote.json")"
+l2=$(awk '$1 == "l2_cache_size_bytes" {print $2; exit}' "$dir/info.log")
+"$tether" bench "$dir/transformer.onnx" --remote "$remote" --device cuda:0 \
+  --input "x=@$dir/transformer.x.npy" --number 1 --repeat 50 --cache-flush-bytes $((2 * l2)) \
+  --json > "$dir/bench_flush.json" || fail "bench with --cache-flush-bytes: $(cat "$dir/bench_flush.json")"
+"$tether" bench "$dir/transformer.onnx" --remote "$remote" --device cuda:0 \
+  --input "x=@$dir/transformer.x.npy" --number 1 --repeat 50 \
+  --json > "$dir/bench_noflush.json" || fail "bench: $(cat "$dir/bench_noflush.json")"
+"$py" - "$dir" <<'PY' || fail "bench json"
+import json, sys
+d = sys.argv[1]
+r = {k: json.load(open(f"{d}/bench_{k}.json"))["median"] for k in ("local", "remote", "flush", "noflush")}
+print(f"time_evaluator transformer cuda:0, 10 x 200 calls: embedded daemon {r['local'] * 1e3:.4f} ms, "
+      f"remote {r['remote'] * 1e3:.4f} ms, remote / embedded {r['remote'] / r['local']:.3f}")
+print(f"one call a repeat: L2 flushed {r['flush'] * 1e3:.4f} ms, not flushed {r['noflush'] * 1e3:.4f} ms")
+PY
 "$tether" profile "$dir/cnn.onnx" --remote "$remote" --device cuda:0 \
   --input "x=@$dir/cnn.x.npy" > "$dir/profile.log" 2>&1 || fail "profile: $(cat "$dir/profile.log")"
 cat "$dir/profile.log"

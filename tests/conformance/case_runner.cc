@@ -264,20 +264,15 @@ std::optional<CaseResult> RunDataSet(const CaseResult& base, const ModelInfo& in
   return std::nullopt;
 }
 
-// The target for cases on the GPU `device`: its own architecture, so the
-// suite checks the code it gets (bfloat16 tensor cores and cp.async from
-// sm_80), or the three common images when the driver does not say.
-std::string CudaTarget(Device device) {
-  absl::StatusOr<std::string> target = compiler::CudaTargetForDevice(device);
-  return target.ok() ? *target : std::string("cuda -arch=sm_75,sm_80,sm_90");
-}
-
 absl::StatusOr<Ref<vm::Executable>> BuildModel(
     const compiler::onnx_frontend::ImportedModel& imported, const CaseOptions& options) {
   compiler::BuildOptions build_options;
   build_options.pipeline = options.pipeline;
   build_options.target = options.cpu_target;
-  if (options.device.type == kDLCUDA) build_options.target = CudaTarget(options.device);
+  if (options.device.type == kDLCUDA) {
+    build_options.target =
+        options.cuda_target.empty() ? CudaTarget(options.device) : options.cuda_target;
+  }
   if (options.simulate_gpu_threads > 0) {
     build_options.target = "cuda";
     build_options.simulate_gpu_threads = options.simulate_gpu_threads;
@@ -390,6 +385,14 @@ CaseResult RunWithBoundInputs(CaseResult result, const ModelInfo& info, const fs
 }
 
 }  // namespace
+
+// The target for cases on the GPU `device`: its own architecture, so the
+// suite checks the code it gets (bfloat16 tensor cores and cp.async from
+// sm_80), or the three common images when the driver does not say.
+std::string CudaTarget(Device device) {
+  absl::StatusOr<std::string> target = compiler::CudaTargetForDevice(device);
+  return target.ok() ? *target : std::string("cuda -arch=sm_75,sm_80,sm_90");
+}
 
 absl::string_view OutcomeName(Outcome outcome) {
   switch (outcome) {

@@ -42,9 +42,13 @@ struct CaseOptions {
   // > 0: build for "cuda" with compiler::BuildOptions::simulate_gpu_threads,
   // so the GPU lowering of every case runs (and is compared) on the CPU.
   int simulate_gpu_threads = 0;
-  // Where the cases run. A cuda device builds every model for cuda (PTX for
-  // sm_75, sm_80 and sm_90; the driver picks and JIT-compiles the best).
+  // Where the cases run. A cuda device builds every model for cuda_target.
   Device device = Device::Cpu();
+  // What models for a cuda device are built for: the GPU's own architecture
+  // ("cuda -arch=sm_90"), resolved once by the caller (tether_conformance
+  // asks the driver in a child process before the cases start); empty: each
+  // case asks the driver itself.
+  std::string cuda_target;
   // What models for the CPU are built for: "llvm" (this machine), or a
   // remote daemon's own target (RemoteSession::CpuCompileTarget).
   std::string cpu_target = "llvm";
@@ -67,6 +71,12 @@ struct CaseResult {
   double compile_seconds = 0;  // import + build
   double run_seconds = 0;      // all data sets, comparison included
 };
+
+// The target for cases on the GPU `device`: its own architecture, so the
+// suite checks the code it gets (bfloat16 tensor cores and cp.async from
+// sm_80), or the three common images when the driver does not say. Starts
+// the CUDA driver in the calling process.
+std::string CudaTarget(Device device);
 
 // Runs one case. Never fails: every error becomes a kFail or kUnsupported
 // result (UNIMPLEMENTED from the importer or compiler is kUnsupported).

@@ -15,6 +15,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <regex>
 #include <set>
 #include <string>
@@ -71,6 +72,9 @@ constexpr char kUsage[] =
     "                         (Reshape's shape, Resize's scales) with its rank-0/1 inputs bound\n"
     "                         as constants from the data set (such passes are counted apart)\n"
     "  --no-fork              run cases in this process (no crash isolation; for debugging)\n"
+    "  --progress             one line per finished case on stderr (outcome, stage, seconds\n"
+    "                         since the start, compile and run seconds), for a log that a\n"
+    "                         run stopped from outside still leaves readable\n"
     "  --help                 show this help\n";
 
 struct Flags {
@@ -89,18 +93,42 @@ struct Flags {
   Device device = Device::Cpu();
   std::string table = "all";
   bool no_fork = false;
+  bool progress = false;
   bool bind_shape_inputs = true;
 };
 
-// Whether `device` exists, asked in a child process: a CUDA driver
-// initialized here would be unusable in the forked case processes.
-bool DeviceExistsInChild(Device device) {
+// Whether `device` exists and, for a CUDA device, the target its models are
+// built for, asked once in a child process: a CUDA driver initialized here
+// would be unusable in the forked case processes, and asking in each of them
+// would cost every case a driver start. nullopt: the device does not exist.
+std::optional<std::string> ProbeDeviceInChild(Device device) {
+  int fds[2];
+  if (pipe(fds) != 0) return std::nullopt;
   pid_t pid = fork();
-  if (pid < 0) return false;
-  if (pid == 0) _exit(DeviceExists(device) ? 0 : 1);
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    return std::nullopt;
+  }
+  if (pid == 0) {
+    close(fds[0]);
+    if (!DeviceExists(device)) _exit(1);
+    const std::string target = device.type == kDLCUDA ? CudaTarget(device) : "";
+    const bool written =
+        write(fds[1], target.data(), target.size()) == static_cast<ssize_t>(target.size());
+    _exit(written ? 0 : 1);
+  }
+  close(fds[1]);
+  std::string target;
+  char buf[256];
+  ssize_t n;
+  while ((n = read(fds[0], buf, sizeof(buf))) > 0) target.append(buf, static_cast<size_t>(n));
+  close(fds[0]);
   int status = 0;
-  if (waitpid(pid, &status, 0) != pid) return false;
-  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    return std::nullopt;
+  }
+  return target;
 }
 
 int UsageError(absl::string_view message) {
@@ -126,6 +154,10 @@ int ParseFlags(int argc, char** argv, Flags* flags) {
     }
     if (flag == "--no-fork") {
       flags->no_fork = true;
+      continue;
+    }
+    if (flag == "--progress") {
+      flags->progress = true;
       continue;
     }
     if (i + 1 >= argc) return UsageError(absl::StrCat(flag, " needs a value"));
@@ -253,7 +285,10 @@ int Main(int argc, char** argv) {
   case_options.bind_shape_inputs = flags.bind_shape_inputs;
   case_options.simulate_gpu_threads = flags.simulate_gpu;
   case_options.device = flags.device;
-  if (flags.device.type != kDLCPU && !DeviceExistsInChild(flags.device)) {
+  std::optional<std::string> probed;
+  if (flags.device.type != kDLCPU) probed = ProbeDeviceInChild(flags.device);
+  if (flags.device.type == kDLCUDA && probed.has_value()) case_options.cuda_target = *probed;
+  if (flags.device.type != kDLCPU && !probed.has_value()) {
     std::cout << "SKIP: " << flags.device.ToString()
               << " does not exist on this machine (no driver or no device)\n";
     return 77;
@@ -299,12 +334,21 @@ int Main(int argc, char** argv) {
   RunCases(cases, run_case, pool_options, [&](size_t index, const CaseResult& result) {
     records[index] = {cases[index], result};
     ++finished;
-    if (isatty(STDERR_FILENO)) {
+    if (flags.progress) {
+      const double since =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      std::cerr << absl::StrFormat(
+                       "[%zu/%zu] %s/%s: %s%s%s (at %.1f s; compile %.2f s, run %.2f s)\n",
+                       finished, cases.size(), cases[index].suite, cases[index].name,
+                       OutcomeName(result.outcome), result.stage.empty() ? "" : " at ",
+                       result.stage, since, result.compile_seconds, result.run_seconds)
+                << std::flush;
+    } else if (isatty(STDERR_FILENO)) {
       std::cerr << "\r[" << finished << "/" << cases.size() << "] " << cases[index].name << "\033[K"
                 << std::flush;
     }
   });
-  if (isatty(STDERR_FILENO)) std::cerr << "\r\033[K";
+  if (!flags.progress && isatty(STDERR_FILENO)) std::cerr << "\r\033[K";
   const double wall =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   daemon.reset();
