@@ -111,6 +111,32 @@ absl::StatusOr<GpuProgram> Compile(const std::string& text, std::vector<Value> a
   return p;
 }
 
+// Google Benchmark calls a benchmark function several times (to size its
+// iteration count, then once per repetition): a row's operands and program
+// are made once, by `make`, and kept until the next row asks for its own
+// (which frees them first). The same failure is returned to every call.
+template <typename T, typename Make>
+absl::StatusOr<T*> RowState(const std::string& key, Make make) {
+  struct Cache {
+    std::string key;
+    std::shared_ptr<void> state;
+    absl::Status status;
+  };
+  static Cache* const cache = new Cache;
+  if (cache->key != key) {
+    cache->state.reset();
+    cache->key = key;
+    const auto start = std::chrono::steady_clock::now();
+    absl::StatusOr<T> made = make();
+    cache->status = made.status();
+    if (made.ok()) cache->state = std::make_shared<T>(std::move(*made));
+    std::cerr << "cuda_bench: " << key << ": set-up " << Since(start) << " s"
+              << (made.ok() ? "" : absl::StrCat(", failed: ", made.status().message())) << "\n";
+  }
+  if (!cache->status.ok()) return cache->status;
+  return static_cast<T*>(cache->state.get());
+}
+
 // Times `work` with CUDA events, once per benchmark iteration; returns the
 // total of the timings in seconds (0 when it failed and skipped).
 template <typename F>
@@ -234,6 +260,10 @@ double RelativeError(const std::vector<double>& got, const std::vector<double>& 
   return std::sqrt(diff) / std::sqrt(norm);
 }
 
+struct CublasRow {
+  Tensor a, b, c;
+};
+
 void BM_MatmulCublas(benchmark::State& state) {
   if (!HaveGpu(state)) return;
   const int64_t n = state.range(0);
@@ -243,13 +273,20 @@ void BM_MatmulCublas(benchmark::State& state) {
     state.SkipWithError("cuBLAS (libcublas.so) cannot be loaded");
     return;
   }
-  absl::StatusOr<Tensor> a = RandomGpuTensor({n, n}, dt, 1), b = RandomGpuTensor({n, n}, dt, 2),
-                         c = RandomGpuTensor({n, n}, dt, 3);
-  if (!a.ok() || !b.ok() || !c.ok()) {
-    state.SkipWithError("cannot allocate the operands on cuda:0");
+  absl::StatusOr<CublasRow*> row = RowState<CublasRow>(
+      absl::StrCat("cublas/matmul/", dt.ToString(), "/", n), [&]() -> absl::StatusOr<CublasRow> {
+        CublasRow r;
+        TETHER_ASSIGN_OR_RETURN(r.a, RandomGpuTensor({n, n}, dt, 1));
+        TETHER_ASSIGN_OR_RETURN(r.b, RandomGpuTensor({n, n}, dt, 2));
+        TETHER_ASSIGN_OR_RETURN(r.c, RandomGpuTensor({n, n}, dt, 3));
+        return r;
+      });
+  if (!row.ok()) {
+    state.SkipWithError(std::string(row.status().message()).c_str());
     return;
   }
-  double seconds = TimeOnGpu(state, [&] { return CublasMatmul(*cublas, *a, *b, *c); });
+  CublasRow& r = **row;
+  double seconds = TimeOnGpu(state, [&] { return CublasMatmul(*cublas, r.a, r.b, r.c); });
   Report(state, absl::StrCat("matmul/", dt.ToString(), "/", n), "TFLOP/s",
          2.0 * static_cast<double>(n * n * n) / 1e12, seconds, /*anchor=*/true);
 }
@@ -265,59 +302,88 @@ class Module:
         return gv
 )";
 
-// How far a product of random operands in [-1, 1) may be from cuBLAS's,
-// both accumulating in float32: the rounding of the result to its type and
-// the order of the sums (METHOD: float32 far under 1e-3; 16-bit results
-// within a few of their unit roundoff).
+// How far a product of random operands in [-1, 1) may be from a reference,
+// accumulating in float32: the rounding of the result to its type and the
+// order of the sums (METHOD: float32 far under 1e-3; 16-bit results within a
+// few of their unit roundoff).
 double MatmulTolerance(DataType dt) {
   if (dt.bits() == 32) return 1e-4;
   return dt.is_bfloat16() ? 1e-2 : 2e-3;
+}
+
+// Our product `got` (n x n, on the host) against float64 dot products of the
+// operands at 256 random positions: ||got - ref|| / ||ref|| over them.
+absl::StatusOr<double> ErrorAgainstFloat64(const Tensor& a, const Tensor& b,
+                                           const std::vector<double>& got, int64_t n) {
+  TETHER_ASSIGN_OR_RETURN(std::vector<double> ha, HostValues(a));
+  TETHER_ASSIGN_OR_RETURN(std::vector<double> hb, HostValues(b));
+  std::mt19937_64 rng(7);
+  std::uniform_int_distribution<int64_t> pick(0, n - 1);
+  std::vector<double> ours, ref;
+  for (int s = 0; s < 256; ++s) {
+    const int64_t i = pick(rng), j = pick(rng);
+    double dot = 0;
+    for (int64_t k = 0; k < n; ++k) {
+      dot += ha[static_cast<size_t>(i * n + k)] * hb[static_cast<size_t>(k * n + j)];
+    }
+    ours.push_back(got[static_cast<size_t>(i * n + j)]);
+    ref.push_back(dot);
+  }
+  return RelativeError(ours, ref);
+}
+
+struct MatmulRow {
+  Tensor a, b;
+  std::shared_ptr<GpuProgram> program;
+};
+
+// Operands and program for our matmul row, checked first: against float64
+// dot products at sampled positions, and against cuBLAS's whole product of
+// the same operands when cuBLAS is there. A wrong product is an error.
+absl::StatusOr<MatmulRow> MakeMatmulRow(int64_t n, DataType dt) {
+  MatmulRow r;
+  TETHER_ASSIGN_OR_RETURN(r.a, RandomGpuTensor({n, n}, dt, 1));
+  TETHER_ASSIGN_OR_RETURN(r.b, RandomGpuTensor({n, n}, dt, 2));
+  std::string text =
+      absl::StrReplaceAll(kMatmulModule, {{"N", absl::StrCat(n)}, {"DT", dt.ToString()}});
+  TETHER_ASSIGN_OR_RETURN(GpuProgram p, Compile(text, {Value(r.a), Value(r.b)}));
+  r.program = std::make_shared<GpuProgram>(std::move(p));
+  TETHER_ASSIGN_OR_RETURN(
+      Value out,
+      r.program->vm->Invoke("main", ArgSpan(r.program->args.data(), r.program->args.size())));
+  TETHER_ASSIGN_OR_RETURN(std::vector<double> got, HostValues(Tensor(out.AsRef<TensorObj>())));
+  TETHER_ASSIGN_OR_RETURN(double exact, ErrorAgainstFloat64(r.a, r.b, got, n));
+  std::string line =
+      absl::StrCat("matmul ", dt.ToString(), " ", n, ": |tether - float64| / |float64| = ", exact);
+  double vs_cublas = 0;
+  if (const Cublas* cublas = Cublas::Get(); cublas != nullptr) {
+    TETHER_ASSIGN_OR_RETURN(Tensor ref, Tensor::Empty(std::vector<int64_t>{n, n}, dt, kGpu));
+    TETHER_RETURN_IF_ERROR(CublasMatmul(*cublas, r.a, r.b, ref));
+    TETHER_ASSIGN_OR_RETURN(std::vector<double> want, HostValues(ref));
+    vs_cublas = RelativeError(got, want);
+    absl::StrAppend(&line, " (256 positions), |tether - cuBLAS| / |cuBLAS| = ", vs_cublas,
+                    " (all of it)");
+  }
+  std::cerr << "cuda_bench: " << line << "\n";
+  if (!(exact <= MatmulTolerance(dt)) || !(vs_cublas <= MatmulTolerance(dt))) {
+    return absl::InternalError(absl::StrCat("wrong product: ", line));
+  }
+  return r;
 }
 
 void BM_MatmulTether(benchmark::State& state) {
   if (!HaveGpu(state)) return;
   const int64_t n = state.range(0);
   const DataType dt = DtypeArg(state.range(1));
-  const auto start = std::chrono::steady_clock::now();
-  absl::StatusOr<Tensor> a = RandomGpuTensor({n, n}, dt, 1), b = RandomGpuTensor({n, n}, dt, 2);
-  if (!a.ok() || !b.ok()) {
-    state.SkipWithError("cannot allocate the operands on cuda:0");
+  absl::StatusOr<MatmulRow*> row = RowState<MatmulRow>(
+      absl::StrCat("tether/matmul/", dt.ToString(), "/", n), [&] { return MakeMatmulRow(n, dt); });
+  if (!row.ok()) {
+    state.SkipWithError(std::string(row.status().message()).c_str());
     return;
   }
-  std::string text =
-      absl::StrReplaceAll(kMatmulModule, {{"N", absl::StrCat(n)}, {"DT", dt.ToString()}});
-  absl::StatusOr<GpuProgram> p = Compile(text, {Value(*a), Value(*b)});
-  if (!p.ok()) {
-    state.SkipWithError(std::string(p.status().message()).c_str());
-    return;
-  }
-  // Right first: ours against cuBLAS's product of the same operands.
-  if (const Cublas* cublas = Cublas::Get(); cublas != nullptr) {
-    absl::StatusOr<Value> ours = p->vm->Invoke("main", ArgSpan(p->args.data(), p->args.size()));
-    absl::StatusOr<Tensor> ref = Tensor::Empty(std::vector<int64_t>{n, n}, dt, kGpu);
-    absl::Status s = ours.ok() ? ref.status() : ours.status();
-    if (s.ok()) s = CublasMatmul(*cublas, *a, *b, *ref);
-    absl::StatusOr<std::vector<double>> got = s.ok() ? HostValues(Tensor(ours->AsRef<TensorObj>()))
-                                                     : absl::StatusOr<std::vector<double>>(s);
-    absl::StatusOr<std::vector<double>> want =
-        got.ok() ? HostValues(*ref) : absl::StatusOr<std::vector<double>>(got.status());
-    if (!want.ok()) {
-      state.SkipWithError(std::string(want.status().message()).c_str());
-      return;
-    }
-    const double err = RelativeError(*got, *want);
-    std::cerr << "cuda_bench: matmul " << dt.ToString() << " " << n
-              << ": |tether - cuBLAS| / |cuBLAS| = " << err << "\n";
-    if (!(err <= MatmulTolerance(dt))) {
-      state.SkipWithError(
-          absl::StrCat("wrong product: relative error ", err, " against cuBLAS").c_str());
-      return;
-    }
-  }
-  std::cerr << "cuda_bench: matmul " << dt.ToString() << " " << n << ": set-up " << Since(start)
-            << " s\n";
+  GpuProgram& p = *(*row)->program;
   double seconds = TimeOnGpu(state, [&]() -> absl::Status {
-    return p->vm->Invoke("main", ArgSpan(p->args.data(), p->args.size())).status();
+    return p.vm->Invoke("main", ArgSpan(p.args.data(), p.args.size())).status();
   });
   Report(state, absl::StrCat("matmul/", dt.ToString(), "/", n), "TFLOP/s",
          2.0 * static_cast<double>(n * n * n) / 1e12, seconds, /*anchor=*/false);
@@ -334,14 +400,18 @@ constexpr const char* kBandwidthKeys[] = {"elementwise/add", "elementwise/add_re
 
 void BM_MemcpyDtoD(benchmark::State& state) {
   if (!HaveGpu(state)) return;
-  const int64_t shape[] = {kElems};
-  absl::StatusOr<Tensor> src = Tensor::Empty(shape, DataType::Float(32), kGpu);
-  absl::StatusOr<Tensor> dst = Tensor::Empty(shape, DataType::Float(32), kGpu);
-  if (!src.ok() || !dst.ok()) {
-    state.SkipWithError("cannot allocate 2 GiB on cuda:0");
+  absl::StatusOr<CublasRow*> row = RowState<CublasRow>("memcpy", []() -> absl::StatusOr<CublasRow> {
+    const int64_t shape[] = {kElems};
+    CublasRow r;  // a: the source, b: the destination
+    TETHER_ASSIGN_OR_RETURN(r.a, Tensor::Empty(shape, DataType::Float(32), kGpu));
+    TETHER_ASSIGN_OR_RETURN(r.b, Tensor::Empty(shape, DataType::Float(32), kGpu));
+    return r;
+  });
+  if (!row.ok()) {
+    state.SkipWithError(std::string(row.status().message()).c_str());
     return;
   }
-  double seconds = TimeOnGpu(state, [&]() { return (*dst).CopyFrom(*src); });
+  double seconds = TimeOnGpu(state, [&]() { return (*row)->b.CopyFrom((*row)->a); });
   // The anchor of the bandwidth rows: bytes read plus bytes written per second.
   for (const char* key : kBandwidthKeys) {
     Report(state, key, "GB/s", 2.0 * kElems * 4 / 1e9, seconds, /*anchor=*/true);
@@ -349,40 +419,33 @@ void BM_MemcpyDtoD(benchmark::State& state) {
 }
 
 // A bandwidth row: `body` (a Relax expression of `a` and `b`, shaped
-// `a_type` and `b_type`) compiled for cuda:0 on random operands, timed, and
-// reported as `bytes` moved per call under `key`.
+// `a_shape` and `b_shape`) compiled for cuda:0 on random operands, timed,
+// and reported as `bytes` moved per call under `key`.
 void BandwidthRow(benchmark::State& state, const std::string& key, const std::string& body,
                   const std::vector<int64_t>& a_shape, const std::vector<int64_t>& b_shape,
                   const std::string& out_type, double bytes) {
   if (!HaveGpu(state)) return;
-  const auto start = std::chrono::steady_clock::now();
-  absl::StatusOr<Tensor> a = RandomGpuTensor(a_shape, DataType::Float(32), 1);
-  absl::StatusOr<Tensor> b = RandomGpuTensor(b_shape, DataType::Float(32), 2);
-  if (!a.ok() || !b.ok()) {
-    state.SkipWithError("cannot allocate the operands on cuda:0");
-    return;
-  }
-  auto type = [](const std::vector<int64_t>& shape) {
-    return absl::StrCat("R.Tensor((", absl::StrJoin(shape, ", "), shape.size() == 1 ? "," : "",
-                        "), \"float32\")");
-  };
-  const std::string text =
-      absl::StrCat("@I.ir_module\nclass Module:\n    @R.function\n    def main(a: ", type(a_shape),
-                   ", b: ", type(b_shape), ") -> ", out_type,
-                   ":\n        with R.dataflow():\n            gv = ", body,
-                   "\n            R.output(gv)\n        return gv\n");
-  const double operands = Since(start);
-  absl::StatusOr<GpuProgram> p = Compile(text, {Value(*a), Value(*b)});
+  absl::StatusOr<GpuProgram*> p = RowState<GpuProgram>(key, [&]() -> absl::StatusOr<GpuProgram> {
+    TETHER_ASSIGN_OR_RETURN(Tensor a, RandomGpuTensor(a_shape, DataType::Float(32), 1));
+    TETHER_ASSIGN_OR_RETURN(Tensor b, RandomGpuTensor(b_shape, DataType::Float(32), 2));
+    auto type = [](const std::vector<int64_t>& shape) {
+      return absl::StrCat("R.Tensor((", absl::StrJoin(shape, ", "), shape.size() == 1 ? "," : "",
+                          "), \"float32\")");
+    };
+    const std::string text = absl::StrCat(
+        "@I.ir_module\nclass Module:\n    @R.function\n    def main(a: ", type(a_shape),
+        ", b: ", type(b_shape), ") -> ", out_type,
+        ":\n        with R.dataflow():\n            gv = ", body,
+        "\n            R.output(gv)\n        return gv\n");
+    return Compile(text, {Value(a), Value(b)});
+  });
   if (!p.ok()) {
     state.SkipWithError(std::string(p.status().message()).c_str());
     return;
   }
-  std::cerr << "cuda_bench: " << key << ": operands " << operands << " s, compiled at "
-            << Since(start) << " s\n";
   double seconds = TimeOnGpu(state, [&]() -> absl::Status {
-    return p->vm->Invoke("main", ArgSpan(p->args.data(), p->args.size())).status();
+    return (*p)->vm->Invoke("main", ArgSpan((*p)->args.data(), (*p)->args.size())).status();
   });
-  std::cerr << "cuda_bench: " << key << ": done at " << Since(start) << " s\n";
   Report(state, key, "GB/s", bytes / 1e9, seconds, /*anchor=*/false);
 }
 

@@ -63,7 +63,7 @@ def conv(x, w, b=None, pads=(0, 0, 0, 0), strides=(1, 1), dilations=(1, 1), grou
 
 
 def reshape(x, shape):
-    dims = [x.shape[i] if d == 0 else int(d) for i, d in enumerate(shape.tolist())]
+    dims = [x.shape[i] if d == 0 else int(d) for i, d in enumerate(shape)]
     return x.reshape(dims)
 
 
@@ -127,8 +127,10 @@ def main():
     values = {}
     for init in graph.initializer:
         arr = numpy_helper.to_array(init)
-        # Shapes stay on the host (Reshape reads them); data goes to the GPU.
-        values[init.name] = arr if arr.dtype == np.int64 else torch.from_numpy(arr.copy()).to(dev)
+        # Shapes stay on the host as Python ints (Reshape reads them; no NumPy
+        # inside what torch.compile traces); data goes to the GPU.
+        values[init.name] = (tuple(int(d) for d in arr.reshape(-1)) if arr.dtype == np.int64
+                             else torch.from_numpy(arr.copy()).to(dev))
     values[graph.input[0].name] = torch.from_numpy(np.load(x_path)).to(dev)
     out_name = graph.output[0].name
 

@@ -215,7 +215,12 @@ std::optional<CaseResult> RunDataSet(const CaseResult& base, const ModelInfo& in
     }
     args.push_back(*t);
   }
-  absl::StatusOr<Value> out = vm->Invoke("main", args);
+  // As a TVM user runs a model on a device: set_input copies the inputs to
+  // the VM's device (a direct call never moves its arguments), then
+  // invoke_stateful and get_outputs.
+  absl::Status ran = vm->SetInput("main", args);
+  if (ran.ok()) ran = vm->InvokeStateful("main");
+  absl::StatusOr<Value> out = ran.ok() ? vm->GetOutputs("main") : absl::StatusOr<Value>(ran);
   if (!out.ok()) {
     return FromStatus(
         base, "run",
