@@ -19,6 +19,14 @@ std::string CudaManifestWithAdd(absl::string_view more_kernels);
 // A PTX module for sm_75 (version 7.8, 64-bit addresses) with `entries`.
 std::string PtxModule(absl::string_view entries);
 
+// A PTX module with two kernels written by hand with the kernel ABI's
+// parameter layout (per kernel parameter a 64-bit value, data pointer or
+// scalar, then each tensor's dims; checked with `ptxas -arch=sm_75` and
+// `-arch=sm_90`): add_k0, the manifest's add, grid-stride; and
+// store_null_k0(x, addr), whose thread 0 stores through `addr` (a run-time
+// value, so the JIT cannot drop the store): with 0, a sticky fault.
+std::string AddAndStoreNullPtx();
+
 }  // namespace tether::testing
 
 #endif  // TETHER_TESTS_TESTING_CUDA_FIXTURES_H_
