@@ -3,7 +3,11 @@
 // code), math, activations (composed from Relax ops where Relax has no
 // operator of their own), comparisons, logic, Where, Clip, Max/Min/Sum/Mean,
 // Mod, IsNaN/IsInf, Cast/CastLike. Every converter is dtype-generic: scalar
-// constants take the input's dtype.
+// constants take the input's dtype. EmitActivation (convert_elementwise.h)
+// lends the activations to converters that apply them to values of their
+// own (RNN, GRU, LSTM).
+#include "compiler/frontend/onnx/convert_elementwise.h"
+
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -213,12 +217,16 @@ Converter Composed(Composer f) {
   };
 }
 
-absl::StatusOr<Expr> LeakyRelu(ConvertContext& ctx, Builder& b, Expr x) {
-  EMIT(alpha, b.C(ctx.AttrFloat("alpha", 0.01f)));
+absl::StatusOr<Expr> LeakyReluOf(Builder& b, Expr x, double alpha) {
+  EMIT(a, b.C(alpha));
   EMIT(zero, b.C(0));
   EMIT(neg, b.Op("relax.less", {x, zero}));
-  EMIT(ax, b.Op("relax.multiply", {alpha, x}));
+  EMIT(ax, b.Op("relax.multiply", {a, x}));
   return b.Op("relax.where", {neg, ax, x});
+}
+
+absl::StatusOr<Expr> LeakyRelu(ConvertContext& ctx, Builder& b, Expr x) {
+  return LeakyReluOf(b, x, ctx.AttrFloat("alpha", 0.01f));
 }
 
 absl::StatusOr<Expr> HardSigmoidOf(Builder& b, Expr x, double alpha, double beta) {
@@ -299,11 +307,15 @@ absl::StatusOr<Expr> Softsign(ConvertContext&, Builder& b, Expr x) {
   return b.Op("relax.divide", {x, d});
 }
 
-absl::StatusOr<Expr> ThresholdedRelu(ConvertContext& ctx, Builder& b, Expr x) {
-  EMIT(alpha, b.C(ctx.AttrFloat("alpha", 1.0f)));
+absl::StatusOr<Expr> ThresholdedReluOf(Builder& b, Expr x, double alpha) {
+  EMIT(a, b.C(alpha));
   EMIT(zero, b.C(0));
-  EMIT(gt, b.Op("relax.greater", {x, alpha}));
+  EMIT(gt, b.Op("relax.greater", {x, a}));
   return b.Op("relax.where", {gt, x, zero});
+}
+
+absl::StatusOr<Expr> ThresholdedRelu(ConvertContext& ctx, Builder& b, Expr x) {
+  return ThresholdedReluOf(b, x, ctx.AttrFloat("alpha", 1.0f));
 }
 
 absl::StatusOr<Expr> Reciprocal(ConvertContext&, Builder& b, Expr x) {
@@ -642,6 +654,32 @@ ConvertResult ConvertBitShift(ConvertContext& ctx) {
 }
 
 }  // namespace
+
+absl::StatusOr<Expr> EmitActivation(ConvertContext& ctx, absl::string_view op, const Expr& x,
+                                    DataType dtype, double alpha, double beta) {
+  Builder b{ctx, dtype};
+  if (op == "Relu") return b.Op("relax.nn.relu", {x});
+  if (op == "Tanh") return b.Op("relax.tanh", {x});
+  if (op == "Sigmoid") return b.Op("relax.sigmoid", {x});
+  if (op == "LeakyRelu") return LeakyReluOf(b, x, alpha);
+  if (op == "ThresholdedRelu") return ThresholdedReluOf(b, x, alpha);
+  if (op == "HardSigmoid") return HardSigmoidOf(b, x, alpha, beta);
+  if (op == "Elu") return EluOf(b, x, alpha);
+  if (op == "Softsign") return Softsign(ctx, b, x);
+  if (op == "Softplus") return Softplus(ctx, b, x);
+  if (op == "Affine" || op == "ScaledTanh") {
+    EMIT(a, b.C(alpha));
+    EMIT(c, b.C(beta));
+    if (op == "Affine") {
+      EMIT(ax, b.Op("relax.multiply", {a, x}));
+      return b.Op("relax.add", {ax, c});
+    }
+    EMIT(cx, b.Op("relax.multiply", {c, x}));
+    EMIT(t, b.Op("relax.tanh", {cx}));
+    return b.Op("relax.multiply", {a, t});
+  }
+  return ctx.Invalid(absl::StrCat("unknown activation '", op, "'"));
+}
 
 void RegisterElementwiseConverters() {
   using P = PrimExpr;

@@ -22,11 +22,12 @@
 #include "compiler/frontend/onnx/convert_nn_util.h"
 #include "compiler/frontend/onnx/converter.h"
 #include "compiler/frontend/onnx/known_ints.h"
-#include "compiler/tir/arith.h"
 #include "runtime/core/error.h"
 
 namespace tether::compiler::onnx_frontend {
 namespace {
+
+using nn_convert::DimsMayMatch;
 
 enum class Reduction { kNone, kSum, kMean };
 
@@ -36,12 +37,6 @@ absl::StatusOr<Reduction> ParseReduction(const ConvertContext& ctx) {
   if (r == "sum") return Reduction::kSum;
   if (r == "mean") return Reduction::kMean;
   return ctx.Invalid(absl::StrCat("reduction '", r, "' is not one of none, sum, mean"));
-}
-
-// Whether two dims may be equal (true unless both are known and differ).
-bool DimsMayMatch(const PrimExpr& a, const PrimExpr& b) {
-  std::optional<int64_t> x = AsConstInt(a), y = AsConstInt(b);
-  return !x.has_value() || !y.has_value() || *x == *y;
 }
 
 // The checked operands of a loss node: x [N, C, d...] (input 0), target

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "compiler/tir/arith.h"
 #include "onnx/onnx_pb.h"
 #include "runtime/core/error.h"
 #include "runtime/core/scalar.h"
@@ -70,6 +71,11 @@ absl::StatusOr<int64_t> NormalizeAxis(const ConvertContext& ctx, int64_t axis, i
 
 bool WantsOutput(const ConvertContext& ctx, int i) {
   return i < ctx.node().output_size() && !ctx.node().output(i).empty();
+}
+
+bool DimsMayMatch(const PrimExpr& a, const PrimExpr& b) {
+  std::optional<int64_t> x = AsConstInt(a), y = AsConstInt(b);
+  return !x.has_value() || !y.has_value() || *x == *y;
 }
 
 absl::StatusOr<Expr> ExpandDims(ConvertContext& ctx, const Expr& x, std::vector<int64_t> axes) {

@@ -1,8 +1,9 @@
 // Helpers shared by the NN-family converters of the ONNX importer
-// (convert_nn.cc, convert_norm.cc, convert_reduce.cc): constants of a given
-// dtype, input shape and axis checks with node-named errors, and the small
-// Relax idioms (expand_dims, squeeze, scalar arithmetic) the converters
-// compose. Internal to compiler/frontend/onnx/.
+// (convert_nn.cc, convert_norm.cc, convert_reduce.cc, convert_loss.cc,
+// convert_recurrent.cc): constants of a given dtype, input shape and axis
+// checks with node-named errors, and the small Relax idioms (expand_dims,
+// squeeze, scalar arithmetic) the converters compose. Internal to
+// compiler/frontend/onnx/.
 //
 // Thread contract: free functions; thread-safe (they only touch the context
 // they are given, which a converter owns for the duration of one node).
@@ -39,6 +40,8 @@ absl::StatusOr<int64_t> NormalizeAxis(const ConvertContext& ctx, int64_t axis, i
 
 // Whether node output `i` exists and is read (a non-empty name).
 bool WantsOutput(const ConvertContext& ctx, int i);
+// Whether two dims may be equal: true unless both are constants that differ.
+bool DimsMayMatch(const PrimExpr& a, const PrimExpr& b);
 
 // Emit helpers: relax.expand_dims / relax.squeeze with the "axis" list, and
 // x * scalar, x + scalar with a 0-d constant of x's dtype.

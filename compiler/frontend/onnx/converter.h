@@ -95,6 +95,8 @@ class ConvertContext {
                                         std::vector<int64_t> def = {}) const = 0;
   virtual std::vector<float> AttrFloats(absl::string_view name,
                                         std::vector<float> def = {}) const = 0;
+  virtual std::vector<std::string> AttrStrings(absl::string_view name,
+                                               std::vector<std::string> def = {}) const = 0;
   virtual absl::StatusOr<Tensor> AttrTensor(absl::string_view name) const = 0;
 
   // Emits `value` (normalized, struct info inferred) and returns the bound var.
@@ -139,6 +141,7 @@ void RegisterLossConverters();         // convert_loss.cc: NegativeLogLikelihood
 void RegisterResizeConverters();       // convert_resize.cc: Resize, Upsample
 void RegisterSequenceConverters();     // convert_sequence.cc: Sequence*, ConcatFromSequence,
                                        // SplitToSequence (import-time tuples)
+void RegisterRecurrentConverters();    // convert_recurrent.cc: RNN, GRU, LSTM (unrolled)
 
 }  // namespace tether::compiler::onnx_frontend
 

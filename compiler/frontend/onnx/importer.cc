@@ -55,6 +55,7 @@ const Registry& GetRegistry() {
     RegisterLossConverters();
     RegisterResizeConverters();
     RegisterSequenceConverters();
+    RegisterRecurrentConverters();
     return true;
   }();
   (void)filled;
@@ -145,6 +146,8 @@ class NodeContext final : public ConvertContext {
   std::string AttrString(absl::string_view name, absl::string_view def) const override;
   std::vector<int64_t> AttrInts(absl::string_view name, std::vector<int64_t> def) const override;
   std::vector<float> AttrFloats(absl::string_view name, std::vector<float> def) const override;
+  std::vector<std::string> AttrStrings(absl::string_view name,
+                                       std::vector<std::string> def) const override;
   absl::StatusOr<Tensor> AttrTensor(absl::string_view name) const override;
 
   absl::StatusOr<Expr> Emit(const Expr& value) override;
@@ -323,6 +326,13 @@ std::vector<float> NodeContext::AttrFloats(absl::string_view name, std::vector<f
   const auto* a = TypedAttr(name, {::onnx::AttributeProto::FLOATS});
   if (a == nullptr) return def;
   return std::vector<float>(a->floats().begin(), a->floats().end());
+}
+
+std::vector<std::string> NodeContext::AttrStrings(absl::string_view name,
+                                                  std::vector<std::string> def) const {
+  const auto* a = TypedAttr(name, {::onnx::AttributeProto::STRINGS});
+  if (a == nullptr) return def;
+  return std::vector<std::string>(a->strings().begin(), a->strings().end());
 }
 
 absl::StatusOr<Tensor> NodeContext::AttrTensor(absl::string_view name) const {
