@@ -36,6 +36,8 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev openssl clang-19 libclang-rt-19-dev
   # ONNX: generated classes, test data, and Python for example generation
   libonnx-dev libonnx-testdata python3-onnx python3-numpy
+  # the Python package (python/) and its tests
+  pybind11-dev python3-dev python3-pytest
 )
 
 sudo=""

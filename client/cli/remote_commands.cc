@@ -25,6 +25,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "client/cli/commands.h"
+#include "client/cli/embedded_daemon.h"
 #include "client/npy.h"
 #include "client/remote_session.h"
 #include "client/remote_vm.h"
@@ -33,7 +34,6 @@
 #include "runtime/module/module.h"
 #include "runtime/vm/executable.h"
 #include "runtime/vm/virtual_machine.h"
-#include "server/daemon.h"
 
 namespace tether::cli {
 namespace {
@@ -243,32 +243,10 @@ int ParseArgs(const std::string& command, const std::vector<std::string>& args, 
   return -1;
 }
 
-// A private directory for the embedded daemon's socket, removed with it.
-struct PrivateDir {
-  std::string path;
-  PrivateDir() = default;
-  PrivateDir(PrivateDir&& other) noexcept : path(std::exchange(other.path, "")) {}
-  PrivateDir& operator=(PrivateDir&& other) noexcept {
-    if (this != &other) {
-      Remove();
-      path = std::exchange(other.path, "");
-    }
-    return *this;
-  }
-  ~PrivateDir() { Remove(); }
-  void Remove() {
-    std::error_code ec;
-    if (!path.empty()) std::filesystem::remove_all(path, ec);
-    path.clear();
-  }
-};
-
 // A connection: an embedded daemon (when no --remote) and a session on it.
-// Declared so that the session closes first, then the daemon, then its
-// socket directory goes.
+// Declared so that the session closes first, then the daemon.
 struct Connection {
-  PrivateDir socket_dir;
-  std::unique_ptr<server::Daemon> daemon;
+  std::unique_ptr<EmbeddedDaemon> daemon;
   std::unique_ptr<client::RemoteSession> session;
 };
 
@@ -282,24 +260,9 @@ absl::StatusOr<Connection> Connect(const Options& o) {
   }
   options.isolate = o.isolate;
   if (target.empty()) {
-    // The embedded daemon opens nothing another local user can use: a unix
-    // socket in a directory only this user can enter, and a random token
-    // that never leaves this process (docs/design/security.md).
-    std::string dir = (std::filesystem::temp_directory_path() / "tether-cli-XXXXXX").string();
-    if (::mkdtemp(dir.data()) == nullptr) {
-      return absl::UnavailableError(
-          absl::StrCat("cannot create a private directory for the embedded daemon in ",
-                       std::filesystem::temp_directory_path().string()));
-    }
-    c.socket_dir.path = dir;
-    server::DaemonOptions d;
-    d.listen = {absl::StrCat("unix:", dir, "/tetherd.sock")};
-    d.store_dir = dir + "/store";
-    d.auth_token = rpc::RandomToken();
-    d.log_events = false;
-    options.auth_token = d.auth_token;
-    target = d.listen[0];
-    TETHER_ASSIGN_OR_RETURN(c.daemon, server::Daemon::Start(d));
+    TETHER_ASSIGN_OR_RETURN(c.daemon, EmbeddedDaemon::Start());
+    options.auth_token = c.daemon->auth_token();
+    target = c.daemon->target();
   } else {
     options.tls_ca_file = o.tls_ca;
     options.tls_cert_file = o.tls_cert;

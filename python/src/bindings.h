@@ -1,0 +1,127 @@
+// Shared declarations of the native module _tether (python/src/*.cc): the
+// C++ objects behind the Python classes, the conversions between Python
+// objects and Values, and the one place a Status becomes a Python exception.
+//
+// GIL rule: every call into the client library (anything that may touch the
+// network or wait on a device) runs inside py::gil_scoped_release; Python
+// objects are converted to Values before and back after.
+#ifndef TETHER_PYTHON_SRC_BINDINGS_H_
+#define TETHER_PYTHON_SRC_BINDINGS_H_
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "client/cli/embedded_daemon.h"
+#include "client/remote_session.h"
+#include "runtime/core/device.h"
+#include "runtime/core/tensor.h"
+#include "runtime/core/value.h"
+
+namespace tether::python {
+
+namespace py = pybind11;
+
+// --- errors (errors.cc) ---------------------------------------------------
+
+// Thrown by ThrowIfError; translated into the Python exception class that
+// follows the status's error kind and code (docs/design/python.md, "Errors").
+struct StatusError {
+  absl::Status status;
+};
+[[noreturn]] void ThrowStatus(absl::Status status);
+inline void ThrowIfError(const absl::Status& status) {
+  if (!status.ok()) ThrowStatus(status);
+}
+template <typename T>
+T ValueOrThrow(absl::StatusOr<T> result) {
+  if (!result.ok()) ThrowStatus(result.status());
+  return std::move(*result);
+}
+// Creates the exception classes in `m` and registers the translator.
+void RegisterErrors(py::module_& m);
+
+// --- sessions (session.cc) ------------------------------------------------
+
+// What a Python Session owns: the embedded daemon of tether.local() (if
+// any) and the session on it. Remote tensors, uploaded modules and VMs hold
+// a shared_ptr to it (co-owners: the Python objects made from the session),
+// so the session outlives every object that uses it; the session closes
+// before its daemon stops. Thread contract: thread-safe (RemoteSession is).
+struct SessionState {
+  std::unique_ptr<cli::EmbeddedDaemon> daemon;  // tether.local() only
+  std::unique_ptr<client::RemoteSession> session;
+  ~SessionState();
+  client::RemoteSession& get() { return *session; }
+};
+using SessionPtr = std::shared_ptr<SessionState>;
+
+// A device as Python sees it; `attributes` from the session's handshake
+// when the device came from a session (session.device(...)), else the
+// attributes are read from this process's runtime.
+struct PyDevice {
+  Device device;
+  std::optional<py::dict> attributes;
+};
+
+// A tensor that stays on the daemon (a RemoteHandle value).
+struct PyRemoteTensor {
+  SessionPtr session;
+  Value handle;
+  std::vector<int64_t> shape() const;
+  std::string dtype() const;
+  Device device() const;
+};
+
+// Any other object that stays on the daemon (a closure).
+struct PyRemoteObject {
+  SessionPtr session;
+  Value handle;
+};
+
+// An executable stored on a session's daemon (session.upload).
+struct PyUploadedModule {
+  SessionPtr session;
+  std::string sha256;
+};
+
+void RegisterSession(py::module_& m);
+
+// --- values (values.cc) ---------------------------------------------------
+
+// A Python object as a VM argument: numpy arrays (and objects with
+// __dlpack__, through numpy.from_dlpack) become CPU tensors; int, float,
+// bool, str, None, Device, RemoteTensor, closures; tuples and lists become
+// tuples. TypeError for anything else. When `session` is set, a remote
+// object must belong to it.
+Value ToValue(const py::handle& obj, const SessionState* session);
+// A VM result as a Python object: CPU tensors become numpy arrays (copies),
+// tuples nested lists, remote tensors RemoteTensor, closures RemoteObject.
+py::object FromValue(const Value& value, const SessionPtr& session);
+// A CPU tensor from a numpy array (a copy). TypeError for a dtype Tether
+// has no name for.
+Tensor TensorFromNumpy(const py::array& array);
+py::array NumpyFromTensor(const Tensor& tensor);
+// A device from a Device, "cuda:1" or ("cuda", 1).
+Device ToDevice(const py::handle& obj);
+void RegisterValues(py::module_& m);
+
+// --- executables and the VM (executable.cc, vm.cc) ------------------------
+
+void RegisterExecutable(py::module_& m);
+// The stored module of `exe` (an Executable, uploaded to `session` now, or an
+// UploadedModule of `session`; `session` may be null for the latter).
+PyUploadedModule UploadedFor(const py::object& exe, const SessionPtr& session);
+void RegisterVM(py::module_& m);
+
+}  // namespace tether::python
+
+#endif  // TETHER_PYTHON_SRC_BINDINGS_H_

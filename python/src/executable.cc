@@ -1,0 +1,183 @@
+// Executables on the Python side: tether.compile (.rx and .onnx through the
+// compiler, when the package is built with it), Executable.load/save/
+// as_text/stats, and session.upload.
+#include "runtime/vm/executable.h"
+
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "python/src/bindings.h"
+#include "runtime/core/error.h"
+#include "runtime/core/file.h"
+
+#ifdef TETHER_PYTHON_WITH_COMPILER
+#include "compiler/build.h"
+#include "compiler/frontend/onnx/importer.h"
+#include "compiler/text/parser.h"
+#endif
+
+namespace tether::python {
+namespace {
+
+struct PyExecutable {
+  Ref<vm::Executable> exec;
+};
+
+#ifdef TETHER_PYTHON_WITH_COMPILER
+// Compiles a Relax text (.rx) or ONNX model. `source_name` names it in
+// errors; `base_dir` resolves an ONNX model's external data.
+absl::StatusOr<Ref<vm::Executable>> CompileModel(
+    const std::string& bytes, bool onnx, const std::string& source_name,
+    const std::string& base_dir, const std::string& target,
+    const std::map<std::string, std::vector<int64_t>>& shapes) {
+  compiler::IRModule module;
+  if (onnx) {
+    compiler::onnx_frontend::OnnxImportOptions import;
+    import.input_shapes = shapes;
+    absl::StatusOr<compiler::onnx_frontend::ImportedModel> model =
+        compiler::onnx_frontend::ImportOnnxBytes(bytes, import, base_dir);
+    if (!model.ok()) return Annotate(model.status(), source_name, ": ");
+    module = std::move(model->module);
+  } else {
+    TETHER_ASSIGN_OR_RETURN(module, compiler::ParseModule(bytes, source_name));
+  }
+  compiler::BuildOptions build;
+  build.target = target;
+  return compiler::Build(std::move(module), build);
+}
+#endif
+
+PyExecutable Compile(const py::object& source, std::optional<std::string> target,
+                     std::optional<std::map<std::string, std::vector<int64_t>>> shapes,
+                     std::optional<std::string> format) {
+  std::string bytes, name = "<bytes>", base_dir, kind = format.value_or("");
+  if (py::isinstance<py::bytes>(source) || py::isinstance<py::bytearray>(source)) {
+    bytes = py::bytes(source).cast<std::string>();
+    if (kind.empty()) {
+      // Relax text is text; an ONNX model is a binary protobuf.
+      kind = absl::StrContains(bytes, "@R.function") || absl::StrContains(bytes, "@I.ir_module")
+                 ? "rx"
+                 : "onnx";
+    }
+  } else {
+    name = py::str(py::module_::import("os").attr("fspath")(source)).cast<std::string>();
+    if (kind.empty()) {
+      if (absl::EndsWith(name, ".onnx"))
+        kind = "onnx";
+      else if (absl::EndsWith(name, ".rx"))
+        kind = "rx";
+      else
+        kind = "tx";
+    }
+    base_dir = std::filesystem::path(name).parent_path().string();
+    if (base_dir.empty()) base_dir = ".";
+    py::gil_scoped_release release;
+    bytes = ValueOrThrow(ReadFileToString(name));
+  }
+  if (kind == "tx") {
+    py::gil_scoped_release release;
+    return PyExecutable{ValueOrThrow(vm::Executable::LoadFromBytes(bytes))};
+  }
+  if (kind != "rx" && kind != "onnx") {
+    ThrowStatus(ValueError("format must be \"rx\", \"onnx\" or \"tx\", got \"", kind, "\""));
+  }
+#ifdef TETHER_PYTHON_WITH_COMPILER
+  py::gil_scoped_release release;
+  return PyExecutable{
+      ValueOrThrow(CompileModel(bytes, kind == "onnx", name, base_dir, target.value_or("llvm"),
+                                shapes.value_or(std::map<std::string, std::vector<int64_t>>{})))};
+#else
+  ThrowStatus(absl::FailedPreconditionError(
+      "tether.compile needs the compiler: this package was built with TETHER_BUILD_COMPILER=OFF"));
+#endif
+}
+
+}  // namespace
+
+void RegisterExecutable(py::module_& m) {
+  py::class_<PyExecutable>(m, "Executable", "A compiled module: bytecode, constants and kernels.")
+      .def_static(
+          "load",
+          [](const std::string& path) {
+            py::gil_scoped_release release;
+            return PyExecutable{ValueOrThrow(vm::Executable::LoadFromFile(path))};
+          },
+          py::arg("path"))
+      .def_static(
+          "from_bytes",
+          [](const py::bytes& data) {
+            std::string bytes = data;
+            py::gil_scoped_release release;
+            return PyExecutable{ValueOrThrow(vm::Executable::LoadFromBytes(bytes))};
+          },
+          py::arg("data"))
+      .def(
+          "save",
+          [](const PyExecutable& e, const py::object& path) {
+            std::string p =
+                py::str(py::module_::import("os").attr("fspath")(path)).cast<std::string>();
+            py::gil_scoped_release release;
+            ThrowIfError(e.exec->SaveToFile(p));
+          },
+          py::arg("path"))
+      .def("to_bytes",
+           [](const PyExecutable& e) {
+             std::string bytes;
+             {
+               py::gil_scoped_release release;
+               bytes = e.exec->SaveToBytes();
+             }
+             return py::bytes(bytes);
+           })
+      .def("as_text", [](const PyExecutable& e) { return e.exec->AsText(); })
+      .def("stats", [](const PyExecutable& e) { return e.exec->Stats(); });
+
+  m.def("compile", &Compile, py::arg("source"), py::arg("target") = py::none(),
+        py::arg("shapes") = py::none(), py::kw_only(), py::arg("format") = py::none(),
+        "Compiles a .rx or .onnx model (a path, or the model's bytes) for `target` "
+        "(default \"llvm\", this machine); a .tx path is loaded as it is.");
+
+  py::class_<PyUploadedModule>(m, "UploadedModule", "An executable stored on a session's daemon.")
+      .def_property_readonly("sha256", [](const PyUploadedModule& u) { return u.sha256; })
+      .def_property_readonly("session", [](const PyUploadedModule& u) { return u.session; });
+
+  py::object session_class = m.attr("Session");
+  session_class.attr("upload") = py::cpp_function(
+      [](SessionPtr s, const PyExecutable& e) {
+        std::string bytes = e.exec->SaveToBytes();
+        py::gil_scoped_release release;
+        std::string sha = ValueOrThrow(s->get().UploadModule(bytes));
+        return PyUploadedModule{s, sha};
+      },
+      py::name("upload"), py::is_method(session_class), py::arg("exe"),
+      "Stores the executable on the daemon (skipped when the daemon has it already).");
+}
+
+// The stored module of `exe` (an Executable or an UploadedModule) on `session`.
+PyUploadedModule UploadedFor(const py::object& exe, const SessionPtr& session) {
+  if (py::isinstance<PyUploadedModule>(exe)) {
+    const auto& u = exe.cast<const PyUploadedModule&>();
+    if (session && session != u.session) {
+      ThrowStatus(ValueError("the module was uploaded to another session"));
+    }
+    return u;
+  }
+  if (!py::isinstance<PyExecutable>(exe)) {
+    ThrowStatus(TypeError("expected a tether.Executable or an UploadedModule, got ",
+                          py::str(py::type::of(exe)).cast<std::string>()));
+  }
+  if (!session) {
+    ThrowStatus(
+        ValueError("a VirtualMachine of an Executable needs session=: connect with "
+                   "tether.connect(...) or tether.local()"));
+  }
+  std::string bytes = exe.cast<const PyExecutable&>().exec->SaveToBytes();
+  py::gil_scoped_release release;
+  std::string sha = ValueOrThrow(session->get().UploadModule(bytes));
+  return PyUploadedModule{session, sha};
+}
+
+}  // namespace tether::python

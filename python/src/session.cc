@@ -1,0 +1,224 @@
+// tether.connect / tether.local and the Session class: the handshake as a
+// dict, devices with the daemon's attributes, remote tensors and uploads.
+#include <unistd.h>
+
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "proto/codec/auth_token.h"
+#include "proto/codec/value_codec.h"
+#include "python/src/bindings.h"
+#include "runtime/core/error.h"
+
+namespace tether::python {
+namespace {
+
+SessionPtr Connect(const std::string& target, client::ConnectOptions options,
+                   std::unique_ptr<cli::EmbeddedDaemon> daemon) {
+  auto state = std::make_shared<SessionState>();
+  state->daemon = std::move(daemon);
+  py::gil_scoped_release release;
+  state->session = ValueOrThrow(client::RemoteSession::Connect(target, options));
+  return state;
+}
+
+SessionPtr ConnectRemote(const std::string& target, std::optional<std::string> token,
+                         std::optional<std::string> tls_ca, std::optional<std::string> tls_cert,
+                         std::optional<std::string> tls_key,
+                         std::optional<std::string> tls_server_name, bool isolate, double timeout) {
+  client::ConnectOptions options;
+  options.client_name = "tether-python";
+  options.isolate = isolate;
+  options.deadline = absl::Seconds(timeout);
+  options.tls_ca_file = tls_ca.value_or("");
+  options.tls_cert_file = tls_cert.value_or("");
+  options.tls_key_file = tls_key.value_or("");
+  options.tls_server_name = tls_server_name.value_or("");
+  if (token) {
+    options.auth_token = *token;
+  } else if (rpc::IsLocalAddress(target)) {
+    // As the CLI does: a daemon of this user on this host asks for the
+    // user's default token; send it when there is one (never to another host).
+    const std::string path = rpc::DefaultTokenPath();
+    if (!path.empty() && ::access(path.c_str(), F_OK) == 0) {
+      options.auth_token = ValueOrThrow(rpc::ReadTokenFile(path, true));
+    }
+  }
+  return Connect(target, options, nullptr);
+}
+
+SessionPtr StartLocal() {
+  std::unique_ptr<cli::EmbeddedDaemon> daemon;
+  {
+    py::gil_scoped_release release;
+    daemon = ValueOrThrow(cli::EmbeddedDaemon::Start());
+  }
+  client::ConnectOptions options;
+  options.client_name = "tether-python";
+  options.auth_token = daemon->auth_token();
+  std::string target = daemon->target();
+  return Connect(target, options, std::move(daemon));
+}
+
+py::dict DeviceAttributes(const v1::DeviceInfo& info) {
+  py::dict attrs;
+  for (const auto& [key, wire] : info.attributes()) {
+    absl::StatusOr<Value> v = rpc::DecodeValue(wire, {});
+    attrs[py::str(key)] = v.ok() ? FromValue(*v, nullptr) : py::none();
+  }
+  return attrs;
+}
+
+// The device `d` with the daemon's attributes (None for the attributes of a
+// device the daemon does not have but "exist", which is False).
+PyDevice SessionDevice(SessionState& s, Device d) {
+  for (const v1::DeviceInfo& info : s.get().handshake().devices()) {
+    if (static_cast<int>(info.device().type()) == static_cast<int>(d.type) &&
+        info.device().id() == d.id) {
+      return PyDevice{d, DeviceAttributes(info)};
+    }
+    if (info.name() == d.ToString()) return PyDevice{d, DeviceAttributes(info)};
+  }
+  py::dict absent;
+  absent["exist"] = false;
+  return PyDevice{d, absent};
+}
+
+py::dict Info(SessionState& s) {
+  const v1::HandshakeResponse& h = s.get().handshake();
+  py::dict info;
+  info["protocol"] = absl::StrCat(h.protocol().major(), ".", h.protocol().minor());
+  info["runtime_version"] = h.runtime_version();
+  py::dict devices;
+  for (const v1::DeviceInfo& d : h.devices()) devices[py::str(d.name())] = DeviceAttributes(d);
+  info["devices"] = devices;
+  py::list dtypes;
+  for (const std::string& t : h.dtypes()) dtypes.append(t);
+  info["dtypes"] = dtypes;
+  py::dict limits;
+  limits["max_inline_tensor_bytes"] = h.limits().max_inline_tensor_bytes();
+  limits["chunk_bytes"] = h.limits().chunk_bytes();
+  limits["max_message_bytes"] = h.limits().max_message_bytes();
+  limits["max_sessions"] = h.limits().max_sessions();
+  limits["store_quota_bytes"] = h.limits().store_quota_bytes();
+  info["limits"] = limits;
+  py::dict target;
+  if (h.has_target()) {
+    target["triple"] = h.target().triple();
+    target["cpu"] = h.target().cpu();
+    py::list features;
+    for (const std::string& f : h.target().features()) features.append(f);
+    target["features"] = features;
+    target["description"] = h.target().description();
+    target["cores"] = h.target().cores();
+    target["page_size"] = h.target().page_size();
+    target["compile_target"] = h.target().compile_target();
+  }
+  target["cpu_compile_target"] = s.get().CpuCompileTarget();
+  info["target"] = target;
+  info["session_id"] = s.get().session_id();
+  info["isolated"] = s.get().isolated();
+  return info;
+}
+
+}  // namespace
+
+SessionState::~SessionState() {
+  if (session) {
+    // Closing talks to the daemon: let other Python threads run meanwhile
+    // (when the interpreter is still there to hand the GIL to).
+    if (Py_IsInitialized() && PyGILState_Check()) {
+      py::gil_scoped_release release;
+      session.reset();
+    } else {
+      session.reset();
+    }
+  }
+  daemon.reset();
+}
+
+void RegisterSession(py::module_& m) {
+  py::class_<SessionState, SessionPtr>(
+      m, "Session", "A session on a tetherd daemon; it owns every tensor, module and VM it makes.")
+      .def("info", &Info,
+           "The handshake: protocol, runtime version, devices and their "
+           "attributes, dtypes, limits, the daemon's target.")
+      .def("close",
+           [](SessionState& s) {
+             py::gil_scoped_release release;
+             ThrowIfError(s.get().Close());
+           })
+      .def("__enter__", [](SessionPtr s) { return s; })
+      .def("__exit__",
+           [](SessionState& s, const py::object&, const py::object&, const py::object&) {
+             py::gil_scoped_release release;
+             ThrowIfError(s.get().Close());
+             return false;
+           })
+      .def_property_readonly("session_id", [](SessionState& s) { return s.get().session_id(); })
+      .def_property_readonly("is_local", [](SessionState& s) { return s.daemon != nullptr; })
+      .def(
+          "device",
+          [](SessionState& s, const py::object& spec, std::optional<int> id) {
+            Device d = ToDevice(spec);
+            if (id) d.id = *id;
+            return SessionDevice(s, d);
+          },
+          py::arg("dev_type"), py::arg("dev_id") = py::none(),
+          "The device with the daemon's attributes (exist, device_name, ...).")
+      .def(
+          "cpu", [](SessionState& s, int id) { return SessionDevice(s, Device::Cpu(id)); },
+          py::arg("dev_id") = 0)
+      .def(
+          "cuda", [](SessionState& s, int id) { return SessionDevice(s, Device::Cuda(id)); },
+          py::arg("dev_id") = 0)
+      .def("devices",
+           [](SessionState& s) {
+             py::list out;
+             for (const v1::DeviceInfo& info : s.get().handshake().devices()) {
+               Device d = ValueOrThrow(Device::Parse(info.name()));
+               out.append(PyDevice{d, DeviceAttributes(info)});
+             }
+             return out;
+           })
+      .def(
+          "empty",
+          [](SessionPtr s, const std::vector<int64_t>& shape, const std::string& dtype,
+             const py::object& device) {
+            DataType dt = ValueOrThrow(DataType::Parse(dtype));
+            Device d = device.is_none() ? Device::Cpu() : ToDevice(device);
+            Value handle;
+            {
+              py::gil_scoped_release release;
+              handle = ValueOrThrow(s->get().AllocTensor(shape, dt, d));
+            }
+            return PyRemoteTensor{s, handle};
+          },
+          py::arg("shape"), py::arg("dtype") = "float32", py::arg("device") = py::none(),
+          "A new uninitialized tensor on the daemon.")
+      .def(
+          "array",
+          [](SessionPtr s, const py::object& data, const py::object& device) {
+            Tensor local = TensorFromNumpy(py::module_::import("numpy").attr("asarray")(data));
+            Device d = device.is_none() ? Device::Cpu() : ToDevice(device);
+            Value handle;
+            {
+              py::gil_scoped_release release;
+              handle = ValueOrThrow(s->get().UploadTensor(local, d));
+            }
+            return PyRemoteTensor{s, handle};
+          },
+          py::arg("data"), py::arg("device") = py::none(),
+          "A copy of `data` (a numpy array or anything numpy.asarray takes) on the daemon.");
+  m.def("connect", &ConnectRemote, py::arg("target"), py::kw_only(), py::arg("token") = py::none(),
+        py::arg("tls_ca") = py::none(), py::arg("tls_cert") = py::none(),
+        py::arg("tls_key") = py::none(), py::arg("tls_server_name") = py::none(),
+        py::arg("isolate") = false, py::arg("timeout") = 10.0,
+        "Connects to a tetherd (\"HOST:PORT\" or \"unix:/path\") and opens a session.");
+  m.def("local", &StartLocal,
+        "Starts a daemon inside this process (a private unix socket and a random token, as "
+        "the CLI does without --remote) and opens a session on it.");
+}
+
+}  // namespace tether::python

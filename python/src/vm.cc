@@ -1,0 +1,274 @@
+// tether.VirtualMachine over client::RemoteVM, with the seed's method names
+// and arguments, and the BenchmarkResult and Report classes it returns.
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "client/remote_vm.h"
+#include "python/src/bindings.h"
+#include "runtime/core/error.h"
+#include "runtime/profiling/benchmark_result.h"
+#include "runtime/profiling/report.h"
+#include "runtime/profiling/time_evaluator.h"
+
+namespace tether::python {
+namespace {
+
+// Thread contract: thread-hostile like RemoteVM; the GIL serializes Python
+// callers except while a call runs, so each call takes mu_.
+class PyVM {
+ public:
+  PyVM(SessionPtr session, std::unique_ptr<client::RemoteVM> vm)
+      : session_(std::move(session)), vm_(std::move(vm)) {}
+  ~PyVM() {
+    // Freeing the VM talks to the daemon.
+    py::gil_scoped_release release;
+    vm_.reset();
+  }
+
+  const SessionPtr& session() const { return session_; }
+
+  std::vector<Value> Args(const py::args& args) const {
+    std::vector<Value> out;
+    for (py::handle a : args) out.push_back(ToValue(a, session_.get()));
+    return out;
+  }
+
+  // Runs `op(vm)` without the GIL, one call at a time.
+  template <typename Op>
+  auto Run(Op op) {
+    py::gil_scoped_release release;
+    absl::MutexLock lock(&mu_);
+    return op(*vm_);
+  }
+
+  py::object Invoke(const std::string& name, const py::args& args) {
+    std::vector<Value> values = Args(args);
+    Value out = Run([&](client::RemoteVM& vm) { return ValueOrThrow(vm.Invoke(name, values)); });
+    return FromValue(out, session_);
+  }
+
+ private:
+  SessionPtr session_;
+  std::unique_ptr<client::RemoteVM> vm_;
+  absl::Mutex mu_;
+};
+
+// "cpu:0=naive,cuda:0=pooled" from None, a str or {device: str}.
+std::string MemoryConfig(const py::object& cfg) {
+  if (cfg.is_none()) return "";
+  if (py::isinstance<py::str>(cfg)) return cfg.cast<std::string>();
+  if (!py::isinstance<py::dict>(cfg)) {
+    ThrowStatus(TypeError("memory_cfg must be None, a str or a dict {device: str}"));
+  }
+  std::string out;
+  for (auto [key, value] : cfg.cast<py::dict>()) {
+    absl::StrAppend(&out, out.empty() ? "" : ",", ToDevice(key).ToString(), "=",
+                    py::str(value).cast<std::string>());
+  }
+  return out;
+}
+
+std::unique_ptr<PyVM> MakeVM(const py::object& exe, const py::object& device,
+                             const py::object& memory_cfg, std::optional<SessionPtr> session,
+                             bool fetch_outputs, double call_timeout, int num_threads,
+                             bool concurrent_timing) {
+  PyUploadedModule module = UploadedFor(exe, session.value_or(nullptr));
+  std::vector<Device> devices;
+  if (py::isinstance<py::list>(device) || py::isinstance<py::tuple>(device)) {
+    for (py::handle d : device) devices.push_back(ToDevice(d));
+  } else if (!device.is_none()) {
+    devices.push_back(ToDevice(device));
+  }
+  client::RemoteVmOptions options;
+  options.fetch_outputs = fetch_outputs;
+  options.call_timeout = absl::Seconds(call_timeout);
+  options.num_threads = num_threads;
+  options.concurrent_timing = concurrent_timing;
+  std::string cfg = MemoryConfig(memory_cfg);
+  std::unique_ptr<client::RemoteVM> vm;
+  {
+    py::gil_scoped_release release;
+    vm = ValueOrThrow(
+        client::RemoteVM::Create(&module.session->get(), module.sha256, devices, cfg, options));
+  }
+  return std::make_unique<PyVM>(module.session, std::move(vm));
+}
+
+}  // namespace
+
+void RegisterVM(py::module_& m) {
+  py::class_<profiling::BenchmarkResult>(m, "BenchmarkResult",
+                                         "Timing samples (seconds per call, one per repeat) and "
+                                         "their statistics.")
+      .def(py::init([](std::vector<double> results) {
+             int64_t n = static_cast<int64_t>(results.size());
+             return profiling::BenchmarkResult::FromSamples(std::move(results), n);
+           }),
+           py::arg("results"))
+      .def_readonly("results", &profiling::BenchmarkResult::results)
+      .def_readonly("mean", &profiling::BenchmarkResult::mean)
+      .def_readonly("median", &profiling::BenchmarkResult::median)
+      .def_readonly("min", &profiling::BenchmarkResult::min)
+      .def_readonly("max", &profiling::BenchmarkResult::max)
+      .def_readonly("std", &profiling::BenchmarkResult::std)
+      .def_readonly("total_calls", &profiling::BenchmarkResult::total_calls)
+      .def_readonly("number_per_repeat", &profiling::BenchmarkResult::number_per_repeat)
+      .def_readonly("exclusive", &profiling::BenchmarkResult::exclusive)
+      .def_readonly("wait_seconds", &profiling::BenchmarkResult::wait_seconds)
+      .def("percentile", &profiling::BenchmarkResult::Percentile, py::arg("p"))
+      .def("__str__", &profiling::BenchmarkResult::ToString)
+      .def("__repr__", [](const profiling::BenchmarkResult& r) {
+        return absl::StrCat("BenchmarkResult(mean=", r.mean, ", median=", r.median,
+                            ", repeats=", r.results.size(), ")");
+      });
+
+  py::class_<profiling::Report>(m, "Report", "A profile: one row per call, device totals.")
+      .def("table", &profiling::Report::Table, py::arg("sort") = true, py::arg("aggregate") = true,
+           py::arg("col_sums") = true)
+      .def("csv", &profiling::Report::Csv)
+      .def("json", &profiling::Report::Json)
+      .def_static(
+          "from_json",
+          [](const std::string& json) { return ValueOrThrow(profiling::Report::FromJson(json)); },
+          py::arg("json"))
+      .def("__str__", [](const profiling::Report& r) { return r.Table(); })
+      .def("__eq__", [](const profiling::Report& a, const profiling::Report& b) { return a == b; });
+
+  py::class_<PyVM>(m, "VirtualMachine", "The Relax VM of an executable, on a session's daemon.")
+      .def(py::init(&MakeVM), py::arg("rt_mod"), py::arg("device") = py::none(),
+           py::arg("memory_cfg") = py::none(), py::kw_only(), py::arg("session") = py::none(),
+           py::arg("fetch_outputs") = true, py::arg("call_timeout") = 0.0,
+           py::arg("num_threads") = 0, py::arg("concurrent_timing") = false)
+      .def_property_readonly("session", &PyVM::session)
+      .def("invoke", &PyVM::Invoke, py::arg("func_name"))
+      .def("__getitem__",
+           [](py::object self, const std::string& name) {
+             PyVM& vm = self.cast<PyVM&>();
+             // Fail here for an unknown name, as the seed's __getitem__ does.
+             vm.Run([&](client::RemoteVM& v) { return ValueOrThrow(v.GetFunctionArity(name)); });
+             return py::cpp_function([self, name](const py::args& args) {
+               return self.cast<PyVM&>().Invoke(name, args);
+             });
+           })
+      .def("invoke_closure",
+           [](PyVM& vm, const py::object& closure, const py::args& args) {
+             Value c = ToValue(closure, vm.session().get());
+             std::vector<Value> values = vm.Args(args);
+             Value out = vm.Run(
+                 [&](client::RemoteVM& v) { return ValueOrThrow(v.InvokeClosure(c, values)); });
+             return FromValue(out, vm.session());
+           })
+      .def(
+          "save_function",
+          [](PyVM& vm, const std::string& func_name, const std::string& saved_name,
+             const py::args& args, bool include_return) {
+            std::vector<Value> values = vm.Args(args);
+            vm.Run([&](client::RemoteVM& v) {
+              ThrowIfError(v.SaveFunction(func_name, saved_name, values, include_return));
+              return 0;
+            });
+          },
+          py::arg("func_name"), py::arg("saved_name"), py::kw_only(),
+          py::arg("include_return") = true)
+      .def(
+          "set_input",
+          [](PyVM& vm, const std::string& func_name, const py::args& args,
+             const py::kwargs& kwargs) {
+            std::vector<Value> positional = vm.Args(args);
+            vm::NamedArgs named;
+            for (auto [key, value] : kwargs) {
+              named.emplace_back(py::str(key).cast<std::string>(),
+                                 ToValue(value, vm.session().get()));
+            }
+            vm.Run([&](client::RemoteVM& v) {
+              ThrowIfError(named.empty() ? v.SetInput(func_name, positional)
+                                         : v.SetInputNamed(func_name, positional, named));
+              return 0;
+            });
+          },
+          py::arg("func_name"))
+      .def(
+          "invoke_stateful",
+          [](PyVM& vm, const std::string& func_name) {
+            vm.Run([&](client::RemoteVM& v) {
+              ThrowIfError(v.InvokeStateful(func_name));
+              return 0;
+            });
+          },
+          py::arg("func_name"))
+      .def(
+          "get_outputs",
+          [](PyVM& vm, const std::string& func_name) {
+            Value out =
+                vm.Run([&](client::RemoteVM& v) { return ValueOrThrow(v.GetOutputs(func_name)); });
+            return FromValue(out, vm.session());
+          },
+          py::arg("func_name"))
+      .def(
+          "get_function_arity",
+          [](PyVM& vm, const std::string& func_name) {
+            return vm.Run(
+                [&](client::RemoteVM& v) { return ValueOrThrow(v.GetFunctionArity(func_name)); });
+          },
+          py::arg("func_name"))
+      .def(
+          "get_function_param_names",
+          [](PyVM& vm, const std::string& func_name) {
+            return vm.Run([&](client::RemoteVM& v) {
+              return ValueOrThrow(v.GetFunctionParamNames(func_name));
+            });
+          },
+          py::arg("func_name"))
+      .def(
+          "set_instrument",
+          [](PyVM& vm, const std::string& factory_name, const py::args& args) {
+            std::vector<Value> values = vm.Args(args);
+            vm.Run([&](client::RemoteVM& v) {
+              ThrowIfError(v.SetInstrumentByName(factory_name, values));
+              return 0;
+            });
+          },
+          py::arg("instrument"),
+          "Installs the instrument the daemon's function registry makes under this name.")
+      .def(
+          "time_evaluator",
+          [](py::object self, const std::string& func_name, const py::object& dev, int number,
+             int repeat, int min_repeat_ms, int cooldown_interval_ms, int repeats_to_cooldown,
+             int64_t cache_flush_bytes, const std::string& f_preproc) {
+            profiling::TimeEvaluatorOptions options;
+            options.number = number;
+            options.repeat = repeat;
+            options.min_repeat_ms = min_repeat_ms;
+            options.cooldown_interval_ms = cooldown_interval_ms;
+            options.repeats_to_cooldown = repeats_to_cooldown;
+            options.cache_flush_bytes = cache_flush_bytes;
+            options.f_preproc = f_preproc;
+            Device device = ToDevice(dev);
+            return py::cpp_function([self, func_name, device, options](const py::args& args) {
+              PyVM& vm = self.cast<PyVM&>();
+              std::vector<Value> values = vm.Args(args);
+              return vm.Run([&](client::RemoteVM& v) {
+                return ValueOrThrow(v.TimeEvaluator(func_name, device, options, values));
+              });
+            });
+          },
+          py::arg("func_name"), py::arg("dev"), py::arg("number") = 10, py::arg("repeat") = 1,
+          py::arg("min_repeat_ms") = 0, py::arg("cooldown_interval_ms") = 0,
+          py::arg("repeats_to_cooldown") = 1, py::arg("cache_flush_bytes") = 0,
+          py::arg("f_preproc") = "",
+          "A function that runs `func_name` with its arguments in a timing loop on the daemon "
+          "and returns a BenchmarkResult.")
+      .def(
+          "profile",
+          [](PyVM& vm, const std::string& func_name, const py::args& args) {
+            std::vector<Value> values = vm.Args(args);
+            return vm.Run(
+                [&](client::RemoteVM& v) { return ValueOrThrow(v.Profile(func_name, values)); });
+          },
+          py::arg("func_name"));
+}
+
+}  // namespace tether::python
