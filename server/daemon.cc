@@ -218,6 +218,9 @@ class DaemonImpl final : public Daemon {
       gate_ = std::move(*gate);
       service_->set_timing_gate(gate_.get());
     }
+    // A worker ends after a sticky GPU fault (server/main.cc); meanwhile it
+    // runs no more calls.
+    service_->set_refuse_after_device_fault(worker);
     if (!worker && !options.worker_program.empty()) {
       WorkerOptions worker_options;
       worker_options.program = options.worker_program;

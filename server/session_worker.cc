@@ -304,14 +304,18 @@ absl::Status SessionWorker::Alive(absl::Duration grace) {
                       "); what the session held is gone: close it and open a new one");
 }
 
-absl::Status SessionWorker::Finish(const grpc::Status& status, const grpc::ClientContext& context) {
+absl::Status SessionWorker::Finish(const grpc::Status& status, const grpc::ClientContext& context,
+                                   bool cancelled_here) {
   if (status.ok()) return absl::OkStatus();
   // The worker answers with its error kind in the trailers; a transport
   // failure has none. An UNAVAILABLE without a kind is the socket closing:
-  // give the exit a moment to become visible.
+  // give the exit a moment to become visible. So is a CANCELLED this daemon
+  // did not ask for: the worker is stopping (after a sticky GPU fault it
+  // drains and exits, cancelling what arrives meanwhile).
   const bool answered = context.GetServerTrailingMetadata().count(rpc::kErrorKindTrailer) > 0;
   const bool transport = !answered && status.error_code() == grpc::StatusCode::UNAVAILABLE;
-  TETHER_RETURN_IF_ERROR(Alive(transport ? absl::Seconds(2) : absl::ZeroDuration()));
+  const bool stopping = status.error_code() == grpc::StatusCode::CANCELLED && !cancelled_here;
+  TETHER_RETURN_IF_ERROR(Alive(transport || stopping ? absl::Seconds(2) : absl::ZeroDuration()));
   return rpc::FromGrpcCall(status, context);
 }
 
@@ -332,17 +336,23 @@ void SessionWorker::Ping(std::function<void(absl::Status)> done) {
 
 void SessionWorker::Register(grpc::ClientContext* context) {
   absl::MutexLock lock(&mu_);
-  calls_.insert(context);
+  calls_[context] = false;
 }
 
-void SessionWorker::Unregister(grpc::ClientContext* context) {
+bool SessionWorker::Unregister(grpc::ClientContext* context) {
   absl::MutexLock lock(&mu_);
-  calls_.erase(context);
+  auto it = calls_.find(context);
+  const bool cancelled = it != calls_.end() && it->second;
+  if (it != calls_.end()) calls_.erase(it);
+  return cancelled;
 }
 
 void SessionWorker::CancelCalls() {
   absl::MutexLock lock(&mu_);
-  for (grpc::ClientContext* context : calls_) context->TryCancel();
+  for (auto& [context, cancelled] : calls_) {
+    context->TryCancel();
+    cancelled = true;
+  }
 }
 
 absl::Status SessionWorker::Call(const v1::CallRequest& request, v1::CallResponse* response,
@@ -353,7 +363,7 @@ absl::Status SessionWorker::Call(const v1::CallRequest& request, v1::CallRespons
   // An interrupt that came before the registration still stops the call.
   if (interrupt != nullptr && interrupt->load() != 0) context.TryCancel();
   grpc::Status status = stub_->Call(&context, request, response);
-  Unregister(&context);
+  bool cancelled_here = Unregister(&context);
   if (status.error_code() == grpc::StatusCode::CANCELLED && interrupt != nullptr) {
     if (int code = interrupt->load(); code != 0) {
       TETHER_RETURN_IF_ERROR(Alive(absl::ZeroDuration()));
@@ -363,7 +373,9 @@ absl::Status SessionWorker::Call(const v1::CallRequest& request, v1::CallRespons
                        absl::StatusCodeToString(static_cast<absl::StatusCode>(code)), ")"));
     }
   }
-  return Finish(status, context);
+  // An interrupt before the registration cancelled it here too.
+  if (interrupt != nullptr && interrupt->load() != 0) cancelled_here = true;
+  return Finish(status, context, cancelled_here);
 }
 
 absl::Status SessionWorker::TensorUpload::Start(const v1::UploadTensorRequest::Header& header) {

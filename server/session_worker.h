@@ -21,6 +21,7 @@
 #include <string>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -167,15 +168,19 @@ class SessionWorker {
  private:
   SessionWorker(pid_t pid, int lifeline, ScratchDir dir, std::string session_id)
       : pid_(pid), lifeline_(lifeline), dir_(std::move(dir)), session_id_(std::move(session_id)) {}
-  // The status of a finished worker call: the worker's own status, or — when
-  // the call failed because the worker has ended — the error naming its end.
-  absl::Status Finish(const grpc::Status& status, const grpc::ClientContext& context);
   // OK while the worker runs; otherwise the error naming its end. Waits up to
   // `grace` for an exit in progress to complete.
   absl::Status Alive(absl::Duration grace);
   // Calls in flight, for CancelCalls.
   void Register(grpc::ClientContext* context);
-  void Unregister(grpc::ClientContext* context);
+  // Whether CancelCalls cancelled `context` meanwhile.
+  bool Unregister(grpc::ClientContext* context);
+  // The status of a finished worker call: the worker's own status, or — when
+  // the call failed because the worker has ended — the error naming its end.
+  // `cancelled_here`: this daemon cancelled the call (so a CANCELLED is not
+  // the worker stopping).
+  absl::Status Finish(const grpc::Status& status, const grpc::ClientContext& context,
+                      bool cancelled_here = false);
 
   const pid_t pid_;
   const int lifeline_;  // the write end; its closing tells the worker to exit
@@ -186,7 +191,8 @@ class SessionWorker {
   std::unique_ptr<v1::Tether::Stub> stub_;
 
   absl::Mutex mu_;
-  absl::flat_hash_set<grpc::ClientContext*> calls_ ABSL_GUARDED_BY(mu_);
+  // Each with whether CancelCalls cancelled it.
+  absl::flat_hash_map<grpc::ClientContext*, bool> calls_ ABSL_GUARDED_BY(mu_);
   absl::Mutex reap_mu_;
   std::optional<std::string> ended_ ABSL_GUARDED_BY(reap_mu_);  // how it ended, once reaped
 };

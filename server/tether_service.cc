@@ -277,6 +277,15 @@ absl::Status TetherService::RunCall(Session& session, const v1::CallRequest& req
     return absl::CancelledError(
         absl::StrCat("session ", session.short_id(), " was closed before the call ran"));
   }
+  if (refuse_after_device_fault_) {
+    if (absl::Status fault = FirstStickyFault(); !fault.ok()) {
+      return WithErrorKind(
+          absl::CancelledError(absl::StrCat("this session's worker is ending after a kernel "
+                                            "faulted on its GPU: ",
+                                            fault.message())),
+          ErrorKind::kCancelled);
+    }
+  }
   uint64_t run = session.StartRun();
   if (cancel != nullptr) {
     cancel->run.store(run);

@@ -94,6 +94,11 @@ class TetherService final : public v1::Tether::CallbackService {
     worker_options_ = std::move(options);
     isolate_all_ = all;
   }
+  // In a session worker: once a kernel has left a GPU context unusable
+  // (FirstStickyFault), every call is CANCELLED naming the fault, while the
+  // worker drains and exits (its daemon then answers that the session lost
+  // its worker). Set before serving.
+  void set_refuse_after_device_fault(bool refuse) { refuse_after_device_fault_ = refuse; }
   // Exclusive timing (docs/design/rpc-protocol.md); null (the default): off.
   // Set before serving.
   void set_timing_gate(TimingGate* gate) { gate_ = gate; }
@@ -151,6 +156,7 @@ class TetherService final : public v1::Tether::CallbackService {
   TimingGate* gate_ = nullptr;
   WorkerOptions worker_options_;
   bool isolate_all_ = false;
+  bool refuse_after_device_fault_ = false;
   // Checked first by every method (the health service is a separate one).
   const BearerTokenCheck auth_;
 };
