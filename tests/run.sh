@@ -23,7 +23,7 @@ cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DTETHER_SANITIZE=address,undefined -DTETHER_FUZZ=ON -DTETHER_BUILD_BENCHMARKS=OFF
 cmake --build build-asan -j "$jobs" --target tether_runtime_tests tether_vm_tests tether_codec_tests \
   tether_server_tests tether_client_tests tether_compiler_tests tether_onnx_tests tetherd \
-  tether_fuzz_targets
+  tether_gpu_tests tether_fake_libcuda tether_fuzz_targets
 
 echo "== tests under address,undefined sanitizers =="
 # The out-of-memory tests ask for petabytes: let ASan return null instead of aborting.
