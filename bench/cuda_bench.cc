@@ -111,18 +111,25 @@ absl::StatusOr<GpuProgram> Compile(const std::string& text, std::vector<Value> a
   return p;
 }
 
+// The one row whose set-up is kept (RowState).
+struct RowCache {
+  std::string key;
+  std::shared_ptr<void> state;
+  absl::Status status;
+};
+RowCache* TheRowCache() {
+  static RowCache* const cache = new RowCache;
+  return cache;
+}
+
 // Google Benchmark calls a benchmark function several times (to size its
-// iteration count, then once per repetition): a row's operands and program
-// are made once, by `make`, and kept until the next row asks for its own
-// (which frees them first). The same failure is returned to every call.
+// iteration count, then once per repetition), and runs one row's calls
+// before the next row's: a row's operands and program are made once, by
+// `make`, and kept until another row asks for its own (which frees them
+// first). The same failure is returned to every call.
 template <typename T, typename Make>
 absl::StatusOr<T*> RowState(const std::string& key, Make make) {
-  struct Cache {
-    std::string key;
-    std::shared_ptr<void> state;
-    absl::Status status;
-  };
-  static Cache* const cache = new Cache;
+  RowCache* const cache = TheRowCache();
   if (cache->key != key) {
     cache->state.reset();
     cache->key = key;
