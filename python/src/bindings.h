@@ -18,8 +18,11 @@
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "client/cli/embedded_daemon.h"
 #include "client/remote_session.h"
 #include "runtime/core/device.h"
@@ -56,13 +59,32 @@ void RegisterErrors(py::module_& m);
 // a shared_ptr to it (co-owners: the Python objects made from the session),
 // so the session outlives every object that uses it; the session closes
 // before its daemon stops. Thread contract: thread-safe (RemoteSession is).
+struct RemoteOwner;
 struct SessionState {
   std::unique_ptr<cli::EmbeddedDaemon> daemon;  // tether.local() only
   std::unique_ptr<client::RemoteSession> session;
   ~SessionState();
   client::RemoteSession& get() { return *session; }
+  // The owner of each remote handle id Python holds (RemoteOwner).
+  absl::Mutex owners_mu;
+  absl::flat_hash_map<uint64_t, std::weak_ptr<RemoteOwner>> owners ABSL_GUARDED_BY(owners_mu);
 };
 using SessionPtr = std::shared_ptr<SessionState>;
+
+// The daemon-side object of a remote handle: freed on the daemon
+// (RemoteSession::FreeObjects) when the last Python object holding it goes,
+// with the GIL released; one owner per handle id of a session, so a handle
+// that comes back twice (a tuple holding one tensor twice) is freed once.
+// Nothing is sent while the interpreter shuts down (closing the session
+// frees everything anyway). Thread contract: thread-safe.
+struct RemoteOwner {
+  SessionPtr session;
+  uint64_t id = 0;
+  ~RemoteOwner();
+};
+// The owner of `handle` (a RemoteHandle value) in `session`: the live one,
+// or a new one.
+std::shared_ptr<RemoteOwner> OwnerOf(const SessionPtr& session, const Value& handle);
 
 // A device as Python sees it; `attributes` from the session's handshake
 // when the device came from a session (session.device(...)), else the
@@ -76,6 +98,7 @@ struct PyDevice {
 struct PyRemoteTensor {
   SessionPtr session;
   Value handle;
+  std::shared_ptr<RemoteOwner> owner;
   std::vector<int64_t> shape() const;
   std::string dtype() const;
   Device device() const;
@@ -85,6 +108,7 @@ struct PyRemoteTensor {
 struct PyRemoteObject {
   SessionPtr session;
   Value handle;
+  std::shared_ptr<RemoteOwner> owner;
 };
 
 // An executable stored on a session's daemon (session.upload).

@@ -124,6 +124,40 @@ py::dict Info(SessionState& s) {
 
 }  // namespace
 
+RemoteOwner::~RemoteOwner() {
+  {
+    absl::MutexLock lock(&session->owners_mu);
+    auto it = session->owners.find(id);
+    if (it != session->owners.end()) {
+      // The handle came back meanwhile and has a new owner: it frees it.
+      if (!it->second.expired()) return;
+      session->owners.erase(it);
+    }
+  }
+  if (!session->session || !Py_IsInitialized() || _Py_IsFinalizing()) return;
+  // A handle the daemon no longer has (a closed session) is no error here.
+  if (PyGILState_Check()) {
+    py::gil_scoped_release release;
+    session->get().FreeObjects({id}).IgnoreError();
+  } else {
+    session->get().FreeObjects({id}).IgnoreError();
+  }
+}
+
+std::shared_ptr<RemoteOwner> OwnerOf(const SessionPtr& session, const Value& handle) {
+  const uint64_t id = client::AsRemoteHandle(handle)->id();
+  absl::MutexLock lock(&session->owners_mu);
+  std::weak_ptr<RemoteOwner>& slot = session->owners[id];
+  std::shared_ptr<RemoteOwner> owner = slot.lock();
+  if (owner == nullptr) {
+    owner = std::make_shared<RemoteOwner>();
+    owner->session = session;
+    owner->id = id;
+    slot = owner;
+  }
+  return owner;
+}
+
 SessionState::~SessionState() {
   if (session) {
     // Closing talks to the daemon: let other Python threads run meanwhile
@@ -193,7 +227,7 @@ void RegisterSession(py::module_& m) {
               py::gil_scoped_release release;
               handle = ValueOrThrow(s->get().AllocTensor(shape, dt, d));
             }
-            return PyRemoteTensor{s, handle};
+            return PyRemoteTensor{s, handle, OwnerOf(s, handle)};
           },
           py::arg("shape"), py::arg("dtype") = "float32", py::arg("device") = py::none(),
           "A new uninitialized tensor on the daemon.")
@@ -207,7 +241,7 @@ void RegisterSession(py::module_& m) {
               py::gil_scoped_release release;
               handle = ValueOrThrow(s->get().UploadTensor(local, d));
             }
-            return PyRemoteTensor{s, handle};
+            return PyRemoteTensor{s, handle, OwnerOf(s, handle)};
           },
           py::arg("data"), py::arg("device") = py::none(),
           "A copy of `data` (a numpy array or anything numpy.asarray takes) on the daemon.");

@@ -161,9 +161,9 @@ py::object FromValue(const Value& value, const SessionPtr& session) {
   }
   if (client::RemoteHandleObj* h = client::AsRemoteHandle(value); h != nullptr) {
     if (h->kind() == client::RemoteHandleObj::Kind::kTensor) {
-      return py::cast(PyRemoteTensor{session, value});
+      return py::cast(PyRemoteTensor{session, value, OwnerOf(session, value)});
     }
-    return py::cast(PyRemoteObject{session, value});
+    return py::cast(PyRemoteObject{session, value, OwnerOf(session, value)});
   }
   ThrowStatus(TypeError("a result of type ", value.TypeName(), " has no Python form"));
 }

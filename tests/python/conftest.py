@@ -40,27 +40,39 @@ def daemon_dir(tmp_path_factory):
     return d
 
 
-@pytest.fixture(scope="session")
-def daemon(daemon_dir):
+def start_tetherd(directory, *flags):
+    """A tetherd from the build on 127.0.0.1:0 with `flags`, serving from
+    `directory`; yields its address, then stops it and checks it drained."""
     tetherd = os.environ.get("TETHERD")
     if not tetherd:
         pytest.skip("TETHERD (the tetherd binary) is not set; run through CTest")
-    port_file = daemon_dir / "port"
-    log = open(daemon_dir / "tetherd.log", "w")
+    port_file = directory / "port"
+    log = open(directory / "tetherd.log", "w")
     proc = subprocess.Popen(
         [tetherd, "--listen", "127.0.0.1:0", "--port-file", str(port_file),
-         "--store-dir", str(daemon_dir / "store")],
+         "--store-dir", str(directory / "store"), *flags],
         stdout=log, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 30
     while not (port_file.exists() and port_file.read_text().strip()):
         if proc.poll() is not None or time.monotonic() > deadline:
             proc.kill()
-            raise RuntimeError("tetherd did not start: " + (daemon_dir / "tetherd.log").read_text())
+            raise RuntimeError("tetherd did not start: " + (directory / "tetherd.log").read_text())
         time.sleep(0.02)
     yield "127.0.0.1:" + port_file.read_text().strip()
     proc.send_signal(signal.SIGTERM)
-    assert proc.wait(timeout=60) == 0, (daemon_dir / "tetherd.log").read_text()
+    assert proc.wait(timeout=60) == 0, (directory / "tetherd.log").read_text()
     log.close()
+
+
+@pytest.fixture(scope="session")
+def daemon(daemon_dir):
+    yield from start_tetherd(daemon_dir)
+
+
+@pytest.fixture
+def small_daemon(daemon_dir, tmp_path):
+    """A tetherd whose sessions may hold 16 objects at a time."""
+    yield from start_tetherd(tmp_path, "--max-session-objects", "16")
 
 
 @pytest.fixture

@@ -185,3 +185,29 @@ def test_local_session_and_executable_files(tmp_path, add_exe, examples_dir):
         want = np.maximum(args[0] @ args[1] + args[2], 0) @ args[3] + args[4]
         got = tether.VirtualMachine(mlp, tether.cpu(), session=s)["main"](*args)
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_remote_tensors_are_freed_when_python_drops_them(small_daemon):
+    # The daemon holds 16 objects a session: 200 tensors made and dropped
+    # one after another fit only if each is freed when its Python object goes.
+    with tether.connect(small_daemon) as s:
+        x = np.arange(6, dtype=np.float32)
+        for i in range(200):
+            t = s.array(x + i)
+            np.testing.assert_array_equal(t.numpy(), x + i)
+            del t
+        kept = [s.array(x) for _ in range(12)]  # still room: nothing leaked
+        assert len(kept) == 12
+        with pytest.raises(tether.TetherError):
+            more = [s.array(x) for _ in range(8)]  # over the limit while all are held
+            assert not more
+
+
+def test_a_handle_returned_twice_is_one_object(session, add_exe):
+    vm = tether.VirtualMachine(add_exe, tether.cpu(0), session=session, fetch_outputs=False)
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    z, (x2, z2) = vm["pair"](x)
+    del z
+    # z2 names the same daemon object as z did: still there after z is gone.
+    np.testing.assert_array_equal(z2.numpy(), 2 * x)
+    np.testing.assert_array_equal(x2.numpy(), x)
