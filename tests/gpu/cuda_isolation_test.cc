@@ -19,15 +19,11 @@
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <memory>
 #include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "client/remote_session.h"
@@ -43,6 +39,7 @@
 #include "runtime/vm/exec_builder.h"
 #include "server/daemon.h"
 #include "tests/testing/cuda_fixtures.h"
+#include "tests/testing/processes.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/test_functions.h"
 #include "tether/v1/tether.grpc.pb.h"
@@ -119,37 +116,11 @@ std::string WorkerProgram() {
   return TETHERD_PATH;
 }
 
-// The pids of this process's children (the daemon's workers), from the
-// parent pid in /proc/*/stat: unlike testing::ChildPids() this needs no
-// CONFIG_PROC_CHILDREN in the kernel of whatever GPU machine runs it.
-std::set<pid_t> ChildPids() {
-  std::set<pid_t> pids;
-  const pid_t self = ::getpid();
-  std::error_code error;
-  for (const auto& entry : std::filesystem::directory_iterator("/proc", error)) {
-    const std::string name = entry.path().filename().string();
-    if (name.empty() || !absl::ascii_isdigit(static_cast<unsigned char>(name[0]))) continue;
-    std::ifstream in(entry.path() / "stat");
-    std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    const size_t comm_end = stat.rfind(')');  // the command may hold spaces and parentheses
-    if (comm_end == std::string::npos) continue;
-    std::istringstream fields(stat.substr(comm_end + 1));
-    std::string state;
-    pid_t ppid = 0;
-    if (fields >> state >> ppid && ppid == self) pids.insert(std::atoi(name.c_str()));
-  }
-  return pids;
-}
+using testing::ChildPids;
 
-// Whether `pid` is gone, reaped (no zombie left), within 30 s (the driver
-// tears down a faulted context as the process ends).
-bool Gone(pid_t pid) {
-  for (int i = 0; i < 3000; ++i) {
-    if (!std::filesystem::exists(absl::StrCat("/proc/", pid))) return true;
-    ::usleep(10000);
-  }
-  return false;
-}
+// Whether `pid` is gone within 30 s (the driver tears down a faulted context
+// as the process ends).
+bool Gone(pid_t pid) { return testing::Gone(pid, std::chrono::seconds(30)); }
 
 class CudaIsolationGpuTest : public ::testing::Test {
  protected:

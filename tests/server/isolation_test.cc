@@ -54,14 +54,7 @@ std::string CommandLine(pid_t pid) {
   return line;
 }
 
-// Whether `pid` is gone, reaped (no zombie left), within a few seconds.
-bool Gone(pid_t pid) {
-  for (int i = 0; i < 500; ++i) {
-    if (!fs::exists(absl::StrCat("/proc/", pid))) return true;
-    ::usleep(10000);
-  }
-  return false;
-}
+using testing::Gone;
 
 // Whether a thread of `pid` is running or runnable (a worker in "spin").
 bool Spinning(pid_t pid) {

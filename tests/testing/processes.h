@@ -3,22 +3,50 @@
 #define TETHER_TESTS_TESTING_PROCESSES_H_
 
 #include <sys/types.h>
+#include <unistd.h>
 
+#include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <set>
+#include <sstream>
+#include <string>
 
 namespace tether::testing {
 
-// The pids of this process's children (an in-process daemon's workers).
+// The pids of this process's children (an in-process daemon's workers),
+// from the parent pid in /proc/*/stat: that needs nothing of the kernel
+// beyond /proc (/proc/self/task/*/children needs CONFIG_PROC_CHILDREN, which
+// some kernels, a GPU machine's say, lack).
 inline std::set<pid_t> ChildPids() {
   std::set<pid_t> pids;
-  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
-    std::ifstream in(task.path() / "children");
-    pid_t pid;
-    while (in >> pid) pids.insert(pid);
+  const pid_t self = ::getpid();
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", error)) {
+    const std::string name = entry.path().filename().string();
+    if (name.empty() || name[0] < '0' || name[0] > '9') continue;
+    std::ifstream in(entry.path() / "stat");
+    std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const size_t comm_end = stat.rfind(')');  // the command may hold spaces and parentheses
+    if (comm_end == std::string::npos) continue;
+    std::istringstream fields(stat.substr(comm_end + 1));
+    std::string state;
+    pid_t ppid = 0;
+    if (fields >> state >> ppid && ppid == self) pids.insert(std::atoi(name.c_str()));
   }
   return pids;
+}
+
+// Whether `pid` is gone — reaped, no zombie left — within `limit`.
+inline bool Gone(pid_t pid, std::chrono::milliseconds limit = std::chrono::seconds(5)) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::filesystem::exists("/proc/" + std::to_string(pid))) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    ::usleep(10000);
+  }
+  return true;
 }
 
 // How many descriptors this process has open.
