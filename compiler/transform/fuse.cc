@@ -207,24 +207,43 @@ class Fuser {
       : kernels_(kernels), options_(options) {}
 
   absl::StatusOr<Expr> Run(const Expr& body) {
-    const auto* seq = body.as<SeqExprNode>();
     uses_ = CountVarUses(body);
+    return FuseSeq(body);
+  }
+
+ private:
+  // The dataflow blocks of `body` (a SeqExpr) fused, and those of the
+  // branches of every If bound in its other blocks.
+  absl::StatusOr<Expr> FuseSeq(const Expr& body) {
+    const auto* seq = body.as<SeqExprNode>();
+    if (seq == nullptr) return body;
     std::vector<BindingBlock> blocks;
     bool changed = false;
     for (const BindingBlock& block : seq->blocks) {
-      if (!block.is_dataflow) {
-        blocks.push_back(block);
+      if (block.is_dataflow) {
+        TETHER_ASSIGN_OR_RETURN(BindingBlock nb, FuseBlock(block));
+        changed |= nb.bindings.size() != block.bindings.size();
+        blocks.push_back(std::move(nb));
         continue;
       }
-      TETHER_ASSIGN_OR_RETURN(BindingBlock nb, FuseBlock(block));
-      changed |= nb.bindings.size() != block.bindings.size();
+      BindingBlock nb = block;
+      for (Binding& b : nb.bindings) {
+        const auto* node = b.value.as<IfNode>();
+        if (node == nullptr || b.is_match_cast()) continue;
+        TETHER_ASSIGN_OR_RETURN(Expr t, FuseSeq(node->true_branch));
+        TETHER_ASSIGN_OR_RETURN(Expr f, FuseSeq(node->false_branch));
+        if (t.same_as(node->true_branch) && f.same_as(node->false_branch)) continue;
+        Expr e = MakeIf(node->cond, std::move(t), std::move(f));
+        e->set_struct_info(b.value.struct_info());
+        b.value = std::move(e);
+        changed = true;
+      }
       blocks.push_back(std::move(nb));
     }
     if (!changed) return body;
     return MakeSeqExprOf(std::move(blocks), seq->body);
   }
 
- private:
   static Candidate AsCandidate(const Binding& b) {
     if (b.is_match_cast()) return {};
     const absl::string_view op = CalledOpName(b.value);

@@ -2,8 +2,9 @@
 // (TVM's FuseOps + FuseTIR; our kernels are composed at the operator level,
 // compiler/op/op.h, so a group is lowered as it is formed).
 //
-// Within each dataflow block, calls of operators that lower to kernels are
-// grouped by OpPattern, as TVM does:
+// Within each dataflow block -- of a function body, or of an If branch at
+// any depth -- calls of operators that lower to kernels are grouped by
+// OpPattern, as TVM does:
 //   - elementwise, broadcast and injective calls fuse with their
 //     elementwise/broadcast/injective producers (the producers are inlined
 //     through the consumer's TensorReaders);

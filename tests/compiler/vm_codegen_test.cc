@@ -220,6 +220,42 @@ TEST_F(VMCodegenTest, IfRunsTheSelectedBranch) {
   EXPECT_EQ(ReadFloats(Tensor(out->AsRef<TensorObj>())), (std::vector<float>{3.0f, 6.0f}));
 }
 
+TEST_F(VMCodegenTest, ASelfCallInTailPositionIsAJump) {
+  // swap(n, a, b) = if n > 0: swap(n - 1, b, a) else: (a, b). With n past
+  // the VM's 65,536 frames this finishes only as a jump, and the swapped
+  // arguments check that each is staged before the parameters are written.
+  Var n("n");
+  const StructInfo t2 = TensorSInfo({2}, kF32);
+  Expr pn = MakeVar("n", PrimSInfo(DataType::Int(64), n));
+  Expr a = MakeVar("a", t2), b = MakeVar("b", t2);
+  const StructInfo ret = TupleSInfo({t2, t2});
+  Expr again = MakeVar("again", ret);
+  Expr call = MakeCall(MakeGlobalVar("swap"), {MakePrimValue(n - 1), b, a});
+  Expr done = MakeVar("done", ret);
+  Expr r = MakeVar("r", ret);
+  Expr body =
+      Seq({Bind(r, MakeIf(MakePrimValue(GT(n, PrimExpr(0))), Seq({Bind(again, call)}, again),
+                          Seq({Bind(done, MakeTuple({a, b}))}, done)))},
+          r);
+  IRModule m;
+  m.functions["swap"] = MakeFunction({pn, a, b}, body, ret);
+  auto vm = Load(m);
+  ASSERT_TRUE(vm);
+  Tensor x = MakeFloatTensor({2}, {1.0f, 2.0f}), y = MakeFloatTensor({2}, {3.0f, 4.0f});
+  for (int64_t count : {int64_t{100001}, int64_t{100000}}) {
+    Value args[] = {Value(count), Value(x), Value(y)};
+    auto out = vm->Invoke("swap", args);
+    ASSERT_TRUE(out.ok()) << out.status();
+    const auto& fields = out->AsRef<TupleObj>()->fields;
+    ASSERT_EQ(fields.size(), 2u);
+    const bool odd = count % 2 == 1;
+    EXPECT_EQ(ReadFloats(Tensor(fields[0].AsRef<TensorObj>())),
+              (odd ? std::vector<float>{3.0f, 4.0f} : std::vector<float>{1.0f, 2.0f}));
+    EXPECT_EQ(ReadFloats(Tensor(fields[1].AsRef<TensorObj>())),
+              (odd ? std::vector<float>{1.0f, 2.0f} : std::vector<float>{3.0f, 4.0f}));
+  }
+}
+
 TEST_F(VMCodegenTest, MatchCastDefinesNewVariables) {
   // main(x: R.Tensor(ndim=2)) { y = match_cast(x, R.Tensor((a, 3))); return R.shape([a * 2]) }
   Var a("a");

@@ -4,6 +4,12 @@
 // shape-heap slots, allocated at entry, and the instruction count of each If
 // branch, which the If and Goto offsets need before the branch is emitted).
 // Generation is deterministic, so both runs emit the same instructions.
+//
+// A call of a function to itself in tail position (its value is what the
+// function returns, through any nesting of If branches) becomes a jump: the
+// arguments are copied into the parameter registers and the function starts
+// over, in the same frame. This is how loops (recursive functions, as the
+// ONNX importer emits for Loop and Scan) run in constant VM stack.
 #include "compiler/backend/vm/vm_codegen.h"
 
 #include <map>
@@ -115,9 +121,12 @@ class FunctionCodegen {
   absl::StatusOr<Arg> EmitCall(const CallNode& call);
   absl::StatusOr<Arg> EmitOpCall(const std::string& op, const CallNode& call);
   absl::StatusOr<Arg> EmitDPSCall(const CallNode& call, const std::string& op);
-  absl::StatusOr<Arg> EmitIf(const IfNode& node);
-  absl::StatusOr<Arg> EmitSeq(const Expr& e);
-  absl::Status EmitBinding(const Binding& binding);
+  // `tail`: the value is what the function returns (see the file comment).
+  absl::StatusOr<Arg> EmitIf(const IfNode& node, bool tail);
+  absl::StatusOr<Arg> EmitSeq(const Expr& e, bool tail = false);
+  absl::Status EmitBinding(const Binding& binding, bool tail = false);
+  bool IsSelfCall(const Expr& e) const;
+  absl::StatusOr<Arg> EmitTailCall(const CallNode& call);
   absl::StatusOr<std::string> CalleeName(const Expr& callee, absl::string_view what);
   absl::StatusOr<std::vector<Arg>> KernelArgs(const std::vector<Expr>& args, size_t begin);
 
@@ -594,16 +603,48 @@ absl::StatusOr<Arg> FunctionCodegen::EmitCall(const CallNode& call) {
   return Invalid(name_, ": cannot call a value of kind ", static_cast<int>(callee.kind()));
 }
 
-absl::StatusOr<Arg> FunctionCodegen::EmitSeq(const Expr& e) {
+absl::StatusOr<Arg> FunctionCodegen::EmitSeq(const Expr& e, bool tail) {
   const auto* seq = e.as<SeqExprNode>();
   if (!seq) return EmitExpr(e);
+  const Binding* last = nullptr;
   for (const BindingBlock& block : seq->blocks) {
-    for (const Binding& binding : block.bindings) TETHER_RETURN_IF_ERROR(EmitBinding(binding));
+    if (!block.bindings.empty()) last = &block.bindings.back();
+  }
+  for (const BindingBlock& block : seq->blocks) {
+    for (const Binding& binding : block.bindings) {
+      // The last binding is in tail position when the body returns its var.
+      const bool tail_binding = tail && &binding == last && seq->body.same_as(binding.var);
+      TETHER_RETURN_IF_ERROR(EmitBinding(binding, tail_binding));
+    }
   }
   return EmitExpr(seq->body);
 }
 
-absl::StatusOr<Arg> FunctionCodegen::EmitIf(const IfNode& node) {
+bool FunctionCodegen::IsSelfCall(const Expr& e) const {
+  const auto* call = e.as<CallNode>();
+  const auto* g = call ? call->op.as<GlobalVarNode>() : nullptr;
+  return g != nullptr && g->name_hint == name_ && call->args.size() == func_->params.size();
+}
+
+absl::StatusOr<Arg> FunctionCodegen::EmitTailCall(const CallNode& call) {
+  TETHER_ASSIGN_OR_RETURN(std::vector<Arg> args, EmitArgs(call.args));
+  // Every argument into a register of its own first: an argument may be a
+  // parameter register that an earlier copy overwrites.
+  std::vector<RegName> staged;
+  for (const Arg& a : args) staged.push_back(CallToNew("vm.builtin.copy", {a}));
+  for (size_t i = 0; i < staged.size(); ++i) {
+    Call("vm.builtin.copy", {Reg(staged[i])}, static_cast<RegName>(i));
+  }
+  // Back to the first instruction: the shape heap and the parameter checks
+  // are done again for the new arguments.
+  b_->EmitGoto(-num_instrs_);
+  ++num_instrs_;
+  // Nothing after the jump runs; the branch's merge copy reads a register
+  // that is always defined.
+  return Reg(0);
+}
+
+absl::StatusOr<Arg> FunctionCodegen::EmitIf(const IfNode& node, bool tail) {
   TETHER_ASSIGN_OR_RETURN(Arg cond, EmitExpr(node.cond));
   RegName cond_reg = CallToNew("vm.builtin.read_if_cond", {cond});
   size_t index = next_if_++;
@@ -621,7 +662,7 @@ absl::StatusOr<Arg> FunctionCodegen::EmitIf(const IfNode& node) {
   auto branch = [&](const Expr& body) -> absl::StatusOr<int64_t> {
     auto saved_slots = slots_;
     int64_t start = num_instrs_;
-    TETHER_ASSIGN_OR_RETURN(Arg value, EmitSeq(body));
+    TETHER_ASSIGN_OR_RETURN(Arg value, EmitSeq(body, tail));
     Call("vm.builtin.copy", {value}, merge);
     slots_ = std::move(saved_slots);
     return num_instrs_ - start;
@@ -673,7 +714,7 @@ absl::StatusOr<Arg> FunctionCodegen::EmitExpr(const Expr& e) {
     case ExprKind::kCall:
       return EmitCall(*e.as<CallNode>());
     case ExprKind::kIf:
-      return EmitIf(*e.as<IfNode>());
+      return EmitIf(*e.as<IfNode>(), /*tail=*/false);
     case ExprKind::kSeqExpr:
       return EmitSeq(e);
     case ExprKind::kGlobalVar: {
@@ -694,10 +735,19 @@ absl::StatusOr<Arg> FunctionCodegen::EmitExpr(const Expr& e) {
   return Invalid(name_, ": unknown expression kind");
 }
 
-absl::Status FunctionCodegen::EmitBinding(const Binding& binding) {
+absl::Status FunctionCodegen::EmitBinding(const Binding& binding, bool tail) {
   const auto* var = binding.var.as<VarNode>();
   if (!var) return Invalid(name_, ": a binding must bind a variable");
-  TETHER_ASSIGN_OR_RETURN(Arg value, EmitExpr(binding.value));
+  tail = tail && !binding.is_match_cast();
+  absl::StatusOr<Arg> emitted;
+  if (tail && IsSelfCall(binding.value)) {
+    emitted = EmitTailCall(*binding.value.as<CallNode>());
+  } else if (tail && binding.value.kind() == ExprKind::kIf) {
+    emitted = EmitIf(*binding.value.as<IfNode>(), /*tail=*/true);
+  } else {
+    emitted = EmitExpr(binding.value);
+  }
+  TETHER_ASSIGN_OR_RETURN(Arg value, std::move(emitted));
   if (binding.is_match_cast()) {
     std::vector<PendingCheck> pending;
     std::string ctx = absl::StrCat(name_, ": match_cast of ", var->name_hint, " (to ",
@@ -741,7 +791,7 @@ absl::Status FunctionCodegen::Run() {
   }
   TETHER_RETURN_IF_ERROR(ResolvePending(pending));
 
-  TETHER_ASSIGN_OR_RETURN(Arg result, EmitSeq(func_->body));
+  TETHER_ASSIGN_OR_RETURN(Arg result, EmitSeq(func_->body, /*tail=*/true));
   if (result.kind() != vm::ArgKind::kRegister || result.value() >= vm::kBeginSpecialReg) {
     result = Reg(CallToNew("vm.builtin.copy", {result}));
   }

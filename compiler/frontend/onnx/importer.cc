@@ -1,8 +1,8 @@
-// The ONNX importer's graph walk: ModelProto -> one Relax function "main"
-// built with a BlockBuilder in a single dataflow block. Graph inputs become
-// parameters (dim_params shared symbolic vars), initializers constants or
-// trailing parameters, each node is handed to the converter registered for
-// its (op_type, opset), and the graph outputs are emitted as R.output.
+// The ONNX importer's graph walk: ModelProto -> one Relax function "main",
+// built with a BlockBuilder. Graph inputs become parameters (dim_params
+// shared symbolic vars), initializers constants or trailing parameters, and
+// each node is handed to the converter registered for its (op_type, opset);
+// control-flow nodes and the block structure they need are control_flow.cc's.
 //
 // The converter registry lives here too: it is filled once, on the first
 // import, by the Register*Converters family functions (one per convert_*.cc).
@@ -25,6 +25,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "compiler/frontend/onnx/converter.h"
+#include "compiler/frontend/onnx/graph_importer.h"
 #include "compiler/frontend/onnx/known_ints.h"
 #include "compiler/frontend/onnx/tensor_proto.h"
 #include "compiler/op/op.h"
@@ -104,7 +105,8 @@ const char* AttrTypeName(int type) {
   }
 }
 
-// A name usable as a symbolic var in the text format.
+}  // namespace
+
 std::string SymbolName(const std::string& name) {
   std::string out = name;
   for (char& c : out) {
@@ -114,133 +116,45 @@ std::string SymbolName(const std::string& name) {
   return out;
 }
 
-class GraphImporter;
-
-// The ConvertContext of one node.
-class NodeContext final : public ConvertContext {
- public:
-  NodeContext(GraphImporter* importer, const ::onnx::NodeProto& node, int64_t opset)
-      : importer_(importer), node_(node), opset_(opset) {}
-
-  const ::onnx::NodeProto& node() const override { return node_; }
-  int64_t opset() const override { return opset_; }
-  std::string Describe() const override {
-    std::string name = node_.name();
-    if (name.empty() && node_.output_size() > 0) name = node_.output(0);
-    return absl::StrCat("node '", name, "' (", node_.op_type(), ", opset ", opset_, ")");
-  }
-
-  int num_inputs() const override { return node_.input_size(); }
-  bool HasInput(int i) const override {
-    return i >= 0 && i < node_.input_size() && !node_.input(i).empty();
-  }
-  absl::StatusOr<Expr> Input(int i) override;
-  absl::StatusOr<const TensorStructInfoNode*> InputTensorInfo(int i) override;
-  std::optional<Tensor> ConstantInput(int i) const override;
-  std::optional<KnownInts> KnownInput(int i) const override;
-  absl::StatusOr<std::vector<int64_t>> ConstantInts(int i, absl::string_view what) override;
-
-  bool HasAttr(absl::string_view name) const override { return FindAttr(name) != nullptr; }
-  int64_t AttrInt(absl::string_view name, int64_t def) const override;
-  float AttrFloat(absl::string_view name, float def) const override;
-  std::string AttrString(absl::string_view name, absl::string_view def) const override;
-  std::vector<int64_t> AttrInts(absl::string_view name, std::vector<int64_t> def) const override;
-  std::vector<float> AttrFloats(absl::string_view name, std::vector<float> def) const override;
-  std::vector<std::string> AttrStrings(absl::string_view name,
-                                       std::vector<std::string> def) const override;
-  absl::StatusOr<Tensor> AttrTensor(absl::string_view name) const override;
-
-  absl::StatusOr<Expr> Emit(const Expr& value) override;
-  absl::StatusOr<Expr> EmitOp(absl::string_view op, std::vector<Expr> args, Attrs attrs) override;
-
-  absl::Status Unsupported(absl::string_view what) const override {
-    return absl::UnimplementedError(absl::StrCat("onnx: ", Describe(), ": ", what));
-  }
-  absl::Status Invalid(absl::string_view what) const override {
-    return absl::InvalidArgumentError(absl::StrCat("onnx: ", Describe(), ": ", what));
-  }
-
-  // The first attribute of the wrong type an accessor met (converters read
-  // attributes without status; the importer checks this after the call).
-  const absl::Status& attr_error() const { return attr_error_; }
-
- private:
-  const ::onnx::AttributeProto* FindAttr(absl::string_view name) const {
-    for (const auto& a : node_.attribute()) {
-      if (a.name() == name) return &a;
-    }
-    return nullptr;
-  }
-  // The attribute `name` when present with one of `types`; records an error
-  // when present with another type.
-  const ::onnx::AttributeProto* TypedAttr(absl::string_view name,
-                                          std::initializer_list<int> types) const {
-    const ::onnx::AttributeProto* a = FindAttr(name);
-    if (a == nullptr) return nullptr;
-    for (int t : types) {
-      if (a->type() == t) return a;
-    }
-    if (attr_error_.ok()) {
-      attr_error_ =
-          Invalid(absl::StrCat("attribute '", name, "' has type ", AttrTypeName(a->type()),
-                               ", expected ", AttrTypeName(*types.begin())));
-    }
-    return nullptr;
-  }
-  const OnnxValue* Value(int i) const;
-
-  GraphImporter* importer_;
-  const ::onnx::NodeProto& node_;
-  int64_t opset_;
-  mutable absl::Status attr_error_;
-  std::deque<StructInfo> sinfo_keepalive_;
-};
-
-class GraphImporter {
- public:
-  GraphImporter(const ::onnx::ModelProto& model, const OnnxImportOptions& options,
-                std::string base_dir)
-      : model_(model), options_(options), base_dir_(std::move(base_dir)), bb_(&module_) {}
-
-  absl::StatusOr<ImportedModel> Run();
-
-  // Used by NodeContext.
-  const std::string& base_dir() const { return base_dir_; }
-  const OnnxValue* Find(const std::string& name) const {
-    auto it = values_.find(name);
-    return it == values_.end() ? nullptr : &it->second;
-  }
-  const Tensor* InitializerValue(const std::string& name) const {
-    auto it = initializer_values_.find(name);
-    return it == initializer_values_.end() ? nullptr : &it->second;
-  }
-  // The value `name` as a Relax leaf, materializing known ints (cached).
-  absl::StatusOr<Expr> Materialize(const std::string& name, const NodeContext* ctx);
-  BlockBuilder& builder() { return bb_; }
-
- private:
-  absl::Status ReadOpset();
-  absl::Status AddInitializers();
-  absl::Status AddInputs();
-  absl::StatusOr<StructInfo> InputStructInfo(const ::onnx::ValueInfoProto& input);
-  absl::Status ConvertNode(const ::onnx::NodeProto& node);
-
-  const ::onnx::ModelProto& model_;
-  const OnnxImportOptions& options_;
-  const std::string base_dir_;
-  IRModule module_;
-  BlockBuilder bb_;
-  int64_t opset_ = 0;
-  std::map<std::string, OnnxValue> values_;
-  std::map<std::string, Tensor> initializer_values_;
-  std::map<std::string, Var> dim_vars_;              // by dim_param
-  std::map<std::string, int64_t> fixed_dim_params_;  // dim_params fixed by input_shapes
-  std::vector<Expr> params_;
-  std::vector<Expr> kept_params_;
-  ImportedModel result_;
-};
-
 // ---- NodeContext ----
+
+std::string NodeContext::Describe() const {
+  std::string name = node_.name();
+  if (name.empty() && node_.output_size() > 0) name = node_.output(0);
+  return absl::StrCat("node '", name, "' (", node_.op_type(), ", opset ", opset_, ")");
+}
+
+absl::Status NodeContext::Unsupported(absl::string_view what) const {
+  return absl::UnimplementedError(absl::StrCat("onnx: ", Describe(), ": ", what));
+}
+
+absl::Status NodeContext::Invalid(absl::string_view what) const {
+  return absl::InvalidArgumentError(absl::StrCat("onnx: ", Describe(), ": ", what));
+}
+
+const ::onnx::AttributeProto* NodeContext::TypedAttr(absl::string_view name,
+                                                     std::initializer_list<int> types) const {
+  const ::onnx::AttributeProto* a = FindAttr(name);
+  if (a == nullptr) return nullptr;
+  for (int t : types) {
+    if (a->type() == t) return a;
+  }
+  if (attr_error_.ok()) {
+    attr_error_ = Invalid(absl::StrCat("attribute '", name, "' has type ", AttrTypeName(a->type()),
+                                       ", expected ", AttrTypeName(*types.begin())));
+  }
+  return nullptr;
+}
+
+absl::StatusOr<const ::onnx::GraphProto*> NodeContext::AttrGraph(absl::string_view name) const {
+  const ::onnx::AttributeProto* a = FindAttr(name);
+  if (a == nullptr) return Invalid(absl::StrCat("missing attribute '", name, "'"));
+  if (a->type() != ::onnx::AttributeProto::GRAPH) {
+    return Invalid(absl::StrCat("attribute '", name, "' has type ", AttrTypeName(a->type()),
+                                ", expected GRAPH"));
+  }
+  return &a->g();
+}
 
 const OnnxValue* NodeContext::Value(int i) const {
   if (!HasInput(i)) return nullptr;
@@ -516,6 +430,8 @@ absl::StatusOr<StructInfo> GraphImporter::InputStructInfo(const ::onnx::ValueInf
   return TensorSInfo(std::move(shape), *dtype);
 }
 
+namespace {
+
 // A frozen input's value against the input's declaration.
 absl::Status CheckFrozen(const std::string& name, const StructInfo& declared, const Tensor& value) {
   const auto* t = declared.as<TensorStructInfoNode>();
@@ -542,6 +458,8 @@ absl::Status CheckFrozen(const std::string& name, const StructInfo& declared, co
   }
   return absl::OkStatus();
 }
+
+}  // namespace
 
 absl::Status GraphImporter::AddInputs() {
   const auto& graph = model_.graph();
@@ -597,17 +515,14 @@ absl::Status GraphImporter::AddInputs() {
   return absl::OkStatus();
 }
 
-absl::Status GraphImporter::ConvertNode(const ::onnx::NodeProto& node) {
+absl::Status GraphImporter::ConvertNode(const ::onnx::NodeProto& node,
+                                        const std::set<std::string>& escaping) {
   NodeContext ctx(this, node, opset_);
   if (!node.domain().empty() && node.domain() != "ai.onnx") {
     return absl::UnimplementedError(
         absl::StrCat("onnx: ", ctx.Describe(), ": domain '", node.domain(), "' is not supported"));
   }
-  for (int i = 0; i < node.input_size(); ++i) {
-    if (!node.input(i).empty() && Find(node.input(i)) == nullptr) {
-      return ctx.Invalid(absl::StrCat("input ", i, " reads undefined value '", node.input(i), "'"));
-    }
-  }
+  if (absl::Status s = CheckInputsDefined(ctx); !s.ok()) return s;
   int since = 0;
   const Converter* converter = FindConverter(node.op_type(), opset_, &since);
   if (converter == nullptr) {
@@ -632,6 +547,11 @@ absl::Status GraphImporter::ConvertNode(const ::onnx::NodeProto& node) {
     }
     const std::string& name = node.output(static_cast<int>(k));
     if (name.empty()) continue;
+    if (escaping.count(name) && v.expr.kind() == ExprKind::kDataflowVar) {
+      absl::StatusOr<Expr> out = bb_.EmitOutput(v.expr, v.expr.as<VarNode>()->name_hint);
+      if (!out.ok()) return out.status();
+      v.expr = *out;
+    }
     values_[name] = std::move(v);
   }
   return absl::OkStatus();
@@ -644,38 +564,12 @@ absl::StatusOr<ImportedModel> GraphImporter::Run() {
   if (absl::Status s = AddInitializers(); !s.ok()) return s;
   if (absl::Status s = AddInputs(); !s.ok()) return s;
 
-  bb_.BeginDataflowBlock();
-  for (const auto& node : model_.graph().node()) {
-    if (absl::Status s = ConvertNode(node); !s.ok()) {
-      bb_.EndBlock();
-      return s;
-    }
-  }
-  std::vector<Expr> outputs;
-  for (const auto& out : model_.graph().output()) {
-    if (Find(out.name()) == nullptr) {
-      bb_.EndBlock();
-      return absl::InvalidArgumentError(
-          absl::StrCat("onnx: graph output '", out.name(), "' is not produced by any node"));
-    }
-    absl::StatusOr<Expr> e = Materialize(out.name(), nullptr);
-    if (e.ok() &&
-        (out.type().has_sequence_type() || e->struct_info().as<TupleStructInfoNode>() != nullptr)) {
-      e = absl::UnimplementedError(
-          absl::StrCat("onnx: graph output '", out.name(),
-                       "' is a sequence (only tensor outputs are supported)"));
-    }
-    absl::StatusOr<Expr> gv = e.ok() ? bb_.EmitOutput(*e, out.name()) : e;
-    if (!gv.ok()) {
-      bb_.EndBlock();
-      return gv.status();
-    }
-    outputs.push_back(*gv);
-    result_.output_names.push_back(out.name());
-  }
-  BindingBlock block = bb_.EndBlock();
-  if (outputs.empty()) return absl::InvalidArgumentError("onnx: the graph has no outputs");
-  Expr body = outputs.size() == 1 ? outputs[0] : MakeTuple(outputs);
+  std::vector<BindingBlock> blocks;
+  absl::StatusOr<std::vector<Expr>> outputs = ConvertGraph(model_.graph(), &blocks);
+  if (!outputs.ok()) return outputs.status();
+  if (outputs->empty()) return absl::InvalidArgumentError("onnx: the graph has no outputs");
+  for (const auto& out : model_.graph().output()) result_.output_names.push_back(out.name());
+  Expr body = outputs->size() == 1 ? (*outputs)[0] : MakeTuple(*outputs);
 
   std::vector<Expr> params = params_;
   params.insert(params.end(), kept_params_.begin(), kept_params_.end());
@@ -683,7 +577,7 @@ absl::StatusOr<ImportedModel> GraphImporter::Run() {
   attrs["global_symbol"] = std::string("main");
   attrs["num_input"] = static_cast<int64_t>(params_.size());
   module_.functions["main"] =
-      MakeFunction(std::move(params), MakeSeqExpr({std::move(block)}, body), StructInfo(),
+      MakeFunction(std::move(params), MakeSeqExpr(std::move(blocks), body), StructInfo(),
                    /*is_pure=*/true, std::move(attrs));
   absl::StatusOr<IRModule> normalized = NormalizeModule(std::move(module_));
   if (!normalized.ok()) {
@@ -694,8 +588,6 @@ absl::StatusOr<ImportedModel> GraphImporter::Run() {
   result_.module = std::move(*normalized);
   return std::move(result_);
 }
-
-}  // namespace
 
 void RegisterConverter(std::string op_type, int since_opset, Converter fn) {
   auto& by_opset = MutableRegistry()[op_type];
@@ -741,6 +633,8 @@ absl::StatusOr<ImportedModel> ImportOnnxFile(const std::string& path,
 std::vector<std::string> SupportedOnnxOps() {
   std::vector<std::string> out;
   for (const auto& [op, by_opset] : GetRegistry()) out.push_back(op);
+  for (const std::string& op : ControlFlowOps()) out.push_back(op);
+  std::sort(out.begin(), out.end());
   return out;
 }
 

@@ -1,9 +1,9 @@
 // The ONNX importer: an ONNX ModelProto (opsets 1 to 17 of the default
-// domain) to a Relax IRModule with one function, "main", whose parameters are
-// the graph inputs that are not initializers, in graph order, and whose
-// result is the graph's outputs (a tuple when there are several, the tensor
-// itself when one). The module then goes through Build() like a parsed .rx
-// file.
+// domain) to a Relax IRModule whose function "main" has as parameters the
+// graph inputs that are not initializers, in graph order, and as result the
+// graph's outputs (a tuple when there are several, the tensor itself when
+// one); each Loop and Scan adds a function of its own. The module then goes
+// through Build() like a parsed .rx file.
 //
 // - Initializers become constants of main (default) or, with
 //   keep_params_in_input, trailing parameters of main named after the
@@ -17,6 +17,10 @@
 //   dims are symbolic, as TVM's frontend does.
 // - Attributes follow each operator's opset semantics (the converter for an
 //   op is picked by the model's opset import).
+// - Control flow: If becomes a Relax If (or, with a condition known at
+//   import time, the chosen branch inline); Loop and Scan become a loop
+//   function of the module ("<node>_loop", tail-recursive) called from main.
+//   See control_flow.cc.
 //
 // Errors: a file that cannot be read is NOT_FOUND; bytes that do not parse as
 // a ModelProto, a graph that is not well formed (a node reading an undefined
