@@ -297,8 +297,10 @@ absl::StatusOr<KernelFunc> LowerCallToKernel(const CallNode& call, const std::st
     outputs.push_back(*b);
   }
 
-  // Every variable must be bound by some parameter's shape (a dimension
-  // that is the variable itself); anything else would be read uninitialized.
+  // A symbolic variable that no parameter's shape binds (a dimension that is
+  // the variable itself) -- one that appears only in expressions such as
+  // (h - 1) // 2 + 1 -- becomes a scalar parameter after the outputs, which
+  // the caller passes (call_tir's tir_vars).
   std::vector<Var> bound;
   std::vector<Var> used;
   for (const KernelParam& p : params) {
@@ -317,9 +319,8 @@ absl::StatusOr<KernelFunc> LowerCallToKernel(const CallNode& call, const std::st
     bool ok = false;
     for (const Var& b : bound) ok = ok || b.same_as(v);
     if (!ok) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(op->name, ": kernel ", kernel_name, ": symbolic variable ", ToString(v),
-                       " is not a dimension of any argument or output"));
+      params.push_back(KernelParam::Scalar(v));
+      bound.push_back(v);
     }
   }
 

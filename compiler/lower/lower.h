@@ -92,15 +92,17 @@ absl::StatusOr<Buffer> BufferForStructInfo(const StructInfo& sinfo, const std::s
 // registered operator that lowers to a kernel; args and the call carry
 // struct info). Parameters: one tensor per tensor argument (Tuple fields
 // flattened, see above), shaped by its struct info, then one output buffer
-// per output tensor (a Tuple struct info gives several). A `compute`
+// per output tensor (a Tuple struct info gives several), then one int64
+// scalar per symbolic variable that no parameter's shape has as a dimension
+// of its own (it appears only inside expressions; the caller passes its
+// value, as call_tir's tir_vars), in order of first use. A `compute`
 // operator runs through MakeElementwiseLoopNest; a `schedule` operator is
 // called with the identity epilogue. Readers Load from the parameter
 // buffers. For a GPU target, the kernel is lowered for a GPU (LowerContext::target;
 // per-element operators through MakeFlatParallelLoop).
 // INVALID_ARGUMENT: not an operator call, unknown operator, an operator that
-// does not lower to a kernel, missing struct info or an unknown shape, or a
-// symbolic variable that no tensor shape binds. Errors of the operator's
-// schedule pass through.
+// does not lower to a kernel, missing struct info or an unknown shape.
+// Errors of the operator's schedule pass through.
 absl::StatusOr<KernelFunc> LowerCallToKernel(const CallNode& call, const std::string& kernel_name,
                                              const KernelTarget& target = {});
 

@@ -119,7 +119,7 @@ class Folder {
     Expr resolved = MakeCall(call.op, std::move(args), call.attrs, call.sinfo_args);
     resolved->set_struct_info(value.struct_info());
     absl::StatusOr<KernelFunc> kernel = LowerCallToKernel(*resolved.as<CallNode>(), "folded_call");
-    if (!kernel.ok()) return value;
+    if (!kernel.ok() || (*kernel)->params.size() != tensors.size() + 1) return value;
     absl::StatusOr<Ref<Module>> lib = BuildAndLoad({*kernel});
     if (!lib.ok()) return value;
     absl::StatusOr<Function> fn = (*lib)->GetFunction("folded_call");

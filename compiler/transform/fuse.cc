@@ -33,18 +33,6 @@ struct Candidate {
   const OpInfo* info = nullptr;
 };
 
-void CollectPrimVars(const PrimExpr& e, absl::flat_hash_set<const PrimVarNode*>* out) {
-  std::vector<Var> vars;
-  CollectVars(e, &vars);
-  for (const Var& v : vars) out->insert(v.get());
-}
-
-void CollectSInfoVars(const StructInfo& sinfo, absl::flat_hash_set<const PrimVarNode*>* out) {
-  if (const auto* t = sinfo.as<TensorStructInfoNode>(); t != nullptr && t->shape.has_value()) {
-    for (const PrimExpr& d : *t->shape) CollectPrimVars(d, out);
-  }
-}
-
 // Lowers one group into a kernel. Thread-hostile; one per group.
 class GroupLowering {
  public:
@@ -76,7 +64,7 @@ class GroupLowering {
     TETHER_ASSIGN_OR_RETURN(Buffer out,
                             BufferForStructInfo(out_binding.var.struct_info(), "T_out"));
     params.push_back(KernelParam::Tensor(out));
-    TETHER_RETURN_IF_ERROR(CheckVarsBound(params));
+    AddScalarVars(&params);
 
     Stmt body;
     if (group_.anchor < 0) {
@@ -103,33 +91,38 @@ class GroupLowering {
     return it == member_of_var_.end() ? -1 : it->second;
   }
 
-  // Every symbolic var the group's shapes and shape arguments use must be
-  // bound by a parameter's shape (the kernel binds vars at entry only).
-  absl::Status CheckVarsBound(const std::vector<KernelParam>& params) const {
+  // Every symbolic var the group's shapes and shape arguments use that no
+  // parameter's shape binds (the kernel binds vars at entry only) becomes a
+  // scalar parameter after the output, passed as call_tir's tir_vars (as
+  // LowerCallToKernel does, compiler/lower/lower.h).
+  void AddScalarVars(std::vector<KernelParam>* params) const {
     absl::flat_hash_set<const PrimVarNode*> bound;
-    for (const KernelParam& p : params) {
+    for (const KernelParam& p : *params) {
       for (const PrimExpr& d : p.buffer->shape) {
         if (const auto* v = d.as<PrimVarNode>()) bound.insert(v);
       }
     }
-    absl::flat_hash_set<const PrimVarNode*> used;
+    std::vector<Var> used;
+    auto collect = [&](const PrimExpr& e) { CollectVars(e, &used); };
     for (int m : group_.members) {
-      CollectSInfoVars(block_.bindings[m].var.struct_info(), &used);
+      const auto* t = block_.bindings[m].var.struct_info().as<TensorStructInfoNode>();
+      if (t != nullptr && t->shape.has_value()) {
+        for (const PrimExpr& d : *t->shape) collect(d);
+      }
       for (const Expr& arg : cands_[m].call->args) {
         if (const auto* s = arg.as<ShapeExprNode>()) {
-          for (const PrimExpr& d : s->values) CollectPrimVars(d, &used);
+          for (const PrimExpr& d : s->values) collect(d);
         } else if (const auto* p = arg.as<PrimValueNode>()) {
-          CollectPrimVars(p->value, &used);
+          collect(p->value);
+        } else if (const auto* a = arg.struct_info().as<TensorStructInfoNode>();
+                   a != nullptr && a->shape.has_value()) {
+          for (const PrimExpr& d : *a->shape) collect(d);
         }
       }
     }
-    for (const PrimVarNode* v : used) {
-      if (!bound.count(v)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("symbolic var ", v->name, " is not bound by a kernel parameter"));
-      }
+    for (const Var& v : used) {
+      if (bound.insert(v.get()).second) params->push_back(KernelParam::Scalar(v));
     }
-    return absl::OkStatus();
   }
 
   // Members on the path from the anchor to the output: they see the
@@ -338,13 +331,8 @@ class Fuser {
         absl::StrAppend(&hint, "_", ShortOpName(CalledOpName(block.bindings[m].value)));
       }
       const std::string name = kernels_->Add(*kernel, hint);
-      Expr gv = MakeGlobalVar(name);
-      gv->set_struct_info(OpaqueFuncSInfo());
-      const StructInfo& out_sinfo = block.bindings[g->output].var.struct_info();
-      Expr call =
-          MakeCall(GetOp("relax.call_tir"), {gv, MakeTuple(lowering.inputs())}, {}, {out_sinfo});
-      call->set_struct_info(out_sinfo);
-      replacement[g->output] = call;
+      replacement[g->output] = MakeCallTIR(name, *kernel, lowering.inputs(),
+                                           block.bindings[g->output].var.struct_info());
       for (int m : g->members) {
         if (m != g->output) removed.insert(m);
       }

@@ -74,12 +74,7 @@ class Legalizer {
     for (const Expr& arg : call->args) {
       TETHER_RETURN_IF_ERROR(AppendTensors(arg, in_dataflow, &tensors, out));
     }
-    Expr gv = MakeGlobalVar(name);
-    gv->set_struct_info(OpaqueFuncSInfo());
-    Expr result = MakeCall(GetOp("relax.call_tir"), {gv, MakeTuple(std::move(tensors))}, {},
-                           {value.struct_info()});
-    result->set_struct_info(value.struct_info());
-    return result;
+    return MakeCallTIR(name, *kernel, std::move(tensors), value.struct_info());
   }
 
   // The kernel parameters behind one argument, in LowerCallToKernel's order:

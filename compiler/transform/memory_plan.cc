@@ -255,10 +255,13 @@ class FunctionPlanner {
                        " is not a kernel of the module"));
     }
     const auto* tuple = call.args.size() >= 2 ? call.args[1].as<TupleNode>() : nullptr;
-    if (tuple == nullptr || call.args.size() > 2 || call.sinfo_args.size() != 1) {
+    const Expr* tir_vars = call.args.size() == 3 ? &call.args[2] : nullptr;
+    if (tuple == nullptr || call.args.size() > 3 || call.sinfo_args.size() != 1 ||
+        (tir_vars != nullptr && tir_vars->as<ShapeExprNode>() == nullptr)) {
       return absl::InvalidArgumentError(
           absl::StrCat(fn_name_, ": call_tir to ", gv->name_hint,
-                       " must have a tuple of arguments, no tir_vars and exactly one out_sinfo"));
+                       " must have a tuple of arguments, tir_vars (if any) as a shape and "
+                       "exactly one out_sinfo"));
     }
     std::vector<Expr> args = tuple->fields;
     const StructInfo& out_sinfo = call.sinfo_args[0];
@@ -271,6 +274,7 @@ class FunctionPlanner {
         outs.push_back(o);
         args.push_back(o);
       }
+      if (tir_vars != nullptr) args.push_back(*tir_vars);
       EmitKernelCall(call.args[0], std::move(args), out);
       Expr t = MakeTuple(outs);
       out->push_back(Binding{var, t, {}, {}});
@@ -279,6 +283,7 @@ class FunctionPlanner {
     TETHER_ASSIGN_OR_RETURN(Expr alloc, Allocate(out_sinfo, slot));
     out->push_back(Binding{var, alloc, {}, {}});
     args.push_back(var);
+    if (tir_vars != nullptr) args.push_back(*tir_vars);
     EmitKernelCall(call.args[0], std::move(args), out);
     return absl::OkStatus();
   }

@@ -161,6 +161,21 @@ Expr SubstituteVars(const Expr& e, const VarSubstitution& map) {
   }
 }
 
+Expr MakeCallTIR(const std::string& kernel_name, const KernelFunc& kernel,
+                 std::vector<Expr> tensors, const StructInfo& out_sinfo) {
+  Expr gv = MakeGlobalVar(kernel_name);
+  gv->set_struct_info(OpaqueFuncSInfo());
+  std::vector<Expr> args = {gv, MakeTuple(std::move(tensors))};
+  std::vector<PrimExpr> tir_vars;
+  for (const KernelParam& p : kernel->params) {
+    if (!p.is_tensor()) tir_vars.push_back(p.var);
+  }
+  if (!tir_vars.empty()) args.push_back(MakeShapeExpr(std::move(tir_vars)));
+  Expr call = MakeCall(GetOp("relax.call_tir"), std::move(args), {}, {out_sinfo});
+  call->set_struct_info(out_sinfo);
+  return call;
+}
+
 Expr MakeSeqExprOf(std::vector<BindingBlock> blocks, Expr body) {
   StructInfo sinfo = body.struct_info();
   Expr seq = MakeSeqExpr(std::move(blocks), std::move(body));

@@ -18,6 +18,7 @@
 #include "absl/strings/string_view.h"
 #include "compiler/relax/expr.h"
 #include "compiler/relax/module.h"
+#include "compiler/tir/kernel_ir.h"
 
 namespace tether::compiler {
 
@@ -50,6 +51,12 @@ absl::StatusOr<IRModule> RewriteFunctionBodies(
     IRModule module,
     const std::function<absl::StatusOr<Expr>(const std::string& name, const Expr& body,
                                              IRModule* module)>& rewrite);
+
+// R.call_tir(kernel_name, (tensors...), out_sinfo) with struct info
+// `out_sinfo`, and the kernel's scalar parameters (the symbolic vars it takes
+// by value, compiler/lower/lower.h) as tir_vars when it has any.
+Expr MakeCallTIR(const std::string& kernel_name, const KernelFunc& kernel,
+                 std::vector<Expr> tensors, const StructInfo& out_sinfo);
 
 // The dims of a tensor struct info when every one is a constant, else nullopt.
 std::optional<std::vector<int64_t>> StaticShape(const StructInfo& sinfo);

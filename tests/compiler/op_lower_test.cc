@@ -97,14 +97,28 @@ TEST(LowerCallToKernelTest, RejectsMissingStructInfo) {
   EXPECT_NE(k.status().message().find("no struct info"), std::string::npos) << k.status();
 }
 
-TEST(LowerCallToKernelTest, RejectsUnboundSymbolicVariable) {
+TEST(LowerCallToKernelTest, AVariableOnlyInsideExpressionsBecomesAScalarParameter) {
   Var n("n");
-  // The output claims a dim 2 * n that no parameter binds.
+  // Every dim is 2 * n: no tensor parameter binds n itself, so the kernel
+  // takes it by value, after the output (the caller passes it as tir_vars).
   Expr call = MakeCall(GetOp("relax.exp"), {TensorVar("a", {n * 2}, kF32)});
   call->set_struct_info(TensorSInfo({n * 2}, kF32));
   absl::StatusOr<KernelFunc> k = LowerCallToKernel(*call.as<CallNode>(), "k");
-  ASSERT_EQ(k.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(k.status().message().find("symbolic variable n"), std::string::npos) << k.status();
+  ASSERT_TRUE(k.ok()) << k.status();
+  ASSERT_EQ((*k)->params.size(), 3u);
+  EXPECT_TRUE((*k)->params[0].is_tensor());
+  EXPECT_TRUE((*k)->params[1].is_tensor());
+  ASSERT_FALSE((*k)->params[2].is_tensor());
+  EXPECT_TRUE((*k)->params[2].var.same_as(n));
+}
+
+TEST(LowerCallToKernelTest, AVariableThatIsADimensionNeedsNoScalar) {
+  Var n("n");
+  Expr call = MakeCall(GetOp("relax.exp"), {TensorVar("a", {n, 4}, kF32)});
+  call->set_struct_info(TensorSInfo({n, 4}, kF32));
+  absl::StatusOr<KernelFunc> k = LowerCallToKernel(*call.as<CallNode>(), "k");
+  ASSERT_TRUE(k.ok()) << k.status();
+  EXPECT_EQ((*k)->params.size(), 2u);
 }
 
 }  // namespace
