@@ -89,6 +89,22 @@ absl::StatusOr<StructInfo> InferShapeOf(const CallNode& call) {
   return ShapeSInfoOfRank(t->ndim);
 }
 
+// R.tensor_to_shape(t): the values of a 1-D integer tensor as a shape, read
+// at run time (vm.builtin.tensor_to_shape); ndim is t's length when static.
+absl::StatusOr<StructInfo> InferTensorToShape(const CallNode& call) {
+  const StructInfo& s = call.args[0].struct_info();
+  const auto* t = s.as<TensorStructInfoNode>();
+  if (t == nullptr || (t->ndim >= 0 && t->ndim != 1) ||
+      (t->dtype.has_value() && !t->dtype->is_int())) {
+    return Bad("relax.tensor_to_shape",
+               absl::StrCat("expects a 1-D integer tensor, got ", ToString(s)));
+  }
+  if (t->shape.has_value()) {
+    if (const int64_t* n = (*t->shape)[0].as_int()) return ShapeSInfoOfRank(static_cast<int>(*n));
+  }
+  return ShapeSInfoOfRank(-1);
+}
+
 // The values of a ShapeExpr argument, or an error naming the operator.
 absl::StatusOr<std::vector<PrimExpr>> ShapeArg(absl::string_view op, const CallNode& call, size_t i,
                                                absl::string_view what) {
@@ -183,6 +199,7 @@ void RegisterBuiltinOps() {
   Register("relax.call_dps_packed", -1, InferCallDpsPacked);
   Register("relax.call_pure_packed", -1, InferCallPurePacked);
   Register("relax.shape_of", 1, InferShapeOf);
+  Register("relax.tensor_to_shape", 1, InferTensorToShape);
   Register("relax.memory.alloc_storage", 4, InferAllocStorage);
   Register("relax.memory.alloc_tensor", 4, InferAllocTensor);
   Register("relax.memory.kill_storage", 1, InferKill);

@@ -334,6 +334,39 @@ void RegisterFill(const std::string& name, double value) {
       });
 }
 
+// ---- arange ----
+
+// R.arange(start, end, step, dtype=int64): start, start + step, ... while
+// below end (above it for a negative step), as TVM's relax.arange and ONNX
+// Range. The arguments are int64 PrimValues and may be symbolic (a length
+// from a Shape, a bound read at run time); the length is
+// max(ceil((end - start) / step), 0).
+absl::StatusOr<StructInfo> InferArange(const CallNode& call) {
+  if (absl::Status s = CheckNumArgs(call, 3); !s.ok()) return s;
+  std::vector<PrimExpr> v;
+  for (size_t i = 0; i < 3; ++i) {
+    const auto* pv = call.args[i].as<PrimValueNode>();
+    if (pv == nullptr || !(pv->value.dtype().is_int() || pv->value.dtype().is_uint())) {
+      return OpError(call, absl::StrCat("argument ", i, " must be an integer prim value, got ",
+                                        ToString(call.args[i].struct_info())));
+    }
+    v.push_back(Cast(DataType::Int(64), pv->value));
+  }
+  if (AsConstInt(v[2]) == 0) return OpError(call, "step is 0");
+  // ceil(a / b) = -floor(-a / b) for either sign of b.
+  PrimExpr n = Max(PrimExpr(0) - FloorDiv(v[0] - v[1], v[2]), PrimExpr(0));
+  std::optional<DataType> dtype = GetDTypeAttr(call.attrs, "dtype");
+  return TensorSInfo({Simplify(n)}, dtype.value_or(DataType::Int(64)));
+}
+
+PrimExpr ComputeArange(const LowerContext& ctx, const std::vector<PrimExpr>& idx) {
+  auto arg = [&](size_t i) {
+    return Cast(DataType::Int(64), ctx.call->args[i].as<PrimValueNode>()->value);
+  };
+  DataType to = *ctx.out_sinfo.as<TensorStructInfoNode>()->dtype;
+  return Cast(to, arg(0) + idx[0] * arg(2));
+}
+
 // ---- tril, triu ----
 
 // Keeps the elements on and below (tril) or above (triu) the k-th diagonal
@@ -423,6 +456,7 @@ void RegisterManipulationOps() {
   RegisterComputeOp("relax.broadcast_to", OpPattern::kBroadcast, 2, InferBroadcastTo,
                     ComputeBroadcastTo);
   RegisterComputeOp("relax.full", OpPattern::kElemWise, 2, InferFull, ComputeFull);
+  RegisterComputeOp("relax.arange", OpPattern::kInjective, 3, InferArange, ComputeArange);
   RegisterFill("relax.zeros", 0);
   RegisterFill("relax.ones", 1);
   RegisterComputeOp("relax.tril", OpPattern::kInjective, 1, InferTriangle,

@@ -121,5 +121,100 @@ TEST(OnnxDynamicShapeTest, TextModelRunsAtAnySequenceLength) {
   ExpectOneBuildServesEveryShape(m.model(), "x", {{5, 16}, {64, 16}, {1, 16}});
 }
 
+// Shapes, sizes and bounds fed as graph inputs are read when the model runs
+// (into symbolic vars), so one build serves every value. Each run is
+// compared with an import where that input is frozen to the same value
+// (OnnxImportOptions::frozen_inputs: the import-time path).
+void ExpectRunTimeValuesMatchFrozen(const ::onnx::ModelProto& model,
+                                    const std::vector<std::string>& names,
+                                    const std::vector<std::vector<Tensor>>& runs) {
+  absl::StatusOr<ImportedModel> imported = ImportOnnxBytes(model.SerializeAsString());
+  ASSERT_TRUE(imported.ok()) << imported.status();
+  absl::StatusOr<Ref<vm::Executable>> exec = Build(imported->module, {});
+  ASSERT_TRUE(exec.ok()) << exec.status();
+  for (size_t r = 0; r < runs.size(); ++r) {
+    SCOPED_TRACE(absl::StrCat("run ", r));
+    absl::StatusOr<std::vector<Tensor>> got = RunBuilt(*exec, runs[r]);
+    ASSERT_TRUE(got.ok()) << got.status();
+    OnnxImportOptions frozen;
+    std::vector<Tensor> rest;
+    for (size_t i = 0; i < names.size(); ++i) {
+      if (runs[r][i]->dtype().is_int()) {
+        frozen.frozen_inputs[names[i]] = runs[r][i];
+      } else {
+        rest.push_back(runs[r][i]);
+      }
+    }
+    absl::StatusOr<std::vector<Tensor>> want = RunModel(model, rest, frozen);
+    ASSERT_TRUE(want.ok()) << want.status();
+    ASSERT_EQ(got->size(), want->size());
+    for (size_t i = 0; i < got->size(); ++i) EXPECT_TRUE(TensorsNear((*got)[i], (*want)[i]));
+  }
+}
+
+Tensor Ints(std::vector<int64_t> v) {
+  const int64_t n = static_cast<int64_t>(v.size());
+  return MakeTensor<int64_t>({n}, std::move(v));
+}
+
+TEST(OnnxRunTimeValuesTest, ReshapeToAShapeGivenAtRunTime) {
+  ModelBuilder m(14);
+  m.Input("x", kF32, {"2", "3", "4"}).Input("shape", DataType::Int(64), {"3"});
+  m.Node("Reshape", {"x", "shape"}, {"r"}).Node("Relu", {"r"}, {"y"}).Output("y");
+  const Tensor x = Random({2, 3, 4}, 11);
+  // Plain dims, a -1 to infer, a 0 that copies the input's dim.
+  ExpectRunTimeValuesMatchFrozen(
+      m.model(), {"x", "shape"},
+      {{x, Ints({4, 3, 2})}, {x, Ints({2, -1, 3})}, {x, Ints({0, 4, 3})}});
+}
+
+TEST(OnnxRunTimeValuesTest, AWrongElementCountIsAClearRunTimeError) {
+  ModelBuilder m(14);
+  m.Input("x", kF32, {"2", "3"}).Input("shape", DataType::Int(64), {"2"});
+  m.Node("Reshape", {"x", "shape"}, {"y"}).Output("y");
+  absl::StatusOr<std::vector<Tensor>> out = RunModel(m.model(), {Random({2, 3}, 1), Ints({4, 2})});
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument) << out.status();
+}
+
+TEST(OnnxRunTimeValuesTest, ExpandAndConstantOfShapeToRunTimeShapes) {
+  ModelBuilder m(14);
+  m.Input("x", kF32, {"3", "1"}).Input("to", DataType::Int(64), {"2"});
+  m.Input("fill", DataType::Int(64), {"2"});
+  m.Node("Expand", {"x", "to"}, {"e"});
+  m.Node("ConstantOfShape", {"fill"}, {"c"},
+         {MakeTensorAttr("value", MakeTensor<float>({1}, {2}))});
+  m.Output("e").Output("c");
+  const Tensor x = Random({3, 1}, 5);
+  // A 1 in the target keeps the input's dim (3 x 1 expanded by (1, 4) is 3 x 4).
+  ExpectRunTimeValuesMatchFrozen(m.model(), {"x", "to", "fill"},
+                                 {{x, Ints({3, 4}), Ints({2, 5})},
+                                  {x, Ints({1, 6}), Ints({1, 1})},
+                                  {x, Ints({3, 1}), Ints({0, 3})}});
+}
+
+TEST(OnnxRunTimeValuesTest, IntegerRangeWithRunTimeBounds) {
+  ModelBuilder m(14);
+  const DataType i32 = DataType::Int(32);
+  m.Input("start", i32, {}).Input("limit", i32, {}).Input("delta", i32, {});
+  m.Node("Range", {"start", "limit", "delta"}, {"y"}).Output("y");
+  auto s = [](int32_t v) { return MakeTensor<int32_t>({}, {v}); };
+  ExpectRunTimeValuesMatchFrozen(m.model(), {"start", "limit", "delta"},
+                                 {{s(0), s(5), s(1)}, {s(10), s(-3), s(-4)}, {s(3), s(3), s(2)}});
+}
+
+TEST(OnnxRunTimeValuesTest, RangeOverASymbolicLengthInADynamicBuild) {
+  // Position ids as torch exports them: Range(0, Shape(x)[1], 1).
+  ModelBuilder m(14);
+  m.Input("x", kF32, {"batch", "seq"});
+  m.Initializer("zero", MakeTensor<int64_t>({}, {0}))
+      .Initializer("one", MakeTensor<int64_t>({}, {1}));
+  m.Node("Shape", {"x"}, {"s"}).Node("Gather", {"s", "one"}, {"n"}, {MakeIntAttr("axis", 0)});
+  m.Node("Range", {"zero", "n", "one"}, {"pos"});
+  m.Node("Cast", {"pos"}, {"posf"}, {MakeIntAttr("to", 1)});
+  m.Node("Add", {"x", "posf"}, {"y"}).Output("y");
+  ExpectOneBuildServesEveryShape(m.model(), "x", {{2, 7}, {1, 1}, {3, 40}});
+}
+
 }  // namespace
 }  // namespace tether::compiler::onnx_frontend::testing

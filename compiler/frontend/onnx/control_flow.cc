@@ -241,12 +241,12 @@ absl::Status GraphImporter::ConvertControlFlow(const ::onnx::NodeProto& node,
 }
 
 absl::StatusOr<Expr> GraphImporter::ConvertBranch(const ::onnx::GraphProto& graph) {
-  std::map<std::string, OnnxValue> saved = values_;
+  Scope saved = SaveScope();
   std::vector<BindingBlock> blocks;
   absl::Status s = AddSubgraphInitializers(graph);
   absl::StatusOr<std::vector<Expr>> outs =
       s.ok() ? ConvertGraph(graph, &blocks) : absl::StatusOr<std::vector<Expr>>(s);
-  values_ = std::move(saved);
+  RestoreScope(std::move(saved));
   if (!outs.ok()) return outs.status();
   Expr body = outs->size() == 1 ? (*outs)[0] : MakeTuple(*outs);
   return MakeSeqExpr(std::move(blocks), body);
@@ -276,11 +276,11 @@ absl::Status GraphImporter::ConvertIf(NodeContext& ctx, std::vector<BindingBlock
       return ctx.Invalid(absl::StrCat("cond must be one bool, got ", known->ToString()));
     }
     const ::onnx::GraphProto& chosen = (*v)[0] != 0 ? *then_graph : *else_graph;
-    std::map<std::string, OnnxValue> saved = values_;
+    Scope saved = SaveScope();
     absl::Status s = AddSubgraphInitializers(chosen);
     absl::StatusOr<std::vector<Expr>> outs =
         s.ok() ? ConvertGraph(chosen, blocks) : absl::StatusOr<std::vector<Expr>>(s);
-    values_ = std::move(saved);
+    RestoreScope(std::move(saved));
     if (!outs.ok()) return outs.status();
     BindOutputs(node, *outs);
     return absl::OkStatus();
@@ -540,11 +540,11 @@ absl::StatusOr<std::vector<Expr>> GraphImporter::EmitLoop(NodeContext& ctx, cons
 
   std::vector<StructInfo> scan_sinfo;  // per scan output: its element's
   for (int round = 0;; ++round) {
-    std::map<std::string, OnnxValue> saved_values = values_;
+    Scope saved_values = SaveScope();
     std::set<std::string> saved_functions;
     for (const auto& [n, f] : module_.functions) saved_functions.insert(n);
     auto rollback = [&] {
-      values_ = saved_values;
+      RestoreScope(saved_values);
       for (auto it = module_.functions.begin(); it != module_.functions.end();) {
         it = saved_functions.count(it->first) ? std::next(it) : module_.functions.erase(it);
       }
@@ -729,7 +729,7 @@ absl::StatusOr<std::vector<Expr>> GraphImporter::EmitLoop(NodeContext& ctx, cons
                         "result");
     }
     BindingBlock exit = bb_.EndBlock();
-    values_ = saved_values;
+    RestoreScope(saved_values);
     if (!result.ok()) {
       rollback();
       return absl::Status(result.status().code(),

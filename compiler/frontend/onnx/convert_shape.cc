@@ -86,12 +86,47 @@ absl::StatusOr<std::vector<PrimExpr>> ReshapeTarget(ConvertContext& ctx,
   return out;
 }
 
+// A Reshape to a shape read at run time (`target`, symbolic vars that may
+// hold 0 or -1): each dim resolved by the rules of ReshapeTarget with
+// Selects, evaluated when the model runs, and the reshape done as a view
+// (vm.builtin.reshape, which checks the element count).
+ConvertResult RunTimeReshape(ConvertContext& ctx, const std::vector<PrimExpr>& target,
+                             bool allowzero) {
+  absl::StatusOr<const TensorStructInfoNode*> info = ctx.InputTensorInfo(0);
+  if (!info.ok()) return info.status();
+  if (!(*info)->shape.has_value() || !(*info)->dtype.has_value()) {
+    return ctx.Unsupported("reshape of a tensor of unknown shape to a run-time shape");
+  }
+  const std::vector<PrimExpr>& in = *(*info)->shape;
+  std::vector<PrimExpr> resolved, known;  // known: -1 counted as 1
+  for (size_t k = 0; k < target.size(); ++k) {
+    const PrimExpr& v = target[k];
+    PrimExpr r = allowzero || k >= in.size() ? v : Select(EQ(v, PrimExpr(0)), in[k], v);
+    resolved.push_back(r);
+    known.push_back(Select(EQ(v, PrimExpr(-1)), PrimExpr(1), r));
+  }
+  std::vector<PrimExpr> out;
+  for (size_t k = 0; k < target.size(); ++k) {
+    std::vector<PrimExpr> others = known;
+    others.erase(others.begin() + static_cast<std::ptrdiff_t>(k));
+    PrimExpr inferred = FloorDiv(Product(in), Max(Product(others), PrimExpr(1)));
+    out.push_back(Select(EQ(target[k], PrimExpr(-1)), inferred, resolved[k]));
+  }
+  absl::StatusOr<Expr> x = ctx.Input(0);
+  if (!x.ok()) return x.status();
+  return One(ctx.Emit(MakeCall(GetOp("relax.call_pure_packed"),
+                               {MakeExternFunc("vm.builtin.reshape"), *x, MakeShapeExpr(out)}, {},
+                               {TensorSInfo(out, *(*info)->dtype)})));
+}
+
 ConvertResult ConvertReshape(ConvertContext& ctx) {
   const bool allowzero = ctx.AttrInt("allowzero", 0) != 0;
   // (The importer starts at opset 7; the shape attribute of opset < 5 never occurs.)
-  std::optional<KnownInts> shape = ctx.KnownInput(1);
-  if (!shape.has_value()) return ctx.Unsupported("input 1 (shape) must be known at import time");
+  const bool run_time = !ctx.KnownInput(1).has_value();
+  absl::StatusOr<KnownInts> shape = ctx.KnownOrRunTimeInts(1, "shape");
+  if (!shape.ok()) return shape.status();
   if (shape->scalar) return ctx.Invalid("input 1 (shape) must be 1-D");
+  if (run_time) return RunTimeReshape(ctx, shape->values, allowzero);
   const std::vector<PrimExpr>& target = shape->values;
   // Reshape of import-time ints (to a scalar or a vector) stays known.
   if (std::optional<KnownInts> data = ctx.KnownInput(0); data.has_value() && target.size() <= 1) {
@@ -433,8 +468,9 @@ ConvertResult ConvertGather(ConvertContext& ctx) {
 // ---- Expand, Tile ----
 
 ConvertResult ConvertExpand(ConvertContext& ctx) {
-  std::optional<KnownInts> shape = ctx.KnownInput(1);
-  if (!shape.has_value()) return ctx.Unsupported("input 1 (shape) must be known at import time");
+  const bool run_time = !ctx.KnownInput(1).has_value();
+  absl::StatusOr<KnownInts> shape = ctx.KnownOrRunTimeInts(1, "shape");
+  if (!shape.ok()) return shape.status();
   absl::StatusOr<const TensorStructInfoNode*> info = ctx.InputTensorInfo(0);
   if (!info.ok()) return info.status();
   if (!(*info)->shape.has_value()) return ctx.Unsupported("expand of a tensor of unknown shape");
@@ -454,7 +490,9 @@ ConvertResult ConvertExpand(ConvertContext& ctx) {
     } else if (ac.has_value() && bc.has_value()) {
       return ctx.Invalid(absl::StrCat("cannot expand dim of size ", *ac, " to ", *bc));
     } else {
-      out[k] = b;  // symbolic: the requested size; broadcast_to checks at run time
+      // Symbolic: the requested size (broadcast_to checks it at run time);
+      // a size read at run time may be 1, which keeps the input's dim.
+      out[k] = run_time ? Select(EQ(b, PrimExpr(1)), a, b) : b;
     }
   }
   absl::StatusOr<Expr> x = ctx.Input(0);

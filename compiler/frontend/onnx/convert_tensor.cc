@@ -10,6 +10,7 @@
 #include "compiler/frontend/onnx/converter.h"
 #include "compiler/frontend/onnx/known_ints.h"
 #include "compiler/frontend/onnx/tensor_proto.h"
+#include "compiler/tir/arith.h"
 #include "onnx/onnx_pb.h"
 
 namespace tether::compiler::onnx_frontend {
@@ -81,8 +82,8 @@ ConvertResult ConvertSize(ConvertContext& ctx) {
 }
 
 ConvertResult ConvertConstantOfShape(ConvertContext& ctx) {
-  std::optional<KnownInts> shape = ctx.KnownInput(0);
-  if (!shape.has_value()) return ctx.Unsupported("input 0 (shape) must be known at import time");
+  absl::StatusOr<KnownInts> shape = ctx.KnownOrRunTimeInts(0, "shape");
+  if (!shape.ok()) return shape.status();
   Tensor value;
   if (ctx.HasAttr("value")) {
     absl::StatusOr<Tensor> t = ctx.AttrTensor("value");
@@ -110,13 +111,54 @@ ConvertResult ConvertConstantOfShape(ConvertContext& ctx) {
   return One(*out);
 }
 
+// Range of integers some of whose inputs are symbolic or read at run time:
+// relax.arange over the symbolic length.
+ConvertResult SymbolicRange(ConvertContext& ctx) {
+  static constexpr const char* kNames[] = {"start", "limit", "delta"};
+  absl::StatusOr<const TensorStructInfoNode*> info = ctx.InputTensorInfo(0);
+  if (!info.ok()) return info.status();
+  const DataType dtype = (*info)->dtype.value_or(DataType::Float(32));
+  if (!dtype.is_int()) {
+    for (int i = 0; i < 3; ++i) {
+      if (!ctx.ConstantInput(i).has_value()) {
+        return ctx.Unsupported(absl::StrCat("input ", i, " (", kNames[i], ") of a ",
+                                            dtype.ToString(),
+                                            " Range must be known at import time"));
+      }
+    }
+  }
+  std::vector<Expr> args;
+  std::vector<PrimExpr> v;
+  const bool shape_derived = ctx.KnownInput(1).has_value();
+  for (int i = 0; i < 3; ++i) {
+    absl::StatusOr<KnownInts> k = ctx.KnownOrRunTimeInts(i, kNames[i]);
+    if (!k.ok()) return k.status();
+    if (k->values.size() != 1) {
+      return ctx.Invalid(absl::StrCat("input ", i, " (", kNames[i], ") must be a scalar"));
+    }
+    v.push_back(Cast(DataType::Int(64), k->values[0]));
+    args.push_back(MakePrimValue(v.back()));
+  }
+  absl::StatusOr<Expr> range = ctx.EmitOp("relax.arange", std::move(args), {{"dtype", dtype}});
+  std::optional<int64_t> start = AsConstInt(v[0]), delta = AsConstInt(v[2]);
+  if (!range.ok() || !shape_derived || !start.has_value() || !delta.has_value() || *delta <= 0) {
+    return One(range);
+  }
+  // A limit computed from a shape (Range(0, Shape(x)[1], 1), position ids):
+  // its length is ceil((limit - start) / delta) without the clamp at 0 that
+  // a limit below start would need, so it stays comparable with the dims it
+  // came from (checked when the model runs).
+  PrimExpr n = Simplify(FloorDiv(v[1] - v[0] + PrimExpr(*delta - 1), PrimExpr(*delta)));
+  return One(ctx.Emit(MakeCall(GetOp("relax.call_pure_packed"),
+                               {MakeExternFunc("vm.builtin.reshape"), *range, MakeShapeExpr({n})},
+                               {}, {TensorSInfo({n}, dtype)})));
+}
+
 ConvertResult ConvertRange(ConvertContext& ctx) {
   std::optional<Tensor> ts[3];
   for (int i = 0; i < 3; ++i) {
     ts[i] = ctx.ConstantInput(i);
-    if (!ts[i].has_value()) {
-      return ctx.Unsupported(absl::StrCat("input ", i, " must be known at import time"));
-    }
+    if (!ts[i].has_value()) return SymbolicRange(ctx);
     if ((*ts[i])->NumElements() != 1) {
       return ctx.Invalid(absl::StrCat("input ", i, " must be a scalar, got ", ts[i]->ToString()));
     }

@@ -84,6 +84,14 @@ class ConvertContext {
   // ConstantInput as int64s (any integer dtype); UNIMPLEMENTED "input 1
   // (shape) must be known at import time" otherwise.
   virtual absl::StatusOr<std::vector<int64_t>> ConstantInts(int i, absl::string_view what) = 0;
+  // KnownInput, or else the elements of a run-time 0-D/1-D integer tensor of
+  // static length (at most kMaxRunTimeInts), read when the model runs into
+  // fresh symbolic vars (R.tensor_to_shape, then a match_cast that defines
+  // them), for converters that can work with symbolic values: a Reshape's
+  // shape fed from a graph input. Each input is read once per node scope
+  // (the same vars on later calls). UNIMPLEMENTED "input 1 (shape) must be
+  // known at import time" for anything else.
+  virtual absl::StatusOr<KnownInts> KnownOrRunTimeInts(int i, absl::string_view what) = 0;
 
   // Attributes (defaults when absent; a present attribute of the wrong type
   // is INVALID_ARGUMENT through CheckAttrs, which the importer runs first).
@@ -109,6 +117,10 @@ class ConvertContext {
   virtual absl::Status Unsupported(absl::string_view what) const = 0;  // UNIMPLEMENTED
   virtual absl::Status Invalid(absl::string_view what) const = 0;      // INVALID_ARGUMENT
 };
+
+// The longest run-time integer vector KnownOrRunTimeInts reads into symbolic
+// vars (shapes, pads and repeats are short).
+inline constexpr int64_t kMaxRunTimeInts = 64;
 
 // One OnnxValue per node output, in order (trailing optional outputs that
 // nothing reads may be left off).

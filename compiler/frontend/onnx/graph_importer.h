@@ -55,6 +55,7 @@ class NodeContext final : public ConvertContext {
   std::optional<Tensor> ConstantInput(int i) const override;
   std::optional<KnownInts> KnownInput(int i) const override;
   absl::StatusOr<std::vector<int64_t>> ConstantInts(int i, absl::string_view what) override;
+  absl::StatusOr<KnownInts> KnownOrRunTimeInts(int i, absl::string_view what) override;
 
   bool HasAttr(absl::string_view name) const override { return FindAttr(name) != nullptr; }
   int64_t AttrInt(absl::string_view name, int64_t def) const override;
@@ -118,6 +119,10 @@ class GraphImporter {
   }
   // The value `name` as a Relax leaf, materializing known ints (cached).
   absl::StatusOr<Expr> Materialize(const std::string& name, const NodeContext* ctx);
+  // Run-time integer values read into symbolic vars, by value name
+  // (NodeContext::KnownOrRunTimeInts). Kept apart from values_, so other
+  // converters still see those values as tensors.
+  std::map<std::string, KnownInts>& runtime_ints() { return runtime_ints_; }
   BlockBuilder& builder() { return bb_; }
 
  private:
@@ -145,6 +150,17 @@ class GraphImporter {
                                            std::vector<BindingBlock>* blocks)>
         body;
   };
+
+  // What a subgraph's conversion changes and must give back (control_flow.cc).
+  struct Scope {
+    std::map<std::string, OnnxValue> values;
+    std::map<std::string, KnownInts> runtime_ints;
+  };
+  Scope SaveScope() const { return Scope{values_, runtime_ints_}; }
+  void RestoreScope(Scope scope) {
+    values_ = std::move(scope.values);
+    runtime_ints_ = std::move(scope.runtime_ints);
+  }
 
   absl::Status ReadOpset();
   absl::Status AddInitializers();
@@ -184,6 +200,7 @@ class GraphImporter {
   BlockBuilder bb_;
   int64_t opset_ = 0;
   std::map<std::string, OnnxValue> values_;
+  std::map<std::string, KnownInts> runtime_ints_;
   std::map<std::string, Tensor> initializer_values_;
   std::map<std::string, Var> dim_vars_;              // by dim_param
   std::map<std::string, int64_t> fixed_dim_params_;  // dim_params fixed by input_shapes

@@ -214,6 +214,48 @@ absl::StatusOr<std::vector<int64_t>> NodeContext::ConstantInts(int i, absl::stri
   return *v;
 }
 
+absl::StatusOr<KnownInts> NodeContext::KnownOrRunTimeInts(int i, absl::string_view what) {
+  if (std::optional<KnownInts> k = KnownInput(i)) return *k;
+  auto unknown = [&] {
+    return Unsupported(absl::StrCat("input ", i, " (", what, ") must be known at import time"));
+  };
+  if (!HasInput(i)) return unknown();
+  const std::string& name = node_.input(i);
+  auto cached = importer_->runtime_ints().find(name);
+  if (cached != importer_->runtime_ints().end()) return cached->second;
+  absl::StatusOr<const TensorStructInfoNode*> info = InputTensorInfo(i);
+  if (!info.ok() || !(*info)->dtype.has_value() || !(*info)->dtype->is_int()) return unknown();
+  int64_t length = 1;
+  if ((*info)->ndim == 1 && (*info)->shape.has_value()) {
+    const int64_t* n = (*(*info)->shape)[0].as_int();
+    length = n == nullptr ? -1 : *n;
+  } else if ((*info)->ndim != 0) {
+    return unknown();
+  }
+  if (length < 0 || length > kMaxRunTimeInts) return unknown();
+  absl::StatusOr<Expr> x = Input(i);
+  if (x.ok() && (*info)->ndim == 0) {
+    x = EmitOp("relax.reshape", {*x, MakeShapeExpr({PrimExpr(1)})}, {});
+  }
+  const DataType dtype = *(*info)->dtype;
+  if (x.ok() && dtype.bits() != 64 && dtype.bits() != 32 && dtype.bits() != 16) {
+    x = EmitOp("relax.astype", {*x}, {{"dtype", DataType::Int(64)}});
+  }
+  absl::StatusOr<Expr> shape = x.ok() ? EmitOp("relax.tensor_to_shape", {*x}, {}) : x;
+  if (!shape.ok()) return shape.status();
+  KnownInts k;
+  k.scalar = (*info)->ndim == 0;
+  k.dtype = dtype;
+  for (int64_t e = 0; e < length; ++e) {
+    k.values.push_back(Var(SymbolName(absl::StrCat(name, "_", e))));
+  }
+  absl::StatusOr<Expr> cast =
+      importer_->builder().EmitMatchCast(*shape, ShapeSInfo(k.values), SymbolName(name));
+  if (!cast.ok()) return cast.status();
+  importer_->runtime_ints()[name] = k;
+  return k;
+}
+
 int64_t NodeContext::AttrInt(absl::string_view name, int64_t def) const {
   const auto* a = TypedAttr(name, {::onnx::AttributeProto::INT});
   return a == nullptr ? def : a->i();

@@ -14,7 +14,9 @@
 //   param) becomes a fresh var "<input>_d<axis>". `input_shapes` fixes them.
 // - Shape computations (Shape, Gather, Concat, Slice, arithmetic on the
 //   result, Reshape of it) are evaluated at import time, symbolically when
-//   dims are symbolic, as TVM's frontend does.
+//   dims are symbolic, as TVM's frontend does. A shape or bound that is a
+//   run-time tensor (a Reshape's shape fed from a graph input) is read when
+//   the model runs into symbolic vars (ConvertContext::KnownOrRunTimeInts).
 // - Attributes follow each operator's opset semantics (the converter for an
 //   op is picked by the model's opset import).
 // - Control flow: If becomes a Relax If (or, with a condition known at
