@@ -20,6 +20,7 @@
 #include "runtime/core/error.h"
 #include "runtime/device/device_api.h"
 #include "runtime/device/host_target.h"
+#include "server/device_state.h"
 #include "server/direct_channel.h"
 #include "server/event_log.h"
 #include "server/staging_buffer.h"
@@ -374,6 +375,8 @@ absl::Status TetherService::ExecuteGated(Session& session, uint64_t run,
         ErrorKind::kCancelled);
   }
   if (!status.ok() || !measure) return status;
+  // What the result needs to say which machine, in which state, measured it.
+  ReadDeviceState(response->mutable_device_state());
   if (response->has_benchmark()) {
     response->mutable_benchmark()->set_exclusive(exclusive);
     response->mutable_benchmark()->set_wait_seconds(hold.waited_seconds());
