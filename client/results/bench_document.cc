@@ -271,8 +271,8 @@ absl::StatusOr<StoredBench> ParseBenchDocument(absl::string_view text, absl::str
 absl::Status CheckSameWorkload(const StoredBench& baseline, const Provenance& run) {
   auto differ = [&](absl::string_view what, absl::string_view was, absl::string_view is) {
     return absl::FailedPreconditionError(
-        absl::StrCat("the baseline measured another workload: its ", what, " is ",
-                     was.empty() ? "none" : was, ", this run's ", is.empty() ? "none" : is));
+        absl::StrCat("the baseline measured another workload (", what, "): the baseline's ",
+                     was.empty() ? "none" : was, "; this run's ", is.empty() ? "none" : is));
   };
   if (baseline.model_sha256 != run.model_sha256) {
     return differ("model (sha256 of the model file)",

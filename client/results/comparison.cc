@@ -110,6 +110,7 @@ std::string Change(double ratio) {
 std::string FindTwoClusters(const std::vector<double>& sorted, double median,
                             const CompareOptions& options) {
   const size_t n = sorted.size();
+  if (n < options.bimodal_min_samples) return "";
   const size_t min_cluster = std::max<size_t>(
       3, static_cast<size_t>(std::ceil(options.bimodal_min_share * static_cast<double>(n))));
   double widest = 0;

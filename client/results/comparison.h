@@ -52,6 +52,9 @@ struct CompareOptions {
   // wider than `bimodal_gap_spreads` times the larger cluster's robust
   // standard deviation and `bimodal_min_gap` of the median.
   double bimodal_min_share = 0.25;
+  // With fewer samples the gap test is not run: three against three cannot
+  // tell two modes from noise.
+  size_t bimodal_min_samples = 10;
   double bimodal_gap_spreads = 4.0;
   double bimodal_min_gap = 0.02;
 };

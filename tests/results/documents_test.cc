@@ -122,11 +122,14 @@ TEST(BenchDocumentTest, AnotherWorkloadIsNamed) {
   other.model_path = "examples/cnn.rx";
   absl::Status s = CheckSameWorkload(*base, other);
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(s.message(), HasSubstr("examples/mlp.rx aaaaaaaaaaaa, this run's examples/cnn.rx"));
+  EXPECT_THAT(s.message(),
+              HasSubstr("(model (sha256 of the model file)): the baseline's examples/mlp.rx "
+                        "aaaaaaaaaaaa; this run's examples/cnn.rx"));
   other = SampleProvenance();
   other.inputs[0].shape = {16, 784};
-  EXPECT_THAT(CheckSameWorkload(*base, other).message(),
-              HasSubstr("inputs is x float32[8, 784], this run's x float32[16, 784]"));
+  EXPECT_THAT(
+      CheckSameWorkload(*base, other).message(),
+      HasSubstr("(inputs): the baseline's x float32[8, 784]; this run's x float32[16, 784]"));
   other = SampleProvenance();
   other.module_sha256 = std::string(64, 'd');
   other.device = "cuda:0";
