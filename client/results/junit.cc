@@ -131,20 +131,19 @@ std::string JunitXml(const JunitSuite& suite) {
   }
   const std::string tests = absl::StrCat(suite.cases.size());
   const std::string time = absl::StrFormat("%.6f", seconds);
+  // The totals, on <testsuites> and again on its one <testsuite>.
+  auto totals = [&](std::string* out) {
+    Attribute(out, "name", suite.name);
+    Attribute(out, "tests", tests);
+    Attribute(out, "failures", absl::StrCat(failures));
+    Attribute(out, "errors", absl::StrCat(errors));
+    Attribute(out, "skipped", absl::StrCat(skipped));
+    Attribute(out, "time", time);
+  };
   std::string out = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites";
-  Attribute(&out, "name", suite.name);
-  Attribute(&out, "tests", tests);
-  Attribute(&out, "failures", absl::StrCat(failures));
-  Attribute(&out, "errors", absl::StrCat(errors));
-  Attribute(&out, "skipped", absl::StrCat(skipped));
-  Attribute(&out, "time", time);
+  totals(&out);
   out.append(">\n  <testsuite");
-  Attribute(&out, "name", suite.name);
-  Attribute(&out, "tests", tests);
-  Attribute(&out, "failures", absl::StrCat(failures));
-  Attribute(&out, "errors", absl::StrCat(errors));
-  Attribute(&out, "skipped", absl::StrCat(skipped));
-  Attribute(&out, "time", time);
+  totals(&out);
   if (!suite.timestamp.empty()) Attribute(&out, "timestamp", suite.timestamp);
   if (!suite.hostname.empty()) Attribute(&out, "hostname", suite.hostname);
   out.append(">\n");
