@@ -270,6 +270,7 @@ absl::StatusOr<profiling::BenchmarkResult> RemoteVM::TimeEvaluator(
   op->set_concurrent(options_.concurrent_timing);
   TETHER_ASSIGN_OR_RETURN(v1::CallResponse response,
                           ExecWithArgs(request, args, op->mutable_args()));
+  last_device_state_ = std::move(*response.mutable_device_state());
   return rpc::DecodeBenchmarkResult(response.benchmark());
 }
 
@@ -281,6 +282,7 @@ absl::StatusOr<profiling::Report> RemoteVM::Profile(absl::string_view func_name,
   op->set_concurrent(options_.concurrent_timing);
   TETHER_ASSIGN_OR_RETURN(v1::CallResponse response,
                           ExecWithArgs(request, args, op->mutable_args()));
+  last_device_state_ = std::move(*response.mutable_device_state());
   return rpc::DecodeReport(response.report());
 }
 

@@ -88,6 +88,12 @@ class RemoteVM final : public vm::VirtualMachine {
   absl::StatusOr<profiling::Report> Profile(absl::string_view func_name, ArgSpan args) override;
   absl::StatusOr<profiling::Report> GetTrace(bool clear) override;
 
+  // The daemon machine's state right after the last successful
+  // TimeEvaluator or Profile (clocks, governor, temperatures, GPUs; read by
+  // the daemon, docs/design/rpc-protocol.md "Device state"); empty before
+  // one, or from a daemon older than protocol 1.4.
+  const v1::DeviceState& last_device_state() const { return last_device_state_; }
+
  private:
   RemoteVM(RemoteSession* session, RemoteVmOptions options);
 
@@ -113,6 +119,7 @@ class RemoteVM final : public vm::VirtualMachine {
   uint64_t vm_id_ = 0;
   std::vector<uint64_t> temps_;
   std::vector<uint64_t> fetched_;
+  v1::DeviceState last_device_state_;
 };
 
 }  // namespace tether::client

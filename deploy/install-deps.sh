@@ -38,6 +38,10 @@ packages=(
   libonnx-dev libonnx-testdata python3-onnx python3-numpy
   # the Python package (python/) and its tests
   pybind11-dev python3-dev python3-pytest
+  # tetherd --metrics-listen (Prometheus)
+  prometheus-cpp-dev
+  # the deployment files' checks: systemd-analyze, YAML
+  systemd python3-yaml
 )
 
 sudo=""

@@ -10,8 +10,10 @@
 #include <thread>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
@@ -25,10 +27,12 @@
 #include "openssl/pem.h"
 #include "openssl/x509.h"
 #include "runtime/core/file.h"
+#include "runtime/device/device_api.h"
 #include "server/deadline_timer.h"
 #include "server/direct_channel.h"
 #include "server/event_log.h"
 #include "server/executor.h"
+#include "server/metrics_interceptor.h"
 #include "server/module_store.h"
 #include "server/scratch_dir.h"
 #include "server/session_table.h"
@@ -171,6 +175,14 @@ class DaemonImpl final : public Daemon {
       temp_store_ = std::move(*dir);
       options.store_dir = temp_store_.path();
     }
+    if (!options.metrics_listen.empty()) {
+      absl::StatusOr<std::unique_ptr<ServedMetrics>> served = ServeMetrics(options.metrics_listen);
+      if (!served.ok()) return served.status();
+      metrics_address_ = (*served)->address();
+      metrics_ = std::move(*served);
+    } else {
+      metrics_ = std::make_unique<DaemonMetrics>();
+    }
     absl::StatusOr<std::unique_ptr<ModuleStore>> store =
         ModuleStore::Open(options.store_dir, options.store_quota_bytes);
     if (!store.ok()) return store.status();
@@ -195,6 +207,7 @@ class DaemonImpl final : public Daemon {
       session_limits.max_idle_timeout = absl::InfiniteDuration();
     }
     sessions_ = std::make_unique<SessionTable>(session_limits, executor_.get(), store_.get());
+    sessions_->set_metrics(metrics_.get());
     if (worker) {
       absl::StatusOr<std::shared_ptr<Session>> session =
           sessions_->Open("worker", absl::InfiniteDuration(), std::move(options.worker_session_id));
@@ -211,6 +224,7 @@ class DaemonImpl final : public Daemon {
     limits.stream_idle_timeout = options.stream_idle_timeout;
     service_ = std::make_unique<TetherService>(limits, store_.get(), sessions_.get(),
                                                executor_.get(), timer_.get(), options.auth_token);
+    service_->set_metrics(metrics_.get());
     if (options.exclusive_timing) {
       if (options.timing_lock.empty()) options.timing_lock = options.store_dir + "/timing.lock";
       absl::StatusOr<std::unique_ptr<TimingGate>> gate = TimingGate::Open(options.timing_lock);
@@ -235,6 +249,7 @@ class DaemonImpl final : public Daemon {
       worker_options.max_exclusive_hold = options.max_exclusive_hold;
       worker_options.max_session_objects = options.max_session_objects;
       worker_options.max_session_bytes = options.max_session_bytes;
+      worker_options.metrics = metrics_.get();
       service_->set_isolation(std::move(worker_options), options.isolate_sessions);
     }
 
@@ -278,6 +293,11 @@ class DaemonImpl final : public Daemon {
     builder.SetMaxReceiveMessageSize(static_cast<int>(limits.max_message_bytes));
     builder.SetMaxSendMessageSize(static_cast<int>(limits.max_message_bytes));
     builder.RegisterService(service_.get());
+    if (!metrics_address_.empty()) {
+      std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> counters;
+      counters.push_back(NewByteCounterFactory(metrics_.get()));
+      builder.experimental().SetInterceptorCreators(std::move(counters));
+    }
     server_ = builder.BuildAndStart();
     if (!server_) {
       return absl::UnavailableError(
@@ -305,8 +325,10 @@ class DaemonImpl final : public Daemon {
                             : options.worker_program.empty() ? "off"
                                                              : "on-request")
           .Add("timing", gate_ ? "exclusive" : "concurrent")
+          .Add("metrics", metrics_address_.empty() ? "off" : metrics_address_)
           .Write();
     }
+    metrics_->SetSampler([this] { return Sample(); });
     return absl::OkStatus();
   }
 
@@ -340,6 +362,9 @@ class DaemonImpl final : public Daemon {
       server_->Wait();
     }
     if (sessions_) sessions_->CloseAll("shutdown");
+    // What the sampler reads goes with the daemon; a scrape from now on
+    // sees the counters only.
+    if (metrics_) metrics_->SetSampler(nullptr);
     // Killed workers are reaped in the background; their directories go
     // with them, before the process exits (what is left, the next start
     // sweeps).
@@ -354,9 +379,47 @@ class DaemonImpl final : public Daemon {
   }
 
   size_t num_sessions() const override { return sessions_ ? sessions_->size() : 0; }
+  DaemonMetrics* metrics() override { return metrics_.get(); }
+  std::string metrics_address() const override { return metrics_address_; }
 
  private:
+  // What a metrics scrape reads: sessions, the store, device memory.
+  MetricsSample Sample() const {
+    MetricsSample s;
+    s.sessions_open = sessions_->size();
+    s.session_tensor_bytes = sessions_->tensor_bytes();
+    s.store_used_bytes = store_->used_bytes();
+    s.store_quota_bytes = store_->quota_bytes();
+    MetricsSample::DeviceMemory host{"cpu:0"};
+    if (absl::StatusOr<std::string> meminfo = ReadFileToString("/proc/meminfo", 1 << 16);
+        meminfo.ok()) {
+      for (absl::string_view line : absl::StrSplit(*meminfo, '\n')) {
+        uint64_t kib = 0;
+        std::vector<absl::string_view> f = absl::StrSplit(line, ' ', absl::SkipEmpty());
+        if (f.size() < 2 || !absl::SimpleAtoi(f[1], &kib)) continue;
+        if (f[0] == "MemTotal:") host.total_bytes = kib << 10;
+        if (f[0] == "MemAvailable:") host.available_bytes = kib << 10;
+      }
+    }
+    s.devices.push_back(host);
+    if (absl::StatusOr<DeviceAPI*> cuda = DeviceAPI::Get(kDLCUDA); cuda.ok()) {
+      for (int id = 0; id < 64 && DeviceExists(Device::Cuda(id)); ++id) {
+        absl::StatusOr<Value> total = (*cuda)->GetAttr(id, DeviceAttr::kTotalGlobalMemory);
+        MetricsSample::DeviceMemory gpu{Device::Cuda(id).ToString()};
+        if (total.ok() && total->is_int() && total->int_value() > 0) {
+          gpu.total_bytes = static_cast<uint64_t>(total->int_value());
+        }
+        s.devices.push_back(gpu);
+      }
+    }
+    return s;
+  }
+
   ScratchDir temp_store_;  // the store when no store_dir was given
+  // First: it outlives everything that counts into it (its HTTP server
+  // stops when it goes, after the gRPC server has).
+  std::unique_ptr<DaemonMetrics> metrics_;
+  std::string metrics_address_;
   // Destroyed in reverse: the server first, then the service and the rest.
   std::unique_ptr<ModuleStore> store_;
   std::unique_ptr<Executor> executor_;

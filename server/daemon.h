@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "server/metrics.h"
 
 namespace tether::server {
 
@@ -91,6 +92,10 @@ struct DaemonOptions {
   // A module or tensor stream without progress this long is cancelled
   // (ServiceLimits::stream_idle_timeout).
   absl::Duration stream_idle_timeout = absl::Seconds(60);
+  // Serve Prometheus metrics over HTTP at this address ("127.0.0.1:9464";
+  // port 0 picks a free one), path /metrics (docs/design/metrics.md); empty:
+  // none. UNIMPLEMENTED from Start in a build without prometheus-cpp.
+  std::string metrics_listen;
   // Threads that run sessions' work (0: one per core, 2 to 16). A thread
   // that waits for an isolated session's worker or for the timing gate is
   // lent out and replaced meanwhile (Executor::BlockingScope).
@@ -117,6 +122,11 @@ class Daemon {
   virtual void Wait() = 0;
   // Number of open sessions (for tests and logs).
   virtual size_t num_sessions() const = 0;
+  // What the daemon counts; never null (without metrics_listen it counts
+  // nothing). The farm reports its state here (DaemonMetrics::SetFarm*).
+  virtual DaemonMetrics* metrics() = 0;
+  // The metrics' bound address ("127.0.0.1:PORT"), "" without metrics_listen.
+  virtual std::string metrics_address() const = 0;
 };
 
 }  // namespace tether::server

@@ -409,6 +409,7 @@ absl::Status DirectChannel::GetTensor(int fd, const std::string& session_id,
                           handle->mutable_header());
   absl::Status status = rpc::WriteFrame(fd, reply);
   if (status.ok()) status = rpc::WriteAll(fd, absl::string_view(data, size));
+  if (status.ok()) service_->metrics()->BytesSent("direct", 4 + reply.ByteSizeLong() + size);
   if (session) session->EndCall();
   return status;
 }
@@ -463,6 +464,10 @@ void DirectChannel::Serve(uint64_t serial, int fd) {
         break;
       }
       if (request.op_case() == v1::CallRequest::OP_NOT_SET && request.request_id() == 0) break;
+      // A frame is its 4-byte length and the message; put_tensor's bytes follow it.
+      service_->metrics()->BytesReceived(
+          "direct", 4 + request.ByteSizeLong() +
+                        (request.has_put_tensor() ? request.put_tensor().size_bytes() : 0));
       reply.Clear();
       absl::Status sent;
       if (request.op_case() == v1::CallRequest::kGetTensor) {
@@ -475,6 +480,7 @@ void DirectChannel::Serve(uint64_t serial, int fd) {
           RunRequest(serial, *session_id, request, &reply);
         }
         if (sent.ok()) sent = rpc::WriteFrame(fd, reply);
+        if (sent.ok()) service_->metrics()->BytesSent("direct", 4 + reply.ByteSizeLong());
       }
       if (!sent.ok()) {
         end = "client-gone";

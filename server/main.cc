@@ -69,6 +69,10 @@ constexpr char kUsage[] =
     "  --chunk-bytes BYTES           tensor and module stream chunk (default 1M)\n"
     "  --stream-idle-seconds SECS    cancel a module or tensor stream this long without\n"
     "                                progress (default 60)\n"
+    "  --metrics-listen ADDR         serve Prometheus metrics over HTTP at ADDR/metrics\n"
+    "                                (127.0.0.1:9464; port 0 picks a free one; no\n"
+    "                                authentication: keep it on loopback or a management\n"
+    "                                network)\n"
     "  --help                        show this help\n";
 
 bool ParseBytes(std::string text, uint64_t* out) {
@@ -157,6 +161,9 @@ int main(int argc, char** argv) {
                                  value, "'"));
       }
       options.direct_spin = absl::Microseconds(us);
+    } else if (flag == "--metrics-listen") {
+      if (value.empty()) return Fail("--metrics-listen needs an address");
+      options.metrics_listen = value;
     } else if (flag == "--listen") {
       options.listen.push_back(value);
     } else if (flag == "--tls-cert") {

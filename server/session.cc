@@ -120,6 +120,11 @@ absl::Status Session::DestroyVm(uint64_t id) {
   return absl::OkStatus();
 }
 
+uint64_t Session::tensor_bytes() const {
+  absl::MutexLock lock(&mu_);
+  return tensor_bytes_;
+}
+
 absl::Status Session::CheckTensorRoom(uint64_t bytes) const {
   absl::MutexLock lock(&mu_);
   return CheckTensorRoomLocked(bytes);

@@ -84,6 +84,8 @@ class Session {
   // RESOURCE_EXHAUSTED when a tensor of `bytes` more would pass the limit;
   // checked before an upload allocates, and again by AddTensor.
   absl::Status CheckTensorRoom(uint64_t bytes) const;
+  // Bytes of the tensors the session's handles hold now.
+  uint64_t tensor_bytes() const;
 
   // VMs, tensors and objects. NOT_FOUND naming the id when unknown; adding
   // one past max_objects is RESOURCE_EXHAUSTED (the VM or value is dropped).

@@ -49,6 +49,7 @@ absl::StatusOr<std::shared_ptr<Session>> SessionTable::Open(absl::string_view cl
   session->set_max_tensor_bytes(limits_.max_tensor_bytes_per_session);
   sessions_[session->id()] = session;
   ++opened_;
+  metrics_->SessionOpened();
   if (limits_.log_events) {
     EventLine()
         .Add("session", session->short_id())
@@ -70,6 +71,7 @@ absl::StatusOr<std::shared_ptr<Session>> SessionTable::Get(absl::string_view id)
 }
 
 void SessionTable::LogClose(const Session& session, absl::string_view reason) const {
+  metrics_->SessionClosed(reason);
   if (!limits_.log_events) return;
   EventLine()
       .Add("session", session.short_id())
@@ -110,6 +112,19 @@ void SessionTable::CloseAll(absl::string_view reason) {
 void SessionTable::InterruptAll(absl::StatusCode code) {
   absl::MutexLock lock(&mu_);
   for (auto& [id, session] : sessions_) session->InterruptAny(code);
+}
+
+uint64_t SessionTable::tensor_bytes() const {
+  // Each session is asked outside the table's lock (a session's lock is
+  // never taken inside it).
+  std::vector<std::shared_ptr<Session>> open;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [id, session] : sessions_) open.push_back(session);
+  }
+  uint64_t bytes = 0;
+  for (const std::shared_ptr<Session>& session : open) bytes += session->tensor_bytes();
+  return bytes;
 }
 
 size_t SessionTable::size() const {

@@ -18,6 +18,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "server/executor.h"
+#include "server/metrics.h"
 #include "server/module_store.h"
 #include "server/session.h"
 
@@ -54,13 +55,20 @@ class SessionTable {
   // Sets every session's interrupt flag to `code` (used at shutdown).
   void InterruptAll(absl::StatusCode code);
   size_t size() const;
+  // Bytes of the tensor handles every open session holds.
+  uint64_t tensor_bytes() const;
   const SessionLimits& limits() const { return limits_; }
+  // Where sessions opened and closed are counted (borrowed; the default
+  // counts nothing). Set before the first Open.
+  void set_metrics(DaemonMetrics* metrics) { metrics_ = metrics; }
 
  private:
   void ReaperLoop();
   void LogClose(const Session& session, absl::string_view reason) const;
 
   const SessionLimits limits_;
+  DaemonMetrics no_metrics_;
+  DaemonMetrics* metrics_ = &no_metrics_;
   Executor* executor_;
   ModuleStore* store_;
   mutable absl::Mutex mu_;

@@ -237,6 +237,7 @@ absl::StatusOr<std::unique_ptr<SessionWorker>> SessionWorker::Start(const Worker
   spawned.pid = -1;  // owned by the worker now (its destructor kills and reaps)
   spawned.lifeline = -1;
   worker->chunk_bytes_ = std::max<uint64_t>(options.chunk_bytes, 1);
+  worker->metrics_ = options.metrics;
   grpc::ChannelArguments channel_args;
   channel_args.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
   channel_args.SetMaxSendMessageSize(static_cast<int>(options.max_message_bytes));
@@ -291,8 +292,15 @@ absl::Status SessionWorker::Alive(absl::Duration grace) {
     pid_t r = ::waitpid(pid_, &status, WNOHANG);
     if (r == pid_) {
       ended_ = DescribeExit(status);
+      if (metrics_ != nullptr) {
+        metrics_->WorkerLost(WIFSIGNALED(status) ? "signal"
+                             : WIFEXITED(status) && WEXITSTATUS(status) == kWorkerExitStickyFault
+                                 ? "gpu-fault"
+                                 : "exit");
+      }
     } else if (r < 0 && errno != EINTR) {
       ended_ = absl::StrCat("vanished (", Errno(errno), ")");
+      if (metrics_ != nullptr) metrics_->WorkerLost("vanished");
     } else if (absl::Now() >= deadline) {
       return absl::OkStatus();
     } else {

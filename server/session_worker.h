@@ -29,6 +29,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
+#include "server/metrics.h"
 #include "server/scratch_dir.h"
 #include "tether/v1/tether.grpc.pb.h"
 
@@ -71,6 +72,8 @@ struct WorkerOptions {
   size_t max_session_objects = 65536;
   // The most bytes of tensors it may hold (0: no limit).
   uint64_t max_session_bytes = 0;
+  // Where a worker that ends unasked is counted (borrowed; null: nowhere).
+  DaemonMetrics* metrics = nullptr;
 };
 
 // Thread contract: thread-safe; operations may run concurrently (a tensor
@@ -187,6 +190,7 @@ class SessionWorker {
   ScratchDir dir_;      // the worker's socket and module store; removed once it is reaped
   const std::string session_id_;
   uint64_t chunk_bytes_ = uint64_t{1} << 20;
+  DaemonMetrics* metrics_ = nullptr;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Tether::Stub> stub_;
 

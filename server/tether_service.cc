@@ -20,6 +20,7 @@
 #include "runtime/core/error.h"
 #include "runtime/device/device_api.h"
 #include "runtime/device/host_target.h"
+#include "server/device_state.h"
 #include "server/direct_channel.h"
 #include "server/event_log.h"
 #include "server/staging_buffer.h"
@@ -270,9 +271,29 @@ TetherService::TetherService(ServiceLimits limits, ModuleStore* store, SessionTa
       handler_(store, limits.max_inline_tensor_bytes),
       auth_(std::move(auth_token)) {}
 
+namespace {
+
+// The operation's name, as the proto spells it: "invoke_stateful".
+absl::string_view OperationName(const v1::CallRequest& request) {
+  const google::protobuf::FieldDescriptor* field =
+      v1::CallRequest::descriptor()->FindFieldByNumber(static_cast<int>(request.op_case()));
+  return field == nullptr ? absl::string_view("none") : absl::string_view(field->name());
+}
+
+}  // namespace
+
 absl::Status TetherService::RunCall(Session& session, const v1::CallRequest& request,
                                     v1::CallResponse* response, absl::Time deadline,
                                     CallCancellation* cancel) {
+  const absl::Time start = absl::Now();
+  absl::Status status = RunCallUncounted(session, request, response, deadline, cancel);
+  metrics_->CallFinished(OperationName(request), status.code(), absl::Now() - start);
+  return status;
+}
+
+absl::Status TetherService::RunCallUncounted(Session& session, const v1::CallRequest& request,
+                                             v1::CallResponse* response, absl::Time deadline,
+                                             CallCancellation* cancel) {
   if (session.closed()) {
     return absl::CancelledError(
         absl::StrCat("session ", session.short_id(), " was closed before the call ran"));
@@ -336,6 +357,7 @@ absl::Status TetherService::ExecuteGated(Session& session, uint64_t run,
     if (held.ok() && !held->held()) {
       // A wait: the executor thread is lent out for it (M3).
       Executor::BlockingScope waiting;
+      const absl::Time wait_start = absl::Now();
       held = gate_->Acquire(
           mode, deadline,
           [&session, mode]() -> absl::Status {
@@ -347,6 +369,7 @@ absl::Status TetherService::ExecuteGated(Session& session, uint64_t run,
                 ErrorKind::kCancelled);
           },
           limits_.max_exclusive_hold);
+      metrics_->TimingGateWaited(exclusive, absl::Now() - wait_start);
     }
     if (!held.ok()) return held.status();
     hold = std::move(*held);
@@ -374,6 +397,8 @@ absl::Status TetherService::ExecuteGated(Session& session, uint64_t run,
         ErrorKind::kCancelled);
   }
   if (!status.ok() || !measure) return status;
+  // What the result needs to say which machine, in which state, measured it.
+  ReadDeviceState(response->mutable_device_state());
   if (response->has_benchmark()) {
     response->mutable_benchmark()->set_exclusive(exclusive);
     response->mutable_benchmark()->set_wait_seconds(hold.waited_seconds());
@@ -442,9 +467,11 @@ grpc::ServerUnaryReactor* TetherService::OpenSession(grpc::CallbackServerContext
     absl::StatusOr<std::unique_ptr<SessionWorker>> worker =
         SessionWorker::Start(worker_options_, (*session)->id());
     if (!worker.ok()) {
+      metrics_->WorkerFailedToStart();
       (void)sessions_->Close((*session)->id(), "worker-failed");
       return FinishNow(context, worker.status());
     }
+    metrics_->WorkerStarted();
     if (sessions_->limits().log_events) {
       EventLine()
           .Add("session", (*session)->short_id())

@@ -15,6 +15,7 @@
 #include "server/call_handler.h"
 #include "server/deadline_timer.h"
 #include "server/executor.h"
+#include "server/metrics.h"
 #include "server/module_store.h"
 #include "server/session_table.h"
 #include "server/session_worker.h"
@@ -105,6 +106,10 @@ class TetherService final : public v1::Tether::CallbackService {
   // The direct channel whose tickets OpenDirectChannel hands out; null (the
   // default) refuses it with FAILED_PRECONDITION. Set before serving.
   void set_direct_channel(DirectChannel* direct) { direct_ = direct; }
+  // Where calls, waits and workers are counted; never null (the default
+  // counts nothing). Set before serving.
+  void set_metrics(DaemonMetrics* metrics) { metrics_ = metrics; }
+  DaemonMetrics* metrics() { return metrics_; }
   ModuleStore* store() { return store_; }
   SessionTable* sessions() { return sessions_; }
 
@@ -145,6 +150,10 @@ class TetherService final : public v1::Tether::CallbackService {
   // than limits_.max_exclusive_hold interrupts call `run` of the session.
   absl::Status ExecuteGated(Session& session, uint64_t run, const v1::CallRequest& request,
                             v1::CallResponse* response, absl::Time deadline);
+  // RunCall without counting it in the metrics.
+  absl::Status RunCallUncounted(Session& session, const v1::CallRequest& request,
+                                v1::CallResponse* response, absl::Time deadline,
+                                CallCancellation* cancel);
 
   const ServiceLimits limits_;
   ModuleStore* store_;
@@ -154,6 +163,8 @@ class TetherService final : public v1::Tether::CallbackService {
   CallHandler handler_;
   DirectChannel* direct_ = nullptr;
   TimingGate* gate_ = nullptr;
+  DaemonMetrics no_metrics_;
+  DaemonMetrics* metrics_ = &no_metrics_;
   WorkerOptions worker_options_;
   bool isolate_all_ = false;
   bool refuse_after_device_fault_ = false;

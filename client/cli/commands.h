@@ -1,6 +1,6 @@
 // The subcommands of the `tether` CLI. Each takes the arguments after its name
 // and returns the process exit code: 0 on success, 1 on a failure of the work,
-// 2 on bad usage.
+// 2 on bad usage; `bench --baseline` adds 3, 4 and 5 (result_output.h).
 #ifndef TETHER_CLIENT_CLI_COMMANDS_H_
 #define TETHER_CLIENT_CLI_COMMANDS_H_
 
@@ -28,6 +28,7 @@ int RunRun(const std::vector<std::string>& args);
 int RunBench(const std::vector<std::string>& args);
 int RunProfile(const std::vector<std::string>& args);
 int RunCompile(const std::vector<std::string>& args);
+int RunCompare(const std::vector<std::string>& args);
 
 // Parses dims "2x3x4" (also "2,3,4"; "scalar" for 0-d); nullopt when malformed.
 std::optional<std::vector<int64_t>> ParseDims(absl::string_view text);
@@ -60,6 +61,10 @@ struct ModelInput {
 };
 // The graph inputs of an ONNX model file by name. Empty for other files.
 absl::StatusOr<std::map<std::string, ModelInput>> ModelInputShapes(const std::string& path);
+
+// The compiler's version ("tether-compiler 0.1.0"; "" in a tether built
+// without the compiler).
+std::string CompilerVersion();
 
 // A model source the CLI compiles before running: a .rx or .onnx file.
 bool IsModelSource(const std::string& path);

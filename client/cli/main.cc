@@ -28,9 +28,12 @@ void PrintUsage(FILE* out) {
       "  run EXEC|MODEL.rx [--remote HOST:PORT] [--input NAME=@x.npy] [--output-dir DIR] ...\n"
       "      upload EXEC, run it through set_input / invoke_stateful / get_outputs\n"
       "  bench EXEC [...] [--number N] [--repeat R] [--min-repeat-ms M] [--json]\n"
-      "      time it on the daemon with time_evaluator\n"
-      "  profile EXEC [...] [--format table|csv|json]\n"
+      "        [--baseline OLD.json] [--regression-threshold PCT] [--junit FILE]\n"
+      "      time it on the daemon with time_evaluator; judge it against a stored result\n"
+      "  profile EXEC [...] [--format table|csv|json|chrome-trace]\n"
       "      per-call profile, measured on the daemon\n"
+      "  compare BASELINE.json RESULT.json [--regression-threshold PCT] [--junit FILE]\n"
+      "      the verdict of two stored bench results: faster, slower, same or unstable\n"
       "\n"
       "Without --remote, run/bench/profile/info start an embedded daemon on a private unix "
       "socket.\n"
@@ -49,6 +52,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 2, argv + argc);
   if (command == "demo") return tether::cli::RunDemo(args);
   if (command == "compile") return tether::cli::RunCompile(args);
+  if (command == "compare") return tether::cli::RunCompare(args);
   if (command == "inspect") return tether::cli::RunInspect(args);
   if (command == "run-demo") return tether::cli::RunDemoFile(args);
   if (command == "info") return tether::cli::RunInfo(args);

@@ -121,6 +121,8 @@ absl::StatusOr<std::string> CompileOnnx(const std::string& path, const ModelOpti
 
 }  // namespace
 
+std::string CompilerVersion() { return compiler::kCompilerVersion; }
+
 absl::StatusOr<std::string> LoadOrCompileExecutable(const std::string& path,
                                                     const ModelOptions& options) {
   if (IsOnnx(path)) return CompileOnnx(path, options);

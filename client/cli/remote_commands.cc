@@ -11,6 +11,7 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <type_traits>
@@ -26,10 +27,14 @@
 #include "absl/strings/str_split.h"
 #include "client/cli/commands.h"
 #include "client/cli/embedded_daemon.h"
+#include "client/cli/result_output.h"
 #include "client/npy.h"
 #include "client/remote_session.h"
 #include "client/remote_vm.h"
+#include "client/results/chrome_trace.h"
 #include "proto/codec/auth_token.h"
+#include "proto/codec/sha256.h"
+#include "runtime/core/file.h"
 #include "runtime/core/scalar.h"
 #include "runtime/module/module.h"
 #include "runtime/vm/executable.h"
@@ -63,7 +68,17 @@ struct Options {
   int threads = 0;  // the VM's kernel threads on the daemon; 0: its default
   bool quiet = false;
   bool no_cache = false;
+  uint64_t seed = 42;  // of --random-inputs
+  // Results a CI can judge (docs/design/results.md).
+  std::string baseline;                // bench: a stored `bench --json` result
+  double regression_threshold = 5.0;   // percent
+  std::string junit;                   // run, bench: write JUnit XML here
+  std::set<std::string> timing_flags;  // the time_evaluator options given on the command line
 };
+
+#ifndef TETHER_VERSION_STRING
+#define TETHER_VERSION_STRING "0.0.0"
+#endif
 
 constexpr char kSecurityHelp[] =
     "  --tls-ca FILE          the CA of the daemon's certificate (enables TLS; with --remote)\n"
@@ -85,6 +100,7 @@ constexpr char kCommonHelp[] =
     "  --input NAME=@FILE     a .npy input for parameter NAME (repeatable); an ONNX model's\n"
     "                         free dims of NAME are compiled for the file's shape\n"
     "  --random-inputs        fill inputs not given by --input with random values on the device\n"
+    "  --seed N               the seed of --random-inputs (default 42)\n"
     "  --shape NAME=2x32[:dtype]  the shape (and dtype, default float32) of a random input;\n"
     "                         for an ONNX model, also fixes the input's dynamic dims\n"
     "  --threads N            threads the model's kernels use on the daemon (default: its\n"
@@ -206,25 +222,53 @@ int ParseArgs(const std::string& command, const std::vector<std::string>& args, 
       o->output_dir = *v;
     } else if (a == "--number") {
       if (!int_flag(&o->timing.number)) return 2;
+      o->timing_flags.insert("number");
     } else if (a == "--repeat") {
       if (!int_flag(&o->timing.repeat)) return 2;
+      o->timing_flags.insert("repeat");
     } else if (a == "--min-repeat-ms") {
       if (!int_flag(&o->timing.min_repeat_ms)) return 2;
+      o->timing_flags.insert("min_repeat_ms");
     } else if (a == "--cooldown-ms") {
       if (!int_flag(&o->timing.cooldown_interval_ms)) return 2;
+      o->timing_flags.insert("cooldown_interval_ms");
     } else if (a == "--repeats-to-cooldown") {
       if (!int_flag(&o->timing.repeats_to_cooldown)) return 2;
+      o->timing_flags.insert("repeats_to_cooldown");
     } else if (a == "--cache-flush-bytes") {
       int v = 0;
       if (!int_flag(&v)) return 2;
       o->timing.cache_flush_bytes = v;
+      o->timing_flags.insert("cache_flush_bytes");
+    } else if (a == "--seed") {
+      const std::string* v = next();
+      if (!v || !absl::SimpleAtoi(*v, &o->seed)) {
+        std::fprintf(stderr, "tether %s: --seed needs a non-negative integer\n", command.c_str());
+        return 2;
+      }
+    } else if (a == "--baseline" || a == "--junit") {
+      const std::string* v = next();
+      if (!v) return 2;
+      (a == "--baseline" ? o->baseline : o->junit) = *v;
+    } else if (a == "--regression-threshold") {
+      const std::string* v = next();
+      std::string text = v ? *v : "";
+      if (!text.empty() && text.back() == '%') text.pop_back();
+      if (!v || !absl::SimpleAtod(text, &o->regression_threshold) ||
+          !(o->regression_threshold > 0) || o->regression_threshold > 1000) {
+        std::fprintf(stderr,
+                     "tether %s: --regression-threshold wants a percentage above 0, like 5\n",
+                     command.c_str());
+        return 2;
+      }
     } else if (a == "--json") {
       o->json = true;
     } else if (a == "--format") {
       const std::string* v = next();
       if (!v) return 2;
-      if (*v != "table" && *v != "csv" && *v != "json") {
-        std::fprintf(stderr, "tether %s: --format is table, csv or json\n", command.c_str());
+      if (*v != "table" && *v != "csv" && *v != "json" && *v != "chrome-trace") {
+        std::fprintf(stderr, "tether %s: --format is table, csv, json or chrome-trace\n",
+                     command.c_str());
         return 2;
       }
       o->format = *v;
@@ -355,7 +399,20 @@ struct Prepared {
   Connection connection;
   std::unique_ptr<client::RemoteVM> vm;
   std::vector<std::string> params;
+  // What produced the results: filled as the model is loaded, uploaded and
+  // given its inputs; the device state is added after a measurement.
+  results::Provenance provenance;
 };
+
+// "float32"; the shape as a vector.
+results::InputRecord InputOf(const std::string& name, std::span<const int64_t> shape,
+                             DataType dtype) {
+  results::InputRecord r;
+  r.name = name;
+  r.dtype = dtype.ToString();
+  r.shape.assign(shape.begin(), shape.end());
+  return r;
+}
 
 // The target a model is compiled for when --target is not given, from the
 // daemon's handshake: for its CPU, RemoteSession::CpuCompileTarget; for a
@@ -384,6 +441,16 @@ absl::StatusOr<std::string> DefaultTarget(const Options& o, const client::Remote
 
 absl::StatusOr<Prepared> Prepare(const Options& o) {
   Prepared p;
+  p.provenance.timestamp = TimestampNow();
+  p.provenance.model_path = o.file;
+  p.provenance.function = o.function;
+  p.provenance.device = o.device.ToString();
+  p.provenance.client_version = TETHER_VERSION_STRING;
+  p.provenance.client_host = HostName();
+  {
+    TETHER_ASSIGN_OR_RETURN(std::string model_bytes, ReadFileToString(o.file));
+    p.provenance.model_sha256 = rpc::Sha256Hex(model_bytes);
+  }
   RegisterDemoKernels();  // the embedded daemon runs demo executables too
   // A .rx or .onnx model is compiled on the fly, for --target or the device.
   ModelOptions model;
@@ -429,6 +496,10 @@ absl::StatusOr<Prepared> Prepare(const Options& o) {
     }
   }
   TETHER_ASSIGN_OR_RETURN(std::string bytes, LoadOrCompileExecutable(o.file, model));
+  if (IsModelSource(o.file)) {
+    p.provenance.compiler_version = CompilerVersion();
+    p.provenance.compile_target = model.target;
+  }
   TETHER_ASSIGN_OR_RETURN(Ref<vm::Executable> exec, vm::Executable::LoadFromBytes(bytes));
   auto it = exec->function_map.find(o.function);
   if (it == exec->function_map.end() ||
@@ -449,6 +520,8 @@ absl::StatusOr<Prepared> Prepare(const Options& o) {
                           o.quiet);
     TETHER_ASSIGN_OR_RETURN(sha, p.connection.session->UploadModule(bytes));
   }
+  p.provenance.module_sha256 = sha;
+  AddDaemonProvenance(*p.connection.session, o.remote, &p.provenance);
   client::RemoteVmOptions vm_options;
   vm_options.num_threads = o.threads;
   vm_options.concurrent_timing = o.concurrent_timing;
@@ -467,6 +540,15 @@ absl::StatusOr<Prepared> Prepare(const Options& o) {
   std::vector<Value> args;
   for (const std::string& name : p.params) {
     if (auto g = given.find(name); g != given.end()) {
+      const Tensor& t = files[name];
+      results::InputRecord in = InputOf(name, t->shape(), t->dtype());
+      in.source = "file";
+      in.path = std::find_if(o.inputs.begin(), o.inputs.end(), [&](const auto& i) {
+                  return i.first == name;
+                })->second;
+      in.sha256 = rpc::Sha256Hex(absl::string_view(static_cast<const char*>(t->element_data()),
+                                                   static_cast<size_t>(t->NumBytes())));
+      p.provenance.inputs.push_back(std::move(in));
       args.push_back(g->second);
       continue;
     }
@@ -490,7 +572,13 @@ absl::StatusOr<Prepared> Prepare(const Options& o) {
     }
     TETHER_ASSIGN_OR_RETURN(Value remote,
                             p.connection.session->AllocTensor(spec.first, spec.second, o.device));
-    TETHER_RETURN_IF_ERROR(p.connection.session->FillRandom(remote, 42, -1.0, 1.0));
+    TETHER_RETURN_IF_ERROR(p.connection.session->FillRandom(remote, o.seed, -1.0, 1.0));
+    results::InputRecord in = InputOf(name, spec.first, spec.second);
+    in.source = "random";
+    in.seed = o.seed;
+    in.low = -1.0;
+    in.high = 1.0;
+    p.provenance.inputs.push_back(std::move(in));
     args.push_back(remote);
   }
   TETHER_RETURN_IF_ERROR(p.vm->SetInput(o.function, args));
@@ -563,23 +651,105 @@ int RunInfo(const std::vector<std::string>& args) {
   return 0;
 }
 
+namespace {
+
+// The JUnit case a run or bench produces: named after the model and function.
+results::JunitCase CaseFor(const char* command, const Options& o) {
+  results::JunitCase c;
+  c.classname =
+      absl::StrCat("tether.", command, ".", std::filesystem::path(o.file).stem().string());
+  c.name = absl::StrCat(o.function, " on ", o.device.ToString());
+  return c;
+}
+
+results::JunitSuite SuiteFor(const char* command, results::JunitCase c) {
+  results::JunitSuite suite;
+  suite.name = absl::StrCat("tether ", command);
+  suite.timestamp = absl::FormatTime("%Y-%m-%dT%H:%M:%S", absl::Now(), absl::UTCTimeZone());
+  suite.hostname = HostName();
+  suite.cases.push_back(std::move(c));
+  return suite;
+}
+
+// Adds the provenance's essentials to a JUnit case's properties.
+void AddProperties(const results::Provenance& p, results::JunitCase* c) {
+  c->properties.insert(c->properties.end(), {{"model", p.model_path},
+                                             {"model_sha256", p.model_sha256},
+                                             {"module_sha256", p.module_sha256},
+                                             {"device", p.device},
+                                             {"daemon", p.daemon_address},
+                                             {"daemon_version", p.daemon_version},
+                                             {"compiler_version", p.compiler_version},
+                                             {"target", p.compile_target}});
+}
+
+// Prints `status` as Fail does and, with --junit, writes the error case.
+int FailWithJunit(const char* command, const Options& o, const std::string& what,
+                  const absl::Status& status, double seconds) {
+  int rc = Fail(what, status);
+  if (!o.junit.empty()) {
+    results::JunitCase c = ErrorCase(CaseFor(command, o), status);
+    c.seconds = seconds;
+    WriteJunit(o.junit, SuiteFor(command, std::move(c)));
+  }
+  return rc;
+}
+
+double SecondsSince(absl::Time start) { return absl::ToDoubleSeconds(absl::Now() - start); }
+
+// What Prepare gives for a baseline: the stored result read and checked
+// against this run, the time_evaluator options it ran with taken where the
+// command line gave none.
+absl::StatusOr<results::StoredBench> ReadBaseline(Options* o) {
+  absl::StatusOr<std::string> text = ReadFileToString(o->baseline);
+  if (!text.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot read --baseline: ", text.status().message()));
+  }
+  TETHER_ASSIGN_OR_RETURN(results::StoredBench b, results::ParseBenchDocument(*text, o->baseline));
+  // The same measurement as the baseline unless the command line says otherwise.
+  auto take = [&](const char* flag, int* field, int value) {
+    if (!o->timing_flags.contains(flag)) *field = value;
+  };
+  take("number", &o->timing.number, b.timing.number);
+  take("repeat", &o->timing.repeat, b.timing.repeat);
+  take("min_repeat_ms", &o->timing.min_repeat_ms, b.timing.min_repeat_ms);
+  take("cooldown_interval_ms", &o->timing.cooldown_interval_ms, b.timing.cooldown_interval_ms);
+  take("repeats_to_cooldown", &o->timing.repeats_to_cooldown, b.timing.repeats_to_cooldown);
+  if (!o->timing_flags.contains("cache_flush_bytes")) {
+    o->timing.cache_flush_bytes = b.timing.cache_flush_bytes;
+  }
+  return b;
+}
+
+}  // namespace
+
 int RunRun(const std::vector<std::string>& args) {
   Options o;
-  if (int rc = ParseArgs(
-          "run", args, true,
-          "  --output-dir DIR       write each output leaf as DIR/out_<index path>.npy\n", &o);
+  if (int rc =
+          ParseArgs("run", args, true,
+                    "  --output-dir DIR       write each output leaf as DIR/out_<index path>.npy\n"
+                    "  --junit FILE           write the outcome as JUnit XML (for CI)\n",
+                    &o);
       rc >= 0)
     return rc;
+  const absl::Time start = absl::Now();
   auto p = Prepare(o);
-  if (!p.ok()) return Fail("", p.status());
+  if (!p.ok()) return FailWithJunit("run", o, "", p.status(), SecondsSince(start));
   if (absl::Status s = p->vm->InvokeStateful(o.function); !s.ok())
-    return Fail("invoke_stateful", s);
+    return FailWithJunit("run", o, "invoke_stateful", s, SecondsSince(start));
   auto out = p->vm->GetOutputs(o.function);
-  if (!out.ok()) return Fail("get_outputs", out.status());
+  if (!out.ok()) return FailWithJunit("run", o, "get_outputs", out.status(), SecondsSince(start));
   if (!o.output_dir.empty()) std::filesystem::create_directories(o.output_dir);
   std::printf("outputs of %s:\n", o.function.c_str());
   if (absl::Status s = WriteOutputs(*out, o.output_dir, "out"); !s.ok())
-    return Fail("writing outputs", s);
+    return FailWithJunit("run", o, "writing outputs", s, SecondsSince(start));
+  if (!o.junit.empty()) {
+    results::JunitCase c = CaseFor("run", o);
+    c.seconds = SecondsSince(start);
+    AddProperties(p->provenance, &c);
+    return WriteJunit(o.junit, SuiteFor("run", std::move(c)));
+  }
   return 0;
 }
 
@@ -591,54 +761,134 @@ int RunBench(const std::vector<std::string>& args) {
           "  --cache-flush-bytes B  time_evaluator options (run on the daemon)\n"
           "  --concurrent-timing    measure beside other sessions' calls instead of waiting\n"
           "                         for exclusive use of the daemon\n"
-          "  --json                 machine-readable output\n",
+          "  --json                 the result with its provenance and raw samples, as JSON\n"
+          "                         (what --baseline reads back)\n"
+          "  --baseline OLD.json    compare with a stored --json result: faster, slower, same\n"
+          "                         within noise, or unstable (a bootstrap interval of the\n"
+          "                         ratio of medians; timing options default to the baseline's)\n"
+          "  --regression-threshold PCT  a slowdown past PCT percent is a regression (default 5)\n"
+          "  --junit FILE           write the outcome as JUnit XML (for CI)\n"
+          "exit status: 0 done, 1 failed, 2 bad usage; with --baseline 3 a regression past\n"
+          "the threshold, 4 unstable (rerun with more repeats), 5 the baseline is unusable\n",
           &o);
       rc >= 0) {
     return rc;
+  }
+  const absl::Time start = absl::Now();
+  std::optional<results::StoredBench> baseline;
+  if (!o.baseline.empty()) {
+    absl::StatusOr<results::StoredBench> b = ReadBaseline(&o);
+    if (!b.ok()) {
+      FailWithJunit("bench", o, "", b.status(), SecondsSince(start));
+      return kExitBadBaseline;
+    }
+    baseline = std::move(*b);
   }
   if (o.timing.number == 0) o.timing.number = 10;
   if (o.timing.repeat == 0) o.timing.repeat = 1;
   if (o.timing.repeats_to_cooldown == 0) o.timing.repeats_to_cooldown = 1;
   auto p = Prepare(o);
-  if (!p.ok()) return Fail("", p.status());
+  if (!p.ok()) return FailWithJunit("bench", o, "", p.status(), SecondsSince(start));
+  results::Provenance& provenance = p->provenance;
+  const results::TimingSettings timing = TimingOf(o.timing, o.concurrent_timing);
+  if (baseline) {
+    if (absl::Status s = results::CheckSameWorkload(*baseline, provenance); !s.ok()) {
+      FailWithJunit("bench", o,
+                    absl::StrCat("--baseline ", o.baseline, " cannot be compared with this run"), s,
+                    SecondsSince(start));
+      return kExitBadBaseline;
+    }
+  }
   Value name[] = {Value(o.function)};
   auto r = p->vm->TimeEvaluator(vm::kInvokeStatefulName, o.device, o.timing, name);
-  if (!r.ok()) return Fail("time_evaluator", r.status());
+  if (!r.ok()) return FailWithJunit("bench", o, "time_evaluator", r.status(), SecondsSince(start));
+  provenance.device_state_json = DeviceStateJson(p->vm->last_device_state());
+
+  results::CompareOptions compare;
+  compare.regression_threshold = o.regression_threshold / 100;
+  std::optional<results::Comparison> comparison;
+  std::vector<std::string> differences;
+  if (baseline) {
+    comparison = results::Compare(baseline->samples, r->results, compare);
+    differences = results::BaselineDifferences(*baseline, provenance, timing);
+  }
+  int rc = 0;
+  if (comparison && comparison->regression) rc = kExitRegression;
+  if (comparison && comparison->verdict == results::Verdict::kUnstable) rc = kExitUnstable;
+
+  std::string summary;
   if (o.json) {
-    std::string samples = absl::StrJoin(r->results, ", ", [](std::string* out, double v) {
-      absl::StrAppend(out, absl::StrFormat("%.9g", v));
-    });
     std::printf(
-        "{\"function\": \"%s\", \"device\": \"%s\", \"unit\": \"seconds\", \"mean\": %.9g, "
-        "\"median\": %.9g, "
-        "\"min\": %.9g, \"max\": %.9g, \"std\": %.9g, \"p50\": %.9g, \"p90\": %.9g, \"p99\": %.9g, "
-        "\"number\": %lld, \"repeat\": %zu, \"total_calls\": %lld, \"exclusive\": %s, "
-        "\"wait_seconds\": %.9g, \"samples\": [%s]}\n",
-        o.function.c_str(), o.device.ToString().c_str(), r->mean, r->median, r->min, r->max, r->std,
-        r->p50(), r->p90(), r->p99(), static_cast<long long>(r->number_per_repeat),
-        r->results.size(), static_cast<long long>(r->total_calls), r->exclusive ? "true" : "false",
-        r->wait_seconds, samples.c_str());
-    return 0;
+        "%s", results::BenchDocumentJson(*r, provenance, timing,
+                                         comparison ? &*comparison : nullptr, &compare, o.baseline)
+                  .c_str());
   }
-  std::printf("%s on %s, %zu repeats of %lld calls (%lld calls in all, timed on the daemon)\n%s\n",
-              o.function.c_str(), o.device.ToString().c_str(), r->results.size(),
-              static_cast<long long>(r->number_per_repeat), static_cast<long long>(r->total_calls),
-              r->ToString().c_str());
-  std::printf("p50 %.4f ms   p90 %.4f ms   p99 %.4f ms\n", r->p50() * 1e3, r->p90() * 1e3,
-              r->p99() * 1e3);
+  absl::StrAppendFormat(
+      &summary,
+      "%s on %s, %zu repeats of %lld calls (%lld calls in all, timed on the daemon)\n%s\n",
+      o.function, o.device.ToString(), r->results.size(),
+      static_cast<long long>(r->number_per_repeat), static_cast<long long>(r->total_calls),
+      r->ToString());
+  absl::StrAppendFormat(&summary, "p50 %.4f ms   p90 %.4f ms   p99 %.4f ms\n", r->p50() * 1e3,
+                        r->p90() * 1e3, r->p99() * 1e3);
   if (r->exclusive) {
-    std::printf("timing exclusive: no other session's call ran meanwhile (waited %.3f ms)\n",
-                r->wait_seconds * 1e3);
+    absl::StrAppendFormat(
+        &summary, "timing exclusive: no other session's call ran meanwhile (waited %.3f ms)\n",
+        r->wait_seconds * 1e3);
   } else {
-    std::printf("timing concurrent: other sessions' calls may have run meanwhile\n");
+    absl::StrAppend(&summary, "timing concurrent: other sessions' calls may have run meanwhile\n");
   }
-  return 0;
+  if (comparison) {
+    const results::Comparison& c = *comparison;
+    absl::StrAppendFormat(&summary, "baseline  %s (%s, %d samples, median %.4f ms)\n", o.baseline,
+                          baseline->timestamp, c.baseline.count, c.baseline.median * 1e3);
+    if (!differences.empty()) {
+      absl::StrAppend(&summary, "differs   ", absl::StrJoin(differences, ", "), "\n");
+    }
+    absl::StrAppendFormat(&summary, "verdict   %s: %s\n", results::VerdictName(c.verdict),
+                          c.explanation);
+  }
+  // With --json, stdout is the document; the summary goes to stderr only
+  // when there is a verdict to read.
+  if (!o.json) {
+    std::printf("%s", summary.c_str());
+  } else if (comparison) {
+    std::fprintf(stderr, "%s", summary.c_str());
+  }
+  if (!o.junit.empty()) {
+    results::JunitCase c = CaseFor("bench", o);
+    c.seconds = SecondsSince(start);
+    c.system_out = summary;
+    AddProperties(provenance, &c);
+    c.properties.push_back({"median_seconds", absl::StrCat(r->median)});
+    c.properties.push_back({"exclusive", r->exclusive ? "true" : "false"});
+    if (comparison) {
+      c.properties.push_back({"baseline", o.baseline});
+      c.properties.push_back({"verdict", results::VerdictName(comparison->verdict)});
+      c.properties.push_back({"ratio", absl::StrCat(comparison->ratio)});
+      c.properties.push_back({"ci_low", absl::StrCat(comparison->ci_low)});
+      c.properties.push_back({"ci_high", absl::StrCat(comparison->ci_high)});
+      if (rc != 0) {
+        c.outcome = results::JunitCase::Outcome::kFailure;
+        c.type = comparison->regression ? "regression" : "unstable";
+        c.message = comparison->explanation;
+        c.detail = summary;
+      }
+    }
+    if (int written = WriteJunit(o.junit, SuiteFor("bench", std::move(c))); written != 0) {
+      return rc != 0 ? rc : written;
+    }
+  }
+  return rc;
 }
 
 int RunProfile(const std::vector<std::string>& args) {
   Options o;
   if (int rc = ParseArgs("profile", args, true,
-                         "  --format table|csv|json\n"
+                         "  --format table|csv|json|chrome-trace\n"
+                         "                         json: the report with its provenance;\n"
+                         "                         chrome-trace: a trace for chrome://tracing or\n"
+                         "                         Perfetto (one event per call)\n"
                          "  --concurrent-timing    profile beside other sessions' calls\n",
                          &o);
       rc >= 0)
@@ -647,12 +897,32 @@ int RunProfile(const std::vector<std::string>& args) {
   if (!p.ok()) return Fail("", p.status());
   auto report = p->vm->Profile(o.function, {});
   if (!report.ok()) return Fail("profile", report.status());
-  if (o.format == "csv")
+  p->provenance.device_state_json = DeviceStateJson(p->vm->last_device_state());
+  auto provenance_json = [&] {
+    results::JsonWriter w;
+    results::WriteProvenance(w, p->provenance);
+    return w.text();
+  };
+  if (o.format == "csv") {
     std::printf("%s", report->Csv().c_str());
-  else if (o.format == "json")
-    std::printf("%s\n", report->Json().c_str());
-  else
+  } else if (o.format == "json") {
+    // The report as Report::Json writes it (Report::FromJson reads it back
+    // and ignores the rest), then the result's kind and provenance.
+    std::string json = report->Json();
+    while (!json.empty() && json.back() != '}') json.pop_back();
+    if (!json.empty()) json.pop_back();
+    std::printf("%s,\"kind\":\"%s\",\"version\":%d,\"provenance\":%s}\n", json.c_str(),
+                results::kProfileKind, results::kDocumentVersion, provenance_json().c_str());
+  } else if (o.format == "chrome-trace") {
+    std::printf("%s",
+                results::ChromeTraceJson(*report,
+                                         absl::StrCat("tether profile ", o.file, " (", o.function,
+                                                      " on ", o.device.ToString(), ")"),
+                                         provenance_json())
+                    .c_str());
+  } else {
     std::printf("%s\n", report->Table().c_str());
+  }
   return 0;
 }
 

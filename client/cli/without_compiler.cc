@@ -30,6 +30,8 @@ int RunCompile(const std::vector<std::string>& args) {
   return Fail("compile", NoCompiler("tether compile"));
 }
 
+std::string CompilerVersion() { return ""; }
+
 absl::StatusOr<std::string> LoadOrCompileExecutable(const std::string& path,
                                                     const ModelOptions& options) {
   if (IsModelSource(path)) return NoCompiler(absl::StrCat("running ", path));

@@ -69,10 +69,16 @@ const std::string* FindString(const MetricMap& row, absl::string_view key) {
 // Joins metrics of one column across aggregated rows (the reference's
 // AggregateMetric): sums, an average for ratios, agreement for strings. Rows
 // that mix kinds in one column give "".
-Metric AggregateMetric(const std::vector<const Metric*>& metrics) {
+Metric AggregateMetric(absl::string_view name, const std::vector<const Metric*>& metrics) {
   const Metric& first = *metrics.front();
   for (const Metric* m : metrics) {
     if (m->index() != first.index()) return std::string();
+  }
+  if (std::holds_alternative<Duration>(first) && name == kStartColumn) {
+    double earliest = std::get<Duration>(first).microseconds;
+    for (const Metric* m : metrics)
+      earliest = std::min(earliest, std::get<Duration>(*m).microseconds);
+    return Duration{earliest};
   }
   if (std::holds_alternative<Duration>(first)) {
     double sum = 0;
@@ -131,7 +137,7 @@ std::vector<MetricMap> AggregateRows(const std::vector<MetricMap>& calls) {
       for (const auto& [name, metric] : calls[i]) columns[name].push_back(&metric);
     }
     MetricMap row;
-    for (const auto& [name, metrics] : columns) row.emplace(name, AggregateMetric(metrics));
+    for (const auto& [name, metrics] : columns) row.emplace(name, AggregateMetric(name, metrics));
     out.push_back(std::move(row));
   }
   return out;
@@ -336,7 +342,7 @@ std::string Report::Table(bool sort, bool aggregate, bool col_sums) const {
           } else if (auto* s = std::get_if<Count>(&it->second)) {
             s->value += c->value;
           }
-        } else if (const auto* d = std::get_if<Duration>(&metric)) {
+        } else if (const auto* d = std::get_if<Duration>(&metric); d && name != kStartColumn) {
           if (it == sums.end()) {
             sums.emplace(name, *d);
           } else if (auto* s = std::get_if<Duration>(&it->second)) {

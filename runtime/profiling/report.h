@@ -51,6 +51,10 @@ inline constexpr absl::string_view kDeviceColumn = "Device";
 inline constexpr absl::string_view kCountColumn = "Count";
 inline constexpr absl::string_view kArgumentShapesColumn = "Argument Shapes";
 inline constexpr absl::string_view kHashColumn = "Hash";
+// When a call began, in microseconds after the start of the profiled run (or
+// trace): a point in time, not an amount, so aggregated rows keep the
+// earliest and the Sum row leaves it out.
+inline constexpr absl::string_view kStartColumn = "Start (us)";
 
 // Thread contract: a value type; thread-compatible.
 struct Report {

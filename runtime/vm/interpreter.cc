@@ -282,6 +282,7 @@ absl::Status LocalVirtualMachine::CallPacked(const Value& callee, Index func_ind
       if (a.is_tensor()) device = a.AsRef<TensorObj>()->device();
     }
     TETHER_ASSIGN_OR_RETURN(DeviceTimer * timer, profiler_->TimerFor(device));
+    const auto began = std::chrono::steady_clock::now();
     TETHER_RETURN_IF_ERROR(timer->Start());
     absl::StatusOr<Value> r = CallValue(callee, args);
     TETHER_RETURN_IF_ERROR(timer->Stop());
@@ -289,7 +290,8 @@ absl::Status LocalVirtualMachine::CallPacked(const Value& callee, Index func_ind
     if (!r.ok()) return r.status();
     *result = *std::move(r);
     profiler_->rows.push_back(
-        {symbol, static_cast<double>(ns) / 1e3, device, ArgumentShapes(args)});
+        {symbol, static_cast<double>(ns) / 1e3, device, ArgumentShapes(args),
+         std::chrono::duration<double, std::micro>(began - profiler_->origin).count()});
   } else {
     TETHER_ASSIGN_OR_RETURN(*result, CallValue(callee, args));
   }

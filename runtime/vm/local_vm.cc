@@ -392,6 +392,7 @@ absl::StatusOr<profiling::Report> LocalVirtualMachine::Profile(absl::string_view
   ProfileRecorder recorder;
   profiler_ = &recorder;
   auto start = std::chrono::steady_clock::now();
+  recorder.origin = start;
   absl::StatusOr<Value> out = RunFunction(index, call_args);
   for (const Device& d : devices_) {
     if (auto api = DeviceAPI::Get(d.type); api.ok()) (void)(*api)->Sync(d, nullptr);
@@ -402,7 +403,8 @@ absl::StatusOr<profiling::Report> LocalVirtualMachine::Profile(absl::string_view
 
   profiling::ReportBuilder builder;
   for (ProfileRecorder::Row& row : recorder.rows) {
-    builder.AddCall(std::move(row.name), row.duration_us, row.device, std::move(row.shapes));
+    builder.AddCall(std::move(row.name), row.duration_us, row.device, std::move(row.shapes), 1,
+                    {{std::string(profiling::kStartColumn), profiling::Duration{row.start_us}}});
   }
   double total_us = std::chrono::duration<double, std::micro>(stop - start).count();
   for (const Device& d : devices_) {

@@ -4,6 +4,7 @@
 #ifndef TETHER_RUNTIME_VM_PROFILE_RECORDER_H_
 #define TETHER_RUNTIME_VM_PROFILE_RECORDER_H_
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -36,8 +37,11 @@ class ProfileRecorder {
     double duration_us;
     Device device;
     std::string shapes;
+    double start_us;  // when the call began, after `origin` (host clock)
   };
   std::vector<Row> rows;
+  // The start of the profiled call: rows' start_us count from here.
+  std::chrono::steady_clock::time_point origin = std::chrono::steady_clock::now();
   absl::flat_hash_map<Device, std::unique_ptr<DeviceTimer>> timers;
 
   absl::StatusOr<DeviceTimer*> TimerFor(Device device) {

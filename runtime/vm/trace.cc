@@ -41,7 +41,8 @@ profiling::Report TraceLogObj::ToReport(bool clear) {
   profiling::ReportBuilder builder;
   for (const Record& r : records_) {
     builder.AddCall(r.symbol, absl::ToDoubleMicroseconds(r.duration), r.device, r.shapes, 1,
-                    {{"Start (us)", profiling::Duration{absl::ToDoubleMicroseconds(r.start)}}});
+                    {{std::string(profiling::kStartColumn),
+                      profiling::Duration{absl::ToDoubleMicroseconds(r.start)}}});
   }
   builder.SetConfiguration("Instrument", std::string("trace"));
   builder.SetConfiguration("Dropped", profiling::Count{dropped_});

@@ -269,6 +269,22 @@ TEST(ReportTest, TableAggregatesSortsAndSums) {
   EXPECT_THAT(flat, ::testing::Not(HasSubstr("Sum")));
 }
 
+TEST(ReportTest, StartColumnKeepsTheEarliestAndHasNoSum) {
+  Report r;
+  for (double start : {30.0, 10.0, 20.0}) {
+    r.calls.push_back({{"Name", std::string("op")},
+                       {"Duration (us)", Duration{5}},
+                       {"Device", std::string("cpu0")},
+                       {std::string(kStartColumn), Duration{start}}});
+  }
+  std::vector<std::string> lines = absl::StrSplit(r.Table(), '\n');
+  ASSERT_GE(lines.size(), 4u);
+  // One aggregated row: durations summed (15), the start the earliest (10).
+  EXPECT_THAT(lines[1], ::testing::MatchesRegex("op +15\\.00 .* 10\\.00  "));
+  EXPECT_THAT(lines[3], ::testing::MatchesRegex("Sum +15\\.00 .*"));
+  EXPECT_THAT(lines[3], ::testing::Not(HasSubstr("10.00")));
+}
+
 TEST(ReportTest, AggregationRulesPerMetricKind) {
   Report r;
   r.calls.push_back({{"Name", std::string("op")},

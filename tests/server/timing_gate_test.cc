@@ -278,6 +278,9 @@ TEST_F(ExclusiveTimingTest, AMeasurementWaitsForAnotherSessionsCall) {
   ASSERT_TRUE(alone.ok()) << alone.status();
   EXPECT_TRUE(alone->exclusive);
   EXPECT_EQ(alone->results.size(), 2u);
+  // The reply carries the machine's state, read by the daemon after measuring.
+  EXPECT_GT(bench.vm->last_device_state().online_cpus(), 0u);
+  EXPECT_FALSE(bench.vm->last_device_state().kernel().empty());
 
   Opened busy = Open(false, {}, /*direct=*/false);
   ASSERT_NE(busy.vm, nullptr);
@@ -339,6 +342,7 @@ TEST_F(ExclusiveTimingTest, CallsWaitForAMeasurementHeldThroughTheLockFile) {
   ASSERT_TRUE(report.ok()) << report.status();
   ASSERT_TRUE(report->configuration.contains("Timing"));
   EXPECT_EQ(std::get<std::string>(report->configuration.at("Timing")), "exclusive");
+  EXPECT_GT(s.vm->last_device_state().read_unix_ms(), 0);
 }
 
 TEST_F(ExclusiveTimingTest, AnIsolatedSessionsWorkerHoldsTheSameGate) {
@@ -364,6 +368,8 @@ TEST_F(ExclusiveTimingTest, AnIsolatedSessionsWorkerHoldsTheSameGate) {
   auto timed = TimeSwap(*again.vm);
   ASSERT_TRUE(timed.ok()) << timed.status();
   EXPECT_TRUE(timed->exclusive);
+  // The worker, on the same machine, reads the device state.
+  EXPECT_GT(again.vm->last_device_state().read_unix_ms(), 0);
 }
 
 TEST_F(ExclusiveTimingTest, OffMeansMeasurementsRunBesideOtherCalls) {
