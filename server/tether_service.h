@@ -16,6 +16,7 @@
 #include "server/deadline_timer.h"
 #include "server/executor.h"
 #include "server/module_store.h"
+#include "server/session_fence.h"
 #include "server/session_table.h"
 #include "server/session_worker.h"
 #include "server/timing_gate.h"
@@ -105,6 +106,11 @@ class TetherService final : public v1::Tether::CallbackService {
   // The direct channel whose tickets OpenDirectChannel hands out; null (the
   // default) refuses it with FAILED_PRECONDITION. Set before serving.
   void set_direct_channel(DirectChannel* direct) { direct_ = direct; }
+  // The farm's fence (server/session_fence.h): OpenSession admits a session
+  // and RunCall runs a call only while the session's fencing token is
+  // current; refused with FAILED_PRECONDITION. Null (the default): no
+  // fencing. Set before serving.
+  void set_fence(SessionFence* fence) { fence_ = fence; }
   ModuleStore* store() { return store_; }
   SessionTable* sessions() { return sessions_; }
 
@@ -153,6 +159,7 @@ class TetherService final : public v1::Tether::CallbackService {
   DeadlineTimer* timer_;
   CallHandler handler_;
   DirectChannel* direct_ = nullptr;
+  SessionFence* fence_ = nullptr;
   TimingGate* gate_ = nullptr;
   WorkerOptions worker_options_;
   bool isolate_all_ = false;
