@@ -133,7 +133,9 @@ absl::Status EtcdClient::Init() {
     // An etcd that restarts is found again within a second, not after
     // gRPC's default backoff of up to two minutes.
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+    // Also the longest a connection attempt may take (gRPC's default is 20 s,
+    // a long time for an etcd that was not listening yet).
+    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 1000);
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
     args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
     args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
@@ -172,6 +174,11 @@ absl::Status EtcdClient::Authenticate(Endpoint& endpoint) {
 absl::Status EtcdClient::PrepareContext(Endpoint& endpoint, grpc::ClientContext& context,
                                         bool streaming) {
   if (!streaming) context.set_deadline(absl::ToChronoTime(absl::Now() + options_.call_timeout));
+  // Wait (within the deadline) for a channel that is reconnecting, rather
+  // than failing at once: gRPC's pick_first stays in TRANSIENT_FAILURE after
+  // a refused connection until a call asks for the channel again, so an etcd
+  // that just started (or restarted) would otherwise be seen only late.
+  context.set_wait_for_ready(true);
   if (options_.user.empty()) return absl::OkStatus();
   absl::MutexLock lock(&auth_mu_);
   if (auth_token_.empty()) {
@@ -214,7 +221,14 @@ absl::Status EtcdClient::Invoke(
       return absl::Status(converted.code(), absl::StrCat("etcd at ", endpoint.address, ": ", what,
                                                          ": ", status.error_message()));
     }
-    failures.push_back(absl::StrCat(endpoint.address, ": ", status.error_message()));
+    if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED &&
+        endpoint.channel->GetState(false) != GRPC_CHANNEL_READY) {
+      failures.push_back(absl::StrCat(endpoint.address, ": no connection within ",
+                                      absl::FormatDuration(options_.call_timeout),
+                                      " (is etcd listening there?)"));
+    } else {
+      failures.push_back(absl::StrCat(endpoint.address, ": ", status.error_message()));
+    }
   }
   return absl::UnavailableError(
       absl::StrCat("etcd unreachable (", what, "): ", absl::StrJoin(failures, "; ")));
