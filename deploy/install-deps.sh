@@ -38,6 +38,9 @@ packages=(
   libonnx-dev libonnx-testdata python3-onnx python3-numpy
   # the Python package (python/) and its tests
   pybind11-dev python3-dev python3-pytest
+  # the device farm (farm/): etcd's .proto files for the generated client,
+  # and etcd itself with etcdctl for the farm tests and the farm
+  etcd-server etcd-client golang-etcd-server-dev
 )
 
 sudo=""

@@ -10,7 +10,6 @@
 
 namespace tether::farm {
 
-namespace v1 = tether::farm::v1;
 
 absl::Status ValidateName(absl::string_view what, absl::string_view name) {
   const bool ok =
