@@ -236,11 +236,12 @@ int main(int argc, char** argv) {
 
   std::printf("farm_scale on %s (%u hardware threads), etcd at %s\n", CpuName().c_str(),
               std::thread::hardware_concurrency(), url.c_str());
-  std::printf("%d daemons registered in %.2f s (%.0f registrations/s)\n", daemons,
-              register_seconds, daemons / register_seconds);
+  std::printf("%d daemons registered in %.2f s (%.0f registrations/s)\n", daemons, register_seconds,
+              daemons / register_seconds);
   std::printf("%d clients for %.1f s, hold %d ms:\n", clients, run_seconds, hold_ms);
-  std::printf("| acquisitions | per second | p50 ms | p90 ms | p99 ms | max ms | etcd writes/s "
-              "| errors |\n|---|---|---|---|---|---|---|---|\n");
+  std::printf(
+      "| acquisitions | per second | p50 ms | p90 ms | p99 ms | max ms | etcd writes/s "
+      "| errors |\n|---|---|---|---|---|---|---|---|\n");
   std::printf("| %zu | %.0f | %.1f | %.1f | %.1f | %.1f | %.0f | %zu |\n", latencies_ms.size(),
               latencies_ms.size() / run_seconds, Percentile(latencies_ms, 0.5),
               Percentile(latencies_ms, 0.9), Percentile(latencies_ms, 0.99),
