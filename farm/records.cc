@@ -10,7 +10,6 @@
 
 namespace tether::farm {
 
-
 absl::Status ValidateName(absl::string_view what, absl::string_view name) {
   const bool ok =
       !name.empty() && name.size() <= 128 && std::all_of(name.begin(), name.end(), [](char c) {
