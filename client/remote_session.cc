@@ -102,6 +102,7 @@ absl::StatusOr<std::unique_ptr<RemoteSession>> RemoteSession::Connect(absl::stri
   open.set_idle_timeout_ms(static_cast<uint64_t>(absl::ToInt64Milliseconds(options.idle_timeout)));
   open.set_client_name(options.client_name);
   open.set_isolate(options.isolate);
+  open.set_fencing_token(options.fencing_token);
   v1::OpenSessionResponse opened;
   grpc::ClientContext ctx;
   link.Prepare(&ctx);

@@ -44,6 +44,10 @@ struct ConnectOptions {
   // a crash or a sticky GPU fault of this session leaves the others running
   // (docs/design/rpc-protocol.md, "Isolated sessions").
   bool isolate = false;
+  // The fencing token of this client's hold on the daemon's device in a
+  // farm (farm/acquisition.h; docs/design/farm.md); 0: none. A farm daemon
+  // refuses a session or call whose token is not its current holder's.
+  int64_t fencing_token = 0;
   // Largest gRPC message either way. Tensors above the daemon's inline limit
   // travel in chunks, so this only has to cover inline tensors plus slack.
   int max_message_bytes = 64 << 20;

@@ -42,6 +42,9 @@ packages=(
   prometheus-cpp-dev
   # the deployment files' checks: systemd-analyze, YAML
   systemd python3-yaml
+  # the device farm (farm/): etcd's .proto files for the generated client,
+  # and etcd itself with etcdctl for the farm tests and the farm
+  etcd-server etcd-client golang-etcd-server-dev
 )
 
 sudo=""

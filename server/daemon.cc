@@ -235,6 +235,7 @@ class DaemonImpl final : public Daemon {
     // A worker ends after a sticky GPU fault (server/main.cc); meanwhile it
     // runs no more calls.
     service_->set_refuse_after_device_fault(worker);
+    service_->set_fence(options.fence);
     if (!worker && !options.worker_program.empty()) {
       WorkerOptions worker_options;
       worker_options.program = options.worker_program;

@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "server/metrics.h"
+#include "server/session_fence.h"
 
 namespace tether::server {
 
@@ -100,6 +101,10 @@ struct DaemonOptions {
   // that waits for an isolated session's worker or for the timing gate is
   // lent out and replaced meanwhile (Executor::BlockingScope).
   int executor_threads = 0;
+  // A device farm's fence (server/session_fence.h; tetherd --farm): sessions
+  // and calls whose fencing token is not current are refused. Borrowed; must
+  // outlive the daemon. Null: no fencing.
+  SessionFence* fence = nullptr;
 };
 
 // Thread contract: thread-safe.

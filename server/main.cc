@@ -10,18 +10,23 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "proto/codec/auth_token.h"
 #include "runtime/device/device_api.h"
 #include "server/daemon.h"
 #include "server/event_log.h"
+#include "server/farm_member.h"
+#include "server/scratch_dir.h"
 #include "server/session_worker.h"
 
 namespace {
@@ -73,6 +78,23 @@ constexpr char kUsage[] =
     "                                (127.0.0.1:9464; port 0 picks a free one; no\n"
     "                                authentication: keep it on loopback or a management\n"
     "                                network)\n"
+    "\n"
+    "device farm (docs/design/farm.md):\n"
+    "  --farm etcd://HOST:PORT[,...]  register in this etcd (etcds:// for TLS) and refuse\n"
+    "                                work whose fencing token is not the current holder's\n"
+    "  --farm-key KEY                the farm key (pool) to register under (with --farm)\n"
+    "  --farm-id ID                  this device's id in the farm (default: its address)\n"
+    "  --farm-address HOST:PORT      the address clients are given (default: the first TCP\n"
+    "                                --listen address, with this host's name for 0.0.0.0)\n"
+    "  --label KEY=VALUE             a label of the record, for `--where` (repeatable)\n"
+    "  --farm-ttl SECS               the record's etcd lease TTL (default 10)\n"
+    "  --farm-probe-interval SECS    health probe period while not held (default 30; 0: none)\n"
+    "  --farm-quarantine-after N     quarantine after N failed probes in a row (default 3)\n"
+    "  --farm-canary FILE            the probe's canary executable (its main takes no\n"
+    "                                arguments; read at every probe; default: built in)\n"
+    "  --farm-tls-ca PEM             the CA of etcd's certificate (enables TLS)\n"
+    "  --farm-tls-cert PEM --farm-tls-key PEM  a client certificate for etcd (mutual TLS)\n"
+    "  --farm-user NAME --farm-password-file PATH  etcd user authentication\n"
     "  --help                        show this help\n";
 
 bool ParseBytes(std::string text, uint64_t* out) {
@@ -104,6 +126,29 @@ int Fail(const std::string& message) {
   return 2;
 }
 
+bool ParseSeconds(const std::string& text, double low, double high, absl::Duration* out) {
+  double seconds = 0;
+  if (!absl::SimpleAtod(text, &seconds) || !(seconds >= low) || seconds > high) return false;
+  *out = absl::Seconds(seconds);
+  return true;
+}
+
+// The address a farm record gives clients: the first TCP listen address,
+// its port the bound one, this host's name for a wildcard host.
+std::string AdvertisedAddress(const std::vector<std::string>& listen, int port) {
+  for (const std::string& address : listen) {
+    if (absl::StartsWith(address, "unix:")) continue;
+    std::string host = address.substr(0, address.rfind(':'));
+    if (host.empty() || host == "0.0.0.0" || host == "[::]" || host == "::") {
+      char name[256] = {};
+      ::gethostname(name, sizeof(name) - 1);
+      host = name;
+    }
+    return absl::StrCat(host, ":", port);
+  }
+  return "";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -114,6 +159,8 @@ int main(int argc, char** argv) {
   int lifeline_fd = -1;
   std::string port_file;
   bool insecure = false;
+  tether::server::FarmMemberOptions farm;
+  bool farm_flags = false;  // any --farm-* or --label flag
   for (int i = 1; i < argc; ++i) {
     std::string flag = argv[i];
     std::string value;
@@ -218,6 +265,50 @@ int main(int argc, char** argv) {
             absl::StrCat("bad --max-session-lease \"", value, "\" (seconds, at most 30 days)"));
       }
       options.max_session_lease = absl::Seconds(seconds);
+    } else if (flag == "--farm") {
+      farm.url = value;
+    } else if (absl::StartsWith(flag, "--farm-") || flag == "--label") {
+      farm_flags = true;
+      if (flag == "--farm-key") {
+        farm.key = value;
+      } else if (flag == "--farm-id") {
+        farm.id = value;
+      } else if (flag == "--farm-address") {
+        farm.address = value;
+      } else if (flag == "--label") {
+        std::pair<std::string, std::string> kv = absl::StrSplit(value, absl::MaxSplits('=', 1));
+        if (kv.first.empty() || value.find('=') == std::string::npos) {
+          return Fail(absl::StrCat("--label wants KEY=VALUE, got \"", value, "\""));
+        }
+        farm.labels[kv.first] = kv.second;
+      } else if (flag == "--farm-ttl") {
+        if (!ParseSeconds(value, 1, 3600, &farm.ttl)) {
+          return Fail(absl::StrCat("bad --farm-ttl \"", value, "\" (seconds, 1 to 3600)"));
+        }
+      } else if (flag == "--farm-probe-interval") {
+        if (!ParseSeconds(value, 0, 86400, &farm.probe_interval)) {
+          return Fail(
+              absl::StrCat("bad --farm-probe-interval \"", value, "\" (seconds, 0 to 86400)"));
+        }
+      } else if (flag == "--farm-quarantine-after") {
+        if (!absl::SimpleAtoi(value, &farm.quarantine_after) || farm.quarantine_after < 1) {
+          return Fail(absl::StrCat("bad --farm-quarantine-after \"", value, "\" (at least 1)"));
+        }
+      } else if (flag == "--farm-canary") {
+        farm.canary_file = value;
+      } else if (flag == "--farm-tls-ca") {
+        farm.tls_ca = value;
+      } else if (flag == "--farm-tls-cert") {
+        farm.tls_cert = value;
+      } else if (flag == "--farm-tls-key") {
+        farm.tls_key = value;
+      } else if (flag == "--farm-user") {
+        farm.user = value;
+      } else if (flag == "--farm-password-file") {
+        farm.password_file = value;
+      } else {
+        return Fail(absl::StrCat("unknown flag ", flag, "\n", kUsage));
+      }
     } else if (flag == "--session-idle-timeout") {
       double seconds = 0;
       if (!absl::SimpleAtod(value, &seconds) || !(seconds > 0)) {
@@ -298,6 +389,31 @@ int main(int argc, char** argv) {
     options.auth_token = std::move(*token);
   }
 
+  // The device farm: the membership is the daemon's fence from its first
+  // call; the daemon describes itself to it over a private unix socket,
+  // which the probes use too.
+  std::unique_ptr<tether::server::FarmMember> farm_member;
+  tether::server::ScratchDir farm_dir;
+  if (farm.url.empty() && farm_flags) {
+    return Fail("--farm-key, --farm-* and --label need --farm etcd://HOST:PORT");
+  }
+  if (!farm.url.empty()) {
+    if (lifeline_fd >= 0) return Fail("a session worker does not join a farm");
+    if (farm.key.empty()) return Fail("--farm needs --farm-key KEY (the pool to register in)");
+    absl::StatusOr<std::unique_ptr<tether::server::FarmMember>> member =
+        tether::server::FarmMember::Create(farm);
+    if (!member.ok()) return Fail(std::string(member.status().message()));
+    farm_member = std::move(*member);
+    const std::string temp = std::filesystem::temp_directory_path().string();
+    tether::server::SweepAbandonedScratchDirs(temp, "tetherd-farm-");
+    absl::StatusOr<tether::server::ScratchDir> dir =
+        tether::server::ScratchDir::Create(temp, "tetherd-farm-");
+    if (!dir.ok()) return Fail(std::string(dir.status().message()));
+    farm_dir = std::move(*dir);
+    options.listen.push_back(absl::StrCat("unix:", farm_dir.path(), "/probe.sock"));
+    options.fence = farm_member.get();
+  }
+
   // Block the stop signals before any thread starts, then wait for them here.
   sigset_t signals;
   sigemptyset(&signals);
@@ -326,6 +442,19 @@ int main(int argc, char** argv) {
         .Add("token-file", default_token_file)
         .Quote("note", "clients of this user send it")
         .Write();
+  }
+  if (farm_member) {
+    tether::server::FarmDaemonFacts facts;
+    facts.address =
+        farm.address.empty() ? AdvertisedAddress(options.listen, (*daemon)->port()) : farm.address;
+    facts.probe_target = absl::StrCat("unix:", farm_dir.path(), "/probe.sock");
+    facts.auth_token = options.auth_token;
+    facts.tls = !options.tls_cert_file.empty();
+    if (facts.address.empty()) return Fail("--farm needs a TCP --listen address or --farm-address");
+    if (absl::Status s = farm_member->Start(facts); !s.ok()) {
+      std::fprintf(stderr, "tetherd: --farm: %s\n", std::string(s.message()).c_str());
+      return 1;
+    }
   }
   if (!port_file.empty()) {
     // Never through a link planted at the temporary name.
@@ -369,8 +498,11 @@ int main(int argc, char** argv) {
         .Write();
     ::_exit(1);
   }).detach();
+  // Out of the farm first, so nobody is handed a draining daemon.
+  if (farm_member) farm_member->Leave();
   (*daemon)->Shutdown(grace);
   daemon->reset();
+  farm_member.reset();
   if (lifeline_fd >= 0 && !tether::FirstStickyFault().ok()) {
     return tether::server::kWorkerExitStickyFault;
   }

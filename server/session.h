@@ -68,6 +68,10 @@ class Session {
   void set_worker(std::unique_ptr<SessionWorker> worker);
   SessionWorker* worker() const { return worker_.get(); }
   bool closed() const { return closed_.load(); }
+  // The farm fencing token the session was opened with (0: none); set once,
+  // before the session id is handed out.
+  void set_fencing_token(int64_t token) { fencing_token_.store(token); }
+  int64_t fencing_token() const { return fencing_token_.load(); }
 
   // Marks activity; calls in flight keep the lease alive.
   void BeginCall();
@@ -120,6 +124,7 @@ class Session {
   SerialQueue queue_;
   std::atomic<int> interrupt_{0};  // outlives vms_ (declared first)
   std::atomic<bool> closed_{false};
+  std::atomic<int64_t> fencing_token_{0};
   absl::Mutex run_mu_;
   uint64_t running_ ABSL_GUARDED_BY(run_mu_) = 0;  // 0: no call running
   uint64_t runs_ ABSL_GUARDED_BY(run_mu_) = 0;

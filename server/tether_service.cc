@@ -307,6 +307,13 @@ absl::Status TetherService::RunCallUncounted(Session& session, const v1::CallReq
           ErrorKind::kCancelled);
     }
   }
+  if (fence_ != nullptr) {
+    // The device may have been acquired by another client since this
+    // session opened: its token is then stale.
+    if (absl::Status admitted = fence_->Admit(session.fencing_token(), false); !admitted.ok()) {
+      return admitted;
+    }
+  }
   uint64_t run = session.StartRun();
   if (cancel != nullptr) {
     cancel->run.store(run);
@@ -454,6 +461,13 @@ grpc::ServerUnaryReactor* TetherService::OpenSession(grpc::CallbackServerContext
                                                      const v1::OpenSessionRequest* request,
                                                      v1::OpenSessionResponse* response) {
   if (absl::Status auth = auth_.Check(*context); !auth.ok()) return FinishNow(context, auth);
+  if (fence_ != nullptr) {
+    // Asks etcd when the token is newer than the daemon's view (a client
+    // opening its session right after acquiring the device).
+    if (absl::Status admitted = fence_->Admit(request->fencing_token(), true); !admitted.ok()) {
+      return FinishNow(context, admitted);
+    }
+  }
   const bool isolate = isolate_all_ || request->isolate();
   if (isolate && worker_options_.program.empty()) {
     return FinishNow(context, absl::FailedPreconditionError(
@@ -481,6 +495,7 @@ grpc::ServerUnaryReactor* TetherService::OpenSession(grpc::CallbackServerContext
     }
     (*session)->set_worker(std::move(*worker));
   }
+  (*session)->set_fencing_token(request->fencing_token());
   response->set_isolated(isolate);
   response->set_session_id((*session)->id());
   response->set_idle_timeout_ms(
@@ -535,6 +550,12 @@ grpc::ServerUnaryReactor* TetherService::OpenDirectChannel(
   }
   absl::StatusOr<std::shared_ptr<Session>> session = sessions_->Get(request->session_id());
   if (!session.ok()) return FinishNow(context, session.status());
+  if ((*session)->worker() != nullptr && fence_ != nullptr) {
+    // A worker's direct channel would bypass the daemon's fencing check:
+    // a farm daemon keeps isolated sessions on gRPC (the client falls back).
+    return FinishNow(context, absl::FailedPreconditionError(
+                                  "a farm daemon keeps isolated sessions on CallStream"));
+  }
   if (SessionWorker* worker = (*session)->worker()) {
     // The worker's own direct channel: the client talks to it directly.
     // Asked without blocking this gRPC thread, as KeepAlive.

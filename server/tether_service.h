@@ -17,6 +17,7 @@
 #include "server/executor.h"
 #include "server/metrics.h"
 #include "server/module_store.h"
+#include "server/session_fence.h"
 #include "server/session_table.h"
 #include "server/session_worker.h"
 #include "server/timing_gate.h"
@@ -110,6 +111,11 @@ class TetherService final : public v1::Tether::CallbackService {
   // counts nothing). Set before serving.
   void set_metrics(DaemonMetrics* metrics) { metrics_ = metrics; }
   DaemonMetrics* metrics() { return metrics_; }
+  // The farm's fence (server/session_fence.h): OpenSession admits a session
+  // and RunCall runs a call only while the session's fencing token is
+  // current; refused with FAILED_PRECONDITION. Null (the default): no
+  // fencing. Set before serving.
+  void set_fence(SessionFence* fence) { fence_ = fence; }
   ModuleStore* store() { return store_; }
   SessionTable* sessions() { return sessions_; }
 
@@ -162,6 +168,7 @@ class TetherService final : public v1::Tether::CallbackService {
   DeadlineTimer* timer_;
   CallHandler handler_;
   DirectChannel* direct_ = nullptr;
+  SessionFence* fence_ = nullptr;
   TimingGate* gate_ = nullptr;
   DaemonMetrics no_metrics_;
   DaemonMetrics* metrics_ = &no_metrics_;

@@ -4,7 +4,7 @@
 # a clang-19 build with AddressSanitizer + UndefinedBehaviorSanitizer,
 # -Wthread-safety (the ABSL_GUARDED_BY annotations are checked; a violation
 # fails the build) and libFuzzer coverage, where the runtime, VM, codec,
-# daemon, client, compiler and ONNX importer suites run again, and then each
+# daemon, client, compiler, ONNX importer and farm suites run again, and then each
 # fuzz target of tests/fuzz runs for a few seconds from its seed corpus, and
 # last the board leg: tetherd and the runtime cross-built for aarch64 and run
 # under qemu, with this machine's client against it (tests/board/run.sh).
@@ -23,12 +23,12 @@ cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DTETHER_SANITIZE=address,undefined -DTETHER_FUZZ=ON -DTETHER_BUILD_BENCHMARKS=OFF
 cmake --build build-asan -j "$jobs" --target tether_runtime_tests tether_vm_tests tether_codec_tests \
   tether_server_tests tether_client_tests tether_compiler_tests tether_onnx_tests tetherd \
-  tether_gpu_tests tether_fake_libcuda tether_fuzz_targets
+  tether_gpu_tests tether_fake_libcuda tether_fuzz_targets tether_farm_tests
 
 echo "== tests under address,undefined sanitizers =="
 # The out-of-memory tests ask for petabytes: let ASan return null instead of aborting.
 ASAN_OPTIONS=allocator_may_return_null=1:detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-  ctest --test-dir build-asan -L '^(runtime|vm|codec|server|client|compiler|onnx)$' --output-on-failure -j "$jobs" --timeout 900
+  ctest --test-dir build-asan -L '^(runtime|vm|codec|server|client|compiler|onnx|farm)$' --output-on-failure -j "$jobs" --timeout 900
 
 echo "== fuzz targets (${TETHER_FUZZ_SECONDS:-8} s each from tests/fuzz/corpus; docs/design/security.md runs them long) =="
 bash tests/fuzz/run.sh build-asan "${TETHER_FUZZ_SECONDS:-8}"

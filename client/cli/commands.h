@@ -16,6 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "runtime/core/data_type.h"
 
 namespace tether::cli {
@@ -29,6 +30,39 @@ int RunBench(const std::vector<std::string>& args);
 int RunProfile(const std::vector<std::string>& args);
 int RunCompile(const std::vector<std::string>& args);
 int RunCompare(const std::vector<std::string>& args);
+// `tether farm list|acquire|quarantine|release` (farm_commands.cc; in a
+// tether built without the farm, without_farm.cc says so).
+int RunFarm(const std::vector<std::string>& args);
+
+// Where and how to reach a device farm, from the --farm flags.
+struct FarmFlags {
+  std::string url;                                             // --farm etcd://HOST:PORT[,...]
+  std::string key;                                             // --key
+  std::vector<std::string> where;                              // --where attr=value
+  int priority = 0;                                            // --priority
+  std::optional<absl::Duration> wait;                          // --wait; unset: as long as it takes
+  absl::Duration ttl = absl::Seconds(10);                      // --farm-ttl: the hold's lease
+  std::string tls_ca, tls_cert, tls_key, user, password_file;  // etcd credentials
+};
+// Parses one --farm flag at args[*i] (advancing *i past its value) into
+// `flags`. 1: consumed; 0: not a farm flag; -1: bad value (printed).
+int ParseFarmFlag(const std::string& command, const std::vector<std::string>& args, size_t* i,
+                  FarmFlags* flags);
+// The --farm flags' help text.
+extern const char kFarmFlagsHelp[];
+
+// A device held through the farm for one command (run/bench/profile
+// --farm): released (its etcd lease revoked) when destroyed.
+class FarmClaim {
+ public:
+  virtual ~FarmClaim() = default;
+  virtual const std::string& device_id() const = 0;
+  virtual const std::string& address() const = 0;
+  virtual int64_t fencing_token() const = 0;
+};
+// Acquires a device as `tether farm acquire` does. Statuses as
+// farm::DeviceLease::Acquire; FAILED_PRECONDITION without the farm.
+absl::StatusOr<std::unique_ptr<FarmClaim>> ClaimFarmDevice(const FarmFlags& flags);
 
 // Parses dims "2x3x4" (also "2,3,4"; "scalar" for 0-d); nullopt when malformed.
 std::optional<std::vector<int64_t>> ParseDims(absl::string_view text);

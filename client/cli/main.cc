@@ -34,9 +34,12 @@ void PrintUsage(FILE* out) {
       "      per-call profile, measured on the daemon\n"
       "  compare BASELINE.json RESULT.json [--regression-threshold PCT] [--junit FILE]\n"
       "      the verdict of two stored bench results: faster, slower, same or unstable\n"
+      "  farm list|acquire|quarantine|release --farm etcd://HOST:PORT [--key KEY] ...\n"
+      "      the device farm: list devices, hold one (fencing token), quarantine one\n"
       "\n"
       "Without --remote, run/bench/profile/info start an embedded daemon on a private unix "
-      "socket.\n"
+      "socket;\nwith --farm URL --key KEY, run/bench/profile acquire a farm device for the "
+      "command.\n"
       "\n"
       "Run `tether <command> --help` for the options of one command.\n");
 }
@@ -59,6 +62,7 @@ int main(int argc, char** argv) {
   if (command == "run") return tether::cli::RunRun(args);
   if (command == "bench") return tether::cli::RunBench(args);
   if (command == "profile") return tether::cli::RunProfile(args);
+  if (command == "farm") return tether::cli::RunFarm(args);
   std::fprintf(stderr, "tether: unknown command \"%s\"\n\n", command.c_str());
   PrintUsage(stderr);
   return 2;

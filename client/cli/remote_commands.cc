@@ -74,6 +74,8 @@ struct Options {
   double regression_threshold = 5.0;   // percent
   std::string junit;                   // run, bench: write JUnit XML here
   std::set<std::string> timing_flags;  // the time_evaluator options given on the command line
+  FarmFlags farm;             // --farm URL --key KEY: a farm device for this command
+  int64_t fencing_token = 0;  // --fencing-token: a hold from `tether farm acquire`
 };
 
 #ifndef TETHER_VERSION_STRING
@@ -88,7 +90,10 @@ constexpr char kSecurityHelp[] =
     "                         it, a loopback or unix: --remote gets this user's default\n"
     "                         token ($TETHER_TOKEN_FILE, else ~/.config/tether/token)\n"
     "  --isolate              run the session in its own worker process on the daemon, so a\n"
-    "                         crash or a GPU fault ends only this session (with --remote)\n";
+    "                         crash or a GPU fault ends only this session (with --remote)\n"
+    "  --fencing-token N      the token of a hold from `tether farm acquire` on --remote's\n"
+    "                         farm device (a farm daemon refuses work without the current one)\n"
+    "device farm: instead of --remote, acquire a device for this command and release it after\n";
 
 constexpr char kCommonHelp[] =
     "  --remote HOST:PORT     a running tetherd (default: an embedded daemon on a private socket)\n"
@@ -112,12 +117,12 @@ constexpr char kCommonHelp[] =
 int ParseArgs(const std::string& command, const std::vector<std::string>& args, bool want_file,
               const char* extra_help, Options* o) {
   auto usage = [&](FILE* out) {
-    std::fprintf(out, "usage: tether %s %s[options]\n%s%s%s", command.c_str(),
+    std::fprintf(out, "usage: tether %s %s[options]\n%s%s%s%s", command.c_str(),
                  want_file ? "EXEC|MODEL.rx|MODEL.onnx " : "",
                  want_file
                      ? kCommonHelp
                      : "  --remote HOST:PORT     a running tetherd (default: an embedded daemon)\n",
-                 kSecurityHelp, extra_help);
+                 kSecurityHelp, kFarmFlagsHelp, extra_help);
   };
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
@@ -138,9 +143,21 @@ int ParseArgs(const std::string& command, const std::vector<std::string>& args, 
       }
       return true;
     };
+    if (int farm = ParseFarmFlag(command, args, &i, &o->farm); farm != 0) {
+      if (farm < 0) return 2;
+      continue;
+    }
     if (a == "--help" || a == "-h") {
       usage(stdout);
       return 0;
+    } else if (a == "--fencing-token") {
+      const std::string* v = next();
+      if (!v) return 2;
+      if (!absl::SimpleAtoi(*v, &o->fencing_token) || o->fencing_token <= 0) {
+        std::fprintf(stderr, "tether %s: --fencing-token wants a positive integer, got \"%s\"\n",
+                     command.c_str(), v->c_str());
+        return 2;
+      }
     } else if (a == "--remote") {
       const std::string* v = next();
       if (!v) return 2;
@@ -284,12 +301,35 @@ int ParseArgs(const std::string& command, const std::vector<std::string>& args, 
     usage(stderr);
     return 2;
   }
+  if (!o->farm.url.empty() && !o->remote.empty()) {
+    std::fprintf(stderr, "tether %s: give --remote or --farm, not both\n", command.c_str());
+    return 2;
+  }
+  if (o->farm.url.empty() && (!o->farm.key.empty() || !o->farm.where.empty())) {
+    std::fprintf(stderr, "tether %s: --key and --where need --farm etcd://HOST:PORT\n",
+                 command.c_str());
+    return 2;
+  }
+  if (!o->farm.url.empty() && o->farm.key.empty()) {
+    std::fprintf(stderr, "tether %s: --farm needs --key KEY (the farm key)\n", command.c_str());
+    return 2;
+  }
+  if (o->fencing_token != 0 && o->remote.empty()) {
+    std::fprintf(stderr,
+                 "tether %s: --fencing-token goes with --remote (with --farm the token "
+                 "is the acquisition's)\n",
+                 command.c_str());
+    return 2;
+  }
   return -1;
 }
 
-// A connection: an embedded daemon (when no --remote) and a session on it.
-// Declared so that the session closes first, then the daemon.
+// A connection: a farm device held for the command (with --farm) or an
+// embedded daemon (when no --remote), and a session on it. Declared so that
+// the session closes first, then the daemon, and last the farm device is
+// released.
 struct Connection {
+  std::unique_ptr<FarmClaim> farm;
   std::unique_ptr<EmbeddedDaemon> daemon;
   std::unique_ptr<client::RemoteSession> session;
 };
@@ -299,10 +339,21 @@ absl::StatusOr<Connection> Connect(const Options& o) {
   std::string target = o.remote;
   client::ConnectOptions options;
   options.client_name = "tether-cli";
-  if (o.isolate && o.remote.empty()) {
+  if (o.isolate && o.remote.empty() && o.farm.url.empty()) {
     return absl::InvalidArgumentError("--isolate needs --remote (a tetherd to start workers)");
   }
   options.isolate = o.isolate;
+  options.fencing_token = o.fencing_token;
+  if (!o.farm.url.empty()) {
+    TETHER_ASSIGN_OR_RETURN(c.farm, ClaimFarmDevice(o.farm));
+    target = c.farm->address();
+    options.fencing_token = c.farm->fencing_token();
+    if (!o.quiet) {
+      std::fprintf(stderr, "tether: acquired farm device %s at %s (fencing token %lld)\n",
+                   c.farm->device_id().c_str(), target.c_str(),
+                   static_cast<long long>(c.farm->fencing_token()));
+    }
+  }
   if (target.empty()) {
     TETHER_ASSIGN_OR_RETURN(c.daemon, EmbeddedDaemon::Start());
     options.auth_token = c.daemon->auth_token();
@@ -618,8 +669,12 @@ int RunInfo(const std::vector<std::string>& args) {
   auto c = Connect(o);
   if (!c.ok()) return Fail("cannot connect", c.status());
   const v1::HandshakeResponse& h = c->session->handshake();
-  std::printf("daemon      %s\n",
-              o.remote.empty() ? "embedded (private unix socket)" : o.remote.c_str());
+  std::printf(
+      "daemon      %s\n",
+      c->farm
+          ? absl::StrCat(c->farm->address(), " (farm device ", c->farm->device_id(), ")").c_str()
+      : o.remote.empty() ? "embedded (private unix socket)"
+                         : o.remote.c_str());
   std::printf("protocol    %u.%u\nruntime     %s\n", h.protocol().major(), h.protocol().minor(),
               h.runtime_version().c_str());
   std::printf(

@@ -23,17 +23,22 @@ import os
 import re
 import sys
 
-SOURCE_ROOTS = ["runtime", "compiler", "proto", "server", "client", "tests", "bench", "examples"]
+SOURCE_ROOTS = ["runtime", "compiler", "proto", "farm", "server", "client", "tests", "bench",
+                "examples"]
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', re.M)
 
 # (folder prefix, forbidden include prefixes of the tree, forbidden system include prefixes)
 RULES = [
-    ("runtime/", ["compiler/", "server/", "client/", "proto/"],
-     ["grpc", "grpcpp/", "google/protobuf/", "llvm/", "llvm-c/", "lld/", "onnx/", "tether/v1/"]),
+    ("runtime/", ["compiler/", "server/", "client/", "proto/", "farm/"],
+     ["grpc", "grpcpp/", "google/protobuf/", "llvm/", "llvm-c/", "lld/", "onnx/", "tether/v1/",
+      "tether/farm/", "etcd/"]),
+    ("farm/", ["compiler/", "server/", "client/", "proto/"],
+     ["llvm/", "llvm-c/", "lld/", "onnx/", "tether/v1/"]),
     ("server/", ["compiler/", "client/"], ["llvm/", "llvm-c/", "lld/", "onnx/"]),
     ("proto/", ["compiler/", "server/", "client/"], ["llvm/", "onnx/"]),
     ("client/", ["compiler/", "server/"], ["llvm/", "onnx/"]),
-    ("compiler/", ["server/", "client/", "proto/"], ["grpc", "grpcpp/", "tether/v1/"]),
+    ("compiler/", ["server/", "client/", "proto/", "farm/"],
+     ["grpc", "grpcpp/", "tether/v1/", "tether/farm/", "etcd/"]),
 ]
 # The CLI embeds a daemon and compiles models: it is the one place that joins them.
 RULE_EXCEPTIONS = {"client/cli/": ["compiler/", "server/", "llvm/", "onnx/"]}

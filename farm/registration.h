@@ -1,0 +1,106 @@
+// Registration: a daemon's membership in the farm (docs/design/farm.md).
+// It writes the daemon's record under <root>/<key>/devices/<id>, bound to an
+// etcd lease it keeps alive, and writes it again whenever the lease is lost
+// (etcd restarted without its data, a partition longer than the TTL) or its
+// health changes; it follows the device's holder key with a watch, so the
+// daemon can refuse sessions and calls that carry a stale fencing token; and
+// it probes the daemon while nobody holds it, quarantining it after N failed
+// probes in a row and lifting its own quarantine when a probe passes again.
+#ifndef TETHER_FARM_REGISTRATION_H_
+#define TETHER_FARM_REGISTRATION_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "farm/etcd_client.h"
+#include "farm/records.h"
+
+namespace tether::farm {
+
+struct RegistrationOptions {
+  std::string key;  // the farm key (--farm-key)
+  // The record to publish; its id names the device (the key's last part)
+  // and its health is kept up to date here.
+  v1::DeviceRecord record;
+  absl::Duration ttl = absl::Seconds(10);  // the record's lease
+  // Health probes: `probe` runs every probe_interval while the device is not
+  // held; after quarantine_after failures in a row the device is
+  // quarantined. No probe: never probed.
+  std::function<absl::Status()> probe;
+  absl::Duration probe_interval = absl::Seconds(30);
+  int quarantine_after = 3;
+  // Where events go ("registered", "farm-unavailable", "quarantined", ...),
+  // with a detail text. Called from the registration's threads.
+  std::function<void(absl::string_view event, absl::string_view detail)> log;
+};
+
+// Thread contract: thread-safe.
+class Registration {
+ public:
+  // Validates the key and id and starts registering in the background: an
+  // etcd that cannot be reached yet is retried (and logged), not an error.
+  // INVALID_ARGUMENT for a bad key or id.
+  static absl::StatusOr<std::unique_ptr<Registration>> Start(std::unique_ptr<EtcdClient> etcd,
+                                                             RegistrationOptions options);
+  // Stops, and revokes the lease: the record disappears at once.
+  ~Registration();
+  Registration(const Registration&) = delete;
+  Registration& operator=(const Registration&) = delete;
+
+  // Whether work carrying fencing token `token` (0: none) may run on this
+  // device now. OK when the token is the current holder's, or when there is
+  // no token and nobody holds the device. Otherwise FAILED_PRECONDITION
+  // saying why (stale token, device held by another, no holder). A token
+  // newer than the daemon knows is checked with etcd (UNAVAILABLE when etcd
+  // cannot be reached); with `may_ask_etcd` false it is refused instead.
+  absl::Status CheckFencingToken(int64_t token, bool may_ask_etcd);
+
+  // Whether the record is in etcd now (as far as this daemon knows).
+  bool registered() const;
+  // The current holder's fencing token (0: none known).
+  int64_t holder_token() const;
+  const std::string& id() const { return options_.record.id(); }
+
+ private:
+  Registration(std::unique_ptr<EtcdClient> etcd, RegistrationOptions options)
+      : etcd_(std::move(etcd)), options_(std::move(options)) {}
+  void RunMembership();
+  void RunProbes();
+  // Grants a lease and puts the record; starts the holder watch once.
+  absl::Status Register();
+  absl::Status PutRecord();
+  // Reads the holder key; updates the view.
+  absl::Status RefreshHolder();
+  void ApplyHolder(int64_t token, int64_t revision);
+  void OnHolderUpdate(const WatchUpdate& update);
+  void Log(absl::string_view event, absl::string_view detail) const;
+  bool Stopping() const;
+
+  const std::unique_ptr<EtcdClient> etcd_;
+  const RegistrationOptions options_;
+  mutable absl::Mutex mu_;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t lease_ ABSL_GUARDED_BY(mu_) = 0;  // 0: not registered
+  v1::FarmHealth health_ ABSL_GUARDED_BY(mu_);
+  bool record_dirty_ ABSL_GUARDED_BY(mu_) = false;
+  // The probe's quarantine key's create revision (0: none of ours).
+  int64_t quarantine_revision_ ABSL_GUARDED_BY(mu_) = 0;
+  // The holder as last seen, and the store revision of that view.
+  int64_t holder_token_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t holder_view_revision_ ABSL_GUARDED_BY(mu_) = 0;
+  std::unique_ptr<EtcdWatch> holder_watch_;  // the membership thread's
+  std::thread membership_;
+  std::thread probes_;
+};
+
+}  // namespace tether::farm
+
+#endif  // TETHER_FARM_REGISTRATION_H_

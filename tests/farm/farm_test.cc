@@ -1,0 +1,288 @@
+// The device farm against a real etcd and real tetherd processes
+// (docs/design/farm.md): registration and expiry, mutual exclusion and the
+// priority queue, release on client exit and on SIGKILL, fencing, an etcd
+// restarted mid-run, and quarantine. Leases are 2 s so the whole suite runs
+// in well under a minute.
+#include <atomic>
+#include <mutex>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "client/remote_session.h"
+#include "farm/acquisition.h"
+#include "gmock/gmock.h"
+#include "server/farm_probe.h"
+#include "tests/farm/farm_fixture.h"
+#include "tests/testing/status_matchers.h"
+
+namespace tether::farm::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::tether::testing::StatusIs;
+
+AcquireOptions Want(const std::string& key, absl::Duration wait = absl::Seconds(20)) {
+  AcquireOptions options;
+  options.key = key;
+  options.wait = wait;
+  options.ttl = absl::Seconds(2);
+  return options;
+}
+
+// The fencing token a `tether farm acquire` child printed (0: not yet).
+int64_t PrintedToken(const Child& child) {
+  const std::string out = child.out();
+  const size_t at = out.find("TETHER_FENCING_TOKEN=");
+  if (at == std::string::npos) return 0;
+  int64_t token = 0;
+  const size_t end = out.find('\n', at);
+  if (end == std::string::npos) return 0;
+  return absl::SimpleAtoi(out.substr(at + 21, end - at - 21), &token) ? token : 0;
+}
+
+TEST_F(FarmTest, DaemonRegistersAndItsRecordExpiresWhenKilled) {
+  StartDaemon("board-a", "ci", {"--label", "board=rpi4", "--label", "rack=2"});
+  StartDaemon("board-b", "ci", {"--label", "board=x86"});
+  ASSERT_TRUE(WaitFor([&] { return Registered("ci", "board-a") && Registered("ci", "board-b"); }))
+      << daemons_["board-a"]->err();
+  FarmSnapshot farm = Snapshot("ci");
+  const v1::DeviceRecord& a = *farm.devices.at("board-a").record;
+  EXPECT_EQ(a.labels().at("board"), "rpi4");
+  EXPECT_EQ(a.labels().at("rack"), "2");
+  EXPECT_EQ(a.protocol(), "1.4");
+  EXPECT_FALSE(a.target().triple().empty());
+  ASSERT_GE(a.devices_size(), 1);
+  EXPECT_EQ(a.devices(0).name(), "cpu:0");
+  EXPECT_TRUE(absl::StartsWith(a.address(), "127.0.0.1:")) << a.address();
+
+  // SIGKILL: nothing deregisters; the record goes with the lease (TTL 2 s).
+  daemons_["board-a"]->Kill(SIGKILL);
+  EXPECT_TRUE(WaitFor([&] { return !Registered("ci", "board-a"); }, std::chrono::seconds(5)));
+  EXPECT_TRUE(Registered("ci", "board-b"));
+  // Restarted, it is back.
+  StartDaemon("board-a", "ci", {"--label", "board=rpi4"});
+  EXPECT_TRUE(WaitFor([&] { return Registered("ci", "board-a"); }));
+  // SIGTERM deregisters at once (revoked, not expired).
+  daemons_["board-b"]->Kill(SIGTERM);
+  EXPECT_FALSE(Registered("ci", "board-b"));
+}
+
+TEST_F(FarmTest, ConcurrentAcquirersNeverShareADevice) {
+  StartDaemon("d1", "pool");
+  StartDaemon("d2", "pool");
+  ASSERT_TRUE(WaitFor([&] { return Registered("pool", "d1") && Registered("pool", "d2"); }));
+  constexpr int kClients = 6;
+  constexpr int kRounds = 3;
+  std::mutex mu;
+  std::map<std::string, int> holders;  // device -> clients holding it now
+  int max_holders = 0;
+  std::vector<std::string> errors;
+  std::vector<std::thread> clients;
+  for (int c = 0; c < kClients; ++c) {
+    clients.emplace_back([&] {
+      for (int round = 0; round < kRounds; ++round) {
+        absl::StatusOr<std::unique_ptr<DeviceLease>> lease =
+            DeviceLease::Acquire(etcd_.get(), Want("pool"));
+        std::lock_guard<std::mutex> lock(mu);
+        if (!lease.ok()) {
+          errors.push_back(lease.status().ToString());
+          return;
+        }
+        max_holders = std::max(max_holders, ++holders[(*lease)->device_id()]);
+        mu.unlock();
+        std::this_thread::sleep_for(std::chrono::milliseconds(30));  // the work
+        mu.lock();
+        --holders[(*lease)->device_id()];
+        // Released (revoked) after the count drops, so a second holder
+        // would have to come before the release: it would be counted.
+      }
+    });
+  }
+  for (std::thread& t : clients) t.join();
+  EXPECT_THAT(errors, ::testing::IsEmpty());
+  EXPECT_EQ(max_holders, 1);
+  EXPECT_TRUE(Snapshot("pool").waiters.empty());
+}
+
+TEST_F(FarmTest, WaitersAreServedInPriorityOrder) {
+  StartDaemon("only", "q");
+  ASSERT_TRUE(WaitFor([&] { return Registered("q", "only"); }));
+  auto first = DeviceLease::Acquire(etcd_.get(), Want("q"));
+  ASSERT_TRUE(first.ok()) << first.status();
+  std::mutex mu;
+  std::vector<int> served;
+  std::vector<std::thread> waiters;
+  int queued = 0;
+  for (int priority : {1, 5, 3, 5}) {
+    waiters.emplace_back([&, priority] {
+      AcquireOptions options = Want("q");
+      options.priority = priority;
+      auto lease = DeviceLease::Acquire(etcd_.get(), options);
+      std::lock_guard<std::mutex> lock(mu);
+      served.push_back(lease.ok() ? priority : -1);
+    });
+    // One at a time into the queue, so arrival order is known.
+    ++queued;
+    ASSERT_TRUE(
+        WaitFor([&] { return Snapshot("q").waiters.size() == static_cast<size_t>(queued); }));
+  }
+  // No waiter got the held device.
+  EXPECT_TRUE(served.empty());
+  ASSERT_TRUE((*first)->Release().ok());
+  for (std::thread& t : waiters) t.join();
+  // Priority first (5, 5 in arrival order), then 3, then 1.
+  EXPECT_THAT(served, ::testing::ElementsAre(5, 5, 3, 1));
+}
+
+TEST_F(FarmTest, AClientsHoldEndsWhenItExitsOrIsKilled) {
+  StartDaemon("dev", "k");
+  ASSERT_TRUE(WaitFor([&] { return Registered("k", "dev"); }));
+  auto held = [&] { return Snapshot("k").devices.at("dev").holder.has_value(); };
+  for (int sig : {SIGTERM, SIGKILL}) {
+    Child client(
+        {TETHER_CLI_PATH, "farm", "acquire", "--farm", url(), "--key", "k", "--farm-ttl", "2"},
+        (dir_ / absl::StrCat("acquire-", sig)).string());
+    ASSERT_TRUE(WaitFor([&] { return PrintedToken(client) > 0; })) << client.err();
+    EXPECT_EQ(PrintedToken(client), Snapshot("k").devices.at("dev").fencing_token);
+    EXPECT_TRUE(held());
+    const auto before = std::chrono::steady_clock::now();
+    client.Kill(sig);
+    // SIGTERM: released at once; SIGKILL: the lease runs out (TTL 2 s).
+    ASSERT_TRUE(WaitFor([&] { return !held(); }, std::chrono::seconds(6))) << sig;
+    if (sig == SIGTERM) {
+      EXPECT_LT(std::chrono::steady_clock::now() - before, std::chrono::milliseconds(1500));
+    }
+  }
+}
+
+TEST_F(FarmTest, TheDaemonRefusesAStaleFencingToken) {
+  StartDaemon("fenced", "f");
+  ASSERT_TRUE(WaitFor([&] { return Registered("f", "fenced"); }));
+  const std::string address = Snapshot("f").devices.at("fenced").record->address();
+  // Client A holds the device, then freezes (SIGSTOP): its lease expires.
+  Child a({TETHER_CLI_PATH, "farm", "acquire", "--farm", url(), "--key", "f", "--farm-ttl", "2"},
+          (dir_ / "client-a").string());
+  ASSERT_TRUE(WaitFor([&] { return PrintedToken(a) > 0; })) << a.err();
+  const int64_t token_a = PrintedToken(a);
+  client::ConnectOptions as_a;
+  as_a.fencing_token = token_a;
+  auto session_a = client::RemoteSession::Connect(address, as_a);
+  ASSERT_TRUE(session_a.ok()) << session_a.status();
+  const int64_t shape[] = {4};
+  EXPECT_TRUE((*session_a)->AllocTensor(shape, DataType::Float(32), Device::Cpu()).ok());
+  // Without a token, nobody may use a held device.
+  EXPECT_THAT(client::RemoteSession::Connect(address, {}),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("is held by another")));
+
+  a.Signal(SIGSTOP);
+  // B acquires once A's lease has run out.
+  auto b = DeviceLease::Acquire(etcd_.get(), Want("f", absl::Seconds(10)));
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_GT((*b)->fencing_token(), token_a);
+  // A's open session, and a new one with A's token, are refused.
+  EXPECT_THAT((*session_a)->AllocTensor(shape, DataType::Float(32), Device::Cpu()),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("is stale")));
+  EXPECT_THAT(client::RemoteSession::Connect(address, as_a),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("is stale")));
+  // B's token works, right after the acquisition.
+  client::ConnectOptions as_b;
+  as_b.fencing_token = (*b)->fencing_token();
+  auto session_b = client::RemoteSession::Connect(address, as_b);
+  ASSERT_TRUE(session_b.ok()) << session_b.status();
+  EXPECT_TRUE((*session_b)->AllocTensor(shape, DataType::Float(32), Device::Cpu()).ok());
+  a.Kill(SIGKILL);
+  session_a->reset();
+}
+
+TEST_F(FarmTest, DaemonsComeBackAfterEtcdRestarts) {
+  Child& daemon = StartDaemon("survivor", "r");
+  ASSERT_TRUE(WaitFor([&] { return Registered("r", "survivor"); }));
+  auto lease = DeviceLease::Acquire(etcd_.get(), Want("r"));
+  ASSERT_TRUE(lease.ok()) << lease.status();
+  // etcd restarts with its data: leases survive (etcd renews them all by
+  // their TTL when it comes back), so the record and the hold do too.
+  StopEtcd();
+  std::this_thread::sleep_for(std::chrono::seconds(1));  // an outage, not a blip
+  StartEtcd();
+  ASSERT_TRUE(WaitFor([&] { return Registered("r", "survivor"); })) << daemon.err();
+  EXPECT_TRUE((*lease)->status().ok());
+  EXPECT_EQ(Snapshot("r").devices.at("survivor").fencing_token, (*lease)->fencing_token());
+  // etcd loses its data (a new cluster): the daemon's lease is gone; it
+  // registers again with a new one. The client's hold is gone too.
+  StopEtcd(SIGKILL);
+  std::filesystem::remove_all(data_dir());
+  StartEtcd();
+  ASSERT_TRUE(WaitFor([&] { return Registered("r", "survivor"); }, std::chrono::seconds(15)))
+      << daemon.err();
+  EXPECT_TRUE(WaitFor([&] { return !(*lease)->status().ok(); }));
+  EXPECT_FALSE(daemon.Exited()) << daemon.err();
+  EXPECT_THAT(daemon.err(), HasSubstr("event=farm-lease-lost"));
+  auto again = DeviceLease::Acquire(etcd_.get(), Want("r"));
+  EXPECT_TRUE(again.ok()) << again.status();
+}
+
+TEST_F(FarmTest, AFailingDaemonIsQuarantinedUntilItPassesOrIsReleased) {
+  const std::string canary = (dir_ / "canary.tx").string();
+  { std::ofstream(canary) << "not an executable"; }
+  Child& daemon = StartDaemon(
+      "flaky", "h",
+      {"--farm-probe-interval", "0.2", "--farm-quarantine-after", "2", "--farm-canary", canary});
+  ASSERT_TRUE(WaitFor([&] { return Registered("h", "flaky"); })) << daemon.err();
+  ASSERT_TRUE(WaitFor([&] { return Snapshot("h").devices.at("flaky").quarantine.has_value(); }))
+      << daemon.err();
+  FarmSnapshot farm = Snapshot("h");
+  EXPECT_EQ(farm.devices.at("flaky").quarantine->by(), "probe");
+  EXPECT_EQ(farm.devices.at("flaky").record->health().state(), v1::FarmHealth::STATE_FAILING);
+  EXPECT_THAT(DeviceLease::Acquire(etcd_.get(), Want("h", absl::Milliseconds(300))),
+              StatusIs(absl::StatusCode::kDeadlineExceeded, HasSubstr("quarantined")));
+  // A canary that runs: the probe passes and lifts the quarantine.
+  absl::StatusOr<std::string> good = server::BuildCanaryExecutable();
+  ASSERT_TRUE(good.ok());
+  { std::ofstream(canary + ".tmp", std::ios::binary) << *good; }
+  std::filesystem::rename(canary + ".tmp", canary);
+  ASSERT_TRUE(WaitFor([&] { return !Snapshot("h").devices.at("flaky").quarantine.has_value(); }))
+      << daemon.err();
+  EXPECT_TRUE(DeviceLease::Acquire(etcd_.get(), Want("h")).ok());
+
+  // An operator's quarantine, through the CLI, holds until released.
+  auto run_cli = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {TETHER_CLI_PATH, "farm"});
+    Child cli(args, (dir_ / absl::StrCat("cli-", args[2])).string());
+    const int status = cli.Reap();
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  };
+  ASSERT_EQ(run_cli({"quarantine", "--farm", url(), "--key", "h", "flaky", "--reason", "fan"}), 0);
+  EXPECT_THAT(DeviceLease::Acquire(etcd_.get(), Want("h", absl::Milliseconds(300))),
+              StatusIs(absl::StatusCode::kDeadlineExceeded, HasSubstr("quarantined (fan)")));
+  ASSERT_EQ(run_cli({"release", "--farm", url(), "--key", "h", "flaky"}), 0);
+  EXPECT_TRUE(DeviceLease::Acquire(etcd_.get(), Want("h")).ok());
+}
+
+TEST_F(FarmTest, WhereSelectsByLabelAndListShowsTheFarm) {
+  StartDaemon("gpu-box", "w", {"--label", "gpu=h100"});
+  StartDaemon("cpu-box", "w", {"--label", "gpu=none"});
+  ASSERT_TRUE(WaitFor([&] { return Registered("w", "gpu-box") && Registered("w", "cpu-box"); }));
+  AcquireOptions options = Want("w");
+  options.where = {{"gpu", "h100"}};
+  auto lease = DeviceLease::Acquire(etcd_.get(), options);
+  ASSERT_TRUE(lease.ok()) << lease.status();
+  EXPECT_EQ((*lease)->device_id(), "gpu-box");
+  options.where = {{"gpu", "a100"}};
+  options.wait = absl::Milliseconds(200);
+  EXPECT_THAT(DeviceLease::Acquire(etcd_.get(), options),
+              StatusIs(absl::StatusCode::kDeadlineExceeded, HasSubstr("no registered device")));
+  Child list({TETHER_CLI_PATH, "farm", "list", "--farm", url(), "--key", "w", "--json"},
+             (dir_ / "list").string());
+  ASSERT_EQ(list.Reap(), 0) << list.err();
+  EXPECT_THAT(list.out(), HasSubstr("\"id\": \"gpu-box\", \"state\": \"held\""));
+  EXPECT_THAT(list.out(), HasSubstr("\"id\": \"cpu-box\", \"state\": \"free\""));
+  // A bad farm URL says what is wrong with it.
+  Child bad({TETHER_CLI_PATH, "farm", "list", "--farm", "http://127.0.0.1:1"},
+            (dir_ / "bad").string());
+  EXPECT_NE(bad.Reap(), 0);
+  EXPECT_THAT(bad.err(), HasSubstr("should be etcd://HOST:PORT"));
+}
+
+}  // namespace
+}  // namespace tether::farm::testing
