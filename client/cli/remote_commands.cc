@@ -74,8 +74,8 @@ struct Options {
   double regression_threshold = 5.0;   // percent
   std::string junit;                   // run, bench: write JUnit XML here
   std::set<std::string> timing_flags;  // the time_evaluator options given on the command line
-  FarmFlags farm;             // --farm URL --key KEY: a farm device for this command
-  int64_t fencing_token = 0;  // --fencing-token: a hold from `tether farm acquire`
+  FarmFlags farm;                      // --farm URL --key KEY: a farm device for this command
+  int64_t fencing_token = 0;           // --fencing-token: a hold from `tether farm acquire`
 };
 
 #ifndef TETHER_VERSION_STRING
@@ -572,7 +572,15 @@ absl::StatusOr<Prepared> Prepare(const Options& o) {
     TETHER_ASSIGN_OR_RETURN(sha, p.connection.session->UploadModule(bytes));
   }
   p.provenance.module_sha256 = sha;
-  AddDaemonProvenance(*p.connection.session, o.remote, &p.provenance);
+  if (const FarmClaim* farm = p.connection.farm.get()) {
+    AddDaemonProvenance(*p.connection.session, farm->address(), &p.provenance);
+    p.provenance.farm_key = o.farm.key;
+    p.provenance.farm_device = farm->device_id();
+    p.provenance.fencing_token = farm->fencing_token();
+  } else {
+    AddDaemonProvenance(*p.connection.session, o.remote, &p.provenance);
+    p.provenance.fencing_token = o.fencing_token;
+  }
   client::RemoteVmOptions vm_options;
   vm_options.num_threads = o.threads;
   vm_options.concurrent_timing = o.concurrent_timing;
@@ -736,6 +744,10 @@ void AddProperties(const results::Provenance& p, results::JunitCase* c) {
                                              {"daemon_version", p.daemon_version},
                                              {"compiler_version", p.compiler_version},
                                              {"target", p.compile_target}});
+  if (!p.farm_device.empty()) {
+    c->properties.push_back({"farm_device", p.farm_device});
+    c->properties.push_back({"fencing_token", absl::StrCat(p.fencing_token)});
+  }
 }
 
 // Prints `status` as Fail does and, with --junit, writes the error case.

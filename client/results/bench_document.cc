@@ -106,6 +106,13 @@ void WriteProvenance(JsonWriter& w, const Provenance& p) {
   w.Key("daemon").BeginObject();
   w.Key("address").String(p.daemon_address).Key("version").String(p.daemon_version);
   w.Key("protocol").String(p.protocol);
+  w.Key("farm");
+  if (p.farm_device.empty() && p.fencing_token == 0) {
+    w.Null();
+  } else {
+    w.BeginObject().Key("key").String(p.farm_key).Key("device").String(p.farm_device);
+    w.Key("fencing_token").Int(p.fencing_token).EndObject();
+  }
   w.Key("target").BeginObject();
   w.Key("triple").String(p.daemon_triple).Key("cpu").String(p.daemon_cpu);
   w.Key("description").String(p.daemon_cpu_description);
@@ -261,6 +268,9 @@ absl::StatusOr<StoredBench> ParseBenchDocument(absl::string_view text, absl::str
   }
   if (const JsonValue* d = Member(*p, "daemon", JsonValue::Kind::kObject)) {
     b.daemon_version = StringAt(*d, "version");
+    if (const JsonValue* f = Member(*d, "farm", JsonValue::Kind::kObject)) {
+      b.farm_device = StringAt(*f, "device");
+    }
   }
   if (const JsonValue* c = Member(*p, "compiler", JsonValue::Kind::kObject)) {
     b.compiler_version = StringAt(*c, "version");
@@ -304,6 +314,11 @@ std::vector<std::string> BaselineDifferences(const StoredBench& baseline, const 
   note("device", baseline.device, run.device);
   note("compiler", baseline.compiler_version, run.compiler_version);
   note("daemon", baseline.daemon_version, run.daemon_version);
+  // Through a farm, two runs of one key may land on different devices.
+  if (!baseline.farm_device.empty() || !run.farm_device.empty()) {
+    note("farm device", baseline.farm_device.empty() ? "none" : baseline.farm_device,
+         run.farm_device.empty() ? "none" : run.farm_device);
+  }
   note("number", baseline.timing.number, timing.number);
   note("repeat", baseline.timing.repeat, timing.repeat);
   note("min_repeat_ms", baseline.timing.min_repeat_ms, timing.min_repeat_ms);

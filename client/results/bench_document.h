@@ -67,6 +67,11 @@ struct Provenance {
   std::string compile_target;    // the --target it was compiled for, when compiled
   std::string client_host;
   std::string daemon_address;  // "embedded" or HOST:PORT
+  // The farm device the run held (`--farm URL --key KEY`, or `--remote`
+  // with `--fencing-token`); empty key and device when not through a farm.
+  std::string farm_key;
+  std::string farm_device;
+  int64_t fencing_token = 0;
   std::string daemon_version;
   std::string protocol;  // "1.4"
   std::string daemon_triple;
@@ -105,6 +110,7 @@ struct StoredBench {
   TimingSettings timing;
   std::vector<double> samples;
   std::string daemon_version;
+  std::string farm_device;  // "" when the baseline did not run on a farm device
   std::string compiler_version;
 };
 
