@@ -40,6 +40,7 @@ Registration::~Registration() {
   if (probes_.joinable()) probes_.join();
   membership_.join();
   holder_watch_.reset();
+  quarantine_watch_.reset();
   int64_t lease = 0;
   {
     absl::MutexLock lock(&mu_);
@@ -53,6 +54,7 @@ Registration::~Registration() {
       Log("farm-deregistered", options_.record.id());
     }
   }
+  ReportState();
 }
 
 void Registration::Log(absl::string_view event, absl::string_view detail) const {
@@ -72,6 +74,20 @@ bool Registration::registered() const {
 int64_t Registration::holder_token() const {
   absl::MutexLock lock(&mu_);
   return holder_token_;
+}
+
+MembershipState Registration::state() const {
+  absl::MutexLock lock(&mu_);
+  return MembershipState{lease_ != 0, holder_token_, quarantined_};
+}
+
+void Registration::ReportState() {
+  if (!options_.on_state) return;
+  absl::MutexLock report(&report_mu_);
+  const MembershipState now = state();
+  if (reported_ == now) return;
+  reported_ = now;
+  options_.on_state(now);
 }
 
 absl::Status Registration::PutRecord() {
@@ -106,10 +122,14 @@ absl::Status Registration::Register() {
     quarantine_revision_ = 0;  // a probe quarantine went with the old lease
   }
   if (absl::Status s = PutRecord(); !s.ok()) {
-    absl::MutexLock lock(&mu_);
-    lease_ = 0;
+    {
+      absl::MutexLock lock(&mu_);
+      lease_ = 0;
+    }
+    ReportState();
     return s;
   }
+  ReportState();
   if (absl::Status s = RefreshHolder(); !s.ok()) return s;
   if (!holder_watch_) {
     int64_t from = 0;
@@ -119,6 +139,17 @@ absl::Status Registration::Register() {
     }
     holder_watch_ = etcd_->Watch(HolderKey(options_.key, options_.record.id()), "", from,
                                  [this](const WatchUpdate& update) { OnHolderUpdate(update); });
+  }
+  if (absl::Status s = RefreshQuarantine(); !s.ok()) return s;
+  if (!quarantine_watch_) {
+    int64_t from = 0;
+    {
+      absl::MutexLock lock(&mu_);
+      from = quarantine_view_revision_ + 1;
+    }
+    quarantine_watch_ =
+        etcd_->Watch(QuarantineKey(options_.key, options_.record.id()), "", from,
+                     [this](const WatchUpdate& update) { OnQuarantineUpdate(update); });
   }
   return absl::OkStatus();
 }
@@ -152,6 +183,7 @@ void Registration::RunMembership() {
           absl::MutexLock lock(&mu_);
           lease_ = 0;
         }
+        ReportState();
         continue;
       }
       if (status.ok() && dirty) status = PutRecord();
@@ -179,10 +211,43 @@ absl::Status Registration::RefreshHolder() {
 }
 
 void Registration::ApplyHolder(int64_t token, int64_t revision) {
-  absl::MutexLock lock(&mu_);
-  if (revision < holder_view_revision_) return;  // an older view than ours
-  holder_token_ = token;
-  holder_view_revision_ = revision;
+  {
+    absl::MutexLock lock(&mu_);
+    if (revision < holder_view_revision_) return;  // an older view than ours
+    holder_token_ = token;
+    holder_view_revision_ = revision;
+  }
+  ReportState();
+}
+
+absl::Status Registration::RefreshQuarantine() {
+  etcdserverpb::RangeRequest range;
+  range.set_key(QuarantineKey(options_.key, options_.record.id()));
+  range.set_count_only(true);
+  absl::StatusOr<etcdserverpb::RangeResponse> response = etcd_->Range(range);
+  if (!response.ok()) return response.status();
+  ApplyQuarantine(response->count() > 0, response->header().revision());
+  return absl::OkStatus();
+}
+
+void Registration::ApplyQuarantine(bool quarantined, int64_t revision) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (revision < quarantine_view_revision_) return;  // an older view than ours
+    quarantined_ = quarantined;
+    quarantine_view_revision_ = revision;
+  }
+  ReportState();
+}
+
+void Registration::OnQuarantineUpdate(const WatchUpdate& update) {
+  if (update.resync) {
+    (void)RefreshQuarantine();  // failing, the next registration or update refreshes it
+    return;
+  }
+  for (const mvccpb::Event& event : update.events) {
+    ApplyQuarantine(event.type() == mvccpb::Event::PUT, event.kv().mod_revision());
+  }
 }
 
 void Registration::OnHolderUpdate(const WatchUpdate& update) {

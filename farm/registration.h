@@ -3,15 +3,18 @@
 // etcd lease it keeps alive, and writes it again whenever the lease is lost
 // (etcd restarted without its data, a partition longer than the TTL) or its
 // health changes; it follows the device's holder key with a watch, so the
-// daemon can refuse sessions and calls that carry a stale fencing token; and
-// it probes the daemon while nobody holds it, quarantining it after N failed
-// probes in a row and lifting its own quarantine when a probe passes again.
+// daemon can refuse sessions and calls that carry a stale fencing token, and
+// its quarantine key with another, so it knows when an operator quarantined
+// it; and it probes the daemon while nobody holds it, quarantining it after
+// N failed probes in a row and lifting its own quarantine when a probe passes
+// again. Each change of that standing is reported (on_state) for metrics.
 #ifndef TETHER_FARM_REGISTRATION_H_
 #define TETHER_FARM_REGISTRATION_H_
 
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -24,6 +27,14 @@
 #include "farm/records.h"
 
 namespace tether::farm {
+
+// The device's standing in the farm as the daemon last saw it.
+struct MembershipState {
+  bool registered = false;   // the record is in etcd (under a live lease of ours)
+  int64_t holder_token = 0;  // the current holder's fencing token; 0: not held
+  bool quarantined = false;  // a quarantine record names the device (probe or operator)
+  bool operator==(const MembershipState&) const = default;
+};
 
 struct RegistrationOptions {
   std::string key;  // the farm key (--farm-key)
@@ -40,6 +51,12 @@ struct RegistrationOptions {
   // Where events go ("registered", "farm-unavailable", "quarantined", ...),
   // with a detail text. Called from the registration's threads.
   std::function<void(absl::string_view event, absl::string_view detail)> log;
+  // Called with the new state whenever it changes (registered or not, held
+  // or free, quarantined or not), and once more, unregistered, when the
+  // registration stops. Calls are serialized and each reports the state at
+  // that moment, so the last call is always the current state. Called from
+  // the registration's threads and from its destructor.
+  std::function<void(const MembershipState&)> on_state;
 };
 
 // Thread contract: thread-safe.
@@ -67,6 +84,8 @@ class Registration {
   bool registered() const;
   // The current holder's fencing token (0: none known).
   int64_t holder_token() const;
+  // All of it at once.
+  MembershipState state() const;
   const std::string& id() const { return options_.record.id(); }
 
  private:
@@ -81,6 +100,13 @@ class Registration {
   absl::Status RefreshHolder();
   void ApplyHolder(int64_t token, int64_t revision);
   void OnHolderUpdate(const WatchUpdate& update);
+  // Reads the quarantine key; updates the view.
+  absl::Status RefreshQuarantine();
+  void ApplyQuarantine(bool quarantined, int64_t revision);
+  void OnQuarantineUpdate(const WatchUpdate& update);
+  // Calls options_.on_state with the current state if it changed since the
+  // last call.
+  void ReportState();
   void Log(absl::string_view event, absl::string_view detail) const;
   bool Stopping() const;
 
@@ -96,7 +122,14 @@ class Registration {
   // The holder as last seen, and the store revision of that view.
   int64_t holder_token_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t holder_view_revision_ ABSL_GUARDED_BY(mu_) = 0;
-  std::unique_ptr<EtcdWatch> holder_watch_;  // the membership thread's
+  // Whether any quarantine names the device, and the revision of that view.
+  bool quarantined_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t quarantine_view_revision_ ABSL_GUARDED_BY(mu_) = 0;
+  // Serializes ReportState; the state it last reported.
+  absl::Mutex report_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  std::optional<MembershipState> reported_ ABSL_GUARDED_BY(report_mu_);
+  std::unique_ptr<EtcdWatch> holder_watch_;      // the membership thread's
+  std::unique_ptr<EtcdWatch> quarantine_watch_;  // the membership thread's
   std::thread membership_;
   std::thread probes_;
 };

@@ -119,6 +119,18 @@ class FarmMemberImpl final : public FarmMember {
     registration.log = [id](absl::string_view event, absl::string_view detail) {
       EventLine().Add("event", event).Add("farm-id", id).Quote("detail", detail).Write();
     };
+    if (DaemonMetrics* metrics = facts.metrics) {
+      // The farm leases the whole daemon: its one farm device is the id.
+      registration.on_state = [metrics, id](const farm::MembershipState& state) {
+        metrics->SetFarmRegistered(state.registered);
+        // A quarantine keeps the device from the next holder, not from the
+        // current one: the token gauge still shows who holds it.
+        const FarmDeviceState device_state = state.quarantined ? FarmDeviceState::kQuarantined
+                                             : state.holder_token != 0 ? FarmDeviceState::kLeased
+                                                                       : FarmDeviceState::kFree;
+        metrics->SetFarmDeviceState(id, device_state, state.holder_token);
+      };
+    }
     absl::StatusOr<std::unique_ptr<farm::Registration>> started =
         farm::Registration::Start(std::move(*etcd), std::move(registration));
     if (!started.ok()) return started.status();

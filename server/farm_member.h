@@ -16,6 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "server/metrics.h"
 #include "server/session_fence.h"
 
 namespace tether::server {
@@ -45,6 +46,10 @@ struct FarmDaemonFacts {
   std::string probe_target;  // "unix:/path": the daemon's private probe listener
   std::string auth_token;    // the daemon's bearer token ("" when none)
   bool tls = false;          // whether `address` serves TLS
+  // Where the membership reports its state (DaemonMetrics::SetFarmRegistered
+  // and SetFarmDeviceState, the device named by the farm id); null: nowhere.
+  // Borrowed: it must outlive the membership's Leave (or its destruction).
+  DaemonMetrics* metrics = nullptr;
 };
 
 // Thread contract: thread-safe.
@@ -60,8 +65,9 @@ class FarmMember : public SessionFence {
   // The id the daemon registers under (after Start).
   virtual std::string id() const = 0;
   // Leaves the farm: revokes the lease, so the record goes at once (a
-  // daemon about to drain is handed to nobody). Afterwards only sessions
-  // without a token are admitted. Idempotent.
+  // daemon about to drain is handed to nobody), and reports it unregistered
+  // to the metrics, which it no longer uses afterwards. Afterwards only
+  // sessions without a token are admitted. Idempotent.
   virtual void Leave() = 0;
 };
 

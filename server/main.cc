@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -427,6 +428,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "tetherd: %s\n", std::string(daemon.status().message()).c_str());
     return 1;
   }
+  // The membership reports into the daemon's metrics: on every way out it
+  // leaves the farm before the daemon goes.
+  absl::Cleanup leave_farm = [&farm_member] {
+    if (farm_member) farm_member->Leave();
+  };
   if (lifeline_fd >= 0) {
     // A worker whose GPU context a kernel poisoned ends, as a stop signal
     // would end it: the call in flight is answered, then the process exits
@@ -450,6 +456,7 @@ int main(int argc, char** argv) {
     facts.probe_target = absl::StrCat("unix:", farm_dir.path(), "/probe.sock");
     facts.auth_token = options.auth_token;
     facts.tls = !options.tls_cert_file.empty();
+    facts.metrics = (*daemon)->metrics();
     if (facts.address.empty()) return Fail("--farm needs a TCP --listen address or --farm-address");
     if (absl::Status s = farm_member->Start(facts); !s.ok()) {
       std::fprintf(stderr, "tetherd: --farm: %s\n", std::string(s.message()).c_str());
