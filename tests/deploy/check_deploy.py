@@ -10,8 +10,10 @@
   - deploy/kubernetes/tetherd.yaml: parses (python3-yaml), a DaemonSet and a
     Service whose selectors, ports, probes, GPU requests, Secret-fed farm URL
     and volumes agree.
-  - Every tetherd flag these files pass is one `tetherd --help` lists (the
-    farm's flags once this tetherd has the farm).
+  - Every tetherd flag these files pass is one `tetherd --help` lists, and
+    the Kubernetes DaemonSet registers in the farm with the flags tetherd
+    takes: --farm, --farm-key and --farm-id (names etcd keys accept),
+    --farm-address on the gRPC port, --label KEY=VALUE.
 
 Usage: check_deploy.py SOURCE_DIR TETHERD
 """
@@ -42,9 +44,37 @@ def check_flags(where, args, flags):
         if not a.startswith("--"):
             continue
         name = a.split("=", 1)[0]
-        if (name.startswith("--farm") or name == "--label") and "--farm" not in flags:
-            continue  # the farm's flags arrive with the farm
         check(name in flags, f"{where}: tetherd has no flag {name}")
+
+
+# A farm key or id (farm/records.h, ValidateName): 1 to 128 of [A-Za-z0-9._:@-];
+# a $(VAR) Kubernetes substitutes stands for a value checked where it is set.
+FARM_NAME = re.compile(r"^([A-Za-z0-9._:@-]|\$\([A-Z_]+\)){1,128}$")
+
+
+def flag_values(args, flag):
+    return [args[i + 1] for i, a in enumerate(args[:-1]) if a == flag]
+
+
+def check_farm_flags(args, env, grpc_port):
+    for flag in ("--farm", "--farm-key", "--farm-id", "--farm-address", "--label"):
+        check(flag_values(args, flag), f"kubernetes: no {flag} VALUE in the args")
+    for flag in ("--farm-key", "--farm-id"):
+        for v in flag_values(args, flag):
+            check(FARM_NAME.match(v) is not None, f"kubernetes: {flag} {v!r} is not a farm name")
+            for ref in re.findall(r"\$\(([A-Z_]+)\)", v):
+                literal = env.get(ref, {}).get("value")
+                check(literal is None or FARM_NAME.match(literal) is not None,
+                      f"kubernetes: {flag} gets {ref}={literal!r}, not a farm name")
+    for v in flag_values(args, "--farm-address"):
+        host, _, port = v.rpartition(":")
+        check(host != "" and port == str(grpc_port),
+              f"kubernetes: --farm-address {v} is not HOST:{grpc_port} (the gRPC port)")
+    for v in flag_values(args, "--label"):
+        check(re.match(r"^[^=\s]+=\S+$", v) is not None, f"kubernetes: --label {v!r} is not KEY=VALUE")
+    for v in flag_values(args, "--farm"):
+        check(v.startswith(("etcd://", "etcds://", "$(")),
+              f"kubernetes: --farm {v} is not an etcd:// URL")
 
 
 def unit_directives(text):
@@ -150,6 +180,7 @@ def check_kubernetes(root, flags):
     for ref in re.findall(r"\$\(([A-Z_]+)\)", " ".join(args)):
         check(ref in env, f"kubernetes: args use $({ref}) but no env defines it")
     check_flags("kubernetes args", args, flags)
+    check_farm_flags(args, env, ports.get("grpc"))
     sc = c["securityContext"]
     check(sc.get("allowPrivilegeEscalation") is False and sc.get("readOnlyRootFilesystem") is True
           and sc.get("capabilities", {}).get("drop") == ["ALL"], "kubernetes: container hardening")
