@@ -2,10 +2,12 @@
 #include "farm/records.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace tether::farm {
@@ -39,8 +41,26 @@ std::string DeviceKey(absl::string_view key, absl::string_view id) {
 std::string HolderKey(absl::string_view key, absl::string_view id) {
   return absl::StrCat(HoldersPrefix(key), id);
 }
-std::string WaiterKey(absl::string_view key, int64_t lease_id) {
-  return absl::StrCat(WaitersPrefix(key), absl::Hex(lease_id, absl::kZeroPad16));
+namespace {
+
+// Ten digits: 0 for the highest priority (2^31-1), 4294967295 for the lowest.
+std::string PriorityRank(int32_t priority) {
+  const int64_t rank = int64_t{std::numeric_limits<int32_t>::max()} - priority;
+  return absl::StrFormat("%010d", rank);
+}
+
+}  // namespace
+
+std::string WaiterKey(absl::string_view key, int32_t priority, int64_t lease_id) {
+  return absl::StrCat(WaitersPrefix(key), PriorityRank(priority), "/",
+                      absl::Hex(lease_id, absl::kZeroPad16));
+}
+std::string WaitersAheadEnd(absl::string_view key, int32_t priority) {
+  return absl::StrCat(WaitersPrefix(key), PriorityRank(priority));
+}
+std::string WaitersNotBehindEnd(absl::string_view key, int32_t priority) {
+  // Past waiters/<RANK>/...: '0' sorts after '/'.
+  return absl::StrCat(WaitersPrefix(key), PriorityRank(priority), "0");
 }
 std::string QuarantineKey(absl::string_view key, absl::string_view id) {
   return absl::StrCat(QuarantinePrefix(key), id);

@@ -31,7 +31,16 @@ std::string WaitersPrefix(absl::string_view key);     // .../waiters/
 std::string QuarantinePrefix(absl::string_view key);  // .../quarantine/
 std::string DeviceKey(absl::string_view key, absl::string_view id);
 std::string HolderKey(absl::string_view key, absl::string_view id);
-std::string WaiterKey(absl::string_view key, int64_t lease_id);
+// A waiter's key: waiters/<RANK>/<LEASE>, RANK being 2^31-1-priority as ten
+// digits, so the keys sort by priority, highest first.
+std::string WaiterKey(absl::string_view key, int32_t priority, int64_t lease_id);
+// The end of the range [WaitersPrefix(key), end) of the waiters whose
+// priority is higher than `priority`: those a waiter of `priority` queues
+// behind, whatever their arrival.
+std::string WaitersAheadEnd(absl::string_view key, int32_t priority);
+// The end of the range of the waiters of `priority` or higher: those a
+// client of `priority` that has not queued yet would queue behind.
+std::string WaitersNotBehindEnd(absl::string_view key, int32_t priority);
 std::string QuarantineKey(absl::string_view key, absl::string_view id);
 
 // A record as JSON (protobuf's mapping, field names in lowerCamelCase).

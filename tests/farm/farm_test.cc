@@ -230,17 +230,20 @@ TEST_F(FarmTest, TheDaemonRefusesAStaleFencingToken) {
   auto b = DeviceLease::Acquire(etcd_.get(), Want("f", absl::Seconds(10)));
   ASSERT_TRUE(b.ok()) << b.status();
   EXPECT_GT((*b)->fencing_token(), token_a);
-  // A's open session, and a new one with A's token, are refused.
-  EXPECT_THAT((*session_a)->AllocTensor(shape, DataType::Float(32), Device::Cpu()),
-              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("is stale")));
-  EXPECT_THAT(client::RemoteSession::Connect(address, as_a),
-              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("is stale")));
-  // B's token works, right after the acquisition.
+  // B's token works, right after the acquisition (the daemon, whose watch
+  // may not have brought B's hold yet, asks etcd).
   client::ConnectOptions as_b;
   as_b.fencing_token = (*b)->fencing_token();
   auto session_b = client::RemoteSession::Connect(address, as_b);
   ASSERT_TRUE(session_b.ok()) << session_b.status();
   EXPECT_TRUE((*session_b)->AllocTensor(shape, DataType::Float(32), Device::Cpu()).ok());
+  // Now that the daemon knows B holds the device, A's open session, and a
+  // new one with A's token, are refused as stale (until it knew, they could
+  // be refused as a hold that ended: the message raced the watch).
+  EXPECT_THAT((*session_a)->AllocTensor(shape, DataType::Float(32), Device::Cpu()),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("is stale")));
+  EXPECT_THAT(client::RemoteSession::Connect(address, as_a),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("is stale")));
   a.Kill(SIGKILL);
   session_a->reset();
 }
