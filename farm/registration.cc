@@ -39,8 +39,7 @@ Registration::~Registration() {
   }
   if (probes_.joinable()) probes_.join();
   membership_.join();
-  holder_watch_.reset();
-  quarantine_watch_.reset();
+  for (std::unique_ptr<EtcdWatch>& watch : watches_) watch.reset();
   int64_t lease = 0;
   {
     absl::MutexLock lock(&mu_);
@@ -73,12 +72,13 @@ bool Registration::registered() const {
 
 int64_t Registration::holder_token() const {
   absl::MutexLock lock(&mu_);
-  return holder_token_;
+  return views_[kHolder].create_revision;
 }
 
 MembershipState Registration::state() const {
   absl::MutexLock lock(&mu_);
-  return MembershipState{lease_ != 0, holder_token_, quarantined_};
+  return MembershipState{lease_ != 0, views_[kHolder].create_revision,
+                         views_[kQuarantine].create_revision != 0};
 }
 
 void Registration::ReportState() {
@@ -130,27 +130,8 @@ absl::Status Registration::Register() {
     return s;
   }
   ReportState();
-  if (absl::Status s = RefreshHolder(); !s.ok()) return s;
-  if (!holder_watch_) {
-    int64_t from = 0;
-    {
-      absl::MutexLock lock(&mu_);
-      from = holder_view_revision_ + 1;
-    }
-    holder_watch_ = etcd_->Watch(HolderKey(options_.key, options_.record.id()), "", from,
-                                 [this](const WatchUpdate& update) { OnHolderUpdate(update); });
-  }
-  if (absl::Status s = RefreshQuarantine(); !s.ok()) return s;
-  if (!quarantine_watch_) {
-    int64_t from = 0;
-    {
-      absl::MutexLock lock(&mu_);
-      from = quarantine_view_revision_ + 1;
-    }
-    quarantine_watch_ =
-        etcd_->Watch(QuarantineKey(options_.key, options_.record.id()), "", from,
-                     [this](const WatchUpdate& update) { OnQuarantineUpdate(update); });
-  }
+  if (absl::Status s = Follow(kHolder); !s.ok()) return s;
+  if (absl::Status s = Follow(kQuarantine); !s.ok()) return s;
   return absl::OkStatus();
 }
 
@@ -200,64 +181,54 @@ void Registration::RunMembership() {
   }
 }
 
-absl::Status Registration::RefreshHolder() {
-  etcdserverpb::RangeRequest range;
-  range.set_key(HolderKey(options_.key, options_.record.id()));
-  absl::StatusOr<etcdserverpb::RangeResponse> response = etcd_->Range(range);
-  if (!response.ok()) return response.status();
-  ApplyHolder(response->kvs_size() > 0 ? response->kvs(0).create_revision() : 0,
-              response->header().revision());
+std::string Registration::FollowedKey(Followed which) const {
+  return which == kHolder ? HolderKey(options_.key, options_.record.id())
+                          : QuarantineKey(options_.key, options_.record.id());
+}
+
+absl::Status Registration::Follow(Followed which) {
+  if (absl::Status s = Refresh(which); !s.ok()) return s;
+  if (watches_[which]) return absl::OkStatus();
+  int64_t from = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    from = views_[which].revision + 1;
+  }
+  watches_[which] = etcd_->Watch(FollowedKey(which), "", from,
+                                 [this, which](const WatchUpdate& u) { OnUpdate(which, u); });
   return absl::OkStatus();
 }
 
-void Registration::ApplyHolder(int64_t token, int64_t revision) {
+absl::Status Registration::Refresh(Followed which) {
+  etcdserverpb::RangeRequest range;
+  range.set_key(FollowedKey(which));
+  range.set_keys_only(true);
+  absl::StatusOr<etcdserverpb::RangeResponse> response = etcd_->Range(range);
+  if (!response.ok()) return response.status();
+  Apply(which, response->kvs_size() > 0 ? response->kvs(0).create_revision() : 0,
+        response->header().revision());
+  return absl::OkStatus();
+}
+
+void Registration::Apply(Followed which, int64_t create_revision, int64_t revision) {
   {
     absl::MutexLock lock(&mu_);
-    if (revision < holder_view_revision_) return;  // an older view than ours
-    holder_token_ = token;
-    holder_view_revision_ = revision;
+    KeyView& view = views_[which];
+    if (revision < view.revision) return;  // an older view than ours
+    view.create_revision = create_revision;
+    view.revision = revision;
   }
   ReportState();
 }
 
-absl::Status Registration::RefreshQuarantine() {
-  etcdserverpb::RangeRequest range;
-  range.set_key(QuarantineKey(options_.key, options_.record.id()));
-  range.set_count_only(true);
-  absl::StatusOr<etcdserverpb::RangeResponse> response = etcd_->Range(range);
-  if (!response.ok()) return response.status();
-  ApplyQuarantine(response->count() > 0, response->header().revision());
-  return absl::OkStatus();
-}
-
-void Registration::ApplyQuarantine(bool quarantined, int64_t revision) {
-  {
-    absl::MutexLock lock(&mu_);
-    if (revision < quarantine_view_revision_) return;  // an older view than ours
-    quarantined_ = quarantined;
-    quarantine_view_revision_ = revision;
-  }
-  ReportState();
-}
-
-void Registration::OnQuarantineUpdate(const WatchUpdate& update) {
+void Registration::OnUpdate(Followed which, const WatchUpdate& update) {
   if (update.resync) {
-    (void)RefreshQuarantine();  // failing, the next registration or update refreshes it
+    (void)Refresh(which);  // failing, the next check, registration or update refreshes it
     return;
   }
   for (const mvccpb::Event& event : update.events) {
-    ApplyQuarantine(event.type() == mvccpb::Event::PUT, event.kv().mod_revision());
-  }
-}
-
-void Registration::OnHolderUpdate(const WatchUpdate& update) {
-  if (update.resync) {
-    (void)RefreshHolder();  // failing, the next check or update refreshes it
-    return;
-  }
-  for (const mvccpb::Event& event : update.events) {
-    ApplyHolder(event.type() == mvccpb::Event::PUT ? event.kv().create_revision() : 0,
-                event.kv().mod_revision());
+    Apply(which, event.type() == mvccpb::Event::PUT ? event.kv().create_revision() : 0,
+          event.kv().mod_revision());
   }
 }
 
@@ -268,7 +239,7 @@ absl::Status Registration::CheckFencingToken(int64_t token, bool may_ask_etcd) {
   if (token > current && may_ask_etcd) {
     // Acquired after the daemon's last view (the watch may lag by a few
     // milliseconds): ask etcd.
-    if (absl::Status s = RefreshHolder(); !s.ok()) {
+    if (absl::Status s = Refresh(kHolder); !s.ok()) {
       return absl::UnavailableError(absl::StrCat("cannot check fencing token ", token,
                                                  " of farm device ", id, ": ", s.message()));
     }
@@ -303,7 +274,7 @@ void Registration::RunProbes() {
       if (stop_) return;
       // Never while someone holds the device: a probe would disturb their
       // measurements. An unregistered daemon has nowhere to report.
-      if (holder_token_ != 0 || lease_ == 0) continue;
+      if (views_[kHolder].create_revision != 0 || lease_ == 0) continue;
     }
     absl::Status result = options_.probe();
     if (Stopping()) return;

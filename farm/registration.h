@@ -96,14 +96,22 @@ class Registration {
   // Grants a lease and puts the record; starts the holder watch once.
   absl::Status Register();
   absl::Status PutRecord();
-  // Reads the holder key; updates the view.
-  absl::Status RefreshHolder();
-  void ApplyHolder(int64_t token, int64_t revision);
-  void OnHolderUpdate(const WatchUpdate& update);
-  // Reads the quarantine key; updates the view.
-  absl::Status RefreshQuarantine();
-  void ApplyQuarantine(bool quarantined, int64_t revision);
-  void OnQuarantineUpdate(const WatchUpdate& update);
+  // The keys the registration follows with a watch: the device's holder
+  // and its quarantine. Each one's view is the key's create revision (0:
+  // absent; the holder's is its fencing token) and the store revision of
+  // that view (an older view never replaces a newer one).
+  enum Followed { kHolder, kQuarantine };
+  struct KeyView {
+    int64_t create_revision = 0;
+    int64_t revision = 0;
+  };
+  std::string FollowedKey(Followed which) const;
+  // Reads the key; updates the view.
+  absl::Status Refresh(Followed which);
+  void Apply(Followed which, int64_t create_revision, int64_t revision);
+  void OnUpdate(Followed which, const WatchUpdate& update);
+  // Reads the key and starts its watch (once).
+  absl::Status Follow(Followed which);
   // Calls options_.on_state with the current state if it changed since the
   // last call.
   void ReportState();
@@ -119,17 +127,11 @@ class Registration {
   bool record_dirty_ ABSL_GUARDED_BY(mu_) = false;
   // The probe's quarantine key's create revision (0: none of ours).
   int64_t quarantine_revision_ ABSL_GUARDED_BY(mu_) = 0;
-  // The holder as last seen, and the store revision of that view.
-  int64_t holder_token_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t holder_view_revision_ ABSL_GUARDED_BY(mu_) = 0;
-  // Whether any quarantine names the device, and the revision of that view.
-  bool quarantined_ ABSL_GUARDED_BY(mu_) = false;
-  int64_t quarantine_view_revision_ ABSL_GUARDED_BY(mu_) = 0;
+  KeyView views_[2] ABSL_GUARDED_BY(mu_);  // by Followed
   // Serializes ReportState; the state it last reported.
   absl::Mutex report_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   std::optional<MembershipState> reported_ ABSL_GUARDED_BY(report_mu_);
-  std::unique_ptr<EtcdWatch> holder_watch_;      // the membership thread's
-  std::unique_ptr<EtcdWatch> quarantine_watch_;  // the membership thread's
+  std::unique_ptr<EtcdWatch> watches_[2];  // by Followed; the membership thread's
   std::thread membership_;
   std::thread probes_;
 };

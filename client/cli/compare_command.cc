@@ -49,6 +49,7 @@ results::Provenance AsRun(const results::StoredBench& b) {
   p.inputs = b.inputs;
   p.compiler_version = b.compiler_version;
   p.daemon_version = b.daemon_version;
+  p.farm_device = b.farm_device;
   return p;
 }
 

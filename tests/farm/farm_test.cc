@@ -20,6 +20,7 @@
 #include "client/remote_session.h"
 #include "farm/acquisition.h"
 #include "gmock/gmock.h"
+#include "runtime/profiling/json.h"
 #include "server/farm_probe.h"
 #include "tests/farm/farm_fixture.h"
 #include "tests/testing/status_matchers.h"
@@ -355,6 +356,72 @@ TEST_F(FarmTest, TheDaemonsMetricsShowItsFarmState) {
   ASSERT_EQ(release.Reap(), 0) << release.err();
   EXPECT_TRUE(shows(state("free"), 1)) << Scrape(address);
   EXPECT_TRUE(shows(registered, 1)) << Scrape(address);
+}
+
+TEST_F(FarmTest, BenchThroughTheFarmRecordsItsDeviceAndJudgesABaseline) {
+  StartDaemon("bench-box", "b");
+  ASSERT_TRUE(WaitFor([&] { return Registered("b", "bench-box"); }));
+  const std::vector<std::string> bench = {TETHER_CLI_PATH,
+                                          "bench",
+                                          std::string(TETHER_SOURCE_DIR) + "/examples/mlp.rx",
+                                          "--farm",
+                                          url(),
+                                          "--key",
+                                          "b",
+                                          "--seed",
+                                          "7",
+                                          "--number",
+                                          "2",
+                                          "--repeat",
+                                          "6",
+                                          "--random-inputs",
+                                          "--shape",
+                                          "x=8x784",
+                                          "--shape",
+                                          "w0=784x128",
+                                          "--shape",
+                                          "b0=128",
+                                          "--shape",
+                                          "w1=128x10",
+                                          "--shape",
+                                          "b1=10"};
+  std::vector<std::string> first = bench;
+  first.push_back("--json");
+  Child stored(first, (dir_ / "stored").string());
+  ASSERT_EQ(stored.Reap(), 0) << stored.err();
+  // The provenance names the farm device, its key and the hold's token.
+  absl::StatusOr<profiling::JsonValue> doc = profiling::ParseJson(stored.out());
+  ASSERT_TRUE(doc.ok()) << doc.status() << stored.out();
+  const profiling::JsonValue* daemon = doc->Find("provenance")->Find("daemon");
+  ASSERT_NE(daemon, nullptr) << stored.out();
+  const profiling::JsonValue* farm = daemon->Find("farm");
+  ASSERT_NE(farm, nullptr) << stored.out();
+  ASSERT_EQ(farm->kind, profiling::JsonValue::Kind::kObject) << stored.out();
+  EXPECT_EQ(farm->Find("key")->text, "b");
+  EXPECT_EQ(farm->Find("device")->text, "bench-box");
+  int64_t token = 0;
+  EXPECT_TRUE(absl::SimpleAtoi(farm->Find("fencing_token")->text, &token) && token > 0)
+      << stored.out();
+  EXPECT_EQ(daemon->Find("address")->text, Snapshot("b").devices.at("bench-box").record->address());
+  // Released when the command ended.
+  EXPECT_FALSE(Snapshot("b").devices.at("bench-box").held());
+
+  // --farm, --baseline and --junit together: a verdict (real timings may
+  // say anything: only that it says one is asserted), the XML names the
+  // device, and the device is released again.
+  const std::string stored_json = (dir_ / "stored.out").string();
+  const std::string junit = (dir_ / "bench.xml").string();
+  std::vector<std::string> second = bench;
+  second.insert(second.end(), {"--baseline", stored_json, "--junit", junit});
+  Child judged(second, (dir_ / "judged").string());
+  const int status = judged.Reap();
+  ASSERT_TRUE(WIFEXITED(status)) << judged.err();
+  EXPECT_THAT(WEXITSTATUS(status), ::testing::AnyOf(0, 3, 4)) << judged.out() << judged.err();
+  EXPECT_THAT(judged.out() + judged.err(), ::testing::ContainsRegex("verdict +[a-z]+: "));
+  const std::string xml = ReadAll(junit);
+  EXPECT_THAT(xml, HasSubstr("<property name=\"farm_device\" value=\"bench-box\"/>")) << xml;
+  EXPECT_THAT(xml, HasSubstr("<property name=\"verdict\"")) << xml;
+  EXPECT_FALSE(Snapshot("b").devices.at("bench-box").held());
 }
 
 TEST_F(FarmTest, WhereSelectsByLabelAndListShowsTheFarm) {
