@@ -1,6 +1,7 @@
-// DeviceLease::Acquire: enqueue, then snapshot / decide / transact until a
-// device is taken; when it must wait, sleeping on a watch of the farm key
-// until enough has changed that it could be served.
+// DeviceLease::Acquire: a direct take while the client would be served at
+// once, else enqueue, then snapshot / decide / transact until a device is
+// taken; when it must wait, sleeping on a watch of the farm key until
+// enough has changed that it could be served.
 #include "farm/acquisition.h"
 
 #include <pwd.h>
