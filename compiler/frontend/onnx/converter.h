@@ -144,7 +144,8 @@ void RegisterElementwiseConverters();  // convert_elementwise.cc: arithmetic, ma
 void RegisterTensorConverters();       // convert_tensor.cc: Constant, Shape, Size,
                                        // ConstantOfShape, Range, Identity, Dropout
 void RegisterNNConverters();           // convert_nn.cc: MatMul, Gemm, Conv, pools, norms,
-                                       // Softmax/LogSoftmax, reductions, ArgMax/ArgMin
+                                       // Softmax/LogSoftmax, reductions, ArgMax/ArgMin, TopK,
+                                       // Einsum
 void RegisterShapeConverters();        // convert_shape.cc: Reshape, Transpose, Flatten,
                                        // Squeeze, Unsqueeze, Concat, Split, Slice, Gather,
                                        // Expand, Tile, ...
@@ -154,6 +155,9 @@ void RegisterResizeConverters();       // convert_resize.cc: Resize, Upsample
 void RegisterSequenceConverters();     // convert_sequence.cc: Sequence*, ConcatFromSequence,
                                        // SplitToSequence (import-time tuples)
 void RegisterRecurrentConverters();    // convert_recurrent.cc: RNN, GRU, LSTM (unrolled)
+void RegisterQuantizeConverters();     // convert_quantize.cc: Quantize/DequantizeLinear,
+                                       // DynamicQuantizeLinear, MatMulInteger, ConvInteger,
+                                       // QLinearMatMul, QLinearConv
 
 }  // namespace tether::compiler::onnx_frontend
 

@@ -57,6 +57,7 @@ const Registry& GetRegistry() {
     RegisterResizeConverters();
     RegisterSequenceConverters();
     RegisterRecurrentConverters();
+    RegisterQuantizeConverters();
     return true;
   }();
   (void)filled;
