@@ -109,6 +109,9 @@ class ConvertContext {
 
   // Emits `value` (normalized, struct info inferred) and returns the bound var.
   virtual absl::StatusOr<Expr> Emit(const Expr& value) = 0;
+  // Emits var = R.match_cast(value, sinfo): a result whose shape only the
+  // run time knows gets the dims of `sinfo` (fresh symbolic vars).
+  virtual absl::StatusOr<Expr> EmitMatchCast(const Expr& value, const StructInfo& sinfo) = 0;
   // Emits a call of the Relax operator `op` ("relax.add").
   virtual absl::StatusOr<Expr> EmitOp(absl::string_view op, std::vector<Expr> args,
                                       Attrs attrs = {}) = 0;
@@ -155,6 +158,8 @@ void RegisterResizeConverters();       // convert_resize.cc: Resize, Upsample
 void RegisterSequenceConverters();     // convert_sequence.cc: Sequence*, ConcatFromSequence,
                                        // SplitToSequence (import-time tuples)
 void RegisterRecurrentConverters();    // convert_recurrent.cc: RNN, GRU, LSTM (unrolled)
+void RegisterDataDependentConverters();  // convert_data_dependent.cc: NonZero, Compress,
+                                         // NonMaxSuppression (run-time output shapes)
 void RegisterQuantizeConverters();     // convert_quantize.cc: Quantize/DequantizeLinear,
                                        // DynamicQuantizeLinear, MatMulInteger, ConvInteger,
                                        // QLinearMatMul, QLinearConv
