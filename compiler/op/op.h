@@ -20,11 +20,13 @@ void RegisterManipulationOps();   // manipulation.cc: reshape, permute_dims, ...
 void RegisterSlicingOps();        // slicing.cc: take, strided_slice, gather_elements,
                                   // scatter_elements
 void RegisterLinearAlgebraOps();  // linear_algebra.cc: matmul
+void RegisterEinsumOp();          // einsum.cc
 void RegisterConv2dOp();          // conv2d.cc
 void RegisterPoolingOps();        // pooling.cc: max_pool2d, avg_pool2d, adaptive_avg_pool2d
 void RegisterNormalizationOps();  // normalization.cc: batch_norm, layer_norm, softmax, log_softmax
 void RegisterNNOps();             // nn.cc: pad
 void RegisterImageOps();          // image.cc: resize2d
+void RegisterSortingOps();        // sorting.cc: topk
 void RegisterBuiltinOps();        // builtin.cc: call_tir, call_dps_packed, call_pure_packed,
                                   // shape_of, ...
 

@@ -10,11 +10,13 @@ void InstallOperators() {
   RegisterManipulationOps();
   RegisterSlicingOps();
   RegisterLinearAlgebraOps();
+  RegisterEinsumOp();
   RegisterConv2dOp();
   RegisterPoolingOps();
   RegisterNormalizationOps();
   RegisterNNOps();
   RegisterImageOps();
+  RegisterSortingOps();
   RegisterBuiltinOps();
 }
 

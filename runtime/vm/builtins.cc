@@ -513,6 +513,7 @@ void RegisterBuiltins() {
           return Value(out);
         }));
     Check(Registry::RegisterTyped("vm.builtin.read_if_cond", ReadIfCond));
+    RegisterDataDependentOps();
     Check(Registry::RegisterPacked("vm.builtin.make_tuple",
                                    [](ArgSpan args) -> absl::StatusOr<Value> {
                                      return MakeTuple(std::vector<Value>(args.begin(), args.end()));

@@ -195,6 +195,9 @@ class LocalVirtualMachine final : public VirtualMachine {
 
 // Registers the vm.builtin.* functions (idempotent; Create calls it).
 void RegisterBuiltins();
+// The operators with data-dependent output shapes (data_dependent_ops.cc:
+// nonzero, compress, non_max_suppression); RegisterBuiltins calls it.
+void RegisterDataDependentOps();
 
 }  // namespace tether::vm
 

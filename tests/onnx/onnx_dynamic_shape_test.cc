@@ -216,5 +216,42 @@ TEST(OnnxRunTimeValuesTest, RangeOverASymbolicLengthInADynamicBuild) {
   ExpectOneBuildServesEveryShape(m.model(), "x", {{2, 7}, {1, 1}, {3, 40}});
 }
 
+// Output shapes that only the run time knows: the VM's host builtins, their
+// results cast to fresh symbolic dims that later operators compute over.
+TEST(OnnxDataDependentTest, NonZeroFeedsLaterOperatorsIncludingWhenEmpty) {
+  ModelBuilder m(13);
+  m.Input("x", kF32, {"2", "3"});
+  m.Node("NonZero", {"x"}, {"nz"}).Node("Transpose", {"nz"}, {"y"}).Output("y");
+  auto out = RunModel(m.model(), {MakeTensor<float>({2, 3}, {0, 1.5, 0, -2, 0, 0})});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_TRUE(TensorsNear((*out)[0], MakeTensor<int64_t>({2, 2}, {0, 1, 1, 0})));
+  auto none = RunModel(m.model(), {MakeTensor<float>({2, 3}, std::vector<float>(6, 0.0f))});
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_EQ(ShapeOf((*none)[0]), (std::vector<int64_t>{0, 2}));
+}
+
+TEST(OnnxDataDependentTest, CompressWithAShortConditionAndAWrongOneIsAnError) {
+  ModelBuilder m(13);
+  m.Input("x", kF32, {"3", "2"}).Input("c", DataType::Bool(), {"?"});
+  m.Node("Compress", {"x", "c"}, {"y"}, {MakeIntAttr("axis", 0)}).Output("y");
+  const Tensor x = MakeTensor<float>({3, 2}, {1, 2, 3, 4, 5, 6});
+  auto out = RunModel(m.model(), {x, MakeBoolTensor({2}, {false, true})});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_TRUE(TensorsNear((*out)[0], MakeTensor<float>({1, 2}, {3, 4})));
+  auto bad = RunModel(m.model(), {x, MakeBoolTensor({4}, {true, true, true, true})});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument) << bad.status();
+}
+
+TEST(OnnxDataDependentTest, NonMaxSuppressionSelectsNothingWithoutAMaximum) {
+  ModelBuilder m(13);
+  m.Input("boxes", kF32, {"1", "2", "4"}).Input("scores", kF32, {"1", "1", "2"});
+  m.Node("NonMaxSuppression", {"boxes", "scores"}, {"sel"}).Output("sel");
+  auto out = RunModel(m.model(), {MakeTensor<float>({1, 2, 4}, {0, 0, 1, 1, 0, 0, 2, 2}),
+                                  MakeTensor<float>({1, 1, 2}, {0.9f, 0.8f})});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(ShapeOf((*out)[0]), (std::vector<int64_t>{0, 3}));
+}
+
 }  // namespace
 }  // namespace tether::compiler::onnx_frontend::testing

@@ -655,6 +655,11 @@ ConvertResult ConvertBitShift(ConvertContext& ctx) {
 
 }  // namespace
 
+absl::StatusOr<Expr> EmitRoundHalfToEven(ConvertContext& ctx, const Expr& x, DataType dtype) {
+  Builder b{ctx, dtype};
+  return RoundEven(ctx, b, x);
+}
+
 absl::StatusOr<Expr> EmitActivation(ConvertContext& ctx, absl::string_view op, const Expr& x,
                                     DataType dtype, double alpha, double beta) {
   Builder b{ctx, dtype};

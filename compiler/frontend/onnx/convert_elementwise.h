@@ -1,6 +1,8 @@
-// The activations of the elementwise converters (convert_elementwise.cc) for
+// Pieces of the elementwise converters (convert_elementwise.cc) for
 // converters that apply one to a value of their own rather than to a node's
-// input: RNN, GRU and LSTM name theirs in the `activations` attribute.
+// input: the activations (RNN, GRU and LSTM name theirs in the
+// `activations` attribute) and Round's half-to-even rounding (the
+// quantizing converters).
 //
 // Thread contract: free functions over a converter's context; as
 // thread-safe as the context they are given.
@@ -21,6 +23,9 @@ namespace tether::compiler::onnx_frontend {
 // exact; INVALID_ARGUMENT through ctx for another one.
 absl::StatusOr<Expr> EmitActivation(ConvertContext& ctx, absl::string_view op, const Expr& x,
                                     DataType dtype, double alpha, double beta);
+
+// x rounded half to even, as ONNX Round (x of the float dtype `dtype`).
+absl::StatusOr<Expr> EmitRoundHalfToEven(ConvertContext& ctx, const Expr& x, DataType dtype);
 
 }  // namespace tether::compiler::onnx_frontend
 

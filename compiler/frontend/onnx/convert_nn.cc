@@ -1,8 +1,8 @@
 // ONNX converters for linear algebra, convolution and pooling: MatMul, Gemm,
 // Conv, ConvTranspose, MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool
-// and Pad. The normalizations and softmaxes live in convert_norm.cc and the
-// reductions in convert_reduce.cc; RegisterNNConverters registers all three
-// files.
+// and Pad. The normalizations and softmaxes live in convert_norm.cc, the
+// reductions in convert_reduce.cc and Einsum in convert_einsum.cc;
+// RegisterNNConverters registers all four files.
 //
 // Gemm is emitted as relax.matmul followed by elementwise multiply/add so
 // fusion sees matmul + epilogue. Conv and the pools map onto the 2-D NCHW
@@ -26,6 +26,7 @@ namespace tether::compiler::onnx_frontend {
 
 void RegisterNormConverters();    // convert_norm.cc
 void RegisterReduceConverters();  // convert_reduce.cc
+void RegisterEinsumConverter();   // convert_einsum.cc
 
 namespace {
 
@@ -196,9 +197,14 @@ absl::StatusOr<std::vector<int64_t>> KernelDims(ConvertContext& ctx,
 
 // ---- Conv ------------------------------------------------------------------
 
-ConvertResult ConvertConv(ConvertContext& ctx) {
-  TETHER_ASSIGN_OR_RETURN(std::vector<PrimExpr> in, SpatialDims(ctx, 0));
-  TETHER_ASSIGN_OR_RETURN(std::vector<PrimExpr> wshape, InputShape(ctx, 1));
+}  // namespace
+
+namespace nn_convert {
+
+absl::StatusOr<Expr> EmitConvolution(ConvertContext& ctx, int x_input, int w_input, Expr x,
+                                     Expr weight) {
+  TETHER_ASSIGN_OR_RETURN(std::vector<PrimExpr> in, SpatialDims(ctx, x_input));
+  TETHER_ASSIGN_OR_RETURN(std::vector<PrimExpr> wshape, InputShape(ctx, w_input));
   const size_t sp = in.size();
   TETHER_ASSIGN_OR_RETURN(std::vector<int64_t> kernel, KernelDims(ctx, wshape, sp));
   if (ctx.HasAttr("kernel_shape") && ctx.AttrInts("kernel_shape") != kernel) {
@@ -209,8 +215,6 @@ ConvertResult ConvertConv(ConvertContext& ctx) {
   TETHER_ASSIGN_OR_RETURN(Window w, ResolveWindow(ctx, in, kernel));
   const int64_t group = ctx.AttrInt("group", 1);
   if (group < 1) return ctx.Invalid(absl::StrCat("group must be positive, got ", group));
-  TETHER_ASSIGN_OR_RETURN(Expr x, ctx.Input(0));
-  TETHER_ASSIGN_OR_RETURN(Expr weight, ctx.Input(1));
   if (sp == 1) {
     LiftTo2d(w);
     TETHER_ASSIGN_OR_RETURN(x, ExpandDims(ctx, x, {2}));
@@ -221,15 +225,27 @@ ConvertResult ConvertConv(ConvertContext& ctx) {
                                               {"padding", Padding4(w)},
                                               {"dilation", w.dilations},
                                               {"groups", group}}));
+  if (sp == 1) return Squeeze(ctx, y, {2});
+  return y;
+}
+
+}  // namespace nn_convert
+
+namespace {
+
+ConvertResult ConvertConv(ConvertContext& ctx) {
+  TETHER_ASSIGN_OR_RETURN(Expr x, ctx.Input(0));
+  TETHER_ASSIGN_OR_RETURN(Expr weight, ctx.Input(1));
+  TETHER_ASSIGN_OR_RETURN(Expr y, nn_convert::EmitConvolution(ctx, 0, 1, x, weight));
   if (ctx.HasInput(2)) {
     TETHER_ASSIGN_OR_RETURN(int bias_rank, InputRank(ctx, 2));
     if (bias_rank != 1) return ctx.Invalid(absl::StrCat("bias must have 1 dim, got ", bias_rank));
     TETHER_ASSIGN_OR_RETURN(Expr bias, ctx.Input(2));
-    TETHER_ASSIGN_OR_RETURN(bias, ExpandDims(ctx, bias, {1, 2}));
+    TETHER_ASSIGN_OR_RETURN(int rank, InputRank(ctx, 0));
+    std::vector<int64_t> axes;
+    for (int a = 1; a + 1 < rank; ++a) axes.push_back(a);
+    TETHER_ASSIGN_OR_RETURN(bias, ExpandDims(ctx, bias, axes));
     TETHER_ASSIGN_OR_RETURN(y, ctx.EmitOp("relax.add", {y, bias}));
-  }
-  if (sp == 1) {
-    TETHER_ASSIGN_OR_RETURN(y, Squeeze(ctx, y, {2}));
   }
   return One(y);
 }
@@ -495,6 +511,7 @@ void RegisterNNConverters() {
   RegisterConverter("Pad", 1, ConvertPad);
   RegisterNormConverters();
   RegisterReduceConverters();
+  RegisterEinsumConverter();
 }
 
 }  // namespace tether::compiler::onnx_frontend

@@ -31,6 +31,12 @@ absl::StatusOr<Expr> ScalarConstant(DataType dtype, double value);
 absl::StatusOr<DataType> InputDType(ConvertContext& ctx, int i);
 // The rank of input `i`; UNIMPLEMENTED when unknown.
 absl::StatusOr<int> InputRank(ConvertContext& ctx, int i);
+// Conv of node input `x_input` by node input `w_input` with the node's Conv
+// attributes (strides, pads/auto_pad, dilations, group; 1-D or 2-D), on `x`
+// and `weight`: those inputs' values, maybe converted (the integer
+// convolutions pass them as int32 without their zero points). No bias.
+absl::StatusOr<Expr> EmitConvolution(ConvertContext& ctx, int x_input, int w_input, Expr x,
+                                     Expr weight);
 // The (maybe symbolic) shape of input `i`; UNIMPLEMENTED when unknown.
 absl::StatusOr<std::vector<PrimExpr>> InputShape(ConvertContext& ctx, int i);
 // `axis` in [-ndim, ndim) normalized to [0, ndim); INVALID_ARGUMENT naming

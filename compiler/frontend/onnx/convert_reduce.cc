@@ -1,6 +1,6 @@
 // ONNX converters for reductions and arg-reductions: ReduceSum, ReduceMean,
 // ReduceMax, ReduceMin, ReduceProd, ReduceL1, ReduceL2, ReduceLogSum,
-// ReduceLogSumExp, ReduceSumSquare, ArgMax and ArgMin.
+// ReduceLogSumExp, ReduceSumSquare, ArgMax and ArgMin, and TopK.
 //
 // The reduced axes come from the `axes` attribute, or (ReduceSum from
 // opset 13, the others from opset 18) from the optional second input, which
@@ -9,7 +9,8 @@
 // reductions are built from relax.sum / relax.max and elementwise ops;
 // LogSumExp subtracts the maximum first so large inputs do not overflow.
 // ArgMax/ArgMin with select_last_index reverse the axis (a strided slice)
-// and map the index back.
+// and map the index back. TopK is relax.topk (compiler/op/sorting.cc), its k
+// known at import time.
 #include <limits>
 #include <string>
 #include <vector>
@@ -175,6 +176,37 @@ void RegisterReduce(const std::string& op, Reduce kind, int since_axes_input) {
   });
 }
 
+// Values and int64 indices of the k largest (or smallest) along `axis`,
+// sorted; k is attribute `k` (opset 1) or input 1 (opset 10 on).
+ConvertResult ConvertTopK(ConvertContext& ctx) {
+  int64_t k = ctx.AttrInt("k", -1);
+  if (ctx.opset() >= 10) {
+    TETHER_ASSIGN_OR_RETURN(std::vector<int64_t> ks, ctx.ConstantInts(1, "K"));
+    if (ks.size() != 1) return ctx.Invalid("input 1 (K) must hold one value");
+    k = ks[0];
+  }
+  TETHER_ASSIGN_OR_RETURN(int rank, InputRank(ctx, 0));
+  TETHER_ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(ctx, ctx.AttrInt("axis", -1), rank, "axis"));
+  if (k < 0) return ctx.Invalid(absl::StrCat("k must not be negative, got ", k));
+  TETHER_ASSIGN_OR_RETURN(Expr x, ctx.Input(0));
+  if (k == 0) {
+    TETHER_ASSIGN_OR_RETURN(std::vector<PrimExpr> shape, InputShape(ctx, 0));
+    shape[static_cast<size_t>(axis)] = PrimExpr(0);
+    TETHER_ASSIGN_OR_RETURN(DataType dt, InputDType(ctx, 0));
+    TETHER_ASSIGN_OR_RETURN(Expr v,
+                            ctx.EmitOp("relax.zeros", {MakeShapeExpr(shape)}, {{"dtype", dt}}));
+    TETHER_ASSIGN_OR_RETURN(
+        Expr i, ctx.EmitOp("relax.zeros", {MakeShapeExpr(shape)}, {{"dtype", DataType::Int(64)}}));
+    return std::vector<OnnxValue>{OnnxValue::Of(v), OnnxValue::Of(i)};
+  }
+  const bool largest = ctx.AttrInt("largest", 1) != 0;
+  TETHER_ASSIGN_OR_RETURN(
+      Expr both, ctx.EmitOp("relax.topk", {x}, {{"k", k}, {"axis", axis}, {"largest", largest}}));
+  TETHER_ASSIGN_OR_RETURN(Expr values, ctx.Emit(MakeTupleGetItem(both, 0)));
+  TETHER_ASSIGN_OR_RETURN(Expr indices, ctx.Emit(MakeTupleGetItem(both, 1)));
+  return std::vector<OnnxValue>{OnnxValue::Of(values), OnnxValue::Of(indices)};
+}
+
 }  // namespace
 
 // Called from RegisterNNConverters (convert_nn.cc).
@@ -191,6 +223,7 @@ void RegisterReduceConverters() {
   RegisterReduce("ReduceSumSquare", Reduce::kSumSquare, 18);
   RegisterConverter("ArgMax", 1, [](ConvertContext& ctx) { return ConvertArgReduce(ctx, true); });
   RegisterConverter("ArgMin", 1, [](ConvertContext& ctx) { return ConvertArgReduce(ctx, false); });
+  RegisterConverter("TopK", 1, ConvertTopK);
 }
 
 }  // namespace tether::compiler::onnx_frontend

@@ -1,5 +1,6 @@
 // ONNX tensor converters: Constant, Shape, Size, ConstantOfShape, Range,
-// Identity, Dropout (inference), EyeLike. Shape and Size produce import-time
+// Identity, Dropout (inference), EyeLike, and the Hann, Hamming and Blackman
+// windows. Shape and Size produce import-time
 // values (KnownInts, symbolic when the input's dims are); Range and EyeLike
 // are computed at import time from constant inputs.
 #include <cmath>
@@ -12,6 +13,7 @@
 #include "compiler/frontend/onnx/tensor_proto.h"
 #include "compiler/tir/arith.h"
 #include "onnx/onnx_pb.h"
+#include "runtime/core/error.h"
 
 namespace tether::compiler::onnx_frontend {
 namespace {
@@ -247,6 +249,48 @@ ConvertResult ConvertEyeLike(ConvertContext& ctx) {
   return One(MakeConstant(*out));
 }
 
+// HannWindow, HammingWindow, BlackmanWindow (opset 17): a0 - a1 cos(2 pi n / N)
+// + a2 cos(4 pi n / N) for n in [0, size), N = size (periodic) or size - 1.
+// The size may be read at run time.
+ConvertResult ConvertWindow(ConvertContext& ctx, double a0, double a1, double a2) {
+  const DataType f32 = DataType::Float(32);
+  TETHER_ASSIGN_OR_RETURN(KnownInts size, ctx.KnownOrRunTimeInts(0, "size"));
+  if (size.values.size() != 1) return ctx.Invalid("input 0 (size) must be a scalar");
+  absl::StatusOr<DataType> out =
+      DataTypeFromOnnx(static_cast<int>(ctx.AttrInt("output_datatype", 1)));
+  if (!out.ok()) return ctx.Unsupported(out.status().message());
+  const PrimExpr n = Cast(DataType::Int(64), size.values[0]);
+  TETHER_ASSIGN_OR_RETURN(Expr idx, ctx.EmitOp("relax.arange",
+                                               {MakePrimValue(PrimExpr(0)), MakePrimValue(n),
+                                                MakePrimValue(PrimExpr(1))},
+                                               {{"dtype", f32}}));
+  TETHER_ASSIGN_OR_RETURN(Expr len, ctx.Input(0));
+  TETHER_ASSIGN_OR_RETURN(len, ctx.EmitOp("relax.astype", {len}, {{"dtype", f32}}));
+  if (ctx.AttrInt("periodic", 1) == 0) {
+    TETHER_ASSIGN_OR_RETURN(Expr one, ScalarConstant(f32, 1));
+    TETHER_ASSIGN_OR_RETURN(len, ctx.EmitOp("relax.subtract", {len, one}));
+  }
+  TETHER_ASSIGN_OR_RETURN(Expr two_pi, ScalarConstant(f32, 2 * M_PI));
+  TETHER_ASSIGN_OR_RETURN(Expr phase, ctx.EmitOp("relax.multiply", {idx, two_pi}));
+  TETHER_ASSIGN_OR_RETURN(phase, ctx.EmitOp("relax.divide", {phase, len}));
+  auto term = [&](double a, double k) -> absl::StatusOr<Expr> {
+    TETHER_ASSIGN_OR_RETURN(Expr kc, ScalarConstant(f32, k));
+    TETHER_ASSIGN_OR_RETURN(Expr p, ctx.EmitOp("relax.multiply", {phase, kc}));
+    TETHER_ASSIGN_OR_RETURN(Expr c, ctx.EmitOp("relax.cos", {p}));
+    TETHER_ASSIGN_OR_RETURN(Expr ac, ScalarConstant(f32, a));
+    return ctx.EmitOp("relax.multiply", {c, ac});
+  };
+  TETHER_ASSIGN_OR_RETURN(Expr w, ScalarConstant(f32, a0));
+  TETHER_ASSIGN_OR_RETURN(Expr t1, term(-a1, 1));
+  TETHER_ASSIGN_OR_RETURN(w, ctx.EmitOp("relax.add", {t1, w}));
+  if (a2 != 0) {
+    TETHER_ASSIGN_OR_RETURN(Expr t2, term(a2, 2));
+    TETHER_ASSIGN_OR_RETURN(w, ctx.EmitOp("relax.add", {w, t2}));
+  }
+  if (*out != f32) return One(ctx.EmitOp("relax.astype", {w}, {{"dtype", *out}}));
+  return One(w);
+}
+
 }  // namespace
 
 void RegisterTensorConverters() {
@@ -258,6 +302,13 @@ void RegisterTensorConverters() {
   RegisterConverter("Identity", 1, ConvertIdentity);
   RegisterConverter("Dropout", 1, ConvertDropout);
   RegisterConverter("EyeLike", 9, ConvertEyeLike);
+  RegisterConverter("HannWindow", 17,
+                    [](ConvertContext& ctx) { return ConvertWindow(ctx, 0.5, 0.5, 0); });
+  RegisterConverter("HammingWindow", 17, [](ConvertContext& ctx) {
+    return ConvertWindow(ctx, 25.0 / 46.0, 21.0 / 46.0, 0);
+  });
+  RegisterConverter("BlackmanWindow", 17,
+                    [](ConvertContext& ctx) { return ConvertWindow(ctx, 0.42, 0.5, 0.08); });
 }
 
 }  // namespace tether::compiler::onnx_frontend

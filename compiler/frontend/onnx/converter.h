@@ -109,6 +109,9 @@ class ConvertContext {
 
   // Emits `value` (normalized, struct info inferred) and returns the bound var.
   virtual absl::StatusOr<Expr> Emit(const Expr& value) = 0;
+  // Emits var = R.match_cast(value, sinfo): a result whose shape only the
+  // run time knows gets the dims of `sinfo` (fresh symbolic vars).
+  virtual absl::StatusOr<Expr> EmitMatchCast(const Expr& value, const StructInfo& sinfo) = 0;
   // Emits a call of the Relax operator `op` ("relax.add").
   virtual absl::StatusOr<Expr> EmitOp(absl::string_view op, std::vector<Expr> args,
                                       Attrs attrs = {}) = 0;
@@ -144,7 +147,8 @@ void RegisterElementwiseConverters();  // convert_elementwise.cc: arithmetic, ma
 void RegisterTensorConverters();       // convert_tensor.cc: Constant, Shape, Size,
                                        // ConstantOfShape, Range, Identity, Dropout
 void RegisterNNConverters();           // convert_nn.cc: MatMul, Gemm, Conv, pools, norms,
-                                       // Softmax/LogSoftmax, reductions, ArgMax/ArgMin
+                                       // Softmax/LogSoftmax, reductions, ArgMax/ArgMin, TopK,
+                                       // Einsum
 void RegisterShapeConverters();        // convert_shape.cc: Reshape, Transpose, Flatten,
                                        // Squeeze, Unsqueeze, Concat, Split, Slice, Gather,
                                        // Expand, Tile, ...
@@ -154,6 +158,11 @@ void RegisterResizeConverters();       // convert_resize.cc: Resize, Upsample
 void RegisterSequenceConverters();     // convert_sequence.cc: Sequence*, ConcatFromSequence,
                                        // SplitToSequence (import-time tuples)
 void RegisterRecurrentConverters();    // convert_recurrent.cc: RNN, GRU, LSTM (unrolled)
+void RegisterDataDependentConverters();  // convert_data_dependent.cc: NonZero, Compress,
+                                         // NonMaxSuppression (run-time output shapes)
+void RegisterQuantizeConverters();     // convert_quantize.cc: Quantize/DequantizeLinear,
+                                       // DynamicQuantizeLinear, MatMulInteger, ConvInteger,
+                                       // QLinearMatMul, QLinearConv
 
 }  // namespace tether::compiler::onnx_frontend
 

@@ -70,6 +70,7 @@ class NodeContext final : public ConvertContext {
   absl::StatusOr<const ::onnx::GraphProto*> AttrGraph(absl::string_view name) const;
 
   absl::StatusOr<Expr> Emit(const Expr& value) override;
+  absl::StatusOr<Expr> EmitMatchCast(const Expr& value, const StructInfo& sinfo) override;
   absl::StatusOr<Expr> EmitOp(absl::string_view op, std::vector<Expr> args, Attrs attrs) override;
 
   absl::Status Unsupported(absl::string_view what) const override;

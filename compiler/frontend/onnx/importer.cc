@@ -57,6 +57,8 @@ const Registry& GetRegistry() {
     RegisterResizeConverters();
     RegisterSequenceConverters();
     RegisterRecurrentConverters();
+    RegisterQuantizeConverters();
+    RegisterDataDependentConverters();
     return true;
   }();
   (void)filled;
@@ -309,6 +311,16 @@ absl::StatusOr<Tensor> NodeContext::AttrTensor(absl::string_view name) const {
 absl::StatusOr<Expr> NodeContext::Emit(const Expr& value) {
   std::string hint = node_.output_size() > 0 && !node_.output(0).empty() ? node_.output(0) : "lv";
   absl::StatusOr<Expr> var = importer_->builder().Emit(value, hint);
+  if (!var.ok()) {
+    return absl::Status(var.status().code(),
+                        absl::StrCat("onnx: ", Describe(), ": ", var.status().message()));
+  }
+  return var;
+}
+
+absl::StatusOr<Expr> NodeContext::EmitMatchCast(const Expr& value, const StructInfo& sinfo) {
+  std::string hint = node_.output_size() > 0 && !node_.output(0).empty() ? node_.output(0) : "lv";
+  absl::StatusOr<Expr> var = importer_->builder().EmitMatchCast(value, sinfo, SymbolName(hint));
   if (!var.ok()) {
     return absl::Status(var.status().code(),
                         absl::StrCat("onnx: ", Describe(), ": ", var.status().message()));

@@ -1,0 +1,251 @@
+// Operators whose output shape depends on input values, run by the VM on
+// the host as packed functions (R.call_pure_packed; the compiler gives their
+// results fresh symbolic dims with a match cast, so the rest of the model
+// is compiled over those dims):
+//
+//   vm.builtin.nonzero(x) -> int64 [ndim, n]: the indices of x's nonzero
+//     elements, row-major (ONNX NonZero, numpy.nonzero stacked).
+//   vm.builtin.compress(x, condition, axis) -> the slices of x along `axis`
+//     (an int; -1 after flattening x when ONNX gives none) where the 1-D
+//     bool condition holds; a shorter condition leaves the rest out (ONNX
+//     Compress).
+//   vm.builtin.non_max_suppression(boxes, scores, max_output, iou_threshold,
+//     score_threshold, center_point_box) -> int64 [n, 3] of (batch, class,
+//     box): greedy non-maximum suppression per batch and class as ONNX
+//     NonMaxSuppression defines it (boxes [batches, boxes, 4] as corners or
+//     as centre and size; scores [batches, classes, boxes]; the three
+//     thresholds one-element tensors, max_output 0 selecting nothing).
+//
+// Inputs on another device are read through a host copy; the result goes
+// back to the first input's device.
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <numeric>
+#include <vector>
+
+#include "runtime/core/error.h"
+#include "runtime/core/registry.h"
+#include "runtime/core/tensor.h"
+#include "runtime/vm/local_vm.h"
+
+namespace tether::vm {
+namespace {
+
+absl::StatusOr<Tensor> OnHost(const Tensor& t) {
+  if (t->device().type == kDLCPU) return t;
+  return t.CopyTo(Device::Cpu());
+}
+
+absl::StatusOr<Value> ToDeviceOf(const Tensor& like, const Tensor& out) {
+  if (like->device().type == kDLCPU) return Value(out);
+  TETHER_ASSIGN_OR_RETURN(Tensor moved, out.CopyTo(like->device()));
+  return Value(moved);
+}
+
+// Element i of a host tensor as a double (the dtypes models use).
+absl::StatusOr<double> ElementAsDouble(const Tensor& t, int64_t i, absl::string_view what) {
+  const DataType dt = t->dtype();
+  const char* p = static_cast<const char*>(t->element_data()) + i * dt.bytes();
+  auto read = [p](auto v) {
+    std::memcpy(&v, p, sizeof(v));
+    return static_cast<double>(v);
+  };
+  if (dt.lanes() == 1) {
+    if (dt == DataType::Float(32)) return read(float{});
+    if (dt == DataType::Float(64)) return read(double{});
+    if (dt == DataType::Int(64)) return read(int64_t{});
+    if (dt == DataType::Int(32)) return read(int32_t{});
+    if (dt == DataType::Int(16)) return read(int16_t{});
+    if (dt == DataType::Int(8)) return read(int8_t{});
+    if (dt == DataType::UInt(64)) return read(uint64_t{});
+    if (dt == DataType::UInt(32)) return read(uint32_t{});
+    if (dt == DataType::UInt(16)) return read(uint16_t{});
+    if (dt == DataType::UInt(8) || dt.is_bool()) return read(uint8_t{});
+    if (dt == DataType::Float(16) || dt.is_bfloat16()) {
+      // Only zero-ness and sign are needed of these: exact for 0 and -0.
+      uint16_t bits;
+      std::memcpy(&bits, p, 2);
+      return (bits & 0x7fff) == 0 ? 0.0 : ((bits & 0x8000) ? -1.0 : 1.0);
+    }
+  }
+  return TypeError(what, ": unsupported dtype ", dt.ToString());
+}
+
+absl::StatusOr<Value> NonZero(const Tensor& x) {
+  constexpr absl::string_view kName = "vm.builtin.nonzero";
+  TETHER_ASSIGN_OR_RETURN(Tensor host, OnHost(x));
+  const int64_t n = host->NumElements();
+  const int64_t ndim = host->ndim();
+  std::vector<int64_t> hits;
+  for (int64_t i = 0; i < n; ++i) {
+    TETHER_ASSIGN_OR_RETURN(double v, ElementAsDouble(host, i, kName));
+    if (v != 0) hits.push_back(i);
+  }
+  const int64_t count = static_cast<int64_t>(hits.size());
+  // A 0-d input has one index row of... none: ONNX gives [0, count].
+  std::vector<int64_t> out(static_cast<size_t>(ndim * count));
+  for (int64_t h = 0; h < count; ++h) {
+    int64_t rest = hits[static_cast<size_t>(h)];
+    for (int64_t d = ndim; d-- > 0;) {
+      const int64_t dim = host->shape()[static_cast<size_t>(d)];
+      out[static_cast<size_t>(d * count + h)] = rest % dim;
+      rest /= dim;
+    }
+  }
+  const int64_t shape[2] = {ndim, count};
+  TETHER_ASSIGN_OR_RETURN(Tensor t, Tensor::FromBytes(shape, DataType::Int(64), out.data(),
+                                                      out.size() * sizeof(int64_t)));
+  return ToDeviceOf(x, t);
+}
+
+absl::StatusOr<Value> Compress(const Tensor& x, const Tensor& condition, int64_t axis) {
+  constexpr absl::string_view kName = "vm.builtin.compress";
+  TETHER_ASSIGN_OR_RETURN(Tensor host, OnHost(x));
+  TETHER_ASSIGN_OR_RETURN(Tensor cond, OnHost(condition));
+  if (cond->ndim() != 1) {
+    return ValueError(kName, ": condition must be 1-D, got ", condition.ToString());
+  }
+  std::vector<int64_t> shape(host->shape().begin(), host->shape().end());
+  if (axis == -1) shape = {host->NumElements()};  // flattened
+  const int64_t a = axis == -1 ? 0 : axis;
+  if (a < 0 || a >= static_cast<int64_t>(shape.size())) {
+    return IndexError(kName, ": axis ", axis, " out of range for ", x.ToString());
+  }
+  const int64_t len = shape[static_cast<size_t>(a)];
+  if (cond->shape()[0] > len) {
+    return ValueError(kName, ": condition has ", cond->shape()[0], " entries for an axis of ", len);
+  }
+  std::vector<int64_t> keep;
+  for (int64_t i = 0; i < cond->shape()[0]; ++i) {
+    TETHER_ASSIGN_OR_RETURN(double v, ElementAsDouble(cond, i, kName));
+    if (v != 0) keep.push_back(i);
+  }
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < a; ++d) outer *= shape[static_cast<size_t>(d)];
+  for (size_t d = static_cast<size_t>(a) + 1; d < shape.size(); ++d) inner *= shape[d];
+  std::vector<int64_t> out_shape = shape;
+  out_shape[static_cast<size_t>(a)] = static_cast<int64_t>(keep.size());
+  TETHER_ASSIGN_OR_RETURN(Tensor out, Tensor::Empty(out_shape, host->dtype(), Device::Cpu()));
+  const size_t row = static_cast<size_t>(inner) * static_cast<size_t>(host->dtype().bytes());
+  const char* src = static_cast<const char*>(host->element_data());
+  char* dst = static_cast<char*>(out->element_data());
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t k : keep) {
+      std::memcpy(dst, src + (o * len + k) * static_cast<int64_t>(row), row);
+      dst += row;
+    }
+  }
+  return ToDeviceOf(x, out);
+}
+
+struct Box {
+  double y1, x1, y2, x2;
+};
+
+double IoU(const Box& a, const Box& b) {
+  const double ih = std::min(a.y2, b.y2) - std::max(a.y1, b.y1);
+  const double iw = std::min(a.x2, b.x2) - std::max(a.x1, b.x1);
+  if (ih <= 0 || iw <= 0) return 0;
+  const double inter = ih * iw;
+  const double uni = (a.y2 - a.y1) * (a.x2 - a.x1) + (b.y2 - b.y1) * (b.x2 - b.x1) - inter;
+  return uni <= 0 ? 0 : inter / uni;
+}
+
+absl::StatusOr<Value> NonMaxSuppression(ArgSpan args) {
+  constexpr absl::string_view kName = "vm.builtin.non_max_suppression";
+  if (args.size() != 6) {
+    return ValueError(kName, " expects 6 arguments (boxes, scores, max_output, iou_threshold, ",
+                      "score_threshold, center_point_box), got ", args.size());
+  }
+  Tensor boxes_in, scores_in, max_in, iou_in, score_in;
+  int64_t center = 0;
+  if (!ValueTraits<Tensor>::From(args[0], &boxes_in) ||
+      !ValueTraits<Tensor>::From(args[1], &scores_in) ||
+      !ValueTraits<Tensor>::From(args[2], &max_in) ||
+      !ValueTraits<Tensor>::From(args[3], &iou_in) ||
+      !ValueTraits<Tensor>::From(args[4], &score_in) ||
+      !ValueTraits<int64_t>::From(args[5], &center)) {
+    return TypeError(kName, ": expected (Tensor x 5, int)");
+  }
+  TETHER_ASSIGN_OR_RETURN(Tensor boxes, OnHost(boxes_in));
+  TETHER_ASSIGN_OR_RETURN(Tensor scores, OnHost(scores_in));
+  auto scalar = [&](const Tensor& t, absl::string_view what) -> absl::StatusOr<double> {
+    TETHER_ASSIGN_OR_RETURN(Tensor h, OnHost(t));
+    if (h->NumElements() != 1) {
+      return ValueError(kName, ": ", what, " must have one element, got ", t.ToString());
+    }
+    return ElementAsDouble(h, 0, kName);
+  };
+  TETHER_ASSIGN_OR_RETURN(double max_output, scalar(max_in, "max_output_boxes_per_class"));
+  TETHER_ASSIGN_OR_RETURN(double iou_threshold, scalar(iou_in, "iou_threshold"));
+  TETHER_ASSIGN_OR_RETURN(double score_threshold, scalar(score_in, "score_threshold"));
+  if (boxes->ndim() != 3 || boxes->shape()[2] != 4 || scores->ndim() != 3 ||
+      scores->shape()[0] != boxes->shape()[0] || scores->shape()[2] != boxes->shape()[1]) {
+    return ValueError(kName, ": boxes ", boxes_in.ToString(), " and scores ", scores_in.ToString(),
+                      " do not match ([batches, boxes, 4] and [batches, classes, boxes])");
+  }
+  const int64_t batches = boxes->shape()[0], num_boxes = boxes->shape()[1];
+  const int64_t classes = scores->shape()[1];
+  std::vector<int64_t> out;
+  for (int64_t b = 0; b < batches; ++b) {
+    std::vector<Box> bx(static_cast<size_t>(num_boxes));
+    for (int64_t i = 0; i < num_boxes; ++i) {
+      double c[4];
+      for (int k = 0; k < 4; ++k) {
+        TETHER_ASSIGN_OR_RETURN(c[k], ElementAsDouble(boxes, (b * num_boxes + i) * 4 + k, kName));
+      }
+      Box& box = bx[static_cast<size_t>(i)];
+      if (center != 0) {  // [x_center, y_center, width, height]
+        box = {c[1] - c[3] / 2, c[0] - c[2] / 2, c[1] + c[3] / 2, c[0] + c[2] / 2};
+      } else {  // [y1, x1, y2, x2], either corner first
+        box = {std::min(c[0], c[2]), std::min(c[1], c[3]), std::max(c[0], c[2]),
+               std::max(c[1], c[3])};
+      }
+    }
+    for (int64_t c = 0; c < classes; ++c) {
+      std::vector<double> s(static_cast<size_t>(num_boxes));
+      std::vector<int64_t> order;
+      for (int64_t i = 0; i < num_boxes; ++i) {
+        TETHER_ASSIGN_OR_RETURN(s[static_cast<size_t>(i)],
+                                ElementAsDouble(scores, (b * classes + c) * num_boxes + i, kName));
+        if (s[static_cast<size_t>(i)] > score_threshold) order.push_back(i);
+      }
+      std::stable_sort(order.begin(), order.end(), [&](int64_t x, int64_t y) {
+        return s[static_cast<size_t>(x)] > s[static_cast<size_t>(y)];
+      });
+      std::vector<int64_t> selected;
+      for (int64_t i : order) {
+        if (static_cast<double>(selected.size()) >= max_output) break;
+        bool keep = true;
+        for (int64_t j : selected) {
+          if (IoU(bx[static_cast<size_t>(i)], bx[static_cast<size_t>(j)]) > iou_threshold) {
+            keep = false;
+            break;
+          }
+        }
+        if (!keep) continue;
+        selected.push_back(i);
+        out.insert(out.end(), {b, c, i});
+      }
+    }
+  }
+  const int64_t shape[2] = {static_cast<int64_t>(out.size() / 3), 3};
+  TETHER_ASSIGN_OR_RETURN(Tensor t, Tensor::FromBytes(shape, DataType::Int(64), out.data(),
+                                                      out.size() * sizeof(int64_t)));
+  return ToDeviceOf(boxes_in, t);
+}
+
+void Check(absl::Status s) {
+  if (!s.ok()) internal::DieOnRegistrationError(s);
+}
+
+}  // namespace
+
+void RegisterDataDependentOps() {
+  Check(Registry::RegisterTyped("vm.builtin.nonzero", NonZero));
+  Check(Registry::RegisterTyped("vm.builtin.compress", Compress));
+  Check(Registry::RegisterPacked("vm.builtin.non_max_suppression", NonMaxSuppression));
+}
+
+}  // namespace tether::vm
