@@ -4,10 +4,10 @@
 // waiter record under the client's etcd lease), waits until the queue's rule
 // gives it a free device, and takes it in one transaction that checks the
 // device is still registered, unheld, unquarantined and that nobody of
-// higher priority joined the queue since the decision. The holder key's create revision is the fencing token,
-// which the daemon checks on every session and call. The lease is renewed
-// while the DeviceLease lives; destroying it (or Release) revokes it, and a
-// client that dies loses the device when the lease's TTL runs out.
+// higher priority joined the queue since the decision. The holder key's create revision is the
+// fencing token, which the daemon checks on every session and call. The lease is renewed while the
+// DeviceLease lives; destroying it (or Release) revokes it, and a client that dies loses the device
+// when the lease's TTL runs out.
 #ifndef TETHER_FARM_ACQUISITION_H_
 #define TETHER_FARM_ACQUISITION_H_
 
