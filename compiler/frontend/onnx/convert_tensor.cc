@@ -151,9 +151,7 @@ ConvertResult SymbolicRange(ConvertContext& ctx) {
   // a limit below start would need, so it stays comparable with the dims it
   // came from (checked when the model runs).
   PrimExpr n = Simplify(FloorDiv(v[1] - v[0] + PrimExpr(*delta - 1), PrimExpr(*delta)));
-  return One(ctx.Emit(MakeCall(GetOp("relax.call_pure_packed"),
-                               {MakeExternFunc("vm.builtin.reshape"), *range, MakeShapeExpr({n})},
-                               {}, {TensorSInfo({n}, dtype)})));
+  return One(ctx.EmitMatchCast(*range, TensorSInfo({n}, dtype)));
 }
 
 ConvertResult ConvertRange(ConvertContext& ctx) {
