@@ -36,6 +36,16 @@ if(TETHER_SANITIZE)
   message(STATUS "tether: sanitizers ${TETHER_SANITIZE}")
 endif()
 
+# Debug info is most of a build's disk: every test binary carries the
+# compiler's. The linker writes it zlib-compressed (gdb, addr2line and
+# llvm-symbolizer read it as is); objects stay as compiled, so ccache's hits
+# are unchanged. CI machines can be short of disk (tests/run.sh).
+include(CheckLinkerFlag)
+check_linker_flag(CXX "-Wl,--compress-debug-sections=zlib" TETHER_LINKER_COMPRESSES_DEBUG)
+if(TETHER_LINKER_COMPRESSES_DEBUG)
+  add_link_options(-Wl,--compress-debug-sections=zlib)
+endif()
+
 # Fuzzing (tests/fuzz/): every target of ours is built with libFuzzer's
 # coverage instrumentation, so the fuzz targets are guided through it.
 if(TETHER_FUZZ)

@@ -13,10 +13,17 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=${TETHER_JOBS:-$(nproc)}
 
+# The three builds and the tests' files take about 6 GiB from a clean clone
+# (less where ccache already holds the objects); a full disk fails a compile
+# far from its cause, so each leg says what is left.
+disk() { df -Ph . | awk -v leg="$1" 'NR == 2 {print "disk before " leg ": " $4 " free of " $2}'; }
+disk "the build"
+
 echo "== build (RelWithDebInfo) =="
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
 cmake --build build -j "$jobs"
 
+disk "the sanitizer build"
 echo "== sanitizer build (clang-19: address,undefined, -Wthread-safety, fuzz targets) =="
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_C_COMPILER=clang-19 -DCMAKE_CXX_COMPILER=clang++-19 \
@@ -33,8 +40,10 @@ ASAN_OPTIONS=allocator_may_return_null=1:detect_leaks=1 UBSAN_OPTIONS=print_stac
 echo "== fuzz targets (${TETHER_FUZZ_SECONDS:-8} s each from tests/fuzz/corpus; docs/design/security.md runs them long) =="
 bash tests/fuzz/run.sh build-asan "${TETHER_FUZZ_SECONDS:-8}"
 
+disk "the tests"
 echo "== tests =="
 ctest --test-dir build --output-on-failure -j "$jobs" --timeout 900
 
+disk "the board leg"
 echo "== board: aarch64 under user-mode emulation (tests/board/run.sh) =="
 bash tests/board/run.sh aarch64 build

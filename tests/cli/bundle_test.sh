@@ -72,4 +72,7 @@ if [ -n "$tests" ]; then
   [ $? = 2 ] && grep -q "unknown step no-such-step" "$dir/check.log" \
     || fail "gpu-check took an unknown step: $(cat "$dir/check.log")"
 fi
+# The bundle is a quarter of a gigabyte, unpacked as much again: kept only
+# when the test fails (CI machines can be short of disk).
+rm -rf "$dir/tether.tar" "$dir/unpacked"
 echo "PASS"

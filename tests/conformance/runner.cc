@@ -280,6 +280,7 @@ int Main(int argc, char** argv) {
   }
 
   std::unique_ptr<DaemonProcess> daemon;
+  std::string daemon_dir;  // its store and log; removed unless a case regressed
   CaseOptions case_options;
   case_options.pipeline = flags.pipeline;
   case_options.bind_shape_inputs = flags.bind_shape_inputs;
@@ -306,6 +307,7 @@ int Main(int argc, char** argv) {
       return 1;
     }
     daemon = std::move(*started);
+    daemon_dir = dir_template;
     case_options.remote_target = daemon->target();
     case_options.remote_token = daemon->token();
     std::cerr << "tetherd listening on " << daemon->target() << "\n";
@@ -439,8 +441,11 @@ int Main(int argc, char** argv) {
   if (!regressions.empty()) {
     std::cout << "REGRESSIONS: " << regressions.size() << " expected case(s) did not pass:\n";
     for (const std::string& r : regressions) std::cout << "  " << r << "\n";
+    if (!daemon_dir.empty()) std::cout << "tetherd's store and log are kept in " << daemon_dir << "\n";
     return 1;
   }
+  std::error_code ignored;
+  if (!daemon_dir.empty()) std::filesystem::remove_all(daemon_dir, ignored);
   return 0;
 }
 
