@@ -125,6 +125,8 @@ class RemoteSession {
   // connection, cancels gRPC calls), so neither Close nor that caller waits
   // for a kernel the daemon cannot stop.
   absl::Status Close();
+  // Whether Close() has been called (by anyone, e.g. on Ctrl-C).
+  bool closed() const { return !CheckOpen().ok(); }
 
   const v1::HandshakeResponse& handshake() const { return handshake_; }
   const v1::Limits& limits() const { return handshake_.limits(); }

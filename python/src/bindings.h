@@ -92,6 +92,9 @@ std::shared_ptr<RemoteOwner> OwnerOf(const SessionPtr& session, const Value& han
 struct PyDevice {
   Device device;
   std::optional<py::dict> attributes;
+  // The session the device came from (session.cpu(), a RemoteTensor's
+  // device): a VirtualMachine on this device runs there.
+  SessionPtr session;
 };
 
 // A tensor that stays on the daemon (a RemoteHandle value).
@@ -117,7 +120,51 @@ struct PyUploadedModule {
   std::string sha256;
 };
 
+// `d` with the attributes `session`'s daemon reported in its handshake
+// (exist False for a device it lacks).
+PyDevice SessionDevice(const SessionPtr& session, Device d);
 void RegisterSession(py::module_& m);
+
+// --- Ctrl-C (interrupt.cc) --------------------------------------------------
+
+// Makes SIGINT stop `session`'s call in flight while the scope lives, on the
+// main thread (elsewhere it does nothing): the session is closed from a
+// watcher thread, which makes the waiting call return CANCELLED at once.
+// Construct and destroy with the GIL held. Thread contract: thread-hostile.
+class InterruptScope {
+ public:
+  explicit InterruptScope(const SessionPtr& session);
+  ~InterruptScope();
+  InterruptScope(const InterruptScope&) = delete;
+  InterruptScope& operator=(const InterruptScope&) = delete;
+  // Whether SIGINT stopped the call; ends the scope's effect.
+  bool Interrupted();
+
+ private:
+  void Disarm();
+  SessionPtr session_;
+  bool armed_ = false;
+  bool fired_ = false;
+};
+// Called at import, on the thread that gets SIGINT.
+void InitInterrupts();
+// Raises Python's exception for the SIGINT (KeyboardInterrupt) when one
+// stopped the scope's call.
+void RaiseIfInterrupted(InterruptScope& scope);
+
+// Runs `op` (a call into the client library for `session`) without the GIL,
+// Ctrl-C stopping it: then KeyboardInterrupt instead of its CANCELLED.
+template <typename Op>
+auto Blocking(const SessionPtr& session, Op&& op) {
+  InterruptScope scope(session);
+  try {
+    py::gil_scoped_release release;
+    return op();
+  } catch (const StatusError&) {
+    RaiseIfInterrupted(scope);
+    throw;
+  }
+}
 
 // --- values (values.cc) ---------------------------------------------------
 
@@ -130,8 +177,9 @@ Value ToValue(const py::handle& obj, const SessionState* session);
 // A VM result as a Python object: CPU tensors become numpy arrays (copies),
 // tuples nested lists, remote tensors RemoteTensor, closures RemoteObject.
 py::object FromValue(const Value& value, const SessionPtr& session);
-// A CPU tensor from a numpy array (a copy). TypeError for a dtype Tether
-// has no name for.
+// A CPU tensor from a numpy array: a copy of a small one, the memory of a
+// large aligned C-contiguous one (the tensor keeps the array alive; nothing
+// writes it). TypeError for a dtype Tether has no name for.
 Tensor TensorFromNumpy(const py::array& array);
 py::array NumpyFromTensor(const Tensor& tensor);
 // A device from a Device, "cuda:1" or ("cuda", 1).
@@ -145,6 +193,8 @@ void RegisterExecutable(py::module_& m);
 // UploadedModule of `session`; `session` may be null for the latter).
 PyUploadedModule UploadedFor(const py::object& exe, const SessionPtr& session);
 void RegisterVM(py::module_& m);
+// save_param_dict, load_param_dict, num_threads, DataType (runtime.cc).
+void RegisterRuntime(py::module_& m);
 
 }  // namespace tether::python
 

@@ -105,7 +105,7 @@ void RegisterExecutable(py::module_& m) {
             py::gil_scoped_release release;
             return PyExecutable{ValueOrThrow(vm::Executable::LoadFromFile(path))};
           },
-          py::arg("path"))
+          py::arg("path"), "Reads an executable file (.tx).")
       .def_static(
           "from_bytes",
           [](const py::bytes& data) {
@@ -113,7 +113,7 @@ void RegisterExecutable(py::module_& m) {
             py::gil_scoped_release release;
             return PyExecutable{ValueOrThrow(vm::Executable::LoadFromBytes(bytes))};
           },
-          py::arg("data"))
+          py::arg("data"), "An executable from the bytes of a .tx file.")
       .def(
           "save",
           [](const PyExecutable& e, const py::object& path) {
@@ -122,18 +122,24 @@ void RegisterExecutable(py::module_& m) {
             py::gil_scoped_release release;
             ThrowIfError(e.exec->SaveToFile(p));
           },
-          py::arg("path"))
-      .def("to_bytes",
-           [](const PyExecutable& e) {
-             std::string bytes;
-             {
-               py::gil_scoped_release release;
-               bytes = e.exec->SaveToBytes();
-             }
-             return py::bytes(bytes);
-           })
-      .def("as_text", [](const PyExecutable& e) { return e.exec->AsText(); })
-      .def("stats", [](const PyExecutable& e) { return e.exec->Stats(); });
+          py::arg("path"), "Writes the executable file (.tx).")
+      .def(
+          "to_bytes",
+          [](const PyExecutable& e) {
+            std::string bytes;
+            {
+              py::gil_scoped_release release;
+              bytes = e.exec->SaveToBytes();
+            }
+            return py::bytes(bytes);
+          },
+          "The bytes of the .tx file.")
+      .def(
+          "as_text", [](const PyExecutable& e) { return e.exec->AsText(); },
+          "The bytecode, constants and kernels as text.")
+      .def(
+          "stats", [](const PyExecutable& e) { return e.exec->Stats(); },
+          "Sizes: functions, instructions, constants, kernel bytes.");
 
   m.def("compile", &Compile, py::arg("source"), py::arg("target") = py::none(),
         py::arg("shapes") = py::none(), py::kw_only(), py::arg("format") = py::none(),
@@ -141,15 +147,18 @@ void RegisterExecutable(py::module_& m) {
         "(default \"llvm\", this machine); a .tx path is loaded as it is.");
 
   py::class_<PyUploadedModule>(m, "UploadedModule", "An executable stored on a session's daemon.")
-      .def_property_readonly("sha256", [](const PyUploadedModule& u) { return u.sha256; })
-      .def_property_readonly("session", [](const PyUploadedModule& u) { return u.session; });
+      .def_property_readonly(
+          "sha256", [](const PyUploadedModule& u) { return u.sha256; },
+          "The executable's SHA-256, its name in the daemon's store.")
+      .def_property_readonly(
+          "session", [](const PyUploadedModule& u) { return u.session; },
+          "The Session it was uploaded in.");
 
   py::object session_class = m.attr("Session");
   session_class.attr("upload") = py::cpp_function(
       [](SessionPtr s, const PyExecutable& e) {
         std::string bytes = e.exec->SaveToBytes();
-        py::gil_scoped_release release;
-        std::string sha = ValueOrThrow(s->get().UploadModule(bytes));
+        std::string sha = Blocking(s, [&] { return ValueOrThrow(s->get().UploadModule(bytes)); });
         return PyUploadedModule{s, sha};
       },
       py::name("upload"), py::is_method(session_class), py::arg("exe"),
@@ -175,8 +184,8 @@ PyUploadedModule UploadedFor(const py::object& exe, const SessionPtr& session) {
                    "tether.connect(...) or tether.local()"));
   }
   std::string bytes = exe.cast<const PyExecutable&>().exec->SaveToBytes();
-  py::gil_scoped_release release;
-  std::string sha = ValueOrThrow(session->get().UploadModule(bytes));
+  std::string sha =
+      Blocking(session, [&] { return ValueOrThrow(session->get().UploadModule(bytes)); });
   return PyUploadedModule{session, sha};
 }
 

@@ -3,11 +3,13 @@
 
 PYBIND11_MODULE(_tether, m) {
   m.doc() = "Tether's client library: sessions on tetherd daemons, remote tensors, the VM";
+  tether::python::InitInterrupts();
   tether::python::RegisterErrors(m);
   tether::python::RegisterValues(m);
   tether::python::RegisterSession(m);
   tether::python::RegisterExecutable(m);
   tether::python::RegisterVM(m);
+  tether::python::RegisterRuntime(m);
 #ifdef TETHER_PYTHON_WITH_COMPILER
   m.attr("has_compiler") = true;
 #else

@@ -14,6 +14,15 @@
 namespace tether::python {
 namespace {
 
+py::dict DeviceAttributes(const v1::DeviceInfo& info) {
+  py::dict attrs;
+  for (const auto& [key, wire] : info.attributes()) {
+    absl::StatusOr<Value> v = rpc::DecodeValue(wire, {});
+    attrs[py::str(key)] = v.ok() ? FromValue(*v, nullptr) : py::none();
+  }
+  return attrs;
+}
+
 SessionPtr Connect(const std::string& target, client::ConnectOptions options,
                    std::unique_ptr<cli::EmbeddedDaemon> daemon) {
   auto state = std::make_shared<SessionState>();
@@ -61,30 +70,6 @@ SessionPtr StartLocal() {
   return Connect(target, options, std::move(daemon));
 }
 
-py::dict DeviceAttributes(const v1::DeviceInfo& info) {
-  py::dict attrs;
-  for (const auto& [key, wire] : info.attributes()) {
-    absl::StatusOr<Value> v = rpc::DecodeValue(wire, {});
-    attrs[py::str(key)] = v.ok() ? FromValue(*v, nullptr) : py::none();
-  }
-  return attrs;
-}
-
-// The device `d` with the daemon's attributes (None for the attributes of a
-// device the daemon does not have but "exist", which is False).
-PyDevice SessionDevice(SessionState& s, Device d) {
-  for (const v1::DeviceInfo& info : s.get().handshake().devices()) {
-    if (static_cast<int>(info.device().type()) == static_cast<int>(d.type) &&
-        info.device().id() == d.id) {
-      return PyDevice{d, DeviceAttributes(info)};
-    }
-    if (info.name() == d.ToString()) return PyDevice{d, DeviceAttributes(info)};
-  }
-  py::dict absent;
-  absent["exist"] = false;
-  return PyDevice{d, absent};
-}
-
 py::dict Info(SessionState& s) {
   const v1::HandshakeResponse& h = s.get().handshake();
   py::dict info;
@@ -123,6 +108,21 @@ py::dict Info(SessionState& s) {
 }
 
 }  // namespace
+
+// The device `d` with the daemon's attributes (None for the attributes of a
+// device the daemon does not have but "exist", which is False).
+PyDevice SessionDevice(const SessionPtr& s, Device d) {
+  for (const v1::DeviceInfo& info : s->get().handshake().devices()) {
+    if ((static_cast<int>(info.device().type()) == static_cast<int>(d.type) &&
+         info.device().id() == d.id) ||
+        info.name() == d.ToString()) {
+      return PyDevice{d, DeviceAttributes(info), s};
+    }
+  }
+  py::dict absent;
+  absent["exist"] = false;
+  return PyDevice{d, absent, s};
+}
 
 RemoteOwner::~RemoteOwner() {
   {
@@ -178,23 +178,36 @@ void RegisterSession(py::module_& m) {
       .def("info", &Info,
            "The handshake: protocol, runtime version, devices and their "
            "attributes, dtypes, limits, the daemon's target.")
-      .def("close",
-           [](SessionState& s) {
-             py::gil_scoped_release release;
-             ThrowIfError(s.get().Close());
-           })
-      .def("__enter__", [](SessionPtr s) { return s; })
-      .def("__exit__",
-           [](SessionState& s, const py::object&, const py::object&, const py::object&) {
-             py::gil_scoped_release release;
-             ThrowIfError(s.get().Close());
-             return false;
-           })
-      .def_property_readonly("session_id", [](SessionState& s) { return s.get().session_id(); })
-      .def_property_readonly("is_local", [](SessionState& s) { return s.daemon != nullptr; })
+      .def(
+          "close",
+          [](SessionState& s) {
+            py::gil_scoped_release release;
+            ThrowIfError(s.get().Close());
+          },
+          "Closes the session; the daemon frees everything it owns. Idempotent.")
+      .def(
+          "__enter__", [](SessionPtr s) { return s; }, "The session itself.")
+      .def(
+          "__exit__",
+          [](SessionState& s, const py::object&, const py::object&, const py::object&) {
+            py::gil_scoped_release release;
+            ThrowIfError(s.get().Close());
+            return false;
+          },
+          "Closes the session.")
+      .def_property_readonly(
+          "closed", [](SessionState& s) { return s.get().closed(); },
+          "Whether the session is closed (close(), the with block's end, or Ctrl-C during "
+          "one of its calls).")
+      .def_property_readonly(
+          "session_id", [](SessionState& s) { return s.get().session_id(); },
+          "The daemon's id of the session (32 hex digits).")
+      .def_property_readonly(
+          "is_local", [](SessionState& s) { return s.daemon != nullptr; },
+          "Whether the daemon runs inside this process (tether.local()).")
       .def(
           "device",
-          [](SessionState& s, const py::object& spec, std::optional<int> id) {
+          [](SessionPtr s, const py::object& spec, std::optional<int> id) {
             Device d = ToDevice(spec);
             if (id) d.id = *id;
             return SessionDevice(s, d);
@@ -202,31 +215,30 @@ void RegisterSession(py::module_& m) {
           py::arg("dev_type"), py::arg("dev_id") = py::none(),
           "The device with the daemon's attributes (exist, device_name, ...).")
       .def(
-          "cpu", [](SessionState& s, int id) { return SessionDevice(s, Device::Cpu(id)); },
-          py::arg("dev_id") = 0)
+          "cpu", [](SessionPtr s, int id) { return SessionDevice(s, Device::Cpu(id)); },
+          py::arg("dev_id") = 0, "The daemon's CPU, with its attributes.")
       .def(
-          "cuda", [](SessionState& s, int id) { return SessionDevice(s, Device::Cuda(id)); },
-          py::arg("dev_id") = 0)
-      .def("devices",
-           [](SessionState& s) {
-             py::list out;
-             for (const v1::DeviceInfo& info : s.get().handshake().devices()) {
-               Device d = ValueOrThrow(Device::Parse(info.name()));
-               out.append(PyDevice{d, DeviceAttributes(info)});
-             }
-             return out;
-           })
+          "cuda", [](SessionPtr s, int id) { return SessionDevice(s, Device::Cuda(id)); },
+          py::arg("dev_id") = 0, "The daemon's CUDA GPU `dev_id`, with its attributes.")
+      .def(
+          "devices",
+          [](SessionPtr s) {
+            py::list out;
+            for (const v1::DeviceInfo& info : s->get().handshake().devices()) {
+              Device d = ValueOrThrow(Device::Parse(info.name()));
+              out.append(PyDevice{d, DeviceAttributes(info), s});
+            }
+            return out;
+          },
+          "Every device of the daemon.")
       .def(
           "empty",
           [](SessionPtr s, const std::vector<int64_t>& shape, const std::string& dtype,
              const py::object& device) {
             DataType dt = ValueOrThrow(DataType::Parse(dtype));
             Device d = device.is_none() ? Device::Cpu() : ToDevice(device);
-            Value handle;
-            {
-              py::gil_scoped_release release;
-              handle = ValueOrThrow(s->get().AllocTensor(shape, dt, d));
-            }
+            Value handle =
+                Blocking(s, [&] { return ValueOrThrow(s->get().AllocTensor(shape, dt, d)); });
             return PyRemoteTensor{s, handle, OwnerOf(s, handle)};
           },
           py::arg("shape"), py::arg("dtype") = "float32", py::arg("device") = py::none(),
@@ -236,15 +248,31 @@ void RegisterSession(py::module_& m) {
           [](SessionPtr s, const py::object& data, const py::object& device) {
             Tensor local = TensorFromNumpy(py::module_::import("numpy").attr("asarray")(data));
             Device d = device.is_none() ? Device::Cpu() : ToDevice(device);
-            Value handle;
-            {
-              py::gil_scoped_release release;
-              handle = ValueOrThrow(s->get().UploadTensor(local, d));
-            }
+            Value handle =
+                Blocking(s, [&] { return ValueOrThrow(s->get().UploadTensor(local, d)); });
             return PyRemoteTensor{s, handle, OwnerOf(s, handle)};
           },
           py::arg("data"), py::arg("device") = py::none(),
-          "A copy of `data` (a numpy array or anything numpy.asarray takes) on the daemon.");
+          "A copy of `data` (a numpy array or anything numpy.asarray takes) on the daemon.")
+      .def(
+          "_time_cpp_upload",
+          [](SessionPtr s, const py::array& data, int n) {
+            // bench/python/overhead.py: the C++ client's uploads of a tensor it
+            // already has (made once, outside the timing); seconds in all.
+            Tensor local = ValueOrThrow(Tensor::FromBytes(
+                std::vector<int64_t>(data.shape(), data.shape() + data.ndim()),
+                ValueOrThrow(DataType::Parse(py::str(data.dtype()).cast<std::string>())),
+                data.data(), data.nbytes()));
+            py::gil_scoped_release release;
+            const absl::Time start = absl::Now();
+            for (int i = 0; i < n; ++i) {
+              Value handle = ValueOrThrow(s->get().UploadTensor(local));
+              ThrowIfError(s->get().FreeObjects({client::AsRemoteHandle(handle)->id()}));
+            }
+            return absl::ToDoubleSeconds(absl::Now() - start);
+          },
+          py::arg("data"), py::arg("n"),
+          "bench/python/overhead.py: n uploads (and frees) made from C++, seconds.");
   m.def("connect", &ConnectRemote, py::arg("target"), py::kw_only(), py::arg("token") = py::none(),
         py::arg("tls_ca") = py::none(), py::arg("tls_cert") = py::none(),
         py::arg("tls_key") = py::none(), py::arg("tls_server_name") = py::none(),

@@ -44,6 +44,45 @@ std::string DeviceRepr(Device d) {
   return absl::StrCat(s.substr(0, colon), "(", s.substr(colon + 1), ")");
 }
 
+// What a borrowed array's tensor owns: a reference to the array, dropped
+// with the GIL taken (the last owner of the tensor may be any thread).
+struct NumpyBorrow {
+  DLManagedTensor managed;
+  std::vector<int64_t> shape;
+  PyObject* array;
+};
+
+Tensor BorrowNumpy(py::array array, std::vector<int64_t> shape, DataType dtype) {
+  auto* ctx = new NumpyBorrow{};
+  ctx->shape = std::move(shape);
+  DLTensor& dl = ctx->managed.dl_tensor;
+  dl.data = const_cast<void*>(array.data());  // never written: uploads read it
+  dl.device = DLDevice{kDLCPU, 0};
+  dl.ndim = static_cast<int32_t>(ctx->shape.size());
+  dl.dtype = dtype;
+  dl.shape = ctx->shape.data();
+  dl.strides = nullptr;
+  dl.byte_offset = 0;
+  ctx->array = array.release().ptr();
+  ctx->managed.manager_ctx = ctx;
+  ctx->managed.deleter = [](DLManagedTensor* self) {
+    auto* c = static_cast<NumpyBorrow*>(self->manager_ctx);
+    // Leaked on purpose once the interpreter is going away.
+    if (Py_IsInitialized() && !_Py_IsFinalizing()) {
+      PyGILState_STATE state = PyGILState_Ensure();
+      Py_DECREF(c->array);
+      PyGILState_Release(state);
+    }
+    delete c;
+  };
+  absl::StatusOr<Tensor> tensor = Tensor::FromDLPack(&ctx->managed);
+  if (!tensor.ok()) {
+    ctx->managed.deleter(&ctx->managed);
+    ThrowStatus(tensor.status());
+  }
+  return *std::move(tensor);
+}
+
 }  // namespace
 
 Tensor TensorFromNumpy(const py::array& in) {
@@ -61,6 +100,12 @@ Tensor TensorFromNumpy(const py::array& in) {
     ThrowStatus(TypeError("numpy dtype ", name, " has no tensor dtype"));
   }
   std::vector<int64_t> shape(array.shape(), array.shape() + array.ndim());
+  // A large aligned array is borrowed, not copied: the tensor reads its
+  // memory and keeps it alive (an upload of 64 MiB makes no copy here).
+  constexpr py::ssize_t kBorrowBytes = 64 << 10;
+  if (array.nbytes() >= kBorrowBytes && (array.flags() & py::detail::npy_api::NPY_ARRAY_ALIGNED_)) {
+    return BorrowNumpy(std::move(array), std::move(shape), *dtype);
+  }
   return ValueOrThrow(Tensor::FromBytes(shape, *dtype, array.data(), array.nbytes()));
 }
 
@@ -145,7 +190,10 @@ py::object FromValue(const Value& value, const SessionPtr& session) {
   if (value.is_float()) return py::float_(value.float_value());
   if (value.is_string()) return py::str(value.string_value());
   if (value.is_dtype()) return py::str(value.dtype_value().ToString());
-  if (value.is_device()) return py::cast(PyDevice{value.device_value(), std::nullopt});
+  if (value.is_device()) {
+    return py::cast(session ? SessionDevice(session, value.device_value())
+                            : PyDevice{value.device_value(), std::nullopt, nullptr});
+  }
   if (value.is_shape()) {
     const auto& dims = value.AsRef<ShapeObj>()->dims;
     py::tuple t(dims.size());
@@ -174,72 +222,86 @@ void RegisterValues(py::module_& m) {
       .def(py::init([](const py::object& spec, std::optional<int> id) {
              Device d = ToDevice(spec);
              if (id) d.id = *id;
-             return PyDevice{d, std::nullopt};
+             return PyDevice{d, std::nullopt, nullptr};
            }),
-           py::arg("device"), py::arg("index") = py::none())
-      .def_property_readonly("device_type",
-                             [](const PyDevice& d) { return static_cast<int>(d.device.type); })
-      .def_property_readonly("device_id", [](const PyDevice& d) { return d.device.id; })
+           py::arg("device"), py::arg("index") = py::none(),
+           "Device(\"cuda:1\"), Device(\"cuda\", 1) or Device(device).")
+      .def_property_readonly(
+          "device_type", [](const PyDevice& d) { return static_cast<int>(d.device.type); },
+          "The DLPack device type code (1 cpu, 2 cuda).")
+      .def_property_readonly(
+          "device_id", [](const PyDevice& d) { return d.device.id; }, "The device's index.")
       .def("__str__", [](const PyDevice& d) { return d.device.ToString(); })
       .def("__repr__", [](const PyDevice& d) { return DeviceRepr(d.device); })
       .def("__eq__",
            [](const PyDevice& a, const py::object& b) {
              return py::isinstance<PyDevice>(b) && a.device == b.cast<const PyDevice&>().device;
            })
-      .def("__hash__", [](const PyDevice& d) {
-        return py::hash(py::make_tuple(static_cast<int>(d.device.type), d.device.id));
-      });
+      .def("__hash__",
+           [](const PyDevice& d) {
+             return py::hash(py::make_tuple(static_cast<int>(d.device.type), d.device.id));
+           })
+      .def_property_readonly(
+          "session", [](const PyDevice& d) { return d.session; },
+          "The Session this device came from (session.cpu(), a RemoteTensor's device), "
+          "or None for tether.cpu() and the like.");
   for (const DeviceAttrName& a : AllDeviceAttrs()) {
     DeviceAttr attr = a.attr;
     std::string name(a.name);
-    device.def_property_readonly(name.c_str(), [attr, name](const PyDevice& d) -> py::object {
-      if (d.attributes) {
-        // The daemon's answer from the handshake; None where it means nothing.
-        return d.attributes->contains(name) ? py::object((*d.attributes)[name.c_str()])
-                                            : py::none();
-      }
-      return AttributeFromRuntime(d.device, attr);
-    });
+    device.def_property_readonly(
+        name.c_str(),
+        [attr, name](const PyDevice& d) -> py::object {
+          if (d.attributes) {
+            // The daemon's answer from the handshake; None where it means nothing.
+            return d.attributes->contains(name) ? py::object((*d.attributes)[name.c_str()])
+                                                : py::none();
+          }
+          return AttributeFromRuntime(d.device, attr);
+        },
+        absl::StrCat("The device's ", name,
+                     " as the seed names it: from the daemon's handshake for a session's "
+                     "device, else read on this machine; None where it means nothing.")
+            .c_str());
   }
   m.def(
       "cpu",
       [](int id) {
-        return PyDevice{Device::Cpu(id), std::nullopt};
+        return PyDevice{Device::Cpu(id), std::nullopt, nullptr};
       },
-      py::arg("dev_id") = 0);
+      py::arg("dev_id") = 0, "The CPU device (attributes read on this machine).");
   m.def(
       "cuda",
       [](int id) {
-        return PyDevice{Device::Cuda(id), std::nullopt};
+        return PyDevice{Device::Cuda(id), std::nullopt, nullptr};
       },
-      py::arg("dev_id") = 0);
+      py::arg("dev_id") = 0, "A CUDA GPU (attributes read on this machine).");
   m.def(
       "device",
       [](const py::object& spec, std::optional<int> id) {
         Device d = ToDevice(spec);
         if (id) d.id = *id;
-        return PyDevice{d, std::nullopt};
+        return PyDevice{d, std::nullopt, nullptr};
       },
-      py::arg("dev_type"), py::arg("dev_id") = py::none());
+      py::arg("dev_type"), py::arg("dev_id") = py::none(),
+      "A device by name: device(\"cuda:1\"), device(\"cuda\", 1).");
 
   py::class_<PyRemoteTensor>(m, "RemoteTensor",
                              "A tensor owned by a session on the daemon; numpy() copies it here.")
-      .def_property_readonly("shape",
-                             [](const PyRemoteTensor& t) { return py::tuple(py::cast(t.shape())); })
-      .def_property_readonly("dtype", &PyRemoteTensor::dtype)
-      .def_property_readonly("device",
-                             [](const PyRemoteTensor& t) {
-                               return PyDevice{t.device(), std::nullopt};
-                             })
-      .def("numpy",
-           [](const PyRemoteTensor& t) {
-             Tensor local;
-             {
-               py::gil_scoped_release release;
-               local = ValueOrThrow(t.session->get().DownloadTensor(t.handle));
-             }
-             return NumpyFromTensor(local);
-           })
+      .def_property_readonly(
+          "shape", [](const PyRemoteTensor& t) { return py::tuple(py::cast(t.shape())); },
+          "The shape, a tuple of ints.")
+      .def_property_readonly("dtype", &PyRemoteTensor::dtype, "The dtype's name (\"float32\").")
+      .def_property_readonly(
+          "device", [](const PyRemoteTensor& t) { return SessionDevice(t.session, t.device()); },
+          "The daemon's device the tensor is on.")
+      .def(
+          "numpy",
+          [](const PyRemoteTensor& t) {
+            Tensor local = Blocking(
+                t.session, [&] { return ValueOrThrow(t.session->get().DownloadTensor(t.handle)); });
+            return NumpyFromTensor(local);
+          },
+          "A copy of the tensor here, as a numpy array (bfloat16 as its uint16 bits).")
       .def("__repr__", [](const PyRemoteTensor& t) {
         std::string dims;
         for (int64_t d : t.shape()) absl::StrAppend(&dims, dims.empty() ? "" : ", ", d);
@@ -249,10 +311,12 @@ void RegisterValues(py::module_& m) {
 
   py::class_<PyRemoteObject>(m, "RemoteObject",
                              "An object that stays on the daemon (a closure), passed back as is.")
-      .def_property_readonly("type_key",
-                             [](const PyRemoteObject& o) {
-                               return client::AsRemoteHandle(o.handle)->remote_type_key();
-                             })
+      .def_property_readonly(
+          "type_key",
+          [](const PyRemoteObject& o) {
+            return client::AsRemoteHandle(o.handle)->remote_type_key();
+          },
+          "The daemon's type of the object (\"vm.Closure\").")
       .def("__repr__", [](const PyRemoteObject& o) {
         return absl::StrCat("<tether.RemoteObject ",
                             client::AsRemoteHandle(o.handle)->remote_type_key(), ">");

@@ -1,10 +1,13 @@
 // tether.VirtualMachine over client::RemoteVM, with the seed's method names
 // and arguments, and the BenchmarkResult and Report classes it returns.
+#include <algorithm>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "client/remote_vm.h"
 #include "python/src/bindings.h"
@@ -36,12 +39,31 @@ class PyVM {
     return out;
   }
 
-  // Runs `op(vm)` without the GIL, one call at a time.
+  // Runs `op(vm)` without the GIL, one call at a time; Ctrl-C stops it.
   template <typename Op>
   auto Run(Op op) {
-    py::gil_scoped_release release;
-    absl::MutexLock lock(&mu_);
-    return op(*vm_);
+    return Blocking(session_, [&] {
+      absl::MutexLock lock(&mu_);
+      return op(*vm_);
+    });
+  }
+
+  // Names vm[name] has found: the names save_function gave (found first, as
+  // the seed's lookup does) and functions the daemon confirmed once (a VM's
+  // functions never change), so vm["main"](x) makes one round trip, not two.
+  bool IsKnown(const std::string& name) const { return known_.contains(name); }
+  void AddKnown(const std::string& name) { known_.insert(name); }
+
+  // bench/python/overhead.py: `n` calls of RemoteVM::Invoke from C++ with
+  // arguments converted once, as a C++ client makes them; seconds in all.
+  double TimeCppInvoke(const std::string& name, const py::tuple& args, int n) {
+    std::vector<Value> values;
+    for (py::handle a : args) values.push_back(ToValue(a, session_.get()));
+    return Run([&](client::RemoteVM& vm) {
+      const absl::Time start = absl::Now();
+      for (int i = 0; i < n; ++i) ValueOrThrow(vm.Invoke(name, values));
+      return absl::ToDoubleSeconds(absl::Now() - start);
+    });
   }
 
   py::object Invoke(const std::string& name, const py::args& args) {
@@ -54,6 +76,7 @@ class PyVM {
   SessionPtr session_;
   std::unique_ptr<client::RemoteVM> vm_;
   absl::Mutex mu_;
+  absl::flat_hash_set<std::string> known_;  // touched with the GIL held
 };
 
 // "cpu:0=naive,cuda:0=pooled" from None, a str or {device: str}.
@@ -108,17 +131,23 @@ void RegisterVM(py::module_& m) {
              return profiling::BenchmarkResult::FromSamples(std::move(results), n);
            }),
            py::arg("results"))
-      .def_readonly("results", &profiling::BenchmarkResult::results)
-      .def_readonly("mean", &profiling::BenchmarkResult::mean)
-      .def_readonly("median", &profiling::BenchmarkResult::median)
-      .def_readonly("min", &profiling::BenchmarkResult::min)
-      .def_readonly("max", &profiling::BenchmarkResult::max)
-      .def_readonly("std", &profiling::BenchmarkResult::std)
-      .def_readonly("total_calls", &profiling::BenchmarkResult::total_calls)
-      .def_readonly("number_per_repeat", &profiling::BenchmarkResult::number_per_repeat)
-      .def_readonly("exclusive", &profiling::BenchmarkResult::exclusive)
-      .def_readonly("wait_seconds", &profiling::BenchmarkResult::wait_seconds)
-      .def("percentile", &profiling::BenchmarkResult::Percentile, py::arg("p"))
+      .def_readonly("results", &profiling::BenchmarkResult::results,
+                    "Seconds per call, one per repeat.")
+      .def_readonly("mean", &profiling::BenchmarkResult::mean, "Mean of results (s).")
+      .def_readonly("median", &profiling::BenchmarkResult::median, "Median of results (s).")
+      .def_readonly("min", &profiling::BenchmarkResult::min, "Smallest of results (s).")
+      .def_readonly("max", &profiling::BenchmarkResult::max, "Largest of results (s).")
+      .def_readonly("std", &profiling::BenchmarkResult::std, "Standard deviation of results (s).")
+      .def_readonly("total_calls", &profiling::BenchmarkResult::total_calls,
+                    "Calls made, the warm-up and min_repeat_ms calibration included.")
+      .def_readonly("number_per_repeat", &profiling::BenchmarkResult::number_per_repeat,
+                    "Calls per repeat (number, grown to meet min_repeat_ms).")
+      .def_readonly("exclusive", &profiling::BenchmarkResult::exclusive,
+                    "Whether no other session's call ran during the measurement.")
+      .def_readonly("wait_seconds", &profiling::BenchmarkResult::wait_seconds,
+                    "Seconds spent waiting for exclusive use before measuring.")
+      .def("percentile", &profiling::BenchmarkResult::Percentile, py::arg("p"),
+           "The p-th percentile of results (p in [0, 100]), in seconds.")
       .def("__str__", &profiling::BenchmarkResult::ToString)
       .def("__repr__", [](const profiling::BenchmarkResult& r) {
         return absl::StrCat("BenchmarkResult(mean=", r.mean, ", median=", r.median,
@@ -127,13 +156,15 @@ void RegisterVM(py::module_& m) {
 
   py::class_<profiling::Report>(m, "Report", "A profile: one row per call, device totals.")
       .def("table", &profiling::Report::Table, py::arg("sort") = true, py::arg("aggregate") = true,
-           py::arg("col_sums") = true)
-      .def("csv", &profiling::Report::Csv)
-      .def("json", &profiling::Report::Json)
+           py::arg("col_sums") = true,
+           "A human-readable table: rows sorted by time, calls of one kernel aggregated, "
+           "column sums.")
+      .def("csv", &profiling::Report::Csv, "The rows as CSV.")
+      .def("json", &profiling::Report::Json, "The report as JSON (Report.from_json reads it).")
       .def_static(
           "from_json",
           [](const std::string& json) { return ValueOrThrow(profiling::Report::FromJson(json)); },
-          py::arg("json"))
+          py::arg("json"), "A Report from the JSON of Report.json().")
       .def("__str__", [](const profiling::Report& r) { return r.Table(); })
       .def("__eq__", [](const profiling::Report& a, const profiling::Report& b) { return a == b; });
 
@@ -141,38 +172,82 @@ void RegisterVM(py::module_& m) {
       .def(py::init(&MakeVM), py::arg("rt_mod"), py::arg("device") = py::none(),
            py::arg("memory_cfg") = py::none(), py::kw_only(), py::arg("session") = py::none(),
            py::arg("fetch_outputs") = true, py::arg("call_timeout") = 0.0,
-           py::arg("num_threads") = 0, py::arg("concurrent_timing") = false)
-      .def_property_readonly("session", &PyVM::session)
-      .def("invoke", &PyVM::Invoke, py::arg("func_name"))
-      .def("__getitem__",
-           [](py::object self, const std::string& name) {
-             PyVM& vm = self.cast<PyVM&>();
-             // Fail here for an unknown name, as the seed's __getitem__ does.
-             vm.Run([&](client::RemoteVM& v) { return ValueOrThrow(v.GetFunctionArity(name)); });
-             return py::cpp_function([self, name](const py::args& args) {
-               return self.cast<PyVM&>().Invoke(name, args);
-             });
-           })
-      .def("invoke_closure",
-           [](PyVM& vm, const py::object& closure, const py::args& args) {
-             Value c = ToValue(closure, vm.session().get());
-             std::vector<Value> values = vm.Args(args);
-             Value out = vm.Run(
-                 [&](client::RemoteVM& v) { return ValueOrThrow(v.InvokeClosure(c, values)); });
-             return FromValue(out, vm.session());
-           })
+           py::arg("num_threads") = 0, py::arg("concurrent_timing") = false,
+           "A VM of `rt_mod` (an Executable or UploadedModule) on `device` (a Device or a list) "
+           "in `session`.")
+      .def_property_readonly("session", &PyVM::session, "The Session the VM runs in.")
+      .def("_time_cpp_invoke", &PyVM::TimeCppInvoke, py::arg("func_name"), py::arg("args"),
+           py::arg("n"), "bench/python/overhead.py: n calls made from C++ (RemoteVM), seconds.")
+      .def("invoke", &PyVM::Invoke, py::arg("func_name"),
+           "Calls `func_name` with the arguments; returns its result.")
+      .def(
+          "__getitem__",
+          [](py::object self, const std::string& name) {
+            PyVM& vm = self.cast<PyVM&>();
+            // Fail here for an unknown name, as the seed's __getitem__ does.
+            if (!vm.IsKnown(name)) {
+              vm.Run([&](client::RemoteVM& v) { return ValueOrThrow(v.GetFunctionArity(name)); });
+              vm.AddKnown(name);
+            }
+            return py::cpp_function([self, name](const py::args& args) {
+              return self.cast<PyVM&>().Invoke(name, args);
+            });
+          },
+          "vm[name]: the function `name` (a Relax function or a saved one) as a callable.")
+      .def(
+          "invoke_closure",
+          [](PyVM& vm, const py::object& closure, const py::args& args) {
+            Value c = ToValue(closure, vm.session().get());
+            std::vector<Value> values = vm.Args(args);
+            Value out = vm.Run(
+                [&](client::RemoteVM& v) { return ValueOrThrow(v.InvokeClosure(c, values)); });
+            return FromValue(out, vm.session());
+          },
+          "Calls a closure (a RemoteObject a function returned) with the arguments.")
       .def(
           "save_function",
           [](PyVM& vm, const std::string& func_name, const std::string& saved_name,
-             const py::args& args, bool include_return) {
+             const py::args& args, bool include_return, const py::kwargs& kwargs) {
             std::vector<Value> values = vm.Args(args);
+            if (kwargs.size() > 0) {
+              // As the seed does: named arguments go to their parameter's
+              // position, after the positional ones.
+              std::vector<std::string> names = vm.Run([&](client::RemoteVM& v) {
+                return ValueOrThrow(v.GetFunctionParamNames(func_name));
+              });
+              std::vector<std::optional<Value>> slots(names.size());
+              for (size_t i = 0; i < values.size() && i < slots.size(); ++i) slots[i] = values[i];
+              for (auto [key, value] : kwargs) {
+                const std::string name = py::str(key).cast<std::string>();
+                auto it = std::find(names.begin(), names.end(), name);
+                if (it == names.end()) {
+                  ThrowStatus(TypeError(func_name, "() has no parameter named \"", name, "\""));
+                }
+                std::optional<Value>& slot = slots[it - names.begin()];
+                if (slot.has_value()) {
+                  ThrowStatus(
+                      TypeError(func_name, "() got two values for parameter \"", name, "\""));
+                }
+                slot = ToValue(value, vm.session().get());
+              }
+              values.clear();
+              for (size_t i = 0; i < slots.size(); ++i) {
+                if (!slots[i].has_value()) {
+                  ThrowStatus(TypeError(func_name, "() is missing parameter \"", names[i], "\""));
+                }
+                values.push_back(std::move(*slots[i]));
+              }
+            }
             vm.Run([&](client::RemoteVM& v) {
               ThrowIfError(v.SaveFunction(func_name, saved_name, values, include_return));
               return 0;
             });
+            vm.AddKnown(saved_name);
           },
           py::arg("func_name"), py::arg("saved_name"), py::kw_only(),
-          py::arg("include_return") = true)
+          py::arg("include_return") = true,
+          "Saves a closure of `func_name` with these arguments under `saved_name` "
+          "(for time_evaluator: no argument crosses the network per call).")
       .def(
           "set_input",
           [](PyVM& vm, const std::string& func_name, const py::args& args,
@@ -189,7 +264,8 @@ void RegisterVM(py::module_& m) {
               return 0;
             });
           },
-          py::arg("func_name"))
+          py::arg("func_name"),
+          "Sets the arguments of `func_name` for invoke_stateful (keywords by parameter name).")
       .def(
           "invoke_stateful",
           [](PyVM& vm, const std::string& func_name) {
@@ -198,7 +274,7 @@ void RegisterVM(py::module_& m) {
               return 0;
             });
           },
-          py::arg("func_name"))
+          py::arg("func_name"), "Calls `func_name` with the arguments set_input gave.")
       .def(
           "get_outputs",
           [](PyVM& vm, const std::string& func_name) {
@@ -206,14 +282,15 @@ void RegisterVM(py::module_& m) {
                 vm.Run([&](client::RemoteVM& v) { return ValueOrThrow(v.GetOutputs(func_name)); });
             return FromValue(out, vm.session());
           },
-          py::arg("func_name"))
+          py::arg("func_name"),
+          "The result of the last invoke_stateful of `func_name` (tuples as nested lists).")
       .def(
           "get_function_arity",
           [](PyVM& vm, const std::string& func_name) {
             return vm.Run(
                 [&](client::RemoteVM& v) { return ValueOrThrow(v.GetFunctionArity(func_name)); });
           },
-          py::arg("func_name"))
+          py::arg("func_name"), "How many parameters `func_name` takes.")
       .def(
           "get_function_param_names",
           [](PyVM& vm, const std::string& func_name) {
@@ -221,7 +298,7 @@ void RegisterVM(py::module_& m) {
               return ValueOrThrow(v.GetFunctionParamNames(func_name));
             });
           },
-          py::arg("func_name"))
+          py::arg("func_name"), "The parameter names of `func_name`.")
       .def(
           "set_instrument",
           [](PyVM& vm, const std::string& factory_name, const py::args& args) {
@@ -268,7 +345,8 @@ void RegisterVM(py::module_& m) {
             return vm.Run(
                 [&](client::RemoteVM& v) { return ValueOrThrow(v.Profile(func_name, values)); });
           },
-          py::arg("func_name"));
+          py::arg("func_name"),
+          "Runs `func_name` once with the arguments, timing each kernel call: a Report.");
 }
 
 }  // namespace tether::python

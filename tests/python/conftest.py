@@ -40,9 +40,10 @@ def daemon_dir(tmp_path_factory):
     return d
 
 
-def start_tetherd(directory, *flags):
+def start_tetherd(directory, *flags, with_process=False):
     """A tetherd from the build on 127.0.0.1:0 with `flags`, serving from
-    `directory`; yields its address, then stops it and checks it drained."""
+    `directory`; yields its address (and its Popen with with_process), then
+    stops it and checks it drained (unless the test killed it)."""
     tetherd = os.environ.get("TETHERD")
     if not tetherd:
         pytest.skip("TETHERD (the tetherd binary) is not set; run through CTest")
@@ -58,9 +59,11 @@ def start_tetherd(directory, *flags):
             proc.kill()
             raise RuntimeError("tetherd did not start: " + (directory / "tetherd.log").read_text())
         time.sleep(0.02)
-    yield "127.0.0.1:" + port_file.read_text().strip()
-    proc.send_signal(signal.SIGTERM)
-    assert proc.wait(timeout=60) == 0, (directory / "tetherd.log").read_text()
+    address = "127.0.0.1:" + port_file.read_text().strip()
+    yield (address, proc) if with_process else address
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0, (directory / "tetherd.log").read_text()
     log.close()
 
 
@@ -73,6 +76,12 @@ def daemon(daemon_dir):
 def small_daemon(daemon_dir, tmp_path):
     """A tetherd whose sessions may hold 16 objects at a time."""
     yield from start_tetherd(tmp_path, "--max-session-objects", "16")
+
+
+@pytest.fixture
+def own_daemon(daemon_dir, tmp_path):
+    """A tetherd of the test's own: (address, subprocess.Popen)."""
+    yield from start_tetherd(tmp_path, with_process=True)
 
 
 @pytest.fixture

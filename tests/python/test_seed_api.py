@@ -1,0 +1,189 @@
+"""The seed's VM examples (seed-relax-vm-api.txt) ported with only the
+imports changed (tvm -> tether), against a real tetherd: the module is
+TVMScript in this file, relax.build compiles it, relax.VirtualMachine runs it
+on the session its device came from, or on default_session() (TETHER_REMOTE).
+Then the runtime helpers: param dicts, DataType, num_threads, DLPack."""
+import numpy as np
+import pytest
+
+import tether as tvm
+from tether import relax
+from tether.script import ir as I, relax as R
+
+
+@I.ir_module
+class TestTimeEvaluator:
+    @R.function
+    def main(x: R.Tensor((1,), "float32"), y: R.Tensor((1,), "float32")):
+        with R.dataflow():
+            gv = R.add(x, y)
+            R.output(gv)
+        return gv
+
+
+@pytest.fixture
+def remote_default(daemon, monkeypatch):
+    """default_session() is a connection to the test's tetherd, through
+    TETHER_REMOTE as a user would set it."""
+    monkeypatch.setenv("TETHER_REMOTE", daemon)
+    tvm.set_default_session(None)
+    yield tvm.default_session()
+    tvm.default_session().close()
+    tvm.set_default_session(None)
+
+
+def test_ir_module_is_the_class_source():
+    assert isinstance(TestTimeEvaluator, tvm.script.IRModule)
+    text = TestTimeEvaluator.script()
+    assert text.startswith("@I.ir_module\nclass TestTimeEvaluator:")
+    assert "R.add(x, y)" in text
+
+
+def test_seed_time_evaluator_examples(remote_default):
+    if not tvm.has_compiler:
+        pytest.skip("built without the compiler")
+    arg0, arg1 = np.array([1.5], "float32"), np.array([2.25], "float32")
+    # Normal use with a VM function.
+    target = tvm.target.Target("llvm", host="llvm")
+    ex = relax.build(TestTimeEvaluator, target)
+    vm = relax.VirtualMachine(ex, tvm.cpu())
+    assert vm.session.session_id == remote_default.session_id  # ran on TETHER_REMOTE
+    timing_res = vm.time_evaluator("main", tvm.cpu())(arg0, arg1)
+    assert isinstance(timing_res, tvm.BenchmarkResult) and len(timing_res.results) == 1
+    # Use with the stateful API.
+    vm.set_input("main", arg0, arg1)
+    timing_res = vm.time_evaluator("invoke_stateful", tvm.cpu())("main")
+    assert timing_res.mean > 0
+    # With saved closures via save_function.
+    vm.save_function("main", "func_name_saved", arg0, arg1)
+    timing_res = vm.time_evaluator("func_name_saved", tvm.cpu())()
+    assert timing_res.mean > 0
+    np.testing.assert_array_equal(vm["func_name_saved"](), arg0 + arg1)
+    # A keyword argument goes to its parameter's place.
+    vm.save_function("main", "kw_saved", arg0, y=arg1 * 2)
+    np.testing.assert_array_equal(vm["kw_saved"](), arg0 + 2 * arg1)
+    with pytest.raises(TypeError):
+        vm.save_function("main", "bad", arg0, z=arg1)
+    with pytest.raises(TypeError):
+        vm.save_function("main", "bad", arg0, x=arg1)
+    # include_return=False: nothing comes back (timing over RPC).
+    vm.save_function("main", "no_return", arg0, arg1, include_return=False)
+    assert vm["no_return"]() is None
+    # The seed's stateful rule: a function with set inputs is called through invoke_stateful.
+    with pytest.raises(ValueError):
+        vm["main"](arg0, arg1)
+    vm.invoke_stateful("main")
+    np.testing.assert_array_equal(vm.get_outputs("main"), arg0 + arg1)
+
+
+def test_time_evaluator_takes_every_knob(session):
+    if not tvm.has_compiler:
+        pytest.skip("built without the compiler")
+    vm = relax.VirtualMachine(relax.build(TestTimeEvaluator), session.cpu())
+    assert vm.session.session_id == session.session_id  # the device's session
+    x = np.ones(1, np.float32)
+    r = vm.time_evaluator("main", tvm.cpu(), number=2, repeat=3, min_repeat_ms=5,
+                          cooldown_interval_ms=1, repeats_to_cooldown=2,
+                          cache_flush_bytes=1 << 16,
+                          f_preproc="cache_flush_cpu_non_first_arg")(x, x)
+    assert len(r.results) == 3
+    assert min(r.results) * r.number_per_repeat >= 0.005 * 0.9  # min_repeat_ms grew `number`
+    assert r.number_per_repeat > 2 and r.total_calls > 1 + 3 * 2  # grown past number=2
+    with pytest.raises(tvm.NotFound):
+        vm.time_evaluator("main", tvm.cpu(), f_preproc="no_such_function")(x, x)
+    with pytest.raises(ValueError):
+        vm.time_evaluator("main", tvm.cpu(), repeat=-1)(x, x)
+
+
+def test_trace_instrument_and_profile_round_trip(session):
+    if not tvm.has_compiler:
+        pytest.skip("built without the compiler")
+    vm = relax.VirtualMachine(relax.build(TestTimeEvaluator), session.cpu())
+    x = np.ones(1, np.float32)
+    vm.set_instrument("trace")
+    np.testing.assert_array_equal(vm["main"](x, x), 2 * x)
+    with pytest.raises(tvm.NotFound):
+        vm.set_instrument("no_such_factory")
+    report = vm.profile("main", x, x)
+    assert tvm.Report.from_json(report.json()) == report
+
+
+def test_param_dict_round_trip_and_errors(tmp_path):
+    params = {"w": np.arange(12, dtype=np.float32).reshape(3, 4),
+              "b": np.array([1, -2], np.int64), "s": np.float16(2.5)}
+    data = tvm.save_param_dict(params)
+    # TVM's layout: the list magic first, little-endian.
+    assert data[:8] == (0xF7E58D4F05049CB7).to_bytes(8, "little")
+    back = tvm.load_param_dict(data)
+    assert list(back) == ["w", "b", "s"]
+    for k in params:
+        np.testing.assert_array_equal(back[k], params[k])
+    path = tmp_path / "params.bin"
+    tvm.save_param_dict_to_file(params, path)
+    assert path.read_bytes() == data
+    assert list(tvm.load_param_dict_from_file(path)) == ["w", "b", "s"]
+    with pytest.raises(ValueError):
+        tvm.load_param_dict(data[:-3])  # truncated
+    with pytest.raises(TypeError):
+        tvm.save_param_dict({1: np.zeros(2)})
+    with pytest.raises(tvm.NotFound):
+        tvm.load_param_dict_from_file(tmp_path / "missing.bin")
+
+
+def test_data_type_and_threads():
+    t = tvm.DataType("float16")
+    assert (t.type_code, t.bits, t.lanes, t.itemsize) == (2, 16, 1, 2)
+    assert t == "float16" and t == tvm.DataType("float16") and t != "float32"
+    assert str(tvm.DataType("int8x4")) == "int8x4"
+    with pytest.raises(ValueError):
+        tvm.DataType("float7q")
+    assert tvm.num_threads() >= 1
+
+
+# Every dtype NumPy exports through DLPack (NumPy 1.24 refuses bool there;
+# bool arrays travel as arrays, test_tether.py).
+DLPACK_DTYPES = ["float16", "float32", "float64", "int8", "int16", "int32", "int64",
+                 "uint8", "uint16", "uint32", "uint64"]
+
+
+@pytest.mark.parametrize("dtype", DLPACK_DTYPES)
+def test_dlpack_round_trip_for_every_dtype(session, dtype):
+    rng = np.random.default_rng(3)
+    a = (rng.standard_normal((4, 5)) * 40).astype(dtype)
+    view = tvm.from_dlpack(a)  # no copy: the same memory
+    assert np.shares_memory(view, a)
+    t = session.array(view)
+    assert t.__dlpack_device__() == (1, 0)
+    back = np.from_dlpack(t)  # a remote tensor exports a local copy
+    assert back.dtype == a.dtype
+    np.testing.assert_array_equal(back, a)
+    np.testing.assert_array_equal(np.asarray(t), a)
+
+
+def test_bfloat16_travels_as_raw_uint16_bits(session):
+    if not tvm.has_compiler:
+        pytest.skip("built without the compiler")
+    # 1.5 and -2.0 in bfloat16: the top 16 bits of their float32 patterns.
+    bits = (np.array([1.5, -2.0], np.float32).view(np.uint32) >> 16).astype(np.uint16)
+    exe = tvm.compile(b"""
+@I.ir_module
+class M:
+    @R.function
+    def main(x: R.Tensor((2,), "float32")):
+        with R.dataflow():
+            y = R.astype(x, dtype=R.dtype("bfloat16"))
+            R.output(y)
+        return y
+""")
+    vm = tvm.VirtualMachine(exe, session.cpu())
+    out = vm["main"](np.array([1.5, -2.0], np.float32))
+    assert out.dtype == np.uint16
+    np.testing.assert_array_equal(out, bits)
+
+
+def test_a_256_mib_tensor_round_trip(session):
+    a = np.arange(64 << 20, dtype=np.float32)  # 256 MiB
+    t = session.array(a)
+    assert t.shape == a.shape
+    back = t.numpy()
+    assert back[-1] == a[-1] and np.array_equal(back, a)
