@@ -1,8 +1,10 @@
 // RemoteVM: VM operations as CallRequests on the session's transport.
 #include "client/remote_vm.h"
 
+#include <algorithm>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "proto/codec/value_codec.h"
 #include "runtime/core/error.h"
 
@@ -109,7 +111,7 @@ void RemoteVM::FreeTemps() {
   (void)Exec(request);
 }
 
-absl::StatusOr<Value> RemoteVM::DecodeResult(const v1::Value& value, int depth) {
+absl::StatusOr<Value> RemoteVM::DecodeResult(const v1::Value& value, int depth, bool keep) {
   if (depth > rpc::kMaxValueDepth) {
     return ValueError("result nests deeper than ", rpc::kMaxValueDepth, " levels");
   }
@@ -118,14 +120,14 @@ absl::StatusOr<Value> RemoteVM::DecodeResult(const v1::Value& value, int depth) 
       std::vector<Value> fields;
       fields.reserve(static_cast<size_t>(value.tuple().fields_size()));
       for (const v1::Value& field : value.tuple().fields()) {
-        TETHER_ASSIGN_OR_RETURN(Value v, DecodeResult(field, depth + 1));
+        TETHER_ASSIGN_OR_RETURN(Value v, DecodeResult(field, depth + 1, keep));
         fields.push_back(std::move(v));
       }
       return MakeTuple(std::move(fields));
     }
     case v1::Value::kTensorHandle: {
       const uint64_t id = value.tensor_handle().id();
-      if (options_.fetch_outputs) {
+      if (options_.fetch_outputs && !keep) {
         fetched_.push_back(id);
         TETHER_ASSIGN_OR_RETURN(Tensor t, session_->DownloadTensor(id));
         return Value(t);
@@ -150,6 +152,20 @@ absl::StatusOr<Value> RemoteVM::FinishValueCall(v1::CallRequest& request) {
   return out;
 }
 
+absl::StatusOr<Value> RemoteVM::DecodeKeeping(const v1::Value& value,
+                                              std::span<const uint32_t> kept) {
+  auto is_kept = [&](uint32_t i) { return std::find(kept.begin(), kept.end(), i) != kept.end(); };
+  if (value.kind_case() != v1::Value::kTuple) return DecodeResult(value, 0, is_kept(0));
+  std::vector<Value> fields;
+  fields.reserve(static_cast<size_t>(value.tuple().fields_size()));
+  for (int i = 0; i < value.tuple().fields_size(); ++i) {
+    TETHER_ASSIGN_OR_RETURN(
+        Value v, DecodeResult(value.tuple().fields(i), 1, is_kept(static_cast<uint32_t>(i))));
+    fields.push_back(std::move(v));
+  }
+  return MakeTuple(std::move(fields));
+}
+
 absl::StatusOr<Value> RemoteVM::Invoke(absl::string_view func_name, ArgSpan args) {
   v1::CallRequest request;
   v1::Invoke* op = request.mutable_invoke();
@@ -162,6 +178,31 @@ absl::StatusOr<Value> RemoteVM::Invoke(absl::string_view func_name, ArgSpan args
     return encoded;
   }
   return FinishValueCall(request);
+}
+
+absl::StatusOr<Value> RemoteVM::InvokeKeeping(absl::string_view func_name, ArgSpan args,
+                                              std::span<const uint32_t> handle_outputs,
+                                              std::span<const uint64_t> free_on_success) {
+  const v1::ProtocolVersion& daemon = session_->handshake().protocol();
+  if (daemon.major() == 1 && daemon.minor() < 5) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the daemon speaks protocol ", daemon.major(), ".", daemon.minor(),
+        ", and keeping a call's outputs on it (streaming) needs 1.5: upgrade tetherd"));
+  }
+  v1::CallRequest request;
+  v1::Invoke* op = request.mutable_invoke();
+  op->set_vm_id(vm_id_);
+  op->set_function(std::string(func_name));
+  op->set_return_mode(return_mode());
+  op->mutable_handle_outputs()->Assign(handle_outputs.begin(), handle_outputs.end());
+  op->mutable_free_on_success()->Assign(free_on_success.begin(), free_on_success.end());
+  absl::Status encoded = EncodeArgs(args, op->mutable_args());
+  absl::StatusOr<v1::CallResponse> response =
+      encoded.ok() ? Exec(request) : absl::StatusOr<v1::CallResponse>(encoded);
+  absl::StatusOr<Value> out = response.ok() ? DecodeKeeping(response->value(), handle_outputs)
+                                            : absl::StatusOr<Value>(response.status());
+  FreeTemps();
+  return out;
 }
 
 absl::StatusOr<Value> RemoteVM::InvokeClosure(const Value& closure, ArgSpan args) {

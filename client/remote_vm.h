@@ -21,6 +21,7 @@
 #define TETHER_CLIENT_REMOTE_VM_H_
 
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -66,10 +67,24 @@ class RemoteVM final : public vm::VirtualMachine {
   ~RemoteVM() override;
 
   uint64_t vm_id() const { return vm_id_; }
+  RemoteSession* session() const { return session_; }
   // What the next call travels on.
   TransportKind transport() const { return session_->transport(options_.transport); }
 
   absl::StatusOr<Value> Invoke(absl::string_view func_name, ArgSpan args) override;
+  // Invoke, in one round trip, with some outputs kept on the daemon and some
+  // handles freed (protocol 1.5; docs/design/rpc-protocol.md, "Streaming"):
+  // the top-level outputs at the indices `handle_outputs` (the fields of a
+  // tuple result; 0 for a result that is no tuple) come back as RemoteHandle
+  // values whatever fetch_outputs says, the others as it says; the session's
+  // handles `free_on_success` are freed once the call has succeeded (after a
+  // failure they are still there). An index past the outputs fails with
+  // kind IndexError (nothing kept); an unknown handle to free is NOT_FOUND
+  // before the call runs; a daemon older than 1.5 is FAILED_PRECONDITION.
+  // client/stateful_stream.h builds a model's chunk-by-chunk loop on it.
+  absl::StatusOr<Value> InvokeKeeping(absl::string_view func_name, ArgSpan args,
+                                      std::span<const uint32_t> handle_outputs,
+                                      std::span<const uint64_t> free_on_success);
   absl::StatusOr<Value> InvokeClosure(const Value& closure, ArgSpan args) override;
   absl::Status SaveFunction(absl::string_view func_name, absl::string_view saved_name, ArgSpan args,
                             bool include_return = true) override;
@@ -109,8 +124,11 @@ class RemoteVM final : public vm::VirtualMachine {
   // that worked, and frees the temporaries either way.
   absl::StatusOr<v1::CallResponse> ExecWithArgs(v1::CallRequest& request, ArgSpan args,
                                                 google::protobuf::RepeatedPtrField<v1::Value>* out);
-  // Decodes a result; fetched handles are freed.
-  absl::StatusOr<Value> DecodeResult(const v1::Value& value, int depth);
+  // Decodes a result; fetched handles are freed. `keep`: tensor handles stay
+  // remote whatever fetch_outputs says.
+  absl::StatusOr<Value> DecodeResult(const v1::Value& value, int depth, bool keep = false);
+  // Decodes an InvokeKeeping result: the top-level outputs `kept` stay remote.
+  absl::StatusOr<Value> DecodeKeeping(const v1::Value& value, std::span<const uint32_t> kept);
   absl::StatusOr<Value> FinishValueCall(v1::CallRequest& request);
   v1::ReturnMode return_mode() const;
 

@@ -54,6 +54,28 @@ class Ops {
     return rpc::EncodeValue(value, options, out);
   }
 
+  // An invoke result with op.handle_outputs() kept as handles and the rest
+  // by op.return_mode(). The indices are checked before any handle is made.
+  absl::Status EncodeStreamResult(const Value& value, const v1::Invoke& op, v1::Value* out) {
+    const size_t count = value.is_tuple() ? value.AsRef<TupleObj>()->fields.size() : 1;
+    std::vector<bool> keep(count, false);
+    for (uint32_t index : op.handle_outputs()) {
+      if (index >= count) {
+        return IndexError("invoke: handle_outputs names output ", index, " of ", op.function(),
+                          ", which returned ", count, count == 1 ? " output" : " outputs");
+      }
+      keep[index] = true;
+    }
+    if (!value.is_tuple()) return EncodeResult(value, v1::RETURN_MODE_HANDLE, out);
+    const std::vector<Value>& fields = value.AsRef<TupleObj>()->fields;
+    v1::Tuple* tuple = out->mutable_tuple();
+    for (size_t i = 0; i < count; ++i) {
+      TETHER_RETURN_IF_ERROR(EncodeResult(
+          fields[i], keep[i] ? v1::RETURN_MODE_HANDLE : op.return_mode(), tuple->add_fields()));
+    }
+    return absl::OkStatus();
+  }
+
   absl::StatusOr<vm::LocalVirtualMachine*> Vm(uint64_t id) { return session_.FindVm(id); }
 
   absl::Status CreateVm(const v1::CreateVm& op, v1::CreateVmResult* out) {
@@ -107,8 +129,22 @@ class Ops {
         const v1::Invoke& op = request.invoke();
         TETHER_ASSIGN_OR_RETURN(vm::LocalVirtualMachine * vm, Vm(op.vm_id()));
         TETHER_ASSIGN_OR_RETURN(std::vector<Value> args, DecodeArgs(op.args()));
+        // A freed id must exist before the call runs: after it, a failure
+        // would leave the new outputs' handles unanswered.
+        for (uint64_t id : op.free_on_success()) {
+          if (!session_.FindTensor(id).ok() && !session_.FindObject(id).ok()) {
+            return NotFoundError("invoke: free_on_success names handle ", id,
+                                 ", which is not in session ", session_.short_id());
+          }
+        }
         TETHER_ASSIGN_OR_RETURN(Value out, vm->Invoke(op.function(), args));
-        return EncodeResult(out, op.return_mode(), response->mutable_value());
+        if (op.handle_outputs().empty()) {
+          TETHER_RETURN_IF_ERROR(EncodeResult(out, op.return_mode(), response->mutable_value()));
+        } else {
+          TETHER_RETURN_IF_ERROR(EncodeStreamResult(out, op, response->mutable_value()));
+        }
+        for (uint64_t id : op.free_on_success()) TETHER_RETURN_IF_ERROR(session_.Free(id));
+        return absl::OkStatus();
       }
       case v1::CallRequest::kInvokeClosure: {
         const v1::InvokeClosure& op = request.invoke_closure();

@@ -175,13 +175,20 @@ class DaemonImpl final : public Daemon {
       temp_store_ = std::move(*dir);
       options.store_dir = temp_store_.path();
     }
-    if (!options.metrics_listen.empty()) {
+    if (options.metrics != nullptr && !options.metrics_listen.empty()) {
+      return absl::InvalidArgumentError("give the daemon metrics or metrics_listen, not both");
+    }
+    if (options.metrics != nullptr) {
+      metrics_ = options.metrics;
+    } else if (!options.metrics_listen.empty()) {
       absl::StatusOr<std::unique_ptr<ServedMetrics>> served = ServeMetrics(options.metrics_listen);
       if (!served.ok()) return served.status();
       metrics_address_ = (*served)->address();
-      metrics_ = std::move(*served);
+      owned_metrics_ = std::move(*served);
+      metrics_ = owned_metrics_.get();
     } else {
-      metrics_ = std::make_unique<DaemonMetrics>();
+      owned_metrics_ = std::make_unique<DaemonMetrics>();
+      metrics_ = owned_metrics_.get();
     }
     absl::StatusOr<std::unique_ptr<ModuleStore>> store =
         ModuleStore::Open(options.store_dir, options.store_quota_bytes);
@@ -207,7 +214,7 @@ class DaemonImpl final : public Daemon {
       session_limits.max_idle_timeout = absl::InfiniteDuration();
     }
     sessions_ = std::make_unique<SessionTable>(session_limits, executor_.get(), store_.get());
-    sessions_->set_metrics(metrics_.get());
+    sessions_->set_metrics(metrics_);
     if (worker) {
       absl::StatusOr<std::shared_ptr<Session>> session =
           sessions_->Open("worker", absl::InfiniteDuration(), std::move(options.worker_session_id));
@@ -224,7 +231,7 @@ class DaemonImpl final : public Daemon {
     limits.stream_idle_timeout = options.stream_idle_timeout;
     service_ = std::make_unique<TetherService>(limits, store_.get(), sessions_.get(),
                                                executor_.get(), timer_.get(), options.auth_token);
-    service_->set_metrics(metrics_.get());
+    service_->set_metrics(metrics_);
     if (options.exclusive_timing) {
       if (options.timing_lock.empty()) options.timing_lock = options.store_dir + "/timing.lock";
       absl::StatusOr<std::unique_ptr<TimingGate>> gate = TimingGate::Open(options.timing_lock);
@@ -250,7 +257,7 @@ class DaemonImpl final : public Daemon {
       worker_options.max_exclusive_hold = options.max_exclusive_hold;
       worker_options.max_session_objects = options.max_session_objects;
       worker_options.max_session_bytes = options.max_session_bytes;
-      worker_options.metrics = metrics_.get();
+      worker_options.metrics = metrics_;
       service_->set_isolation(std::move(worker_options), options.isolate_sessions);
     }
 
@@ -294,9 +301,9 @@ class DaemonImpl final : public Daemon {
     builder.SetMaxReceiveMessageSize(static_cast<int>(limits.max_message_bytes));
     builder.SetMaxSendMessageSize(static_cast<int>(limits.max_message_bytes));
     builder.RegisterService(service_.get());
-    if (!metrics_address_.empty()) {
+    if (!metrics_address_.empty() || options.metrics != nullptr) {
       std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> counters;
-      counters.push_back(NewByteCounterFactory(metrics_.get()));
+      counters.push_back(NewByteCounterFactory(metrics_));
       builder.experimental().SetInterceptorCreators(std::move(counters));
     }
     server_ = builder.BuildAndStart();
@@ -380,7 +387,7 @@ class DaemonImpl final : public Daemon {
   }
 
   size_t num_sessions() const override { return sessions_ ? sessions_->size() : 0; }
-  DaemonMetrics* metrics() override { return metrics_.get(); }
+  DaemonMetrics* metrics() override { return metrics_; }
   std::string metrics_address() const override { return metrics_address_; }
 
  private:
@@ -389,6 +396,7 @@ class DaemonImpl final : public Daemon {
     MetricsSample s;
     s.sessions_open = sessions_->size();
     s.session_tensor_bytes = sessions_->tensor_bytes();
+    s.session_objects = sessions_->num_objects();
     s.store_used_bytes = store_->used_bytes();
     s.store_quota_bytes = store_->quota_bytes();
     MetricsSample::DeviceMemory host{"cpu:0"};
@@ -419,7 +427,8 @@ class DaemonImpl final : public Daemon {
   ScratchDir temp_store_;  // the store when no store_dir was given
   // First: it outlives everything that counts into it (its HTTP server
   // stops when it goes, after the gRPC server has).
-  std::unique_ptr<DaemonMetrics> metrics_;
+  std::unique_ptr<DaemonMetrics> owned_metrics_;
+  DaemonMetrics* metrics_ = nullptr;  // owned_metrics_ or DaemonOptions::metrics
   std::string metrics_address_;
   // Destroyed in reverse: the server first, then the service and the rest.
   std::unique_ptr<ModuleStore> store_;

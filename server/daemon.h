@@ -97,6 +97,10 @@ struct DaemonOptions {
   // port 0 picks a free one), path /metrics (docs/design/metrics.md); empty:
   // none. UNIMPLEMENTED from Start in a build without prometheus-cpp.
   std::string metrics_listen;
+  // Record into this instead (borrowed; must outlive the daemon): for an
+  // embedder or a test that reads the counts itself. Not with
+  // metrics_listen (INVALID_ARGUMENT).
+  DaemonMetrics* metrics = nullptr;
   // Threads that run sessions' work (0: one per core, 2 to 16). A thread
   // that waits for an isolated session's worker or for the timing gate is
   // lent out and replaced meanwhile (Executor::BlockingScope).

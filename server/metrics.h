@@ -34,6 +34,7 @@ namespace tether::server {
 struct MetricsSample {
   uint64_t sessions_open = 0;
   uint64_t session_tensor_bytes = 0;  // bytes of remote tensors the sessions hold
+  uint64_t session_objects = 0;       // VMs, tensor and object handles the sessions hold
   uint64_t store_used_bytes = 0;
   uint64_t store_quota_bytes = 0;
   struct DeviceMemory {

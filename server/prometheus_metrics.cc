@@ -99,6 +99,10 @@ class SampledState final : public prometheus::Collectable {
       one("tetherd_sessions_open", "Sessions open now.", static_cast<double>(s.sessions_open));
       one("tetherd_session_tensor_bytes", "Bytes of remote tensors the open sessions hold.",
           static_cast<double>(s.session_tensor_bytes));
+      one("tetherd_session_objects",
+          "VMs, tensor and object handles the open sessions hold (isolated sessions' not "
+          "counted).",
+          static_cast<double>(s.session_objects));
       one("tetherd_store_used_bytes", "Bytes of modules in the module store.",
           static_cast<double>(s.store_used_bytes));
       one("tetherd_store_quota_bytes", "The module store's quota.",

@@ -127,6 +127,17 @@ uint64_t SessionTable::tensor_bytes() const {
   return bytes;
 }
 
+uint64_t SessionTable::num_objects() const {
+  std::vector<std::shared_ptr<Session>> open;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [id, session] : sessions_) open.push_back(session);
+  }
+  uint64_t objects = 0;
+  for (const std::shared_ptr<Session>& session : open) objects += session->num_objects();
+  return objects;
+}
+
 size_t SessionTable::size() const {
   absl::MutexLock lock(&mu_);
   return sessions_.size();

@@ -57,6 +57,9 @@ class SessionTable {
   size_t size() const;
   // Bytes of the tensor handles every open session holds.
   uint64_t tensor_bytes() const;
+  // VMs, tensor and object handles every open session holds (an isolated
+  // session's live in its worker and are not counted).
+  uint64_t num_objects() const;
   const SessionLimits& limits() const { return limits_; }
   // Where sessions opened and closed are counted (borrowed; the default
   // counts nothing). Set before the first Open.

@@ -18,6 +18,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "runtime/core/data_type.h"
+#include "runtime/core/tensor.h"
 
 namespace tether::cli {
 
@@ -95,6 +96,9 @@ struct ModelInput {
 };
 // The graph inputs of an ONNX model file by name. Empty for other files.
 absl::StatusOr<std::map<std::string, ModelInput>> ModelInputShapes(const std::string& path);
+// The graph outputs of an ONNX model file, in order (the fields of the
+// result). Empty for other files, whose outputs are known by index only.
+absl::StatusOr<std::vector<std::string>> ModelOutputNames(const std::string& path);
 
 // The compiler's version ("tether-compiler 0.1.0"; "" in a tether built
 // without the compiler).
@@ -125,6 +129,10 @@ class SlowWorkNotice {
 // Registers the demo's C++ kernels (demo.dense, demo.relu) in this process, so
 // the embedded daemon of `tether run/bench/profile` can run demo executables.
 void RegisterDemoKernels();
+
+// A short preview of a tensor's values: "[0.1234, -1.5, ...]"
+// (remote_commands.cc).
+std::string PreviewValues(const Tensor& t);
 
 // Prints "tether: <what>: <status>" to stderr and returns 1.
 int Fail(const std::string& what, const absl::Status& status);

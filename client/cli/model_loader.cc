@@ -150,6 +150,12 @@ absl::StatusOr<std::map<std::string, ModelInput>> ModelInputShapes(const std::st
   return out;
 }
 
+absl::StatusOr<std::vector<std::string>> ModelOutputNames(const std::string& path) {
+  if (!IsOnnx(path)) return std::vector<std::string>();
+  TETHER_ASSIGN_OR_RETURN(std::string model, ReadFileToString(path));
+  return compiler::onnx_frontend::ReadOnnxOutputNames(model);
+}
+
 absl::StatusOr<std::string> CompileTargetForCuda(absl::string_view compute_version) {
   return compiler::CudaTargetFor(compute_version);
 }

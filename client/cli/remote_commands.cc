@@ -28,6 +28,7 @@
 #include "client/cli/commands.h"
 #include "client/cli/embedded_daemon.h"
 #include "client/cli/result_output.h"
+#include "client/cli/stream_run.h"
 #include "client/npy.h"
 #include "client/remote_session.h"
 #include "client/remote_vm.h"
@@ -59,6 +60,10 @@ struct Options {
   std::string function = "main";
   std::string memory_cfg;
   std::vector<std::pair<std::string, std::string>> inputs;  // name -> .npy path
+  // run --stream NAME=@CHUNKS.npy (name -> path) and --carry OUT=IN.
+  std::vector<std::pair<std::string, std::string>> streams;
+  std::vector<std::pair<std::string, std::string>> carries;
+  bool compare_naive = false;
   std::map<std::string, std::pair<std::vector<int64_t>, DataType>> shapes;
   bool random_inputs = false;
   std::string output_dir;
@@ -206,6 +211,28 @@ int ParseArgs(const std::string& command, const std::vector<std::string>& args, 
       std::string path = v->substr(eq + 1);
       if (!path.empty() && path[0] == '@') path = path.substr(1);
       o->inputs.emplace_back(v->substr(0, eq), path);
+    } else if (a == "--stream" || a == "--carry") {
+      const std::string* v = next();
+      if (!v) return 2;
+      const size_t eq = v->find('=');
+      if (command != "run") {
+        std::fprintf(stderr, "tether %s: %s is for tether run\n", command.c_str(), a.c_str());
+        return 2;
+      }
+      if (eq == std::string::npos || eq == 0 || eq + 1 == v->size()) {
+        std::fprintf(stderr, "tether %s: %s wants %s, got \"%s\"\n", command.c_str(), a.c_str(),
+                     a == "--stream" ? "NAME=@CHUNKS.npy" : "OUTPUT=INPUT", v->c_str());
+        return 2;
+      }
+      std::string value = v->substr(eq + 1);
+      if (a == "--stream") {
+        if (value[0] == '@') value = value.substr(1);
+        o->streams.emplace_back(v->substr(0, eq), value);
+      } else {
+        o->carries.emplace_back(v->substr(0, eq), value);
+      }
+    } else if (a == "--compare-naive") {
+      o->compare_naive = true;
     } else if (a == "--shape") {
       const std::string* v = next();
       if (!v) return 2;
@@ -314,6 +341,11 @@ int ParseArgs(const std::string& command, const std::vector<std::string>& args, 
     std::fprintf(stderr, "tether %s: --farm needs --key KEY (the farm key)\n", command.c_str());
     return 2;
   }
+  if (o->streams.empty() && (!o->carries.empty() || o->compare_naive)) {
+    std::fprintf(stderr, "tether %s: --carry and --compare-naive go with --stream\n",
+                 command.c_str());
+    return 2;
+  }
   if (o->fencing_token != 0 && o->remote.empty()) {
     std::fprintf(stderr,
                  "tether %s: --fencing-token goes with --remote (with --farm the token "
@@ -392,8 +424,9 @@ std::string FormatValue(const Value& v) {
   return v.ToString();
 }
 
-// A short preview of a tensor's values: "[0.1234, -1.5, ...]".
-std::string Preview(const Tensor& t) {
+}  // namespace
+
+std::string PreviewValues(const Tensor& t) {
   std::string out = "[";
   int64_t n = std::min<int64_t>(t->NumElements(), 5);
   const char* p = static_cast<const char*>(t->element_data());
@@ -418,6 +451,8 @@ std::string Preview(const Tensor& t) {
   absl::StrAppend(&out, t->NumElements() > n ? ", ...]" : "]");
   return out;
 }
+
+namespace {
 
 // Loads the executable locally first: a corrupt file is reported before any
 // connection is made, and the function's parameter names are known.
@@ -450,6 +485,11 @@ struct Prepared {
   Connection connection;
   std::unique_ptr<client::RemoteVM> vm;
   std::vector<std::string> params;
+  // With --stream: what the first call takes, one per parameter (none for a
+  // streamed input), the chunk files, and the ONNX model's output names.
+  std::vector<Value> first_inputs;
+  std::map<std::string, Tensor> chunks;
+  std::vector<std::string> output_names;
   // What produced the results: filled as the model is loaded, uploaded and
   // given its inputs; the device state is added after a measurement.
   results::Provenance provenance;
@@ -517,8 +557,11 @@ absl::StatusOr<Prepared> Prepare(const Options& o) {
   // An ONNX model's declared inputs (shapes, dtypes), read when inputs are
   // given or made up (it parses the whole model again).
   std::map<std::string, ModelInput> model_inputs;
-  if (!o.inputs.empty() || o.random_inputs) {
+  if (!o.inputs.empty() || o.random_inputs || !o.streams.empty()) {
     TETHER_ASSIGN_OR_RETURN(model_inputs, ModelInputShapes(o.file));
+  }
+  if (!o.streams.empty()) {
+    TETHER_ASSIGN_OR_RETURN(p.output_names, ModelOutputNames(o.file));
   }
   auto has_free_dims = [](const ModelInput& in) {
     return std::find(in.shape.begin(), in.shape.end(), -1) != in.shape.end();
@@ -536,11 +579,43 @@ absl::StatusOr<Prepared> Prepare(const Options& o) {
       model.shapes[name] = std::vector<int64_t>(shape.begin(), shape.end());
     }
   }
+  // The chunk files: the first axis counts the chunks, the rest is one
+  // chunk's shape, which must fit the input (its free dims are bound by it).
+  for (const auto& [name, path] : o.streams) {
+    if (files.contains(name) || p.chunks.contains(name)) {
+      return ValueError("input ", name, " is given twice (--stream and --input, or twice)");
+    }
+    TETHER_ASSIGN_OR_RETURN(Tensor chunks, client::ReadNpyFile(path));
+    if (chunks->ndim() == 0 || chunks->shape()[0] == 0) {
+      return ValueError("--stream ", name, "=@", path, ": the first axis counts the chunks, but ",
+                        "the file holds ", ShapeToString(chunks->shape()));
+    }
+    const std::vector<int64_t> chunk(chunks->shape().begin() + 1, chunks->shape().end());
+    auto declared = model_inputs.find(name);
+    if (declared != model_inputs.end()) {
+      const ModelInput& in = declared->second;
+      bool fits = in.shape.size() == chunk.size() && in.dtype == chunks->dtype();
+      for (size_t i = 0; fits && i < chunk.size(); ++i) {
+        fits = in.shape[i] < 0 || in.shape[i] == chunk[i];
+      }
+      if (!fits) {
+        return ValueError("--stream ", name, "=@", path, ": each chunk is ",
+                          chunks->dtype().ToString(), " (", absl::StrJoin(chunk, ", "),
+                          "), but input ", name, " is ", in.dtype.ToString(), " ",
+                          DescribeDims(in));
+      }
+      if (has_free_dims(in) && !o.shapes.contains(name)) model.shapes[name] = chunk;
+    }
+    p.chunks[name] = std::move(chunks);
+  }
   // A random input with free dims and no --shape is named before anything
   // is compiled.
   if (o.random_inputs) {
     for (const auto& [name, in] : model_inputs) {
-      if (files.contains(name) || o.shapes.contains(name) || !has_free_dims(in)) continue;
+      if (files.contains(name) || p.chunks.contains(name) || o.shapes.contains(name) ||
+          !has_free_dims(in)) {
+        continue;
+      }
       return ValueError("--random-inputs needs the shape of ", name, ", whose dims ",
                         DescribeDims(in), " are not all fixed: give --shape ", name, "=",
                         ShapeTemplate(in), " (or --input ", name, "=@FILE.npy)");
@@ -589,15 +664,40 @@ absl::StatusOr<Prepared> Prepare(const Options& o) {
 
   // Inputs: .npy files by name, random ones filled on the device.
   std::map<std::string, Value> given;
-  for (const auto& [name, tensor] : files) {
+  auto check_param = [&](const std::string& name) -> absl::Status {
     if (std::find(p.params.begin(), p.params.end(), name) == p.params.end()) {
       return ValueError(o.function, " has no parameter named ", name, "; parameters are ",
                         absl::StrJoin(p.params, ", "));
     }
+    return absl::OkStatus();
+  };
+  for (const auto& [name, tensor] : files) {
+    TETHER_RETURN_IF_ERROR(check_param(name));
     given[name] = Value(tensor);
+  }
+  for (const auto& [name, chunks] : p.chunks) TETHER_RETURN_IF_ERROR(check_param(name));
+  std::set<std::string> carried;
+  for (const auto& [out, in] : o.carries) {
+    if (absl::Status s = check_param(in); !s.ok()) {
+      return ValueError("--carry ", out, "=", in, ": ", s.message());
+    }
+    if (p.chunks.contains(in)) {
+      return ValueError("--carry ", out, "=", in, ": input ", in, " is streamed (--stream)");
+    }
+    carried.insert(in);
   }
   std::vector<Value> args;
   for (const std::string& name : p.params) {
+    if (auto c = p.chunks.find(name); c != p.chunks.end()) {
+      results::InputRecord in = InputOf(name, c->second->shape(), c->second->dtype());
+      in.source = "stream";
+      in.path = std::find_if(o.streams.begin(), o.streams.end(), [&](const auto& i) {
+                  return i.first == name;
+                })->second;
+      p.provenance.inputs.push_back(std::move(in));
+      args.push_back(Value());
+      continue;
+    }
     if (auto g = given.find(name); g != given.end()) {
       const Tensor& t = files[name];
       results::InputRecord in = InputOf(name, t->shape(), t->dtype());
@@ -609,6 +709,26 @@ absl::StatusOr<Prepared> Prepare(const Options& o) {
                                                    static_cast<size_t>(t->NumBytes())));
       p.provenance.inputs.push_back(std::move(in));
       args.push_back(g->second);
+      continue;
+    }
+    if (carried.contains(name)) {
+      // A carried input's first value: zeros of its declared shape.
+      auto declared = model_inputs.find(name);
+      if (declared == model_inputs.end() || has_free_dims(declared->second)) {
+        return ValueError(
+            "carried input ", name, " needs a first value: give --input ", name, "=@FILE.npy (",
+            declared == model_inputs.end()
+                ? std::string("the executable does not declare its shape")
+                : absl::StrCat("its dims ", DescribeDims(declared->second), " are not all fixed"),
+            ", so it cannot start as zeros)");
+      }
+      const ModelInput& in = declared->second;
+      TETHER_ASSIGN_OR_RETURN(Tensor zeros, Tensor::Empty(in.shape, in.dtype, Device::Cpu()));
+      std::memset(zeros->element_data(), 0, static_cast<size_t>(zeros->NumBytes()));
+      results::InputRecord record = InputOf(name, in.shape, in.dtype);
+      record.source = "zeros";
+      p.provenance.inputs.push_back(std::move(record));
+      args.push_back(Value(zeros));
       continue;
     }
     if (!o.random_inputs) {
@@ -640,6 +760,10 @@ absl::StatusOr<Prepared> Prepare(const Options& o) {
     p.provenance.inputs.push_back(std::move(in));
     args.push_back(remote);
   }
+  if (!o.streams.empty()) {
+    p.first_inputs = std::move(args);  // the stream makes the calls
+    return p;
+  }
   TETHER_RETURN_IF_ERROR(p.vm->SetInput(o.function, args));
   return p;
 }
@@ -664,7 +788,7 @@ absl::Status WriteOutputs(const Value& out, const std::string& dir, const std::s
     TETHER_RETURN_IF_ERROR(client::WriteNpyFile(where, t));
   }
   std::printf("  %-12s %-10s %-16s %s%s\n", name.c_str(), t->dtype().ToString().c_str(),
-              ShapeToString(t->shape()).c_str(), Preview(t).c_str(),
+              ShapeToString(t->shape()).c_str(), PreviewValues(t).c_str(),
               where.empty() ? "" : ("  -> " + where).c_str());
   return absl::OkStatus();
 }
@@ -793,16 +917,51 @@ absl::StatusOr<results::StoredBench> ReadBaseline(Options* o) {
 
 int RunRun(const std::vector<std::string>& args) {
   Options o;
-  if (int rc =
-          ParseArgs("run", args, true,
-                    "  --output-dir DIR       write each output leaf as DIR/out_<index path>.npy\n"
-                    "  --junit FILE           write the outcome as JUnit XML (for CI)\n",
-                    &o);
+  if (int rc = ParseArgs(
+          "run", args, true,
+          "  --output-dir DIR       write each output leaf as DIR/out_<index path>.npy\n"
+          "  --junit FILE           write the outcome as JUnit XML (for CI)\n"
+          "streaming: a model whose outputs feed its next call (recurrent state, caches)\n"
+          "  --stream NAME=@CHUNKS.npy  call the function once per chunk: the file's\n"
+          "                         first axis counts the chunks, chunk i is input NAME\n"
+          "                         of call i (repeatable, one chunk count for all)\n"
+          "  --carry OUT=IN         output OUT of each call becomes input IN of the next,\n"
+          "                         kept on the daemon: the state never crosses the\n"
+          "                         network between chunks. OUT is an ONNX output name or\n"
+          "                         an output index; IN starts as --input IN=@FILE.npy,\n"
+          "                         else as zeros of the ONNX model's declared shape\n"
+          "                         (when all its dims are fixed). Other inputs go up once\n"
+          "  --compare-naive        also time the same chunks with the state uploaded and\n"
+          "                         downloaded each call, and print the ratio\n"
+          "  with --stream, --output-dir writes out_<output>.npy (each output not carried,\n"
+          "  stacked along a new first axis) and state_<input>.npy (the final state);\n"
+          "  the latency per chunk (mean, median, p90) is printed\n",
+          &o);
       rc >= 0)
     return rc;
   const absl::Time start = absl::Now();
   auto p = Prepare(o);
   if (!p.ok()) return FailWithJunit("run", o, "", p.status(), SecondsSince(start));
+  if (!o.streams.empty()) {
+    StreamJob job;
+    job.function = o.function;
+    job.params = p->params;
+    job.output_names = p->output_names;
+    job.chunks = p->chunks;
+    job.first_inputs = p->first_inputs;
+    job.carries = o.carries;
+    job.output_dir = o.output_dir;
+    job.compare_naive = o.compare_naive;
+    absl::StatusOr<std::string> summary = RunStream(p->vm.get(), job);
+    if (!summary.ok())
+      return FailWithJunit("run", o, "stream", summary.status(), SecondsSince(start));
+    if (o.junit.empty()) return 0;
+    results::JunitCase c = CaseFor("run", o);
+    c.seconds = SecondsSince(start);
+    c.system_out = *summary;
+    AddProperties(p->provenance, &c);
+    return WriteJunit(o.junit, SuiteFor("run", std::move(c)));
+  }
   if (absl::Status s = p->vm->InvokeStateful(o.function); !s.ok())
     return FailWithJunit("run", o, "invoke_stateful", s, SecondsSince(start));
   auto out = p->vm->GetOutputs(o.function);

@@ -43,6 +43,11 @@ absl::StatusOr<std::map<std::string, ModelInput>> ModelInputShapes(const std::st
   return std::map<std::string, ModelInput>();
 }
 
+absl::StatusOr<std::vector<std::string>> ModelOutputNames(const std::string& path) {
+  if (IsModelSource(path)) return NoCompiler(absl::StrCat("reading the outputs of ", path));
+  return std::vector<std::string>();
+}
+
 absl::StatusOr<std::string> CompileTargetForCuda(absl::string_view compute_version) {
   return NoCompiler("choosing a compile target");
 }

@@ -94,6 +94,10 @@ struct OnnxInputInfo {
 // the model. Errors as ImportOnnxBytes's for unreadable or non-ONNX bytes;
 // an input that is not a tensor is UNIMPLEMENTED.
 absl::StatusOr<std::vector<OnnxInputInfo>> ReadOnnxInputs(absl::string_view bytes);
+// The graph outputs' names, in order (the order of the fields of the
+// imported function's result), without importing the model. Errors as
+// ReadOnnxInputs's.
+absl::StatusOr<std::vector<std::string>> ReadOnnxOutputNames(absl::string_view bytes);
 
 // Every (op_type) the importer has a converter for, sorted.
 std::vector<std::string> SupportedOnnxOps();

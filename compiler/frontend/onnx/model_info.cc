@@ -1,5 +1,6 @@
-// ReadOnnxInputs: the declared graph inputs of a model, for tools that need
-// them without an import (`tether run --random-inputs` on an ONNX file).
+// ReadOnnxInputs and ReadOnnxOutputNames: the declared graph inputs and
+// outputs of a model, for tools that need them without an import (`tether
+// run --random-inputs` and `--carry` on an ONNX file).
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -10,12 +11,21 @@
 
 namespace tether::compiler::onnx_frontend {
 
-absl::StatusOr<std::vector<OnnxInputInfo>> ReadOnnxInputs(absl::string_view bytes) {
+namespace {
+
+absl::StatusOr<onnx::ModelProto> ParseModel(absl::string_view bytes) {
   onnx::ModelProto model;
   if (bytes.empty() || !model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
     return absl::InvalidArgumentError(
         absl::StrCat("not an ONNX model: ", bytes.size(), " bytes do not parse as a ModelProto"));
   }
+  return model;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<OnnxInputInfo>> ReadOnnxInputs(absl::string_view bytes) {
+  TETHER_ASSIGN_OR_RETURN(onnx::ModelProto model, ParseModel(bytes));
   std::set<std::string> initializers;
   for (const onnx::TensorProto& t : model.graph().initializer()) initializers.insert(t.name());
   std::vector<OnnxInputInfo> out;
@@ -36,6 +46,13 @@ absl::StatusOr<std::vector<OnnxInputInfo>> ReadOnnxInputs(absl::string_view byte
     out.push_back(std::move(info));
   }
   return out;
+}
+
+absl::StatusOr<std::vector<std::string>> ReadOnnxOutputNames(absl::string_view bytes) {
+  TETHER_ASSIGN_OR_RETURN(onnx::ModelProto model, ParseModel(bytes));
+  std::vector<std::string> names;
+  for (const onnx::ValueInfoProto& out : model.graph().output()) names.push_back(out.name());
+  return names;
 }
 
 }  // namespace tether::compiler::onnx_frontend
