@@ -10,6 +10,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "client/remote_vm.h"
+#include "client/stateful_stream.h"
 #include "python/src/bindings.h"
 #include "runtime/core/error.h"
 #include "runtime/profiling/benchmark_result.h"
@@ -78,6 +79,124 @@ class PyVM {
   absl::Mutex mu_;
   absl::flat_hash_set<std::string> known_;  // touched with the GIL held
 };
+
+// The parameter index of a name or an index.
+int ParamIndex(const std::vector<std::string>& params, const py::handle& key) {
+  if (py::isinstance<py::int_>(key)) {
+    const int i = key.cast<int>();
+    if (i < 0 || i >= static_cast<int>(params.size())) {
+      ThrowStatus(IndexError("input ", i, " is out of range: the function has ", params.size(),
+                             " parameters"));
+    }
+    return i;
+  }
+  const std::string name = py::str(key).cast<std::string>();
+  auto it = std::find(params.begin(), params.end(), name);
+  if (it == params.end())
+    ThrowStatus(TypeError("the function has no parameter named \"", name, "\""));
+  return static_cast<int>(it - params.begin());
+}
+
+// vm.stream(...): client::StatefulStream over a PyVM. Keeps the Python VM
+// alive (the stream borrows its RemoteVM) and runs each step under the VM's
+// lock. Thread contract: thread-hostile, like the VM (calls take its lock).
+class PyStream {
+ public:
+  PyStream(py::object vm_object, std::vector<std::string> params, std::vector<int> carried_outputs)
+      : vm_object_(std::move(vm_object)),
+        params_(std::move(params)),
+        carried_outputs_(std::move(carried_outputs)) {}
+  ~PyStream() {
+    if (stream_) {
+      py::gil_scoped_release release;
+      stream_.reset();
+    }
+  }
+
+  PyVM& vm() { return vm_object_.cast<PyVM&>(); }
+  void set_stream(std::unique_ptr<client::StatefulStream> s) { stream_ = std::move(s); }
+
+  int Param(const py::handle& key) const { return ParamIndex(params_, key); }
+
+  py::object Step(const py::kwargs& kwargs) {
+    client::StatefulStream& stream = Open();
+    std::vector<std::pair<int, Value>> streamed;
+    for (auto [key, value] : kwargs) {
+      streamed.emplace_back(Param(key), ToValue(value, vm().session().get()));
+    }
+    std::vector<Value> outputs =
+        vm().Run([&](client::RemoteVM&) { return ValueOrThrow(stream.Step(streamed)); });
+    // Carried outputs are the stream's own handles (the next step's inputs):
+    // they stay out of Python's hands.
+    py::list out;
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      const bool carried = std::find(carried_outputs_.begin(), carried_outputs_.end(),
+                                     static_cast<int>(i)) != carried_outputs_.end();
+      out.append(carried ? py::none() : FromValue(outputs[i], vm().session()));
+    }
+    return out;
+  }
+
+  py::array State(const py::handle& input) {
+    client::StatefulStream& stream = Open();
+    const int index = Param(input);
+    Tensor t =
+        vm().Run([&](client::RemoteVM&) { return ValueOrThrow(stream.DownloadState(index)); });
+    return NumpyFromTensor(t);
+  }
+
+  int64_t steps() const { return stream_ ? stream_->steps() : 0; }
+
+  void Close() {
+    if (!stream_) return;
+    absl::Status closed = vm().Run([&](client::RemoteVM&) { return stream_->Close(); });
+    stream_.reset();
+    ThrowIfError(closed);
+  }
+
+ private:
+  client::StatefulStream& Open() {
+    if (!stream_) ThrowStatus(PreconditionError("the stream is closed"));
+    return *stream_;
+  }
+
+  py::object vm_object_;
+  std::vector<std::string> params_;
+  std::vector<int> carried_outputs_;
+  std::unique_ptr<client::StatefulStream> stream_;
+};
+
+std::unique_ptr<PyStream> MakeStream(py::object self, const std::string& func_name,
+                                     const py::args& args, const py::dict& carry,
+                                     const py::kwargs& kwargs) {
+  PyVM& vm = self.cast<PyVM&>();
+  std::vector<std::string> params =
+      vm.Run([&](client::RemoteVM& v) { return ValueOrThrow(v.GetFunctionParamNames(func_name)); });
+  std::vector<client::CarriedState> carries;
+  std::vector<int> carried_outputs;
+  for (auto [output, input] : carry) {
+    if (!py::isinstance<py::int_>(output)) {
+      ThrowStatus(TypeError("carry maps an output index to an input (name or index)"));
+    }
+    carries.push_back({output.cast<int>(), ParamIndex(params, input)});
+    carried_outputs.push_back(output.cast<int>());
+  }
+  // The first call's inputs: positional, then by name; a streamed input may
+  // be left out (None).
+  std::vector<Value> inputs(params.size());
+  if (args.size() > params.size()) {
+    ThrowStatus(TypeError(func_name, "() takes ", params.size(), " inputs, got ", args.size()));
+  }
+  for (size_t i = 0; i < args.size(); ++i) inputs[i] = ToValue(args[i], vm.session().get());
+  for (auto [key, value] : kwargs) {
+    inputs[ParamIndex(params, key)] = ToValue(value, vm.session().get());
+  }
+  auto stream = std::make_unique<PyStream>(self, params, carried_outputs);
+  stream->set_stream(vm.Run([&](client::RemoteVM& v) {
+    return ValueOrThrow(client::StatefulStream::Create(&v, func_name, inputs, carries));
+  }));
+  return stream;
+}
 
 // "cpu:0=naive,cuda:0=pooled" from None, a str or {device: str}.
 std::string MemoryConfig(const py::object& cfg) {
@@ -168,6 +287,29 @@ void RegisterVM(py::module_& m) {
       .def("__str__", [](const profiling::Report& r) { return r.Table(); })
       .def("__eq__", [](const profiling::Report& a, const profiling::Report& b) { return a == b; });
 
+  py::class_<PyStream>(m, "Stream",
+                       "A stateful model run chunk after chunk with its state kept on the "
+                       "daemon (vm.stream).")
+      .def("step", &PyStream::Step,
+           "Runs one chunk: keywords (parameter name or index) give this chunk's streamed "
+           "inputs; returns the outputs, None in place of each carried one (it stays on the "
+           "daemon as the next chunk's input).")
+      .def("state", &PyStream::State, py::arg("input"),
+           "Downloads what carried input `input` (name or index) holds now: the one transfer "
+           "of the state a stream needs, at its end.")
+      .def_property_readonly("steps", &PyStream::steps, "Chunks run so far.")
+      .def("close", &PyStream::Close,
+           "Frees the stream's state and uploaded inputs on the daemon. Idempotent.")
+      .def(
+          "__enter__", [](py::object self) { return self; }, "The stream itself.")
+      .def(
+          "__exit__",
+          [](PyStream& s, const py::object&, const py::object&, const py::object&) {
+            s.Close();
+            return false;
+          },
+          "Closes the stream.");
+
   py::class_<PyVM>(m, "VirtualMachine", "The Relax VM of an executable, on a session's daemon.")
       .def(py::init(&MakeVM), py::arg("rt_mod"), py::arg("device") = py::none(),
            py::arg("memory_cfg") = py::none(), py::kw_only(), py::arg("session") = py::none(),
@@ -178,6 +320,11 @@ void RegisterVM(py::module_& m) {
       .def_property_readonly("session", &PyVM::session, "The Session the VM runs in.")
       .def("_time_cpp_invoke", &PyVM::TimeCppInvoke, py::arg("func_name"), py::arg("args"),
            py::arg("n"), "bench/python/overhead.py: n calls made from C++ (RemoteVM), seconds.")
+      .def("stream", &MakeStream, py::arg("func_name"), py::arg("carry"),
+           "A Stream of `func_name`: carry={output index: input name or index} names the "
+           "state; the positional and keyword arguments are the first call's inputs (a "
+           "streamed input may be left out). The state stays on the daemon between chunks "
+           "(docs/design/rpc-protocol.md, \"Streaming\").")
       .def("invoke", &PyVM::Invoke, py::arg("func_name"),
            "Calls `func_name` with the arguments; returns its result.")
       .def(

@@ -35,6 +35,7 @@ from ._tether import (  # noqa: F401
     RemoteTensor,
     Report,
     Session,
+    Stream,
     TetherError,
     TetherIndexError,
     TetherRuntimeError,

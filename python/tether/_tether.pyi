@@ -213,6 +213,17 @@ class Report:
     def from_json(json: str) -> Report:
         """A Report from the JSON of Report.json()."""
 
+class Stream(ContextManager["Stream"]):
+    """A stateful model run chunk after chunk with its state kept on the daemon (vm.stream)."""
+    def step(self, **streamed: _Arg) -> list[Any]:
+        """Runs one chunk; returns the outputs, None in place of each carried one."""
+    def state(self, input: Union[str, int]) -> np.ndarray:
+        """Downloads what carried input `input` holds now."""
+    @property
+    def steps(self) -> int: ...
+    def close(self) -> None:
+        """Frees the stream's state and uploaded inputs on the daemon."""
+
 class VirtualMachine:
     """The Relax VM of an executable, on a daemon (tether.VirtualMachine picks the session)."""
     def __init__(self, rt_mod: Union[Executable, UploadedModule, Any],
@@ -225,6 +236,9 @@ class VirtualMachine:
     def session(self) -> Session: ...
     def __getitem__(self, func_name: str) -> Callable[..., Any]:
         """vm[name]: the function `name` (a Relax function or a saved one) as a callable."""
+    def stream(self, func_name: str, *args: _Arg, carry: Mapping[int, Union[str, int]],
+               **kwargs: _Arg) -> Stream:
+        """A Stream of `func_name`: carry={output index: input} names the state."""
     def invoke(self, func_name: str, *args: _Arg) -> Any:
         """Calls `func_name` with the arguments; returns its result."""
     def invoke_closure(self, closure: RemoteObject, *args: _Arg) -> Any:

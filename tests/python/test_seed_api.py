@@ -187,3 +187,45 @@ def test_a_256_mib_tensor_round_trip(session):
     assert t.shape == a.shape
     back = t.numpy()
     assert back[-1] == a[-1] and np.array_equal(back, a)
+
+
+@I.ir_module
+class Accumulate:
+    @R.function
+    def main(chunk: R.Tensor((4,), "float32"), state: R.Tensor((4,), "float32"),
+             scale: R.Tensor((4,), "float32")):
+        with R.dataflow():
+            s = R.add(state, chunk)
+            y = R.multiply(s, scale)
+            R.output(y, s)
+        return (y, s)
+
+
+def test_a_stream_keeps_its_state_on_the_daemon(small_daemon):
+    # The daemon holds 16 objects a session: 200 chunks fit only if each
+    # step frees the state it replaces.
+    if not tvm.has_compiler:
+        pytest.skip("built without the compiler")
+    rng = np.random.default_rng(5)
+    chunks = rng.standard_normal((200, 4)).astype(np.float32)
+    scale = np.full(4, 0.5, np.float32)
+    with tvm.connect(small_daemon) as s:
+        vm = relax.VirtualMachine(relax.build(Accumulate), s.cpu())
+        state = np.zeros(4, np.float32)
+        with vm.stream("main", carry={1: "state"}, state=state, scale=scale) as st:
+            for c in chunks:
+                y, carried = st.step(chunk=c)
+                assert carried is None  # the state stays on the daemon
+                state = state + c
+                np.testing.assert_allclose(y, state * scale, rtol=1e-5, atol=1e-5)
+            assert st.steps == 200
+            np.testing.assert_allclose(st.state("state"), chunks.sum(0), rtol=1e-4, atol=1e-4)
+            with pytest.raises(TypeError):
+                st.step(nope=chunks[0])
+            with pytest.raises(ValueError):
+                st.step(chunk=np.ones(5, np.float32))  # wrong shape: the state is kept
+            np.testing.assert_allclose(st.state(1), chunks.sum(0), rtol=1e-4, atol=1e-4)
+        with pytest.raises(ValueError):
+            st.step(chunk=chunks[0])  # closed
+        with pytest.raises(tvm.TetherIndexError):
+            vm.stream("main", carry={5: "state"}, state=state, scale=scale).step(chunk=chunks[0])
