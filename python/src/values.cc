@@ -1,9 +1,11 @@
 // Python objects <-> Values, NumPy arrays <-> tensors, and the Device,
 // RemoteTensor and RemoteObject classes.
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "python/src/bindings.h"
 #include "runtime/core/error.h"
@@ -21,6 +23,37 @@ std::string NumpyDtypeName(DataType dtype) {
   if (dtype.is_bfloat16()) return "uint16";
   if (dtype.is_bool()) return "bool";
   return dtype.ToString();
+}
+
+// The tensor dtype of a NumPy dtype, from its kind and size (the
+// descriptor's fields: no Python call on every argument).
+std::optional<DataType> DataTypeOfNumpy(char kind, py::ssize_t itemsize) {
+  const int bits = static_cast<int>(itemsize) * 8;
+  switch (kind) {
+    case 'f':
+      if (bits == 16 || bits == 32 || bits == 64) return DataType::Float(bits);
+      break;
+    case 'i':
+      if (bits == 8 || bits == 16 || bits == 32 || bits == 64) return DataType::Int(bits);
+      break;
+    case 'u':
+      if (bits == 8 || bits == 16 || bits == 32 || bits == 64) return DataType::UInt(bits);
+      break;
+    case 'b':
+      if (bits == 8) return DataType::Bool();
+      break;
+  }
+  return std::nullopt;
+}
+
+// The NumPy dtype of a tensor dtype; made once per dtype, then reused (with
+// the GIL held; never destroyed: no reference is dropped at exit).
+py::dtype NumpyDtype(DataType dtype) {
+  static auto* cache = new absl::flat_hash_map<std::string, py::dtype>();
+  const std::string name = NumpyDtypeName(dtype);
+  auto it = cache->find(name);
+  if (it == cache->end()) it = cache->emplace(name, py::dtype(name)).first;
+  return it->second;
 }
 
 py::object AttributeFromRuntime(Device device, DeviceAttr attr) {
@@ -89,15 +122,13 @@ Tensor TensorFromNumpy(const py::array& in) {
   py::array array = py::array::ensure(in, py::array::c_style);
   if (!array) throw py::error_already_set();
   py::dtype dt = array.dtype();
-  const char order = dt.attr("byteorder").cast<std::string>()[0];
-  if (order == '>') {
+  if (dt.byteorder() == '>') {
     ThrowStatus(TypeError("big-endian arrays are not supported: convert with astype('<",
                           std::string(1, dt.char_()), dt.itemsize(), "')"));
   }
-  std::string name = py::str(dt).cast<std::string>();
-  absl::StatusOr<DataType> dtype = DataType::Parse(name);
-  if (!dtype.ok() || dt.kind() == 'c' || dt.kind() == 'O') {
-    ThrowStatus(TypeError("numpy dtype ", name, " has no tensor dtype"));
+  std::optional<DataType> dtype = DataTypeOfNumpy(dt.kind(), dt.itemsize());
+  if (!dtype) {
+    ThrowStatus(TypeError("numpy dtype ", py::str(dt).cast<std::string>(), " has no tensor dtype"));
   }
   std::vector<int64_t> shape(array.shape(), array.shape() + array.ndim());
   // A large aligned array is borrowed, not copied: the tensor reads its
@@ -114,7 +145,7 @@ py::array NumpyFromTensor(const Tensor& tensor) {
     ThrowStatus(ValueError("tensor on ", tensor->device().ToString(),
                            " cannot become a numpy array; copy it to the cpu first"));
   }
-  py::dtype dt(NumpyDtypeName(tensor->dtype()));
+  py::dtype dt = NumpyDtype(tensor->dtype());
   std::vector<py::ssize_t> shape(tensor->shape().begin(), tensor->shape().end());
   py::array out(dt, shape);
   ThrowIfError(tensor.CopyToBytes(out.mutable_data(), static_cast<size_t>(out.nbytes())));
