@@ -410,6 +410,18 @@ absl::Status RemoteSession::FillRandom(const Value& remote, uint64_t seed, doubl
   return Call(std::move(request)).status();
 }
 
+absl::Status RemoteSession::CopyTensor(const Value& src, const Value& dst) {
+  RemoteHandleObj* from = AsRemoteHandle(src);
+  RemoteHandleObj* to = AsRemoteHandle(dst);
+  if (from == nullptr || to == nullptr) {
+    return absl::InvalidArgumentError("copy_tensor copies a remote tensor into another");
+  }
+  v1::CallRequest request;
+  request.mutable_copy_tensor()->set_src_id(from->id());
+  request.mutable_copy_tensor()->set_dst_id(to->id());
+  return Call(std::move(request)).status();
+}
+
 absl::Status RemoteSession::FreeObjects(std::vector<uint64_t> ids) {
   if (ids.empty()) return absl::OkStatus();
   v1::CallRequest request;

@@ -157,6 +157,11 @@ class RemoteSession {
   absl::Status FillRandom(const Value& remote, uint64_t seed, double low, double high);
   // Frees remote handles (tensors or objects) by id.
   absl::Status FreeObjects(std::vector<uint64_t> ids);
+  // Copies remote tensor `src`'s data into remote tensor `dst` of the same
+  // dtype and shape, on the daemon (protocol 1.5): NDArray.copyfrom.
+  // INVALID_ARGUMENT (kind value) for a mismatch, NOT_FOUND for a handle the
+  // session lacks.
+  absl::Status CopyTensor(const Value& src, const Value& dst);
 
   // One operation (session_id filled in, and request_id when zero) on the
   // session's transport, starting at `most_preferred` or the session's own

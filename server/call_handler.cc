@@ -2,6 +2,7 @@
 // VM, encode.
 #include "server/call_handler.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -249,6 +250,18 @@ class Ops {
         const v1::FillRandom& op = request.fill_random();
         TETHER_ASSIGN_OR_RETURN(Tensor t, session_.FindTensor(op.tensor_id()));
         return FillRandom(t, op.seed(), op.low(), op.high());
+      }
+      case v1::CallRequest::kCopyTensor: {
+        const v1::CopyTensor& op = request.copy_tensor();
+        TETHER_ASSIGN_OR_RETURN(Tensor src, session_.FindTensor(op.src_id()));
+        TETHER_ASSIGN_OR_RETURN(Tensor dst, session_.FindTensor(op.dst_id()));
+        if (src->dtype() != dst->dtype() || !std::equal(src->shape().begin(), src->shape().end(),
+                                                        dst->shape().begin(), dst->shape().end())) {
+          return ValueError("copy_tensor: cannot copy a ", src.ToString(), " into a ",
+                            dst.ToString());
+        }
+        if (op.src_id() == op.dst_id()) return absl::OkStatus();
+        return dst.CopyFrom(src);
       }
       case v1::CallRequest::kFreeObjects: {
         absl::Status first;

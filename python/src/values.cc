@@ -1,5 +1,6 @@
 // Python objects <-> Values, NumPy arrays <-> tensors, and the Device,
 // RemoteTensor and RemoteObject classes.
+#include <algorithm>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -7,6 +8,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "python/src/bindings.h"
 #include "runtime/core/error.h"
 #include "runtime/device/device_api.h"
@@ -333,6 +335,42 @@ void RegisterValues(py::module_& m) {
             return NumpyFromTensor(local);
           },
           "A copy of the tensor here, as a numpy array (bfloat16 as its uint16 bits).")
+      .def(
+          "copyfrom",
+          [](py::object self, const py::object& source) {
+            const auto& t = self.cast<const PyRemoteTensor&>();
+            if (py::isinstance<PyRemoteTensor>(source)) {
+              const auto& src = source.cast<const PyRemoteTensor&>();
+              if (src.session != t.session) {
+                ThrowStatus(ValueError("copyfrom: the source belongs to another session"));
+              }
+              Blocking(t.session,
+                       [&] { ThrowIfError(t.session->get().CopyTensor(src.handle, t.handle)); });
+              return self;
+            }
+            Tensor local = TensorFromNumpy(py::module_::import("numpy").attr("asarray")(source));
+            const std::vector<int64_t> shape = t.shape();
+            if (local->dtype().ToString() != t.dtype() ||
+                !std::equal(local->shape().begin(), local->shape().end(), shape.begin(),
+                            shape.end())) {
+              ThrowStatus(ValueError("copyfrom: cannot copy a ", local.ToString(), " into a ",
+                                     t.dtype(), " tensor of shape (", absl::StrJoin(shape, ", "),
+                                     ")"));
+            }
+            Blocking(t.session, [&] {
+              Value staged = ValueOrThrow(t.session->get().UploadTensor(local, t.device()));
+              absl::Status copied = t.session->get().CopyTensor(staged, t.handle);
+              absl::Status freed =
+                  t.session->get().FreeObjects({client::AsRemoteHandle(staged)->id()});
+              ThrowIfError(copied);
+              ThrowIfError(freed);
+            });
+            return self;
+          },
+          py::arg("source"),
+          "Copies `source` (a numpy array, anything numpy.asarray takes, or a RemoteTensor of "
+          "the session) into this tensor in place, on the daemon: a tensor bound by "
+          "save_function or set_input takes new values. Same dtype and shape; returns self.")
       .def("__repr__", [](const PyRemoteTensor& t) {
         std::string dims;
         for (int64_t d : t.shape()) absl::StrAppend(&dims, dims.empty() ? "" : ", ", d);

@@ -107,6 +107,8 @@ class RemoteTensor:
     def device(self) -> Device: ...
     def numpy(self) -> np.ndarray:
         """A copy of the tensor here, as a numpy array (bfloat16 as its uint16 bits)."""
+    def copyfrom(self, source: Any) -> RemoteTensor:
+        """Copies `source` into this tensor in place, on the daemon; returns self."""
     def __dlpack__(self, stream: Any = None) -> Any:
         """DLPack export of a local copy (the tensor lives on another machine)."""
     def __dlpack_device__(self) -> tuple[int, int]: ...

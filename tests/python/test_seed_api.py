@@ -229,3 +229,24 @@ def test_a_stream_keeps_its_state_on_the_daemon(small_daemon):
             st.step(chunk=chunks[0])  # closed
         with pytest.raises(tvm.TetherIndexError):
             vm.stream("main", carry={5: "state"}, state=state, scale=scale).step(chunk=chunks[0])
+
+
+def test_copyfrom_updates_a_bound_input_in_place(session):
+    if not tvm.has_compiler:
+        pytest.skip("built without the compiler")
+    vm = relax.VirtualMachine(relax.build(TestTimeEvaluator), session.cpu())
+    x = session.array(np.array([1.0], np.float32))
+    y = session.array(np.array([2.0], np.float32))
+    vm.save_function("main", "bound", x, y)
+    np.testing.assert_array_equal(vm["bound"](), [3.0])
+    assert x.copyfrom(np.array([10.0], np.float32)) is x  # in place: the saved call sees it
+    np.testing.assert_array_equal(vm["bound"](), [12.0])
+    y.copyfrom(x)  # remote to remote
+    np.testing.assert_array_equal(y.numpy(), [10.0])
+    with pytest.raises(ValueError):
+        x.copyfrom(np.zeros(2, np.float32))  # wrong shape
+    with pytest.raises(ValueError):
+        x.copyfrom(np.zeros(1, np.int32))  # wrong dtype
+    with pytest.raises(ValueError):
+        x.copyfrom(session.array(np.zeros(3, np.float32)))  # checked by the daemon too
+    np.testing.assert_array_equal(x.numpy(), [10.0])
