@@ -198,6 +198,13 @@ std::unique_ptr<PyStream> MakeStream(py::object self, const std::string& func_na
   return stream;
 }
 
+// vm[name]: a callable that keeps its VM alive (cheaper to make than a
+// py::cpp_function, which matters when vm["main"](x) runs in a loop).
+struct PyFunction {
+  py::object vm;
+  std::string name;
+};
+
 // "cpu:0=naive,cuda:0=pooled" from None, a str or {device: str}.
 std::string MemoryConfig(const py::object& cfg) {
   if (cfg.is_none()) return "";
@@ -310,6 +317,16 @@ void RegisterVM(py::module_& m) {
           },
           "Closes the stream.");
 
+  py::class_<PyFunction>(m, "_Function", "A function of a VirtualMachine (vm[name]).")
+      .def(
+          "__call__",
+          [](const PyFunction& f, const py::args& args) {
+            return f.vm.cast<PyVM&>().Invoke(f.name, args);
+          },
+          "Calls the function with the arguments; returns its result.")
+      .def("__repr__",
+           [](const PyFunction& f) { return absl::StrCat("<vm function ", f.name, ">"); });
+
   py::class_<PyVM>(m, "VirtualMachine", "The Relax VM of an executable, on a session's daemon.")
       .def(py::init(&MakeVM), py::arg("rt_mod"), py::arg("device") = py::none(),
            py::arg("memory_cfg") = py::none(), py::kw_only(), py::arg("session") = py::none(),
@@ -336,9 +353,7 @@ void RegisterVM(py::module_& m) {
               vm.Run([&](client::RemoteVM& v) { return ValueOrThrow(v.GetFunctionArity(name)); });
               vm.AddKnown(name);
             }
-            return py::cpp_function([self, name](const py::args& args) {
-              return self.cast<PyVM&>().Invoke(name, args);
-            });
+            return PyFunction{self, name};
           },
           "vm[name]: the function `name` (a Relax function or a saved one) as a callable.")
       .def(
