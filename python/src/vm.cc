@@ -471,7 +471,18 @@ void RegisterVM(py::module_& m) {
             });
           },
           py::arg("instrument"),
-          "Installs the instrument the daemon's function registry makes under this name.")
+          "Installs an instrument on the daemon by name: \"trace\" (records every call; "
+          "get_trace), \"skip\" with symbol patterns (the seed's SKIP_RUN: matching calls do "
+          "not run, the rest are traced), \"\" to remove it, or a factory of the daemon's "
+          "registry.")
+      .def(
+          "get_trace",
+          [](PyVM& vm, bool clear) {
+            return vm.Run([&](client::RemoteVM& v) { return ValueOrThrow(v.GetTrace(clear)); });
+          },
+          py::arg("clear") = false,
+          "What the \"trace\" or \"skip\" instrument recorded: a Report with a row per call "
+          "(Name, Start, Duration, Device, Argument Shapes); `clear` empties it.")
       .def(
           "time_evaluator",
           [](py::object self, const std::string& func_name, const py::object& dev, int number,

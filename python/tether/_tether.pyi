@@ -260,6 +260,8 @@ class VirtualMachine:
         """The parameter names of `func_name`."""
     def set_instrument(self, instrument: str, *args: _Arg) -> None:
         """Installs the instrument the daemon's function registry makes under this name."""
+    def get_trace(self, clear: bool = False) -> Report:
+        """What the "trace" or "skip" instrument recorded, a row per call."""
     def time_evaluator(self, func_name: str, dev: _DeviceLike, number: int = 10,
                        repeat: int = 1, min_repeat_ms: int = 0, cooldown_interval_ms: int = 0,
                        repeats_to_cooldown: int = 1, cache_flush_bytes: int = 0,

@@ -320,6 +320,35 @@ absl::Status LocalVirtualMachine::SetInstrumentByName(absl::string_view factory_
     instrument_ = MakeTraceInstrument(trace_);
     return absl::OkStatus();
   }
+  if (factory_name == "skip") {
+    // The seed's SKIP_RUN, for instruments that live on a daemon: calls whose
+    // symbol contains one of the patterns do not run (their result is None);
+    // every call that runs is traced, so GetTrace says what ran.
+    std::vector<std::string> patterns;
+    for (const Value& a : args) {
+      if (!a.is_string() || a.string_value().empty()) {
+        return ValueError("the skip instrument takes symbol patterns (non-empty strings)");
+      }
+      patterns.push_back(a.string_value());
+    }
+    if (patterns.empty())
+      return ValueError("the skip instrument needs at least one symbol pattern");
+    trace_ = MakeRef<TraceLogObj>(TraceLogObj::kDefaultMaxRecords);
+    instrument_ = Function::FromPacked(
+        "skip",
+        [patterns = std::move(patterns), log = trace_](ArgSpan call) -> absl::StatusOr<Value> {
+          if (call.size() >= 3 && call[1].is_string() && call[2].is_bool() &&
+              call[2].bool_value()) {
+            for (const std::string& p : patterns) {
+              if (absl::StrContains(call[1].string_value(), p)) {
+                return Value(static_cast<int64_t>(InstrumentReturnKind::kSkipRun));
+              }
+            }
+          }
+          return log->OnCall(call);
+        });
+    return absl::OkStatus();
+  }
   Function factory = Registry::Get(factory_name);
   if (!factory)
     return NotFoundError("no instrument factory named ", factory_name, " is registered");

@@ -250,3 +250,41 @@ def test_copyfrom_updates_a_bound_input_in_place(session):
     with pytest.raises(ValueError):
         x.copyfrom(session.array(np.zeros(3, np.float32)))  # checked by the daemon too
     np.testing.assert_array_equal(x.numpy(), [10.0])
+
+
+@I.ir_module
+class MatmulSoftmax:
+    @R.function
+    def main(x: R.Tensor((8, 8), "float32")):
+        with R.dataflow():
+            y = R.matmul(x, x)
+            z = R.nn.softmax(y)
+            R.output(z)
+        return z
+
+
+def trace_names(vm):
+    import json
+    return [row["Name"]["string"] for row in json.loads(vm.get_trace(clear=True).json())["calls"]]
+
+
+def test_skip_instrument_is_the_seeds_skip_run(session):
+    # The seed's instrument returns SKIP_RUN for matmul calls; ours is named
+    # "skip" and runs on the daemon: the matmul does not run, the rest is traced.
+    if not tvm.has_compiler:
+        pytest.skip("built without the compiler")
+    vm = relax.VirtualMachine(relax.build(MatmulSoftmax), session.cpu())
+    x = np.ones((8, 8), np.float32)
+    vm.set_instrument("trace")
+    vm["main"](x)
+    names = trace_names(vm)
+    assert "matmul" in names and "softmax" in names
+    vm.set_instrument("skip", "matmul")
+    out = vm["main"](x)
+    assert out.shape == (8, 8)
+    names = trace_names(vm)
+    assert "matmul" not in names and "softmax" in names
+    vm.set_instrument("")
+    np.testing.assert_allclose(vm["main"](x), np.full((8, 8), 1 / 8, np.float32), rtol=1e-6)
+    with pytest.raises(ValueError):
+        vm.set_instrument("skip")

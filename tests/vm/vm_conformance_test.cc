@@ -591,6 +591,38 @@ TEST_P(VmConformanceTest, TraceInstrumentRecordsEveryCall) {
   EXPECT_EQ(vm->SetInstrumentByName("trace", bad).code(), absl::StatusCode::kInvalidArgument);
 }
 
+// The built-in skip instrument (the seed's SKIP_RUN on the daemon): calls
+// whose symbol matches do not run and leave None; the others are traced.
+TEST_P(VmConformanceTest, SkipInstrumentSkipsMatchingCallsAndTracesTheRest) {
+  ExecBuilder b;
+  b.EmitFunction("main", 2, {"x", "y"});
+  b.EmitCall("test.vm.add", {Arg::Register(0), Arg::Register(1)}, 2);
+  b.EmitCall("test.vm.mul", {Arg::Register(2), Arg::Register(1)}, 3);
+  b.EmitRet(3);
+  b.EndFunction("main");
+  auto vm = Make(b);
+  ASSERT_TRUE(vm);
+  Value pattern[] = {Value(std::string("vm.mul"))};
+  ASSERT_TRUE(vm->SetInstrumentByName("skip", pattern).ok());
+  Value args[] = {MakeFloatTensor({2, 3}, std::vector<float>(6, 1.0f)),
+                  MakeFloatTensor({2, 3}, std::vector<float>(6, 2.0f))};
+  auto skipped = vm->Invoke("main", args);
+  ASSERT_TRUE(skipped.ok()) << skipped.status();
+  EXPECT_TRUE(skipped->is_none());  // mul did not run
+  auto trace = vm->GetTrace(true);
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  ASSERT_EQ(trace->calls.size(), 1u);
+  EXPECT_EQ(std::get<std::string>(trace->calls[0].at("Name")), "test.vm.add");
+  // Uninstalled: mul runs again.
+  ASSERT_TRUE(vm->SetInstrumentByName("", {}).ok());
+  auto full = vm->Invoke("main", args);
+  ASSERT_TRUE(full.ok());
+  EXPECT_TRUE(full->is_tensor());
+  EXPECT_EQ(vm->SetInstrumentByName("skip", {}).code(), absl::StatusCode::kInvalidArgument);
+  Value bad[] = {Value(int64_t{3})};
+  EXPECT_EQ(vm->SetInstrumentByName("skip", bad).code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST_P(VmConformanceTest, ProfileReportsEachPackedCall) {
   ExecBuilder b;
   b.EmitFunction("main", 2, {"x", "y"});
