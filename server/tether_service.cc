@@ -600,8 +600,8 @@ grpc::ServerReadReactor<v1::UploadTensorRequest>* TetherService::UploadTensor(
   if (absl::Status auth = auth_.Check(*context); !auth.ok()) {
     return new RefusedReactor<grpc::ServerReadReactor<v1::UploadTensorRequest>>(context, auth);
   }
-  return NewUploadTensorReactor(context, sessions_, executor_, timer_, limits_.stream_idle_timeout,
-                                response);
+  return NewUploadTensorReactor(context, sessions_, fence_, executor_, timer_,
+                                limits_.stream_idle_timeout, response);
 }
 
 grpc::ServerWriteReactor<v1::DownloadTensorResponse>* TetherService::DownloadTensor(
@@ -609,7 +609,7 @@ grpc::ServerWriteReactor<v1::DownloadTensorResponse>* TetherService::DownloadTen
   if (absl::Status auth = auth_.Check(*context); !auth.ok()) {
     return new RefusedReactor<grpc::ServerWriteReactor<v1::DownloadTensorResponse>>(context, auth);
   }
-  return NewDownloadTensorReactor(context, sessions_, executor_, timer_, limits_, *request);
+  return NewDownloadTensorReactor(context, sessions_, fence_, executor_, timer_, limits_, *request);
 }
 
 grpc::ServerUnaryReactor* TetherService::Call(grpc::CallbackServerContext* context,

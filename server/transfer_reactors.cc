@@ -113,13 +113,23 @@ class UploadModuleReactor : public grpc::ServerReadReactor<v1::UploadModuleReque
 // relayed to its worker message by message from the executor: the next
 // message is read only once the worker took the last, so the daemon holds
 // one chunk, whatever the size (H3).
+// The session a transfer names, once the fence (null outside a farm) admits
+// its fencing token, as RunCall does for every call.
+absl::StatusOr<std::shared_ptr<Session>> FencedSession(SessionTable* sessions, SessionFence* fence,
+                                                       const std::string& session_id) {
+  TETHER_ASSIGN_OR_RETURN(std::shared_ptr<Session> session, sessions->Get(session_id));
+  if (fence != nullptr) TETHER_RETURN_IF_ERROR(fence->Admit(session->fencing_token(), false));
+  return session;
+}
+
 class UploadTensorReactor : public grpc::ServerReadReactor<v1::UploadTensorRequest> {
  public:
   UploadTensorReactor(grpc::CallbackServerContext* context, SessionTable* sessions,
-                      Executor* executor, DeadlineTimer* timer, absl::Duration idle_timeout,
-                      v1::UploadTensorResponse* response)
+                      SessionFence* fence, Executor* executor, DeadlineTimer* timer,
+                      absl::Duration idle_timeout, v1::UploadTensorResponse* response)
       : context_(context),
         sessions_(sessions),
+        fence_(fence),
         executor_(executor),
         response_(response),
         idle_(timer, idle_timeout, context) {
@@ -131,7 +141,7 @@ class UploadTensorReactor : public grpc::ServerReadReactor<v1::UploadTensorReque
     if (request_.has_header()) {
       if (session_) return Fail(absl::InvalidArgumentError("tensor upload sent a second header"));
       absl::StatusOr<std::shared_ptr<Session>> session =
-          sessions_->Get(request_.header().session_id());
+          FencedSession(sessions_, fence_, request_.header().session_id());
       if (!session.ok()) return Fail(session.status());
       absl::StatusOr<rpc::TensorSpec> spec = rpc::DecodeTensorHeader(request_.header().tensor());
       if (!spec.ok()) return Fail(spec.status());
@@ -248,6 +258,7 @@ class UploadTensorReactor : public grpc::ServerReadReactor<v1::UploadTensorReque
   grpc::CallbackServerContext* context_;
 
   SessionTable* sessions_;
+  SessionFence* fence_;
   Executor* executor_;
   v1::UploadTensorResponse* response_;
   v1::UploadTensorRequest request_;
@@ -272,10 +283,10 @@ class UploadTensorReactor : public grpc::ServerReadReactor<v1::UploadTensorReque
 class DownloadTensorReactor : public grpc::ServerWriteReactor<v1::DownloadTensorResponse> {
  public:
   DownloadTensorReactor(grpc::CallbackServerContext* context, SessionTable* sessions,
-                        Executor* executor, DeadlineTimer* timer, const ServiceLimits& limits,
-                        const v1::DownloadTensorRequest& request)
+                        SessionFence* fence, Executor* executor, DeadlineTimer* timer,
+                        const ServiceLimits& limits, const v1::DownloadTensorRequest& request)
       : context_(context), idle_(timer, limits.stream_idle_timeout, context) {
-    absl::Status status = Prepare(sessions, limits, request);
+    absl::Status status = Prepare(sessions, fence, limits, request);
     if (!status.ok()) {
       Finish(ToGrpcStatus(status, context_));
       return;
@@ -312,9 +323,10 @@ class DownloadTensorReactor : public grpc::ServerWriteReactor<v1::DownloadTensor
   }
 
  private:
-  absl::Status Prepare(SessionTable* sessions, const ServiceLimits& limits,
+  absl::Status Prepare(SessionTable* sessions, SessionFence* fence, const ServiceLimits& limits,
                        const v1::DownloadTensorRequest& request) {
-    TETHER_ASSIGN_OR_RETURN(std::shared_ptr<Session> session, sessions->Get(request.session_id()));
+    TETHER_ASSIGN_OR_RETURN(std::shared_ptr<Session> session,
+                            FencedSession(sessions, fence, request.session_id()));
     if (session->worker() == nullptr) {
       TETHER_ASSIGN_OR_RETURN(tensor_, session->FindTensor(request.tensor_id()));
     }
@@ -403,15 +415,17 @@ grpc::ServerReadReactor<v1::UploadModuleRequest>* NewUploadModuleReactor(
 }
 
 grpc::ServerReadReactor<v1::UploadTensorRequest>* NewUploadTensorReactor(
-    grpc::CallbackServerContext* context, SessionTable* sessions, Executor* executor,
-    DeadlineTimer* timer, absl::Duration idle_timeout, v1::UploadTensorResponse* response) {
-  return new UploadTensorReactor(context, sessions, executor, timer, idle_timeout, response);
+    grpc::CallbackServerContext* context, SessionTable* sessions, SessionFence* fence,
+    Executor* executor, DeadlineTimer* timer, absl::Duration idle_timeout,
+    v1::UploadTensorResponse* response) {
+  return new UploadTensorReactor(context, sessions, fence, executor, timer, idle_timeout, response);
 }
 
 grpc::ServerWriteReactor<v1::DownloadTensorResponse>* NewDownloadTensorReactor(
-    grpc::CallbackServerContext* context, SessionTable* sessions, Executor* executor,
-    DeadlineTimer* timer, const ServiceLimits& limits, const v1::DownloadTensorRequest& request) {
-  return new DownloadTensorReactor(context, sessions, executor, timer, limits, request);
+    grpc::CallbackServerContext* context, SessionTable* sessions, SessionFence* fence,
+    Executor* executor, DeadlineTimer* timer, const ServiceLimits& limits,
+    const v1::DownloadTensorRequest& request) {
+  return new DownloadTensorReactor(context, sessions, fence, executor, timer, limits, request);
 }
 
 }  // namespace tether::server

@@ -3,7 +3,9 @@
 // relayed chunk by chunk to and from an isolated session's worker). Each
 // cancels its stream after the service's stream idle timeout without
 // progress. TetherService (tether_service.h) creates them once the call is
-// authenticated; gRPC deletes them when they finish.
+// authenticated; gRPC deletes them when they finish. A farm daemon's tensor
+// streams ask its fence (`fence`, null outside a farm) once the session is
+// known, as every call does: a stale holder's transfer is refused.
 //
 // Thread contract: each reactor follows gRPC's callback rules (one callback
 // at a time); the factories are thread-safe.
@@ -15,6 +17,7 @@
 #include "server/deadline_timer.h"
 #include "server/executor.h"
 #include "server/module_store.h"
+#include "server/session_fence.h"
 #include "server/session_table.h"
 #include "server/tether_service.h"
 #include "tether/v1/tether.grpc.pb.h"
@@ -26,12 +29,14 @@ grpc::ServerReadReactor<v1::UploadModuleRequest>* NewUploadModuleReactor(
     absl::Duration idle_timeout, v1::UploadModuleResponse* response);
 
 grpc::ServerReadReactor<v1::UploadTensorRequest>* NewUploadTensorReactor(
-    grpc::CallbackServerContext* context, SessionTable* sessions, Executor* executor,
-    DeadlineTimer* timer, absl::Duration idle_timeout, v1::UploadTensorResponse* response);
+    grpc::CallbackServerContext* context, SessionTable* sessions, SessionFence* fence,
+    Executor* executor, DeadlineTimer* timer, absl::Duration idle_timeout,
+    v1::UploadTensorResponse* response);
 
 grpc::ServerWriteReactor<v1::DownloadTensorResponse>* NewDownloadTensorReactor(
-    grpc::CallbackServerContext* context, SessionTable* sessions, Executor* executor,
-    DeadlineTimer* timer, const ServiceLimits& limits, const v1::DownloadTensorRequest& request);
+    grpc::CallbackServerContext* context, SessionTable* sessions, SessionFence* fence,
+    Executor* executor, DeadlineTimer* timer, const ServiceLimits& limits,
+    const v1::DownloadTensorRequest& request);
 
 }  // namespace tether::server
 

@@ -222,6 +222,16 @@ TEST_F(FarmTest, TheDaemonRefusesAStaleFencingToken) {
   ASSERT_TRUE(session_a.ok()) << session_a.status();
   const int64_t shape[] = {4};
   EXPECT_TRUE((*session_a)->AllocTensor(shape, DataType::Float(32), Device::Cpu()).ok());
+  // A's tensors over unary calls travel in UploadTensor/DownloadTensor streams.
+  client::ConnectOptions as_a_unary = as_a;
+  as_a_unary.transport = client::TransportKind::kUnary;
+  auto streams_a = client::RemoteSession::Connect(address, as_a_unary);
+  ASSERT_TRUE(streams_a.ok()) << streams_a.status();
+  const std::vector<float> four = {1, 2, 3, 4};
+  Tensor local = *Tensor::FromBytes(shape, DataType::Float(32), four.data(), 16);
+  auto uploaded = (*streams_a)->UploadTensor(local);
+  ASSERT_TRUE(uploaded.ok()) << uploaded.status();
+  ASSERT_TRUE((*streams_a)->DownloadTensor(*uploaded).ok());
   // Without a token, nobody may use a held device.
   EXPECT_THAT(client::RemoteSession::Connect(address, {}),
               StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("is held by another")));
@@ -244,6 +254,11 @@ TEST_F(FarmTest, TheDaemonRefusesAStaleFencingToken) {
   EXPECT_THAT((*session_a)->AllocTensor(shape, DataType::Float(32), Device::Cpu()),
               StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("is stale")));
   EXPECT_THAT(client::RemoteSession::Connect(address, as_a),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("is stale")));
+  // The tensor streams are fenced as the calls are.
+  EXPECT_THAT((*streams_a)->UploadTensor(local),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("is stale")));
+  EXPECT_THAT((*streams_a)->DownloadTensor(*uploaded),
               StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("is stale")));
   a.Kill(SIGKILL);
   session_a->reset();
