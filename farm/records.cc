@@ -65,6 +65,9 @@ std::string WaitersNotBehindEnd(absl::string_view key, int32_t priority) {
 std::string QuarantineKey(absl::string_view key, absl::string_view id) {
   return absl::StrCat(QuarantinePrefix(key), id);
 }
+std::string RunsKey(absl::string_view key, absl::string_view id) {
+  return absl::StrCat(PoolPrefix(key), "runs/", id);
+}
 
 std::string ToJson(const google::protobuf::Message& record) {
   std::string json;

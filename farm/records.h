@@ -42,6 +42,7 @@ std::string WaitersAheadEnd(absl::string_view key, int32_t priority);
 // client of `priority` that has not queued yet would queue behind.
 std::string WaitersNotBehindEnd(absl::string_view key, int32_t priority);
 std::string QuarantineKey(absl::string_view key, absl::string_view id);
+std::string RunsKey(absl::string_view key, absl::string_view id);  // .../runs/<id>
 
 // A record as JSON (protobuf's mapping, field names in lowerCamelCase).
 std::string ToJson(const google::protobuf::Message& record);

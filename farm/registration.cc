@@ -41,10 +41,20 @@ Registration::~Registration() {
   membership_.join();
   for (std::unique_ptr<EtcdWatch>& watch : watches_) watch.reset();
   int64_t lease = 0;
+  bool counted = false;
+  v1::RunRecord stopped;  // a clean stop: the next run counts no crash
   {
     absl::MutexLock lock(&mu_);
     lease = lease_;
     lease_ = 0;
+    counted = runs_counted_;
+    for (int64_t at : crashes_) stopped.add_crash_unix_ms(at);
+  }
+  if (counted) {
+    etcdserverpb::PutRequest put;
+    put.set_key(RunsKey(options_.key, options_.record.id()));
+    put.set_value(ToJson(stopped));
+    if (absl::Status s = etcd_->Put(put).status(); !s.ok()) Log("farm-run-unrecorded", s.message());
   }
   if (lease != 0) {
     if (absl::Status s = etcd_->RevokeLease(lease); !s.ok()) {
@@ -113,6 +123,85 @@ absl::Status Registration::PutRecord() {
   return absl::OkStatus();
 }
 
+absl::Status Registration::Quarantine(int64_t lease, absl::string_view by, std::string reason) {
+  v1::QuarantineRecord record;
+  record.set_by(std::string(by));
+  record.set_reason(std::move(reason));
+  record.set_since_unix_ms(NowUnixMs());
+  const std::string key = QuarantineKey(options_.key, options_.record.id());
+  etcdserverpb::TxnRequest txn;
+  etcdserverpb::Compare* absent = txn.add_compare();
+  absent->set_key(key);
+  absent->set_target(etcdserverpb::Compare::CREATE);
+  absent->set_result(etcdserverpb::Compare::EQUAL);
+  absent->set_create_revision(0);
+  etcdserverpb::PutRequest* put = txn.add_success()->mutable_request_put();
+  put->set_key(key);
+  put->set_value(ToJson(record));
+  put->set_lease(lease);  // the daemon's own quarantine goes with it
+  absl::StatusOr<etcdserverpb::TxnResponse> done = etcd_->Txn(txn);
+  if (!done.ok()) return done.status();
+  if (done->succeeded()) {
+    absl::MutexLock lock(&mu_);
+    quarantine_revision_ = done->header().revision();
+  }
+  Log("farm-quarantined", record.reason());
+  return absl::OkStatus();
+}
+
+void Registration::CountCrashes() {
+  int64_t lease = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    if (runs_counted_) return;
+    lease = lease_;
+  }
+  const std::string key = RunsKey(options_.key, options_.record.id());
+  etcdserverpb::RangeRequest range;
+  range.set_key(key);
+  absl::StatusOr<etcdserverpb::RangeResponse> found = etcd_->Range(range);
+  if (!found.ok()) return;  // counted at the next registration
+  v1::RunRecord last;
+  if (found->kvs_size() > 0) {
+    if (absl::Status parsed = FromJson(found->kvs(0).value(), key, &last); !parsed.ok()) {
+      Log("farm-runs-unreadable", parsed.message());
+      last.Clear();
+    }
+  }
+  const int64_t now = NowUnixMs();
+  const int64_t window_start = now - absl::ToInt64Milliseconds(options_.crash_window);
+  v1::RunRecord run;
+  run.set_running(true);
+  run.set_started_unix_ms(now);
+  for (int64_t at : last.crash_unix_ms()) {
+    if (at >= window_start) run.add_crash_unix_ms(at);
+  }
+  // The last run registered and never stopped cleanly: it crashed (or was
+  // killed) at some time after it started; count it now.
+  if (last.running()) {
+    run.add_crash_unix_ms(now);
+    Log("farm-crash-counted",
+        absl::StrCat("the last run (started ", last.started_unix_ms(), ") did not stop cleanly; ",
+                     run.crash_unix_ms_size(), " in the crash window"));
+  }
+  etcdserverpb::PutRequest put;
+  put.set_key(key);
+  put.set_value(ToJson(run));
+  if (!etcd_->Put(put).ok()) return;
+  {
+    absl::MutexLock lock(&mu_);
+    runs_counted_ = true;
+    crashes_.assign(run.crash_unix_ms().begin(), run.crash_unix_ms().end());
+  }
+  if (options_.quarantine_after_crashes > 0 &&
+      run.crash_unix_ms_size() >= options_.quarantine_after_crashes && last.running()) {
+    Quarantine(lease, "crashes",
+               absl::StrCat("crashed ", run.crash_unix_ms_size(), " times in ",
+                            absl::FormatDuration(options_.crash_window)))
+        .IgnoreError();
+  }
+}
+
 absl::Status Registration::Register() {
   absl::StatusOr<int64_t> lease = etcd_->GrantLease(options_.ttl);
   if (!lease.ok()) return lease.status();
@@ -121,6 +210,8 @@ absl::Status Registration::Register() {
     lease_ = *lease;
     quarantine_revision_ = 0;  // a probe quarantine went with the old lease
   }
+  // Before the record: once the device shows up, this run is marked running.
+  CountCrashes();
   if (absl::Status s = PutRecord(); !s.ok()) {
     {
       absl::MutexLock lock(&mu_);
@@ -333,27 +424,8 @@ void Registration::RunProbes() {
       Log("farm-probe-failed", absl::StrCat("failures=", failures, " ", result.message()));
     }
     if (quarantine) {
-      v1::QuarantineRecord record;
-      record.set_by("probe");
-      record.set_reason(absl::StrCat(failures, " failed probes: ", result.message()));
-      record.set_since_unix_ms(NowUnixMs());
-      const std::string key = QuarantineKey(options_.key, options_.record.id());
-      etcdserverpb::TxnRequest txn;
-      etcdserverpb::Compare* absent = txn.add_compare();
-      absent->set_key(key);
-      absent->set_target(etcdserverpb::Compare::CREATE);
-      absent->set_result(etcdserverpb::Compare::EQUAL);
-      absent->set_create_revision(0);
-      etcdserverpb::PutRequest* put = txn.add_success()->mutable_request_put();
-      put->set_key(key);
-      put->set_value(ToJson(record));
-      put->set_lease(lease);  // a probe quarantine goes with the daemon
-      absl::StatusOr<etcdserverpb::TxnResponse> done = etcd_->Txn(txn);
-      if (done.ok() && done->succeeded()) {
-        absl::MutexLock lock(&mu_);
-        quarantine_revision_ = done->header().revision();
-      }
-      if (done.ok()) Log("farm-quarantined", record.reason());
+      Quarantine(lease, "probe", absl::StrCat(failures, " failed probes: ", result.message()))
+          .IgnoreError();  // the next failure tries again
     } else if (lift) {
       const std::string key = QuarantineKey(options_.key, options_.record.id());
       etcdserverpb::TxnRequest txn;

@@ -7,7 +7,9 @@
 // its quarantine key with another, so it knows when an operator quarantined
 // it; and it probes the daemon while nobody holds it, quarantining it after
 // N failed probes in a row and lifting its own quarantine when a probe passes
-// again. Each change of that standing is reported (on_state) for metrics.
+// again. It also counts its own crashes (a run that did not stop cleanly,
+// seen when the next one starts) and quarantines the device when they come
+// too often. Each change of that standing is reported (on_state) for metrics.
 #ifndef TETHER_FARM_REGISTRATION_H_
 #define TETHER_FARM_REGISTRATION_H_
 
@@ -48,6 +50,11 @@ struct RegistrationOptions {
   std::function<absl::Status()> probe;
   absl::Duration probe_interval = absl::Seconds(30);
   int quarantine_after = 3;
+  // Crashes: after quarantine_after_crashes runs that ended without a clean
+  // stop within crash_window, the starting run quarantines the device (until
+  // a probe passes or an operator releases it). 0: crashes are not counted.
+  int quarantine_after_crashes = 3;
+  absl::Duration crash_window = absl::Minutes(10);
   // Where events go ("registered", "farm-unavailable", "quarantined", ...),
   // with a detail text. Called from the registration's threads.
   std::function<void(absl::string_view event, absl::string_view detail)> log;
@@ -96,6 +103,12 @@ class Registration {
   // Grants a lease and puts the record; starts the holder watch once.
   absl::Status Register();
   absl::Status PutRecord();
+  // The run record at the first registration: counts a crash of the last
+  // run, marks this one running, quarantines after too many crashes.
+  void CountCrashes();
+  // Puts a quarantine record bound to the lease (by the probe or for
+  // crashes) unless the device has one; remembers its revision as ours.
+  absl::Status Quarantine(int64_t lease, absl::string_view by, std::string reason);
   // The keys the registration follows with a watch: the device's holder
   // and its quarantine. Each one's view is the key's create revision (0:
   // absent; the holder's is its fencing token) and the store revision of
@@ -125,6 +138,8 @@ class Registration {
   int64_t lease_ ABSL_GUARDED_BY(mu_) = 0;  // 0: not registered
   v1::FarmHealth health_ ABSL_GUARDED_BY(mu_);
   bool record_dirty_ ABSL_GUARDED_BY(mu_) = false;
+  bool runs_counted_ ABSL_GUARDED_BY(mu_) = false;     // CountCrashes ran (once per process)
+  std::vector<int64_t> crashes_ ABSL_GUARDED_BY(mu_);  // within the window, as recorded
   // The probe's quarantine key's create revision (0: none of ours).
   int64_t quarantine_revision_ ABSL_GUARDED_BY(mu_) = 0;
   KeyView views_[2] ABSL_GUARDED_BY(mu_);  // by Followed

@@ -92,6 +92,8 @@ class FarmMemberImpl final : public FarmMember {
     registration.ttl = options_.ttl;
     registration.probe_interval = options_.probe_interval;
     registration.quarantine_after = options_.quarantine_after;
+    registration.quarantine_after_crashes = options_.quarantine_after_crashes;
+    registration.crash_window = options_.crash_window;
     if (options_.probe_interval > absl::ZeroDuration()) {
       absl::StatusOr<std::string> builtin = BuildCanaryExecutable();
       if (!builtin.ok()) return builtin.status();

@@ -30,6 +30,8 @@ struct FarmMemberOptions {
   absl::Duration ttl = absl::Seconds(10);             // --farm-ttl
   absl::Duration probe_interval = absl::Seconds(30);  // --farm-probe-interval; zero: no probes
   int quarantine_after = 3;                           // --farm-quarantine-after
+  int quarantine_after_crashes = 3;                   // --farm-crash-quarantine; 0: not counted
+  absl::Duration crash_window = absl::Minutes(10);    // --farm-crash-window
   std::string canary_file;  // --farm-canary: read at every probe; empty: the built-in canary
   // etcd credentials: --farm-tls-ca, --farm-tls-cert, --farm-tls-key,
   // --farm-user, --farm-password-file.

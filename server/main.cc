@@ -91,6 +91,9 @@ constexpr char kUsage[] =
     "  --farm-ttl SECS               the record's etcd lease TTL (default 10)\n"
     "  --farm-probe-interval SECS    health probe period while not held (default 30; 0: none)\n"
     "  --farm-quarantine-after N     quarantine after N failed probes in a row (default 3)\n"
+    "  --farm-crash-quarantine N     quarantine after N runs that did not stop cleanly within\n"
+    "                                --farm-crash-window (default 3; 0: crashes not counted)\n"
+    "  --farm-crash-window SECS      the window crashes are counted in (default 600)\n"
     "  --farm-canary FILE            the probe's canary executable (its main takes no\n"
     "                                arguments; read at every probe; default: built in)\n"
     "  --farm-tls-ca PEM             the CA of etcd's certificate (enables TLS)\n"
@@ -294,6 +297,16 @@ int main(int argc, char** argv) {
       } else if (flag == "--farm-quarantine-after") {
         if (!absl::SimpleAtoi(value, &farm.quarantine_after) || farm.quarantine_after < 1) {
           return Fail(absl::StrCat("bad --farm-quarantine-after \"", value, "\" (at least 1)"));
+        }
+      } else if (flag == "--farm-crash-quarantine") {
+        if (!absl::SimpleAtoi(value, &farm.quarantine_after_crashes) ||
+            farm.quarantine_after_crashes < 0) {
+          return Fail(absl::StrCat("bad --farm-crash-quarantine \"", value, "\" (0 or more)"));
+        }
+      } else if (flag == "--farm-crash-window") {
+        if (!ParseSeconds(value, 1, 7 * 86400, &farm.crash_window)) {
+          return Fail(
+              absl::StrCat("bad --farm-crash-window \"", value, "\" (seconds, 1 to 604800)"));
         }
       } else if (flag == "--farm-canary") {
         farm.canary_file = value;

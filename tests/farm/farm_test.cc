@@ -264,6 +264,38 @@ TEST_F(FarmTest, TheDaemonRefusesAStaleFencingToken) {
   session_a->reset();
 }
 
+// A daemon that keeps crashing quarantines itself when it starts again; a
+// clean stop (SIGTERM: drain, deregister) is no crash.
+TEST_F(FarmTest, ADaemonThatKeepsCrashingIsQuarantined) {
+  const std::vector<std::string> flags = {"--farm-crash-quarantine", "2"};
+  auto start = [&] {
+    Child& d = StartDaemon("crashy", "c", flags);
+    EXPECT_TRUE(WaitFor([&] { return Registered("c", "crashy"); })) << d.err();
+    return &d;
+  };
+  EXPECT_EQ(start()->Kill(SIGTERM), 0);
+  start()->Kill(SIGTERM);
+  EXPECT_FALSE(Snapshot("c").devices.contains("crashy"));  // deregistered, nothing kept
+  // After a crash the record stays until its lease runs out (2 s): wait for
+  // that, so the next run's registration is its own.
+  auto gone = [&] { return WaitFor([&] { return !Registered("c", "crashy"); }); };
+  start()->Kill(SIGKILL);  // crash 1
+  ASSERT_TRUE(gone());
+  Child* third = start();
+  EXPECT_FALSE(Snapshot("c").devices.at("crashy").quarantine.has_value()) << "one crash of two";
+  third->Kill(SIGKILL);  // crash 2
+  ASSERT_TRUE(gone());
+  Child* fourth = start();
+  ASSERT_TRUE(WaitFor([&] { return Snapshot("c").devices.at("crashy").quarantine.has_value(); }))
+      << fourth->err();
+  const FarmSnapshot farm = Snapshot("c");
+  EXPECT_EQ(farm.devices.at("crashy").quarantine->by(), "crashes");
+  EXPECT_THAT(farm.devices.at("crashy").quarantine->reason(), HasSubstr("crashed 2 times"));
+  // Not handed out while quarantined.
+  EXPECT_THAT(DeviceLease::Acquire(etcd_.get(), Want("c", absl::Seconds(1))),
+              StatusIs(absl::StatusCode::kDeadlineExceeded, HasSubstr("quarantined")));
+}
+
 TEST_F(FarmTest, DaemonsComeBackAfterEtcdRestarts) {
   Child& daemon = StartDaemon("survivor", "r");
   ASSERT_TRUE(WaitFor([&] { return Registered("r", "survivor"); }));
