@@ -44,6 +44,18 @@ class VmConformanceTest : public ::testing::TestWithParam<Backend> {
     return vm.ok() ? std::move(*vm) : nullptr;
   }
 
+  // A VM of main(x, y) = test.vm.mul(test.vm.add(x, y), y): two packed
+  // calls, for the instruments and the profiler.
+  std::unique_ptr<VirtualMachine> MakeAddThenMul() {
+    ExecBuilder b;
+    b.EmitFunction("main", 2, {"x", "y"});
+    b.EmitCall("test.vm.add", {Arg::Register(0), Arg::Register(1)}, 2);
+    b.EmitCall("test.vm.mul", {Arg::Register(2), Arg::Register(1)}, 3);
+    b.EmitRet(3);
+    b.EndFunction("main");
+    return Make(b);
+  }
+
   // main(x, y) = test.vm.add(x, y)
   static void EmitAdd(ExecBuilder& b, absl::string_view name = "main") {
     b.EmitFunction(name, 2, {"x", "y"});

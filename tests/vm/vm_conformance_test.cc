@@ -546,13 +546,7 @@ TEST_P(VmConformanceTest, InstrumentSeesEveryCallAndCanSkip) {
 // The built-in trace instrument: a row per packed call with its shapes and
 // start, fetched (and cleared) through GetTrace, locally and over the wire.
 TEST_P(VmConformanceTest, TraceInstrumentRecordsEveryCall) {
-  ExecBuilder b;
-  b.EmitFunction("main", 2, {"x", "y"});
-  b.EmitCall("test.vm.add", {Arg::Register(0), Arg::Register(1)}, 2);
-  b.EmitCall("test.vm.mul", {Arg::Register(2), Arg::Register(1)}, 3);
-  b.EmitRet(3);
-  b.EndFunction("main");
-  auto vm = Make(b);
+  auto vm = MakeAddThenMul();
   ASSERT_TRUE(vm);
   EXPECT_EQ(vm->GetTrace(false).status().code(), absl::StatusCode::kFailedPrecondition);
   ASSERT_TRUE(vm->SetInstrumentByName("trace", {}).ok());
@@ -594,13 +588,7 @@ TEST_P(VmConformanceTest, TraceInstrumentRecordsEveryCall) {
 // The built-in skip instrument (the seed's SKIP_RUN on the daemon): calls
 // whose symbol matches do not run and leave None; the others are traced.
 TEST_P(VmConformanceTest, SkipInstrumentSkipsMatchingCallsAndTracesTheRest) {
-  ExecBuilder b;
-  b.EmitFunction("main", 2, {"x", "y"});
-  b.EmitCall("test.vm.add", {Arg::Register(0), Arg::Register(1)}, 2);
-  b.EmitCall("test.vm.mul", {Arg::Register(2), Arg::Register(1)}, 3);
-  b.EmitRet(3);
-  b.EndFunction("main");
-  auto vm = Make(b);
+  auto vm = MakeAddThenMul();
   ASSERT_TRUE(vm);
   Value pattern[] = {Value(std::string("vm.mul"))};
   ASSERT_TRUE(vm->SetInstrumentByName("skip", pattern).ok());
@@ -624,13 +612,7 @@ TEST_P(VmConformanceTest, SkipInstrumentSkipsMatchingCallsAndTracesTheRest) {
 }
 
 TEST_P(VmConformanceTest, ProfileReportsEachPackedCall) {
-  ExecBuilder b;
-  b.EmitFunction("main", 2, {"x", "y"});
-  b.EmitCall("test.vm.add", {Arg::Register(0), Arg::Register(1)}, 2);
-  b.EmitCall("test.vm.mul", {Arg::Register(2), Arg::Register(1)}, 3);
-  b.EmitRet(3);
-  b.EndFunction("main");
-  auto vm = Make(b);
+  auto vm = MakeAddThenMul();
   ASSERT_TRUE(vm);
   Value args[] = {MakeFloatTensor({1, 64}, std::vector<float>(64, 1.0f)),
                   MakeFloatTensor({1, 64}, std::vector<float>(64, 2.0f))};
