@@ -194,6 +194,40 @@ absl::StatusOr<std::vector<int64_t>> Padding4(const Attrs& attrs, absl::string_v
   return p;
 }
 
+absl::StatusOr<std::vector<int64_t>> Triple(const Attrs& attrs, const std::string& key,
+                                            std::vector<int64_t> def, int64_t min_value,
+                                            absl::string_view op) {
+  std::vector<int64_t> v = GetIntsAttr(attrs, key, std::move(def));
+  if (v.size() == 1) v = {v[0], v[0], v[0]};
+  if (v.size() != 3) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": ", key, " must have 1 or 3 values, got ", v.size()));
+  }
+  for (int64_t x : v) {
+    if (x < min_value) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(op, ": ", key, " must be at least ", min_value, ", got ", x));
+    }
+  }
+  return v;
+}
+
+absl::StatusOr<std::vector<int64_t>> Padding6(const Attrs& attrs, absl::string_view op) {
+  std::vector<int64_t> p = GetIntsAttr(attrs, "padding", {0, 0, 0});
+  if (p.size() == 1) p = {p[0], p[0], p[0], p[0], p[0], p[0]};
+  if (p.size() == 3) p = {p[0], p[1], p[2], p[0], p[1], p[2]};
+  if (p.size() != 6) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": padding must have 1, 3 or 6 values, got ", p.size()));
+  }
+  for (int64_t x : p) {
+    if (x < 0)
+      return absl::InvalidArgumentError(
+          absl::StrCat(op, ": padding must be non-negative, got ", x));
+  }
+  return p;
+}
+
 absl::Status CheckLayout(const Attrs& attrs, const std::string& key, const std::string& expected,
                          absl::string_view op) {
   std::string layout = GetStringAttr(attrs, key, expected);

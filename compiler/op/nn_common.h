@@ -1,5 +1,6 @@
 // Helpers shared by the matmul and neural-network operator files
-// (linear_algebra.cc, conv2d.cc, pooling.cc, normalization.cc): struct-info
+// (linear_algebra.cc, conv2d.cc, conv3d.cc, pooling.cc, pool3d.cc,
+// normalization.cc): struct-info
 // checks with operator-named errors, dimension comparison, loop builders
 // and a vector-friendly reduction over a flat range. Internal to
 // compiler/op/; other code uses the registry of op.h.
@@ -78,6 +79,13 @@ absl::StatusOr<std::vector<int64_t>> Pair(const Attrs& attrs, const std::string&
                                           absl::string_view op);
 // Padding as (top, left, bottom, right) from 1, 2 or 4 non-negative ints.
 absl::StatusOr<std::vector<int64_t>> Padding4(const Attrs& attrs, absl::string_view op);
+// The 3-D forms (conv3d, the 3-D pools): an int list of 1 or 3 values
+// ([k] means [k, k, k]), and padding as (front, top, left, back, bottom,
+// right) from 1, 3 or 6 non-negative ints; INVALID_ARGUMENT as above.
+absl::StatusOr<std::vector<int64_t>> Triple(const Attrs& attrs, const std::string& key,
+                                            std::vector<int64_t> def, int64_t min_value,
+                                            absl::string_view op);
+absl::StatusOr<std::vector<int64_t>> Padding6(const Attrs& attrs, absl::string_view op);
 // INVALID_ARGUMENT unless the string attribute `key` (when present) equals `expected`.
 absl::Status CheckLayout(const Attrs& attrs, const std::string& key, const std::string& expected,
                          absl::string_view op);

@@ -22,7 +22,9 @@ void RegisterSlicingOps();        // slicing.cc: take, strided_slice, gather_ele
 void RegisterLinearAlgebraOps();  // linear_algebra.cc: matmul
 void RegisterEinsumOp();          // einsum.cc
 void RegisterConv2dOp();          // conv2d.cc
+void RegisterConv3dOp();          // conv3d.cc
 void RegisterPoolingOps();        // pooling.cc: max_pool2d, avg_pool2d, adaptive_avg_pool2d
+void RegisterPool3dOps();         // pool3d.cc: max_pool3d, avg_pool3d
 void RegisterNormalizationOps();  // normalization.cc: batch_norm, layer_norm, softmax, log_softmax
 void RegisterNNOps();             // nn.cc: pad
 void RegisterImageOps();          // image.cc: resize2d

@@ -12,7 +12,9 @@ void InstallOperators() {
   RegisterLinearAlgebraOps();
   RegisterEinsumOp();
   RegisterConv2dOp();
+  RegisterConv3dOp();
   RegisterPoolingOps();
+  RegisterPool3dOps();
   RegisterNormalizationOps();
   RegisterNNOps();
   RegisterImageOps();

@@ -551,6 +551,24 @@ TEST(GpuLoweringTest, PoolsMatchCpu) {
                       PoolAttrs({3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, false, false));
 }
 
+TEST(GpuLoweringTest, Conv3dAndPool3dMatchCpu) {
+  // Padding on every side, strides, dilation and groups.
+  ExpectGpuMatchesCpu("relax.nn.conv3d",
+                      {Random({1, 4, 5, 6, 7}, kF32, 60), Random({6, 2, 2, 3, 2}, kF32, 61)},
+                      {{"strides", std::vector<int64_t>{2, 1, 3}},
+                       {"padding", std::vector<int64_t>{1, 0, 2, 0, 2, 1}},
+                       {"dilation", std::vector<int64_t>{1, 2, 1}},
+                       {"groups", int64_t{2}}});
+  const HostTensor x = Random({1, 2, 5, 6, 7}, kF32, 62);
+  const Attrs pool = {{"pool_size", std::vector<int64_t>{3, 2, 3}},
+                      {"strides", std::vector<int64_t>{2, 2, 1}},
+                      {"padding", std::vector<int64_t>{1, 0, 1, 1, 1, 1}},
+                      {"ceil_mode", true},
+                      {"count_include_pad", true}};
+  ExpectGpuMatchesCpu("relax.nn.max_pool3d", {x}, pool);
+  ExpectGpuMatchesCpu("relax.nn.avg_pool3d", {x}, pool);
+}
+
 TEST(GpuLoweringTest, AdaptiveAvgPoolMatchesCpu) {
   ExpectGpuMatchesCpu("relax.nn.adaptive_avg_pool2d", {Random({2, 3, 7, 5}, kF32, 50)},
                       {{"output_size", std::vector<int64_t>{3, 2}}});

@@ -208,7 +208,7 @@ TEST(OnnxNNTest, ConvSamePaddingNeedsStaticSpatialDims) {
                         "spatial dim h"));
 }
 
-TEST(OnnxNNTest, ConvRejectsBadAutoPadAndThreeDimKernels) {
+TEST(OnnxNNTest, ConvRejectsBadAutoPadAndFourSpatialDims) {
   auto bad = ImportNode("Conv",
                         {In("x", MakeTensor<float>({1, 1, 2, 2}, {1, 2, 3, 4})),
                          Init("w", MakeTensor<float>({1, 1, 1, 1}, {1}))},
@@ -216,11 +216,11 @@ TEST(OnnxNNTest, ConvRejectsBadAutoPadAndThreeDimKernels) {
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(bad.status().message(), HasSubstr("auto_pad 'SAME'"));
-  auto conv3d = ImportNode("Conv", {In("x", MakeTensor<float>({1, 1, 1, 1, 1}, {1})),
-                                    Init("w", MakeTensor<float>({1, 1, 1, 1, 1}, {1}))});
-  ASSERT_FALSE(conv3d.ok());
-  EXPECT_EQ(conv3d.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(conv3d.status().message(), HasSubstr("inputs of 5 dims"));
+  auto conv4d = ImportNode("Conv", {In("x", MakeTensor<float>({1, 1, 1, 1, 1, 1}, {1})),
+                                    Init("w", MakeTensor<float>({1, 1, 1, 1, 1, 1}, {1}))});
+  ASSERT_FALSE(conv4d.ok());
+  EXPECT_EQ(conv4d.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(conv4d.status().message(), HasSubstr("inputs of 6 dims"));
 }
 
 // ---- Pools ----

@@ -5,11 +5,13 @@
 // RegisterNNConverters registers all four files.
 //
 // Gemm is emitted as relax.matmul followed by elementwise multiply/add so
-// fusion sees matmul + epilogue. Conv and the pools map onto the 2-D NCHW
-// Relax operators; 1-D forms get a unit height (expand_dims / squeeze,
-// both injective and free after fusion). Explicit pads and auto_pad
+// fusion sees matmul + epilogue. Conv, ConvTranspose and the pools map onto
+// the 2-D NCHW Relax operators, or the 3-D NCDHW ones (conv3d, max_pool3d,
+// avg_pool3d) for 5-d inputs; 1-D forms get a unit height (expand_dims /
+// squeeze, both injective and free after fusion). Explicit pads and auto_pad
 // (SAME_UPPER, SAME_LOWER, VALID) are resolved to explicit padding at import
 // time, which needs static spatial dims only for the SAME forms.
+#include <algorithm>
 #include <limits>
 #include <string>
 #include <vector>
@@ -150,13 +152,13 @@ absl::StatusOr<Window> ResolveWindow(ConvertContext& ctx, const std::vector<Prim
   return w;
 }
 
-// The spatial dims of a Conv / pool input of rank 3 or 4; UNIMPLEMENTED for
-// other ranks (3-D convolutions and pools).
+// The spatial dims of a Conv / pool input of rank 3, 4 or 5; UNIMPLEMENTED
+// for other ranks (more than 3 spatial dims).
 absl::StatusOr<std::vector<PrimExpr>> SpatialDims(ConvertContext& ctx, int input) {
   TETHER_ASSIGN_OR_RETURN(std::vector<PrimExpr> shape, InputShape(ctx, input));
-  if (shape.size() != 3 && shape.size() != 4) {
-    return ctx.Unsupported(absl::StrCat("inputs of ", shape.size(),
-                                        " dims (only 1-D and 2-D spatial forms: 3 or 4 dims)"));
+  if (shape.size() < 3 || shape.size() > 5) {
+    return ctx.Unsupported(absl::StrCat(
+        "inputs of ", shape.size(), " dims (only 1-D, 2-D and 3-D spatial forms: 3 to 5 dims)"));
   }
   return std::vector<PrimExpr>(shape.begin() + 2, shape.end());
 }
@@ -171,9 +173,13 @@ void LiftTo2d(Window& w) {
   w.pad_end.insert(w.pad_end.begin(), 0);
 }
 
-// (top, left, bottom, right).
-std::vector<int64_t> Padding4(const Window& w) {
-  return {w.pad_begin[0], w.pad_begin[1], w.pad_end[0], w.pad_end[1]};
+// The relax padding attribute: all the begins, then all the ends
+// ((top, left, bottom, right) in 2-D, (front, top, left, back, bottom,
+// right) in 3-D).
+std::vector<int64_t> PaddingAttr(const Window& w) {
+  std::vector<int64_t> p = w.pad_begin;
+  p.insert(p.end(), w.pad_end.begin(), w.pad_end.end());
+  return p;
 }
 
 // The kernel's spatial dims from a weight of shape (O, I, k0, k1, ...):
@@ -220,11 +226,12 @@ absl::StatusOr<Expr> EmitConvolution(ConvertContext& ctx, int x_input, int w_inp
     TETHER_ASSIGN_OR_RETURN(x, ExpandDims(ctx, x, {2}));
     TETHER_ASSIGN_OR_RETURN(weight, ExpandDims(ctx, weight, {2}));
   }
-  TETHER_ASSIGN_OR_RETURN(Expr y, ctx.EmitOp("relax.nn.conv2d", {x, weight},
-                                             {{"strides", w.strides},
-                                              {"padding", Padding4(w)},
-                                              {"dilation", w.dilations},
-                                              {"groups", group}}));
+  TETHER_ASSIGN_OR_RETURN(Expr y,
+                          ctx.EmitOp(sp == 3 ? "relax.nn.conv3d" : "relax.nn.conv2d", {x, weight},
+                                     {{"strides", w.strides},
+                                      {"padding", PaddingAttr(w)},
+                                      {"dilation", w.dilations},
+                                      {"groups", group}}));
   if (sp == 1) return Squeeze(ctx, y, {2});
   return y;
 }
@@ -275,14 +282,15 @@ ConvertResult ConvertPool(ConvertContext& ctx, bool is_max) {
   // With SAME the resolved pads already give ceil(in / stride) outputs
   // under floor division, whatever ceil_mode says.
   const bool same = ctx.AttrString("auto_pad", "NOTSET").rfind("SAME", 0) == 0;
-  TETHER_ASSIGN_OR_RETURN(Expr y,
-                          ctx.EmitOp(is_max ? "relax.nn.max_pool2d" : "relax.nn.avg_pool2d", {x},
-                                     {{"pool_size", w.kernel},
-                                      {"strides", w.strides},
-                                      {"padding", Padding4(w)},
-                                      {"dilation", w.dilations},
-                                      {"ceil_mode", ceil_mode && !same},
-                                      {"count_include_pad", count_include_pad}}));
+  const std::string op =
+      absl::StrCat(is_max ? "relax.nn.max_pool" : "relax.nn.avg_pool", sp == 3 ? "3d" : "2d");
+  TETHER_ASSIGN_OR_RETURN(Expr y, ctx.EmitOp(op, {x},
+                                             {{"pool_size", w.kernel},
+                                              {"strides", w.strides},
+                                              {"padding", PaddingAttr(w)},
+                                              {"dilation", w.dilations},
+                                              {"ceil_mode", ceil_mode && !same},
+                                              {"count_include_pad", count_include_pad}}));
   if (sp == 1) {
     TETHER_ASSIGN_OR_RETURN(y, Squeeze(ctx, y, {2}));
   }
@@ -381,49 +389,57 @@ ConvertResult ConvertConvTranspose(ConvertContext& ctx) {
     pads = {0, pads[0], 0, pads[1]};
   }
   // Dilate: (N, C, H, W) -> (N, C, H, 1, W, 1) -> pad to (N, C, H, sh, W, sw) ->
-  // (N, C, H * sh, W * sw); the trailing sh - 1 / sw - 1 zeros are cropped below.
-  const bool dilate = strides[0] > 1 || strides[1] > 1;
+  // (N, C, H * sh, W * sw), and likewise with a depth axis in 3-D; the
+  // trailing s - 1 zeros of each axis are cropped below.
+  const size_t ns = kernel.size();  // 2 or 3 once a 1-D node is lifted
+  const bool dilate = std::any_of(strides.begin(), strides.end(), [](int64_t v) { return v > 1; });
   if (dilate) {
-    TETHER_ASSIGN_OR_RETURN(x, ExpandDims(ctx, x, {3, 5}));
-    TETHER_ASSIGN_OR_RETURN(
-        x, ctx.EmitOp("relax.nn.pad", {x},
-                      {{"pad_width", std::vector<int64_t>{0, 0, 0, 0, 0, 0, 0, strides[0] - 1, 0, 0,
-                                                          0, strides[1] - 1}}}));
-    std::vector<PrimExpr> dilated = {xshape[0], xshape[1],
-                                     Simplify(xshape[2] * PrimExpr(strides[0])),
-                                     Simplify(xshape[3] * PrimExpr(strides[1]))};
+    std::vector<int64_t> axes, dilate_width(2 * (2 + 2 * ns), 0);
+    std::vector<PrimExpr> dilated = {xshape[0], xshape[1]};
+    for (size_t i = 0; i < ns; ++i) {
+      axes.push_back(static_cast<int64_t>(3 + 2 * i));
+      dilate_width[2 * (3 + 2 * i) + 1] = strides[i] - 1;
+      dilated.push_back(Simplify(xshape[2 + i] * PrimExpr(strides[i])));
+    }
+    TETHER_ASSIGN_OR_RETURN(x, ExpandDims(ctx, x, axes));
+    TETHER_ASSIGN_OR_RETURN(x, ctx.EmitOp("relax.nn.pad", {x}, {{"pad_width", dilate_width}}));
     TETHER_ASSIGN_OR_RETURN(x, ctx.EmitOp("relax.reshape", {x, MakeShapeExpr(dilated)}));
   }
   std::vector<int64_t> width = {0, 0, 0, 0};
-  for (int i = 0; i < 2; ++i) {
+  for (size_t i = 0; i < ns; ++i) {
     const int64_t reach = (kernel[i] - 1) * dil[i];
     width.push_back(reach - pads[i]);
-    width.push_back(reach - pads[2 + i] + out_pad[i] - (strides[i] - 1));
+    width.push_back(reach - pads[ns + i] + out_pad[i] - (strides[i] - 1));
   }
   TETHER_ASSIGN_OR_RETURN(x, ctx.EmitOp("relax.nn.pad", {x}, {{"pad_width", width}}));
-  // Weight (C, M/g, kh, kw): flip kh, kw; swap to (M, C/g, kh, kw) per group.
+  // Weight (C, M/g, k...): flip the kernel axes; swap to (M, C/g, k...) per group.
   const int64_t kmin = std::numeric_limits<int64_t>::min() / 2;
+  std::vector<int64_t> flip_axes;
+  for (size_t i = 0; i < ns; ++i) flip_axes.push_back(static_cast<int64_t>(2 + i));
   TETHER_ASSIGN_OR_RETURN(w, ctx.EmitOp("relax.strided_slice", {w},
-                                        {{"axes", std::vector<int64_t>{2, 3}},
-                                         {"begin", std::vector<int64_t>{-1, -1}},
-                                         {"end", std::vector<int64_t>{kmin, kmin}},
-                                         {"strides", std::vector<int64_t>{-1, -1}}}));
+                                        {{"axes", flip_axes},
+                                         {"begin", std::vector<int64_t>(ns, -1)},
+                                         {"end", std::vector<int64_t>(ns, kmin)},
+                                         {"strides", std::vector<int64_t>(ns, -1)}}));
   const int64_t cg = *cin / group;
-  TETHER_ASSIGN_OR_RETURN(
-      w, ctx.EmitOp("relax.reshape",
-                    {w, MakeShapeExpr({PrimExpr(group), PrimExpr(cg), PrimExpr(*cout_g),
-                                       PrimExpr(kernel[0]), PrimExpr(kernel[1])})}));
-  TETHER_ASSIGN_OR_RETURN(
-      w, ctx.EmitOp("relax.permute_dims", {w}, {{"axes", std::vector<int64_t>{0, 2, 1, 3, 4}}}));
-  TETHER_ASSIGN_OR_RETURN(
-      w,
-      ctx.EmitOp("relax.reshape", {w, MakeShapeExpr({PrimExpr(group * *cout_g), PrimExpr(cg),
-                                                     PrimExpr(kernel[0]), PrimExpr(kernel[1])})}));
-  TETHER_ASSIGN_OR_RETURN(
-      Expr y, ctx.EmitOp("relax.nn.conv2d", {x, w}, {{"dilation", dil}, {"groups", group}}));
+  std::vector<PrimExpr> grouped = {PrimExpr(group), PrimExpr(cg), PrimExpr(*cout_g)};
+  std::vector<PrimExpr> swapped = {PrimExpr(group * *cout_g), PrimExpr(cg)};
+  std::vector<int64_t> perm = {0, 2, 1};
+  for (size_t i = 0; i < ns; ++i) {
+    grouped.push_back(PrimExpr(kernel[i]));
+    swapped.push_back(PrimExpr(kernel[i]));
+    perm.push_back(static_cast<int64_t>(3 + i));
+  }
+  TETHER_ASSIGN_OR_RETURN(w, ctx.EmitOp("relax.reshape", {w, MakeShapeExpr(grouped)}));
+  TETHER_ASSIGN_OR_RETURN(w, ctx.EmitOp("relax.permute_dims", {w}, {{"axes", perm}}));
+  TETHER_ASSIGN_OR_RETURN(w, ctx.EmitOp("relax.reshape", {w, MakeShapeExpr(swapped)}));
+  TETHER_ASSIGN_OR_RETURN(Expr y, ctx.EmitOp(ns == 3 ? "relax.nn.conv3d" : "relax.nn.conv2d",
+                                             {x, w}, {{"dilation", dil}, {"groups", group}}));
   if (ctx.HasInput(2)) {
     TETHER_ASSIGN_OR_RETURN(Expr bias, ctx.Input(2));
-    TETHER_ASSIGN_OR_RETURN(bias, ExpandDims(ctx, bias, {1, 2}));
+    std::vector<int64_t> bias_axes;
+    for (size_t i = 0; i < ns; ++i) bias_axes.push_back(static_cast<int64_t>(1 + i));
+    TETHER_ASSIGN_OR_RETURN(bias, ExpandDims(ctx, bias, bias_axes));
     TETHER_ASSIGN_OR_RETURN(y, ctx.EmitOp("relax.add", {y, bias}));
   }
   if (sp == 1) {
