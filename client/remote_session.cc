@@ -81,6 +81,7 @@ absl::StatusOr<std::unique_ptr<RemoteSession>> RemoteSession::Connect(absl::stri
                                                absl::FormatDuration(options.deadline)));
   }
   std::unique_ptr<RemoteSession> session(new RemoteSession(std::move(channel), options));
+  session->target_ = std::string(target);
   const GrpcLink& link = session->link_;
 
   v1::HandshakeRequest hello;
@@ -259,7 +260,15 @@ absl::Status RemoteSession::WhyBroke(absl::Status broke) {
   link_.Prepare(&ctx);
   ctx.set_deadline(ToGpr(absl::Now() + options_.deadline));
   absl::Status why = GrpcLink::Convert(link_.stub()->KeepAlive(&ctx, ping, &pong), ctx);
-  return why.ok() ? broke : why;
+  if (why.ok()) return broke;
+  if (absl::IsUnavailable(why)) {
+    // gRPC's words alone ("Socket closed") do not say what went away.
+    return absl::UnavailableError(absl::StrCat("tetherd at ", target_,
+                                               " cannot be reached (it stopped, or the network "
+                                               "to it is down): ",
+                                               why.message()));
+  }
+  return why;
 }
 
 void RemoteSession::KeepAliveLoop() {

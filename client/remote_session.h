@@ -205,6 +205,7 @@ class RemoteSession {
 
   GrpcLink link_;
   ConnectOptions options_;
+  std::string target_;  // as Connect was given it, for messages
   v1::HandshakeResponse handshake_;
   std::string session_id_;
   absl::Duration granted_idle_ = absl::ZeroDuration();

@@ -50,6 +50,7 @@ def test_a_dead_daemon_is_unavailable(own_daemon):
     with pytest.raises(tether.Unavailable) as e:
         vm["main"](x)
     assert isinstance(e.value, ConnectionError) and e.value.code == "UNAVAILABLE"
+    assert "tetherd at %s cannot be reached" % address in str(e.value)
     with pytest.raises(tether.Unavailable):
         tether.connect(address, timeout=2)
 
