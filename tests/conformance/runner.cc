@@ -441,7 +441,8 @@ int Main(int argc, char** argv) {
   if (!regressions.empty()) {
     std::cout << "REGRESSIONS: " << regressions.size() << " expected case(s) did not pass:\n";
     for (const std::string& r : regressions) std::cout << "  " << r << "\n";
-    if (!daemon_dir.empty()) std::cout << "tetherd's store and log are kept in " << daemon_dir << "\n";
+    if (!daemon_dir.empty())
+      std::cout << "tetherd's store and log are kept in " << daemon_dir << "\n";
     return 1;
   }
   std::error_code ignored;
