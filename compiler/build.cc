@@ -14,6 +14,8 @@
 #include "compiler/backend/llvm/target.h"
 #include "compiler/backend/vm/vm_codegen.h"
 #include "compiler/relax/bind.h"
+#include "compiler/relax/kernel_call.h"
+#include "compiler/relax/kernel_call.h"
 #include "compiler/text/printer.h"
 #include "compiler/transform/pipeline.h"
 #include "runtime/core/error.h"
@@ -68,6 +70,9 @@ std::string SourceHash(const IRModule& module) {
 
 absl::StatusOr<IRModule> LowerModule(IRModule module, const BuildOptions& options) {
   TETHER_RETURN_IF_ERROR(CheckOptions(options));
+  // Kernel calls written by hand (a T.prim_func, a C++ BlockBuilder) must
+  // fit their kernels; the compiler's own always do.
+  TETHER_RETURN_IF_ERROR(CheckKernelCalls(module));
   if (!options.params.empty()) {
     auto it = module.functions.find("main");
     if (it == module.functions.end() || !it->second.as<FunctionNode>()) {

@@ -6,7 +6,9 @@
 // pattern kOpaque and only a struct info inference.
 #include "absl/strings/str_cat.h"
 #include "compiler/op/op.h"
+#include "compiler/relax/kernel_call.h"
 #include "compiler/relax/struct_info_util.h"
+#include "runtime/core/error.h"
 
 namespace tether::compiler {
 namespace {
@@ -41,19 +43,71 @@ absl::Status ExpectTupleArg(absl::string_view op, const CallNode& call, size_t i
   return absl::OkStatus();
 }
 
-absl::StatusOr<StructInfo> InferCallTir(const CallNode& call) {
-  constexpr absl::string_view kOp = "relax.call_tir";
+// call_tir and call_tir_inplace: (kernel, (args...), [tir_vars]).
+absl::StatusOr<StructInfo> KernelCallOutput(absl::string_view op, const CallNode& call) {
   if (call.args.size() < 2 || call.args.size() > 3) {
-    return Bad(kOp, absl::StrCat("expects 2 or 3 arguments, got ", call.args.size()));
+    return Bad(op, absl::StrCat("expects 2 or 3 arguments, got ", call.args.size()));
   }
   if (call.args[0].kind() != ExprKind::kGlobalVar) {
-    return Bad(kOp, "argument 0 must be the global var of a kernel");
+    return Bad(op, "argument 0 must be the global var of a kernel");
   }
-  if (absl::Status s = ExpectTupleArg(kOp, call, 1); !s.ok()) return s;
+  if (absl::Status s = ExpectTupleArg(op, call, 1); !s.ok()) return s;
   if (call.args.size() == 3 && call.args[2].kind() != ExprKind::kShapeExpr) {
-    return Bad(kOp, "argument 2 must be a shape of extra int arguments");
+    return Bad(op, "argument 2 must be a shape of extra int arguments");
   }
-  return DpsOutput(kOp, call);
+  return DpsOutput(op, call);
+}
+
+absl::StatusOr<StructInfo> InferCallTir(const CallNode& call) {
+  return KernelCallOutput("relax.call_tir", call);
+}
+
+// R.call_tir_inplace(kernel, args, [tir_vars], inplace_indices=..., out_sinfo=...):
+// output i overwrites argument inplace_indices[i] (same shape and dtype) or,
+// where the index is -1, is allocated like call_tir's.
+absl::StatusOr<StructInfo> InferCallTirInplace(const CallNode& call) {
+  constexpr absl::string_view kOp = "relax.call_tir_inplace";
+  TETHER_ASSIGN_OR_RETURN(StructInfo out, KernelCallOutput(kOp, call));
+  TETHER_ASSIGN_OR_RETURN(std::vector<int64_t> indices, InplaceIndices(call));
+  const std::vector<StructInfo> outputs = KernelCallOutputs(call);
+  const auto& args = call.args[1].as<TupleNode>()->fields;
+  if (indices.size() != outputs.size()) {
+    return Bad(kOp, absl::StrCat("has ", outputs.size(), " outputs but ", indices.size(),
+                                 " inplace_indices"));
+  }
+  bool any = false;
+  std::vector<bool> taken(args.size(), false);
+  for (size_t i = 0; i < indices.size(); ++i) {
+    const int64_t k = indices[i];
+    if (k == -1) continue;
+    if (k < 0 || k >= static_cast<int64_t>(args.size())) {
+      return Bad(kOp, absl::StrCat("inplace_indices[", i, "] = ", k, " is not -1 or an argument (",
+                                   args.size(), " arguments)"));
+    }
+    if (taken[k]) return Bad(kOp, absl::StrCat("argument ", k, " is overwritten by two outputs"));
+    taken[k] = true;
+    any = true;
+    const StructInfo& a = args[k].struct_info();
+    const auto* at = a.as<TensorStructInfoNode>();
+    const auto* ot = outputs[i].as<TensorStructInfoNode>();
+    bool same = at && ot && at->dtype == ot->dtype && at->ndim == ot->ndim;
+    if (same && at->shape && ot->shape) {
+      for (size_t d = 0; d < at->shape->size(); ++d) {
+        const int64_t* x = (*at->shape)[d].as_int();
+        const int64_t* y = (*ot->shape)[d].as_int();
+        if (x && y && *x != *y) same = false;
+      }
+    }
+    if (!same) {
+      return Bad(kOp,
+                 absl::StrCat("output ", i, " ", ToString(outputs[i]), " overwrites argument ", k,
+                              " ", ToString(a), ": they must have the same shape and dtype"));
+    }
+  }
+  if (!any)
+    return Bad(kOp,
+               "no output overwrites an argument (all inplace_indices are -1); use R.call_tir");
+  return out;
 }
 
 absl::StatusOr<StructInfo> InferCallDpsPacked(const CallNode& call) {
@@ -196,6 +250,7 @@ void Register(std::string name, int num_args,
 
 void RegisterBuiltinOps() {
   Register("relax.call_tir", -1, InferCallTir);
+  Register("relax.call_tir_inplace", -1, InferCallTirInplace);
   Register("relax.call_dps_packed", -1, InferCallDpsPacked);
   Register("relax.call_pure_packed", -1, InferCallPurePacked);
   Register("relax.shape_of", 1, InferShapeOf);

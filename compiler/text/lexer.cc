@@ -12,7 +12,7 @@
 namespace tether::compiler::text {
 namespace {
 
-constexpr const char* kTwoCharPuncts[] = {"->", "//", "==", "!=", "<=", ">="};
+constexpr const char* kTwoCharPuncts[] = {"->", "//", "==", "!=", "<=", ">=", "+=", "-=", "*="};
 constexpr absl::string_view kOneCharPuncts = "()[]{},:.=+-*/%@<>";
 // Bounds on nesting keep the recursive-descent parser's stack small on
 // hostile input.

@@ -22,7 +22,7 @@ enum class TokenKind : uint8_t {
   kInt,      // 42
   kFloat,    // 1.5, 1e-5
   kString,   // "float32" (text holds the unescaped contents)
-  kPunct,    // ( ) [ ] { } , : . = -> + - * / // % @ ==
+  kPunct,    // ( ) [ ] { } , : . = -> + - * / // % @ == != < <= > >= += -= *=
   kNewline,  // end of a logical line
   kIndent,
   kDedent,

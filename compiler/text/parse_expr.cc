@@ -225,6 +225,7 @@ absl::StatusOr<Expr> Parser::ParseCallArgs(const Token& start, Expr op, bool pac
   bool keywords = false;
   const OpNode* op_node = op.as<OpNode>();
   bool is_tir = op_node && op_node->name.rfind("relax.call_tir", 0) == 0;
+  Expr tir_vars;
   while (!TryPunct(")")) {
     const Token& t = Peek();
     if (t.kind == TokenKind::kName && Peek(1).IsPunct("=")) {
@@ -246,6 +247,11 @@ absl::StatusOr<Expr> Parser::ParseCallArgs(const Token& start, Expr op, bool pac
               return st;
           }
         }
+      } else if (is_tir && t.text == "tir_vars") {
+        // TVM's keyword form of the third argument.
+        absl::StatusOr<Expr> v = ParseValue();
+        if (!v.ok()) return v.status();
+        tir_vars = *v;
       } else {
         absl::StatusOr<std::optional<AttrValue>> v = ParseAttrValue();
         if (!v.ok()) return v.status();
@@ -269,6 +275,12 @@ absl::StatusOr<Expr> Parser::ParseCallArgs(const Token& start, Expr op, bool pac
     if (!Peek().IsPunct(")")) {
       if (absl::Status s = ExpectPunct(",", "or ')' between call arguments"); !s.ok()) return s;
     }
+  }
+  if (tir_vars.defined()) {
+    if (args.size() != 2) {
+      return ErrorAt(start, "expected tir_vars= only with a kernel and a tuple of arguments");
+    }
+    args.push_back(tir_vars);
   }
   return WithSpan(MakeCall(op, std::move(args), std::move(attrs), std::move(sinfo_args)),
                   SpanOf(start));

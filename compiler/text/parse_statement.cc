@@ -67,6 +67,12 @@ absl::Status Parser::ParseStatement(Body* body, Place place) {
     Next();
     return absl::OkStatus();
   }
+  if (t.IsName("cls") && Peek(1).IsPunct("=") && !class_name_.empty() &&
+      Peek(2).IsName(class_name_) && Peek(3).kind == TokenKind::kNewline) {
+    // cls = Module: TVMScript's name for the module; 'cls.' always means it.
+    for (int i = 0; i < 4; ++i) Next();
+    return absl::OkStatus();
+  }
   if (t.kind == TokenKind::kName && (Peek(1).IsPunct("=") || Peek(1).IsPunct(":"))) {
     return ParseBinding(body, place);
   }

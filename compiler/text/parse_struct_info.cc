@@ -262,12 +262,16 @@ absl::StatusOr<PrimExpr> Parser::ParseDimUnary(DimNames names) {
   while (TryPunct("-")) negate = !negate;
   absl::StatusOr<PrimExpr> v = ParseDimAtom(names);
   if (!v.ok() || !negate) return v;
-  if (const auto* i = v->as<IntImmNode>()) {
+  return Negate(*v);
+}
+
+absl::StatusOr<PrimExpr> Parser::Negate(const PrimExpr& v) {
+  if (const auto* i = v.as<IntImmNode>()) {
     if (i->value == INT64_MIN) return Expected("an int64 value (the negation overflows)");
-    return IntImm(v->dtype(), -i->value);
+    return IntImm(v.dtype(), -i->value);
   }
-  if (const auto* f = v->as<FloatImmNode>()) return FloatImm(v->dtype(), -f->value);
-  return -*v;
+  if (const auto* f = v.as<FloatImmNode>()) return FloatImm(v.dtype(), -f->value);
+  return -v;
 }
 
 absl::StatusOr<PrimExpr> Parser::ParseDimAtom(DimNames names) {

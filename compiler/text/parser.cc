@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "compiler/relax/block_builder.h"
+#include "compiler/relax/kernel_call.h"
 #include "compiler/relax/struct_info_util.h"
 #include "compiler/text/parser_internal.h"
 #include "runtime/core/file.h"
@@ -116,7 +117,7 @@ absl::StatusOr<IRModule> Parser::Run() {
     absl::Status s = ParseTopLevel(&module);
     if (!s.ok()) return s;
   }
-  if (module.functions.empty()) {
+  if (module.functions.empty() && module.kernels.empty()) {
     return ErrorAt(Peek(), "expected an @I.ir_module class or an @R.function, got end of input");
   }
   absl::Status s = CheckGlobalRefs(module);
@@ -186,9 +187,18 @@ absl::Status Parser::ParseDecoratedFunction(IRModule* module) {
   absl::StatusOr<std::string> what = ExpectName("a decorator name");
   if (!what.ok()) return what.status();
   if (*ns == "T" && *what == "prim_func") {
-    return ErrorAt(at,
-                   "expected '@R.function', got '@T.prim_func': kernel bodies are produced by the "
-                   "compiler and are not supported in text");
+    if (TryPunct("(")) {
+      // private=True, check_well_formed=False: accepted and ignored.
+      while (!TryPunct(")")) {
+        if (absl::Status s = SkipTirValue(); !s.ok()) return s;
+        if (!TryPunct(",") && !TryPunct("=") && !Peek().IsPunct(")")) {
+          return Expected("')' to close the decorator arguments");
+        }
+      }
+    }
+    if (Peek().kind != TokenKind::kNewline) return Expected("end of line after the decorator");
+    Next();
+    return ParsePrimFunc(module);
   }
   if (*ns != "R" || *what != "function") {
     return ErrorAt(at, absl::StrCat("expected '@R.function', got '@", *ns, ".", *what, "'"));
@@ -313,11 +323,22 @@ Expr Parser::LookupVar(const std::string& name) const {
 
 absl::Status Parser::CheckGlobalRefs(const IRModule& module) const {
   for (const auto& [name, tok] : global_refs_) {
-    if (module.functions.count(name)) continue;
-    if (call_tir_refs_.count(name)) {
-      return ErrorAt(tok, absl::StrCat("expected a function of the module, got kernel '", name,
-                                       "': R.call_tir kernels (T.prim_func bodies) are produced by "
-                                       "the compiler and are not supported in text"));
+    const bool kernel_ref = call_tir_refs_.count(name) > 0;
+    if (kernel_ref && module.kernels.count(name)) continue;
+    if (!kernel_ref && module.functions.count(name)) continue;
+    if (kernel_ref && module.functions.count(name)) {
+      return ErrorAt(tok, absl::StrCat("expected a kernel (@T.prim_func) as the callee of "
+                                       "R.call_tir, got relax function '",
+                                       name, "'"));
+    }
+    if (module.kernels.count(name)) {
+      return ErrorAt(tok, absl::StrCat("expected a relax function, got kernel '", name,
+                                       "': call kernels with R.call_tir"));
+    }
+    if (kernel_ref) {
+      return ErrorAt(tok, absl::StrCat("expected a kernel of the module as the callee of "
+                                       "R.call_tir, got '",
+                                       name, "' (undefined)"));
     }
     return ErrorAt(tok, absl::StrCat("expected a function of the module after 'cls.', got '", name,
                                      "' (undefined)"));
@@ -336,6 +357,8 @@ absl::StatusOr<IRModule> ParseModule(absl::string_view text, absl::string_view f
   absl::StatusOr<IRModule> normalized = text::NormalizeParsed(*std::move(module));
   if (!normalized.ok()) return normalized.status();
   absl::Status s = text::CheckAnnotations(*normalized, parser.annotated_vars());
+  if (!s.ok()) return s;
+  s = CheckKernelCalls(*normalized);
   if (!s.ok()) return s;
   return normalized;
 }

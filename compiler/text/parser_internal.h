@@ -9,6 +9,7 @@
 #ifndef TETHER_COMPILER_TEXT_PARSER_INTERNAL_H_
 #define TETHER_COMPILER_TEXT_PARSER_INTERNAL_H_
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -81,6 +82,61 @@ class Parser {
   Expr LookupVar(const std::string& name) const;
   void Define(const std::string& name, Expr var) { scopes_.back()[name] = std::move(var); }
 
+  // ---- Kernels: @T.prim_func bodies (parse_prim_func.cc) ----
+  // A name in a kernel: a value (a loop var, let, block axis, scalar
+  // parameter or symbolic size) or a buffer.
+  struct TirName {
+    PrimExpr value;
+    Buffer buffer;
+  };
+  // A statement; `wrap` set for those whose body is the rest of the
+  // enclosing body (allocations, lets, asserts).
+  struct TirStmt {
+    Stmt stmt;
+    std::function<Stmt(Stmt)> wrap;
+  };
+  struct TirBlock {
+    std::string name;
+    std::vector<PrimExpr> reduce_at_start;  // per reduce axis: axis == its start
+    PrimExpr predicate;                     // T.where
+    bool has_init = false;
+  };
+  absl::Status ParsePrimFunc(IRModule* module);
+  void DefineTir(const std::string& name, TirName value);
+  const TirName* LookupTir(const std::string& name) const;
+  absl::StatusOr<Buffer> ExpectTirBuffer(absl::string_view what);
+  absl::StatusOr<Buffer> ParseBufferDecl(const std::string& name, bool allow_scope);
+  absl::StatusOr<Buffer> ParseBufferArgs(const std::string& name, bool allow_scope);
+  absl::StatusOr<PrimExpr> ParseTirDim();
+  absl::Status SkipTirValue();
+  absl::StatusOr<Stmt> ParseTirSuite(absl::string_view what);
+  absl::StatusOr<Stmt> ParseTirStatements();
+  absl::Status ExpectTirEndOfLine(absl::string_view after);
+  absl::Status ParseTirStatement(TirStmt* out);
+  absl::Status ParseTirFor(TirStmt* out);
+  absl::Status ParseTirWith(TirStmt* out);
+  absl::Status ParseTirIf(TirStmt* out);
+  absl::Status ParseTirStore(TirStmt* out);
+  absl::Status ParseTirAssign(TirStmt* out);
+  absl::Status ParseTirAxis(const Token& name);
+  absl::Status ParseTirAxisRemap();
+  absl::Status ParseTirCallStatement(TirStmt* out);
+  absl::StatusOr<PrimExpr> ParseTirCondition();
+  absl::StatusOr<std::vector<PrimExpr>> ParseTirIndices(const Buffer& buffer, const Token& at);
+  absl::StatusOr<std::vector<PrimExpr>> ParseTirTileIndices(const Buffer& buffer, const Token& at);
+  absl::StatusOr<PrimExpr> ParseTirExpr();
+  absl::StatusOr<PrimExpr> ParseTirAnd();
+  absl::StatusOr<PrimExpr> ParseTirNot();
+  absl::StatusOr<PrimExpr> ParseTirCompare();
+  absl::StatusOr<PrimExpr> ParseTirSum();
+  absl::StatusOr<PrimExpr> ParseTirProduct();
+  absl::StatusOr<PrimExpr> ParseTirUnary();
+  absl::StatusOr<PrimExpr> ParseTirAtom();
+  absl::StatusOr<PrimExpr> ParseTirCall(const Token& at, const std::string& fn);
+  absl::StatusOr<std::vector<PrimExpr>> ParseTirArgs(const Token& at, const std::string& fn,
+                                                     size_t count);
+  absl::StatusOr<DataType> ExpectTirDtypeString();
+
   // ---- Expressions (parse_expr.cc) ----
   // A call argument, binding value or return value: an expression, or a
   // literal that becomes a PrimValue / ShapeExpr.
@@ -109,6 +165,8 @@ class Parser {
   absl::StatusOr<PrimExpr> ParseDimProduct(DimNames names);
   absl::StatusOr<PrimExpr> ParseDimUnary(DimNames names);
   absl::StatusOr<PrimExpr> ParseDimAtom(DimNames names);
+  // -v, folding literals; INVALID_ARGUMENT when an int64 literal overflows.
+  absl::StatusOr<PrimExpr> Negate(const PrimExpr& v);
   absl::StatusOr<PrimExpr> ParseQuotedDim(const Token& t);
   // The symbolic var `name` of the current function, declaring it when asked.
   absl::StatusOr<PrimExpr> SymVar(const Token& t, DimNames names);
@@ -130,6 +188,14 @@ class Parser {
   std::set<std::string> dataflow_outputs_;
   Attrs function_attrs_;
   std::vector<std::pair<Expr, Span>> annotated_vars_;
+
+  // Kernel state: scopes of names, the blocks open, the T.handle
+  // parameters (true once matched) and their buffers; each kernel's span.
+  std::vector<std::map<std::string, TirName>> tir_scopes_;
+  std::vector<TirBlock> tir_blocks_;
+  std::map<std::string, bool> tir_handles_;
+  std::map<std::string, Buffer> tir_matched_;
+  std::map<std::string, Span> kernel_spans_;
 };
 
 }  // namespace tether::compiler::text

@@ -16,7 +16,7 @@ namespace tether::compiler {
 
 // The whole module as an @I.ir_module class: Relax functions as
 // @R.function members, kernels as @T.prim_func members (their text comes
-// from the kernel IR's ToString; the parser does not read them back).
+// from the kernel IR's ToString, and the parser reads them back).
 // Constants with more than kMaxInlineConstantElements elements print as
 // metadata["relax.Constant"][k] references, numbered in print order.
 std::string PrintModule(const IRModule& module);

@@ -423,8 +423,12 @@ void Print(const PrimExpr& e, std::string* out) {
       if (e.dtype().is_bool()) {
         out->append(v ? "True" : "False");
       } else {
-        absl::StrAppend(out, v);
-        if (e.dtype() != DataType::Int(64)) absl::StrAppend(out, "_", e.dtype().ToString());
+        // int64 is the default; other widths as TVMScript's typed constants.
+        if (e.dtype() == DataType::Int(64)) {
+          absl::StrAppend(out, v);
+        } else {
+          absl::StrAppend(out, "T.", e.dtype().ToString(), "(", v, ")");
+        }
       }
       return;
     }
@@ -432,8 +436,11 @@ void Print(const PrimExpr& e, std::string* out) {
       double v = e.as<FloatImmNode>()->value;
       std::string s = absl::StrCat(v);
       if (std::isfinite(v) && s.find_first_of(".e") == std::string::npos) s += ".0";
-      absl::StrAppend(out, s);
-      if (e.dtype() != DataType::Float(32)) absl::StrAppend(out, "_", e.dtype().ToString());
+      if (e.dtype() == DataType::Float(32)) {
+        absl::StrAppend(out, s);
+      } else {
+        absl::StrAppend(out, "T.", e.dtype().ToString(), "(", s, ")");
+      }
       return;
     }
     case PrimKind::kVar:
@@ -445,7 +452,7 @@ void Print(const PrimExpr& e, std::string* out) {
       return;
     case PrimKind::kSelect: {
       const auto* s = e.as<SelectNode>();
-      out->append("select(");
+      out->append("T.Select(");
       Print(s->cond, out);
       out->append(", ");
       Print(s->true_value, out);
@@ -455,7 +462,7 @@ void Print(const PrimExpr& e, std::string* out) {
       return;
     }
     case PrimKind::kCast:
-      absl::StrAppend(out, e.dtype().ToString(), "(");
+      absl::StrAppend(out, "T.Cast(\"", e.dtype().ToString(), "\", ");
       Print(e.as<CastNode>()->value, out);
       out->append(")");
       return;
@@ -471,7 +478,7 @@ void Print(const PrimExpr& e, std::string* out) {
     }
     case PrimKind::kCall: {
       const auto* c = e.as<PrimCallNode>();
-      absl::StrAppend(out, c->op, "(");
+      absl::StrAppend(out, "T.", c->op, "(");
       for (size_t i = 0; i < c->args.size(); ++i) {
         if (i) out->append(", ");
         Print(c->args[i], out);

@@ -263,7 +263,10 @@ inline PrimExpr operator+(PrimExpr a, PrimExpr b) { return Add(std::move(a), std
 inline PrimExpr operator-(PrimExpr a, PrimExpr b) { return Sub(std::move(a), std::move(b)); }
 inline PrimExpr operator*(PrimExpr a, PrimExpr b) { return Mul(std::move(a), std::move(b)); }
 inline PrimExpr operator/(PrimExpr a, PrimExpr b) { return Div(std::move(a), std::move(b)); }
-inline PrimExpr operator-(PrimExpr a) { return Sub(MakeConst(a.dtype(), 0), std::move(a)); }
+inline PrimExpr operator-(PrimExpr a) {
+  const DataType dtype = a.dtype();  // read before `a` is moved from
+  return Sub(MakeConst(dtype, 0), std::move(a));
+}
 
 // Integer floor division and modulo (b != 0): the quotient rounds towards
 // negative infinity and the remainder has the sign of b, as FloorDiv/FloorMod.

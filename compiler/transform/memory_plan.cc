@@ -10,6 +10,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "compiler/relax/kernel_call.h"
 #include "compiler/transform/relax_rewrite.h"
 #include "runtime/core/error.h"
 
@@ -77,6 +78,7 @@ class FunctionPlanner {
       }
     }
     Analyze(seq);
+    TETHER_RETURN_IF_ERROR(CheckInplaceArguments(seq));
     TETHER_RETURN_IF_ERROR(Plan(seq));
 
     std::vector<BindingBlock> blocks;
@@ -125,6 +127,40 @@ class FunctionPlanner {
       int64_t& set_last = set_last_use_[aliases_.Find(var)];
       set_last = std::max(set_last, last);
     }
+  }
+
+  // An argument call_tir_inplace overwrites must not be read after the
+  // call: it holds the call's result by then, not the value it names.
+  absl::Status CheckInplaceArguments(const SeqExprNode& seq) {
+    int64_t pos = 0;
+    for (const BindingBlock& block : seq.blocks) {
+      for (const Binding& b : block.bindings) {
+        const int64_t here = pos++;
+        const auto* call = b.value.as<CallNode>();
+        if (call == nullptr || CalledOpName(b.value) != "relax.call_tir_inplace") continue;
+        TETHER_ASSIGN_OR_RETURN(std::vector<int64_t> indices, InplaceIndices(*call));
+        const auto* tuple = call->args.size() >= 2 ? call->args[1].as<TupleNode>() : nullptr;
+        if (tuple == nullptr) continue;
+        for (int64_t k : indices) {
+          if (k < 0 || k >= static_cast<int64_t>(tuple->fields.size())) continue;
+          const Expr& arg = tuple->fields[k];
+          if (arg.kind() == ExprKind::kConstant) {
+            return absl::InvalidArgumentError(
+                absl::StrCat(fn_name_, ": call_tir_inplace of '", b.var.as<VarNode>()->name_hint,
+                             "' would overwrite a constant (argument ", k, "); copy it first"));
+          }
+          const auto* v = arg.as<VarNode>();
+          if (v == nullptr) continue;
+          auto last = last_use_.find(v);
+          if (last != last_use_.end() && last->second > here) {
+            return absl::InvalidArgumentError(absl::StrCat(
+                fn_name_, ": '", v->name_hint, "' is used after call_tir_inplace of '",
+                b.var.as<VarNode>()->name_hint, "' overwrote it; use the call's result instead"));
+          }
+        }
+      }
+    }
+    return absl::OkStatus();
   }
 
   int64_t LastUse(const VarNode* var) {
@@ -180,7 +216,7 @@ class FunctionPlanner {
   absl::Status RewriteBinding(const Binding& b, std::vector<Binding>* out) {
     Expr var = NewVar(b.var);
     Expr value = SubstituteVars(b.value, to_var_);
-    if (IsCallTIR(value) && !b.is_match_cast()) {
+    if (IsKernelCall(value) && !b.is_match_cast()) {
       auto slot = slot_of_.find(b.var.as<VarNode>());
       return LowerCallTIR(var, *value.as<CallNode>(),
                           slot == slot_of_.end() ? nullptr : &slots_[slot->second], out);
@@ -210,7 +246,7 @@ class FunctionPlanner {
     for (const BindingBlock& block : seq->blocks) {
       BindingBlock nb;
       for (const Binding& b : block.bindings) {
-        if (IsCallTIR(b.value) && !b.is_match_cast()) {
+        if (IsKernelCall(b.value) && !b.is_match_cast()) {
           TETHER_RETURN_IF_ERROR(
               LowerCallTIR(b.var, *b.value.as<CallNode>(), nullptr, &nb.bindings));
           continue;
@@ -245,6 +281,10 @@ class FunctionPlanner {
     return WithSInfo(alloc, TensorSInfo(*t->shape, *t->dtype, t->vdevice));
   }
 
+  // call_tir and call_tir_inplace in destination-passing style: the
+  // outputs allocated (in `slot` when planned), the kernel called with the
+  // arguments, those outputs and the tir_vars, and the call's var bound to
+  // the outputs (an in-place output is the argument it overwrote).
   absl::Status LowerCallTIR(const Expr& var, const CallNode& call, const StorageSlot* slot,
                             std::vector<Binding>* out) {
     const auto* gv = call.args.empty() ? nullptr : call.args[0].as<GlobalVarNode>();
@@ -263,28 +303,34 @@ class FunctionPlanner {
                        " must have a tuple of arguments, tir_vars (if any) as a shape and "
                        "exactly one out_sinfo"));
     }
+    TETHER_ASSIGN_OR_RETURN(std::vector<int64_t> inplace, InplaceIndices(call));
     std::vector<Expr> args = tuple->fields;
     const StructInfo& out_sinfo = call.sinfo_args[0];
-    if (const auto* fields = out_sinfo.as<TupleStructInfoNode>()) {
-      std::vector<Expr> outs;
-      for (size_t i = 0; i < fields->fields.size(); ++i) {
-        TETHER_ASSIGN_OR_RETURN(Expr alloc, Allocate(fields->fields[i], nullptr));
-        Expr o = MakeVar(absl::StrCat(var.as<VarNode>()->name_hint, "_", i), alloc.struct_info());
-        out->push_back(Binding{o, alloc, {}, {}});
-        outs.push_back(o);
-        args.push_back(o);
-      }
+    const auto* fields = out_sinfo.as<TupleStructInfoNode>();
+    if (fields == nullptr && inplace.empty()) {
+      TETHER_ASSIGN_OR_RETURN(Expr alloc, Allocate(out_sinfo, slot));
+      out->push_back(Binding{var, alloc, {}, {}});
+      args.push_back(var);
       if (tir_vars != nullptr) args.push_back(*tir_vars);
       EmitKernelCall(call.args[0], std::move(args), out);
-      Expr t = MakeTuple(outs);
-      out->push_back(Binding{var, t, {}, {}});
       return absl::OkStatus();
     }
-    TETHER_ASSIGN_OR_RETURN(Expr alloc, Allocate(out_sinfo, slot));
-    out->push_back(Binding{var, alloc, {}, {}});
-    args.push_back(var);
+    const std::vector<StructInfo> outputs = KernelCallOutputs(call);
+    std::vector<Expr> outs;
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      if (!inplace.empty() && inplace[i] >= 0) {
+        outs.push_back(tuple->fields[inplace[i]]);
+        continue;
+      }
+      TETHER_ASSIGN_OR_RETURN(Expr alloc, Allocate(outputs[i], nullptr));
+      Expr o = MakeVar(absl::StrCat(var.as<VarNode>()->name_hint, "_", i), alloc.struct_info());
+      out->push_back(Binding{o, alloc, {}, {}});
+      outs.push_back(o);
+      args.push_back(o);
+    }
     if (tir_vars != nullptr) args.push_back(*tir_vars);
     EmitKernelCall(call.args[0], std::move(args), out);
+    out->push_back(Binding{var, fields == nullptr ? outs[0] : MakeTuple(outs), {}, {}});
     return absl::OkStatus();
   }
 

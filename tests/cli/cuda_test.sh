@@ -97,6 +97,19 @@ PY
 cat "$dir/profile.log"
 grep -q "cuda" "$dir/profile.log" || fail "the profile names no cuda device"
 
+# A hand-written T.prim_func kernel (and an in-place one) on the GPU: the
+# same .rx the CPU runs, compiled for cuda:0, checked against NumPy.
+mkdir -p "$dir/tir"
+"$py" "$root/tests/cli/make_tir_inputs.py" "$dir/tir" || fail "numpy could not write the kernel inputs"
+"$tether" run "$root/examples/tir_matmul.rx" --remote "$remote" --device cuda:0 \
+  --input "x=@$dir/tir/x.npy" --input "w=@$dir/tir/w.npy" --input "b=@$dir/tir/b.npy" \
+  --output-dir "$dir/out_tir" > "$dir/run.log" 2>&1 || fail "T.prim_func on cuda:0: $(cat "$dir/run.log")"
+"$py" -c "
+import numpy as np
+got, want = np.load('$dir/out_tir/out.npy'), np.load('$dir/tir/want.npy')
+assert np.allclose(got, want, rtol=1e-3, atol=1e-3), abs(got - want).max()
+" || fail "T.prim_func outputs on cuda:0 differ from numpy"
+
 kill -TERM "$daemon_pid" && wait "$daemon_pid" || fail "tetherd did not drain"
 daemon_pid=""
 echo "PASS"

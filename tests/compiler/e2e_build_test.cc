@@ -37,11 +37,7 @@ class Module:
 )";
 
 std::vector<float> Random(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& f : v) f = dist(rng);
-  return v;
+  return tether::testing::RandomFloats(n, seed);
 }
 
 // relu(x @ w + b) for x (n, k), w (k, m), b (m).

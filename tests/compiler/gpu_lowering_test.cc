@@ -837,7 +837,8 @@ TEST(GpuLoweringTest, PipelineInGpuModeComputesWhatTheCpuPipelineComputes) {
 }
 
 // Every example model (examples/*.rx) lowers, in both pipelines, to
-// kernels that are all GPU-friendly.
+// kernels that are all GPU-friendly (its operators' kernels; those it
+// writes as T.prim_func stay as written).
 TEST(GpuLoweringTest, EveryExampleModelLowersToGpuFriendlyKernels) {
   const std::string root = tether::testing::RepoRoot();
   int models = 0;
@@ -855,6 +856,8 @@ TEST(GpuLoweringTest, EveryExampleModelLowersToGpuFriendlyKernels) {
       ASSERT_TRUE(lowered.ok()) << lowered.status();
       ASSERT_FALSE(lowered->kernels.empty());
       for (const auto& [name, k] : lowered->kernels) {
+        // Kernels the model writes itself (T.prim_func) are as written.
+        if (module->kernels.count(name)) continue;
         SCOPED_TRACE(name);
         ExpectGpuFriendly(k);
       }

@@ -151,16 +151,18 @@ TEST(TextParserErrorTest, ReportsMisuseOfBlocksAndBuiltins) {
       "bad.rx:3:9: expected an inline R.const(...), got a metadata[...] reference");
 }
 
-TEST(TextParserErrorTest, RefusesKernelBodiesAndCallTirToThem) {
-  EXPECT_PARSE_ERROR(
-      "@I.ir_module\nclass M:\n    @T.prim_func\n    def add(A: T.Buffer((4,), \"float32\")):\n"
-      "        pass\n",
-      "bad.rx:3:5: expected '@R.function', got '@T.prim_func'");
+TEST(TextParserErrorTest, RefusesCallTirToWhatIsNotAKernel) {
   EXPECT_PARSE_ERROR(
       "@I.ir_module\nclass M:\n    @R.function\n    def main(x: R.Tensor((4,), \"float32\")):\n"
       "        y = R.call_tir(cls.add, (x,), out_sinfo=R.Tensor((4,), \"float32\"))\n"
       "        return y\n",
-      "bad.rx:5:28: expected a function of the module, got kernel 'add'");
+      "bad.rx:5:28: expected a kernel of the module as the callee of R.call_tir, got 'add' "
+      "(undefined)");
+  EXPECT_PARSE_ERROR(
+      "@I.ir_module\nclass M:\n    @T.prim_func\n    def add(A: T.Buffer((4,), \"float32\")):\n"
+      "        pass\n\n    @R.function\n    def main(x: R.Tensor((4,), \"float32\")):\n"
+      "        y = cls.add(x)\n        return y\n",
+      "bad.rx:9:17: expected a relax function, got kernel 'add': call kernels with R.call_tir");
 }
 
 TEST(TextParserErrorTest, BoundsNestingDepth) {

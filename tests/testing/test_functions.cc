@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <mutex>
+#include <random>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
@@ -100,6 +101,14 @@ std::vector<float> ReadFloats(const Tensor& t) {
   absl::Status s = t.CopyToBytes(out.data(), out.size() * sizeof(float));
   EXPECT_TRUE(s.ok()) << s;
   return out;
+}
+
+std::vector<float> RandomFloats(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& f : v) f = dist(rng);
+  return v;
 }
 
 }  // namespace tether::testing

@@ -22,6 +22,8 @@ int64_t SubtractOneCalls();
 Tensor MakeFloatTensor(std::vector<int64_t> shape, std::vector<float> values);
 // The float32 values of a CPU tensor.
 std::vector<float> ReadFloats(const Tensor& t);
+// n floats uniform in [-1, 1) from a seeded generator (the same on every run).
+std::vector<float> RandomFloats(size_t n, uint32_t seed);
 
 }  // namespace tether::testing
 

@@ -41,12 +41,49 @@ Stmt BindVar(const Var& var, const PrimExpr& value, Stmt body) {
 // A parallel launch of the loop nest at `loop`: directly nested loops whose
 // bounds do not depend on the loops outside them are fused into one index,
 // which the grid-stride loop walks. Returns the body and sets `count`.
+// Whether every store in `s` indexes with `var`: then the iterations of a
+// loop over `var` write different elements and may run on different
+// threads. A store that does not (a reduction's accumulator, C[i, j] in a
+// loop over k), or a statement this cannot see into, keeps the loop
+// serial.
+bool EveryStoreIndexes(const Stmt& s, const Var& var) {
+  const absl::flat_hash_set<const PrimVarNode*> v{var.get()};
+  if (!s.defined()) return true;
+  switch (s.kind()) {
+    case StmtKind::kStore: {
+      for (const PrimExpr& i : s.as<StoreNode>()->indices) {
+        if (UsesAny(i, v)) return true;
+      }
+      return false;
+    }
+    case StmtKind::kFor:
+      return EveryStoreIndexes(s.as<ForNode>()->body, var);
+    case StmtKind::kLet:
+      return EveryStoreIndexes(s.as<LetStmtNode>()->body, var);
+    case StmtKind::kIf:
+      return EveryStoreIndexes(s.as<IfThenElseNode>()->then_case, var) &&
+             EveryStoreIndexes(s.as<IfThenElseNode>()->else_case, var);
+    case StmtKind::kSeq:
+      for (const Stmt& c : s.as<SeqStmtNode>()->seq) {
+        if (!EveryStoreIndexes(c, var)) return false;
+      }
+      return true;
+    case StmtKind::kEvaluate:
+      return true;
+    default:
+      return false;
+  }
+}
+
 Stmt ParallelBody(const ForNode* loop, const Var& tid, const Var& nthreads, PrimExpr* count) {
   std::vector<const ForNode*> nest{loop};
   absl::flat_hash_set<const PrimVarNode*> bound{loop->var.get()};
   Stmt inner = loop->body;
   while (const ForNode* f = inner.as<ForNode>()) {
     if (UsesAny(f->min, bound) || UsesAny(f->extent, bound)) break;
+    // A nested loop joins the launch's index space only if its iterations
+    // are independent; a serial reduction loop stays in each thread's body.
+    if (f->for_kind != ForKind::kParallel && !EveryStoreIndexes(f->body, f->var)) break;
     nest.push_back(f);
     bound.insert(f->var.get());
     inner = f->body;
