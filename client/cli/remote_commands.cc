@@ -541,11 +541,12 @@ absl::StatusOr<std::string> DefaultTarget(const Options& o, const client::Remote
 }
 
 // Uploads `bytes` (the file `path`, a module or a param file) unless the
-// daemon has them, and says which on stderr: "tether: module 3f2a1b9c0d12
-// (12.3 kB): uploaded" or "...: already on the daemon".
+// daemon has them, and says which on stderr unless `quiet` or the daemon is
+// the `embedded` one: "tether: module 3f2a1b9c0d12 (mlp.tx, 12428 bytes):
+// uploaded" or "...: already on the daemon".
 absl::StatusOr<std::string> UploadToDaemon(client::RemoteSession& session, absl::string_view what,
                                            const std::string& path, const std::string& bytes,
-                                           bool quiet) {
+                                           bool quiet, bool embedded) {
   const uint64_t before = session.store_bytes_sent();
   std::string sha;
   {
@@ -554,7 +555,8 @@ absl::StatusOr<std::string> UploadToDaemon(client::RemoteSession& session, absl:
     TETHER_ASSIGN_OR_RETURN(
         sha, what == "module" ? session.UploadModule(bytes) : session.UploadParams(bytes));
   }
-  if (!quiet) {
+  // What travels is news only for a daemon elsewhere (--remote, --farm).
+  if (!quiet && !embedded) {
     std::fprintf(stderr, "tether: %s %s (%s, %zu bytes): %s\n", std::string(what).c_str(),
                  sha.substr(0, 12).c_str(), path.c_str(), bytes.size(),
                  session.store_bytes_sent() > before ? "uploaded" : "already on the daemon");
@@ -675,14 +677,15 @@ absl::StatusOr<Prepared> Prepare(const Options& o) {
     TETHER_ASSIGN_OR_RETURN(p.connection, Connect(o));
   }
   client::RemoteSession& session = *p.connection.session;
+  const bool embedded = p.connection.daemon != nullptr;
   TETHER_ASSIGN_OR_RETURN(std::string sha,
-                          UploadToDaemon(session, "module", o.file, bytes, o.quiet));
+                          UploadToDaemon(session, "module", o.file, bytes, o.quiet, embedded));
   p.provenance.module_sha256 = sha;
   std::string params_sha;
   if (!o.params.empty()) {
     TETHER_ASSIGN_OR_RETURN(std::string param_bytes, ReadFileToString(o.params));
-    TETHER_ASSIGN_OR_RETURN(params_sha,
-                            UploadToDaemon(session, "param file", o.params, param_bytes, o.quiet));
+    TETHER_ASSIGN_OR_RETURN(params_sha, UploadToDaemon(session, "param file", o.params, param_bytes,
+                                                       o.quiet, embedded));
   }
   if (const FarmClaim* farm = p.connection.farm.get()) {
     AddDaemonProvenance(*p.connection.session, farm->address(), &p.provenance);
