@@ -134,7 +134,7 @@ vm::ParamType TypeOf(const StructInfo& sinfo) {
   return type;
 }
 
-// The "signature.<f>" metadata of each bytecode function of `exec`.
+// The "param_types.<f>" metadata of each bytecode function of `exec`.
 void RecordSignatures(const IRModule& lowered, vm::Executable* exec) {
   for (const auto& [name, fn] : lowered.functions) {
     const auto* f = fn.as<FunctionNode>();
@@ -147,7 +147,7 @@ void RecordSignatures(const IRModule& lowered, vm::Executable* exec) {
     }
     std::vector<vm::ParamType> types;
     for (const Expr& p : f->params) types.push_back(TypeOf(p.struct_info()));
-    exec->metadata[absl::StrCat(vm::kSignatureMetadataPrefix, name)] = vm::FormatParamTypes(types);
+    exec->metadata[absl::StrCat(vm::kParamTypesMetadataPrefix, name)] = vm::FormatParamTypes(types);
   }
 }
 

@@ -93,7 +93,7 @@ absl::StatusOr<std::string> EmitBytecode(IRModule module, const BuildOptions& op
 absl::StatusOr<std::string> EmitKernelAssembly(IRModule module, const BuildOptions& options);
 
 // Every executable records the parameter types of its bytecode functions
-// (metadata "signature.<function>", runtime/vm/param_binding.h), so a VM
+// (metadata "param_types.<function>", runtime/vm/param_binding.h), so a VM
 // can check a param dict against it before the first call.
 
 // The "source_hash" metadata of a build of `module`: FNV-1a 64 of its printed

@@ -86,7 +86,7 @@ absl::StatusOr<std::vector<ParamType>> ParseParamTypes(absl::string_view text, s
   }
   if (types.size() != num_params) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "the signature lists ", types.size(), " parameter types for ", num_params, " parameters"));
+        "param_types lists ", types.size(), " parameter types for ", num_params, " parameters"));
   }
   return types;
 }
@@ -110,12 +110,12 @@ absl::StatusOr<ParamBinding> ParamBinding::Create(const Executable& exec, const 
     const FunctionInfo& info = exec.functions[i];
     if (info.kind != FunctionKind::kVMFunc || info.param_names.empty()) continue;
     std::optional<std::vector<ParamType>> types;
-    if (auto sig = exec.metadata.find(absl::StrCat(kSignatureMetadataPrefix, info.name));
+    if (auto sig = exec.metadata.find(absl::StrCat(kParamTypesMetadataPrefix, info.name));
         sig != exec.metadata.end()) {
       absl::StatusOr<std::vector<ParamType>> parsed =
           ParseParamTypes(sig->second, static_cast<size_t>(info.num_args));
       if (!parsed.ok()) {
-        return ValueError(module_name, " has a bad signature for function ", info.name, ": ",
+        return ValueError(module_name, " has bad param_types for function ", info.name, ": ",
                           parsed.status().message());
       }
       types = std::move(*parsed);

@@ -2,7 +2,7 @@
 // device): a param dict (runtime/module/param_dict.h) fills the parameters of
 // an executable's bytecode functions by name, once, so callers pass the data
 // inputs only. Also the parameter types an executable records for that check
-// (metadata "signature.<function>", docs/design/executable-format.md).
+// (metadata "param_types.<function>", docs/design/executable-format.md).
 //
 // Thread contract: ParamType and the free functions are thread-safe;
 // ParamBinding is immutable after Create (thread-safe to read).
@@ -24,8 +24,8 @@
 
 namespace tether::vm {
 
-// The metadata key of a function's parameter types: "signature." + name.
-inline constexpr absl::string_view kSignatureMetadataPrefix = "signature.";
+// The metadata key of a function's parameter types: "param_types." + name.
+inline constexpr absl::string_view kParamTypesMetadataPrefix = "param_types.";
 
 // What a parameter accepts, as far as a tensor can be checked against it.
 // Text form: "float32[784,256]" ("?" for a dim that is not a constant,
@@ -65,7 +65,7 @@ class ParamBinding {
 
   // Checks `params` against `exec`: INVALID_ARGUMENT (kind value) naming
   // the tensor and the parameter when a tensor's dtype or shape does not
-  // fit a parameter's recorded type (metadata "signature.<f>"; without it
+  // fit a parameter's recorded type (metadata "param_types.<f>"; without it
   // only the names are checked, and the function's own checks run at call
   // time), or when no bytecode function has a parameter of a tensor's name.
   // `params_name` and `module_name` name the two in messages ("param dict

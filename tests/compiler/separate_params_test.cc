@@ -174,7 +174,7 @@ TEST(SeparateParamsTest, WeightsStayParametersAfterTheInputsAndComeBackAsTheDict
   ASSERT_EQ(built->params.size(), 4u);
   EXPECT_EQ(built->params[0].first, "w0");
   EXPECT_EQ(built->params[3].first, "b1");
-  EXPECT_EQ(exec.metadata.at("signature.main"),
+  EXPECT_EQ(exec.metadata.at("param_types.main"),
             "float32[?,512]\nfloat32[512,1024]\nfloat32[1024]\nfloat32[1024,256]\nfloat32[256]");
 
   // The bound build's numbers, from a VM with the dict bound.

@@ -26,12 +26,12 @@ std::string ParamBytes(const ParamList& params) {
 
 // The session test executable (main(a, b) = a + b, swap(a, b) = (b, a),
 // ...) with the parameter types of main and swap recorded as a compiled
-// one records them (metadata "signature.<f>").
+// one records them (metadata "param_types.<f>").
 std::string TypedExecutable() {
   auto exec = vm::Executable::LoadFromBytes(tether::testing::SessionTestExecutable());
   EXPECT_TRUE(exec.ok()) << exec.status();
-  (*exec)->metadata["signature.main"] = "float32[?]\nfloat32[3]";
-  (*exec)->metadata["signature.swap"] = "float32[*]\n?[*]";
+  (*exec)->metadata["param_types.main"] = "float32[?]\nfloat32[3]";
+  (*exec)->metadata["param_types.swap"] = "float32[*]\n?[*]";
   return (*exec)->SaveToBytes();
 }
 
