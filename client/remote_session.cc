@@ -299,6 +299,15 @@ absl::StatusOr<bool> RemoteSession::HasModule(absl::string_view sha256) {
 }
 
 absl::StatusOr<std::string> RemoteSession::UploadModule(absl::string_view bytes) {
+  return UploadToStore(bytes, &module_streams_);
+}
+
+absl::StatusOr<std::string> RemoteSession::UploadParams(absl::string_view bytes) {
+  return UploadToStore(bytes, &param_streams_);
+}
+
+absl::StatusOr<std::string> RemoteSession::UploadToStore(absl::string_view bytes,
+                                                         std::atomic<uint64_t>* streams) {
   std::string sha = rpc::Sha256Hex(bytes);
   TETHER_ASSIGN_OR_RETURN(bool present, HasModule(sha));
   if (present) return sha;
@@ -317,7 +326,10 @@ absl::StatusOr<std::string> RemoteSession::UploadModule(absl::string_view bytes)
   }
   if (ok) writer->WritesDone();
   TETHER_RETURN_IF_ERROR(GrpcLink::Convert(writer->Finish(), ctx));
-  if (!response.already_present()) ++module_streams_;
+  if (!response.already_present()) {
+    ++*streams;
+    store_bytes_sent_ += bytes.size();
+  }
   return sha;
 }
 

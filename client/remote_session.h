@@ -146,6 +146,14 @@ class RemoteSession {
   absl::StatusOr<std::string> UploadModule(absl::string_view bytes);
   absl::StatusOr<bool> HasModule(absl::string_view sha256);
   uint64_t module_streams() const { return module_streams_.load(); }
+  // Uploads a param file (TVM's param dict bytes, runtime/module/param_dict.h)
+  // into the same store unless the daemon has it; returns its SHA-256, for
+  // RemoteVmOptions::params_sha256. The daemon parses it at CreateVm.
+  // param_streams() counts the uploads that actually streamed.
+  absl::StatusOr<std::string> UploadParams(absl::string_view bytes);
+  uint64_t param_streams() const { return param_streams_.load(); }
+  // The bytes of modules and param files that streamed to the daemon.
+  uint64_t store_bytes_sent() const { return store_bytes_sent_.load(); }
 
   // Tensors owned by the session on the daemon. UploadTensor takes any
   // tensor (non-contiguous ones are compacted) and places it on `target`.
@@ -182,6 +190,10 @@ class RemoteSession {
  private:
   RemoteSession(std::shared_ptr<grpc::Channel> channel, ConnectOptions options);
   absl::Status CheckOpen() const;
+  // Streams `bytes` into the daemon's store unless it has them, counting
+  // the upload in `*streams`.
+  absl::StatusOr<std::string> UploadToStore(absl::string_view bytes,
+                                            std::atomic<uint64_t>* streams);
   // The first transport that works, from max(most_preferred, the session's
   // choice) on, opened at first use.
   Transport* TransportLocked(TransportKind most_preferred)
@@ -211,6 +223,8 @@ class RemoteSession {
   absl::Duration granted_idle_ = absl::ZeroDuration();
   bool isolated_ = false;
   std::atomic<uint64_t> module_streams_{0};
+  std::atomic<uint64_t> param_streams_{0};
+  std::atomic<uint64_t> store_bytes_sent_{0};
   std::atomic<uint64_t> next_request_id_{1};
 
   mutable absl::Mutex mu_;

@@ -26,6 +26,15 @@ absl::StatusOr<std::unique_ptr<RemoteVM>> RemoteVM::Create(RemoteSession* sessio
   for (Device d : devices) rpc::EncodeDevice(d, create->add_devices());
   create->set_memory_cfg(std::string(memory_cfg));
   create->set_num_threads(options.num_threads);
+  if (!options.params_sha256.empty()) {
+    const v1::ProtocolVersion& daemon = session->handshake().protocol();
+    if (daemon.major() == 1 && daemon.minor() < 6) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("the daemon speaks protocol ", daemon.major(), ".", daemon.minor(),
+                       ", and a VM with params on the device needs 1.6: upgrade tetherd"));
+    }
+    create->set_params_sha256(options.params_sha256);
+  }
   TETHER_ASSIGN_OR_RETURN(v1::CallResponse response, vm->Exec(request));
   vm->vm_id_ = response.create_vm().vm_id();
   return vm;
@@ -273,22 +282,29 @@ absl::StatusOr<Value> RemoteVM::GetOutputs(absl::string_view func_name) {
   return FinishValueCall(request);
 }
 
-absl::StatusOr<int64_t> RemoteVM::GetFunctionArity(absl::string_view func_name) {
+absl::StatusOr<v1::FunctionInfo> RemoteVM::FunctionInfo(absl::string_view func_name) {
   v1::CallRequest request;
   request.mutable_get_function_info()->set_vm_id(vm_id_);
   request.mutable_get_function_info()->set_function(std::string(func_name));
   TETHER_ASSIGN_OR_RETURN(v1::CallResponse response, Exec(request));
-  return response.function_info().num_args();
+  return std::move(*response.mutable_function_info());
+}
+
+absl::StatusOr<int64_t> RemoteVM::GetFunctionArity(absl::string_view func_name) {
+  TETHER_ASSIGN_OR_RETURN(v1::FunctionInfo info, FunctionInfo(func_name));
+  return info.num_args();
 }
 
 absl::StatusOr<std::vector<std::string>> RemoteVM::GetFunctionParamNames(
     absl::string_view func_name) {
-  v1::CallRequest request;
-  request.mutable_get_function_info()->set_vm_id(vm_id_);
-  request.mutable_get_function_info()->set_function(std::string(func_name));
-  TETHER_ASSIGN_OR_RETURN(v1::CallResponse response, Exec(request));
-  const auto& names = response.function_info().param_names();
-  return std::vector<std::string>(names.begin(), names.end());
+  TETHER_ASSIGN_OR_RETURN(v1::FunctionInfo info, FunctionInfo(func_name));
+  return std::vector<std::string>(info.param_names().begin(), info.param_names().end());
+}
+
+absl::StatusOr<std::vector<std::string>> RemoteVM::GetFunctionBoundParamNames(
+    absl::string_view func_name) {
+  TETHER_ASSIGN_OR_RETURN(v1::FunctionInfo info, FunctionInfo(func_name));
+  return std::vector<std::string>(info.bound_param_names().begin(), info.bound_param_names().end());
 }
 
 absl::Status RemoteVM::SetInstrumentByName(absl::string_view factory_name, ArgSpan args) {

@@ -50,6 +50,11 @@ struct RemoteVmOptions {
   // waiting for exclusive use of the daemon (docs/design/rpc-protocol.md,
   // "Exclusive timing"); BenchmarkResult::exclusive says which one ran.
   bool concurrent_timing = false;
+  // A param file in the daemon's store (RemoteSession::UploadParams): its
+  // tensors fill the module's parameters of their names, so calls pass the
+  // other parameters only (docs/design/rpc-protocol.md, "Weights on the
+  // device"). Empty: none. Needs a daemon of protocol 1.6.
+  std::string params_sha256;
 };
 
 // Thread contract: thread-hostile, like the local VM: one caller at a time.
@@ -58,7 +63,10 @@ class RemoteVM final : public vm::VirtualMachine {
  public:
   // Creates a VM of the stored module `module_sha256` on `devices` (empty:
   // cpu:0) with `memory_cfg` ("naive", "pooled", ...; empty: the daemon's
-  // default). NOT_FOUND if the daemon lacks the module.
+  // default). NOT_FOUND if the daemon lacks the module (or the param file
+  // of options.params_sha256); INVALID_ARGUMENT when the param file is
+  // corrupt or does not fit the module (both named); FAILED_PRECONDITION
+  // for params on a daemon older than protocol 1.6.
   static absl::StatusOr<std::unique_ptr<RemoteVM>> Create(RemoteSession* session,
                                                           absl::string_view module_sha256,
                                                           std::vector<Device> devices = {},
@@ -96,6 +104,8 @@ class RemoteVM final : public vm::VirtualMachine {
   absl::StatusOr<int64_t> GetFunctionArity(absl::string_view func_name) override;
   absl::StatusOr<std::vector<std::string>> GetFunctionParamNames(
       absl::string_view func_name) override;
+  absl::StatusOr<std::vector<std::string>> GetFunctionBoundParamNames(
+      absl::string_view func_name) override;
   absl::Status SetInstrumentByName(absl::string_view factory_name, ArgSpan args) override;
   absl::StatusOr<profiling::BenchmarkResult> TimeEvaluator(
       absl::string_view func_name, Device device, const profiling::TimeEvaluatorOptions& options,
@@ -130,6 +140,7 @@ class RemoteVM final : public vm::VirtualMachine {
   // Decodes an InvokeKeeping result: the top-level outputs `kept` stay remote.
   absl::StatusOr<Value> DecodeKeeping(const v1::Value& value, std::span<const uint32_t> kept);
   absl::StatusOr<Value> FinishValueCall(v1::CallRequest& request);
+  absl::StatusOr<v1::FunctionInfo> FunctionInfo(absl::string_view func_name);
   v1::ReturnMode return_mode() const;
 
   RemoteSession* session_;

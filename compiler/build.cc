@@ -14,11 +14,13 @@
 #include "compiler/backend/llvm/target.h"
 #include "compiler/backend/vm/vm_codegen.h"
 #include "compiler/relax/bind.h"
-#include "compiler/relax/kernel_call.h"
+#include "compiler/relax/block_builder.h"
 #include "compiler/relax/kernel_call.h"
 #include "compiler/text/printer.h"
+#include "compiler/tir/arith.h"
 #include "compiler/transform/pipeline.h"
 #include "runtime/core/error.h"
+#include "runtime/vm/param_binding.h"
 
 namespace tether::compiler {
 namespace {
@@ -68,7 +70,33 @@ std::string SourceHash(const IRModule& module) {
   return absl::StrFormat("%016x", h);
 }
 
-absl::StatusOr<IRModule> LowerModule(IRModule module, const BuildOptions& options) {
+namespace {
+
+// Keeps the weights as parameters of `main`, after the others, and returns
+// them in that order. They are checked as binding them would check them.
+absl::StatusOr<ParamList> SeparateParams(Expr* main, const std::map<std::string, Tensor>& params) {
+  TETHER_RETURN_IF_ERROR(BindParams(*main, params).status());
+  const auto* f = main->as<FunctionNode>();
+  std::vector<Expr> order;
+  ParamList weights;
+  for (const Expr& p : f->params) {
+    if (!params.contains(p.as<VarNode>()->name_hint)) order.push_back(p);
+  }
+  for (const Expr& p : f->params) {
+    auto it = params.find(p.as<VarNode>()->name_hint);
+    if (it == params.end()) continue;
+    order.push_back(p);
+    weights.emplace_back(it->first, it->second);
+  }
+  Expr reordered =
+      MakeFunction(std::move(order), f->body, f->ret_struct_info, f->is_pure, f->attrs);
+  BlockBuilder bb;
+  TETHER_ASSIGN_OR_RETURN(*main, bb.Normalize(reordered));
+  return weights;
+}
+
+// LowerModule, and the weights separate_params kept as parameters.
+absl::StatusOr<IRModule> Lower(IRModule module, const BuildOptions& options, ParamList* weights) {
   TETHER_RETURN_IF_ERROR(CheckOptions(options));
   // Kernel calls written by hand (a T.prim_func, a C++ BlockBuilder) must
   // fit their kernels; the compiler's own always do.
@@ -78,7 +106,12 @@ absl::StatusOr<IRModule> LowerModule(IRModule module, const BuildOptions& option
     if (it == module.functions.end() || !it->second.as<FunctionNode>()) {
       return absl::InvalidArgumentError("params given but the module has no function main");
     }
-    TETHER_ASSIGN_OR_RETURN(it->second, BindParams(it->second, options.params));
+    if (options.separate_params) {
+      TETHER_ASSIGN_OR_RETURN(ParamList kept, SeparateParams(&it->second, options.params));
+      if (weights != nullptr) *weights = std::move(kept);
+    } else {
+      TETHER_ASSIGN_OR_RETURN(it->second, BindParams(it->second, options.params));
+    }
   }
   TETHER_ASSIGN_OR_RETURN(Target target, Target::Parse(options.target));
   PipelineOptions pipeline;
@@ -88,7 +121,52 @@ absl::StatusOr<IRModule> LowerModule(IRModule module, const BuildOptions& option
   return RunPipeline(std::move(module), options.pipeline, pipeline);
 }
 
+vm::ParamType TypeOf(const StructInfo& sinfo) {
+  vm::ParamType type;
+  const auto* t = sinfo.defined() ? sinfo.as<TensorStructInfoNode>() : nullptr;
+  if (t == nullptr) {
+    type.is_tensor = false;
+    return type;
+  }
+  type.dtype = t->dtype;
+  if (t->shape) {
+    type.dims.emplace();
+    for (const PrimExpr& d : *t->shape) type.dims->push_back(AsConstInt(d));
+  } else if (t->ndim >= 0) {
+    type.dims.emplace(static_cast<size_t>(t->ndim), std::nullopt);
+  }
+  return type;
+}
+
+// The "param_types.<f>" metadata of each bytecode function of `exec`.
+void RecordSignatures(const IRModule& lowered, vm::Executable* exec) {
+  for (const auto& [name, fn] : lowered.functions) {
+    const auto* f = fn.as<FunctionNode>();
+    auto index = exec->function_map.find(name);
+    if (f == nullptr || index == exec->function_map.end()) continue;
+    const vm::FunctionInfo& info = exec->functions[index->second];
+    if (info.kind != vm::FunctionKind::kVMFunc ||
+        info.num_args != static_cast<int64_t>(f->params.size())) {
+      continue;
+    }
+    std::vector<vm::ParamType> types;
+    for (const Expr& p : f->params) types.push_back(TypeOf(p.struct_info()));
+    exec->metadata[absl::StrCat(vm::kParamTypesMetadataPrefix, name)] = vm::FormatParamTypes(types);
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<IRModule> LowerModule(IRModule module, const BuildOptions& options) {
+  return Lower(std::move(module), options, nullptr);
+}
+
 absl::StatusOr<Ref<vm::Executable>> Build(IRModule module, const BuildOptions& options) {
+  TETHER_ASSIGN_OR_RETURN(BuildOutput out, BuildModel(std::move(module), options));
+  return std::move(out.exec);
+}
+
+absl::StatusOr<BuildOutput> BuildModel(IRModule module, const BuildOptions& options) {
   TETHER_RETURN_IF_ERROR(CheckOptions(options));
   TETHER_ASSIGN_OR_RETURN(Target target, Target::Parse(options.target));
   if (options.simulate_gpu_threads > 0 && !target.is_cuda()) {
@@ -96,7 +174,8 @@ absl::StatusOr<Ref<vm::Executable>> Build(IRModule module, const BuildOptions& o
         absl::StrCat("simulate_gpu_threads needs a cuda target, got \"", options.target, "\""));
   }
   std::string source_hash = SourceHash(module);
-  TETHER_ASSIGN_OR_RETURN(IRModule lowered, LowerModule(std::move(module), options));
+  BuildOutput out;
+  TETHER_ASSIGN_OR_RETURN(IRModule lowered, Lower(std::move(module), options, &out.params));
   std::vector<vm::KernelLibraryBlob> libraries;
   std::vector<KernelFunc> kernels = Kernels(lowered);
   Target kernel_target = target;
@@ -122,7 +201,9 @@ absl::StatusOr<Ref<vm::Executable>> Build(IRModule module, const BuildOptions& o
   exec->metadata["source_hash"] = source_hash;
   exec->metadata["compiler_version"] = kCompilerVersion;
   exec->metadata["pipeline"] = options.pipeline;
-  return exec;
+  RecordSignatures(lowered, exec.get());
+  out.exec = std::move(exec);
+  return out;
 }
 
 absl::StatusOr<std::string> EmitLoweredIR(IRModule module, const BuildOptions& options) {

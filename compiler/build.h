@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "compiler/relax/module.h"
 #include "runtime/core/tensor.h"
+#include "runtime/module/param_dict.h"
 #include "runtime/vm/executable.h"
 
 namespace tether::compiler {
@@ -33,8 +34,15 @@ struct BuildOptions {
   // A pipeline of compiler/transform/pipeline.h: "default" or "zero".
   std::string pipeline = "default";
   // Weights bound into "main" by parameter name (BindParams): they become
-  // constants and disappear from main's parameters.
+  // constants and disappear from main's parameters...
   std::map<std::string, Tensor> params;
+  // ...unless separate_params (TVM's keep_params_in_input): then they stay
+  // parameters of main, moved after the others (in main's order), and
+  // BuildModel returns them as the param dict that ships beside the
+  // executable (`tether compile --separate-params`; a VM created with it
+  // fills them, runtime/vm/param_binding.h). Each must name a parameter of
+  // main and fit its struct info, as when binding.
+  bool separate_params = false;
   // "bytecode": the interpreter runs the functions. "compiled" is reserved for
   // compiling each Relax function to native code (TVM's exec_mode="compiled":
   // a "__vmtir__<f>" kernel per function driving the same builtins through the
@@ -58,11 +66,21 @@ struct BuildOptions {
   int simulate_gpu_threads = 0;
 };
 
+// What a build makes: the executable and, with separate_params, the
+// weights it takes as parameters of main, in main's order.
+struct BuildOutput {
+  Ref<vm::Executable> exec;
+  ParamList params;
+};
+
 // Builds `module` into an executable. INVALID_ARGUMENT for bad options (an
 // unknown exec_mode, target or pipeline, a param that main does not have)
 // and for IR the pipeline or code generators reject, with their messages;
 // UNIMPLEMENTED for exec_mode "compiled".
 absl::StatusOr<Ref<vm::Executable>> Build(IRModule module, const BuildOptions& options);
+// Build, also returning the param dict of separate_params (as TVM's
+// relax.build with keep_params_in_input leaves the weights to the caller).
+absl::StatusOr<BuildOutput> BuildModel(IRModule module, const BuildOptions& options);
 
 // Binds the params and runs the pipeline: the module VMCodegen receives.
 absl::StatusOr<IRModule> LowerModule(IRModule module, const BuildOptions& options);
@@ -73,6 +91,10 @@ absl::StatusOr<IRModule> LowerModule(IRModule module, const BuildOptions& option
 absl::StatusOr<std::string> EmitLoweredIR(IRModule module, const BuildOptions& options);
 absl::StatusOr<std::string> EmitBytecode(IRModule module, const BuildOptions& options);
 absl::StatusOr<std::string> EmitKernelAssembly(IRModule module, const BuildOptions& options);
+
+// Every executable records the parameter types of its bytecode functions
+// (metadata "param_types.<function>", runtime/vm/param_binding.h), so a VM
+// can check a param dict against it before the first call.
 
 // The "source_hash" metadata of a build of `module`: FNV-1a 64 of its printed
 // text, as 16 hex digits (stable across runs and machines).

@@ -95,28 +95,60 @@ class Ops {
       TETHER_ASSIGN_OR_RETURN(cfg, memory::MemoryConfig::Parse(op.memory_cfg()));
     }
     TETHER_ASSIGN_OR_RETURN(Ref<vm::Executable> exec, store_->Acquire(op.module_sha256()));
+    std::shared_ptr<const ParamList> params;
+    if (!op.params_sha256().empty()) {
+      absl::StatusOr<std::shared_ptr<const ParamList>> acquired =
+          store_->AcquireParams(op.params_sha256());
+      if (!acquired.ok()) {
+        store_->Release(op.module_sha256());
+        return acquired.status();
+      }
+      params = std::move(*acquired);
+    }
+    // The store's pins are the VM's from here: AddVm releases them, as
+    // does this on a failure before it.
+    auto release = [&] {
+      store_->Release(op.module_sha256());
+      if (params) store_->Release(op.params_sha256());
+    };
     absl::StatusOr<std::unique_ptr<vm::LocalVirtualMachine>> vm =
         vm::LocalVirtualMachine::Create(exec, std::move(devices), cfg);
     if (!vm.ok()) {
-      store_->Release(op.module_sha256());
+      release();
       return vm.status();
+    }
+    if (params) {
+      absl::Status bound =
+          (*vm)->BindParams(*params, absl::StrCat("param file ", op.params_sha256().substr(0, 12)),
+                            absl::StrCat("module ", op.module_sha256().substr(0, 12)));
+      if (!bound.ok()) {
+        vm->reset();
+        release();
+        return Annotate(bound, "create_vm: ");
+      }
     }
     vm::LocalVirtualMachine* raw = vm->get();
     raw->SetNumThreads(op.num_threads());
-    absl::StatusOr<uint64_t> id = session_.AddVm(std::move(*vm), op.module_sha256());
-    if (!id.ok()) {
-      store_->Release(op.module_sha256());
-      return id.status();
-    }
-    out->set_vm_id(*id);
+    TETHER_ASSIGN_OR_RETURN(uint64_t id, session_.AddVm(std::move(*vm), op.module_sha256(),
+                                                        params ? op.params_sha256() : ""));
+    out->set_vm_id(id);
     for (const vm::FunctionInfo& f : exec->functions) {
       if (f.kind != vm::FunctionKind::kVMFunc) continue;
-      v1::FunctionInfo* info = out->add_functions();
-      info->set_name(f.name);
-      absl::StatusOr<int64_t> arity = raw->GetFunctionArity(f.name);
-      info->set_num_args(arity.ok() ? *arity : f.num_args);
-      for (const std::string& p : f.param_names) info->add_param_names(p);
+      TETHER_RETURN_IF_ERROR(DescribeFunction(*raw, f.name, out->add_functions()));
     }
+    return absl::OkStatus();
+  }
+
+  // What a caller passes to `name` of `vm`, and what its params fill.
+  static absl::Status DescribeFunction(vm::LocalVirtualMachine& vm, const std::string& name,
+                                       v1::FunctionInfo* info) {
+    TETHER_ASSIGN_OR_RETURN(int64_t arity, vm.GetFunctionArity(name));
+    TETHER_ASSIGN_OR_RETURN(std::vector<std::string> names, vm.GetFunctionParamNames(name));
+    TETHER_ASSIGN_OR_RETURN(std::vector<std::string> bound, vm.GetFunctionBoundParamNames(name));
+    info->set_name(name);
+    info->set_num_args(arity);
+    for (const std::string& n : names) info->add_param_names(n);
+    for (const std::string& n : bound) info->add_bound_param_names(n);
     return absl::OkStatus();
   }
 
@@ -191,14 +223,7 @@ class Ops {
       case v1::CallRequest::kGetFunctionInfo: {
         const v1::GetFunctionInfo& op = request.get_function_info();
         TETHER_ASSIGN_OR_RETURN(vm::LocalVirtualMachine * vm, Vm(op.vm_id()));
-        TETHER_ASSIGN_OR_RETURN(int64_t arity, vm->GetFunctionArity(op.function()));
-        TETHER_ASSIGN_OR_RETURN(std::vector<std::string> names,
-                                vm->GetFunctionParamNames(op.function()));
-        v1::FunctionInfo* info = response->mutable_function_info();
-        info->set_name(op.function());
-        info->set_num_args(arity);
-        for (const std::string& n : names) info->add_param_names(n);
-        return absl::OkStatus();
+        return DescribeFunction(*vm, op.function(), response->mutable_function_info());
       }
       case v1::CallRequest::kSetInstrument: {
         const v1::SetInstrument& op = request.set_instrument();

@@ -317,7 +317,35 @@ absl::Status ModuleStore::Import(absl::string_view sha256) {
   return upload->Finish();
 }
 
-absl::StatusOr<Ref<vm::Executable>> ModuleStore::Acquire(absl::string_view sha256) {
+namespace {
+
+absl::StatusOr<Ref<vm::Executable>> ParseExecutable(absl::string_view sha256,
+                                                    const std::string& bytes) {
+  absl::StatusOr<Ref<vm::Executable>> exec = vm::Executable::LoadFromBytes(bytes);
+  if (!exec.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "module ", sha256.substr(0, 12), " is not a valid executable: ", exec.status().message()));
+  }
+  return exec;
+}
+
+absl::StatusOr<std::shared_ptr<const ParamList>> ParseParams(absl::string_view sha256,
+                                                             const std::string& bytes) {
+  absl::StatusOr<ParamList> params = LoadParamDict(bytes);
+  if (!params.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("param file ", sha256.substr(0, 12),
+                     " is not a valid param dict: ", params.status().message()));
+  }
+  return std::make_shared<const ParamList>(std::move(*params));
+}
+
+}  // namespace
+
+template <typename T>
+absl::StatusOr<T> ModuleStore::AcquireParsed(absl::string_view sha256, T Entry::*cache,
+                                             absl::StatusOr<T> (*parse)(absl::string_view,
+                                                                        const std::string&)) {
   TETHER_RETURN_IF_ERROR(CheckHash(sha256));
   bool present = false;
   {
@@ -332,26 +360,33 @@ absl::StatusOr<Ref<vm::Executable>> ModuleStore::Acquire(absl::string_view sha25
       return absl::NotFoundError(absl::StrCat("module ", sha256, " is not in the store"));
     }
     TouchLocked(it->second, it->first);
-    if (it->second.exec) {
-      ++it->second.pins;
-      return it->second.exec;
-    }
     ++it->second.pins;  // pinned while parsing, so it cannot be evicted meanwhile
+    if (it->second.*cache) return it->second.*cache;
   }
-  // Loaded from the very bytes whose hash is checked: a file swapped or
+  // Parsed from the very bytes whose hash is checked: a file swapped or
   // planted in the directory is refused, not run.
-  absl::StatusOr<Ref<vm::Executable>> exec = LoadVerified(sha256);
+  absl::StatusOr<std::string> bytes = ReadVerified(sha256);
+  absl::StatusOr<T> parsed = bytes.ok() ? parse(sha256, *bytes) : bytes.status();
   absl::MutexLock lock(&mu_);
   auto it = entries_.find(sha256);
-  if (!exec.ok()) {
+  if (!parsed.ok()) {
     --it->second.pins;
-    return exec.status();
+    return parsed.status();
   }
-  if (!it->second.exec) it->second.exec = *exec;
-  return it->second.exec;
+  if (!(it->second.*cache)) it->second.*cache = *parsed;
+  return it->second.*cache;
 }
 
-absl::StatusOr<Ref<vm::Executable>> ModuleStore::LoadVerified(absl::string_view sha256) const {
+absl::StatusOr<Ref<vm::Executable>> ModuleStore::Acquire(absl::string_view sha256) {
+  return AcquireParsed(sha256, &Entry::exec, &ParseExecutable);
+}
+
+absl::StatusOr<std::shared_ptr<const ParamList>> ModuleStore::AcquireParams(
+    absl::string_view sha256) {
+  return AcquireParsed(sha256, &Entry::params, &ParseParams);
+}
+
+absl::StatusOr<std::string> ModuleStore::ReadVerified(absl::string_view sha256) const {
   const std::string path = PathOf(sha256);
   int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) {
@@ -382,12 +417,7 @@ absl::StatusOr<Ref<vm::Executable>> ModuleStore::LoadVerified(absl::string_view 
                                             ", not its name: the store was altered; upload it "
                                             "again"));
   }
-  absl::StatusOr<Ref<vm::Executable>> exec = vm::Executable::LoadFromBytes(bytes);
-  if (!exec.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "module ", sha256.substr(0, 12), " is not a valid executable: ", exec.status().message()));
-  }
-  return exec;
+  return bytes;
 }
 
 void ModuleStore::Release(absl::string_view sha256) {

@@ -1,11 +1,14 @@
-// ModuleStore: the daemon's content-addressed store of uploaded executables,
-// kept on disk under one directory as files named by their SHA-256. An upload
+// ModuleStore: the daemon's content-addressed store of uploaded executables
+// and param files (TVM's param dict bytes, runtime/module/param_dict.h),
+// kept on disk under one directory as files named by their SHA-256. What a
+// file is is decided by its use: CreateVm names a module and, optionally, a
+// param file; each is parsed as that on first use and cached. An upload
 // streams into a temporary file in the same directory while hashing; only when
 // the declared size and hash match does an atomic rename make it visible, so a
 // failed or cut upload leaves nothing behind. A byte quota evicts the least
 // recently used modules that no VM is using. The index is rebuilt from the
 // directory at startup (stale temporary files are removed), so modules survive
-// a daemon restart. Parsed executables are cached by hash.
+// a daemon restart. Parsed executables and param dicts are cached by hash.
 #ifndef TETHER_SERVER_MODULE_STORE_H_
 #define TETHER_SERVER_MODULE_STORE_H_
 
@@ -21,6 +24,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "runtime/module/param_dict.h"
 #include "runtime/vm/executable.h"
 
 namespace tether::server {
@@ -85,10 +89,15 @@ class ModuleStore {
   // present in the import directory is first copied in (size and hash
   // checked).
   absl::StatusOr<Ref<vm::Executable>> Acquire(absl::string_view sha256);
+  // The same for a param file: its tensors (CPU, file order), parsed once
+  // and shared. INVALID_ARGUMENT for a file that is not a valid param dict,
+  // naming the file and where it breaks; NOT_FOUND and DATA_LOSS as Acquire.
+  absl::StatusOr<std::shared_ptr<const ParamList>> AcquireParams(absl::string_view sha256);
 
   // Another store's directory to import modules from on first use (a session
   // worker reads its daemon's store). Set before use.
   void set_import_dir(std::string dir) { import_dir_ = std::move(dir); }
+  // Unpins what Acquire or AcquireParams pinned.
   void Release(absl::string_view sha256);
 
   // The file of module `sha256` (which may be evicted at any time).
@@ -102,14 +111,22 @@ class ModuleStore {
   struct Entry {
     uint64_t size = 0;
     int pins = 0;
-    Ref<vm::Executable> exec;              // parsed on first use
-    std::list<std::string>::iterator lru;  // position in lru_ (front: most recent)
+    Ref<vm::Executable> exec;                 // parsed on first use as a module...
+    std::shared_ptr<const ParamList> params;  // ...or as a param file (shared by
+                                              // the VMs created with it)
+    std::list<std::string>::iterator lru;     // position in lru_ (front: most recent)
   };
 
   ModuleStore(std::string dir, uint64_t quota) : dir_(std::move(dir)), quota_(quota) {}
-  // Reads the module's file (never through a link), checks its SHA-256
-  // against `sha256` and parses those same bytes.
-  absl::StatusOr<Ref<vm::Executable>> LoadVerified(absl::string_view sha256) const;
+  // Reads the file (never through a link) and checks its SHA-256 against
+  // `sha256`; the caller parses those same bytes.
+  absl::StatusOr<std::string> ReadVerified(absl::string_view sha256) const;
+  // Pins `sha256` (imported first when import_dir_ has it) and returns the
+  // entry's parse in `cache`, parsing the file with `parse` on first use.
+  template <typename T>
+  absl::StatusOr<T> AcquireParsed(absl::string_view sha256, T Entry::*cache,
+                                  absl::StatusOr<T> (*parse)(absl::string_view sha256,
+                                                             const std::string& bytes));
   absl::Status Publish(Upload& upload);
   // Releases what BeginUpload reserved for an upload of `size_bytes`.
   void EndUpload(uint64_t size_bytes);

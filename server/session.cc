@@ -19,10 +19,13 @@ Session::Session(std::string id, std::string client, absl::Duration idle_timeout
 
 Session::~Session() {
   absl::MutexLock lock(&mu_);
-  for (auto& [id, entry] : vms_) {
-    entry.vm.reset();
-    store_->Release(entry.module_sha256);
-  }
+  for (auto& [id, entry] : vms_) ReleaseVm(entry);
+}
+
+void Session::ReleaseVm(VmEntry& entry) {
+  entry.vm.reset();
+  store_->Release(entry.module_sha256);
+  if (!entry.params_sha256.empty()) store_->Release(entry.params_sha256);
 }
 
 void Session::BeginCall() {
@@ -90,12 +93,16 @@ absl::Status Session::CheckRoomLocked() const {
 }
 
 absl::StatusOr<uint64_t> Session::AddVm(std::unique_ptr<vm::LocalVirtualMachine> vm,
-                                        std::string module_sha256) {
+                                        std::string module_sha256, std::string params_sha256) {
   vm->SetInterrupt(&interrupt_);
+  VmEntry entry{std::move(vm), std::move(module_sha256), std::move(params_sha256)};
   absl::MutexLock lock(&mu_);
-  TETHER_RETURN_IF_ERROR(CheckRoomLocked());
+  if (absl::Status room = CheckRoomLocked(); !room.ok()) {
+    ReleaseVm(entry);
+    return room;
+  }
   uint64_t id = next_id_++;
-  vms_[id] = VmEntry{std::move(vm), std::move(module_sha256)};
+  vms_[id] = std::move(entry);
   return id;
 }
 
@@ -115,8 +122,7 @@ absl::Status Session::DestroyVm(uint64_t id) {
     entry = std::move(it->second);
     vms_.erase(it);
   }
-  entry.vm.reset();
-  store_->Release(entry.module_sha256);
+  ReleaseVm(entry);
   return absl::OkStatus();
 }
 

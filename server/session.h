@@ -93,8 +93,10 @@ class Session {
 
   // VMs, tensors and objects. NOT_FOUND naming the id when unknown; adding
   // one past max_objects is RESOURCE_EXHAUSTED (the VM or value is dropped).
+  // A VM holds the store's pins of its module and of its param file (empty:
+  // none) until it is destroyed; AddVm takes them over, even when it fails.
   absl::StatusOr<uint64_t> AddVm(std::unique_ptr<vm::LocalVirtualMachine> vm,
-                                 std::string module_sha256);
+                                 std::string module_sha256, std::string params_sha256 = "");
   absl::StatusOr<vm::LocalVirtualMachine*> FindVm(uint64_t id);
   absl::Status DestroyVm(uint64_t id);
   absl::StatusOr<uint64_t> AddTensor(Tensor tensor);
@@ -113,7 +115,10 @@ class Session {
   struct VmEntry {
     std::unique_ptr<vm::LocalVirtualMachine> vm;
     std::string module_sha256;
+    std::string params_sha256;  // empty: created without params
   };
+  // Destroys the VM, then releases its pins in the store.
+  void ReleaseVm(VmEntry& entry);
 
   const std::string id_;
   const std::string client_;

@@ -79,6 +79,9 @@ struct ModelOptions {
   bool use_cache = true;
   // No progress lines on stderr.
   bool quiet = false;
+  // Weights stay parameters of main (an ONNX model's initializers; TVM's
+  // keep_params_in_input) for a param file to fill on the daemon.
+  bool separate_params = false;
 };
 
 // The bytes of the executable at `path`. A Relax text model (.rx) or an

@@ -15,6 +15,7 @@
 #include "runtime/core/error.h"
 #include "runtime/core/file.h"
 #include "runtime/module/module.h"
+#include "runtime/module/param_dict.h"
 #include "runtime/vm/executable.h"
 
 namespace tether::cli {
@@ -24,6 +25,7 @@ constexpr char kCompileUsage[] =
     "usage: tether compile MODEL.rx|MODEL.onnx [-o OUT.tx] [--target TARGET]\n"
     "                      [--emit ir|bytecode|asm] [--shape NAME=DIMS] [--pipeline default|zero]\n"
     "                      [--system-lib PREFIX] [--num-threads N]\n"
+    "                      [--params FILE] [--separate-params]\n"
     "Parses MODEL.rx (or imports MODEL.onnx), runs the pipeline, generates the kernels\n"
     "for TARGET and the bytecode, and writes the executable to OUT.tx. --emit prints\n"
     "the lowered IR, the bytecode listing or the kernels' assembly to stdout.\n"
@@ -36,12 +38,18 @@ constexpr char kCompileUsage[] =
     "  --pipeline NAME     default (fusion, constant folding, memory planning) or zero\n"
     "  --system-lib PREFIX emit the kernels as a static system library: OUT.a beside\n"
     "                      OUT.tx, to link into the daemon (no dlopen on the device)\n"
-    "  --num-threads N     threads the kernels are tuned for (0: unknown)\n";
+    "  --num-threads N     threads the kernels are tuned for (0: unknown)\n"
+    "  --params FILE       weights for main's parameters of their names (TVM's param\n"
+    "                      dict): bound into the executable as constants\n"
+    "  --separate-params   keep the weights (an ONNX model's initializers, and --params)\n"
+    "                      as parameters of main and write them to OUT.params beside\n"
+    "                      OUT.tx: `tether run OUT.tx --params OUT.params` keeps them on\n"
+    "                      the daemon, so new weights or new code upload only what changed\n";
 
 }  // namespace
 
 int RunCompile(const std::vector<std::string>& args) {
-  std::string input, output, emit;
+  std::string input, output, emit, params_file;
   compiler::BuildOptions options;
   ModelOptions model;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -85,6 +93,11 @@ int RunCompile(const std::vector<std::string>& args) {
     } else if (a == "--system-lib") {
       if (!value(&options.system_lib_prefix)) return 2;
       options.system_lib = true;
+    } else if (a == "--params") {
+      if (!value(&params_file)) return 2;
+    } else if (a == "--separate-params") {
+      options.separate_params = true;
+      model.separate_params = true;
     } else if (a == "--num-threads") {
       std::string v;
       if (!value(&v)) return 2;
@@ -106,9 +119,25 @@ int RunCompile(const std::vector<std::string>& args) {
     std::fprintf(stderr, "%s", kCompileUsage);
     return 2;
   }
+  if (options.separate_params && output.empty()) {
+    std::fprintf(stderr,
+                 "tether compile: --separate-params needs -o OUT.tx (it writes OUT.params)\n");
+    return 2;
+  }
   model.target = options.target;
-  auto module = LoadModelSource(input, model);
+  auto module = LoadModelSource(input, model, &options.params);
   if (!module.ok()) return Fail(input, module.status());
+  if (!params_file.empty()) {
+    // The file's weights win over an ONNX model's initializers of the same name.
+    absl::StatusOr<ParamList> weights = LoadParamDictFromFile(params_file);
+    if (!weights.ok()) return Fail(params_file, weights.status());
+    for (auto& [name, tensor] : *weights) options.params[name] = std::move(tensor);
+  }
+  if (options.separate_params && options.params.empty()) {
+    return Fail(input, absl::InvalidArgumentError(
+                           "--separate-params: the model has no weights to separate (an ONNX "
+                           "model's initializers, or --params FILE for a .rx model's main)"));
+  }
 
   if (emit == "ir" || emit == "asm") {
     auto text = emit == "ir" ? compiler::EmitLoweredIR(*module, options)
@@ -117,8 +146,9 @@ int RunCompile(const std::vector<std::string>& args) {
     std::printf("%s", text->c_str());
     if (output.empty()) return 0;
   }
-  auto exec = compiler::Build(std::move(*module), options);
-  if (!exec.ok()) return Fail(input, exec.status());
+  auto built = compiler::BuildModel(std::move(*module), options);
+  if (!built.ok()) return Fail(input, built.status());
+  const Ref<vm::Executable>* exec = &built->exec;
   if (emit == "bytecode") std::printf("%s", (*exec)->AsText().c_str());
   if (!output.empty()) {
     absl::Status s = (*exec)->SaveToFile(output);
@@ -141,6 +171,21 @@ int RunCompile(const std::vector<std::string>& args) {
                    "into the daemon that runs %s (tether_add_daemon in "
                    "cmake/TetherSystemLib.cmake)\n",
                    archive.c_str(), options.system_lib_prefix.c_str(), output.c_str());
+    }
+    if (options.separate_params) {
+      std::string params_out = output;
+      if (absl::EndsWith(params_out, ".tx")) params_out.resize(params_out.size() - 3);
+      params_out += ".params";
+      if (absl::Status w = SaveParamDictToFile(params_out, built->params); !w.ok()) {
+        return Fail(params_out, w);
+      }
+      int64_t bytes = 0;
+      for (const auto& [name, tensor] : built->params) bytes += tensor->NumBytes();
+      std::fprintf(stderr,
+                   "tether compile: wrote %s, %zu weights (%lld bytes of tensors) that main "
+                   "takes as its last parameters: run with --params %s\n",
+                   params_out.c_str(), built->params.size(), static_cast<long long>(bytes),
+                   params_out.c_str());
     }
   }
   return 0;

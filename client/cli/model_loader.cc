@@ -50,16 +50,21 @@ std::filesystem::path CacheDir() {
 std::string CacheKey(absl::string_view model_bytes, const ModelOptions& options) {
   std::string key = absl::StrCat(rpc::Sha256Hex(model_bytes), "\n", options.target, "\n",
                                  compiler::kCompilerVersion, "\n");
+  if (options.separate_params) key += "separate-params\n";
   for (const auto& [name, dims] : options.shapes) {
     absl::StrAppend(&key, name, "=", absl::StrJoin(dims, "x"), "\n");
   }
   return rpc::Sha256Hex(key);
 }
 
+// With options.separate_params the initializers stay parameters of main,
+// their values in *weights.
 absl::StatusOr<compiler::IRModule> ImportOnnx(const std::string& path, absl::string_view bytes,
-                                              const ModelOptions& options) {
+                                              const ModelOptions& options,
+                                              std::map<std::string, Tensor>* weights) {
   compiler::onnx_frontend::OnnxImportOptions import;
   import.input_shapes = options.shapes;
+  import.keep_params_in_input = options.separate_params;
   std::string base = std::filesystem::path(path).parent_path().string();
   absl::StatusOr<compiler::onnx_frontend::ImportedModel> model =
       compiler::onnx_frontend::ImportOnnxBytes(bytes, import, base.empty() ? "." : base);
@@ -70,14 +75,20 @@ absl::StatusOr<compiler::IRModule> ImportOnnx(const std::string& path, absl::str
         [&](absl::string_view url, const absl::Cord& payload) { named.SetPayload(url, payload); });
     return named;
   }
+  if (weights != nullptr) *weights = std::move(model->params);
   return std::move(model->module);
 }
 
+// The executable's bytes; `weights` stay parameters of main with
+// options.separate_params (an ONNX model's initializers).
 absl::StatusOr<std::string> BuildToBytes(compiler::IRModule module, const std::string& path,
-                                         const ModelOptions& options) {
+                                         const ModelOptions& options,
+                                         std::map<std::string, Tensor> weights = {}) {
   SlowWorkNotice notice(absl::StrCat("compiling ", path), options.quiet);
   compiler::BuildOptions build;
   build.target = options.target;
+  build.separate_params = options.separate_params;
+  build.params = std::move(weights);
   TETHER_ASSIGN_OR_RETURN(Ref<vm::Executable> exec, compiler::Build(std::move(module), build));
   return exec->SaveToBytes();
 }
@@ -113,8 +124,10 @@ absl::StatusOr<std::string> CompileOnnx(const std::string& path, const ModelOpti
       if (vm::Executable::LoadFromBytes(*hit).ok()) return *hit;
     }
   }
-  TETHER_ASSIGN_OR_RETURN(compiler::IRModule module, ImportOnnx(path, model, options));
-  TETHER_ASSIGN_OR_RETURN(std::string bytes, BuildToBytes(std::move(module), path, options));
+  std::map<std::string, Tensor> weights;
+  TETHER_ASSIGN_OR_RETURN(compiler::IRModule module, ImportOnnx(path, model, options, &weights));
+  TETHER_ASSIGN_OR_RETURN(std::string bytes,
+                          BuildToBytes(std::move(module), path, options, std::move(weights)));
   if (!cached.empty()) WriteCacheFile(cached, bytes);
   return bytes;
 }
@@ -132,10 +145,11 @@ absl::StatusOr<std::string> LoadOrCompileExecutable(const std::string& path,
 }
 
 absl::StatusOr<compiler::IRModule> LoadModelSource(const std::string& path,
-                                                   const ModelOptions& options) {
+                                                   const ModelOptions& options,
+                                                   std::map<std::string, Tensor>* weights) {
   if (!IsOnnx(path)) return compiler::ParseModuleFile(path);
   TETHER_ASSIGN_OR_RETURN(std::string model, ReadFileToString(path));
-  return ImportOnnx(path, model, options);
+  return ImportOnnx(path, model, options, weights);
 }
 
 absl::StatusOr<std::map<std::string, ModelInput>> ModelInputShapes(const std::string& path) {

@@ -59,6 +59,9 @@ struct Options {
   std::string target;  // for .rx/.onnx models; empty: from the device
   std::string function = "main";
   std::string memory_cfg;
+  // --params FILE: a param file the daemon binds into the VM (weights on
+  // the device; the executable keeps them as parameters of its functions).
+  std::string params;
   std::vector<std::pair<std::string, std::string>> inputs;  // name -> .npy path
   // run --stream NAME=@CHUNKS.npy (name -> path) and --carry OUT=IN.
   std::vector<std::pair<std::string, std::string>> streams;
@@ -107,6 +110,9 @@ constexpr char kCommonHelp[] =
     "                         CPU as its handshake reports it, \"cuda -arch=sm_XY\" from its GPU)\n"
     "  --function NAME        the function to run (default main)\n"
     "  --memory-cfg CFG       naive | pooled | cpu:0=naive,...\n"
+    "  --params FILE          weights (TVM's param dict, from `tether compile\n"
+    "                         --separate-params`) kept on the daemon and bound to the\n"
+    "                         parameters they name; uploaded only when the daemon lacks them\n"
     "  --input NAME=@FILE     a .npy input for parameter NAME (repeatable); an ONNX model's\n"
     "                         free dims of NAME are compiled for the file's shape\n"
     "  --random-inputs        fill inputs not given by --input with random values on the device\n"
@@ -258,6 +264,10 @@ int ParseArgs(const std::string& command, const std::vector<std::string>& args, 
       if (!int_flag(&o->threads)) return 2;
     } else if (a == "--quiet") {
       o->quiet = true;
+    } else if (a == "--params") {
+      const std::string* v = next();
+      if (!v) return 2;
+      o->params = *v;
     } else if (a == "--no-cache") {
       o->no_cache = true;
     } else if (a == "--output-dir") {
@@ -530,6 +540,30 @@ absl::StatusOr<std::string> DefaultTarget(const Options& o, const client::Remote
                                              " (its devices: ", absl::StrJoin(names, ", "), ")"));
 }
 
+// Uploads `bytes` (the file `path`, a module or a param file) unless the
+// daemon has them, and says which on stderr unless `quiet` or the daemon is
+// the `embedded` one: "tether: module 3f2a1b9c0d12 (mlp.tx, 12428 bytes):
+// uploaded" or "...: already on the daemon".
+absl::StatusOr<std::string> UploadToDaemon(client::RemoteSession& session, absl::string_view what,
+                                           const std::string& path, const std::string& bytes,
+                                           bool quiet, bool embedded) {
+  const uint64_t before = session.store_bytes_sent();
+  std::string sha;
+  {
+    SlowWorkNotice notice(absl::StrFormat("uploading %s (%.1f MB)", path, bytes.size() / 1e6),
+                          quiet);
+    TETHER_ASSIGN_OR_RETURN(
+        sha, what == "module" ? session.UploadModule(bytes) : session.UploadParams(bytes));
+  }
+  // What travels is news only for a daemon elsewhere (--remote, --farm).
+  if (!quiet && !embedded) {
+    std::fprintf(stderr, "tether: %s %s (%s, %zu bytes): %s\n", std::string(what).c_str(),
+                 sha.substr(0, 12).c_str(), path.c_str(), bytes.size(),
+                 session.store_bytes_sent() > before ? "uploaded" : "already on the daemon");
+  }
+  return sha;
+}
+
 absl::StatusOr<Prepared> Prepare(const Options& o) {
   Prepared p;
   p.provenance.timestamp = TimestampNow();
@@ -553,6 +587,8 @@ absl::StatusOr<Prepared> Prepare(const Options& o) {
   if (model.target.empty()) model.target = "llvm";
   model.quiet = o.quiet;
   model.use_cache = !o.no_cache;
+  // A model compiled here for --params keeps its weights as parameters.
+  model.separate_params = !o.params.empty();
   for (const auto& [name, spec] : o.shapes) model.shapes[name] = spec.first;
   // An ONNX model's declared inputs (shapes, dtypes), read when inputs are
   // given or made up (it parses the whole model again).
@@ -640,13 +676,17 @@ absl::StatusOr<Prepared> Prepare(const Options& o) {
   if (!p.connection.session) {
     TETHER_ASSIGN_OR_RETURN(p.connection, Connect(o));
   }
-  std::string sha;
-  {
-    SlowWorkNotice notice(absl::StrFormat("uploading %s (%.1f MB)", o.file, bytes.size() / 1e6),
-                          o.quiet);
-    TETHER_ASSIGN_OR_RETURN(sha, p.connection.session->UploadModule(bytes));
-  }
+  client::RemoteSession& session = *p.connection.session;
+  const bool embedded = p.connection.daemon != nullptr;
+  TETHER_ASSIGN_OR_RETURN(std::string sha,
+                          UploadToDaemon(session, "module", o.file, bytes, o.quiet, embedded));
   p.provenance.module_sha256 = sha;
+  std::string params_sha;
+  if (!o.params.empty()) {
+    TETHER_ASSIGN_OR_RETURN(std::string param_bytes, ReadFileToString(o.params));
+    TETHER_ASSIGN_OR_RETURN(params_sha, UploadToDaemon(session, "param file", o.params, param_bytes,
+                                                       o.quiet, embedded));
+  }
   if (const FarmClaim* farm = p.connection.farm.get()) {
     AddDaemonProvenance(*p.connection.session, farm->address(), &p.provenance);
     p.provenance.farm_key = o.farm.key;
@@ -659,8 +699,13 @@ absl::StatusOr<Prepared> Prepare(const Options& o) {
   client::RemoteVmOptions vm_options;
   vm_options.num_threads = o.threads;
   vm_options.concurrent_timing = o.concurrent_timing;
+  vm_options.params_sha256 = params_sha;
   TETHER_ASSIGN_OR_RETURN(p.vm, client::RemoteVM::Create(p.connection.session.get(), sha,
                                                          {o.device}, o.memory_cfg, vm_options));
+  if (!params_sha.empty()) {
+    // The weights fill some parameters; the caller gives the others.
+    TETHER_ASSIGN_OR_RETURN(p.params, p.vm->GetFunctionParamNames(o.function));
+  }
 
   // Inputs: .npy files by name, random ones filled on the device.
   std::map<std::string, Value> given;

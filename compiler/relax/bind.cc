@@ -2,13 +2,16 @@
 // substitutes symbolic vars, then re-normalization for the struct info.
 #include "compiler/relax/bind.h"
 
+#include <optional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "compiler/relax/block_builder.h"
 #include "compiler/relax/struct_info_util.h"
 #include "compiler/relax/visitor.h"
 #include "compiler/tir/arith.h"
+#include "runtime/core/error.h"
 
 namespace tether::compiler {
 namespace {
@@ -42,39 +45,91 @@ absl::StatusOr<Expr> Rebuild(const FunctionNode* f, Binder* binder,
 
 }  // namespace
 
+namespace {
+
+std::string DescribeParams(const FunctionNode* f) {
+  std::vector<std::string> names;
+  for (const Expr& p : f->params) names.push_back(p.as<VarNode>()->name_hint);
+  return absl::StrCat(f->params.size(), f->params.size() == 1 ? " param" : " params", " (",
+                      absl::StrJoin(names, ", "), ")");
+}
+
+// The position of the param `key` names, or why there is none.
+absl::StatusOr<size_t> Resolve(const FunctionNode* f, const ParamKey& key) {
+  if (const int64_t* position = std::get_if<int64_t>(&key)) {
+    if (*position < 0 || *position >= static_cast<int64_t>(f->params.size())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "param position ", *position, " is out of range: the function has ", DescribeParams(f)));
+    }
+    return static_cast<size_t>(*position);
+  }
+  const std::string& name = std::get<std::string>(key);
+  std::optional<size_t> found;
+  for (size_t i = 0; i < f->params.size(); ++i) {
+    if (f->params[i].as<VarNode>()->name_hint != name) continue;
+    if (found) {
+      return absl::InvalidArgumentError(absl::StrCat("the function has two params named ", name,
+                                                     " (positions ", *found, " and ", i,
+                                                     "); bind them by position"));
+    }
+    found = i;
+  }
+  if (!found) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("function has no param named ", name, "; it has ", DescribeParams(f)));
+  }
+  return *found;
+}
+
+std::string KeyText(const ParamKey& key) {
+  if (const int64_t* position = std::get_if<int64_t>(&key))
+    return absl::StrCat("position ", *position);
+  return absl::StrCat("name ", std::get<std::string>(key));
+}
+
+}  // namespace
+
 absl::StatusOr<Expr> BindParams(const Expr& function, const std::map<std::string, Tensor>& params) {
+  std::vector<std::pair<ParamKey, Tensor>> keyed;
+  for (const auto& [name, tensor] : params) keyed.emplace_back(name, tensor);
+  return BindParamsByKey(function, keyed);
+}
+
+absl::StatusOr<Expr> BindParamsByKey(const Expr& function,
+                                     const std::vector<std::pair<ParamKey, Tensor>>& params) {
   const auto* f = function.defined() ? function.as<FunctionNode>() : nullptr;
   if (f == nullptr) return absl::InvalidArgumentError("bind_params expects a function");
+  std::vector<const std::pair<ParamKey, Tensor>*> by_position(f->params.size(), nullptr);
+  for (const auto& entry : params) {
+    TETHER_ASSIGN_OR_RETURN(size_t i, Resolve(f, entry.first));
+    const std::string& name = f->params[i].as<VarNode>()->name_hint;
+    if (by_position[i] != nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("param ", name, " (position ", i, ") is bound twice: by ",
+                       KeyText(by_position[i]->first), " and by ", KeyText(entry.first)));
+    }
+    if (!entry.second)
+      return absl::InvalidArgumentError(absl::StrCat("tensor for param ", name, " is null"));
+    by_position[i] = &entry;
+  }
   VarMap sym;
   std::vector<Expr> kept;
   std::vector<std::pair<Expr, Expr>> bound;
-  size_t found = 0;
-  for (const Expr& p : f->params) {
-    const std::string& name = p.as<VarNode>()->name_hint;
-    auto it = params.find(name);
-    if (it == params.end()) {
+  for (size_t i = 0; i < f->params.size(); ++i) {
+    const Expr& p = f->params[i];
+    if (by_position[i] == nullptr) {
       kept.push_back(p);
       continue;
     }
-    ++found;
-    if (!it->second)
-      return absl::InvalidArgumentError(absl::StrCat("tensor for param ", name, " is null"));
-    Expr c = MakeConstant(it->second);
+    const Tensor& t = by_position[i]->second;
+    Expr c = MakeConstant(t);
     if (!MatchStructInfo(p.struct_info(), c.struct_info(), &sym) ||
         !IsBaseOf(EraseToRank(p.struct_info()), EraseToRank(c.struct_info()))) {
-      return absl::InvalidArgumentError(absl::StrCat("param ", name, " of ",
+      return absl::InvalidArgumentError(absl::StrCat("param ", p.as<VarNode>()->name_hint, " of ",
                                                      ToString(p.struct_info()), " cannot bind a ",
-                                                     it->second.ToString(), " tensor"));
+                                                     t.ToString(), " tensor"));
     }
     bound.emplace_back(p, c);
-  }
-  if (found != params.size()) {
-    for (const auto& [name, t] : params) {
-      bool any = false;
-      for (const Expr& p : f->params) any |= p.as<VarNode>()->name_hint == name;
-      if (!any)
-        return absl::InvalidArgumentError(absl::StrCat("function has no param named ", name));
-    }
   }
   Binder binder(std::move(sym));
   for (auto& [p, c] : bound) binder.BindVar(p, c);

@@ -153,7 +153,49 @@ absl::StatusOr<Value> LocalVirtualMachine::Invoke(absl::string_view func_name, A
     return PreconditionError("function ", func_name,
                              " has inputs set by set_input; call it with invoke_stateful");
   }
-  return RunFunction(index, args);
+  if (binding_.Find(index) == nullptr) return RunFunction(index, args);
+  TETHER_ASSIGN_OR_RETURN(std::vector<Value> all, WithBoundParams(index, args));
+  return RunFunction(index, all);
+}
+
+absl::Status LocalVirtualMachine::BindParams(const ParamList& params, absl::string_view params_name,
+                                             absl::string_view module_name) {
+  if (params_bound_) return PreconditionError("this VM has params bound already");
+  TETHER_ASSIGN_OR_RETURN(ParamBinding binding,
+                          ParamBinding::Create(*exec_, params, params_name, module_name));
+  // Each weight moves to the device once, however many functions take it.
+  absl::flat_hash_map<const TensorObj*, Value> on_device;
+  for (auto& [index, f] : binding.functions()) {
+    for (Value& v : f.values) {
+      if (v.is_none()) continue;
+      const TensorObj* key = v.AsRef<TensorObj>().get();
+      auto it = on_device.find(key);
+      if (it == on_device.end()) {
+        TETHER_ASSIGN_OR_RETURN(Value moved, ConvertArgToDevice(v));
+        it = on_device.emplace(key, std::move(moved)).first;
+      }
+      v = it->second;
+    }
+  }
+  binding_ = std::move(binding);
+  params_bound_ = true;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<Value>> LocalVirtualMachine::WithBoundParams(Index func_index,
+                                                                        ArgSpan args) const {
+  const ParamBinding::Function* f = binding_.Find(func_index);
+  if (f == nullptr) return std::vector<Value>(args.begin(), args.end());
+  if (args.size() != f->open.size()) {
+    const FunctionInfo& info = exec_->functions[func_index];
+    return ValueError("function ", info.name, " expects ", f->open.size(), " argument",
+                      f->open.size() == 1 ? "" : "s", " (", absl::StrJoin(f->open_names, ", "),
+                      "), got ", args.size(), "; ", absl::StrJoin(f->bound_names, ", "),
+                      f->bound_names.size() == 1 ? " is" : " are", " bound from the VM's params");
+  }
+  std::vector<Value> all = f->values;
+  for (size_t i = 0; i < args.size(); ++i) all[f->open[i]] = args[i];
+  return all;
 }
 
 absl::StatusOr<Value> LocalVirtualMachine::InvokeClosure(const Value& closure, ArgSpan args) {
@@ -189,11 +231,14 @@ absl::Status LocalVirtualMachine::SaveFunction(absl::string_view func_name,
   }
   Value target;
   Index index = -1;
+  std::vector<Value> all_args;  // with the bound weights
   if (auto saved = saved_functions_.find(func_name); saved != saved_functions_.end()) {
     target = saved->second;
   } else {
     TETHER_ASSIGN_OR_RETURN(index, FindBytecodeFunction(func_name));
-    TETHER_RETURN_IF_ERROR(CheckArity(index, args.size()));
+    TETHER_ASSIGN_OR_RETURN(all_args, WithBoundParams(index, args));
+    TETHER_RETURN_IF_ERROR(CheckArity(index, all_args.size()));
+    args = all_args;
     target = func_pool_[static_cast<size_t>(index)];
   }
   std::vector<Value> bound;
@@ -230,16 +275,37 @@ absl::Status LocalVirtualMachine::SetInputNamed(absl::string_view func_name, Arg
                                                 const NamedArgs& named) {
   TETHER_ASSIGN_OR_RETURN(Index index, FindBytecodeFunction(func_name));
   const FunctionInfo& info = exec_->functions[index];
+  const ParamBinding::Function* bound = binding_.Find(index);
   size_t n = static_cast<size_t>(info.num_args);
-  if (positional.size() > n) return CheckArity(index, positional.size() + named.size());
+  // The caller's parameters: all of them, or those no bound weight fills.
+  std::vector<size_t> open;
+  for (size_t i = 0; i < n; ++i) {
+    if (bound == nullptr || bound->values[i].is_none()) open.push_back(i);
+  }
+  if (positional.size() > open.size()) {
+    if (bound != nullptr) return WithBoundParams(index, positional).status();
+    return CheckArity(index, positional.size() + named.size());
+  }
   std::vector<Value> args(n);
   std::vector<bool> set(n, false);
+  if (bound != nullptr) {
+    for (size_t i = 0; i < n; ++i) {
+      if (bound->values[i].is_none()) continue;
+      args[i] = bound->values[i];
+      set[i] = true;
+    }
+  }
   for (size_t i = 0; i < positional.size(); ++i) {
-    TETHER_ASSIGN_OR_RETURN(args[i], ConvertArgToDevice(positional[i]));
-    set[i] = true;
+    TETHER_ASSIGN_OR_RETURN(args[open[i]], ConvertArgToDevice(positional[i]));
+    set[open[i]] = true;
   }
   for (const auto& [name, value] : named) {
     auto it = std::find(info.param_names.begin(), info.param_names.end(), name);
+    if (it != info.param_names.end() && bound != nullptr &&
+        !bound->values[it - info.param_names.begin()].is_none()) {
+      return ValueError("parameter ", name, " of ", info.name,
+                        " is bound from the VM's params; it cannot be set");
+    }
     if (it == info.param_names.end()) {
       return ValueError(
           "function ", info.name, " has no parameter named ", name,
@@ -256,7 +322,7 @@ absl::Status LocalVirtualMachine::SetInputNamed(absl::string_view func_name, Arg
     if (!set[i]) {
       return ValueError("missing argument ",
                         info.param_names.empty() ? absl::StrCat(i) : info.param_names[i], " of ",
-                        info.name, ": ", n, " expected");
+                        info.name, ": ", open.size(), " expected");
     }
   }
   inputs_[std::string(func_name)] = std::move(args);
@@ -289,13 +355,24 @@ absl::StatusOr<Value> LocalVirtualMachine::GetOutputs(absl::string_view func_nam
 
 absl::StatusOr<int64_t> LocalVirtualMachine::GetFunctionArity(absl::string_view func_name) {
   TETHER_ASSIGN_OR_RETURN(Index index, FindBytecodeFunction(func_name));
+  if (const ParamBinding::Function* f = binding_.Find(index)) {
+    return static_cast<int64_t>(f->open.size());
+  }
   return exec_->functions[index].num_args;
 }
 
 absl::StatusOr<std::vector<std::string>> LocalVirtualMachine::GetFunctionParamNames(
     absl::string_view func_name) {
   TETHER_ASSIGN_OR_RETURN(Index index, FindBytecodeFunction(func_name));
+  if (const ParamBinding::Function* f = binding_.Find(index)) return f->open_names;
   return exec_->functions[index].param_names;
+}
+
+absl::StatusOr<std::vector<std::string>> LocalVirtualMachine::GetFunctionBoundParamNames(
+    absl::string_view func_name) {
+  TETHER_ASSIGN_OR_RETURN(Index index, FindBytecodeFunction(func_name));
+  if (const ParamBinding::Function* f = binding_.Find(index)) return f->bound_names;
+  return std::vector<std::string>();
 }
 
 absl::Status LocalVirtualMachine::SetInstrumentByName(absl::string_view factory_name,
@@ -391,6 +468,13 @@ absl::StatusOr<Function> LocalVirtualMachine::TimedFunction(absl::string_view fu
         "function ", func_name,
         " has inputs set by set_input; time \"invoke_stateful\" with its name instead");
   }
+  if (binding_.Find(index) != nullptr) {
+    return Function::FromPacked(
+        std::string(func_name), [this, index](ArgSpan args) -> absl::StatusOr<Value> {
+          TETHER_ASSIGN_OR_RETURN(std::vector<Value> all, WithBoundParams(index, args));
+          return RunFunction(index, all);
+        });
+  }
   return Function::FromPacked(std::string(func_name),
                               [this, index](ArgSpan args) { return RunFunction(index, args); });
 }
@@ -414,6 +498,8 @@ absl::StatusOr<profiling::Report> LocalVirtualMachine::Profile(absl::string_view
                         " are already set by set_input; profile it with no arguments");
     }
     call_args = it->second;
+  } else {
+    TETHER_ASSIGN_OR_RETURN(call_args, WithBoundParams(index, args));
   }
   // Warm-up: lazy initialization and allocator pools settle before measuring.
   TETHER_RETURN_IF_ERROR(RunFunction(index, call_args).status());

@@ -13,7 +13,9 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "runtime/memory/allocator.h"
+#include "runtime/module/param_dict.h"
 #include "runtime/vm/executable.h"
+#include "runtime/vm/param_binding.h"
 #include "runtime/vm/trace.h"
 #include "runtime/vm/virtual_machine.h"
 
@@ -50,12 +52,26 @@ class LocalVirtualMachine final : public VirtualMachine {
   absl::StatusOr<int64_t> GetFunctionArity(absl::string_view func_name) override;
   absl::StatusOr<std::vector<std::string>> GetFunctionParamNames(
       absl::string_view func_name) override;
+  absl::StatusOr<std::vector<std::string>> GetFunctionBoundParamNames(
+      absl::string_view func_name) override;
   absl::Status SetInstrumentByName(absl::string_view factory_name, ArgSpan args) override;
   absl::StatusOr<profiling::BenchmarkResult> TimeEvaluator(
       absl::string_view func_name, Device device, const profiling::TimeEvaluatorOptions& options,
       ArgSpan args) override;
   absl::StatusOr<profiling::Report> Profile(absl::string_view func_name, ArgSpan args) override;
   absl::StatusOr<profiling::Report> GetTrace(bool clear) override;
+
+  // Binds weights (TVM's keep_params_in_input flow, on the device): every
+  // parameter of a bytecode function that `params` names takes that tensor,
+  // copied to the VM's first device once, now (runtime/vm/param_binding.h).
+  // From then on Invoke, SetInput, SaveFunction, TimeEvaluator and Profile
+  // take the other parameters only, in their order; GetFunctionArity and
+  // GetFunctionParamNames describe those, GetFunctionBoundParamNames the
+  // bound ones. `params_name` and `module_name` name the two in messages.
+  // INVALID_ARGUMENT (kind value) as ParamBinding::Create;
+  // FAILED_PRECONDITION when the VM has params bound already.
+  absl::Status BindParams(const ParamList& params, absl::string_view params_name = "param dict",
+                          absl::string_view module_name = "the executable");
 
   // Installs `instrument` (null removes it). It is called before each Call
   // instruction as instrument(func, func_symbol, true, None, args...) and, unless
@@ -142,6 +158,10 @@ class LocalVirtualMachine final : public VirtualMachine {
   // Builds program_ from the executable's bytecode (after the pools exist).
   absl::Status Decode();
   absl::Status CheckArity(Index func_index, size_t num_args) const;
+  // The arguments of every parameter of `func_index` from the caller's
+  // `args`: the bound weights filled in. A wrong count is INVALID_ARGUMENT
+  // naming the caller's parameters and the bound ones.
+  absl::StatusOr<std::vector<Value>> WithBoundParams(Index func_index, ArgSpan args) const;
 
   // Name lookups.
   absl::StatusOr<Index> FindBytecodeFunction(absl::string_view name) const;
@@ -181,6 +201,8 @@ class LocalVirtualMachine final : public VirtualMachine {
   std::vector<std::unique_ptr<Frame>> free_frames_;
   size_t nesting_ = 0;  // RunLoop activations on the C++ stack
 
+  ParamBinding binding_;  // weights bound by BindParams, on devices_[0]
+  bool params_bound_ = false;
   absl::flat_hash_map<std::string, std::vector<Value>> inputs_;
   absl::flat_hash_map<std::string, Value> outputs_;
   absl::flat_hash_map<std::string, Value> saved_functions_;  // closures

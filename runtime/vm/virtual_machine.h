@@ -63,6 +63,11 @@ class VirtualMachine {
   virtual absl::StatusOr<int64_t> GetFunctionArity(absl::string_view func_name) = 0;
   virtual absl::StatusOr<std::vector<std::string>> GetFunctionParamNames(
       absl::string_view func_name) = 0;
+  // The parameters of `func_name` that weights bound to the VM fill (a VM
+  // created with a param dict), which callers do not pass; Arity and
+  // ParamNames above count only the others. Empty without bound weights.
+  virtual absl::StatusOr<std::vector<std::string>> GetFunctionBoundParamNames(
+      absl::string_view func_name) = 0;
 
   // Installs the instrument made by the global factory `factory_name` called
   // with `args` (the RPC-usable form); an empty name removes it.
