@@ -25,7 +25,7 @@ namespace tether::rpc {
 
 // The protocol version this build speaks. Peers must share the major.
 inline constexpr uint32_t kProtocolMajor = 1;
-inline constexpr uint32_t kProtocolMinor = 5;
+inline constexpr uint32_t kProtocolMinor = 6;
 
 // Tuples nested deeper than this are refused (a hostile message must not
 // exhaust the stack).

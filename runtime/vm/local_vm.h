@@ -56,6 +56,8 @@ class LocalVirtualMachine final : public VirtualMachine {
       ArgSpan args) override;
   absl::StatusOr<profiling::Report> Profile(absl::string_view func_name, ArgSpan args) override;
   absl::StatusOr<profiling::Report> GetTrace(bool clear) override;
+  absl::StatusOr<std::vector<ModuleFunction>> ListFunctions() override;
+  absl::StatusOr<Value> CallKernel(absl::string_view kernel_name, ArgSpan args) override;
 
   // Installs `instrument` (null removes it). It is called before each Call
   // instruction as instrument(func, func_symbol, true, None, args...) and, unless
@@ -148,6 +150,8 @@ class LocalVirtualMachine final : public VirtualMachine {
   absl::StatusOr<Value> ConvertArgToDevice(const Value& arg);
   // The callable TimeEvaluator and Profile run for `func_name`.
   absl::StatusOr<Function> TimedFunction(absl::string_view func_name);
+  // Kernel `name` of the kernel libraries, refused when it cannot be checked.
+  absl::StatusOr<Function> CheckedKernel(absl::string_view name);
 
   Ref<Executable> exec_;
   std::vector<Device> devices_;

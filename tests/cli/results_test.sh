@@ -41,7 +41,7 @@ assert x == {'name': 'x', 'dtype': 'float32', 'shape': [8, 784], 'source': 'rand
 assert p['compiler']['version'].startswith('tether-compiler '), p['compiler']
 assert p['compiler']['target'], p['compiler']
 assert p['daemon']['address'] == 'embedded' and p['daemon']['version'], p['daemon']
-assert p['daemon']['protocol'] == '1.5', p['daemon']
+assert p['daemon']['protocol'] == '1.6', p['daemon']
 assert p['daemon']['target']['triple'], p['daemon']
 s = p['device_state']
 assert s['online_cpus'] >= 1 and s['hostname'] and s['kernel'] and s['cpu_model'], s

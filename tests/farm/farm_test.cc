@@ -101,7 +101,7 @@ TEST_F(FarmTest, DaemonRegistersAndItsRecordExpiresWhenKilled) {
   const v1::DeviceRecord& a = *farm.devices.at("board-a").record;
   EXPECT_EQ(a.labels().at("board"), "rpi4");
   EXPECT_EQ(a.labels().at("rack"), "2");
-  EXPECT_EQ(a.protocol(), "1.5");
+  EXPECT_EQ(a.protocol(), "1.6");
   EXPECT_FALSE(a.target().triple().empty());
   ASSERT_GE(a.devices_size(), 1);
   EXPECT_EQ(a.devices(0).name(), "cpu:0");
