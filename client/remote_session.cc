@@ -450,4 +450,12 @@ absl::Status RemoteSession::FreeObjects(std::vector<uint64_t> ids) {
   return Call(std::move(request)).status();
 }
 
+absl::Status RemoteSession::RequireProtocol(uint32_t minor, absl::string_view what) const {
+  const v1::ProtocolVersion& daemon = handshake_.protocol();
+  if (daemon.major() != 1 || daemon.minor() >= minor) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat("the daemon speaks protocol ", daemon.major(),
+                                                    ".", daemon.minor(), ", and ", what,
+                                                    " needs 1.", minor, ": upgrade tetherd"));
+}
+
 }  // namespace tether::client

@@ -130,6 +130,9 @@ class RemoteSession {
 
   const v1::HandshakeResponse& handshake() const { return handshake_; }
   const v1::Limits& limits() const { return handshake_.limits(); }
+  // FAILED_PRECONDITION "the daemon speaks protocol 1.4, and WHAT needs
+  // 1.MINOR: upgrade tetherd" when the daemon's minor is older.
+  absl::Status RequireProtocol(uint32_t minor, absl::string_view what) const;
   // What a model for the daemon's CPU is compiled for: "llvm" (this machine,
   // with LLVM's own tuning for it) when the daemon's CPU is of this
   // machine's kind (the same triple and features) or the daemon is older

@@ -5,13 +5,16 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "proto/codec/function_codec.h"
 #include "proto/codec/value_codec.h"
 #include "runtime/core/error.h"
 
 namespace tether::client {
 
 RemoteVM::RemoteVM(RemoteSession* session, RemoteVmOptions options)
-    : session_(session), options_(options) {}
+    : session_(session),
+      options_(options),
+      values_(session, options.fetch_outputs, options.transport) {}
 
 absl::StatusOr<std::unique_ptr<RemoteVM>> RemoteVM::Create(RemoteSession* session,
                                                            absl::string_view module_sha256,
@@ -56,49 +59,7 @@ absl::StatusOr<v1::CallResponse> RemoteVM::Exec(v1::CallRequest& request) {
   return session_->Call(request, options_.transport);
 }
 
-v1::ReturnMode RemoteVM::return_mode() const {
-  return options_.fetch_outputs ? v1::RETURN_MODE_UNSPECIFIED : v1::RETURN_MODE_HANDLE;
-}
-
-absl::Status RemoteVM::EncodeArg(const Value& value, int depth, v1::Value* out) {
-  if (depth > rpc::kMaxValueDepth) {
-    return ValueError("argument nests deeper than ", rpc::kMaxValueDepth, " levels");
-  }
-  if (RemoteHandleObj* handle = AsRemoteHandle(value)) {
-    if (handle->kind() == RemoteHandleObj::Kind::kTensor) {
-      out->mutable_tensor_handle()->set_id(handle->id());
-    } else {
-      out->mutable_object()->set_id(handle->id());
-      out->mutable_object()->set_type_key(handle->remote_type_key());
-    }
-    return absl::OkStatus();
-  }
-  if (value.is_tuple()) {
-    v1::Tuple* tuple = out->mutable_tuple();
-    for (const Value& field : value.AsRef<TupleObj>()->fields) {
-      TETHER_RETURN_IF_ERROR(EncodeArg(field, depth + 1, tuple->add_fields()));
-    }
-    return absl::OkStatus();
-  }
-  if (value.is_tensor()) {
-    Tensor t(value.AsRef<TensorObj>());
-    if (static_cast<uint64_t>(t->NumBytes()) > session_->limits().max_inline_tensor_bytes()) {
-      TETHER_ASSIGN_OR_RETURN(Value remote, session_->UploadTensor(t, Device::Cpu()));
-      temps_.push_back(AsRemoteHandle(remote)->id());
-      out->mutable_tensor_handle()->set_id(AsRemoteHandle(remote)->id());
-      return absl::OkStatus();
-    }
-  }
-  rpc::EncodeOptions options;
-  options.max_inline_bytes = UINT64_MAX;
-  return rpc::EncodeValue(value, options, out);
-}
-
-absl::Status RemoteVM::EncodeArgs(ArgSpan args,
-                                  google::protobuf::RepeatedPtrField<v1::Value>* out) {
-  for (const Value& arg : args) TETHER_RETURN_IF_ERROR(EncodeArg(arg, 0, out->Add()));
-  return absl::OkStatus();
-}
+v1::ReturnMode RemoteVM::return_mode() const { return values_.return_mode(); }
 
 absl::StatusOr<v1::CallResponse> RemoteVM::ExecWithArgs(
     v1::CallRequest& request, ArgSpan args, google::protobuf::RepeatedPtrField<v1::Value>* out) {
@@ -107,50 +68,6 @@ absl::StatusOr<v1::CallResponse> RemoteVM::ExecWithArgs(
       encoded.ok() ? Exec(request) : absl::StatusOr<v1::CallResponse>(encoded);
   FreeTemps();
   return response;
-}
-
-void RemoteVM::FreeTemps() {
-  std::vector<uint64_t> ids = std::move(temps_);
-  ids.insert(ids.end(), fetched_.begin(), fetched_.end());
-  temps_.clear();
-  fetched_.clear();
-  if (ids.empty()) return;
-  v1::CallRequest request;
-  request.mutable_free_objects()->mutable_ids()->Assign(ids.begin(), ids.end());
-  (void)Exec(request);
-}
-
-absl::StatusOr<Value> RemoteVM::DecodeResult(const v1::Value& value, int depth, bool keep) {
-  if (depth > rpc::kMaxValueDepth) {
-    return ValueError("result nests deeper than ", rpc::kMaxValueDepth, " levels");
-  }
-  switch (value.kind_case()) {
-    case v1::Value::kTuple: {
-      std::vector<Value> fields;
-      fields.reserve(static_cast<size_t>(value.tuple().fields_size()));
-      for (const v1::Value& field : value.tuple().fields()) {
-        TETHER_ASSIGN_OR_RETURN(Value v, DecodeResult(field, depth + 1, keep));
-        fields.push_back(std::move(v));
-      }
-      return MakeTuple(std::move(fields));
-    }
-    case v1::Value::kTensorHandle: {
-      const uint64_t id = value.tensor_handle().id();
-      if (options_.fetch_outputs && !keep) {
-        fetched_.push_back(id);
-        TETHER_ASSIGN_OR_RETURN(Tensor t, session_->DownloadTensor(id));
-        return Value(t);
-      }
-      TETHER_ASSIGN_OR_RETURN(rpc::TensorSpec spec,
-                              rpc::DecodeTensorHeader(value.tensor_handle().header()));
-      return MakeRemoteTensorValue(id, std::move(spec));
-    }
-    case v1::Value::kObject:
-      return Value(Ref<RemoteHandleObj>(new RemoteHandleObj(
-          RemoteHandleObj::Kind::kObject, value.object().id(), value.object().type_key(), {})));
-    default:
-      return rpc::DecodeValue(value, {});
-  }
 }
 
 absl::StatusOr<Value> RemoteVM::FinishValueCall(v1::CallRequest& request) {
@@ -192,12 +109,8 @@ absl::StatusOr<Value> RemoteVM::Invoke(absl::string_view func_name, ArgSpan args
 absl::StatusOr<Value> RemoteVM::InvokeKeeping(absl::string_view func_name, ArgSpan args,
                                               std::span<const uint32_t> handle_outputs,
                                               std::span<const uint64_t> free_on_success) {
-  const v1::ProtocolVersion& daemon = session_->handshake().protocol();
-  if (daemon.major() == 1 && daemon.minor() < 5) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the daemon speaks protocol ", daemon.major(), ".", daemon.minor(),
-        ", and keeping a call's outputs on it (streaming) needs 1.5: upgrade tetherd"));
-  }
+  TETHER_RETURN_IF_ERROR(
+      session_->RequireProtocol(5, "keeping a call's outputs on it (streaming)"));
   v1::CallRequest request;
   v1::Invoke* op = request.mutable_invoke();
   op->set_vm_id(vm_id_);
@@ -350,6 +263,34 @@ absl::StatusOr<profiling::Report> RemoteVM::GetTrace(bool clear) {
   op->set_clear(clear);
   TETHER_ASSIGN_OR_RETURN(v1::CallResponse response, Exec(request));
   return rpc::DecodeReport(response.report());
+}
+
+absl::StatusOr<std::vector<vm::ModuleFunction>> RemoteVM::ListFunctions() {
+  TETHER_RETURN_IF_ERROR(session_->RequireProtocol(6, "listing a module's functions"));
+  v1::CallRequest request;
+  request.mutable_list_functions()->set_vm_id(vm_id_);
+  TETHER_ASSIGN_OR_RETURN(v1::CallResponse response, Exec(request));
+  std::vector<vm::ModuleFunction> out;
+  for (const v1::ModuleFunction& f : response.functions().functions()) {
+    TETHER_ASSIGN_OR_RETURN(vm::ModuleFunction function, rpc::DecodeModuleFunction(f));
+    out.push_back(std::move(function));
+  }
+  return out;
+}
+
+absl::StatusOr<Value> RemoteVM::CallKernel(absl::string_view kernel_name, ArgSpan args) {
+  TETHER_RETURN_IF_ERROR(session_->RequireProtocol(6, "calling one kernel"));
+  v1::CallRequest request;
+  v1::CallKernel* op = request.mutable_call_kernel();
+  op->set_vm_id(vm_id_);
+  op->set_kernel(std::string(kernel_name));
+  op->set_return_mode(return_mode());
+  absl::Status encoded = EncodeArgs(args, op->mutable_args());
+  if (!encoded.ok()) {
+    FreeTemps();
+    return encoded;
+  }
+  return FinishValueCall(request);
 }
 
 }  // namespace tether::client

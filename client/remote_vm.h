@@ -27,6 +27,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "client/call_values.h"
 #include "client/remote_session.h"
 #include "runtime/vm/virtual_machine.h"
 
@@ -112,6 +113,12 @@ class RemoteVM final : public vm::VirtualMachine {
       ArgSpan args) override;
   absl::StatusOr<profiling::Report> Profile(absl::string_view func_name, ArgSpan args) override;
   absl::StatusOr<profiling::Report> GetTrace(bool clear) override;
+  // The module's functions and one kernel's call (protocol 1.6; a daemon
+  // older than 1.6 is FAILED_PRECONDITION). CallKernel's tensor arguments
+  // that should see the kernel's outputs must be remote (RemoteHandle
+  // values): an inline tensor is a copy on the daemon.
+  absl::StatusOr<std::vector<vm::ModuleFunction>> ListFunctions() override;
+  absl::StatusOr<Value> CallKernel(absl::string_view kernel_name, ArgSpan args) override;
 
   // The daemon machine's state right after the last successful
   // TimeEvaluator or Profile (clocks, governor, temperatures, GPUs; read by
@@ -125,18 +132,21 @@ class RemoteVM final : public vm::VirtualMachine {
   // Sends one operation on the session; returns the reply or its decoded
   // error.
   absl::StatusOr<v1::CallResponse> Exec(v1::CallRequest& request);
-  // Encodes an argument; large tensors are uploaded, their ids added to
-  // temps_ (freed by FreeTemps after the call).
-  absl::Status EncodeArg(const Value& value, int depth, v1::Value* out);
-  absl::Status EncodeArgs(ArgSpan args, google::protobuf::RepeatedPtrField<v1::Value>* out);
-  void FreeTemps();
+  // Argument encoding and result decoding (values_).
+  absl::Status EncodeArg(const Value& value, int depth, v1::Value* out) {
+    return values_.EncodeArg(value, depth, out);
+  }
+  absl::Status EncodeArgs(ArgSpan args, google::protobuf::RepeatedPtrField<v1::Value>* out) {
+    return values_.EncodeArgs(args, out);
+  }
+  void FreeTemps() { values_.FreeTemps(); }
   // Encodes `args` into `out` (a field of `request`), sends the request when
   // that worked, and frees the temporaries either way.
   absl::StatusOr<v1::CallResponse> ExecWithArgs(v1::CallRequest& request, ArgSpan args,
                                                 google::protobuf::RepeatedPtrField<v1::Value>* out);
-  // Decodes a result; fetched handles are freed. `keep`: tensor handles stay
-  // remote whatever fetch_outputs says.
-  absl::StatusOr<Value> DecodeResult(const v1::Value& value, int depth, bool keep = false);
+  absl::StatusOr<Value> DecodeResult(const v1::Value& value, int depth, bool keep = false) {
+    return values_.DecodeResult(value, depth, keep);
+  }
   // Decodes an InvokeKeeping result: the top-level outputs `kept` stay remote.
   absl::StatusOr<Value> DecodeKeeping(const v1::Value& value, std::span<const uint32_t> kept);
   absl::StatusOr<Value> FinishValueCall(v1::CallRequest& request);
@@ -146,8 +156,7 @@ class RemoteVM final : public vm::VirtualMachine {
   RemoteSession* session_;
   RemoteVmOptions options_;
   uint64_t vm_id_ = 0;
-  std::vector<uint64_t> temps_;
-  std::vector<uint64_t> fetched_;
+  CallValues values_;
   v1::DeviceState last_device_state_;
 };
 

@@ -11,8 +11,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "proto/codec/function_codec.h"
 #include "proto/codec/value_codec.h"
 #include "runtime/core/error.h"
+#include "runtime/core/registry.h"
+#include "runtime/device/stream.h"
 #include "runtime/memory/allocator.h"
 #include "runtime/vm/local_vm.h"
 
@@ -78,6 +81,33 @@ class Ops {
   }
 
   absl::StatusOr<vm::LocalVirtualMachine*> Vm(uint64_t id) { return session_.FindVm(id); }
+
+  // The device an op names; it must be given.
+  template <typename Op>
+  static absl::StatusOr<Device> DecodeDeviceOf(const Op& op) {
+    if (!op.has_device()) return ValueError(Op::descriptor()->name(), " names no device");
+    return rpc::DecodeDevice(op.device());
+  }
+
+  absl::Status SetStream(const v1::SetStream& op) {
+    TETHER_ASSIGN_OR_RETURN(Device device, DecodeDeviceOf(op));
+    if (op.stream_id() == 0) {
+      session_.streams().erase(device);
+      return absl::OkStatus();
+    }
+    TETHER_ASSIGN_OR_RETURN(Value object, session_.FindObject(op.stream_id()));
+    auto* stream = dynamic_cast<StreamObj*>(object.object());
+    if (stream == nullptr) {
+      return TypeError("set_stream: handle ", op.stream_id(), " is a ", object.TypeName(),
+                       ", not a stream of create_stream");
+    }
+    if (stream->device() != device) {
+      return ValueError("set_stream: stream ", op.stream_id(), " belongs to ",
+                        stream->device().ToString(), ", not ", device.ToString());
+    }
+    session_.streams()[device] = Ref<StreamObj>(stream);
+    return absl::OkStatus();
+  }
 
   absl::Status CreateVm(const v1::CreateVm& op, v1::CreateVmResult* out) {
     if (op.num_threads() < 0) {
@@ -293,6 +323,50 @@ class Ops {
         for (uint64_t id : request.free_objects().ids()) first.Update(session_.Free(id));
         return first;
       }
+      case v1::CallRequest::kListFunctions: {
+        TETHER_ASSIGN_OR_RETURN(vm::LocalVirtualMachine * vm, Vm(request.list_functions().vm_id()));
+        TETHER_ASSIGN_OR_RETURN(std::vector<vm::ModuleFunction> functions, vm->ListFunctions());
+        v1::FunctionList* out = response->mutable_functions();
+        for (const vm::ModuleFunction& f : functions) {
+          rpc::EncodeModuleFunction(f, out->add_functions());
+        }
+        return absl::OkStatus();
+      }
+      case v1::CallRequest::kCallKernel: {
+        const v1::CallKernel& op = request.call_kernel();
+        TETHER_ASSIGN_OR_RETURN(vm::LocalVirtualMachine * vm, Vm(op.vm_id()));
+        TETHER_ASSIGN_OR_RETURN(std::vector<Value> args, DecodeArgs(op.args()));
+        TETHER_ASSIGN_OR_RETURN(Value out, vm->CallKernel(op.kernel(), args));
+        return EncodeResult(out, op.return_mode(), response->mutable_value());
+      }
+      case v1::CallRequest::kListGlobalFunctions: {
+        v1::FunctionList* out = response->mutable_functions();
+        for (const std::string& name : Registry::ListRemoteCallable()) {
+          v1::ModuleFunction* f = out->add_functions();
+          f->set_name(name);
+          f->set_kind(v1::ModuleFunction::KIND_GLOBAL);
+          f->set_num_args(-1);
+        }
+        return absl::OkStatus();
+      }
+      case v1::CallRequest::kCallGlobal: {
+        const v1::CallGlobal& op = request.call_global();
+        TETHER_ASSIGN_OR_RETURN(Function f, Registry::GetRemoteCallable(op.name()));
+        TETHER_ASSIGN_OR_RETURN(std::vector<Value> args, DecodeArgs(op.args()));
+        TETHER_ASSIGN_OR_RETURN(Value out, f(args));
+        return EncodeResult(out, op.return_mode(), response->mutable_value());
+      }
+      case v1::CallRequest::kSyncDevice: {
+        TETHER_ASSIGN_OR_RETURN(Device device, DecodeDeviceOf(request.sync_device()));
+        return SyncDevice(device);
+      }
+      case v1::CallRequest::kCreateStream: {
+        TETHER_ASSIGN_OR_RETURN(Device device, DecodeDeviceOf(request.create_stream()));
+        TETHER_ASSIGN_OR_RETURN(Ref<StreamObj> stream, StreamObj::Create(device));
+        return EncodeResult(Value(stream), v1::RETURN_MODE_HANDLE, response->mutable_value());
+      }
+      case v1::CallRequest::kSetStream:
+        return SetStream(request.set_stream());
       case v1::CallRequest::kPutTensor:
       case v1::CallRequest::kGetTensor:
         return absl::FailedPreconditionError(
@@ -328,6 +402,8 @@ uint16_t TruncateToHalf(float f) {
 absl::Status CallHandler::Execute(Session& session, const v1::CallRequest& request,
                                   v1::CallResponse* response) {
   Ops ops(session, store_, max_inline_tensor_bytes_);
+  // Kernels of this call launch on the session's streams (set_stream).
+  ScopedCurrentStreams streams(&session.streams());
   return ops.Run(request, response);
 }
 

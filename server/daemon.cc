@@ -28,6 +28,7 @@
 #include "openssl/x509.h"
 #include "runtime/core/file.h"
 #include "runtime/device/device_api.h"
+#include "runtime/vm/remote_globals.h"
 #include "server/deadline_timer.h"
 #include "server/direct_channel.h"
 #include "server/event_log.h"
@@ -448,6 +449,8 @@ class DaemonImpl final : public Daemon {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
+  // What list_global_functions offers from the first call on.
+  vm::RegisterRemoteGlobals();
   auto daemon = std::make_unique<DaemonImpl>();
   absl::Status status = daemon->Init(std::move(options));
   if (!status.ok()) return status;

@@ -21,6 +21,7 @@
 #include "absl/time/time.h"
 #include "runtime/core/tensor.h"
 #include "runtime/core/value.h"
+#include "runtime/device/stream.h"
 #include "runtime/vm/local_vm.h"
 #include "server/executor.h"
 #include "server/module_store.h"
@@ -107,6 +108,11 @@ class Session {
   absl::Status Free(uint64_t id);
   size_t num_objects() const;
 
+  // The streams set_stream made current for this session's calls, by
+  // device (CallHandler installs them around each call). Touched only by
+  // the call running on queue().
+  StreamMap& streams() { return streams_; }
+
  private:
   // RESOURCE_EXHAUSTED when the session holds max_objects_ already.
   absl::Status CheckRoomLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -142,6 +148,7 @@ class Session {
   absl::flat_hash_map<uint64_t, Tensor> tensors_ ABSL_GUARDED_BY(mu_);
   uint64_t tensor_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // NumBytes of tensors_
   absl::flat_hash_map<uint64_t, Value> objects_ ABSL_GUARDED_BY(mu_);
+  StreamMap streams_;                      // see streams()
   std::unique_ptr<SessionWorker> worker_;  // last: ends before the rest goes
 };
 

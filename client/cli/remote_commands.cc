@@ -27,6 +27,7 @@
 #include "absl/strings/str_split.h"
 #include "client/cli/commands.h"
 #include "client/cli/embedded_daemon.h"
+#include "client/cli/kernel_timing.h"
 #include "client/cli/result_output.h"
 #include "client/cli/stream_run.h"
 #include "client/npy.h"
@@ -82,6 +83,8 @@ struct Options {
   double regression_threshold = 5.0;   // percent
   std::string junit;                   // run, bench: write JUnit XML here
   std::set<std::string> timing_flags;  // the time_evaluator options given on the command line
+  std::string kernel;                  // bench --kernel: time this kernel alone
+  int top = 0;                         // profile --top: name the N slowest kernels
   FarmFlags farm;                      // --farm URL --key KEY: a farm device for this command
   int64_t fencing_token = 0;           // --fencing-token: a hold from `tether farm acquire`
 };
@@ -313,6 +316,15 @@ int ParseArgs(const std::string& command, const std::vector<std::string>& args, 
         std::fprintf(stderr,
                      "tether %s: --regression-threshold wants a percentage above 0, like 5\n",
                      command.c_str());
+        return 2;
+      }
+    } else if (a == "--kernel") {
+      const std::string* v = next();
+      if (!v) return 2;
+      o->kernel = *v;
+    } else if (a == "--top") {
+      if (!int_flag(&o->top) || o->top <= 0) {
+        std::fprintf(stderr, "tether %s: --top needs a positive count\n", command.c_str());
         return 2;
       }
     } else if (a == "--json") {
@@ -1024,6 +1036,46 @@ int RunRun(const std::vector<std::string>& args) {
   return 0;
 }
 
+// bench --kernel: a profile run of o.function records the kernel's argument
+// shapes (its slowest set, when it ran with several); arguments of those
+// shapes are allocated on the daemon and the kernel alone is timed there.
+// `subject` becomes what the summary names.
+absl::StatusOr<profiling::BenchmarkResult> TimeKernel(const Options& o, Prepared& p,
+                                                      std::string* subject) {
+  TETHER_ASSIGN_OR_RETURN(std::vector<vm::ModuleFunction> functions, p.vm->ListFunctions());
+  std::vector<std::string> kernels;
+  const vm::ModuleFunction* kernel = nullptr;
+  for (const vm::ModuleFunction& f : functions) {
+    if (f.kind != vm::ModuleFunction::Kind::kKernel) continue;
+    kernels.push_back(f.name);
+    if (f.name == o.kernel) kernel = &f;
+  }
+  if (kernel == nullptr) {
+    return NotFoundError("the model has no kernel named ", o.kernel,
+                         " (its kernels: ", absl::StrJoin(kernels, ", "), ")");
+  }
+  TETHER_ASSIGN_OR_RETURN(profiling::Report report, p.vm->Profile(o.function, {}));
+  std::vector<KernelCalls> calls = SlowestKernels(report, {*kernel}, 1);
+  if (calls.empty()) {
+    return PreconditionError("kernel ", o.kernel, " did not run in a call of ", o.function,
+                             ", so no profile recorded its argument shapes");
+  }
+  TETHER_ASSIGN_OR_RETURN(std::vector<RecordedArg> recorded,
+                          ParseArgumentShapes(calls[0].argument_shapes));
+  client::RemoteSession* session = p.vm->session();
+  TETHER_ASSIGN_OR_RETURN(std::vector<Value> args,
+                          AllocateKernelArgs(session, *kernel, recorded, o.device, o.seed));
+  *subject = absl::StrCat("kernel ", o.kernel, " (", calls[0].argument_shapes, ") of ", o.function);
+  absl::StatusOr<profiling::BenchmarkResult> r =
+      p.vm->TimeEvaluator(o.kernel, o.device, o.timing, args);
+  std::vector<uint64_t> ids;
+  for (const Value& a : args) {
+    if (client::RemoteHandleObj* h = client::AsRemoteHandle(a)) ids.push_back(h->id());
+  }
+  (void)session->FreeObjects(std::move(ids));
+  return r;
+}
+
 int RunBench(const std::vector<std::string>& args) {
   Options o;
   if (int rc = ParseArgs(
@@ -1039,6 +1091,9 @@ int RunBench(const std::vector<std::string>& args) {
           "                         ratio of medians; timing options default to the baseline's)\n"
           "  --regression-threshold PCT  a slowdown past PCT percent is a regression (default 5)\n"
           "  --junit FILE           write the outcome as JUnit XML (for CI)\n"
+          "  --kernel NAME          time one kernel of the model alone, with the argument\n"
+          "                         shapes a profile run of --function recorded for it\n"
+          "                         (`tether profile --top N` names the slowest)\n"
           "exit status: 0 done, 1 failed, 2 bad usage; with --baseline 3 a regression past\n"
           "the threshold, 4 unstable (rerun with more repeats), 5 the baseline is unusable\n",
           &o);
@@ -1046,6 +1101,10 @@ int RunBench(const std::vector<std::string>& args) {
     return rc;
   }
   const absl::Time start = absl::Now();
+  if (!o.kernel.empty() && !o.baseline.empty()) {
+    std::fprintf(stderr, "tether bench: --kernel does not combine with --baseline\n");
+    return 2;
+  }
   std::optional<results::StoredBench> baseline;
   if (!o.baseline.empty()) {
     absl::StatusOr<results::StoredBench> b = ReadBaseline(&o);
@@ -1070,8 +1129,11 @@ int RunBench(const std::vector<std::string>& args) {
       return kExitBadBaseline;
     }
   }
+  std::string subject = o.function;
   Value name[] = {Value(o.function)};
-  auto r = p->vm->TimeEvaluator(vm::kInvokeStatefulName, o.device, o.timing, name);
+  auto r = o.kernel.empty()
+               ? p->vm->TimeEvaluator(vm::kInvokeStatefulName, o.device, o.timing, name)
+               : TimeKernel(o, *p, &subject);
   if (!r.ok()) return FailWithJunit("bench", o, "time_evaluator", r.status(), SecondsSince(start));
   provenance.device_state_json = DeviceStateJson(p->vm->last_device_state());
 
@@ -1096,10 +1158,9 @@ int RunBench(const std::vector<std::string>& args) {
   }
   absl::StrAppendFormat(
       &summary,
-      "%s on %s, %zu repeats of %lld calls (%lld calls in all, timed on the daemon)\n%s\n",
-      o.function, o.device.ToString(), r->results.size(),
-      static_cast<long long>(r->number_per_repeat), static_cast<long long>(r->total_calls),
-      r->ToString());
+      "%s on %s, %zu repeats of %lld calls (%lld calls in all, timed on the daemon)\n%s\n", subject,
+      o.device.ToString(), r->results.size(), static_cast<long long>(r->number_per_repeat),
+      static_cast<long long>(r->total_calls), r->ToString());
   absl::StrAppendFormat(&summary, "p50 %.4f ms   p90 %.4f ms   p99 %.4f ms\n", r->p50() * 1e3,
                         r->p90() * 1e3, r->p99() * 1e3);
   if (r->exclusive) {
@@ -1160,7 +1221,9 @@ int RunProfile(const std::vector<std::string>& args) {
                          "                         json: the report with its provenance;\n"
                          "                         chrome-trace: a trace for chrome://tracing or\n"
                          "                         Perfetto (one event per call)\n"
-                         "  --concurrent-timing    profile beside other sessions' calls\n",
+                         "  --concurrent-timing    profile beside other sessions' calls\n"
+                         "  --top N                name the N slowest kernels (with the shapes\n"
+                         "                         they ran with) instead of the whole table\n",
                          &o);
       rc >= 0)
     return rc;
@@ -1174,7 +1237,13 @@ int RunProfile(const std::vector<std::string>& args) {
     results::WriteProvenance(w, p->provenance);
     return w.text();
   };
-  if (o.format == "csv") {
+  if (o.top > 0) {
+    auto functions = p->vm->ListFunctions();
+    if (!functions.ok()) return Fail("profile", functions.status());
+    std::printf("%s", SlowestKernelsTable(
+                          SlowestKernels(*report, *functions, static_cast<size_t>(o.top)), o.file)
+                          .c_str());
+  } else if (o.format == "csv") {
     std::printf("%s", report->Csv().c_str());
   } else if (o.format == "json") {
     // The report as Report::Json writes it (Report::FromJson reads it back

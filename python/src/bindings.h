@@ -20,11 +20,13 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "client/cli/embedded_daemon.h"
 #include "client/remote_session.h"
+#include "client/remote_vm.h"
 #include "runtime/core/device.h"
 #include "runtime/core/tensor.h"
 #include "runtime/core/value.h"
@@ -68,6 +70,10 @@ struct SessionState {
   // The owner of each remote handle id Python holds (RemoteOwner).
   absl::Mutex owners_mu;
   absl::flat_hash_map<uint64_t, std::weak_ptr<RemoteOwner>> owners ABSL_GUARDED_BY(owners_mu);
+  // The stream set_raw_stream made current on each device ("cuda:0"; none:
+  // the legacy default), so sync(stream) can put it back. Touched with the
+  // GIL held.
+  absl::flat_hash_map<std::string, Value> current_streams;
 };
 using SessionPtr = std::shared_ptr<SessionState>;
 
@@ -192,7 +198,78 @@ void RegisterExecutable(py::module_& m);
 // The stored module of `exe` (an Executable, uploaded to `session` now, or an
 // UploadedModule of `session`; `session` may be null for the latter).
 PyUploadedModule UploadedFor(const py::object& exe, const SessionPtr& session);
+
+// What a Python VirtualMachine holds: the RemoteVM of an uploaded module.
+// Thread contract: thread-hostile like RemoteVM; the GIL serializes Python
+// callers except while a call runs, so each call takes mu_.
+class PyVM {
+ public:
+  PyVM(PyUploadedModule module, std::vector<Device> devices, std::unique_ptr<client::RemoteVM> vm)
+      : module_(std::move(module)), devices_(std::move(devices)), vm_(std::move(vm)) {}
+  ~PyVM() {
+    // Freeing the VM talks to the daemon.
+    py::gil_scoped_release release;
+    vm_.reset();
+  }
+
+  const SessionPtr& session() const { return module_.session; }
+  const PyUploadedModule& module() const { return module_; }
+
+  std::vector<Value> Args(const py::args& args) const {
+    std::vector<Value> out;
+    for (py::handle a : args) out.push_back(ToValue(a, session().get()));
+    return out;
+  }
+
+  // Runs `op(vm)` without the GIL, one call at a time; Ctrl-C stops it.
+  template <typename Op>
+  auto Run(Op op) {
+    return Blocking(session(), [&] {
+      absl::MutexLock lock(&mu_);
+      return op(*vm_);
+    });
+  }
+
+  // What vm[name] finds (python/src/module_functions.cc): a saved or
+  // bytecode function (invoked), or a kernel of the executable (called
+  // alone); nullopt for a name the module lacks.
+  enum class FunctionKind { kInvoke, kKernel };
+  std::optional<FunctionKind> Find(const std::string& name);
+  // Find, raising the daemon's error for an unknown name (the VM's
+  // "unknown function", a ValueError).
+  FunctionKind Resolve(const std::string& name);
+  // The executable's functions and kernels, asked once (they never change).
+  const std::vector<vm::ModuleFunction>& Functions();
+  // Names save_function gave (found first, as the seed's lookup does).
+  void AddSaved(const std::string& name) { saved_.insert(name); }
+
+  py::object Invoke(const std::string& name, const py::args& args);
+  // Calls kernel `name`: NumPy arrays among `args` are uploaded to the
+  // kernel's device and copied back afterwards, so they see its outputs as
+  // a local call's arrays would; remote tensors are written on the daemon.
+  py::object CallKernel(const std::string& name, const py::args& args);
+
+  // bench/python/overhead.py: `n` calls of RemoteVM::Invoke from C++ with
+  // arguments converted once, as a C++ client makes them; seconds in all.
+  double TimeCppInvoke(const std::string& name, const py::tuple& args, int n);
+
+ private:
+  PyUploadedModule module_;
+  std::vector<Device> devices_;  // as created; empty: cpu:0
+  std::unique_ptr<client::RemoteVM> vm_;
+  absl::Mutex mu_;
+  // Touched with the GIL held.
+  absl::flat_hash_set<std::string> saved_;
+  std::optional<std::vector<vm::ModuleFunction>> functions_;
+};
+
 void RegisterVM(py::module_& m);
+// VirtualMachine.list_functions, get_function, implements_function and
+// the FunctionInfo class (module_functions.cc).
+void RegisterModuleFunctions(py::module_& m);
+// Session.get_function, list_global_func_names and Device.sync and streams
+// (remote_runtime.cc).
+void RegisterRemoteRuntime(py::module_& m);
 // save_param_dict, load_param_dict, num_threads, DataType (runtime.cc).
 void RegisterRuntime(py::module_& m);
 

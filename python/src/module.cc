@@ -7,8 +7,10 @@ PYBIND11_MODULE(_tether, m) {
   tether::python::RegisterErrors(m);
   tether::python::RegisterValues(m);
   tether::python::RegisterSession(m);
+  tether::python::RegisterRemoteRuntime(m);
   tether::python::RegisterExecutable(m);
   tether::python::RegisterVM(m);
+  tether::python::RegisterModuleFunctions(m);
   tether::python::RegisterRuntime(m);
 #ifdef TETHER_PYTHON_WITH_COMPILER
   m.attr("has_compiler") = true;

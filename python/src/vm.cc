@@ -7,7 +7,6 @@
 #include <string>
 #include <vector>
 
-#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "client/remote_vm.h"
 #include "client/stateful_stream.h"
@@ -18,67 +17,24 @@
 #include "runtime/profiling/time_evaluator.h"
 
 namespace tether::python {
+
+double PyVM::TimeCppInvoke(const std::string& name, const py::tuple& args, int n) {
+  std::vector<Value> values;
+  for (py::handle a : args) values.push_back(ToValue(a, session().get()));
+  return Run([&](client::RemoteVM& vm) {
+    const absl::Time start = absl::Now();
+    for (int i = 0; i < n; ++i) ValueOrThrow(vm.Invoke(name, values));
+    return absl::ToDoubleSeconds(absl::Now() - start);
+  });
+}
+
+py::object PyVM::Invoke(const std::string& name, const py::args& args) {
+  std::vector<Value> values = Args(args);
+  Value out = Run([&](client::RemoteVM& vm) { return ValueOrThrow(vm.Invoke(name, values)); });
+  return FromValue(out, session());
+}
+
 namespace {
-
-// Thread contract: thread-hostile like RemoteVM; the GIL serializes Python
-// callers except while a call runs, so each call takes mu_.
-class PyVM {
- public:
-  PyVM(SessionPtr session, std::unique_ptr<client::RemoteVM> vm)
-      : session_(std::move(session)), vm_(std::move(vm)) {}
-  ~PyVM() {
-    // Freeing the VM talks to the daemon.
-    py::gil_scoped_release release;
-    vm_.reset();
-  }
-
-  const SessionPtr& session() const { return session_; }
-
-  std::vector<Value> Args(const py::args& args) const {
-    std::vector<Value> out;
-    for (py::handle a : args) out.push_back(ToValue(a, session_.get()));
-    return out;
-  }
-
-  // Runs `op(vm)` without the GIL, one call at a time; Ctrl-C stops it.
-  template <typename Op>
-  auto Run(Op op) {
-    return Blocking(session_, [&] {
-      absl::MutexLock lock(&mu_);
-      return op(*vm_);
-    });
-  }
-
-  // Names vm[name] has found: the names save_function gave (found first, as
-  // the seed's lookup does) and functions the daemon confirmed once (a VM's
-  // functions never change), so vm["main"](x) makes one round trip, not two.
-  bool IsKnown(const std::string& name) const { return known_.contains(name); }
-  void AddKnown(const std::string& name) { known_.insert(name); }
-
-  // bench/python/overhead.py: `n` calls of RemoteVM::Invoke from C++ with
-  // arguments converted once, as a C++ client makes them; seconds in all.
-  double TimeCppInvoke(const std::string& name, const py::tuple& args, int n) {
-    std::vector<Value> values;
-    for (py::handle a : args) values.push_back(ToValue(a, session_.get()));
-    return Run([&](client::RemoteVM& vm) {
-      const absl::Time start = absl::Now();
-      for (int i = 0; i < n; ++i) ValueOrThrow(vm.Invoke(name, values));
-      return absl::ToDoubleSeconds(absl::Now() - start);
-    });
-  }
-
-  py::object Invoke(const std::string& name, const py::args& args) {
-    std::vector<Value> values = Args(args);
-    Value out = Run([&](client::RemoteVM& vm) { return ValueOrThrow(vm.Invoke(name, values)); });
-    return FromValue(out, session_);
-  }
-
- private:
-  SessionPtr session_;
-  std::unique_ptr<client::RemoteVM> vm_;
-  absl::Mutex mu_;
-  absl::flat_hash_set<std::string> known_;  // touched with the GIL held
-};
 
 // The parameter index of a name or an index.
 int ParamIndex(const std::vector<std::string>& params, const py::handle& key) {
@@ -203,6 +159,7 @@ std::unique_ptr<PyStream> MakeStream(py::object self, const std::string& func_na
 struct PyFunction {
   py::object vm;
   std::string name;
+  PyVM::FunctionKind kind;
 };
 
 // "cpu:0=naive,cuda:0=pooled" from None, a str or {device: str}.
@@ -243,7 +200,7 @@ std::unique_ptr<PyVM> MakeVM(const py::object& exe, const py::object& device,
     vm = ValueOrThrow(
         client::RemoteVM::Create(&module.session->get(), module.sha256, devices, cfg, options));
   }
-  return std::make_unique<PyVM>(module.session, std::move(vm));
+  return std::make_unique<PyVM>(std::move(module), std::move(devices), std::move(vm));
 }
 
 }  // namespace
@@ -321,11 +278,16 @@ void RegisterVM(py::module_& m) {
       .def(
           "__call__",
           [](const PyFunction& f, const py::args& args) {
-            return f.vm.cast<PyVM&>().Invoke(f.name, args);
+            PyVM& vm = f.vm.cast<PyVM&>();
+            return f.kind == PyVM::FunctionKind::kKernel ? vm.CallKernel(f.name, args)
+                                                         : vm.Invoke(f.name, args);
           },
-          "Calls the function with the arguments; returns its result.")
-      .def("__repr__",
-           [](const PyFunction& f) { return absl::StrCat("<vm function ", f.name, ">"); });
+          "Calls the function with the arguments; returns its result (None for a kernel, "
+          "which writes its outputs into its tensor arguments).")
+      .def("__repr__", [](const PyFunction& f) {
+        return absl::StrCat(f.kind == PyVM::FunctionKind::kKernel ? "<kernel " : "<vm function ",
+                            f.name, ">");
+      });
 
   py::class_<PyVM>(m, "VirtualMachine", "The Relax VM of an executable, on a session's daemon.")
       .def(py::init(&MakeVM), py::arg("rt_mod"), py::arg("device") = py::none(),
@@ -335,6 +297,9 @@ void RegisterVM(py::module_& m) {
            "A VM of `rt_mod` (an Executable or UploadedModule) on `device` (a Device or a list) "
            "in `session`.")
       .def_property_readonly("session", &PyVM::session, "The Session the VM runs in.")
+      .def_property_readonly("module", &PyVM::module,
+                             "The UploadedModule the VM runs (another VirtualMachine of it "
+                             "shares the daemon's stored executable).")
       .def("_time_cpp_invoke", &PyVM::TimeCppInvoke, py::arg("func_name"), py::arg("args"),
            py::arg("n"), "bench/python/overhead.py: n calls made from C++ (RemoteVM), seconds.")
       .def("stream", &MakeStream, py::arg("func_name"), py::arg("carry"),
@@ -347,15 +312,19 @@ void RegisterVM(py::module_& m) {
       .def(
           "__getitem__",
           [](py::object self, const std::string& name) {
-            PyVM& vm = self.cast<PyVM&>();
-            // Fail here for an unknown name, as the seed's __getitem__ does.
-            if (!vm.IsKnown(name)) {
-              vm.Run([&](client::RemoteVM& v) { return ValueOrThrow(v.GetFunctionArity(name)); });
-              vm.AddKnown(name);
-            }
-            return PyFunction{self, name};
+            // Fails here for an unknown name, as the seed's __getitem__ does.
+            return PyFunction{self, name, self.cast<PyVM&>().Resolve(name)};
           },
-          "vm[name]: the function `name` (a Relax function or a saved one) as a callable.")
+          "vm[name]: the function `name` (a saved one, a Relax function, or a kernel of the "
+          "executable, as TVM's lookup with query_imports) as a callable.")
+      .def(
+          "get_function",
+          [](py::object self, const std::string& name, bool) {
+            return PyFunction{self, name, self.cast<PyVM&>().Resolve(name)};
+          },
+          py::arg("name"), py::arg("query_imports") = false,
+          "TVM's Module.get_function: vm[name] (kernels are always found; query_imports is "
+          "accepted and changes nothing).")
       .def(
           "invoke_closure",
           [](PyVM& vm, const py::object& closure, const py::args& args) {
@@ -404,7 +373,7 @@ void RegisterVM(py::module_& m) {
               ThrowIfError(v.SaveFunction(func_name, saved_name, values, include_return));
               return 0;
             });
-            vm.AddKnown(saved_name);
+            vm.AddSaved(saved_name);
           },
           py::arg("func_name"), py::arg("saved_name"), py::kw_only(),
           py::arg("include_return") = true,
@@ -487,11 +456,13 @@ void RegisterVM(py::module_& m) {
           "time_evaluator",
           [](py::object self, const std::string& func_name, const py::object& dev, int number,
              int repeat, int min_repeat_ms, int cooldown_interval_ms, int repeats_to_cooldown,
-             int64_t cache_flush_bytes, const std::string& f_preproc) {
+             int64_t cache_flush_bytes, const std::string& f_preproc,
+             int limit_zero_time_iterations) {
             profiling::TimeEvaluatorOptions options;
             options.number = number;
             options.repeat = repeat;
             options.min_repeat_ms = min_repeat_ms;
+            options.limit_zero_time_iterations = limit_zero_time_iterations;
             options.cooldown_interval_ms = cooldown_interval_ms;
             options.repeats_to_cooldown = repeats_to_cooldown;
             options.cache_flush_bytes = cache_flush_bytes;
@@ -508,9 +479,10 @@ void RegisterVM(py::module_& m) {
           py::arg("func_name"), py::arg("dev"), py::arg("number") = 10, py::arg("repeat") = 1,
           py::arg("min_repeat_ms") = 0, py::arg("cooldown_interval_ms") = 0,
           py::arg("repeats_to_cooldown") = 1, py::arg("cache_flush_bytes") = 0,
-          py::arg("f_preproc") = "",
-          "A function that runs `func_name` with its arguments in a timing loop on the daemon "
-          "and returns a BenchmarkResult.")
+          py::arg("f_preproc") = "", py::kw_only(), py::arg("limit_zero_time_iterations") = 100,
+          "A function that runs `func_name` (a function, a saved function, \"invoke_stateful\" "
+          "or a kernel of the executable) with its arguments in a timing loop on the daemon and "
+          "returns a BenchmarkResult.")
       .def(
           "profile",
           [](PyVM& vm, const std::string& func_name, const py::args& args) {

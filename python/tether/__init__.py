@@ -27,10 +27,12 @@ from ._tether import (  # noqa: F401
     DeadlineExceeded,
     Device,
     Executable,
+    FunctionInfo,
     InternalError,
     NotFound,
     OutOfMemory,
     PermissionDenied,
+    RemoteFunction,
     RemoteObject,
     RemoteTensor,
     Report,
@@ -109,8 +111,9 @@ class VirtualMachine(_NativeVirtualMachine):
     concurrent_timing=False)
 
     rt_mod: an Executable (uploaded to the session now; skipped when the
-    daemon has it), an UploadedModule, or an IRModule of tether.script
-    (built for this machine's CPU first). device: a Device or a list of
+    daemon has it), an UploadedModule, a Module of session.load_module (a
+    new VM of its executable), or an IRModule of tether.script (built for
+    this machine's CPU first). device: a Device or a list of
     them. memory_cfg: None, "naive" / "pooled", or {device: str}. The VM
     runs on `session`, else on the session the module was uploaded to or
     the device came from (session.cpu()), else on default_session().
@@ -125,11 +128,58 @@ class VirtualMachine(_NativeVirtualMachine):
 
         if isinstance(rt_mod, script.IRModule):
             rt_mod = rt_mod.build()
+        elif isinstance(rt_mod, _NativeVirtualMachine):
+            rt_mod = rt_mod.module  # relax.VirtualMachine(session.load_module(exe), dev)
         if session is None:
             session = getattr(rt_mod, "session", None) or _session_of(device)
         if session is None:
             session = default_session()
         super().__init__(rt_mod, device, memory_cfg, session=session, **options)
+
+
+class Module(VirtualMachine):
+    """An executable loaded on a session's daemon (session.load_module), as
+    TVM's remote module: mod.get_function(name) / mod[name] finds its Relax
+    functions and its kernels, time_evaluator times either in a loop on the
+    daemon, list_functions() says what it holds. A kernel writes its outputs
+    into its tensor arguments: pass RemoteTensors (session.empty /
+    session.array) to keep them on the daemon; NumPy arrays are copied there
+    and back around the call. It is a VirtualMachine of the executable, so
+    everything a VM does works on it too."""
+
+    def time_evaluator(self, func_name, dev, number=10, repeat=1, min_repeat_ms=0,
+                       limit_zero_time_iterations=100, cooldown_interval_ms=0,
+                       repeats_to_cooldown=1, f_preproc="", cache_flush_bytes=0):
+        """TVM's Module.time_evaluator, in its argument order: a function that
+        calls `func_name` (a Relax function or a kernel) with its arguments
+        1 + number x repeat times on the daemon (min_repeat_ms grows
+        number) and returns a BenchmarkResult of seconds per call."""
+        return VirtualMachine.time_evaluator(
+            self, func_name, dev, number=number, repeat=repeat, min_repeat_ms=min_repeat_ms,
+            cooldown_interval_ms=cooldown_interval_ms, repeats_to_cooldown=repeats_to_cooldown,
+            cache_flush_bytes=cache_flush_bytes, f_preproc=f_preproc,
+            limit_zero_time_iterations=limit_zero_time_iterations)
+
+    def __contains__(self, name):
+        """`name in mod`: implements_function(name)."""
+        return self.implements_function(name)
+
+
+def _load_module(self, exe, device=None, **options):
+    """TVM RPC's remote.load_module: loads `exe` on this session's daemon
+    and returns a Module. `exe` is an Executable, an UploadedModule of this
+    session, the path of a .tx file or its bytes (uploaded once: skipped
+    when the daemon has it). `device` (a Device or a list; None: cpu:0)
+    and the keyword options are VirtualMachine's: a CUDA kernel needs its
+    GPU among the devices."""
+    if isinstance(exe, (bytes, bytearray)):
+        exe = Executable.from_bytes(bytes(exe))
+    elif isinstance(exe, (str, _os.PathLike)):
+        exe = Executable.load(_os.fspath(exe))
+    return Module(exe, device, session=self, **options)
+
+
+Session.load_module = _load_module
 
 
 def from_dlpack(tensor):

@@ -77,6 +77,14 @@ class Device:
     def memory_bus_width(self) -> Optional[int]: ...
     @property
     def memory_clock_rate(self) -> Optional[int]: ...
+    def sync(self, stream: Optional[RemoteObject] = None) -> None:
+        """Waits for the device's work on the daemon (its session's, else the default session's)."""
+    def create_raw_stream(self) -> RemoteObject:
+        """A new stream on the (CUDA) device, owned by the session; the CPU has none."""
+    def set_raw_stream(self, stream: Optional[RemoteObject]) -> None:
+        """Makes `stream` (None: the legacy default) the one the session's kernels launch on."""
+    def free_raw_stream(self, stream: RemoteObject) -> None:
+        """Frees a stream of create_raw_stream on the daemon now."""
 
 def cpu(dev_id: int = 0) -> Device:
     """The CPU device (attributes read on this machine)."""
@@ -149,6 +157,20 @@ class Session(ContextManager["Session"]):
         """A copy of `data` (a numpy array or anything numpy.asarray takes) on the daemon."""
     def upload(self, exe: Executable) -> UploadedModule:
         """Stores the executable on the daemon (skipped when the daemon has it already)."""
+    def load_module(self, exe: Union[Executable, UploadedModule, _PathLike, bytes],
+                    device: Union[_DeviceLike, Sequence[_DeviceLike], None] = None,
+                    **options: Any) -> Any:
+        """Loads `exe` on the daemon: a tether.Module (a VirtualMachine with TVM's Module API)."""
+    def get_function(self, name: str) -> RemoteFunction:
+        """The daemon's global function `name` as a callable (TVM RPC's remote.get_function)."""
+    def list_global_func_names(self) -> list[str]:
+        """The names of the daemon's remote-callable global functions, sorted."""
+
+class RemoteFunction:
+    """A global function of a session's daemon (session.get_function)."""
+    name: str
+    def __call__(self, *args: _Arg) -> Any:
+        """Calls the function on the daemon; PermissionDenied unless it is remote-callable."""
 
 def connect(target: str, *, token: Optional[str] = None, tls_ca: Optional[str] = None,
             tls_cert: Optional[str] = None, tls_key: Optional[str] = None,
@@ -226,6 +248,20 @@ class Stream(ContextManager["Stream"]):
     def close(self) -> None:
         """Frees the stream's state and uploaded inputs on the daemon."""
 
+class FunctionInfo:
+    """A function of an executable (VirtualMachine.list_functions): a Relax function or a kernel."""
+    name: str
+    num_args: int
+    param_names: list[str]
+    @property
+    def kind(self) -> str: ...
+    @property
+    def params(self) -> list[dict[str, Any]]: ...
+    @property
+    def device_type(self) -> Optional[str]: ...
+    @property
+    def unchecked(self) -> Optional[str]: ...
+
 class VirtualMachine:
     """The Relax VM of an executable, on a daemon (tether.VirtualMachine picks the session)."""
     def __init__(self, rt_mod: Union[Executable, UploadedModule, Any],
@@ -236,8 +272,16 @@ class VirtualMachine:
                  concurrent_timing: bool = False) -> None: ...
     @property
     def session(self) -> Session: ...
+    @property
+    def module(self) -> UploadedModule: ...
     def __getitem__(self, func_name: str) -> Callable[..., Any]:
-        """vm[name]: the function `name` (a Relax function or a saved one) as a callable."""
+        """vm[name]: the function `name` (a saved or Relax function, or a kernel) as a callable."""
+    def get_function(self, name: str, query_imports: bool = False) -> Callable[..., Any]:
+        """TVM's Module.get_function: vm[name]."""
+    def list_functions(self) -> list[FunctionInfo]:
+        """The executable's Relax functions, then its kernels."""
+    def implements_function(self, name: str, query_imports: bool = False) -> bool:
+        """Whether vm[name] finds `name`."""
     def stream(self, func_name: str, *args: _Arg, carry: Mapping[int, Union[str, int]],
                **kwargs: _Arg) -> Stream:
         """A Stream of `func_name`: carry={output index: input} names the state."""
@@ -265,8 +309,9 @@ class VirtualMachine:
     def time_evaluator(self, func_name: str, dev: _DeviceLike, number: int = 10,
                        repeat: int = 1, min_repeat_ms: int = 0, cooldown_interval_ms: int = 0,
                        repeats_to_cooldown: int = 1, cache_flush_bytes: int = 0,
-                       f_preproc: str = "") -> Callable[..., BenchmarkResult]:
-        """A function that times `func_name` with its arguments on the daemon."""
+                       f_preproc: str = "", *,
+                       limit_zero_time_iterations: int = 100) -> Callable[..., BenchmarkResult]:
+        """A function that times `func_name` (a function or a kernel) with its arguments on the daemon."""
     def profile(self, func_name: str, *args: _Arg) -> Report:
         """Runs `func_name` once with the arguments, timing each kernel call."""
 

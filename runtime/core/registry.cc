@@ -6,7 +6,9 @@
 #include <cstdlib>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
+#include "runtime/core/error.h"
 
 namespace tether {
 namespace {
@@ -14,6 +16,7 @@ namespace {
 struct RegistryState {
   absl::Mutex mu;
   absl::flat_hash_map<std::string, Function> functions ABSL_GUARDED_BY(mu);
+  absl::flat_hash_set<std::string> remote_callable ABSL_GUARDED_BY(mu);
 };
 
 RegistryState& State() {
@@ -36,6 +39,7 @@ absl::Status Registry::Register(Function f, bool override) {
           absl::StrCat("global function ", f.name(), " is already registered"));
     }
     it->second = std::move(f);
+    s.remote_callable.erase(it->first);
   }
   return absl::OkStatus();
 }
@@ -50,6 +54,7 @@ Function Registry::Get(absl::string_view name) {
 bool Registry::Remove(absl::string_view name) {
   RegistryState& s = State();
   absl::MutexLock lock(&s.mu);
+  s.remote_callable.erase(name);
   return s.functions.erase(name) > 0;
 }
 
@@ -61,6 +66,47 @@ std::vector<std::string> Registry::ListNames() {
   for (const auto& [name, f] : s.functions) names.push_back(name);
   std::sort(names.begin(), names.end());
   return names;
+}
+
+absl::Status Registry::SetRemoteCallable(absl::string_view name, bool callable) {
+  RegistryState& s = State();
+  absl::MutexLock lock(&s.mu);
+  if (!s.functions.contains(name)) {
+    return NotFoundError("cannot mark global function ", name,
+                         " remote-callable: it is not registered");
+  }
+  if (callable) {
+    s.remote_callable.insert(std::string(name));
+  } else {
+    s.remote_callable.erase(name);
+  }
+  return absl::OkStatus();
+}
+
+std::vector<std::string> Registry::ListRemoteCallable() {
+  RegistryState& s = State();
+  absl::MutexLock lock(&s.mu);
+  std::vector<std::string> names(s.remote_callable.begin(), s.remote_callable.end());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+absl::StatusOr<Function> Registry::GetRemoteCallable(absl::string_view name) {
+  RegistryState& s = State();
+  absl::MutexLock lock(&s.mu);
+  auto it = s.functions.find(name);
+  if (it == s.functions.end()) {
+    return NotFoundError("global function ", name, " is not registered in this runtime");
+  }
+  if (!s.remote_callable.contains(name)) {
+    return WithErrorKind(
+        absl::PermissionDeniedError(absl::StrCat(
+            "global function ", name,
+            " is not remote-callable: a daemon's clients may call only the functions it marks "
+            "remote-callable (list them with list_global_functions)")),
+        ErrorKind::kValue);
+  }
+  return it->second;
 }
 
 namespace internal {

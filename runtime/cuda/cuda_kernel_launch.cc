@@ -14,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "runtime/core/error.h"
 #include "runtime/cuda/cuda_driver.h"
+#include "runtime/device/stream.h"
 #include "runtime/memory/allocator.h"
 
 namespace tether::cuda_launch {
@@ -144,8 +145,12 @@ absl::Status LaunchKernel(const CudaKernelInfo& k, size_t kernel_index, const De
   const cuda::CudaDriver& driver = *module.driver;
   // The .params in PTX order: parameters, scratch pointers, parameter
   // dims, scratch dims. Scratch comes from the module's pool and goes back
-  // when the call returns, its launches still queued: every kernel runs on
-  // the legacy default stream, so the pool's next user runs after them.
+  // when the call returns, its launches still queued: kernels run on the
+  // legacy default stream, so the pool's next user runs after them. On a
+  // caller's own stream (runtime/device/stream.h) that order does not hold
+  // across streams, so a launch there with scratch waits for its stream
+  // before the scratch goes back.
+  const auto stream = static_cast<cuda::CUstream>(CurrentStream(module.device));
   std::vector<int64_t> words = std::move(call->words);
   std::vector<memory::Buffer> scratch;
   absl::Cleanup release = [&] {
@@ -181,8 +186,8 @@ absl::Status LaunchKernel(const CudaKernelInfo& k, size_t kernel_index, const De
     }
     cuda::CUresult r = driver.cuLaunchKernel(
         module.functions[kernel_index][l], static_cast<unsigned int>(blocks), 1, 1,
-        static_cast<unsigned int>(launch.block), 1, 1, /*shared_mem_bytes=*/0,
-        /*stream=*/nullptr, params.empty() ? nullptr : params.data(), /*extra=*/nullptr);
+        static_cast<unsigned int>(launch.block), 1, 1, /*shared_mem_bytes=*/0, stream,
+        params.empty() ? nullptr : params.data(), /*extra=*/nullptr);
     if (r != cuda::CUDA_SUCCESS) {
       return cuda::CudaStatus(
           driver, r,
@@ -190,6 +195,10 @@ absl::Status LaunchKernel(const CudaKernelInfo& k, size_t kernel_index, const De
                        " threads) of kernel ", k.name),
           module.device);
     }
+  }
+  if (stream != nullptr && !scratch.empty()) {
+    return cuda::CudaStatus(driver, driver.cuStreamSynchronize(stream), "cuStreamSynchronize",
+                            module.device);
   }
   return absl::OkStatus();
 }

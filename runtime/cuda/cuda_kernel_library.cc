@@ -36,6 +36,7 @@
 #include "runtime/core/tensor.h"
 #include "runtime/cuda/cuda_kernel_format_internal.h"
 #include "runtime/cuda/cuda_kernel_launch.h"
+#include "runtime/kernel/kernel_signature.h"
 #include "runtime/kernel/loader_registry.h"
 
 namespace tether {
@@ -55,7 +56,7 @@ using cuda_launch::DeviceModulePtr;
 // Thread contract: thread-safe. Images and kernels are immutable after
 // construction; per-device modules are loaded once under mu_ and never
 // removed before destruction.
-class CudaKernelLibrary final : public Module {
+class CudaKernelLibrary final : public KernelLibraryModule {
  public:
   CudaKernelLibrary(std::string target, std::vector<CudaImage> images,
                     std::vector<CudaKernelInfo> kernels)
@@ -65,6 +66,7 @@ class CudaKernelLibrary final : public Module {
   absl::string_view type_key() const override { return "library.ptx"; }
 
   const std::vector<CudaKernelInfo>& kernels() const { return kernels_; }
+  std::vector<KernelSignature> Kernels() const override;
 
   // The library's module on `device`, loaded on the first call there.
   absl::StatusOr<const DeviceModule*> ModuleFor(Device device);
@@ -83,6 +85,32 @@ class CudaKernelLibrary final : public Module {
   absl::Mutex mu_;
   absl::flat_hash_map<int, DeviceModulePtr> modules_ ABSL_GUARDED_BY(mu_);
 };
+
+// A dim spec `?` is an expression the host does not check (kernel-abi.md,
+// "The CUDA manifest"), and GPU kernels check nothing: such a kernel is
+// safe only with the arguments its own bytecode passes.
+std::vector<KernelSignature> CudaKernelLibrary::Kernels() const {
+  std::vector<KernelSignature> out;
+  out.reserve(kernels_.size());
+  for (const CudaKernelInfo& k : kernels_) {
+    KernelSignature sig;
+    sig.name = k.name;
+    sig.device_type = kDLCUDA;
+    for (size_t p = 0; p < k.params.size(); ++p) {
+      const CudaParamInfo& param = k.params[p];
+      sig.params.push_back(
+          {param.is_tensor, param.dtype, static_cast<int>(param.dims.size()), param.dims});
+      for (size_t d = 0; d < param.dims.size() && sig.unchecked.empty(); ++d) {
+        if (param.dims[d] == "?") {
+          sig.unchecked = absl::StrCat("parameter ", p, " dim ", d,
+                                       " is an expression its manifest leaves unchecked");
+        }
+      }
+    }
+    out.push_back(std::move(sig));
+  }
+  return out;
+}
 
 absl::StatusOr<const DeviceModule*> CudaKernelLibrary::ModuleFor(Device device) {
   absl::MutexLock lock(&mu_);

@@ -24,6 +24,7 @@
 #include "absl/synchronization/mutex.h"
 #include "runtime/core/error.h"
 #include "runtime/device/host_target.h"
+#include "runtime/kernel/kernel_signature.h"
 #include "runtime/kernel/loader_registry.h"
 #include "runtime/module/system_lib.h"
 #include "runtime/threading/thread_pool.h"
@@ -174,6 +175,23 @@ class KernelFunctionObj final : public FunctionObj {
   const KernelInfo* info_;  // owned by library_
 };
 
+// CPU kernels check every dim on entry (docs/design/kernel-abi.md, "What a
+// generated kernel does on entry") after the wrapper's checks above.
+std::vector<KernelSignature> CpuSignatures(const std::vector<KernelInfo>& kernels) {
+  std::vector<KernelSignature> out;
+  out.reserve(kernels.size());
+  for (const KernelInfo& k : kernels) {
+    KernelSignature sig;
+    sig.name = k.name;
+    sig.device_type = kDLCPU;
+    for (const KernelParamInfo& p : k.params) {
+      sig.params.push_back({p.is_tensor, p.dtype, p.ndim, {}});
+    }
+    out.push_back(std::move(sig));
+  }
+  return out;
+}
+
 // ---- ELF checks --------------------------------------------------------------
 
 uint16_t HostElfMachine() {
@@ -234,7 +252,7 @@ absl::Status CheckElfImage(absl::string_view data) {
 // ---- Modules -----------------------------------------------------------------
 
 // Owns a dlopen handle and the memfd behind it.
-class SoKernelLibrary final : public Module {
+class SoKernelLibrary final : public KernelLibraryModule {
  public:
   SoKernelLibrary() = default;
   SoKernelLibrary(const SoKernelLibrary&) = delete;
@@ -244,6 +262,7 @@ class SoKernelLibrary final : public Module {
     if (fd_ >= 0) close(fd_);
   }
   absl::string_view type_key() const override { return "library.so"; }
+  std::vector<KernelSignature> Kernels() const override { return CpuSignatures(kernels_); }
 
   absl::Status Open(const KernelLibraryBlob& blob) {
     // Built for another machine: say so before the loader sees it.
@@ -310,11 +329,12 @@ class SoKernelLibrary final : public Module {
 };
 
 // Kernels of a statically linked library, through the system library's symbols.
-class SystemLibKernels final : public Module {
+class SystemLibKernels final : public KernelLibraryModule {
  public:
   SystemLibKernels(Ref<Module> system_lib, std::vector<KernelInfo> kernels)
       : system_lib_(std::move(system_lib)), kernels_(std::move(kernels)) {}
   absl::string_view type_key() const override { return "library.static"; }
+  std::vector<KernelSignature> Kernels() const override { return CpuSignatures(kernels_); }
 
  protected:
   absl::StatusOr<Function> GetOwnFunction(absl::string_view name) override {

@@ -18,6 +18,7 @@
 #include "runtime/threading/thread_pool.h"
 #include "runtime/vm/closure.h"
 #include "runtime/vm/profile_recorder.h"
+#include "runtime/vm/remote_globals.h"
 
 namespace tether::vm {
 namespace {
@@ -37,6 +38,7 @@ absl::StatusOr<std::unique_ptr<LocalVirtualMachine>> LocalVirtualMachine::Create
   static std::once_flag once;
   std::call_once(once, [] {
     RegisterBuiltins();
+    RegisterRemoteGlobals();
     profiling::RegisterProfilingFunctions();
     RegisterKernelLibraryLoaders();     // format "so"
     RegisterCudaKernelLibraryLoader();  // format "ptx"
@@ -462,7 +464,15 @@ absl::StatusOr<Function> LocalVirtualMachine::TimedFunction(absl::string_view fu
     return Function::FromPacked(std::string(func_name),
                                 [this, closure](ArgSpan args) { return CallValue(closure, args); });
   }
-  TETHER_ASSIGN_OR_RETURN(Index index, FindBytecodeFunction(func_name));
+  absl::StatusOr<Index> found = FindBytecodeFunction(func_name);
+  if (!found.ok()) {
+    // A kernel of the module times on its own, as TVM's
+    // Module.time_evaluator(name) times any function of the module.
+    absl::StatusOr<Function> kernel = CheckedKernel(func_name);
+    if (kernel.ok() || kernel.status().code() != absl::StatusCode::kNotFound) return kernel;
+    return found.status();
+  }
+  const Index index = *found;
   if (inputs_.contains(func_name)) {
     return PreconditionError(
         "function ", func_name,

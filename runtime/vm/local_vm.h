@@ -60,6 +60,8 @@ class LocalVirtualMachine final : public VirtualMachine {
       ArgSpan args) override;
   absl::StatusOr<profiling::Report> Profile(absl::string_view func_name, ArgSpan args) override;
   absl::StatusOr<profiling::Report> GetTrace(bool clear) override;
+  absl::StatusOr<std::vector<ModuleFunction>> ListFunctions() override;
+  absl::StatusOr<Value> CallKernel(absl::string_view kernel_name, ArgSpan args) override;
 
   // Binds weights (TVM's keep_params_in_input flow, on the device): every
   // parameter of a bytecode function that `params` names takes that tensor,
@@ -168,6 +170,8 @@ class LocalVirtualMachine final : public VirtualMachine {
   absl::StatusOr<Value> ConvertArgToDevice(const Value& arg);
   // The callable TimeEvaluator and Profile run for `func_name`.
   absl::StatusOr<Function> TimedFunction(absl::string_view func_name);
+  // Kernel `name` of the kernel libraries, refused when it cannot be checked.
+  absl::StatusOr<Function> CheckedKernel(absl::string_view name);
 
   Ref<Executable> exec_;
   std::vector<Device> devices_;

@@ -17,14 +17,19 @@
 
 namespace tether::vm {
 
-// "float32[1, 64], float32[64, 64]" for the tensor arguments of a call.
+// "float32[1, 64], float32[64, 64], 64" for the tensor and int arguments of
+// a call, in order (a kernel's int arguments are mostly its shape vars), so
+// `tether bench --kernel` can rebuild a kernel's arguments from a profile.
 inline std::string ArgumentShapes(ArgSpan args) {
   std::string out;
   for (const Value& v : args) {
-    if (!v.is_tensor()) continue;
-    auto t = v.AsRef<TensorObj>();
-    absl::StrAppend(&out, out.empty() ? "" : ", ", t->dtype().ToString(),
-                    ShapeToString(t->shape()));
+    if (v.is_tensor()) {
+      auto t = v.AsRef<TensorObj>();
+      absl::StrAppend(&out, out.empty() ? "" : ", ", t->dtype().ToString(),
+                      ShapeToString(t->shape()));
+    } else if (v.is_int()) {
+      absl::StrAppend(&out, out.empty() ? "" : ", ", v.int_value());
+    }
   }
   return out;
 }

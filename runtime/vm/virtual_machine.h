@@ -20,6 +20,7 @@
 #include "runtime/core/device.h"
 #include "runtime/core/function.h"
 #include "runtime/core/value.h"
+#include "runtime/kernel/kernel_signature.h"
 #include "runtime/profiling/benchmark_result.h"
 #include "runtime/profiling/report.h"
 #include "runtime/profiling/time_evaluator.h"
@@ -34,6 +35,18 @@ enum class InstrumentReturnKind : int64_t { kNoOp = 0, kSkipRun = 1 };
 inline constexpr absl::string_view kInvokeStatefulName = "invoke_stateful";
 
 using NamedArgs = std::vector<std::pair<std::string, Value>>;
+
+// One function of the loaded module, as TVM's Module.get_function finds it:
+// a bytecode function of the executable, or a kernel of its kernel
+// libraries (docs/design/vm.md, "Module functions").
+struct ModuleFunction {
+  enum class Kind { kVmFunction, kKernel };
+  std::string name;
+  Kind kind = Kind::kVmFunction;
+  int64_t num_args = 0;
+  std::vector<std::string> param_names;  // VM functions
+  KernelSignature kernel;                // kernels: parameters, device, whether checked
+};
 
 // Thread contract: thread-hostile. One caller at a time (the daemon serializes
 // calls per session); use one VM per concurrent caller.
@@ -80,7 +93,22 @@ class VirtualMachine {
   // or replacing the instrument stops recording; the records stay.
   virtual absl::StatusOr<profiling::Report> GetTrace(bool clear) = 0;
 
-  // Times `func_name` on the device that runs it (see profiling/time_evaluator.h).
+  // The module's functions: its bytecode functions in function-table order,
+  // then each kernel library's kernels in manifest order.
+  virtual absl::StatusOr<std::vector<ModuleFunction>> ListFunctions() = 0;
+  // Calls kernel `kernel_name` of the executable's kernel libraries with
+  // `args` in its parameter order (tensors on its device, ints), as the
+  // bytecode would: it writes its outputs into its tensor arguments and
+  // returns None. The arguments are checked against the kernel's signature
+  // before it touches memory: INVALID_ARGUMENT (kind TypeError or
+  // ValueError) for a wrong count, kind, dtype, ndim, device or dim. NOT_FOUND
+  // when no kernel has that name; FAILED_PRECONDITION for a kernel whose
+  // arguments cannot all be checked (KernelSignature::unchecked).
+  virtual absl::StatusOr<Value> CallKernel(absl::string_view kernel_name, ArgSpan args) = 0;
+
+  // Times `func_name` on the device that runs it (see profiling/time_evaluator.h):
+  // a function, a saved function, "invoke_stateful", or else a kernel
+  // (called as CallKernel calls it).
   virtual absl::StatusOr<profiling::BenchmarkResult> TimeEvaluator(
       absl::string_view func_name, Device device, const profiling::TimeEvaluatorOptions& options,
       ArgSpan args) = 0;
