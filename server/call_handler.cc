@@ -22,6 +22,16 @@
 namespace tether::server {
 namespace {
 
+// A registry function a remote client names for the daemon to run on its
+// behalf (an instrument factory, a time evaluator's f_preproc): only the
+// remote-callable ones, as call_global (docs/design/security.md, "Remote
+// functions"). NOT_FOUND or PERMISSION_DENIED, prefixed with `what`.
+absl::Status CheckRemoteCallable(absl::string_view what, const std::string& name) {
+  absl::StatusOr<Function> f = Registry::GetRemoteCallable(name);
+  if (f.ok()) return absl::OkStatus();
+  return absl::Status(f.status().code(), absl::StrCat(what, ": ", f.status().message()));
+}
+
 class Ops {
  public:
   Ops(Session& session, ModuleStore* store, uint64_t max_inline)
@@ -259,6 +269,9 @@ class Ops {
         const v1::SetInstrument& op = request.set_instrument();
         TETHER_ASSIGN_OR_RETURN(vm::LocalVirtualMachine * vm, Vm(op.vm_id()));
         TETHER_ASSIGN_OR_RETURN(std::vector<Value> args, DecodeArgs(op.args()));
+        if (op.factory() != "" && op.factory() != "trace" && op.factory() != "skip") {
+          TETHER_RETURN_IF_ERROR(CheckRemoteCallable("set_instrument", op.factory()));
+        }
         return vm->SetInstrumentByName(op.factory(), args);
       }
       case v1::CallRequest::kTimeEvaluator: {
@@ -268,6 +281,9 @@ class Ops {
         Device device = Device::Cpu();
         if (op.has_device()) {
           TETHER_ASSIGN_OR_RETURN(device, rpc::DecodeDevice(op.device()));
+        }
+        if (!op.options().f_preproc().empty()) {
+          TETHER_RETURN_IF_ERROR(CheckRemoteCallable("f_preproc", op.options().f_preproc()));
         }
         TETHER_ASSIGN_OR_RETURN(
             profiling::BenchmarkResult result,

@@ -364,17 +364,18 @@ void EncodeTimeEvaluatorOptions(const profiling::TimeEvaluatorOptions& options,
 
 profiling::TimeEvaluatorOptions DecodeTimeEvaluatorOptions(
     const v1::TimeEvaluatorOptions& options) {
-  // proto3 cannot tell 0 from unset: 0 means the default for the fields whose
-  // valid values start at 1; Validate() still rejects negatives.
+  // Absent: the default; present: as given (0 included, so number=0 is
+  // refused by Validate() and limit_zero_time_iterations=0 means one batch,
+  // as for a local VM).
   profiling::TimeEvaluatorOptions out;
-  if (options.number() != 0) out.number = options.number();
-  if (options.repeat() != 0) out.repeat = options.repeat();
+  if (options.has_number()) out.number = options.number();
+  if (options.has_repeat()) out.repeat = options.repeat();
   out.min_repeat_ms = options.min_repeat_ms();
-  if (options.limit_zero_time_iterations() != 0) {
+  if (options.has_limit_zero_time_iterations()) {
     out.limit_zero_time_iterations = options.limit_zero_time_iterations();
   }
   out.cooldown_interval_ms = options.cooldown_interval_ms();
-  if (options.repeats_to_cooldown() != 0) out.repeats_to_cooldown = options.repeats_to_cooldown();
+  if (options.has_repeats_to_cooldown()) out.repeats_to_cooldown = options.repeats_to_cooldown();
   out.cache_flush_bytes = options.cache_flush_bytes();
   out.f_preproc = options.f_preproc();
   return out;

@@ -229,6 +229,10 @@ void RegisterProfilingFunctions() {
     if (Registry::Get(kCacheFlushCpuNonFirstArg)) return;
     absl::Status s = Registry::RegisterPacked(kCacheFlushCpuNonFirstArg, CacheFlushCpuNonFirstArg);
     (void)s;  // ALREADY_EXISTS from a concurrent registration is fine.
+    // It reads its arguments' memory and writes none: a daemon's clients
+    // may name it (as f_preproc, or through call_global).
+    s = Registry::SetRemoteCallable(kCacheFlushCpuNonFirstArg);
+    (void)s;
   });
 }
 

@@ -226,13 +226,23 @@ TEST(ValueCodecTest, ReportsAndBenchmarksRoundTrip) {
   EXPECT_DOUBLE_EQ(rb.std, 1.5);
 }
 
-TEST(ValueCodecTest, TimeEvaluatorZerosMeanDefaults) {
+TEST(ValueCodecTest, TimeEvaluatorAbsentMeansDefaultAndZeroSurvives) {
   v1::TimeEvaluatorOptions wire;
   profiling::TimeEvaluatorOptions o = DecodeTimeEvaluatorOptions(wire);
   EXPECT_EQ(o.number, 10);
   EXPECT_EQ(o.repeat, 1);
+  EXPECT_EQ(o.limit_zero_time_iterations, 100);
   EXPECT_TRUE(o.Validate().ok());
   wire.set_number(-1);
+  EXPECT_FALSE(DecodeTimeEvaluatorOptions(wire).Validate().ok());
+  // Encoded and decoded, a 0 is a 0 (the audit's limit_zero_time_iterations=0).
+  profiling::TimeEvaluatorOptions zero;
+  zero.limit_zero_time_iterations = 0;
+  EncodeTimeEvaluatorOptions(zero, &wire);
+  EXPECT_EQ(DecodeTimeEvaluatorOptions(wire).limit_zero_time_iterations, 0);
+  zero.number = 0;
+  EncodeTimeEvaluatorOptions(zero, &wire);
+  EXPECT_EQ(DecodeTimeEvaluatorOptions(wire).number, 0);
   EXPECT_FALSE(DecodeTimeEvaluatorOptions(wire).Validate().ok());
 }
 

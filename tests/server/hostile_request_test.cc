@@ -19,6 +19,7 @@
 #include "gtest/gtest.h"
 #include "proto/codec/sha256.h"
 #include "proto/codec/value_codec.h"
+#include "runtime/core/registry.h"
 #include "server/module_store.h"
 #include "tests/server/daemon_fixture.h"
 #include "tests/testing/status_matchers.h"
@@ -484,6 +485,47 @@ TEST_F(HostileRequestTest, ATraceLargerThanTheDaemonKeepsIsRefused) {
   v1::CallResponse resp;
   EXPECT_THAT(Call(req, &resp), GrpcStatusIs(grpc::StatusCode::INVALID_ARGUMENT,
                                              HasSubstr("asked for 1152921504606846976")));
+}
+
+// A registry function the daemon's clients may not call is not theirs to
+// name as an instrument factory or f_preproc either: both would run it on
+// the daemon with the client's arguments.
+TEST_F(HostileRequestTest, InstrumentsAndPreprocessorsAreOnlyRemoteCallableFunctions) {
+  static bool registered = [] {
+    absl::Status s = tether::Registry::RegisterTyped("test.server.not_for_clients", [] { return Value(); });
+    return s.ok();
+  }();
+  ASSERT_TRUE(registered);
+  std::string session = Open();
+  uint64_t vm = CreateVm(session, UploadExec());
+  for (const char* name : {"test.server.not_for_clients", "no.such.function"}) {
+    SCOPED_TRACE(name);
+    const grpc::StatusCode code = absl::string_view(name) == "no.such.function"
+                                      ? grpc::StatusCode::NOT_FOUND
+                                      : grpc::StatusCode::PERMISSION_DENIED;
+    v1::CallRequest req;
+    req.set_session_id(session);
+    req.mutable_set_instrument()->set_vm_id(vm);
+    req.mutable_set_instrument()->set_factory(name);
+    v1::CallResponse resp;
+    EXPECT_THAT(Call(req, &resp), GrpcStatusIs(code, HasSubstr("set_instrument: ")));
+    v1::CallRequest timing;
+    timing.set_session_id(session);
+    timing.mutable_time_evaluator()->set_vm_id(vm);
+    timing.mutable_time_evaluator()->set_function("main");
+    timing.mutable_time_evaluator()->mutable_options()->set_f_preproc(name);
+    EXPECT_THAT(Call(timing, &resp), GrpcStatusIs(code, HasSubstr("f_preproc: ")));
+  }
+  // The built-in preprocessor stays available.
+  v1::CallRequest timing;
+  timing.set_session_id(session);
+  timing.mutable_time_evaluator()->set_vm_id(vm);
+  timing.mutable_time_evaluator()->set_function("main");
+  timing.mutable_time_evaluator()->mutable_options()->set_f_preproc(
+      "cache_flush_cpu_non_first_arg");
+  v1::CallResponse resp;
+  EXPECT_THAT(Call(timing, &resp),
+              ::testing::Not(GrpcStatusIs(grpc::StatusCode::PERMISSION_DENIED, ::testing::_)));
 }
 
 // The review's H4: a module file replaced in the store directory (by anyone
