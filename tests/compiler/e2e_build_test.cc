@@ -13,6 +13,7 @@
 #include "gtest/gtest.h"
 #include "runtime/device/host_target.h"
 #include "runtime/vm/local_vm.h"
+#include "tests/testing/repo_root.h"
 #include "tests/testing/test_functions.h"
 
 namespace tether::compiler {
@@ -116,6 +117,29 @@ TEST_F(BuildTest, ShapeMismatchAtRunTimeNamesParameterAndAnnotation) {
   EXPECT_THAT(out.status().message(),
               HasSubstr("main: parameter x (annotated R.Tensor((n, 4), \"float32\")): shape[1] "
                         "mismatch to specified constant: expected 4, got 5"));
+}
+
+// The same text builds to the same bytes, so the daemon's content hash of
+// a rebuilt model is the one it already stores (only changed code or
+// weights travel). Parallel loops make closures, whose layout must not
+// follow the addresses of the IR's nodes.
+TEST_F(BuildTest, TheSameModelBuildsToTheSameBytes) {
+  const std::string path = tether::testing::RepoRoot() + "/examples/tir_matmul.rx";
+  std::string first;
+  for (int i = 0; i < 3; ++i) {
+    auto module = ParseModuleFile(path);
+    ASSERT_TRUE(module.ok()) << module.status();
+    std::vector<std::unique_ptr<int>> shift_addresses(static_cast<size_t>(i * 97));
+    for (auto& p : shift_addresses) p = std::make_unique<int>(i);
+    auto exec = Build(*module, {});
+    ASSERT_TRUE(exec.ok()) << exec.status();
+    const std::string bytes = (*exec)->SaveToBytes();
+    if (i == 0) {
+      first = bytes;
+    } else {
+      EXPECT_TRUE(bytes == first) << "build " << i << " differs from the first";
+    }
+  }
 }
 
 TEST_F(BuildTest, SavedExecutableRunsAfterLoading) {

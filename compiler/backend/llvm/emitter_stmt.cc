@@ -1,6 +1,7 @@
 // The Emitter (emitter.h): statements, loops (unrolled, vectorized,
 // parallel through the runtime's service), buffers, block schedules and
 // tensor cores.
+#include <algorithm>
 #include <cctype>
 #include <functional>
 
@@ -401,6 +402,18 @@ std::vector<Emitter::Capture> Emitter::LiveCaptures() {
   std::vector<Capture> out;
   for (auto& [k, v] : vars_) out.push_back({k, false, v});
   for (auto& [k, v] : buffers_) out.push_back({k, true, v});
+  // The maps iterate in address order, which differs from run to run; the
+  // closure's layout must not, or the same model builds to different bytes
+  // (and a new content hash on the daemon). By kind, then name.
+  auto name = [](const Capture& c) -> const std::string& {
+    return c.is_buffer ? static_cast<const BufferNode*>(c.key)->name
+                       : static_cast<const PrimVarNode*>(c.key)->name;
+  };
+  std::sort(out.begin(), out.end(), [&](const Capture& a, const Capture& b) {
+    if (a.is_buffer != b.is_buffer) return a.is_buffer < b.is_buffer;
+    if (name(a) != name(b)) return name(a) < name(b);
+    return a.value->getName() < b.value->getName();
+  });
   return out;
 }
 
