@@ -11,6 +11,16 @@ else()
   set(TETHER_CUDA_DEVICE OFF)
 endif()
 message(STATUS "tether: CUDA device support ${TETHER_CUDA_DEVICE}")
+# The CUDA version the runtime is built for, TVM's api_version: CUDA_VERSION
+# of the toolkit's cuda.h when one is installed (the runtime itself includes
+# no toolkit header). Without a toolkit, api_version is the driver's.
+set(TETHER_CUDA_TOOLKIT_ROOT /usr/local/cuda CACHE PATH "The CUDA toolkit read for its version")
+set(TETHER_CUDA_API_VERSION "")
+if(EXISTS ${TETHER_CUDA_TOOLKIT_ROOT}/include/cuda.h)
+  file(STRINGS ${TETHER_CUDA_TOOLKIT_ROOT}/include/cuda.h tether_cuda_version_line
+       REGEX "^#define CUDA_VERSION [0-9]+")
+  string(REGEX MATCH "[0-9]+$" TETHER_CUDA_API_VERSION "${tether_cuda_version_line}")
+endif()
 
 # GCC 12 reports maybe-uninitialized falsely inside absl::InlinedVector.
 set(TETHER_WARNINGS -Wall -Wextra -Werror -Wno-unused-parameter)

@@ -41,12 +41,13 @@ class DataflowBlockRewrite {
 
   // Normalizes `value` (struct info inferred; nested calls get bindings of
   // their own, placed before it) and appends `var = value` to the block. The
-  // var is a DataflowVar unless `is_dataflow_var` is false (then it is an
-  // output of the block); an empty `name` becomes "tmp0", "tmp1", ...
+  // var is, as TVM's add(expr, name, is_dfvar=False), an output of the
+  // block (a Var) unless `is_dataflow_var` is true (a DataflowVar, usable
+  // only inside the block); an empty `name` becomes "tmp0", "tmp1", ...
   // Returns the new var. INVALID_ARGUMENT when `value` does not normalize or
   // uses a var not defined at the end of the block.
   [[nodiscard]] absl::StatusOr<Expr> Add(const Expr& value, absl::string_view name = "",
-                                         bool is_dataflow_var = true);
+                                         bool is_dataflow_var = false);
 
   // Appends `binding` (its var keeps its identity; its value is
   // normalized). INVALID_ARGUMENT when the var is already bound in the

@@ -1,6 +1,9 @@
 // Default traversals of ExprVisitor and ExprMutator.
 #include "compiler/relax/visitor.h"
 
+#include "compiler/relax/block_builder.h"
+#include "compiler/relax/structural_equal.h"
+
 namespace tether::compiler {
 
 void ExprVisitor::VisitPrimValue(const Expr& e) { VisitPrimExpr(e.as<PrimValueNode>()->value); }
@@ -84,6 +87,71 @@ void ExprVisitor::VisitStructInfo(const StructInfo& sinfo) {
       return;
     }
   }
+}
+
+ExprMutator::ExprMutator() = default;
+ExprMutator::~ExprMutator() = default;
+
+BlockBuilder* ExprMutator::builder() {
+  if (builder_ == nullptr) builder_ = std::make_unique<BlockBuilder>();
+  return builder_.get();
+}
+
+absl::StatusOr<Expr> ExprMutator::VisitExprPostOrder(const Expr& e) {
+  // A rebuilt node gets its struct info from normalization, not from the
+  // node it replaces (whose children may have changed type).
+  const bool keep = keep_struct_info_;
+  keep_struct_info_ = false;
+  Expr r;
+  switch (e.kind()) {
+    case ExprKind::kVar:
+    case ExprKind::kDataflowVar:
+      r = ExprMutator::VisitVar(e);
+      break;
+    case ExprKind::kPrimValue:
+      r = ExprMutator::VisitPrimValue(e);
+      break;
+    case ExprKind::kShapeExpr:
+      r = ExprMutator::VisitShapeExpr(e);
+      break;
+    case ExprKind::kTuple:
+      r = ExprMutator::VisitTuple(e);
+      break;
+    case ExprKind::kTupleGetItem:
+      r = ExprMutator::VisitTupleGetItem(e);
+      break;
+    case ExprKind::kCall:
+      r = ExprMutator::VisitCall(e);
+      break;
+    case ExprKind::kIf:
+      r = ExprMutator::VisitIf(e);
+      break;
+    case ExprKind::kSeqExpr:
+      r = ExprMutator::VisitSeqExpr(e);
+      break;
+    case ExprKind::kFunction:
+      r = ExprMutator::VisitFunction(e);
+      break;
+    default:
+      r = e;  // leaves: constants, strings, dtypes, globals, ops, externs
+      break;
+  }
+  keep_struct_info_ = keep;
+  return builder()->Normalize(r);
+}
+
+Expr ExprMutator::WithStructInfo(const Expr& e, const StructInfo& sinfo) {
+  if (e.struct_info().defined() && StructuralEqual(e.struct_info(), sinfo)) return e;
+  if (const auto* v = e.as<VarNode>()) {
+    Expr fresh = e.kind() == ExprKind::kDataflowVar ? MakeDataflowVar(v->name_hint, sinfo)
+                                                    : MakeVar(v->name_hint, sinfo);
+    const_cast<ExprNode*>(fresh.get())->span = e->span;
+    var_remap_[e.get()] = fresh;
+    return fresh;
+  }
+  Expr copy = WithSpan(e, e->span);
+  const_cast<ExprNode*>(copy.get())->set_struct_info(sinfo);
+  return copy;
 }
 
 Expr ExprMutator::Finish(const Expr& old, Expr fresh) const {

@@ -17,10 +17,12 @@
 #define TETHER_COMPILER_RELAX_VISITOR_H_
 
 #include <functional>
+#include <memory>
 #include <type_traits>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
 #include "compiler/relax/expr.h"
 
 namespace tether::compiler {
@@ -130,8 +132,13 @@ class ExprVisitor : public ExprFunctor<void> {
 };
 
 // Rebuilds a node when a child changed (see the top of this file).
+class BlockBuilder;
+
 class ExprMutator : public ExprFunctor<Expr> {
  public:
+  ExprMutator();
+  ~ExprMutator() override;
+
   // A use of a var: its replacement in var_remap_, else the var.
   Expr VisitVar(const Expr& var) override;
   // PrimExprs through VisitPrimExpr.
@@ -161,6 +168,19 @@ class ExprMutator : public ExprFunctor<Expr> {
   virtual StructInfo VisitStructInfo(const StructInfo& sinfo);
   virtual PrimExpr VisitPrimExpr(const PrimExpr& e) { return e; }
 
+  // TVM's visit_expr_post_order: `e`'s children rewritten by this mutator
+  // (the default visit of its kind, not an override of it), then the node
+  // normalized by builder() (its struct info inferred). INVALID_ARGUMENT
+  // when it does not normalize.
+  [[nodiscard]] absl::StatusOr<Expr> VisitExprPostOrder(const Expr& e);
+  // TVM's with_struct_info: `e` when it already has `sinfo`; for a var, a
+  // new var of the same name and kind with `sinfo` (its uses remapped, as
+  // VisitVarDef does); for another expression, a copy carrying `sinfo`.
+  Expr WithStructInfo(const Expr& e, const StructInfo& sinfo);
+  // The mutator's BlockBuilder (TVM's builder_), created on first use:
+  // normalizes what a pass builds and infers struct info.
+  BlockBuilder* builder();
+
  protected:
   // Copies span and (when keep_struct_info_) struct info of `old` onto the
   // freshly built `fresh`, and returns it.
@@ -170,6 +190,9 @@ class ExprMutator : public ExprFunctor<Expr> {
   absl::flat_hash_map<const ExprNode*, Expr> var_remap_;
   // Whether rebuilt nodes keep the struct info of the node they replace.
   bool keep_struct_info_ = true;
+
+ private:
+  std::unique_ptr<BlockBuilder> builder_;
 };
 
 // Calls `fn` on every expression below and including `e`, in post order

@@ -3,6 +3,7 @@
 // their own syntax (R.const, R.shape, R.prim_value, R.str, R.dtype,
 // R.match_cast, the packed and call_tir calls) and keyword attributes.
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <type_traits>
 
@@ -375,8 +376,15 @@ absl::StatusOr<Expr> Parser::ParseConst(const Token& start) {
   }
   if (absl::Status s = ExpectPunct(")", "to close R.const(...)"); !s.ok()) return s;
   if (!dtype) {
+    // TVM's relax.const: a Python int is int32, a float float32. An int
+    // that int32 cannot hold keeps int64 rather than wrap.
+    bool fits_int32 = true;
+    for (int64_t i : value.ints) {
+      if (i < INT32_MIN || i > INT32_MAX) fits_int32 = false;
+    }
     dtype = value.any_float                          ? DataType::Float(32)
             : value.all_bool && !value.reals.empty() ? DataType::Bool()
+            : fits_int32                             ? DataType::Int(32)
                                                      : DataType::Int(64);
   }
   std::vector<uint8_t> bytes;

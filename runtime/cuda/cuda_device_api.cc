@@ -180,10 +180,16 @@ class CudaDeviceAPIImpl final : public DeviceAPI {
         return MakeShape({x, y, z});
       }
       case DeviceAttr::kApiVersion: {
+#ifdef TETHER_CUDA_API_VERSION
+        // As TVM's: the CUDA version the runtime was built for (the
+        // toolkit's CUDA_VERSION, read by CMake), not the driver's.
+        return Value(static_cast<int64_t>(TETHER_CUDA_API_VERSION));
+#else
         int version = 0;
         TETHER_RETURN_IF_ERROR(
             Call(driver_->cuDriverGetVersion(&version), "cuDriverGetVersion", device));
         return Value(static_cast<int64_t>(version));
+#endif
       }
       case DeviceAttr::kDriverVersion: {
         int version = 0;

@@ -326,5 +326,39 @@ TEST(VisitorTest, MutatorKeepsSpanAndStructInfo) {
   EXPECT_TRUE(out.as<TupleGetItemNode>()->tuple.as<TupleNode>()->fields[0].same_as(y));
 }
 
+// TVM's PyExprMutator helpers: visit_expr_post_order rewrites the children
+// and normalizes (the struct info of a rebuilt call is inferred, not
+// copied), with_struct_info renames a var with a new struct info, and the
+// builder normalizes what the pass builds.
+TEST(VisitorTest, PostOrderNormalizesWithStructInfoAndBuilder) {
+  Expr x = MakeVar("x", F32({4}));
+  Expr wide = MakeVar("wide", F32({2, 4}));
+  class Widen : public ExprMutator {
+   public:
+    Widen(Expr from, Expr to) { var_remap_[from.get()] = to; }
+  } widen(x, wide);
+  // relax.add(x, x) over (4,) becomes add(wide, wide) over (2, 4).
+  Expr add = MakeCall(GetOp("relax.add"), {x, x});
+  add->set_struct_info(F32({4}));
+  absl::StatusOr<Expr> post = widen.VisitExprPostOrder(add);
+  ASSERT_TRUE(post.ok()) << post.status();
+  EXPECT_EQ(ToString(post->struct_info()), "R.Tensor((2, 4), \"float32\")");
+  EXPECT_TRUE(post->as<CallNode>()->args[0].same_as(wide));
+
+  Expr narrowed = widen.WithStructInfo(x, F32({4}));
+  EXPECT_TRUE(narrowed.same_as(x));  // already that struct info
+  Expr y = widen.WithStructInfo(x, F32({8}));
+  EXPECT_FALSE(y.same_as(x));
+  EXPECT_EQ(y.as<VarNode>()->name_hint, "x");
+  EXPECT_EQ(ToString(y.struct_info()), "R.Tensor((8,), \"float32\")");
+  EXPECT_TRUE(widen.VisitExpr(x).same_as(y));  // its uses now read the new var
+
+  absl::StatusOr<Expr> built = widen.builder()->Normalize(MakeCall(GetOp("relax.add"), {y, y}));
+  ASSERT_TRUE(built.ok()) << built.status();
+  EXPECT_EQ(ToString(built->struct_info()), "R.Tensor((8,), \"float32\")");
+  // A call that does not normalize is an error, not a crash.
+  EXPECT_FALSE(widen.VisitExprPostOrder(MakeCall(GetOp("relax.add"), {y, wide})).ok());
+}
+
 }  // namespace
 }  // namespace tether::compiler

@@ -68,12 +68,13 @@ TEST(DataflowBlockRewriteTest, AddAppendsANormalizedBinding) {
   Simple s;
   absl::StatusOr<DataflowBlockRewrite> rw = DataflowBlockRewrite::Create(s.fn, 0);
   ASSERT_TRUE(rw.ok()) << rw.status();
-  absl::StatusOr<Expr> t = rw->Add(Id(Id(s.gv)));
+  absl::StatusOr<Expr> t = rw->Add(Id(Id(s.gv)), "", /*is_dataflow_var=*/true);
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_EQ(t->kind(), ExprKind::kDataflowVar);
   EXPECT_EQ(t->as<VarNode>()->name_hint, "tmp0");
   EXPECT_TRUE(StructuralEqual(t->struct_info(), F32({2, 3})));
-  absl::StatusOr<Expr> out = rw->Add(AddOp(*t, s.x), "out", /*is_dataflow_var=*/false);
+  // TVM's default (is_dfvar=False): an output of the block.
+  absl::StatusOr<Expr> out = rw->Add(AddOp(*t, s.x), "out");
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ(out->kind(), ExprKind::kVar);
 
@@ -107,7 +108,7 @@ TEST(DataflowBlockRewriteTest, AddThenReplaceReordersTheBlock) {
   Simple s;
   absl::StatusOr<DataflowBlockRewrite> rw = DataflowBlockRewrite::Create(s.fn, 0);
   ASSERT_TRUE(rw.ok()) << rw.status();
-  absl::StatusOr<Expr> t = rw->Add(AddOp(s.x, s.x), "t");
+  absl::StatusOr<Expr> t = rw->Add(AddOp(s.x, s.x), "t", /*is_dataflow_var=*/true);
   ASSERT_TRUE(t.ok()) << t.status();
   // gv = identity(lv1) now reads t, which is bound after it: gv moves down.
   ASSERT_TRUE(rw->ReplaceAllUses(s.lv1, *t).ok());

@@ -250,7 +250,8 @@ def main():
     b = R.const([0.5, -1.5])
     c = R.const(True)
     d = R.const(-7)
-    return (a, b, c, d)
+    e = R.const([1, 3000000000])
+    return (a, b, c, d, e)
 )");
   ASSERT_TRUE(m.ok()) << m.status();
   const auto& bs = Body(Func(*m, "main")).blocks[0].bindings;
@@ -265,7 +266,13 @@ def main():
   EXPECT_EQ(bs[2].value.as<ConstantNode>()->data->dtype(), DataType::Bool());
   const Tensor& d = bs[3].value.as<ConstantNode>()->data;
   EXPECT_EQ(d->ndim(), 0);
-  EXPECT_EQ(*static_cast<const int64_t*>(d->element_data()), -7);
+  // TVM's default for a Python int: int32 (relax.const).
+  EXPECT_EQ(d->dtype(), DataType::Int(32));
+  EXPECT_EQ(*static_cast<const int32_t*>(d->element_data()), -7);
+  // One that int32 cannot hold stays int64 instead of wrapping.
+  const Tensor& e = bs[4].value.as<ConstantNode>()->data;
+  EXPECT_EQ(e->dtype(), DataType::Int(64));
+  EXPECT_EQ(static_cast<const int64_t*>(e->element_data())[1], 3000000000);
 }
 
 TEST(TextParserTest, ReadsFilesAndReportsMissingOnes) {

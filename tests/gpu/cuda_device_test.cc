@@ -115,6 +115,22 @@ TEST_F(CudaDeviceTest, EventTimer) {
   api_->Free(gpu_, *p);
 }
 
+// api_version is TVM's: the CUDA version the runtime was built for; the
+// driver's is driver_version. (Also run against the stand-in driver, whose
+// version, 12.4, differs from any toolkit's: label server.)
+TEST_F(CudaDeviceTest, ApiVersionIsTheToolkitsNotTheDrivers) {
+  absl::StatusOr<Value> api = api_->GetAttr(0, DeviceAttr::kApiVersion);
+  ASSERT_TRUE(api.ok()) << api.status();
+#ifdef TETHER_CUDA_API_VERSION
+  EXPECT_EQ(api->int_value(), TETHER_CUDA_API_VERSION);
+#else
+  absl::StatusOr<Value> driver = api_->GetAttr(0, DeviceAttr::kDriverVersion);
+  ASSERT_TRUE(driver.ok()) << driver.status();
+  EXPECT_EQ(absl::StrCat(api->int_value() / 1000, ".", api->int_value() % 1000 / 10),
+            driver->string_value());
+#endif
+}
+
 TEST_F(CudaDeviceTest, Attributes) {
   auto attr = [&](DeviceAttr a) {
     absl::StatusOr<Value> v = api_->GetAttr(0, a);
