@@ -18,7 +18,6 @@
 #include "compiler/relax/kernel_call.h"
 #include "compiler/text/printer.h"
 #include "compiler/tir/arith.h"
-#include "compiler/transform/pipeline.h"
 #include "runtime/core/error.h"
 #include "runtime/vm/param_binding.h"
 
@@ -113,12 +112,16 @@ absl::StatusOr<IRModule> Lower(IRModule module, const BuildOptions& options, Par
       TETHER_ASSIGN_OR_RETURN(it->second, BindParams(it->second, options.params));
     }
   }
-  TETHER_ASSIGN_OR_RETURN(Target target, Target::Parse(options.target));
-  PipelineOptions pipeline;
-  pipeline.target.num_threads = options.num_threads;
-  pipeline.target.gpu = target.is_cuda();
-  if (pipeline.target.gpu) pipeline.target.gpu_arch = target.archs.front();  // sorted: the lowest
-  return RunPipeline(std::move(module), options.pipeline, pipeline);
+  if (options.relax_pipeline.has_value()) {
+    TETHER_ASSIGN_OR_RETURN(module, (*options.relax_pipeline)(std::move(module)));
+  } else {
+    TETHER_ASSIGN_OR_RETURN(PipelineOptions pipeline, PipelineOptionsFor(options));
+    TETHER_ASSIGN_OR_RETURN(module, RunPipeline(std::move(module), options.pipeline, pipeline));
+  }
+  if (options.tir_pipeline.has_value()) {
+    TETHER_ASSIGN_OR_RETURN(module, (*options.tir_pipeline)(std::move(module)));
+  }
+  return module;
 }
 
 vm::ParamType TypeOf(const StructInfo& sinfo) {
@@ -156,6 +159,15 @@ void RecordSignatures(const IRModule& lowered, vm::Executable* exec) {
 }
 
 }  // namespace
+
+absl::StatusOr<PipelineOptions> PipelineOptionsFor(const BuildOptions& options) {
+  TETHER_ASSIGN_OR_RETURN(Target target, Target::Parse(options.target));
+  PipelineOptions pipeline;
+  pipeline.target.num_threads = options.num_threads;
+  pipeline.target.gpu = target.is_cuda();
+  if (pipeline.target.gpu) pipeline.target.gpu_arch = target.archs.front();  // sorted: the lowest
+  return pipeline;
+}
 
 absl::StatusOr<IRModule> LowerModule(IRModule module, const BuildOptions& options) {
   return Lower(std::move(module), options, nullptr);
@@ -200,7 +212,13 @@ absl::StatusOr<BuildOutput> BuildModel(IRModule module, const BuildOptions& opti
   }
   exec->metadata["source_hash"] = source_hash;
   exec->metadata["compiler_version"] = kCompilerVersion;
-  exec->metadata["pipeline"] = options.pipeline;
+  exec->metadata["pipeline"] =
+      options.relax_pipeline.has_value()
+          ? absl::StrCat("custom: ", absl::StrJoin(options.relax_pipeline->PassNames(), ", "))
+          : options.pipeline;
+  if (options.tir_pipeline.has_value()) {
+    exec->metadata["tir_pipeline"] = absl::StrJoin(options.tir_pipeline->PassNames(), ", ");
+  }
   RecordSignatures(lowered, exec.get());
   out.exec = std::move(exec);
   return out;

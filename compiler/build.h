@@ -12,10 +12,12 @@
 #define TETHER_COMPILER_BUILD_H_
 
 #include <map>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "compiler/relax/module.h"
+#include "compiler/transform/pipeline.h"
 #include "runtime/core/tensor.h"
 #include "runtime/module/param_dict.h"
 #include "runtime/vm/executable.h"
@@ -33,6 +35,15 @@ struct BuildOptions {
   std::string target = "llvm";
   // A pipeline of compiler/transform/pipeline.h: "default" or "zero".
   std::string pipeline = "default";
+  // TVM's relax_pipeline: a pipeline of the caller's, typically
+  // GetPipeline(name, PipelineOptionsFor(options)) with passes spliced in;
+  // it replaces `pipeline` and must end in the lowered form (every call a
+  // kernel call, memory planned), as the named pipelines do.
+  std::optional<Pipeline> relax_pipeline;
+  // TVM's tir_pipeline: passes run on the lowered module before its kernels
+  // are compiled (KernelPass applies a function to every kernel). None by
+  // default: the kernel optimizations live in code generation.
+  std::optional<Pipeline> tir_pipeline;
   // Weights bound into "main" by parameter name (BindParams): they become
   // constants and disappear from main's parameters...
   std::map<std::string, Tensor> params;
@@ -81,6 +92,10 @@ absl::StatusOr<Ref<vm::Executable>> Build(IRModule module, const BuildOptions& o
 // Build, also returning the param dict of separate_params (as TVM's
 // relax.build with keep_params_in_input leaves the weights to the caller).
 absl::StatusOr<BuildOutput> BuildModel(IRModule module, const BuildOptions& options);
+
+// The PipelineOptions the named pipelines get for a build with `options`
+// (the kernel target), for GetPipeline when building a relax_pipeline.
+absl::StatusOr<PipelineOptions> PipelineOptionsFor(const BuildOptions& options);
 
 // Binds the params and runs the pipeline: the module VMCodegen receives.
 absl::StatusOr<IRModule> LowerModule(IRModule module, const BuildOptions& options);

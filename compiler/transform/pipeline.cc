@@ -18,17 +18,10 @@
 namespace tether::compiler {
 namespace {
 
-using Pass = std::function<absl::StatusOr<IRModule>(IRModule)>;
-
-struct NamedPass {
-  const char* name;
-  Pass run;
-};
-
-std::vector<NamedPass> PassesOf(absl::string_view name, const PipelineOptions& options) {
+std::vector<Pass> PassesOf(absl::string_view name, const PipelineOptions& options) {
   LegalizeOptions legalize;
   legalize.target = options.target;
-  std::vector<NamedPass> passes;
+  std::vector<Pass> passes;
   passes.push_back({"NormalizeModule", [](IRModule m) { return NormalizeModule(std::move(m)); }});
   if (name == "default") {
     if (options.fold_constants) {
@@ -54,23 +47,75 @@ std::vector<NamedPass> PassesOf(absl::string_view name, const PipelineOptions& o
 
 }  // namespace
 
+Pass KernelPass(std::string name, std::function<absl::StatusOr<KernelFunc>(const KernelFunc&)> fn) {
+  return Pass{name, [name, fn = std::move(fn)](IRModule m) -> absl::StatusOr<IRModule> {
+                for (auto& [kernel_name, kernel] : m.kernels) {
+                  absl::StatusOr<KernelFunc> next = fn(kernel);
+                  if (!next.ok()) return Annotate(next.status(), kernel_name, ": ");
+                  if (*next == nullptr || (*next)->name != kernel_name) {
+                    return absl::InvalidArgumentError(absl::StrCat(
+                        kernel_name, ": the pass returned ",
+                        *next == nullptr ? std::string("no kernel")
+                                         : absl::StrCat("kernel '", (*next)->name, "'"),
+                        "; a kernel pass keeps each kernel's name"));
+                  }
+                  kernel = *std::move(next);
+                }
+                return m;
+              }};
+}
+
+std::vector<std::string> Pipeline::PassNames() const {
+  std::vector<std::string> names;
+  for (const Pass& p : passes_) names.push_back(p.name);
+  return names;
+}
+
+absl::Status Pipeline::InsertAfter(absl::string_view anchor, Pass pass) {
+  for (size_t i = 0; i < passes_.size(); ++i) {
+    if (passes_[i].name != anchor) continue;
+    passes_.insert(passes_.begin() + static_cast<std::ptrdiff_t>(i) + 1, std::move(pass));
+    return absl::OkStatus();
+  }
+  return absl::NotFoundError(absl::StrCat("no pass \"", anchor, "\" in the pipeline (",
+                                          absl::StrJoin(PassNames(), ", "), ")"));
+}
+
+absl::Status Pipeline::InsertBefore(absl::string_view anchor, Pass pass) {
+  for (size_t i = 0; i < passes_.size(); ++i) {
+    if (passes_[i].name != anchor) continue;
+    passes_.insert(passes_.begin() + static_cast<std::ptrdiff_t>(i), std::move(pass));
+    return absl::OkStatus();
+  }
+  return absl::NotFoundError(absl::StrCat("no pass \"", anchor, "\" in the pipeline (",
+                                          absl::StrJoin(PassNames(), ", "), ")"));
+}
+
+absl::StatusOr<IRModule> Pipeline::operator()(IRModule module) const {
+  for (const Pass& pass : passes_) {
+    if (!pass.run) return absl::InvalidArgumentError(absl::StrCat(pass.name, ": an empty pass"));
+    absl::StatusOr<IRModule> next = pass.run(std::move(module));
+    if (!next.ok()) return Annotate(next.status(), pass.name, ": ");
+    module = *std::move(next);
+  }
+  return module;
+}
+
 std::vector<std::string> ListPipelines() { return {"default", "zero"}; }
 
-absl::StatusOr<IRModule> RunPipeline(IRModule module, absl::string_view name,
-                                     const PipelineOptions& options) {
+absl::StatusOr<Pipeline> GetPipeline(absl::string_view name, const PipelineOptions& options) {
   const std::vector<std::string> known = ListPipelines();
   if (std::find(known.begin(), known.end(), name) == known.end()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "unknown pipeline \"", name, "\", known pipelines: ", absl::StrJoin(known, ", ")));
   }
-  for (const NamedPass& pass : PassesOf(name, options)) {
-    absl::StatusOr<IRModule> next = pass.run(std::move(module));
-    if (!next.ok()) {
-      return Annotate(next.status(), pass.name, ": ");
-    }
-    module = *std::move(next);
-  }
-  return module;
+  return Pipeline(PassesOf(name, options));
+}
+
+absl::StatusOr<IRModule> RunPipeline(IRModule module, absl::string_view name,
+                                     const PipelineOptions& options) {
+  TETHER_ASSIGN_OR_RETURN(Pipeline pipeline, GetPipeline(name, options));
+  return pipeline(std::move(module));
 }
 
 }  // namespace tether::compiler

@@ -16,12 +16,14 @@
 #ifndef TETHER_COMPILER_TRANSFORM_PIPELINE_H_
 #define TETHER_COMPILER_TRANSFORM_PIPELINE_H_
 
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "compiler/relax/module.h"
+#include "compiler/tir/kernel_ir.h"
 #include "compiler/tir/kernel_target.h"
 
 namespace tether::compiler {
@@ -36,9 +38,46 @@ struct PipelineOptions {
   bool fold_constants = true;
 };
 
-// Runs the pipeline `name` on `module`. INVALID_ARGUMENT for an unknown
-// name (the message lists the known ones); otherwise the first failing
-// pass's error, prefixed with the pass name ("LegalizeOps: main: ...").
+// A module pass, TVM's tvm.transform.Pass: a name (for errors and
+// listings) and what it does to the module.
+struct Pass {
+  std::string name;
+  std::function<absl::StatusOr<IRModule>(IRModule)> run;
+};
+
+// A kernel-level pass (TVM's TIR passes): `fn` applied to every kernel of
+// the module, as one module Pass named `name`.
+Pass KernelPass(std::string name, std::function<absl::StatusOr<KernelFunc>(const KernelFunc&)> fn);
+
+// A sequence of passes run in order, TVM's Sequential, as relax.get_pipeline
+// returns it: a user can list it, splice passes of their own in, and hand
+// it to Build (BuildOptions::relax_pipeline / tir_pipeline).
+class Pipeline {
+ public:
+  Pipeline() = default;
+  explicit Pipeline(std::vector<Pass> passes) : passes_(std::move(passes)) {}
+
+  const std::vector<Pass>& passes() const { return passes_; }
+  std::vector<std::string> PassNames() const;
+  // Inserts `pass` right after / before the first pass named `anchor`;
+  // NOT_FOUND listing the pipeline's passes when none is.
+  [[nodiscard]] absl::Status InsertAfter(absl::string_view anchor, Pass pass);
+  [[nodiscard]] absl::Status InsertBefore(absl::string_view anchor, Pass pass);
+  void Append(Pass pass) { passes_.push_back(std::move(pass)); }
+  // Runs the passes in order; the first failing pass's error, prefixed
+  // with its name ("LegalizeOps: main: ...").
+  [[nodiscard]] absl::StatusOr<IRModule> operator()(IRModule module) const;
+
+ private:
+  std::vector<Pass> passes_;
+};
+
+// The pipeline `name` for `options`, as relax.get_pipeline. INVALID_ARGUMENT
+// for an unknown name (the message lists the known ones).
+[[nodiscard]] absl::StatusOr<Pipeline> GetPipeline(absl::string_view name,
+                                                   const PipelineOptions& options = {});
+
+// Runs the pipeline `name` on `module` (GetPipeline, then the pipeline).
 [[nodiscard]] absl::StatusOr<IRModule> RunPipeline(IRModule module, absl::string_view name,
                                                    const PipelineOptions& options = {});
 
