@@ -30,6 +30,7 @@
 #include "runtime/core/device.h"
 #include "runtime/core/tensor.h"
 #include "runtime/core/value.h"
+#include "runtime/module/param_dict.h"
 
 namespace tether::python {
 
@@ -272,6 +273,8 @@ void RegisterModuleFunctions(py::module_& m);
 void RegisterRemoteRuntime(py::module_& m);
 // save_param_dict, load_param_dict, num_threads, DataType (runtime.cc).
 void RegisterRuntime(py::module_& m);
+// A {name: array} dict as a ParamList (TypeError for a key that is not a str).
+ParamList ParamsFromDict(const py::dict& params);
 
 }  // namespace tether::python
 

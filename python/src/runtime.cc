@@ -12,7 +12,6 @@
 #include "runtime/threading/thread_pool.h"
 
 namespace tether::python {
-namespace {
 
 ParamList ParamsFromDict(const py::dict& params) {
   py::module_ np = py::module_::import("numpy");
@@ -28,6 +27,8 @@ ParamList ParamsFromDict(const py::dict& params) {
   }
   return out;
 }
+
+namespace {
 
 py::dict DictFromParams(const ParamList& params) {
   py::dict out;

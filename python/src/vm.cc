@@ -12,6 +12,7 @@
 #include "client/stateful_stream.h"
 #include "python/src/bindings.h"
 #include "runtime/core/error.h"
+#include "runtime/core/file.h"
 #include "runtime/profiling/benchmark_result.h"
 #include "runtime/profiling/report.h"
 #include "runtime/profiling/time_evaluator.h"
@@ -177,10 +178,25 @@ std::string MemoryConfig(const py::object& cfg) {
   return out;
 }
 
+// The bytes of a param file given as a {name: array} dict, the file's
+// bytes, or its path.
+std::string ParamFileBytes(const py::object& params) {
+  if (py::isinstance<py::dict>(params)) {
+    return ValueOrThrow(SaveParamDict(ParamsFromDict(params.cast<py::dict>())));
+  }
+  if (py::isinstance<py::bytes>(params)) return params.cast<std::string>();
+  if (py::isinstance<py::str>(params) || py::hasattr(params, "__fspath__")) {
+    std::string path =
+        py::str(py::module_::import("os").attr("fspath")(params)).cast<std::string>();
+    return ValueOrThrow(ReadFileToString(path));
+  }
+  ThrowStatus(TypeError("params must be a {name: array} dict, a param file's bytes or its path"));
+}
+
 std::unique_ptr<PyVM> MakeVM(const py::object& exe, const py::object& device,
                              const py::object& memory_cfg, std::optional<SessionPtr> session,
                              bool fetch_outputs, double call_timeout, int num_threads,
-                             bool concurrent_timing) {
+                             bool concurrent_timing, const py::object& params) {
   PyUploadedModule module = UploadedFor(exe, session.value_or(nullptr));
   std::vector<Device> devices;
   if (py::isinstance<py::list>(device) || py::isinstance<py::tuple>(device)) {
@@ -194,6 +210,14 @@ std::unique_ptr<PyVM> MakeVM(const py::object& exe, const py::object& device,
   options.num_threads = num_threads;
   options.concurrent_timing = concurrent_timing;
   std::string cfg = MemoryConfig(memory_cfg);
+  if (!params.is_none()) {
+    // Weights on the device (docs/design/rpc-protocol.md): the param file
+    // travels once (skipped when the daemon has its hash) and the VM's
+    // functions take the remaining parameters only.
+    std::string bytes = ParamFileBytes(params);
+    py::gil_scoped_release release;
+    options.params_sha256 = ValueOrThrow(module.session->get().UploadParams(bytes));
+  }
   std::unique_ptr<client::RemoteVM> vm;
   {
     py::gil_scoped_release release;
@@ -294,8 +318,10 @@ void RegisterVM(py::module_& m) {
            py::arg("memory_cfg") = py::none(), py::kw_only(), py::arg("session") = py::none(),
            py::arg("fetch_outputs") = true, py::arg("call_timeout") = 0.0,
            py::arg("num_threads") = 0, py::arg("concurrent_timing") = false,
+           py::arg("params") = py::none(),
            "A VM of `rt_mod` (an Executable or UploadedModule) on `device` (a Device or a list) "
-           "in `session`.")
+           "in `session`; `params` (a {name: array} dict, a param file's bytes or path) fills "
+           "the parameters of those names on the daemon.")
       .def_property_readonly("session", &PyVM::session, "The Session the VM runs in.")
       .def_property_readonly("module", &PyVM::module,
                              "The UploadedModule the VM runs (another VirtualMachine of it "

@@ -120,7 +120,10 @@ class VirtualMachine(_NativeVirtualMachine):
     fetch_outputs=False keeps results on the daemon as RemoteTensors;
     call_timeout (seconds, 0 for none) bounds each call; num_threads sets
     the daemon's threads for this VM's calls; concurrent_timing lets
-    time_evaluator measure while other sessions run.
+    time_evaluator measure while other sessions run. params (a {name:
+    array} dict, a param file's bytes or its path, e.g. the OUT.params of
+    `tether compile --separate-params`) travels to the daemon once and fills
+    the parameters of those names: the functions then take the rest.
     """
 
     def __init__(self, rt_mod, device=None, memory_cfg=None, *, session=None, **options):

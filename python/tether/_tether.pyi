@@ -269,7 +269,9 @@ class VirtualMachine:
                  memory_cfg: Union[str, Mapping[Any, str], None] = None, *,
                  session: Optional[Session] = None, fetch_outputs: bool = True,
                  call_timeout: float = 0.0, num_threads: int = 0,
-                 concurrent_timing: bool = False) -> None: ...
+                 concurrent_timing: bool = False,
+                 params: Union[Mapping[str, Any], bytes, str, PathLike[str], None] = None
+                 ) -> None: ...
     @property
     def session(self) -> Session: ...
     @property
