@@ -279,6 +279,13 @@ absl::StatusOr<PrimExpr> Parser::ParseTirDim() {
       return ErrorAt(t, absl::StrCat("expected a symbolic size name, got \"", t.text, "\""));
     }
     Next();
+    if (t.kind == TokenKind::kName && !Peek().IsPunct(",") && !Peek().IsPunct(")") &&
+        !Peek().IsPunct("]")) {
+      // A size is bound where it stands alone as a dimension; inside an
+      // expression it must be declared first, as TVMScript requires.
+      return ErrorAt(t, absl::StrCat("expected symbolic size '", t.text, "' to be declared (",
+                                     t.text, " = T.int64()) before it is used in an expression"));
+    }
     Var v(t.text);
     tir_scopes_.front()[t.text] = TirName{v, Buffer()};
     return PrimExpr(v);

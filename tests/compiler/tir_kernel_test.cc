@@ -346,6 +346,9 @@ TEST(TirKernelTextTest, ErrorsNameThePlaceAndTheMismatch) {
        "k.rx:8:17: T.init() in block 'b', which has no reduction axis (T.axis.reduce)"},
       {Kernel(buf, "        for i in range(4):\n            B[i] = T.exp(i)\n"),
        "k.rx:6:20: expected a float argument to T.exp, got i (cast it with T.Cast)"},
+      {Kernel("A: T.Buffer((n * 2,), \"float32\")", "        pass\n"),
+       "k.rx:4:24: expected symbolic size 'n' to be declared (n = T.int64()) before it is used "
+       "in an expression"},
       {Kernel(buf, "        for i in T.spin(4):\n            B[i] = A[i]\n"),
        "k.rx:5:18: expected a loop kind"},
       {Kernel(buf, "        for i in range(4):\n            B[i] = A[i]\n",
