@@ -145,6 +145,12 @@ void PrintStmt(const Stmt& s, int indent, std::string* out) {
       return;
     }
     case StmtKind::kSeq:
+      if (s.as<SeqStmtNode>()->seq.empty()) {
+        // An empty body (a parsed `pass`, a block of annotations only).
+        Indent(indent, out);
+        out->append("pass\n");
+        return;
+      }
       for (const Stmt& c : s.as<SeqStmtNode>()->seq) PrintStmt(c, indent, out);
       return;
     case StmtKind::kIf: {

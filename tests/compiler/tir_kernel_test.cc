@@ -262,8 +262,23 @@ void ExpectRoundTrip(const IRModule& module) {
   EXPECT_EQ(PrintModule(*again), printed);
 }
 
+// Bodies that hold nothing (a `pass`, a block of annotations) print as
+// `pass`, found by the text fuzz target.
+constexpr char kEmptyBodies[] = R"(
+@I.ir_module
+class Module:
+    @T.prim_func
+    def k(A: T.Buffer((4,), "float32")):
+        for i in range(4):
+            if i < 2:
+                pass
+            else:
+                with T.block("b"):
+                    T.reads(A[i])
+)";
+
 TEST(TirKernelTextTest, UserKernelsRoundTrip) {
-  for (const char* text : {kMatmul, kInplace, kRows}) {
+  for (const char* text : {kMatmul, kInplace, kRows, kEmptyBodies}) {
     auto module = ParseModule(text);
     ASSERT_TRUE(module.ok()) << module.status();
     ExpectRoundTrip(*module);
