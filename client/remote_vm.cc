@@ -70,6 +70,16 @@ absl::StatusOr<v1::CallResponse> RemoteVM::ExecWithArgs(
   return response;
 }
 
+absl::StatusOr<Value> RemoteVM::CallWithArgs(v1::CallRequest& request, ArgSpan args,
+                                             google::protobuf::RepeatedPtrField<v1::Value>* out) {
+  absl::Status encoded = EncodeArgs(args, out);
+  if (!encoded.ok()) {
+    FreeTemps();
+    return encoded;
+  }
+  return FinishValueCall(request);
+}
+
 absl::StatusOr<Value> RemoteVM::FinishValueCall(v1::CallRequest& request) {
   absl::StatusOr<v1::CallResponse> response = Exec(request);
   absl::StatusOr<Value> out =
@@ -98,12 +108,7 @@ absl::StatusOr<Value> RemoteVM::Invoke(absl::string_view func_name, ArgSpan args
   op->set_vm_id(vm_id_);
   op->set_function(std::string(func_name));
   op->set_return_mode(return_mode());
-  absl::Status encoded = EncodeArgs(args, op->mutable_args());
-  if (!encoded.ok()) {
-    FreeTemps();
-    return encoded;
-  }
-  return FinishValueCall(request);
+  return CallWithArgs(request, args, op->mutable_args());
 }
 
 absl::StatusOr<Value> RemoteVM::InvokeKeeping(absl::string_view func_name, ArgSpan args,
@@ -285,12 +290,7 @@ absl::StatusOr<Value> RemoteVM::CallKernel(absl::string_view kernel_name, ArgSpa
   op->set_vm_id(vm_id_);
   op->set_kernel(std::string(kernel_name));
   op->set_return_mode(return_mode());
-  absl::Status encoded = EncodeArgs(args, op->mutable_args());
-  if (!encoded.ok()) {
-    FreeTemps();
-    return encoded;
-  }
-  return FinishValueCall(request);
+  return CallWithArgs(request, args, op->mutable_args());
 }
 
 }  // namespace tether::client

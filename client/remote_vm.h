@@ -150,6 +150,10 @@ class RemoteVM final : public vm::VirtualMachine {
   // Decodes an InvokeKeeping result: the top-level outputs `kept` stay remote.
   absl::StatusOr<Value> DecodeKeeping(const v1::Value& value, std::span<const uint32_t> kept);
   absl::StatusOr<Value> FinishValueCall(v1::CallRequest& request);
+  // Encodes `args` into `out` (a field of `request`) and, when that worked,
+  // sends it and decodes the value (FinishValueCall); temporaries freed.
+  absl::StatusOr<Value> CallWithArgs(v1::CallRequest& request, ArgSpan args,
+                                     google::protobuf::RepeatedPtrField<v1::Value>* out);
   absl::StatusOr<v1::FunctionInfo> FunctionInfo(absl::string_view func_name);
   v1::ReturnMode return_mode() const;
 

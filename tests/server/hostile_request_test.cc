@@ -492,7 +492,8 @@ TEST_F(HostileRequestTest, ATraceLargerThanTheDaemonKeepsIsRefused) {
 // the daemon with the client's arguments.
 TEST_F(HostileRequestTest, InstrumentsAndPreprocessorsAreOnlyRemoteCallableFunctions) {
   static bool registered = [] {
-    absl::Status s = tether::Registry::RegisterTyped("test.server.not_for_clients", [] { return Value(); });
+    absl::Status s =
+        tether::Registry::RegisterTyped("test.server.not_for_clients", [] { return Value(); });
     return s.ok();
   }();
   ASSERT_TRUE(registered);
