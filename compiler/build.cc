@@ -224,6 +224,31 @@ absl::StatusOr<BuildOutput> BuildModel(IRModule module, const BuildOptions& opti
   return out;
 }
 
+absl::Status ExportLibrary(vm::Executable* exec, const std::string& path,
+                           const std::string& host_target) {
+  bool has_cpu_library = false;
+  for (const vm::KernelLibraryBlob& lib : exec->kernel_libraries) {
+    if (lib.format == "static") {
+      return absl::FailedPreconditionError(
+          "a system-library executable is not exported as a shared library: its kernels are the "
+          "archive that `tether compile --system-lib` wrote, linked into the program");
+    }
+    has_cpu_library |= lib.format == "so";
+  }
+  if (!has_cpu_library) {
+    TETHER_ASSIGN_OR_RETURN(Target host, host_target.empty()
+                                             ? absl::StatusOr<Target>(Target::Host())
+                                             : Target::Parse(host_target));
+    if (host.is_cuda()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the library's host target must be a CPU target, got \"", host_target, "\""));
+    }
+    TETHER_ASSIGN_OR_RETURN(vm::KernelLibraryBlob carrier, BuildKernelLibrary({}, host));
+    exec->kernel_libraries.push_back(std::move(carrier));
+  }
+  return exec->ExportLibrary(path);
+}
+
 absl::StatusOr<std::string> EmitLoweredIR(IRModule module, const BuildOptions& options) {
   TETHER_ASSIGN_OR_RETURN(IRModule lowered, LowerModule(std::move(module), options));
   return PrintModule(lowered);

@@ -93,6 +93,14 @@ absl::StatusOr<Ref<vm::Executable>> Build(IRModule module, const BuildOptions& o
 // relax.build with keep_params_in_input leaves the weights to the caller).
 absl::StatusOr<BuildOutput> BuildModel(IRModule module, const BuildOptions& options);
 
+// Exports `exec` as a shared library (vm::Executable::ExportLibrary) to
+// `path`. An executable without a CPU kernel library (kernels all on the GPU,
+// or none at all) first gets an empty one for `host_target` (a CPU target;
+// "" is this machine) to carry it. FAILED_PRECONDITION for a system-library
+// executable (its kernels are linked into the daemon, not loaded).
+absl::Status ExportLibrary(vm::Executable* exec, const std::string& path,
+                           const std::string& host_target = "");
+
 // The PipelineOptions the named pipelines get for a build with `options`
 // (the kernel target), for GetPipeline when building a relax_pipeline.
 absl::StatusOr<PipelineOptions> PipelineOptionsFor(const BuildOptions& options);

@@ -22,14 +22,17 @@ namespace tether::cli {
 namespace {
 
 constexpr char kCompileUsage[] =
-    "usage: tether compile MODEL.rx|MODEL.onnx [-o OUT.tx] [--target TARGET]\n"
+    "usage: tether compile MODEL.rx|MODEL.onnx [-o OUT.tx|OUT.so] [--target TARGET]\n"
     "                      [--emit ir|bytecode|asm] [--shape NAME=DIMS] [--pipeline default|zero]\n"
     "                      [--system-lib PREFIX] [--num-threads N]\n"
     "                      [--params FILE] [--separate-params]\n"
     "Parses MODEL.rx (or imports MODEL.onnx), runs the pipeline, generates the kernels\n"
     "for TARGET and the bytecode, and writes the executable to OUT.tx. --emit prints\n"
     "the lowered IR, the bytecode listing or the kernels' assembly to stdout.\n"
-    "  -o, --output FILE   where to write the executable\n"
+    "  -o, --output FILE   where to write the executable; FILE.so writes it as a shared\n"
+    "                      library (TVM's export_library): the CPU kernels, loadable\n"
+    "                      with dlopen, carrying the executable; run, inspect and the\n"
+    "                      daemon take it as they take OUT.tx\n"
     "  --target TARGET     \"llvm\" (this host, the default) or e.g.\n"
     "                      \"llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a72\", or\n"
     "                      \"cuda -arch=sm_90[,sm_80...]\" (PTX for NVIDIA GPUs)\n"
@@ -151,11 +154,15 @@ int RunCompile(const std::vector<std::string>& args) {
   const Ref<vm::Executable>* exec = &built->exec;
   if (emit == "bytecode") std::printf("%s", (*exec)->AsText().c_str());
   if (!output.empty()) {
-    absl::Status s = (*exec)->SaveToFile(output);
+    // OUT.so: the executable exported as a shared library (export_library).
+    const bool library = absl::EndsWith(output, ".so");
+    absl::Status s =
+        library ? compiler::ExportLibrary(exec->get(), output) : (*exec)->SaveToFile(output);
     if (!s.ok()) return Fail(output, s);
-    std::fprintf(stderr, "tether compile: wrote %s (target %s, %zu kernel libraries)\n",
-                 output.c_str(), (*exec)->metadata["target"].c_str(),
-                 (*exec)->kernel_libraries.size());
+    std::fprintf(stderr, "tether compile: wrote %s (%s, target %s, %zu kernel libraries)\n",
+                 output.c_str(),
+                 library ? "a shared library carrying the executable" : "executable",
+                 (*exec)->metadata["target"].c_str(), (*exec)->kernel_libraries.size());
     // A system library is also written as its own archive, to link into the
     // daemon that runs the executable (docs/design/boards.md).
     for (const KernelLibraryBlob& lib : (*exec)->kernel_libraries) {
@@ -174,7 +181,9 @@ int RunCompile(const std::vector<std::string>& args) {
     }
     if (options.separate_params) {
       std::string params_out = output;
-      if (absl::EndsWith(params_out, ".tx")) params_out.resize(params_out.size() - 3);
+      if (absl::EndsWith(params_out, ".tx") || absl::EndsWith(params_out, ".so")) {
+        params_out.resize(params_out.size() - 3);
+      }
       params_out += ".params";
       if (absl::Status w = SaveParamDictToFile(params_out, built->params); !w.ok()) {
         return Fail(params_out, w);

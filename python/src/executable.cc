@@ -105,7 +105,8 @@ void RegisterExecutable(py::module_& m) {
             py::gil_scoped_release release;
             return PyExecutable{ValueOrThrow(vm::Executable::LoadFromFile(path))};
           },
-          py::arg("path"), "Reads an executable file (.tx).")
+          py::arg("path"),
+          "Reads an executable file (.tx, or a library written by export_library).")
       .def_static(
           "from_bytes",
           [](const py::bytes& data) {
@@ -139,7 +140,48 @@ void RegisterExecutable(py::module_& m) {
           "The bytecode, constants and kernels as text.")
       .def(
           "stats", [](const PyExecutable& e) { return e.exec->Stats(); },
-          "Sizes: functions, instructions, constants, kernel bytes.");
+          "Sizes: functions, instructions, constants, kernel bytes.")
+      .def(
+          "export_library",
+          [](const PyExecutable& e, const py::object& path) {
+            std::string p =
+                py::str(py::module_::import("os").attr("fspath")(path)).cast<std::string>();
+            py::gil_scoped_release release;
+#ifdef TETHER_PYTHON_WITH_COMPILER
+            // Without CPU kernels it gets an empty library to carry it (a
+            // copy: this Executable stays as it is).
+            Ref<vm::Executable> copy =
+                ValueOrThrow(vm::Executable::LoadFromBytes(e.exec->SaveToBytes()));
+            ThrowIfError(compiler::ExportLibrary(copy.get(), p));
+#else
+            ThrowIfError(e.exec->ExportLibrary(p));
+#endif
+          },
+          py::arg("path"),
+          "Writes the executable as a shared library (.so): its CPU kernels, loadable with "
+          "dlopen, carrying the executable; tether.load_module and session.load_module read it.");
+
+  m.def(
+      "load_module",
+      [](const py::object& path) {
+        std::string p = py::str(py::module_::import("os").attr("fspath")(path)).cast<std::string>();
+        Ref<Module> module;
+        {
+          py::gil_scoped_release release;
+          vm::RegisterExecutableLoader();
+          module = ValueOrThrow(Module::LoadFromFile(p));
+        }
+        if (module->type_key() != "vm.Executable") {
+          ThrowStatus(ValueError(p,
+                                 " holds kernels but no executable: load_module takes .tx files "
+                                 "and libraries written by export_library"));
+        }
+        return PyExecutable{Ref<vm::Executable>(static_cast<vm::Executable*>(module.get()))};
+      },
+      py::arg("path"),
+      "TVM's tvm.runtime.load_module: an executable from a .tx file or a library written by "
+      "export_library, to run here; a library whose kernels cannot run on this machine is "
+      "refused with both targets named.");
 
   m.def("compile", &Compile, py::arg("source"), py::arg("target") = py::none(),
         py::arg("shapes") = py::none(), py::kw_only(), py::arg("format") = py::none(),

@@ -53,6 +53,7 @@ from ._tether import (  # noqa: F401
     cuda,
     device,
     has_compiler,
+    load_module,
     load_param_dict,
     load_param_dict_from_file,
     local,
@@ -171,7 +172,8 @@ class Module(VirtualMachine):
 def _load_module(self, exe, device=None, **options):
     """TVM RPC's remote.load_module: loads `exe` on this session's daemon
     and returns a Module. `exe` is an Executable, an UploadedModule of this
-    session, the path of a .tx file or its bytes (uploaded once: skipped
+    session, the path of a .tx file or of a library written by
+    export_library, or their bytes (uploaded once: skipped
     when the daemon has it). `device` (a Device or a list; None: cpu:0)
     and the keyword options are VirtualMachine's: a CUDA kernel needs its
     GPU among the devices."""

@@ -184,7 +184,7 @@ class Executable:
     """A compiled module: bytecode, constants and kernels."""
     @staticmethod
     def load(path: str) -> Executable:
-        """Reads an executable file (.tx)."""
+        """Reads an executable file (.tx, or a library written by export_library)."""
     @staticmethod
     def from_bytes(data: bytes) -> Executable:
         """An executable from the bytes of a .tx file."""
@@ -196,6 +196,11 @@ class Executable:
         """The bytecode, constants and kernels as text."""
     def stats(self) -> str:
         """Sizes: functions, instructions, constants, kernel bytes."""
+    def export_library(self, path: _PathLike) -> None:
+        """Writes the executable as a shared library (.so): its CPU kernels, loadable with dlopen, carrying the executable."""
+
+def load_module(path: _PathLike) -> Executable:
+    """An executable from a .tx file or a library written by export_library, to run here."""
 
 class UploadedModule:
     """An executable stored on a session's daemon."""

@@ -24,6 +24,7 @@
 #include "absl/synchronization/mutex.h"
 #include "runtime/core/error.h"
 #include "runtime/device/host_target.h"
+#include "runtime/kernel/elf_section.h"
 #include "runtime/kernel/kernel_signature.h"
 #include "runtime/kernel/loader_registry.h"
 #include "runtime/module/system_lib.h"
@@ -225,8 +226,8 @@ absl::Status CheckElfImage(absl::string_view data) {
     return ValueError("kernel library is not a shared object (ELF type ", eh.e_type, ")");
   }
   if (eh.e_machine != HostElfMachine()) {
-    return ValueError("kernel library is for ELF machine ", eh.e_machine,
-                      ", but this runtime runs on machine ", HostElfMachine());
+    return ValueError("kernel library is built for ", ElfMachineName(eh.e_machine),
+                      ", but this runtime runs on ", ElfMachineName(HostElfMachine()));
   }
   if (eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phnum == 0 ||
       !RangeInside(eh.e_phoff, uint64_t{eh.e_phnum} * sizeof(Elf64_Phdr), data.size())) {

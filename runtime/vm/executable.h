@@ -97,6 +97,17 @@ class Executable final : public Module {
   static absl::StatusOr<Ref<Executable>> LoadFromBytes(absl::string_view bytes);
   absl::Status SaveToFile(const std::string& path) const;
   static absl::StatusOr<Ref<Executable>> LoadFromFile(const std::string& path);
+  // LoadFromBytes/LoadFromFile also take a library written by ExportLibrary
+  // (ELF magic) and return the executable as it was exported.
+
+  // The executable as a shared library (TVM's export_library): its CPU
+  // kernel library (format "so") carrying the executable in a section
+  // (executable_library.cc; docs/design/executable-format.md, "Exported
+  // libraries"). Any program can dlopen it for the kernels; LoadFromFile
+  // reads the executable back. FAILED_PRECONDITION when the executable has
+  // no such library (no CPU kernels, or a system library).
+  absl::StatusOr<std::string> ExportLibraryBytes() const;
+  absl::Status ExportLibrary(const std::string& path) const;
 
   // Readable listing: "@main:" then "  call  vm.builtin.copy in: %0 dst: %1" ...
   std::string AsText() const;
@@ -109,10 +120,13 @@ class Executable final : public Module {
   absl::StatusOr<std::string> SaveToBinary() const override { return SaveToBytes(); }
 };
 
-// Registers the "vm.Executable" ModuleLoader (magic kExecutableMagic) so that
-// Module::LoadFromBinary/LoadFromFile load executables. Idempotent and
-// thread-safe; the VM calls it explicitly (no static initializers in a static
-// library).
+// Registers the "vm.Executable" ModuleLoader (magic kExecutableMagic) and the
+// "library.so" loader (ELF magic) so that Module::LoadFromBinary/LoadFromFile
+// load executables and exported libraries: an exported library loads as its
+// executable, refused with both targets named when its kernels cannot run
+// on this machine; a kernel library without an executable loads as a module
+// of its kernels. Idempotent and thread-safe; callers register explicitly
+// (no static initializers in a static library).
 void RegisterExecutableLoader();
 
 // For tests (fuzzing behind the checksum): `bytes` with its trailing CRC-32C

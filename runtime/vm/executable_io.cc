@@ -23,7 +23,9 @@
 #include "runtime/core/file.h"
 #include "runtime/core/tensor.h"
 #include "runtime/kernel/crc32c.h"
+#include "runtime/kernel/elf_section.h"
 #include "runtime/vm/executable.h"
+#include "runtime/vm/executable_library.h"
 
 namespace tether::vm {
 namespace {
@@ -574,6 +576,7 @@ std::string Executable::SaveToBytes() const {
 }
 
 absl::StatusOr<Ref<Executable>> Executable::LoadFromBytes(absl::string_view bytes) {
+  if (IsElfImage(bytes)) return LoadExportedLibrary(bytes);
   return Parse(bytes);
 }
 
@@ -603,6 +606,7 @@ void RegisterExecutableLoader() {
     // ALREADY_EXISTS means someone registered it first; either way it is there.
     absl::Status status = RegisterModuleLoader(std::move(loader));
     (void)status;
+    RegisterSharedLibraryLoader();
     return true;
   }();
   (void)registered;

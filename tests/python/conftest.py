@@ -30,6 +30,19 @@ class Module:
         return (z, (x, z))
 """
 
+# A dense layer with relu and a symbolic batch, weights as parameters.
+MLP_RX = b"""
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor(("n", 8), "float32"), w: R.Tensor((8, 4), "float32"),
+             b: R.Tensor((4,), "float32")):
+        with R.dataflow():
+            y = R.nn.relu(R.add(R.matmul(x, w), b))
+            R.output(y)
+        return y
+"""
+
 
 @pytest.fixture(scope="session")
 def daemon_dir(tmp_path_factory):

@@ -6,19 +6,8 @@ import numpy as np
 import pytest
 
 import tether
+from conftest import MLP_RX as MLP
 from tether import relax
-
-MLP = b"""
-@I.ir_module
-class Module:
-    @R.function
-    def main(x: R.Tensor(("n", 8), "float32"), w: R.Tensor((8, 4), "float32"),
-             b: R.Tensor((4,), "float32")):
-        with R.dataflow():
-            y = R.nn.relu(R.add(R.matmul(x, w), b))
-            R.output(y)
-        return y
-"""
 
 
 @pytest.fixture(scope="module")

@@ -246,6 +246,8 @@ TEST(ExecutableLoaderTest, RejectsBadMagic) {
   EXPECT_STATUS(LoadStatus(""), absl::StatusCode::kInvalidArgument, "not a tether executable");
   EXPECT_STATUS(LoadStatus("TETHER"), absl::StatusCode::kInvalidArgument,
                 "not a tether executable");
+  // An ELF image is read as an exported library (executable_library.cc),
+  // and this one is none.
   EXPECT_STATUS(LoadStatus("\x7f"
                            "ELF\2\1\1\0\0\0\0\0\0\0\0\0"),
                 absl::StatusCode::kInvalidArgument, "not a tether executable");
