@@ -1,7 +1,11 @@
 // VM benchmarks, each with its anchor measured in the same run:
-//   VmDispatch: a bytecode function of 1,000 Call instructions to a trivial
+//   VmDispatch: a function of 1,000 Call instructions to a trivial
 //     registered function, against the floor — a C++ loop calling the same
 //     Function object directly. Reports ns per Call instruction and the ratio.
+//   VmLoop: a counting loop of If, Goto and two Calls per iteration (10,000
+//     iterations), against a C++ loop making the same two calls.
+//   Both run as bytecode (/0, the interpreter) and, where the compiler is
+//     built, compiled to native code (/1, exec_mode="compiled").
 //   TimeEvaluatorOverhead: the time evaluator on an empty bytecode function,
 //     reporting ns per timed call, beside one Invoke of the same function
 //     timed by Google Benchmark.
@@ -12,6 +16,9 @@
 #include "runtime/core/registry.h"
 #include "runtime/vm/exec_builder.h"
 #include "runtime/vm/local_vm.h"
+#ifdef TETHER_VM_BENCH_COMPILED
+#include "compiler/build.h"
+#endif
 
 namespace tether::vm {
 namespace {
@@ -22,16 +29,39 @@ using Clock = std::chrono::steady_clock;
 void RegisterBenchFunctions() {
   static const bool done = [] {
     (void)Registry::RegisterTyped("bench.identity", [](int64_t x) { return x; });
+    (void)Registry::RegisterTyped("bench.positive", [](int64_t x) { return x > 0; });
+    (void)Registry::RegisterTyped("bench.dec", [](int64_t x) { return x - 1; });
     return true;
   }();
   (void)done;
 }
 
-std::unique_ptr<LocalVirtualMachine> MakeVm(ExecBuilder& b) {
+// The VM of `b`'s executable; with `compiled`, its functions compiled to
+// native code first. Null (and the reason in `state`) when that fails.
+std::unique_ptr<LocalVirtualMachine> MakeVm(ExecBuilder& b, benchmark::State& state,
+                                            bool compiled = false) {
   auto exec = b.Get();
-  if (!exec.ok()) return nullptr;
+  if (!exec.ok()) {
+    state.SkipWithError(std::string(exec.status().message()).c_str());
+    return nullptr;
+  }
+  if (compiled) {
+#ifdef TETHER_VM_BENCH_COMPILED
+    if (absl::Status s = compiler::CompileVMFunctions(exec->get()); !s.ok()) {
+      state.SkipWithError(std::string(s.message()).c_str());
+      return nullptr;
+    }
+#else
+    state.SkipWithError("built without the compiler: no compiled mode");
+    return nullptr;
+#endif
+  }
   auto vm = LocalVirtualMachine::Create(*exec, {Device::Cpu()});
-  return vm.ok() ? std::move(*vm) : nullptr;
+  if (!vm.ok()) {
+    state.SkipWithError(std::string(vm.status().message()).c_str());
+    return nullptr;
+  }
+  return std::move(*vm);
 }
 
 void BM_VmDispatch(benchmark::State& state) {
@@ -41,11 +71,8 @@ void BM_VmDispatch(benchmark::State& state) {
   for (int i = 0; i < kCalls; ++i) b.EmitCall("bench.identity", {Arg::Register(i == 0 ? 0 : 1)}, 1);
   b.EmitRet(1);
   b.EndFunction("main");
-  auto vm = MakeVm(b);
-  if (!vm) {
-    state.SkipWithError("cannot build the dispatch executable");
-    return;
-  }
+  auto vm = MakeVm(b, state, state.range(0) == 1);
+  if (!vm) return;
   Function direct = Registry::Get("bench.identity");
   Value arg(int64_t{1});
   ArgSpan args(&arg, 1);
@@ -74,18 +101,64 @@ void BM_VmDispatch(benchmark::State& state) {
   state.counters["floor_ns_per_call"] = floor_ns / rounds / kCalls;
   state.counters["ratio_vs_floor"] = vm_ns / floor_ns;
 }
-BENCHMARK(BM_VmDispatch)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_VmDispatch)->Arg(0)->Arg(1)->UseManualTime()->Unit(benchmark::kMicrosecond);
+
+constexpr int64_t kIterations = 10000;
+
+// main(n): while bench.positive(n): n = bench.dec(n); return n.
+void BM_VmLoop(benchmark::State& state) {
+  RegisterBenchFunctions();
+  ExecBuilder b;
+  b.EmitFunction("main", 1, {"n"});
+  b.EmitCall("bench.positive", {Arg::Register(0)}, 1);  // pc 0
+  b.EmitIf(1, 3);                                       // pc 1: false -> pc 4
+  b.EmitCall("bench.dec", {Arg::Register(0)}, 0);       // pc 2
+  b.EmitGoto(-3);                                       // pc 3 -> pc 0
+  b.EmitRet(0);                                         // pc 4
+  b.EndFunction("main");
+  auto vm = MakeVm(b, state, state.range(0) == 1);
+  if (!vm) return;
+  Function positive = Registry::Get("bench.positive");
+  Function dec = Registry::Get("bench.dec");
+  Value arg(kIterations);
+  double vm_ns = 0, floor_ns = 0;
+  int64_t rounds = 0;
+  for (auto _ : state) {
+    auto t0 = Clock::now();
+    auto out = vm->Invoke("main", ArgSpan(&arg, 1));
+    auto t1 = Clock::now();
+    if (!out.ok() || out->int_value() != 0) {
+      state.SkipWithError("the loop did not count down to 0");
+      return;
+    }
+    // The floor: the same two functions called as often, in a C++ loop.
+    Value n = arg;
+    while (true) {
+      auto p = positive(ArgSpan(&n, 1));
+      if (!p->bool_value()) break;
+      n = *dec(ArgSpan(&n, 1));
+      benchmark::DoNotOptimize(n);
+    }
+    auto t2 = Clock::now();
+    double v = std::chrono::duration<double, std::nano>(t1 - t0).count();
+    state.SetIterationTime(v * 1e-9);
+    vm_ns += v;
+    floor_ns += std::chrono::duration<double, std::nano>(t2 - t1).count();
+    ++rounds;
+  }
+  state.counters["ns_per_iteration"] = vm_ns / rounds / kIterations;
+  state.counters["floor_ns_per_iteration"] = floor_ns / rounds / kIterations;
+  state.counters["ratio_vs_floor"] = vm_ns / floor_ns;
+}
+BENCHMARK(BM_VmLoop)->Arg(0)->Arg(1)->UseManualTime()->Unit(benchmark::kMicrosecond);
 
 void BM_TimeEvaluatorOverhead(benchmark::State& state) {
   ExecBuilder b;
   b.EmitFunction("empty", 0);
   b.EmitRet(kVoidRegister);
   b.EndFunction("empty");
-  auto vm = MakeVm(b);
-  if (!vm) {
-    state.SkipWithError("cannot build the empty executable");
-    return;
-  }
+  auto vm = MakeVm(b, state);
+  if (!vm) return;
   profiling::TimeEvaluatorOptions options;
   options.number = 10000;
   options.repeat = 10;
@@ -110,7 +183,8 @@ void BM_InvokeEmpty(benchmark::State& state) {
   b.EmitFunction("empty", 0);
   b.EmitRet(kVoidRegister);
   b.EndFunction("empty");
-  auto vm = MakeVm(b);
+  auto vm = MakeVm(b, state);
+  if (!vm) return;
   for (auto _ : state) {
     auto out = vm->Invoke("empty", {});
     benchmark::DoNotOptimize(out);

@@ -3,6 +3,7 @@
 // helpers, which stop after the step whose output they return.
 #include "compiler/build.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -25,11 +26,7 @@ namespace tether::compiler {
 namespace {
 
 absl::Status CheckOptions(const BuildOptions& options) {
-  if (options.exec_mode == "compiled") {
-    return absl::UnimplementedError(
-        "exec_mode \"compiled\" (native Relax functions) is not implemented; use \"bytecode\"");
-  }
-  if (options.exec_mode != "bytecode") {
+  if (options.exec_mode != "bytecode" && options.exec_mode != "compiled") {
     return absl::InvalidArgumentError(absl::StrCat("unknown exec_mode \"", options.exec_mode,
                                                    "\"; expected \"bytecode\" or \"compiled\""));
   }
@@ -148,14 +145,28 @@ void RecordSignatures(const IRModule& lowered, vm::Executable* exec) {
     auto index = exec->function_map.find(name);
     if (f == nullptr || index == exec->function_map.end()) continue;
     const vm::FunctionInfo& info = exec->functions[index->second];
-    if (info.kind != vm::FunctionKind::kVMFunc ||
-        info.num_args != static_cast<int64_t>(f->params.size())) {
+    if (!vm::IsVMFunction(info.kind) || info.num_args != static_cast<int64_t>(f->params.size())) {
       continue;
     }
     std::vector<vm::ParamType> types;
     for (const Expr& p : f->params) types.push_back(TypeOf(p.struct_info()));
     exec->metadata[absl::StrCat(vm::kParamTypesMetadataPrefix, name)] = vm::FormatParamTypes(types);
   }
+}
+
+// exec_mode="compiled": the functions' code is in the kernel library now;
+// the functions become compiled ones (FunctionKind::kVMTIRFunc) with the
+// same arity, registers and parameter names, and the bytecode goes.
+void DropBytecode(vm::Executable* exec) {
+  for (vm::FunctionInfo& f : exec->functions) {
+    if (f.kind != vm::FunctionKind::kVMFunc) continue;
+    f.kind = vm::FunctionKind::kVMTIRFunc;
+    f.start_instr = f.end_instr = 0;
+    // Validate() wants a compiled function's frame one larger than its arguments.
+    f.register_file_size = std::max(f.register_file_size, f.num_args + 1);
+  }
+  exec->instr_offset.clear();
+  exec->instr_data.clear();
 }
 
 }  // namespace
@@ -188,7 +199,6 @@ absl::StatusOr<BuildOutput> BuildModel(IRModule module, const BuildOptions& opti
   std::string source_hash = SourceHash(module);
   BuildOutput out;
   TETHER_ASSIGN_OR_RETURN(IRModule lowered, Lower(std::move(module), options, &out.params));
-  std::vector<vm::KernelLibraryBlob> libraries;
   std::vector<KernelFunc> kernels = Kernels(lowered);
   Target kernel_target = target;
   if (options.simulate_gpu_threads > 0) {
@@ -199,18 +209,29 @@ absl::StatusOr<BuildOutput> BuildModel(IRModule module, const BuildOptions& opti
     }
     kernel_target = Target();
   }
-  if (!kernels.empty()) {
-    TETHER_ASSIGN_OR_RETURN(vm::KernelLibraryBlob lib,
-                            BuildKernelLibrary(kernels, kernel_target, KernelOptions(options)));
-    libraries.push_back(std::move(lib));
+  const bool compiled = options.exec_mode == "compiled";
+  if (compiled && (kernel_target.is_cuda() || options.system_lib)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "exec_mode \"compiled\" compiles the Relax functions into the CPU kernel library: it "
+        "needs a CPU target without system_lib, got \"",
+        kernel_target.ToString(), "\"", options.system_lib ? " with system_lib" : ""));
   }
-  TETHER_ASSIGN_OR_RETURN(Ref<vm::Executable> exec, VMCodegen(lowered, std::move(libraries)));
+  TETHER_ASSIGN_OR_RETURN(Ref<vm::Executable> exec, VMCodegen(lowered, {}));
+  if (!kernels.empty() || compiled) {
+    CodegenOptions codegen = KernelOptions(options);
+    if (compiled) codegen.vm_functions = exec.get();
+    TETHER_ASSIGN_OR_RETURN(vm::KernelLibraryBlob lib,
+                            BuildKernelLibrary(kernels, kernel_target, codegen));
+    exec->kernel_libraries.push_back(std::move(lib));
+  }
+  if (compiled) DropBytecode(exec.get());
   exec->metadata["target"] = kernel_target.ToString();
   if (options.simulate_gpu_threads > 0) {
     exec->metadata["simulated_target"] =
         absl::StrCat(target.ToString(), " (", options.simulate_gpu_threads, " threads)");
   }
   exec->metadata["source_hash"] = source_hash;
+  if (compiled) exec->metadata["exec_mode"] = "compiled";
   exec->metadata["compiler_version"] = kCompilerVersion;
   exec->metadata["pipeline"] =
       options.relax_pipeline.has_value()
@@ -222,6 +243,21 @@ absl::StatusOr<BuildOutput> BuildModel(IRModule module, const BuildOptions& opti
   RecordSignatures(lowered, exec.get());
   out.exec = std::move(exec);
   return out;
+}
+
+absl::Status CompileVMFunctions(vm::Executable* exec, const std::string& target) {
+  TETHER_ASSIGN_OR_RETURN(
+      Target cpu, target.empty() ? absl::StatusOr<Target>(Target::Host()) : Target::Parse(target));
+  if (cpu.is_cuda()) {
+    return absl::InvalidArgumentError("compiled VM functions need a CPU target, got cuda");
+  }
+  CodegenOptions codegen;
+  codegen.vm_functions = exec;
+  TETHER_ASSIGN_OR_RETURN(vm::KernelLibraryBlob lib, BuildKernelLibrary({}, cpu, codegen));
+  exec->kernel_libraries.push_back(std::move(lib));
+  DropBytecode(exec);
+  exec->metadata["exec_mode"] = "compiled";
+  return absl::OkStatus();
 }
 
 absl::Status ExportLibrary(vm::Executable* exec, const std::string& path,

@@ -54,11 +54,13 @@ struct BuildOptions {
   // fills them, runtime/vm/param_binding.h). Each must name a parameter of
   // main and fit its struct info, as when binding.
   bool separate_params = false;
-  // "bytecode": the interpreter runs the functions. "compiled" is reserved for
-  // compiling each Relax function to native code (TVM's exec_mode="compiled":
-  // a "__vmtir__<f>" kernel per function driving the same builtins through the
-  // kernel ABI, declared with FunctionKind::kVMTIRFunc); Build returns
-  // UNIMPLEMENTED for it.
+  // "bytecode": the interpreter runs the functions. "compiled" (TVM's
+  // exec_mode="compiled"): each Relax function is also compiled to native
+  // code, "__vmtir__<f>" in the CPU kernel library
+  // (backend/llvm/vm_function_emitter.h), declared FunctionKind::kVMTIRFunc,
+  // and the executable carries no bytecode; the VM runs the native code,
+  // which calls the same functions through the VM's services
+  // (runtime/vm/compiled_function.h). CPU targets only, not with system_lib.
   std::string exec_mode = "bytecode";
   // Emit the kernels as a static archive that registers them in the runtime's
   // system library (format "static") instead of an embedded shared object.
@@ -87,11 +89,18 @@ struct BuildOutput {
 // Builds `module` into an executable. INVALID_ARGUMENT for bad options (an
 // unknown exec_mode, target or pipeline, a param that main does not have)
 // and for IR the pipeline or code generators reject, with their messages;
-// UNIMPLEMENTED for exec_mode "compiled".
+// and for exec_mode "compiled" with a cuda target or system_lib.
 absl::StatusOr<Ref<vm::Executable>> Build(IRModule module, const BuildOptions& options);
 // Build, also returning the param dict of separate_params (as TVM's
 // relax.build with keep_params_in_input leaves the weights to the caller).
 absl::StatusOr<BuildOutput> BuildModel(IRModule module, const BuildOptions& options);
+
+// exec_mode="compiled" for an executable already built: compiles its
+// bytecode functions to native code in one more CPU kernel library for
+// `target` ("" is this machine), then drops the bytecode (the functions
+// become FunctionKind::kVMTIRFunc). Build does the same in one library.
+// INVALID_ARGUMENT for an invalid executable or a non-CPU target.
+absl::Status CompileVMFunctions(vm::Executable* exec, const std::string& target = "");
 
 // Exports `exec` as a shared library (vm::Executable::ExportLibrary) to
 // `path`. An executable without a CPU kernel library (kernels all on the GPU,

@@ -173,7 +173,7 @@ class Ops {
                                                         params ? op.params_sha256() : ""));
     out->set_vm_id(id);
     for (const vm::FunctionInfo& f : exec->functions) {
-      if (f.kind != vm::FunctionKind::kVMFunc) continue;
+      if (!vm::IsVMFunction(f.kind)) continue;
       TETHER_RETURN_IF_ERROR(DescribeFunction(*raw, f.name, out->add_functions()));
     }
     return absl::OkStatus();

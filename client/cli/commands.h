@@ -82,6 +82,8 @@ struct ModelOptions {
   // Weights stay parameters of main (an ONNX model's initializers; TVM's
   // keep_params_in_input) for a param file to fill on the daemon.
   bool separate_params = false;
+  // "bytecode" or "compiled" (compiler::BuildOptions::exec_mode).
+  std::string exec_mode = "bytecode";
 };
 
 // The bytes of the executable at `path`. A Relax text model (.rx) or an

@@ -24,7 +24,7 @@ namespace {
 constexpr char kCompileUsage[] =
     "usage: tether compile MODEL.rx|MODEL.onnx [-o OUT.tx|OUT.so] [--target TARGET]\n"
     "                      [--emit ir|bytecode|asm] [--shape NAME=DIMS] [--pipeline default|zero]\n"
-    "                      [--system-lib PREFIX] [--num-threads N]\n"
+    "                      [--system-lib PREFIX] [--num-threads N] [--exec-mode MODE]\n"
     "                      [--params FILE] [--separate-params]\n"
     "Parses MODEL.rx (or imports MODEL.onnx), runs the pipeline, generates the kernels\n"
     "for TARGET and the bytecode, and writes the executable to OUT.tx. --emit prints\n"
@@ -42,6 +42,9 @@ constexpr char kCompileUsage[] =
     "  --system-lib PREFIX emit the kernels as a static system library: OUT.a beside\n"
     "                      OUT.tx, to link into the daemon (no dlopen on the device)\n"
     "  --num-threads N     threads the kernels are tuned for (0: unknown)\n"
+    "  --exec-mode MODE    bytecode (default: the VM interprets the Relax functions) or\n"
+    "                      compiled (they are compiled to native code in the kernel\n"
+    "                      library, TVM's exec_mode=\"compiled\"; CPU targets)\n"
     "  --params FILE       weights for main's parameters of their names (TVM's param\n"
     "                      dict): bound into the executable as constants\n"
     "  --separate-params   keep the weights (an ONNX model's initializers, and --params)\n"
@@ -93,6 +96,8 @@ int RunCompile(const std::vector<std::string>& args) {
       model.shapes[v.substr(0, eq)] = *dims;
     } else if (a == "--pipeline") {
       if (!value(&options.pipeline)) return 2;
+    } else if (a == "--exec-mode") {
+      if (!value(&options.exec_mode)) return 2;
     } else if (a == "--system-lib") {
       if (!value(&options.system_lib_prefix)) return 2;
       options.system_lib = true;

@@ -51,6 +51,7 @@ std::string CacheKey(absl::string_view model_bytes, const ModelOptions& options)
   std::string key = absl::StrCat(rpc::Sha256Hex(model_bytes), "\n", options.target, "\n",
                                  compiler::kCompilerVersion, "\n");
   if (options.separate_params) key += "separate-params\n";
+  if (options.exec_mode != "bytecode") absl::StrAppend(&key, "exec_mode=", options.exec_mode, "\n");
   for (const auto& [name, dims] : options.shapes) {
     absl::StrAppend(&key, name, "=", absl::StrJoin(dims, "x"), "\n");
   }
@@ -88,6 +89,7 @@ absl::StatusOr<std::string> BuildToBytes(compiler::IRModule module, const std::s
   compiler::BuildOptions build;
   build.target = options.target;
   build.separate_params = options.separate_params;
+  build.exec_mode = options.exec_mode;
   build.params = std::move(weights);
   TETHER_ASSIGN_OR_RETURN(Ref<vm::Executable> exec, compiler::Build(std::move(module), build));
   return exec->SaveToBytes();

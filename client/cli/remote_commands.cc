@@ -57,7 +57,8 @@ struct Options {
   bool isolate = false;            // the session in its own worker process on the daemon
   bool concurrent_timing = false;  // measure beside other sessions' calls
   Device device = Device::Cpu();
-  std::string target;  // for .rx/.onnx models; empty: from the device
+  std::string target;                  // for .rx/.onnx models; empty: from the device
+  std::string exec_mode = "bytecode";  // for .rx/.onnx models
   std::string function = "main";
   std::string memory_cfg;
   // --params FILE: a param file the daemon binds into the VM (weights on
@@ -111,6 +112,8 @@ constexpr char kCommonHelp[] =
     "  --device DEV           cpu:0 (default), cuda:0, ...\n"
     "  --target TARGET        what a .rx/.onnx model is compiled for (default: the daemon's\n"
     "                         CPU as its handshake reports it, \"cuda -arch=sm_XY\" from its GPU)\n"
+    "  --exec-mode MODE       bytecode (default) or compiled: a .rx/.onnx model's Relax\n"
+    "                         functions compiled to native code (no interpreter in the loop)\n"
     "  --function NAME        the function to run (default main)\n"
     "  --memory-cfg CFG       naive | pooled | cpu:0=naive,...\n"
     "  --params FILE          weights (TVM's param dict, from `tether compile\n"
@@ -200,6 +203,10 @@ int ParseArgs(const std::string& command, const std::vector<std::string>& args, 
       const std::string* v = next();
       if (!v) return 2;
       o->target = *v;
+    } else if (a == "--exec-mode") {
+      const std::string* v = next();
+      if (!v) return 2;
+      o->exec_mode = *v;
     } else if (a == "--function") {
       const std::string* v = next();
       if (!v) return 2;
@@ -597,6 +604,7 @@ absl::StatusOr<Prepared> Prepare(const Options& o) {
     TETHER_ASSIGN_OR_RETURN(model.target, DefaultTarget(o, *p.connection.session));
   }
   if (model.target.empty()) model.target = "llvm";
+  model.exec_mode = o.exec_mode;
   model.quiet = o.quiet;
   model.use_cache = !o.no_cache;
   // A model compiled here for --params keeps its weights as parameters.
@@ -676,8 +684,7 @@ absl::StatusOr<Prepared> Prepare(const Options& o) {
   }
   TETHER_ASSIGN_OR_RETURN(Ref<vm::Executable> exec, vm::Executable::LoadFromBytes(bytes));
   auto it = exec->function_map.find(o.function);
-  if (it == exec->function_map.end() ||
-      exec->functions[it->second].kind != vm::FunctionKind::kVMFunc) {
+  if (it == exec->function_map.end() || !vm::IsVMFunction(exec->functions[it->second].kind)) {
     return NotFoundError(o.file, " has no function ", o.function);
   }
   const vm::FunctionInfo& info = exec->functions[it->second];

@@ -32,7 +32,7 @@ struct PyExecutable {
 absl::StatusOr<Ref<vm::Executable>> CompileModel(
     const std::string& bytes, bool onnx, const std::string& source_name,
     const std::string& base_dir, const std::string& target,
-    const std::map<std::string, std::vector<int64_t>>& shapes) {
+    const std::map<std::string, std::vector<int64_t>>& shapes, const std::string& exec_mode) {
   compiler::IRModule module;
   if (onnx) {
     compiler::onnx_frontend::OnnxImportOptions import;
@@ -46,13 +46,14 @@ absl::StatusOr<Ref<vm::Executable>> CompileModel(
   }
   compiler::BuildOptions build;
   build.target = target;
+  build.exec_mode = exec_mode;
   return compiler::Build(std::move(module), build);
 }
 #endif
 
 PyExecutable Compile(const py::object& source, std::optional<std::string> target,
                      std::optional<std::map<std::string, std::vector<int64_t>>> shapes,
-                     std::optional<std::string> format) {
+                     std::optional<std::string> format, const std::string& exec_mode) {
   std::string bytes, name = "<bytes>", base_dir, kind = format.value_or("");
   if (py::isinstance<py::bytes>(source) || py::isinstance<py::bytearray>(source)) {
     bytes = py::bytes(source).cast<std::string>();
@@ -86,9 +87,9 @@ PyExecutable Compile(const py::object& source, std::optional<std::string> target
   }
 #ifdef TETHER_PYTHON_WITH_COMPILER
   py::gil_scoped_release release;
-  return PyExecutable{
-      ValueOrThrow(CompileModel(bytes, kind == "onnx", name, base_dir, target.value_or("llvm"),
-                                shapes.value_or(std::map<std::string, std::vector<int64_t>>{})))};
+  return PyExecutable{ValueOrThrow(
+      CompileModel(bytes, kind == "onnx", name, base_dir, target.value_or("llvm"),
+                   shapes.value_or(std::map<std::string, std::vector<int64_t>>{}), exec_mode))};
 #else
   ThrowStatus(absl::FailedPreconditionError(
       "tether.compile needs the compiler: this package was built with TETHER_BUILD_COMPILER=OFF"));
@@ -185,8 +186,10 @@ void RegisterExecutable(py::module_& m) {
 
   m.def("compile", &Compile, py::arg("source"), py::arg("target") = py::none(),
         py::arg("shapes") = py::none(), py::kw_only(), py::arg("format") = py::none(),
+        py::arg("exec_mode") = "bytecode",
         "Compiles a .rx or .onnx model (a path, or the model's bytes) for `target` "
-        "(default \"llvm\", this machine); a .tx path is loaded as it is.");
+        "(default \"llvm\", this machine); a .tx path is loaded as it is. exec_mode "
+        "\"compiled\" compiles the Relax functions to native code too (CPU targets).");
 
   py::class_<PyUploadedModule>(m, "UploadedModule", "An executable stored on a session's daemon.")
       .def_property_readonly(

@@ -211,8 +211,8 @@ class UploadedModule:
 
 def compile(source: Union[_PathLike, bytes], target: Optional[str] = None,
             shapes: Optional[Mapping[str, Sequence[int]]] = None, *,
-            format: Optional[str] = None) -> Executable:
-    """Compiles a .rx or .onnx model (a path, or the model's bytes) for `target`; a .tx path is loaded as it is."""
+            format: Optional[str] = None, exec_mode: str = "bytecode") -> Executable:
+    """Compiles a .rx or .onnx model (a path, or the model's bytes) for `target`; a .tx path is loaded as it is. exec_mode "compiled" compiles the Relax functions to native code too."""
 
 class BenchmarkResult:
     """Timing samples (seconds per call, one per repeat) and their statistics."""

@@ -34,11 +34,12 @@ class IRModule:
         """The module's Relax text."""
         return self.text
 
-    def build(self, target=None):
+    def build(self, target=None, exec_mode="bytecode"):
         """tether.compile of the text for `target` (default "llvm": this machine)."""
         from . import compile as _compile  # noqa: PLC0415
 
-        return _compile(self.text.encode(), None if target is None else str(target), format="rx")
+        return _compile(self.text.encode(), None if target is None else str(target), format="rx",
+                        exec_mode=exec_mode)
 
     def __repr__(self):
         return "<tether.script.IRModule %s>" % self.name

@@ -264,6 +264,9 @@ class SoKernelLibrary final : public KernelLibraryModule {
   }
   absl::string_view type_key() const override { return "library.so"; }
   std::vector<KernelSignature> Kernels() const override { return CpuSignatures(kernels_); }
+  void* FindSymbol(const std::string& name) const override {
+    return handle_ == nullptr ? nullptr : dlsym(handle_, name.c_str());
+  }
 
   absl::Status Open(const KernelLibraryBlob& blob) {
     // Built for another machine: say so before the loader sees it.

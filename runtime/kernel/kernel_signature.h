@@ -40,6 +40,9 @@ class KernelLibraryModule : public Module {
  public:
   // Every kernel of the library, in manifest order.
   virtual std::vector<KernelSignature> Kernels() const = 0;
+  // The address of an exported symbol other than a kernel (a compiled VM
+  // function, runtime/vm/compiled_function.h), or nullptr.
+  virtual void* FindSymbol(const std::string& name) const { return nullptr; }
 };
 
 }  // namespace tether

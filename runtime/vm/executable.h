@@ -34,8 +34,13 @@ inline constexpr int64_t kMaxRegisterFileSize = int64_t{1} << 20;
 enum class FunctionKind : int32_t {
   kPackedFunc = 0,  // resolved in the kernel libraries, then the global registry
   kVMFunc = 1,      // bytecode in this executable
-  kVMTIRFunc = 2,   // compiled ("__vmtir__<name>" in a kernel library); reserved
+  kVMTIRFunc = 2,   // compiled: "__vmtir__<name>" in a kernel library (compiled_function.h)
 };
+
+// A Relax function, callable by name through the VM API: bytecode or compiled.
+inline bool IsVMFunction(FunctionKind kind) {
+  return kind == FunctionKind::kVMFunc || kind == FunctionKind::kVMTIRFunc;
+}
 
 struct FunctionInfo {
   FunctionKind kind = FunctionKind::kPackedFunc;

@@ -56,7 +56,8 @@ absl::StatusOr<Value> LocalVirtualMachine::RunFunction(Index func_index, ArgSpan
   for (size_t i = 0; i < args.size(); ++i) frame->registers[i] = args[i];
   frame->return_pc = -1;
   Value result;
-  absl::Status status = RunLoop(entry_depth, &result);
+  absl::Status status = compiled_[func_index] != nullptr ? RunCompiled(entry_depth, &result)
+                                                         : RunLoop(entry_depth, &result);
   if (!status.ok()) return status;
   return result;
 }

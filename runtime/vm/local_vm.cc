@@ -102,6 +102,7 @@ absl::Status LocalVirtualMachine::Init(Ref<Executable> exec, std::vector<Device>
   }
 
   func_pool_.reserve(exec_->functions.size());
+  compiled_.assign(exec_->functions.size(), nullptr);
   for (size_t i = 0; i < exec_->functions.size(); ++i) {
     const FunctionInfo& info = exec_->functions[i];
     switch (info.kind) {
@@ -122,14 +123,13 @@ absl::Status LocalVirtualMachine::Init(Ref<Executable> exec, std::vector<Device>
         func_pool_.push_back(f);
         break;
       }
+      case FunctionKind::kVMTIRFunc:
+        TETHER_RETURN_IF_ERROR(FindCompiledFunction(static_cast<Index>(i)));
+        [[fallthrough]];
       case FunctionKind::kVMFunc:
         func_pool_.push_back(Value(
             MakeRef<ClosureObj>(info.name, static_cast<Index>(i), Value(), std::vector<Value>{})));
         break;
-      case FunctionKind::kVMTIRFunc:
-        return absl::UnimplementedError(
-            absl::StrCat("function ", info.name,
-                         " is compiled (exec_mode=compiled); this runtime runs bytecode only"));
     }
   }
   return Decode();
@@ -137,10 +137,9 @@ absl::Status LocalVirtualMachine::Init(Ref<Executable> exec, std::vector<Device>
 
 // --- Public API -----------------------------------------------------------------
 
-absl::StatusOr<Index> LocalVirtualMachine::FindBytecodeFunction(absl::string_view name) const {
+absl::StatusOr<Index> LocalVirtualMachine::FindVMFunction(absl::string_view name) const {
   auto it = exec_->function_map.find(name);
-  if (it == exec_->function_map.end() ||
-      exec_->functions[it->second].kind != FunctionKind::kVMFunc) {
+  if (it == exec_->function_map.end() || !IsVMFunction(exec_->functions[it->second].kind)) {
     return UnknownFunction(name);
   }
   return it->second;
@@ -150,7 +149,7 @@ absl::StatusOr<Value> LocalVirtualMachine::Invoke(absl::string_view func_name, A
   if (auto saved = saved_functions_.find(func_name); saved != saved_functions_.end()) {
     return CallValue(saved->second, args);
   }
-  TETHER_ASSIGN_OR_RETURN(Index index, FindBytecodeFunction(func_name));
+  TETHER_ASSIGN_OR_RETURN(Index index, FindVMFunction(func_name));
   if (inputs_.contains(func_name)) {
     return PreconditionError("function ", func_name,
                              " has inputs set by set_input; call it with invoke_stateful");
@@ -237,7 +236,7 @@ absl::Status LocalVirtualMachine::SaveFunction(absl::string_view func_name,
   if (auto saved = saved_functions_.find(func_name); saved != saved_functions_.end()) {
     target = saved->second;
   } else {
-    TETHER_ASSIGN_OR_RETURN(index, FindBytecodeFunction(func_name));
+    TETHER_ASSIGN_OR_RETURN(index, FindVMFunction(func_name));
     TETHER_ASSIGN_OR_RETURN(all_args, WithBoundParams(index, args));
     TETHER_RETURN_IF_ERROR(CheckArity(index, all_args.size()));
     args = all_args;
@@ -275,7 +274,7 @@ absl::Status LocalVirtualMachine::SetInput(absl::string_view func_name, ArgSpan 
 
 absl::Status LocalVirtualMachine::SetInputNamed(absl::string_view func_name, ArgSpan positional,
                                                 const NamedArgs& named) {
-  TETHER_ASSIGN_OR_RETURN(Index index, FindBytecodeFunction(func_name));
+  TETHER_ASSIGN_OR_RETURN(Index index, FindVMFunction(func_name));
   const FunctionInfo& info = exec_->functions[index];
   const ParamBinding::Function* bound = binding_.Find(index);
   size_t n = static_cast<size_t>(info.num_args);
@@ -332,7 +331,7 @@ absl::Status LocalVirtualMachine::SetInputNamed(absl::string_view func_name, Arg
 }
 
 absl::Status LocalVirtualMachine::InvokeStateful(absl::string_view func_name) {
-  TETHER_ASSIGN_OR_RETURN(Index index, FindBytecodeFunction(func_name));
+  TETHER_ASSIGN_OR_RETURN(Index index, FindVMFunction(func_name));
   auto it = inputs_.find(func_name);
   if (it == inputs_.end()) {
     return PreconditionError("no inputs set for stateful call of ", func_name,
@@ -346,7 +345,7 @@ absl::Status LocalVirtualMachine::InvokeStateful(absl::string_view func_name) {
 }
 
 absl::StatusOr<Value> LocalVirtualMachine::GetOutputs(absl::string_view func_name) {
-  TETHER_RETURN_IF_ERROR(FindBytecodeFunction(func_name).status());
+  TETHER_RETURN_IF_ERROR(FindVMFunction(func_name).status());
   auto it = outputs_.find(func_name);
   if (it == outputs_.end()) {
     return PreconditionError("no output saved for call of \"", func_name,
@@ -356,7 +355,7 @@ absl::StatusOr<Value> LocalVirtualMachine::GetOutputs(absl::string_view func_nam
 }
 
 absl::StatusOr<int64_t> LocalVirtualMachine::GetFunctionArity(absl::string_view func_name) {
-  TETHER_ASSIGN_OR_RETURN(Index index, FindBytecodeFunction(func_name));
+  TETHER_ASSIGN_OR_RETURN(Index index, FindVMFunction(func_name));
   if (const ParamBinding::Function* f = binding_.Find(index)) {
     return static_cast<int64_t>(f->open.size());
   }
@@ -365,14 +364,14 @@ absl::StatusOr<int64_t> LocalVirtualMachine::GetFunctionArity(absl::string_view 
 
 absl::StatusOr<std::vector<std::string>> LocalVirtualMachine::GetFunctionParamNames(
     absl::string_view func_name) {
-  TETHER_ASSIGN_OR_RETURN(Index index, FindBytecodeFunction(func_name));
+  TETHER_ASSIGN_OR_RETURN(Index index, FindVMFunction(func_name));
   if (const ParamBinding::Function* f = binding_.Find(index)) return f->open_names;
   return exec_->functions[index].param_names;
 }
 
 absl::StatusOr<std::vector<std::string>> LocalVirtualMachine::GetFunctionBoundParamNames(
     absl::string_view func_name) {
-  TETHER_ASSIGN_OR_RETURN(Index index, FindBytecodeFunction(func_name));
+  TETHER_ASSIGN_OR_RETURN(Index index, FindVMFunction(func_name));
   if (const ParamBinding::Function* f = binding_.Find(index)) return f->bound_names;
   return std::vector<std::string>();
 }
@@ -464,7 +463,7 @@ absl::StatusOr<Function> LocalVirtualMachine::TimedFunction(absl::string_view fu
     return Function::FromPacked(std::string(func_name),
                                 [this, closure](ArgSpan args) { return CallValue(closure, args); });
   }
-  absl::StatusOr<Index> found = FindBytecodeFunction(func_name);
+  absl::StatusOr<Index> found = FindVMFunction(func_name);
   if (!found.ok()) {
     // A kernel of the module times on its own, as TVM's
     // Module.time_evaluator(name) times any function of the module.
@@ -500,7 +499,7 @@ absl::StatusOr<profiling::BenchmarkResult> LocalVirtualMachine::TimeEvaluator(
 
 absl::StatusOr<profiling::Report> LocalVirtualMachine::Profile(absl::string_view func_name,
                                                                ArgSpan args) {
-  TETHER_ASSIGN_OR_RETURN(Index index, FindBytecodeFunction(func_name));
+  TETHER_ASSIGN_OR_RETURN(Index index, FindVMFunction(func_name));
   std::vector<Value> call_args(args.begin(), args.end());
   if (auto it = inputs_.find(func_name); it != inputs_.end()) {
     if (!args.empty()) {

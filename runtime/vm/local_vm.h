@@ -14,6 +14,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "runtime/memory/allocator.h"
 #include "runtime/module/param_dict.h"
+#include "runtime/vm/compiled_function.h"
 #include "runtime/vm/executable.h"
 #include "runtime/vm/param_binding.h"
 #include "runtime/vm/trace.h"
@@ -28,6 +29,9 @@ class LocalVirtualMachine final : public VirtualMachine {
  public:
   // Frames deeper than this fail with RESOURCE_EXHAUSTED instead of exhausting memory.
   static constexpr size_t kMaxFrames = 1 << 16;
+  // Compiled functions run on the C++ stack: calls between them nest at most
+  // this deep (RESOURCE_EXHAUSTED beyond).
+  static constexpr size_t kMaxCompiledNesting = 1024;
 
   // Creates a VM for `exec` on `devices` (the first is the default device for
   // constants and inputs; a CPU host is appended when the last is not a CPU),
@@ -151,8 +155,20 @@ class LocalVirtualMachine final : public VirtualMachine {
   absl::Status Init(Ref<Executable> exec, std::vector<Device> devices,
                     const memory::MemoryConfig& memory_cfg);
 
-  // Runs bytecode function `func_index` with `args` to completion.
+  // Runs function `func_index` (bytecode or compiled) with `args` to completion.
   absl::StatusOr<Value> RunFunction(Index func_index, ArgSpan args);
+  struct CompiledActivation;
+  // Compiled functions (compiled_functions.cc): finds the code of function
+  // `func_index` in the kernel libraries; runs it in the frame on top.
+  absl::Status FindCompiledFunction(Index func_index);
+  absl::Status RunCompiled(size_t entry_depth, Value* result);
+  // The services a compiled function calls (compiled_function.h).
+  static int32_t CompiledCall(void* ctx, int64_t func_index, int64_t num_args, const int64_t* args,
+                              int64_t dst);
+  static int32_t CompiledCond(void* ctx, int64_t reg, int64_t* out);
+  static int32_t CompiledRet(void* ctx, int64_t reg);
+  static int32_t CompiledSlowCall(CompiledActivation& a, const Value& callee, int64_t func_index,
+                                  size_t num_args, int64_t dst);
   absl::Status RunLoop(size_t entry_depth, Value* result);
   Frame* PushFrame(Index func_index);
   void PopFrame();
@@ -166,7 +182,7 @@ class LocalVirtualMachine final : public VirtualMachine {
   absl::StatusOr<std::vector<Value>> WithBoundParams(Index func_index, ArgSpan args) const;
 
   // Name lookups.
-  absl::StatusOr<Index> FindBytecodeFunction(absl::string_view name) const;
+  absl::StatusOr<Index> FindVMFunction(absl::string_view name) const;
   absl::StatusOr<Value> ConvertArgToDevice(const Value& arg);
   // The callable TimeEvaluator and Profile run for `func_name`.
   absl::StatusOr<Function> TimedFunction(absl::string_view func_name);
@@ -179,6 +195,8 @@ class LocalVirtualMachine final : public VirtualMachine {
   std::vector<Value> constants_;  // constants, tensors on devices_[0]
   std::vector<Value> func_pool_;  // a Function or a ClosureObj per function-table entry
   std::vector<Ref<Module>> kernel_libraries_;
+  // Per function-table entry: its native code when compiled, else null.
+  std::vector<TetherVMFunctionFn> compiled_;
 
   // The bytecode decoded once at creation: one entry per instruction, each
   // argument either a register index or a pointer to a fixed value (constant,
@@ -203,7 +221,7 @@ class LocalVirtualMachine final : public VirtualMachine {
 
   std::vector<std::unique_ptr<Frame>> frames_;
   std::vector<std::unique_ptr<Frame>> free_frames_;
-  size_t nesting_ = 0;  // RunLoop activations on the C++ stack
+  size_t nesting_ = 0;  // RunLoop and compiled activations on the C++ stack
 
   ParamBinding binding_;  // weights bound by BindParams, on devices_[0]
   bool params_bound_ = false;

@@ -18,7 +18,7 @@ namespace tether::vm {
 absl::StatusOr<std::vector<ModuleFunction>> LocalVirtualMachine::ListFunctions() {
   std::vector<ModuleFunction> out;
   for (const FunctionInfo& f : exec_->functions) {
-    if (f.kind != FunctionKind::kVMFunc) continue;
+    if (!IsVMFunction(f.kind)) continue;
     ModuleFunction mf;
     mf.name = f.name;
     mf.kind = ModuleFunction::Kind::kVmFunction;

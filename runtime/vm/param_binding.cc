@@ -108,7 +108,7 @@ absl::StatusOr<ParamBinding> ParamBinding::Create(const Executable& exec, const 
   ParamBinding binding;
   for (size_t i = 0; i < exec.functions.size(); ++i) {
     const FunctionInfo& info = exec.functions[i];
-    if (info.kind != FunctionKind::kVMFunc || info.param_names.empty()) continue;
+    if (!IsVMFunction(info.kind) || info.param_names.empty()) continue;
     std::optional<std::vector<ParamType>> types;
     if (auto sig = exec.metadata.find(absl::StrCat(kParamTypesMetadataPrefix, info.name));
         sig != exec.metadata.end()) {

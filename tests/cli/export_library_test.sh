@@ -4,7 +4,8 @@
 # kernels and the section carrying the executable; run and inspect take it
 # locally and through a real tetherd on 127.0.0.1, with the outputs of the
 # .tx build; one kernel of it is timed on the daemon; a stripped copy still
-# runs; a library built for another machine is refused with both targets
+# runs; with --exec-mode compiled the Relax functions are native code in it
+# too; a library built for another machine is refused with both targets
 # named, and the daemon serves on.
 # usage: export_library_test.sh TETHER TETHERD DIR
 set -u
@@ -56,6 +57,18 @@ same "$dir/remote" "m.so run on tetherd"
 "$tether" bench "$dir/m.so" --remote "$remote" $inputs --kernel matmul --number 3 --repeat 2 \
   > "$dir/bench.log" 2>&1 || fail "bench --kernel matmul: $(cat "$dir/bench.log")"
 grep -q "matmul" "$dir/bench.log" || fail "bench did not name the kernel: $(cat "$dir/bench.log")"
+
+# 3b. The Relax functions compiled to native code too (--exec-mode compiled):
+# no bytecode in it, the same outputs on the daemon.
+"$tether" compile "$root/examples/tir_matmul.rx" --exec-mode compiled -o "$dir/mc.so" 2> /dev/null \
+  || fail "compile --exec-mode compiled"
+"$tether" inspect "$dir/mc.so" > "$dir/inspect_compiled.log" 2>&1 || fail "inspect mc.so"
+grep -q "@main num_inputs=3 vm_tir_func" "$dir/inspect_compiled.log" \
+  || fail "main is not compiled: $(cat "$dir/inspect_compiled.log")"
+grep -q "bytecode: 0 instructions" "$dir/inspect_compiled.log" || fail "bytecode left in mc.so"
+"$tether" run "$dir/mc.so" --remote "$remote" $inputs --output-dir "$dir/compiled" > "$dir/run.log" 2>&1 \
+  || fail "run of the compiled library: $(cat "$dir/run.log")"
+same "$dir/compiled" "the compiled library on tetherd"
 
 # 4. strip rewrites the file; it still runs, as the whole file is the kernels.
 cp "$dir/m.so" "$dir/stripped.so" && strip "$dir/stripped.so" || fail "strip"

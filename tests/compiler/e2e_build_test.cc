@@ -217,9 +217,11 @@ TEST_F(BuildTest, AHostBuildRecordsTheFeaturesItUses) {
 TEST_F(BuildTest, RejectsBadOptions) {
   auto module = ParseModule(kMlp);
   ASSERT_TRUE(module.ok()) << module.status();
-  BuildOptions compiled;
-  compiled.exec_mode = "compiled";
-  EXPECT_EQ(Build(*module, compiled).status().code(), absl::StatusCode::kUnimplemented);
+  BuildOptions compiled_for_a_gpu;
+  compiled_for_a_gpu.exec_mode = "compiled";
+  compiled_for_a_gpu.target = "cuda";
+  EXPECT_EQ(Build(*module, compiled_for_a_gpu).status().code(),
+            absl::StatusCode::kInvalidArgument);
   BuildOptions unknown_mode;
   unknown_mode.exec_mode = "jit";
   auto s = Build(*module, unknown_mode).status();

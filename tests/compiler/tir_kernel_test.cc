@@ -8,8 +8,6 @@
 #include <cmath>
 #include <random>
 
-#include "client/remote_session.h"
-#include "client/remote_vm.h"
 #include "compiler/build.h"
 #include "compiler/relax/block_builder.h"
 #include "compiler/text/parser.h"
@@ -19,7 +17,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/vm/local_vm.h"
-#include "server/daemon.h"
+#include "tests/compiler/vm_host.h"
 #include "tests/testing/repo_root.h"
 #include "tests/testing/test_functions.h"
 
@@ -166,45 +164,9 @@ Ref<vm::Executable> BuildOrDie(const std::string& text, const std::string& file 
 // The VM of an executable, local or on a real tetherd.
 class TirKernelTest : public ::testing::TestWithParam<bool> {
  protected:
-  void TearDown() override {
-    vm_.reset();
-    remote_vm_.reset();
-    session_.reset();
-    if (daemon_) daemon_->Shutdown();
-  }
+  vm::VirtualMachine* Load(Ref<vm::Executable> exec) { return host_.Load(std::move(exec)); }
 
-  vm::VirtualMachine* Load(Ref<vm::Executable> exec) {
-    if (!GetParam()) {
-      auto vm = vm::LocalVirtualMachine::Create(exec, {Device::Cpu()});
-      EXPECT_TRUE(vm.ok()) << vm.status();
-      if (!vm.ok()) return nullptr;
-      vm_ = std::move(*vm);
-      return vm_.get();
-    }
-    server::DaemonOptions options;
-    options.listen = {"127.0.0.1:0"};
-    auto daemon = server::Daemon::Start(options);
-    EXPECT_TRUE(daemon.ok()) << daemon.status();
-    if (!daemon.ok()) return nullptr;
-    daemon_ = std::move(*daemon);
-    auto session = client::RemoteSession::Connect(daemon_->target());
-    EXPECT_TRUE(session.ok()) << session.status();
-    if (!session.ok()) return nullptr;
-    session_ = std::move(*session);
-    auto sha = session_->UploadModule(exec->SaveToBytes());
-    EXPECT_TRUE(sha.ok()) << sha.status();
-    if (!sha.ok()) return nullptr;
-    auto vm = client::RemoteVM::Create(session_.get(), *sha, {Device::Cpu()});
-    EXPECT_TRUE(vm.ok()) << vm.status();
-    if (!vm.ok()) return nullptr;
-    remote_vm_ = std::move(*vm);
-    return remote_vm_.get();
-  }
-
-  std::unique_ptr<server::Daemon> daemon_;
-  std::unique_ptr<client::RemoteSession> session_;
-  std::unique_ptr<vm::VirtualMachine> vm_;
-  std::unique_ptr<client::RemoteVM> remote_vm_;
+  tether::testing::VmHost host_{GetParam()};
 };
 
 TEST_P(TirKernelTest, HandWrittenMatmulMatchesReference) {

@@ -1,8 +1,10 @@
 // VMCodegen on hand-built lowered IR: destination-passing calls to functions
 // registered in the runtime stand in for compiled kernels, so these tests need
-// neither the passes nor LLVM. Each executable is run on the local VM.
+// neither the passes nor kernels. Each executable is run on the local VM,
+// interpreted and (exec_mode="compiled") as native code: both must agree.
 #include "compiler/backend/vm/vm_codegen.h"
 
+#include "compiler/build.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/core/registry.h"
@@ -63,19 +65,29 @@ std::vector<Binding> AllocAndAdd(const Expr& a, const Expr& b, std::vector<PrimE
   return {Bind(*out, alloc), Bind(MakeVar("_", TupleSInfo({})), call)};
 }
 
-class VMCodegenTest : public ::testing::Test {
+// The parameter: the exec_mode the VM runs the functions in.
+class VMCodegenTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     tether::testing::RegisterTestFunctions();
     RegisterCodegenKernels();
   }
 
-  // Generates `module` and creates a VM for it on the CPU.
+  // Generates `module` (exec_ keeps its bytecode), compiles it to native
+  // code for exec_mode "compiled", and creates a VM for it on the CPU.
   std::unique_ptr<vm::LocalVirtualMachine> Load(const IRModule& module) {
     auto exec = VMCodegen(module, {});
     EXPECT_TRUE(exec.ok()) << exec.status();
     if (!exec.ok()) return nullptr;
     exec_ = *exec;
+    if (GetParam() == "compiled") {
+      exec = vm::Executable::LoadFromBytes(exec_->SaveToBytes());
+      EXPECT_TRUE(exec.ok()) << exec.status();
+      absl::Status compiled = CompileVMFunctions(exec->get());
+      EXPECT_TRUE(compiled.ok()) << compiled;
+      if (!compiled.ok()) return nullptr;
+      EXPECT_EQ((*exec)->num_instructions(), 0);
+    }
     auto vm = vm::LocalVirtualMachine::Create(*exec, {Device::Cpu()});
     EXPECT_TRUE(vm.ok()) << vm.status();
     return vm.ok() ? std::move(*vm) : nullptr;
@@ -100,7 +112,7 @@ IRModule AddModule() {
   return m;
 }
 
-TEST_F(VMCodegenTest, RunsKernelCallsWithTwoConcreteShapes) {
+TEST_P(VMCodegenTest, RunsKernelCallsWithTwoConcreteShapes) {
   auto vm = Load(AddModule());
   ASSERT_TRUE(vm);
   for (int64_t n : {1, 3}) {
@@ -119,7 +131,7 @@ TEST_F(VMCodegenTest, RunsKernelCallsWithTwoConcreteShapes) {
   }
 }
 
-TEST_F(VMCodegenTest, ShapeMismatchNamesParameterAndAnnotation) {
+TEST_P(VMCodegenTest, ShapeMismatchNamesParameterAndAnnotation) {
   Var n("n");
   Expr x = MakeVar("x", TensorSInfo({n, 784}, kF32));
   IRModule m;
@@ -139,7 +151,7 @@ TEST_F(VMCodegenTest, ShapeMismatchNamesParameterAndAnnotation) {
   EXPECT_THAT(out.status().message(), HasSubstr("expect Tensor with ndim 2 but get 1"));
 }
 
-TEST_F(VMCodegenTest, RepeatedSymbolicVariableMustAgree) {
+TEST_P(VMCodegenTest, RepeatedSymbolicVariableMustAgree) {
   Var n("n");
   Expr x = MakeVar("x", TensorSInfo({n, 2}, kF32));
   Expr y = MakeVar("y", TensorSInfo({n, 2}, kF32));
@@ -156,7 +168,7 @@ TEST_F(VMCodegenTest, RepeatedSymbolicVariableMustAgree) {
                         "to a previous populated value: expected 2, got 3"));
 }
 
-TEST_F(VMCodegenTest, ComputesSymbolicShapeExpressionsAtRunTime) {
+TEST_P(VMCodegenTest, ComputesSymbolicShapeExpressionsAtRunTime) {
   // main(x: (n, m)) -> R.Shape([n * 4, n + 1, floordiv(m, 2), m - n])
   Var n("n"), mv("m");
   Expr x = MakeVar("x", TensorSInfo({n, mv}, kF32));
@@ -172,7 +184,7 @@ TEST_F(VMCodegenTest, ComputesSymbolicShapeExpressionsAtRunTime) {
   EXPECT_THAT(out->AsRef<ShapeObj>()->dims, ::testing::ElementsAre(8, 3, 3, 5));
 }
 
-TEST_F(VMCodegenTest, ChecksCompoundDimensionsOfParameters) {
+TEST_P(VMCodegenTest, ChecksCompoundDimensionsOfParameters) {
   // main(x: (n,), y: (n * 2,)): y's length is checked after n is known.
   Var n("n");
   Expr x = MakeVar("x", TensorSInfo({n}, kF32));
@@ -193,7 +205,7 @@ TEST_F(VMCodegenTest, ChecksCompoundDimensionsOfParameters) {
                         "mismatch to a previous populated value: expected 6, got 5"));
 }
 
-TEST_F(VMCodegenTest, IfRunsTheSelectedBranch) {
+TEST_P(VMCodegenTest, IfRunsTheSelectedBranch) {
   // main(c: R.Prim("bool"), x) = if c: scale(x, 2) else: scale(x, 3)
   Expr c = MakeVar("c", PrimSInfo(DataType::Bool()));
   Expr x = MakeVar("x", TensorSInfo({2}, kF32));
@@ -220,7 +232,7 @@ TEST_F(VMCodegenTest, IfRunsTheSelectedBranch) {
   EXPECT_EQ(ReadFloats(Tensor(out->AsRef<TensorObj>())), (std::vector<float>{3.0f, 6.0f}));
 }
 
-TEST_F(VMCodegenTest, ASelfCallInTailPositionIsAJump) {
+TEST_P(VMCodegenTest, ASelfCallInTailPositionIsAJump) {
   // swap(n, a, b) = if n > 0: swap(n - 1, b, a) else: (a, b). With n past
   // the VM's 65,536 frames this finishes only as a jump, and the swapped
   // arguments check that each is staged before the parameters are written.
@@ -256,7 +268,7 @@ TEST_F(VMCodegenTest, ASelfCallInTailPositionIsAJump) {
   }
 }
 
-TEST_F(VMCodegenTest, MatchCastDefinesNewVariables) {
+TEST_P(VMCodegenTest, MatchCastDefinesNewVariables) {
   // main(x: R.Tensor(ndim=2)) { y = match_cast(x, R.Tensor((a, 3))); return R.shape([a * 2]) }
   Var a("a");
   Expr x = MakeVar("x", TensorSInfoOfRank(2, kF32));
@@ -278,7 +290,7 @@ TEST_F(VMCodegenTest, MatchCastDefinesNewVariables) {
               HasSubstr("main: match_cast of y (to R.Tensor((a, 3), \"float32\")): shape[1]"));
 }
 
-TEST_F(VMCodegenTest, CallsOtherRelaxFunctionsAndExternFuncs) {
+TEST_P(VMCodegenTest, CallsOtherRelaxFunctionsAndExternFuncs) {
   // double(x) = x + x (DPS kernel); main(x) = scale(double(x), 10)
   Expr dx = MakeVar("x", TensorSInfo({3}, kF32));
   Expr out;
@@ -304,7 +316,7 @@ TEST_F(VMCodegenTest, CallsOtherRelaxFunctionsAndExternFuncs) {
             (std::vector<float>{20.0f, 40.0f, 60.0f}));
 }
 
-TEST_F(VMCodegenTest, CallTirAllocatesOutputsAndKillsRegisters) {
+TEST_P(VMCodegenTest, CallTirAllocatesOutputsAndKillsRegisters) {
   // main(x: (n,)) { o = call_tir(add, (x, x), R.Tensor((n,))); k = kill_tensor(x); return o }
   Var n("n");
   Expr x = MakeVar("x", TensorSInfo({n}, kF32));
@@ -326,7 +338,7 @@ TEST_F(VMCodegenTest, CallTirAllocatesOutputsAndKillsRegisters) {
   EXPECT_THAT(exec_->AsText(), HasSubstr("vm.builtin.null_value"));
 }
 
-TEST_F(VMCodegenTest, StorageAllocationsBecomeBuiltins) {
+TEST_P(VMCodegenTest, StorageAllocationsBecomeBuiltins) {
   // s = alloc_storage([16]); t = alloc_tensor(s, 0, [4]); add(x, x, t)
   Expr x = MakeVar("x", TensorSInfo({4}, kF32));
   Expr s = MakeVar("s", ObjectSInfo());
@@ -350,7 +362,7 @@ TEST_F(VMCodegenTest, StorageAllocationsBecomeBuiltins) {
   EXPECT_THAT(exec_->AsText(), HasSubstr("vm.builtin.alloc_storage"));
 }
 
-TEST_F(VMCodegenTest, ClosuresCaptureValues) {
+TEST_P(VMCodegenTest, ClosuresCaptureValues) {
   // adder(k, x) = scale(x, k); main(x) { f = make_closure(adder, (2,)); return invoke_closure(f,
   // (x,)) }
   Expr k = MakeVar("k", PrimSInfo(DataType::Int(64)));
@@ -380,7 +392,7 @@ TEST_F(VMCodegenTest, ClosuresCaptureValues) {
   EXPECT_EQ(ReadFloats(Tensor(result->AsRef<TensorObj>())), (std::vector<float>{2.0f, 8.0f}));
 }
 
-TEST_F(VMCodegenTest, RecordsSignaturesInMetadata) {
+TEST_P(VMCodegenTest, RecordsSignaturesInMetadata) {
   auto exec = VMCodegen(AddModule(), {vm::KernelLibraryBlob{"llvm", "so", "not-loaded"}});
   ASSERT_TRUE(exec.ok()) << exec.status();
   EXPECT_EQ((*exec)->metadata.at("signature.main"),
@@ -391,7 +403,7 @@ TEST_F(VMCodegenTest, RecordsSignaturesInMetadata) {
   EXPECT_EQ(fn.param_names, (std::vector<std::string>{"x", "y"}));
 }
 
-TEST_F(VMCodegenTest, SavedExecutableRunsAfterLoading) {
+TEST_P(VMCodegenTest, SavedExecutableRunsAfterLoading) {
   auto exec = VMCodegen(AddModule(), {});
   ASSERT_TRUE(exec.ok()) << exec.status();
   auto loaded = vm::Executable::LoadFromBytes((*exec)->SaveToBytes());
@@ -404,7 +416,7 @@ TEST_F(VMCodegenTest, SavedExecutableRunsAfterLoading) {
   EXPECT_EQ(ReadFloats(Tensor(out->AsRef<TensorObj>())), (std::vector<float>{2, 3, 4, 5}));
 }
 
-TEST_F(VMCodegenTest, UnloweredOperatorIsAnError) {
+TEST_P(VMCodegenTest, UnloweredOperatorIsAnError) {
   Expr x = MakeVar("x", TensorSInfo({2}, kF32));
   Expr y = MakeVar("y", TensorSInfo({2}, kF32));
   IRModule m;
@@ -416,7 +428,7 @@ TEST_F(VMCodegenTest, UnloweredOperatorIsAnError) {
               HasSubstr("main: operator relax.add was not lowered to a kernel call"));
 }
 
-TEST_F(VMCodegenTest, UndefinedSymbolicVariableIsAnError) {
+TEST_P(VMCodegenTest, UndefinedSymbolicVariableIsAnError) {
   Var n("n"), k("k");
   Expr x = MakeVar("x", TensorSInfo({n}, kF32));
   IRModule m;
@@ -427,7 +439,7 @@ TEST_F(VMCodegenTest, UndefinedSymbolicVariableIsAnError) {
               HasSubstr("main: symbolic variable k is used before a parameter or match_cast"));
 }
 
-TEST_F(VMCodegenTest, NestedFunctionIsUnimplemented) {
+TEST_P(VMCodegenTest, NestedFunctionIsUnimplemented) {
   Expr x = MakeVar("x", TensorSInfo({2}, kF32));
   Expr inner = MakeFunction({x}, Seq({}, x), TensorSInfo({2}, kF32));
   Expr f = MakeVar("f", ObjectSInfo());
@@ -437,6 +449,11 @@ TEST_F(VMCodegenTest, NestedFunctionIsUnimplemented) {
   EXPECT_EQ(exec.status().code(), absl::StatusCode::kUnimplemented);
   EXPECT_THAT(exec.status().message(), HasSubstr("LambdaLift"));
 }
+
+INSTANTIATE_TEST_SUITE_P(ExecModes, VMCodegenTest, ::testing::Values("bytecode", "compiled"),
+                         [](const ::testing::TestParamInfo<std::string>& p) {
+                           return p.param == "compiled" ? "Compiled" : "Bytecode";
+                         });
 
 // The runtime side of the shape programs the generator emits.
 class ShapeHeapBuiltinTest : public ::testing::Test {

@@ -2,7 +2,8 @@
 then tvm.runtime.load_module("x.so") here or session.load_module("x.so") on
 a real tetherd. The library is a shared object any program can dlopen (here
 ctypes), and it runs as the executable it was exported from; one built for
-another machine is refused with both targets named."""
+another machine is refused with both targets named. And exec_mode="compiled"
+end to end."""
 import ctypes
 import platform
 
@@ -82,3 +83,26 @@ def test_a_file_that_is_not_a_library_is_a_clear_error(tmp_path):
     path.write_bytes(b"\x7fELF" + b"\0" * 60)
     with pytest.raises(tether.TetherValueError):
         tether.load_module(path)
+
+
+def test_exec_mode_compiled_runs_as_bytecode_does(session, inputs, tmp_path):
+    """relax.build(..., exec_mode="compiled"): the Relax functions are native
+    code in the kernel library, the executable has no bytecode, the VM API
+    is the same; exported as a library it runs on a daemon too."""
+    if not tether.has_compiler:
+        pytest.skip("built without the compiler")
+    exe = relax.build(MLP.decode(), exec_mode="compiled")
+    assert "vm_tir_func" in exe.as_text()
+    assert "bytecode: 0 instructions" in exe.stats()
+    x, w, b, want = inputs
+    vm = relax.VirtualMachine(exe, session.cpu())
+    np.testing.assert_allclose(np.asarray(vm["main"](x, w, b)), want, rtol=1e-5, atol=1e-5)
+    vm.set_input("main", x, w, b)
+    vm.invoke_stateful("main")
+    np.testing.assert_allclose(np.asarray(vm.get_outputs("main")), want, rtol=1e-5, atol=1e-5)
+    path = tmp_path / "compiled.so"
+    exe.export_library(path)
+    mod = session.load_module(str(path))
+    np.testing.assert_allclose(np.asarray(mod["main"](x, w, b)), want, rtol=1e-5, atol=1e-5)
+    with pytest.raises(tether.TetherValueError, match="needs a CPU target"):
+        relax.build(MLP.decode(), "cuda", exec_mode="compiled")

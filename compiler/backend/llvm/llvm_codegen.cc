@@ -20,6 +20,7 @@
 #include "absl/synchronization/mutex.h"
 #include "compiler/backend/cuda/device_split.h"
 #include "compiler/backend/llvm/kernel_emitter.h"
+#include "compiler/backend/llvm/vm_function_emitter.h"
 #include "compiler/backend/llvm/work_estimate.h"
 #include "compiler/tir/arith.h"
 #include "lld/Common/Driver.h"
@@ -346,10 +347,10 @@ absl::StatusOr<std::string> CompileShard(const std::vector<KernelFunc>& kernels,
 }
 
 // Compiles the kernels as up to `threads` modules in parallel and links
-// the objects into one shared object.
+// the objects, after `parts`, into one shared object.
 absl::StatusOr<std::string> BuildSharedObject(const std::vector<KernelFunc>& kernels,
                                               const Target& target, const CodegenOptions& options,
-                                              int threads) {
+                                              int threads, std::vector<std::string> parts) {
   std::vector<std::vector<bool>> masks = AssignShards(kernels, threads);
   std::vector<absl::StatusOr<std::string>> objects(masks.size(), absl::UnknownError("not run"));
   std::vector<std::thread> workers;
@@ -362,7 +363,6 @@ absl::StatusOr<std::string> BuildSharedObject(const std::vector<KernelFunc>& ker
     });
   }
   for (std::thread& t : workers) t.join();
-  std::vector<std::string> parts;
   for (absl::StatusOr<std::string>& o : objects) {
     if (!o.ok()) return o.status();
     parts.push_back(std::move(*o));
@@ -436,12 +436,27 @@ absl::StatusOr<vm::KernelLibraryBlob> BuildCudaLibrary(const std::vector<KernelF
 absl::StatusOr<vm::KernelLibraryBlob> BuildKernelLibrary(const std::vector<KernelFunc>& kernels,
                                                          const Target& target,
                                                          const CodegenOptions& options) {
+  if (options.vm_functions != nullptr && (target.is_cuda() || options.system_lib)) {
+    return absl::InvalidArgumentError(
+        "compiled VM functions go into a CPU kernel library of format \"so\" only");
+  }
   if (target.is_cuda()) return BuildCudaLibrary(kernels, target, options);
   TETHER_ASSIGN_OR_RETURN(std::unique_ptr<llvm::TargetMachine> tm,
                           CreateTargetMachine(target, options.opt_level));
   if (!tm->getTargetTriple().isOSBinFormatELF()) {
     return absl::InvalidArgumentError(
         absl::StrCat("kernel libraries are ELF only; target ", target.ToString(), " is not"));
+  }
+  // The compiled VM functions: one more object to link.
+  std::vector<std::string> vm_object;
+  if (options.vm_functions != nullptr) {
+    std::unique_ptr<llvm::LLVMContext> context = MakeContext();
+    TETHER_ASSIGN_OR_RETURN(std::unique_ptr<llvm::Module> module,
+                            codegen::EmitVMFunctions(*context, *options.vm_functions));
+    TETHER_RETURN_IF_ERROR(Optimize(*module, tm.get(), options.opt_level));
+    TETHER_ASSIGN_OR_RETURN(std::string object,
+                            EmitMachineCode(*module, tm.get(), llvm::CodeGenFileType::ObjectFile));
+    vm_object.push_back(std::move(object));
   }
   int threads =
       options.threads > 0 ? options.threads : static_cast<int>(std::thread::hardware_concurrency());
@@ -450,7 +465,8 @@ absl::StatusOr<vm::KernelLibraryBlob> BuildKernelLibrary(const std::vector<Kerne
     vm::KernelLibraryBlob blob;
     blob.target = RecordedTarget(target);
     blob.format = "so";
-    TETHER_ASSIGN_OR_RETURN(blob.data, BuildSharedObject(kernels, target, options, threads));
+    TETHER_ASSIGN_OR_RETURN(blob.data,
+                            BuildSharedObject(kernels, target, options, threads, vm_object));
     return blob;
   }
   std::unique_ptr<llvm::LLVMContext> context = MakeContext();
@@ -465,7 +481,8 @@ absl::StatusOr<vm::KernelLibraryBlob> BuildKernelLibrary(const std::vector<Kerne
     TETHER_ASSIGN_OR_RETURN(blob.data, MakeArchive(object));
   } else {
     blob.format = "so";
-    TETHER_ASSIGN_OR_RETURN(blob.data, LinkSharedObject({object}));
+    vm_object.push_back(std::move(object));
+    TETHER_ASSIGN_OR_RETURN(blob.data, LinkSharedObject(vm_object));
   }
   return blob;
 }

@@ -27,6 +27,10 @@ struct CodegenOptions {
   // threads, then linked into one library (0: one per hardware thread, at
   // most kMaxCodegenThreads). System libraries are one module.
   int threads = 0;
+  // exec_mode="compiled": the bytecode functions of this executable are
+  // compiled into the library too, as "__vmtir__<name>"
+  // (vm_function_emitter.h). Shared objects only.
+  const vm::Executable* vm_functions = nullptr;
 };
 inline constexpr int kMaxCodegenThreads = 8;
 

@@ -1,0 +1,47 @@
+// The C ABI of compiled VM functions (exec_mode="compiled"; docs/design/vm.md,
+// "Compiled functions"). The compiler turns each bytecode function into a
+// native function "__vmtir__<name>" in the executable's CPU kernel library:
+// the function's control flow (If, Goto) becomes branches, and each Call and
+// Ret a call of the VM's services below, which read and write the frame's
+// registers. The runtime never links LLVM; a compiled function never links
+// the runtime.
+#ifndef TETHER_RUNTIME_VM_COMPILED_FUNCTION_H_
+#define TETHER_RUNTIME_VM_COMPILED_FUNCTION_H_
+
+#include <stdint.h>
+
+extern "C" {
+
+#define TETHER_VM_FUNCTION_ABI_VERSION 1u
+
+// Passed to every compiled function. `ctx` is the frame, opaque to the code.
+// Each service returns 0, or non-zero after recording the error in the VM
+// (the compiled function then returns that value at once).
+typedef struct TetherVMServices {
+  uint32_t abi_version;  // TETHER_VM_FUNCTION_ABI_VERSION
+  uint32_t reserved;
+  void* ctx;
+  // Calls function-table entry `func_index` with `num_args` arguments, each
+  // an encoded bytecode argument word (register, immediate, constant index
+  // or function index: runtime/vm/bytecode.h), and stores the result in
+  // register `dst` (or drops it for %void). Every index is checked.
+  int32_t (*call)(void* ctx, int64_t func_index, int64_t num_args, const int64_t* args,
+                  int64_t dst);
+  // Reads register `reg` as an If condition (an int or a bool): 1 or 0 in *out.
+  int32_t (*cond)(void* ctx, int64_t reg, int64_t* out);
+  // Makes register `reg` the function's result; the function returns next.
+  int32_t (*ret)(void* ctx, int64_t reg);
+} TetherVMServices;
+
+typedef int32_t (*TetherVMFunctionFn)(const TetherVMServices* services);
+
+}  // extern "C"
+
+namespace tether::vm {
+
+// The symbol of function `name`'s compiled code.
+inline constexpr char kCompiledFunctionPrefix[] = "__vmtir__";
+
+}  // namespace tether::vm
+
+#endif  // TETHER_RUNTIME_VM_COMPILED_FUNCTION_H_
