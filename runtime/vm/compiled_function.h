@@ -3,8 +3,15 @@
 // native function "__vmtir__<name>" in the executable's CPU kernel library:
 // the function's control flow (If, Goto) becomes branches, and each Call and
 // Ret a call of the VM's services below, which read and write the frame's
-// registers. The runtime never links LLVM; a compiled function never links
-// the runtime.
+// registers. What each call site calls, with which arguments and into which
+// register, is the table "__vmtir_sites__<name>" beside it, which the VM
+// checks and decodes once, when it loads the function, as it does bytecode:
+//
+//   int64_t table[] = {total_words, num_sites,
+//                      func_index, dst, num_args, arg_word..., (per site)};
+//
+// Argument words are the bytecode's (runtime/vm/bytecode.h). The runtime
+// never links LLVM; a compiled function never links the runtime.
 #ifndef TETHER_RUNTIME_VM_COMPILED_FUNCTION_H_
 #define TETHER_RUNTIME_VM_COMPILED_FUNCTION_H_
 
@@ -21,12 +28,10 @@ typedef struct TetherVMServices {
   uint32_t abi_version;  // TETHER_VM_FUNCTION_ABI_VERSION
   uint32_t reserved;
   void* ctx;
-  // Calls function-table entry `func_index` with `num_args` arguments, each
-  // an encoded bytecode argument word (register, immediate, constant index
-  // or function index: runtime/vm/bytecode.h), and stores the result in
-  // register `dst` (or drops it for %void). Every index is checked.
-  int32_t (*call)(void* ctx, int64_t func_index, int64_t num_args, const int64_t* args,
-                  int64_t dst);
+  // Makes call `site` (an index into the function's site table): calls its
+  // function with its arguments and stores the result in its register (or
+  // drops it for %void).
+  int32_t (*call)(void* ctx, int64_t site);
   // Reads register `reg` as an If condition (an int or a bool): 1 or 0 in *out.
   int32_t (*cond)(void* ctx, int64_t reg, int64_t* out);
   // Makes register `reg` the function's result; the function returns next.
@@ -39,8 +44,9 @@ typedef int32_t (*TetherVMFunctionFn)(const TetherVMServices* services);
 
 namespace tether::vm {
 
-// The symbol of function `name`'s compiled code.
+// The symbols of function `name`'s compiled code and of its site table.
 inline constexpr char kCompiledFunctionPrefix[] = "__vmtir__";
+inline constexpr char kCompiledSitesPrefix[] = "__vmtir_sites__";
 
 }  // namespace tether::vm
 

@@ -4,7 +4,8 @@
 // interpreter does for a Call, an If and a Ret (the same calls, the same
 // instruments, profiler and interrupts, the same messages), but they cannot
 // lean on the verifier: the code passes indices the bytecode verifier never
-// saw, so each is checked here.
+// saw, so each is checked: the call sites once, when the VM loads the
+// function (as the verifier checks bytecode), registers on each access.
 #include <new>
 
 #include "absl/base/attributes.h"
@@ -18,13 +19,15 @@
 namespace tether::vm {
 
 // One activation of a compiled function: what its services act on. The
-// frame's registers and the VM's pools are read once, at the start: they do
-// not move while the function runs.
+// frame's registers and the function's sites are read once, at the start:
+// they do not move while the function runs.
 struct LocalVirtualMachine::CompiledActivation {
   LocalVirtualMachine* vm = nullptr;
   Frame* frame = nullptr;
   Value* registers = nullptr;
   uint64_t num_registers = 0;
+  const DecodedInstr* sites = nullptr;
+  uint64_t num_sites = 0;
   absl::Status status;
   Value result;
   bool returned = false;
@@ -45,43 +48,96 @@ struct LocalVirtualMachine::CompiledActivation {
     if (reg == kVMRegister) return &vm->special_values_[1];
     return nullptr;
   }
-  // Constructs argument word `word` in `slot`; false when it is out of range.
-  bool Argument(int64_t word, Value* slot) const {
-    const Arg arg(word);
-    const Value* fixed = nullptr;
-    const uint64_t index = static_cast<uint64_t>(arg.value());
-    switch (arg.kind()) {
-      case ArgKind::kRegister:
-        fixed = Register(arg.value());
-        break;
-      case ArgKind::kImmediate:
-        new (slot) Value(arg.value());
-        return true;
-      case ArgKind::kConstIdx:
-        if (index < vm->constants_.size()) fixed = &vm->constants_[index];
-        break;
-      case ArgKind::kFuncIdx:
-        if (index < vm->func_pool_.size()) fixed = &vm->func_pool_[index];
-        break;
-    }
-    if (fixed == nullptr) return false;
-    new (slot) Value(*fixed);
-    return true;
-  }
 };
 
+namespace {
+
+// The call sites of compiled function `f` from its table (compiled_function.h),
+// each checked as Executable::Validate checks a bytecode Call.
+absl::StatusOr<std::vector<Instruction>> ReadSites(const Executable& exec, const FunctionInfo& f,
+                                                   const int64_t* table) {
+  auto error = [&](const auto&... what) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("compiled function ", f.name, ": site table ", what...));
+  };
+  // The table's length comes first; nothing past it is read.
+  const int64_t total = table[0];
+  if (total < 2 || total > kMaxRegisterFileSize * 64) return error("has length ", total);
+  const int64_t num_sites = table[1];
+  if (num_sites < 0 || num_sites > total) return error("has ", num_sites, " sites");
+  std::vector<Instruction> calls;
+  int64_t at = 2;
+  const int64_t num_constants = static_cast<int64_t>(exec.constants.size());
+  const int64_t num_functions = static_cast<int64_t>(exec.functions.size());
+  for (int64_t site = 0; site < num_sites; ++site) {
+    if (total - at < 3) return error("ends in site ", site);
+    Instruction call;
+    call.op = Opcode::kCall;
+    call.func_idx = table[at];
+    call.dst = table[at + 1];
+    call.num_args = table[at + 2];
+    call.args = reinterpret_cast<const ExecWord*>(table + at + 3);
+    if (call.num_args < 0 || call.num_args > total - at - 3) {
+      return error("site ", site, " has ", call.num_args, " arguments past its end");
+    }
+    at += 3 + call.num_args;
+    if (call.dst != kVoidRegister && !(call.dst >= 0 && call.dst < f.register_file_size)) {
+      return error("site ", site, ": destination register ", call.dst, " out of range");
+    }
+    if (call.func_idx < 0 || call.func_idx >= num_functions) {
+      return error("site ", site, ": function index ", call.func_idx, " out of range");
+    }
+    const FunctionInfo& callee = exec.functions[call.func_idx];
+    if (callee.kind != FunctionKind::kPackedFunc && callee.num_args != call.num_args) {
+      return error("site ", site, ": call to ", callee.name, " with ", call.num_args,
+                   " arguments, expected ", callee.num_args);
+    }
+    for (int64_t i = 0; i < call.num_args; ++i) {
+      const Arg arg = call.arg(i);
+      bool ok = false;
+      switch (arg.raw_kind()) {
+        case static_cast<int>(ArgKind::kRegister):
+          ok = IsValidRegister(arg.value(), f.register_file_size);
+          break;
+        case static_cast<int>(ArgKind::kImmediate):
+          ok = true;
+          break;
+        case static_cast<int>(ArgKind::kConstIdx):
+          ok = arg.value() >= 0 && arg.value() < num_constants;
+          break;
+        case static_cast<int>(ArgKind::kFuncIdx):
+          ok = arg.value() >= 0 && arg.value() < num_functions;
+          break;
+      }
+      if (!ok) return error("site ", site, ": argument ", i, " is out of range");
+    }
+    calls.push_back(call);
+  }
+  if (at != total) return error("has ", total - at, " words after its last site");
+  return calls;
+}
+
+}  // namespace
+
 absl::Status LocalVirtualMachine::FindCompiledFunction(Index func_index) {
-  const std::string& name = exec_->functions[func_index].name;
-  const std::string symbol = absl::StrCat(kCompiledFunctionPrefix, name);
+  const FunctionInfo& f = exec_->functions[func_index];
+  const std::string symbol = absl::StrCat(kCompiledFunctionPrefix, f.name);
+  const std::string sites = absl::StrCat(kCompiledSitesPrefix, f.name);
   for (const Ref<Module>& lib : kernel_libraries_) {
     const auto* kernels = dynamic_cast<const KernelLibraryModule*>(lib.get());
     void* code = kernels != nullptr ? kernels->FindSymbol(symbol) : nullptr;
-    if (code != nullptr) {
-      compiled_[func_index] = reinterpret_cast<TetherVMFunctionFn>(code);
-      return absl::OkStatus();
+    if (code == nullptr) continue;
+    const auto* table = static_cast<const int64_t*>(kernels->FindSymbol(sites));
+    if (table == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("compiled function ", f.name, " has no site table ", sites));
     }
+    CompiledFunction& compiled = compiled_[func_index];
+    TETHER_ASSIGN_OR_RETURN(compiled.calls, ReadSites(*exec_, f, table));
+    compiled.code = reinterpret_cast<TetherVMFunctionFn>(code);
+    return absl::OkStatus();
   }
-  return NotFoundError("function ", name, " is compiled (exec_mode \"compiled\"), but its code, ",
+  return NotFoundError("function ", f.name, " is compiled (exec_mode \"compiled\"), but its code, ",
                        symbol, ", is in none of the executable's kernel libraries");
 }
 
@@ -91,6 +147,9 @@ absl::Status LocalVirtualMachine::RunCompiled(size_t entry_depth, Value* result)
   activation.frame = frames_.back().get();
   activation.registers = activation.frame->registers.data();
   activation.num_registers = activation.frame->registers.size();
+  const CompiledFunction& compiled = compiled_[activation.frame->func_index];
+  activation.sites = compiled_sites_.data() + compiled.first_site;
+  activation.num_sites = compiled.calls.size();
   absl::Status status;
   if (nesting_ >= kMaxCompiledNesting) {
     status = OutOfMemoryError("vm call stack exhausted: more than ", kMaxCompiledNesting,
@@ -100,7 +159,7 @@ absl::Status LocalVirtualMachine::RunCompiled(size_t entry_depth, Value* result)
     slow_calls_ = instrument_ || profiler_ != nullptr;
     const TetherVMServices services{
         TETHER_VM_FUNCTION_ABI_VERSION, 0, &activation, &CompiledCall, &CompiledCond, &CompiledRet};
-    const int32_t code = compiled_[activation.frame->func_index](&services);
+    const int32_t code = compiled.code(&services);
     --nesting_;
     if (code != 0) {
       status = activation.status.ok()
@@ -118,8 +177,7 @@ absl::Status LocalVirtualMachine::RunCompiled(size_t entry_depth, Value* result)
   return absl::OkStatus();
 }
 
-int32_t LocalVirtualMachine::CompiledCall(void* ctx, int64_t func_index, int64_t num_args,
-                                          const int64_t* args, int64_t dst) {
+int32_t LocalVirtualMachine::CompiledCall(void* ctx, int64_t site) {
   auto& a = *static_cast<CompiledActivation*>(ctx);
   LocalVirtualMachine& vm = *a.vm;
   if (ABSL_PREDICT_FALSE(vm.interrupt_ != nullptr) &&
@@ -129,47 +187,43 @@ int32_t LocalVirtualMachine::CompiledCall(void* ctx, int64_t func_index, int64_t
                      absl::StrCat("vm stopped in ", a.name())),
         ErrorKind::kCancelled));
   }
-  if (ABSL_PREDICT_FALSE(
-          static_cast<uint64_t>(func_index) >= vm.func_pool_.size() ||
-          static_cast<uint64_t>(num_args) > kMaxRegisterFileSize ||
-          (num_args > 0 && args == nullptr) ||
-          (dst < kBeginSpecialReg && static_cast<uint64_t>(dst) >= a.num_registers))) {
-    return a.OutOfRange("call of function ", func_index, " with ", num_args,
-                        " arguments into register ", dst, " is out of range");
+  if (ABSL_PREDICT_FALSE(static_cast<uint64_t>(site) >= a.num_sites)) {
+    return a.OutOfRange("call site ", site, " out of range (", a.num_sites, " sites)");
   }
-  const size_t n = static_cast<size_t>(num_args);
-  ArgBuffer& call_args = a.frame->call_args;
-  Value* slots = call_args.Prepare(n);
+  // As the interpreter's Call: the site was checked and decoded at load.
+  const DecodedInstr& d = a.sites[site];
+  if (ABSL_PREDICT_FALSE(vm.slow_calls_ || d.packed == nullptr)) return CompiledSlowCall(a, d);
+  const DecodedArg* args = vm.decoded_args_.data() + d.args_begin;
+  const size_t n = static_cast<size_t>(d.num_args);
+  Value* slots = a.frame->call_args.Prepare(n);
   for (size_t i = 0; i < n; ++i) {
-    if (ABSL_PREDICT_FALSE(!a.Argument(args[i], slots + i))) {
-      for (size_t j = 0; j < i; ++j) slots[j].~Value();
-      return a.OutOfRange("argument ", i, " of a call is out of range");
-    }
+    new (slots + i) Value(args[i].reg >= 0 ? a.registers[args[i].reg] : *args[i].fixed);
   }
-  const Value& callee = vm.func_pool_[static_cast<size_t>(func_index)];
-  if (ABSL_PREDICT_TRUE(!vm.slow_calls_ && callee.is_function())) {
-    // As the interpreter's hot path: the arguments live only across the call.
-    absl::StatusOr<Value> ret =
-        static_cast<const FunctionObj*>(callee.object())->Call(ArgSpan(slots, n));
-    for (size_t i = 0; i < n; ++i) slots[i].~Value();
-    if (ABSL_PREDICT_FALSE(!ret.ok())) return a.Fail(std::move(ret).status());
-    if (dst < kBeginSpecialReg) a.registers[dst] = *std::move(ret);
-    return 0;
-  }
-  return CompiledSlowCall(a, callee, func_index, n, dst);
+  // The arguments live only across the call (kill semantics).
+  absl::StatusOr<Value> ret = d.packed->Call(ArgSpan(slots, n));
+  for (size_t i = 0; i < n; ++i) slots[i].~Value();
+  if (ABSL_PREDICT_FALSE(!ret.ok())) return a.Fail(std::move(ret).status());
+  if (d.reg < kBeginSpecialReg) a.registers[d.reg] = *std::move(ret);
+  return 0;
 }
 
 // Calls through the VM's CallPacked: closures and other VM functions, and
 // every call while an instrument or the profiler watches.
-int32_t LocalVirtualMachine::CompiledSlowCall(CompiledActivation& a, const Value& callee,
-                                              int64_t func_index, size_t num_args, int64_t dst) {
+int32_t LocalVirtualMachine::CompiledSlowCall(CompiledActivation& a, const DecodedInstr& d) {
+  LocalVirtualMachine& vm = *a.vm;
+  const DecodedArg* args = vm.decoded_args_.data() + d.args_begin;
+  const size_t n = static_cast<size_t>(d.num_args);
   ArgBuffer& call_args = a.frame->call_args;
-  call_args.set_size(num_args);
+  Value* slots = call_args.Prepare(n);
+  for (size_t i = 0; i < n; ++i) {
+    new (slots + i) Value(args[i].reg >= 0 ? a.registers[args[i].reg] : *args[i].fixed);
+  }
+  call_args.set_size(n);
   Value out;
-  absl::Status s = a.vm->CallPacked(callee, func_index, a.frame, &out);
+  absl::Status s = vm.CallPacked(vm.func_pool_[static_cast<size_t>(d.imm)], d.imm, a.frame, &out);
   call_args.clear();
   if (!s.ok()) return a.Fail(std::move(s));
-  if (dst < kBeginSpecialReg) a.registers[dst] = std::move(out);
+  if (d.reg < kBeginSpecialReg) a.registers[d.reg] = std::move(out);
   return 0;
 }
 

@@ -56,8 +56,8 @@ absl::StatusOr<Value> LocalVirtualMachine::RunFunction(Index func_index, ArgSpan
   for (size_t i = 0; i < args.size(); ++i) frame->registers[i] = args[i];
   frame->return_pc = -1;
   Value result;
-  absl::Status status = compiled_[func_index] != nullptr ? RunCompiled(entry_depth, &result)
-                                                         : RunLoop(entry_depth, &result);
+  absl::Status status = compiled_[func_index].code != nullptr ? RunCompiled(entry_depth, &result)
+                                                              : RunLoop(entry_depth, &result);
   if (!status.ok()) return status;
   return result;
 }
@@ -67,13 +67,20 @@ absl::Status LocalVirtualMachine::Decode() {
   size_t num_instrs = static_cast<size_t>(exec.num_instructions());
   // Count the immediates first: their Values must not move once pointed to.
   size_t num_args_total = 0, num_immediates = 0;
-  for (size_t pc = 0; pc < num_instrs; ++pc) {
-    Instruction instr = exec.GetInstruction(static_cast<Index>(pc));
-    if (instr.op != Opcode::kCall) continue;
+  auto count = [&](const Instruction& instr) {
     num_args_total += static_cast<size_t>(instr.num_args);
     for (int64_t i = 0; i < instr.num_args; ++i) {
       num_immediates += instr.arg(i).kind() == ArgKind::kImmediate;
     }
+  };
+  size_t num_sites = 0;
+  for (size_t pc = 0; pc < num_instrs; ++pc) {
+    Instruction instr = exec.GetInstruction(static_cast<Index>(pc));
+    if (instr.op == Opcode::kCall) count(instr);
+  }
+  for (const CompiledFunction& f : compiled_) {
+    for (const Instruction& call : f.calls) count(call);
+    num_sites += f.calls.size();
   }
   immediates_.reserve(num_immediates);
   decoded_args_.reserve(num_args_total);
@@ -96,23 +103,27 @@ absl::Status LocalVirtualMachine::Decode() {
     }
     return {-1, &special_values_[0]};
   };
+  auto decode_call = [&](const Instruction& instr, DecodedInstr* d) {
+    d->op = Opcode::kCall;
+    d->reg = instr.dst;
+    d->imm = instr.func_idx;
+    d->num_args = instr.num_args;
+    d->args_begin = decoded_args_.size();
+    const Value& callee = func_pool_[static_cast<size_t>(d->imm)];
+    if (callee.is_function()) d->packed = static_cast<const FunctionObj*>(callee.object());
+    for (int64_t i = 0; i < d->num_args; ++i) decoded_args_.push_back(decode_arg(instr.arg(i)));
+  };
   // Executable::GetInstruction is the one reader of the word layout; Validate()
-  // already guaranteed every index and offset used here.
+  // already guaranteed every index and offset used here (FindCompiledFunction
+  // the same for the compiled functions' call sites).
   for (size_t pc = 0; pc < num_instrs; ++pc) {
     Instruction instr = exec.GetInstruction(static_cast<Index>(pc));
     DecodedInstr& d = program_[pc];
     d.op = instr.op;
     switch (instr.op) {
-      case Opcode::kCall: {
-        d.reg = instr.dst;
-        d.imm = instr.func_idx;
-        d.num_args = instr.num_args;
-        d.args_begin = decoded_args_.size();
-        const Value& callee = func_pool_[static_cast<size_t>(d.imm)];
-        if (callee.is_function()) d.packed = static_cast<const FunctionObj*>(callee.object());
-        for (int64_t i = 0; i < d.num_args; ++i) decoded_args_.push_back(decode_arg(instr.arg(i)));
+      case Opcode::kCall:
+        decode_call(instr, &d);
         break;
-      }
       case Opcode::kRet:
         d.reg = instr.result;
         break;
@@ -126,6 +137,12 @@ absl::Status LocalVirtualMachine::Decode() {
       default:
         return absl::InternalError(absl::StrCat("invalid opcode at pc ", pc));
     }
+  }
+  compiled_sites_.resize(num_sites);
+  size_t site = 0;
+  for (CompiledFunction& f : compiled_) {
+    f.first_site = site;
+    for (const Instruction& call : f.calls) decode_call(call, &compiled_sites_[site++]);
   }
   return absl::OkStatus();
 }

@@ -102,7 +102,7 @@ absl::Status LocalVirtualMachine::Init(Ref<Executable> exec, std::vector<Device>
   }
 
   func_pool_.reserve(exec_->functions.size());
-  compiled_.assign(exec_->functions.size(), nullptr);
+  compiled_.assign(exec_->functions.size(), CompiledFunction{});
   for (size_t i = 0; i < exec_->functions.size(); ++i) {
     const FunctionInfo& info = exec_->functions[i];
     switch (info.kind) {

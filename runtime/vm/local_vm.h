@@ -158,17 +158,17 @@ class LocalVirtualMachine final : public VirtualMachine {
   // Runs function `func_index` (bytecode or compiled) with `args` to completion.
   absl::StatusOr<Value> RunFunction(Index func_index, ArgSpan args);
   struct CompiledActivation;
-  // Compiled functions (compiled_functions.cc): finds the code of function
-  // `func_index` in the kernel libraries; runs it in the frame on top.
+  struct DecodedInstr;
+  // Compiled functions (compiled_functions.cc): finds the code and the
+  // site table of function `func_index` in the kernel libraries and checks
+  // the table as the verifier checks bytecode; runs it in the frame on top.
   absl::Status FindCompiledFunction(Index func_index);
   absl::Status RunCompiled(size_t entry_depth, Value* result);
   // The services a compiled function calls (compiled_function.h).
-  static int32_t CompiledCall(void* ctx, int64_t func_index, int64_t num_args, const int64_t* args,
-                              int64_t dst);
+  static int32_t CompiledCall(void* ctx, int64_t site);
   static int32_t CompiledCond(void* ctx, int64_t reg, int64_t* out);
   static int32_t CompiledRet(void* ctx, int64_t reg);
-  static int32_t CompiledSlowCall(CompiledActivation& a, const Value& callee, int64_t func_index,
-                                  size_t num_args, int64_t dst);
+  static int32_t CompiledSlowCall(CompiledActivation& a, const DecodedInstr& site);
   absl::Status RunLoop(size_t entry_depth, Value* result);
   Frame* PushFrame(Index func_index);
   void PopFrame();
@@ -195,8 +195,15 @@ class LocalVirtualMachine final : public VirtualMachine {
   std::vector<Value> constants_;  // constants, tensors on devices_[0]
   std::vector<Value> func_pool_;  // a Function or a ClosureObj per function-table entry
   std::vector<Ref<Module>> kernel_libraries_;
-  // Per function-table entry: its native code when compiled, else null.
-  std::vector<TetherVMFunctionFn> compiled_;
+  // Per function-table entry: when compiled, its code and its call sites
+  // (checked, pointing into its kernel library), decoded into
+  // compiled_sites_ from first_site on.
+  struct CompiledFunction {
+    TetherVMFunctionFn code = nullptr;
+    std::vector<Instruction> calls;
+    size_t first_site = 0;
+  };
+  std::vector<CompiledFunction> compiled_;
 
   // The bytecode decoded once at creation: one entry per instruction, each
   // argument either a register index or a pointer to a fixed value (constant,
@@ -215,6 +222,7 @@ class LocalVirtualMachine final : public VirtualMachine {
     const FunctionObj* packed = nullptr;
   };
   std::vector<DecodedInstr> program_;
+  std::vector<DecodedInstr> compiled_sites_;  // the call sites of compiled functions
   std::vector<DecodedArg> decoded_args_;
   std::vector<Value> immediates_;  // reserved up front; never reallocated
   Value special_values_[2];        // %void, %vm

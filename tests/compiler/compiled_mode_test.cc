@@ -5,6 +5,7 @@
 // for bytecode; what compiled mode cannot do is refused with the reason.
 // The VM API scenario by scenario: vm_conformance_compiled_test.cc.
 #include <cmath>
+#include <cstring>
 
 #include "compiler/build.h"
 #include "compiler/text/parser.h"
@@ -177,6 +178,40 @@ TEST(CompiledModeRefusalsTest, AnExecutableWhoseCodeIsMissingIsRefusedWhenLoaded
   auto vm = vm::LocalVirtualMachine::Create(compiled, {Device::Cpu()});
   EXPECT_EQ(vm.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(vm.status().message(), HasSubstr("__vmtir__main"));
+}
+
+// The call sites a compiled function makes come from a table in its
+// library; the VM checks it as the verifier checks bytecode, so a table that
+// names a register the function does not have is refused at creation.
+TEST(CompiledModeRefusalsTest, ACorruptSiteTableIsRefusedWhenLoaded) {
+  Ref<vm::Executable> bytecode = BuildExample("mlp.rx", "bytecode");
+  ASSERT_TRUE(bytecode);
+  // The table of main as the compiler writes it: {total, sites, then each
+  // site's function, destination, argument count and words}.
+  const vm::FunctionInfo& main = bytecode->functions[bytecode->function_map.at("main")];
+  std::vector<int64_t> table = {0, 0};
+  for (vm::Index pc = main.start_instr; pc < main.end_instr; ++pc) {
+    const vm::Instruction instr = bytecode->GetInstruction(pc);
+    if (instr.op != vm::Opcode::kCall) continue;
+    ++table[1];
+    table.insert(table.end(), {instr.func_idx, instr.dst, instr.num_args});
+    table.insert(table.end(), instr.args, instr.args + instr.num_args);
+  }
+  table[0] = static_cast<int64_t>(table.size());
+  ASSERT_GT(table[1], 2);
+  Ref<vm::Executable> compiled = BuildExample("mlp.rx", "compiled");
+  ASSERT_TRUE(compiled);
+  std::string& library = compiled->kernel_libraries.at(0).data;
+  const std::string pattern(reinterpret_cast<const char*>(table.data()),
+                            table.size() * sizeof(int64_t));
+  const size_t at = library.find(pattern);
+  ASSERT_NE(at, std::string::npos) << "main's site table is not in the library";
+  // Site 0's destination: a register main does not have.
+  const int64_t bad = int64_t{1} << 40;
+  std::memcpy(library.data() + at + 3 * sizeof(int64_t), &bad, sizeof(bad));
+  auto vm = vm::LocalVirtualMachine::Create(compiled, {Device::Cpu()});
+  EXPECT_EQ(vm.status().code(), absl::StatusCode::kInvalidArgument) << vm.status();
+  EXPECT_THAT(vm.status().message(), HasSubstr("compiled function main: site table site 0"));
 }
 
 // A compiled executable is a file like any other: saved, exported as a

@@ -23,7 +23,7 @@ class FunctionEmitter {
     ptr_ = b_.getPtrTy();
     // TetherVMServices: abi_version, reserved, ctx, call, cond, ret.
     services_ = llvm::StructType::get(ctx_, {i32_, i32_, ptr_, ptr_, ptr_, ptr_});
-    call_ty_ = llvm::FunctionType::get(i32_, {ptr_, i64_, i64_, ptr_, i64_}, false);
+    call_ty_ = llvm::FunctionType::get(i32_, {ptr_, i64_}, false);
     cond_ty_ = llvm::FunctionType::get(i32_, {ptr_, i64_, ptr_}, false);
     ret_ty_ = llvm::FunctionType::get(i32_, {ptr_, i64_}, false);
   }
@@ -51,6 +51,9 @@ class FunctionEmitter {
       blocks.push_back(llvm::BasicBlock::Create(ctx_, absl::StrCat("pc", pc - f.start_instr), fn));
     }
     b_.CreateBr(blocks.front());
+    // The site table: {total words, sites, then each site's words}.
+    std::vector<uint64_t> sites = {0, 0};
+    int64_t num_sites = 0;
     // Validate() keeps every target inside the function and a Call or If off
     // its last instruction.
     for (size_t i = 0; i < blocks.size(); ++i) {
@@ -58,10 +61,12 @@ class FunctionEmitter {
       const vm::Instruction instr = exec_.GetInstruction(f.start_instr + static_cast<vm::Index>(i));
       switch (instr.op) {
         case vm::Opcode::kCall: {
-          llvm::Value* code =
-              b_.CreateCall(call_ty_, call_,
-                            {vm_ctx_, b_.getInt64(instr.func_idx), b_.getInt64(instr.num_args),
-                             ArgWords(instr), b_.getInt64(instr.dst)});
+          llvm::Value* code = b_.CreateCall(call_ty_, call_, {vm_ctx_, b_.getInt64(num_sites)});
+          ++num_sites;
+          sites.push_back(static_cast<uint64_t>(instr.func_idx));
+          sites.push_back(static_cast<uint64_t>(instr.dst));
+          sites.push_back(static_cast<uint64_t>(instr.num_args));
+          sites.insert(sites.end(), instr.args, instr.args + instr.num_args);
           BranchUnlessFailed(code, blocks[i + 1]);
           break;
         }
@@ -84,21 +89,16 @@ class FunctionEmitter {
           break;
       }
     }
+    sites[0] = sites.size();
+    sites[1] = static_cast<uint64_t>(num_sites);
+    llvm::Constant* data = llvm::ConstantDataArray::get(ctx_, sites);
+    auto* table = new llvm::GlobalVariable(*module_, data->getType(), /*isConstant=*/true,
+                                           llvm::GlobalValue::ExternalLinkage, data,
+                                           absl::StrCat(vm::kCompiledSitesPrefix, f.name));
+    table->setAlignment(llvm::Align(8));
   }
 
  private:
-  // The call's argument words as a constant array, or null.
-  llvm::Value* ArgWords(const vm::Instruction& instr) {
-    if (instr.num_args == 0) return llvm::ConstantPointerNull::get(ptr_);
-    std::vector<uint64_t> words(instr.args, instr.args + instr.num_args);
-    llvm::Constant* data = llvm::ConstantDataArray::get(ctx_, words);
-    auto* global = new llvm::GlobalVariable(*module_, data->getType(), /*isConstant=*/true,
-                                            llvm::GlobalValue::PrivateLinkage, data, "args");
-    global->setUnnamedAddr(llvm::GlobalValue::UnnamedAddr::Global);
-    global->setAlignment(llvm::Align(8));
-    return global;
-  }
-
   // Continues at `next` when `code` is 0; otherwise returns it.
   void BranchUnlessFailed(llvm::Value* code, llvm::BasicBlock* next) {
     if (fail_ == nullptr) {

@@ -1,8 +1,9 @@
 // exec_mode="compiled": each bytecode function of an executable becomes a
 // native function "__vmtir__<name>" with the C ABI of
 // runtime/vm/compiled_function.h. Its instructions become basic blocks: a
-// Call calls the VM's `call` service with the instruction's argument words
-// (a constant array in the module), an If reads its condition through `cond`
+// Call calls the VM's `call` service with its site, an index into the
+// function's table "__vmtir_sites__<name>" of each call's function,
+// destination and argument words; an If reads its condition through `cond`
 // and branches, a Goto branches, a Ret hands its register to `ret` and
 // returns. A service's error code is returned at once. The interpreter is
 // not in the loop: the code does the dispatch the interpreter would.
