@@ -17,7 +17,6 @@
 
 #include "absl/strings/match.h"
 #include "compiler/build.h"
-#include "compiler/text/parser.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/core/file.h"
@@ -27,7 +26,7 @@
 #include "runtime/kernel/kernel_signature.h"
 #include "runtime/module/system_lib.h"
 #include "runtime/vm/executable.h"
-#include "tests/testing/repo_root.h"
+#include "tests/compiler/build_mlp.h"
 #include "tests/testing/test_functions.h"
 
 namespace tether::compiler {
@@ -38,15 +37,6 @@ using ::testing::HasSubstr;
 using tether::testing::MakeFloatTensor;
 using tether::testing::RandomFloats;
 using tether::testing::ReadFloats;
-
-Ref<vm::Executable> BuildMlp(BuildOptions options) {
-  auto module = ParseModuleFile(tether::testing::RepoRoot() + "/examples/mlp.rx");
-  EXPECT_TRUE(module.ok()) << module.status();
-  if (!module.ok()) return Ref<vm::Executable>();
-  auto exec = Build(*module, options);
-  EXPECT_TRUE(exec.ok()) << exec.status();
-  return exec.ok() ? *exec : Ref<vm::Executable>();
-}
 
 BuildOptions SystemLib(const std::string& prefix, const std::string& target = "llvm") {
   BuildOptions options;
