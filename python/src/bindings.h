@@ -191,6 +191,8 @@ Tensor TensorFromNumpy(const py::array& array);
 py::array NumpyFromTensor(const Tensor& tensor);
 // A device from a Device, "cuda:1" or ("cuda", 1).
 Device ToDevice(const py::handle& obj);
+// os.fspath(path) as a string: a str or any path-like object.
+std::string FsPath(const py::object& path);
 void RegisterValues(py::module_& m);
 
 // --- executables and the VM (executable.cc, vm.cc) ------------------------
@@ -273,6 +275,8 @@ void RegisterModuleFunctions(py::module_& m);
 void RegisterRemoteRuntime(py::module_& m);
 // save_param_dict, load_param_dict, num_threads, DataType (runtime.cc).
 void RegisterRuntime(py::module_& m);
+// load_static_library and the StaticLibrary class (static_library.cc).
+void RegisterStaticLibrary(py::module_& m);
 // A {name: array} dict as a ParamList (TypeError for a key that is not a str).
 ParamList ParamsFromDict(const py::dict& params);
 

@@ -1,6 +1,8 @@
 // Executables on the Python side: tether.compile (.rx and .onnx through the
-// compiler, when the package is built with it), Executable.load/save/
-// as_text/stats, and session.upload.
+// compiler, when the package is built with it; system_lib= for a system
+// library), Executable.load/save/as_text/stats/export_library (a shared
+// library, or the static library of a system-library build), and
+// session.upload.
 #include "runtime/vm/executable.h"
 
 #include <filesystem>
@@ -32,7 +34,8 @@ struct PyExecutable {
 absl::StatusOr<Ref<vm::Executable>> CompileModel(
     const std::string& bytes, bool onnx, const std::string& source_name,
     const std::string& base_dir, const std::string& target,
-    const std::map<std::string, std::vector<int64_t>>& shapes, const std::string& exec_mode) {
+    const std::map<std::string, std::vector<int64_t>>& shapes, const std::string& exec_mode,
+    const std::optional<std::string>& system_lib) {
   compiler::IRModule module;
   if (onnx) {
     compiler::onnx_frontend::OnnxImportOptions import;
@@ -47,13 +50,16 @@ absl::StatusOr<Ref<vm::Executable>> CompileModel(
   compiler::BuildOptions build;
   build.target = target;
   build.exec_mode = exec_mode;
+  build.system_lib = system_lib.has_value();
+  build.system_lib_prefix = system_lib.value_or("");
   return compiler::Build(std::move(module), build);
 }
 #endif
 
 PyExecutable Compile(const py::object& source, std::optional<std::string> target,
                      std::optional<std::map<std::string, std::vector<int64_t>>> shapes,
-                     std::optional<std::string> format, const std::string& exec_mode) {
+                     std::optional<std::string> format, const std::string& exec_mode,
+                     std::optional<std::string> system_lib) {
   std::string bytes, name = "<bytes>", base_dir, kind = format.value_or("");
   if (py::isinstance<py::bytes>(source) || py::isinstance<py::bytearray>(source)) {
     bytes = py::bytes(source).cast<std::string>();
@@ -64,7 +70,7 @@ PyExecutable Compile(const py::object& source, std::optional<std::string> target
                  : "onnx";
     }
   } else {
-    name = py::str(py::module_::import("os").attr("fspath")(source)).cast<std::string>();
+    name = FsPath(source);
     if (kind.empty()) {
       if (absl::EndsWith(name, ".onnx"))
         kind = "onnx";
@@ -89,11 +95,23 @@ PyExecutable Compile(const py::object& source, std::optional<std::string> target
   py::gil_scoped_release release;
   return PyExecutable{ValueOrThrow(
       CompileModel(bytes, kind == "onnx", name, base_dir, target.value_or("llvm"),
-                   shapes.value_or(std::map<std::string, std::vector<int64_t>>{}), exec_mode))};
+                   shapes.value_or(std::map<std::string, std::vector<int64_t>>{}), exec_mode,
+                   system_lib))};
 #else
   ThrowStatus(absl::FailedPreconditionError(
       "tether.compile needs the compiler: this package was built with TETHER_BUILD_COMPILER=OFF"));
 #endif
+}
+
+// export_library("m.a"): the static library of an executable compiled with
+// system_lib= (its kernels' archive, as `tether compile --system-lib` writes).
+absl::Status ExportStaticLibrary(const vm::Executable& exec, const std::string& path) {
+  for (const KernelLibraryBlob& lib : exec.kernel_libraries) {
+    if (lib.format == "static") return WriteStringToFileAtomic(path, lib.data);
+  }
+  return PreconditionError(path,
+                           ": only an executable compiled with system_lib=PREFIX has a static "
+                           "library to export");
 }
 
 }  // namespace
@@ -119,8 +137,7 @@ void RegisterExecutable(py::module_& m) {
       .def(
           "save",
           [](const PyExecutable& e, const py::object& path) {
-            std::string p =
-                py::str(py::module_::import("os").attr("fspath")(path)).cast<std::string>();
+            std::string p = FsPath(path);
             py::gil_scoped_release release;
             ThrowIfError(e.exec->SaveToFile(p));
           },
@@ -145,9 +162,12 @@ void RegisterExecutable(py::module_& m) {
       .def(
           "export_library",
           [](const PyExecutable& e, const py::object& path) {
-            std::string p =
-                py::str(py::module_::import("os").attr("fspath")(path)).cast<std::string>();
+            std::string p = FsPath(path);
             py::gil_scoped_release release;
+            if (absl::EndsWith(p, ".a")) {
+              ThrowIfError(ExportStaticLibrary(*e.exec, p));
+              return;
+            }
 #ifdef TETHER_PYTHON_WITH_COMPILER
             // Without CPU kernels it gets an empty library to carry it (a
             // copy: this Executable stays as it is).
@@ -160,12 +180,14 @@ void RegisterExecutable(py::module_& m) {
           },
           py::arg("path"),
           "Writes the executable as a shared library (.so): its CPU kernels, loadable with "
-          "dlopen, carrying the executable; tether.load_module and session.load_module read it.");
+          "dlopen, carrying the executable; tether.load_module and session.load_module read it. "
+          "A path ending in .a writes the static library of an executable compiled with "
+          "system_lib=PREFIX instead (tether.load_static_library reads it).");
 
   m.def(
       "load_module",
       [](const py::object& path) {
-        std::string p = py::str(py::module_::import("os").attr("fspath")(path)).cast<std::string>();
+        std::string p = FsPath(path);
         Ref<Module> module;
         {
           py::gil_scoped_release release;
@@ -186,10 +208,12 @@ void RegisterExecutable(py::module_& m) {
 
   m.def("compile", &Compile, py::arg("source"), py::arg("target") = py::none(),
         py::arg("shapes") = py::none(), py::kw_only(), py::arg("format") = py::none(),
-        py::arg("exec_mode") = "bytecode",
+        py::arg("exec_mode") = "bytecode", py::arg("system_lib") = py::none(),
         "Compiles a .rx or .onnx model (a path, or the model's bytes) for `target` "
         "(default \"llvm\", this machine); a .tx path is loaded as it is. exec_mode "
-        "\"compiled\" compiles the Relax functions to native code too (CPU targets).");
+        "\"compiled\" compiles the Relax functions to native code too (CPU targets). With "
+        "system_lib=PREFIX the CPU kernels are a system library (export_library(\"m.a\") "
+        "writes it) for a program that links them, as tether compile --system-lib.");
 
   py::class_<PyUploadedModule>(m, "UploadedModule", "An executable stored on a session's daemon.")
       .def_property_readonly(

@@ -12,6 +12,7 @@ PYBIND11_MODULE(_tether, m) {
   tether::python::RegisterVM(m);
   tether::python::RegisterModuleFunctions(m);
   tether::python::RegisterRuntime(m);
+  tether::python::RegisterStaticLibrary(m);
 #ifdef TETHER_PYTHON_WITH_COMPILER
   m.attr("has_compiler") = true;
 #else

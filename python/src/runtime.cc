@@ -59,7 +59,7 @@ void RegisterRuntime(py::module_& m) {
       "save_param_dict_to_file",
       [](const py::dict& params, const py::object& path) {
         ParamList list = ParamsFromDict(params);
-        std::string p = py::str(py::module_::import("os").attr("fspath")(path)).cast<std::string>();
+        std::string p = FsPath(path);
         py::gil_scoped_release release;
         ThrowIfError(SaveParamDictToFile(p, list));
       },
@@ -81,7 +81,7 @@ void RegisterRuntime(py::module_& m) {
   m.def(
       "load_param_dict_from_file",
       [](const py::object& path) {
-        std::string p = py::str(py::module_::import("os").attr("fspath")(path)).cast<std::string>();
+        std::string p = FsPath(path);
         ParamList list;
         {
           py::gil_scoped_release release;

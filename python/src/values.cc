@@ -154,6 +154,10 @@ py::array NumpyFromTensor(const Tensor& tensor) {
   return out;
 }
 
+std::string FsPath(const py::object& path) {
+  return py::str(py::module_::import("os").attr("fspath")(path)).cast<std::string>();
+}
+
 Device ToDevice(const py::handle& obj) {
   if (py::isinstance<PyDevice>(obj)) return obj.cast<const PyDevice&>().device;
   if (py::isinstance<py::str>(obj)) return ValueOrThrow(Device::Parse(obj.cast<std::string>()));

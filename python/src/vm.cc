@@ -186,9 +186,7 @@ std::string ParamFileBytes(const py::object& params) {
   }
   if (py::isinstance<py::bytes>(params)) return params.cast<std::string>();
   if (py::isinstance<py::str>(params) || py::hasattr(params, "__fspath__")) {
-    std::string path =
-        py::str(py::module_::import("os").attr("fspath")(params)).cast<std::string>();
-    return ValueOrThrow(ReadFileToString(path));
+    return ValueOrThrow(ReadFileToString(FsPath(params)));
   }
   ThrowStatus(TypeError("params must be a {name: array} dict, a param file's bytes or its path"));
 }

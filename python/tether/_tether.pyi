@@ -197,10 +197,28 @@ class Executable:
     def stats(self) -> str:
         """Sizes: functions, instructions, constants, kernel bytes."""
     def export_library(self, path: _PathLike) -> None:
-        """Writes the executable as a shared library (.so): its CPU kernels, loadable with dlopen, carrying the executable."""
+        """Writes the executable as a shared library (.so): its CPU kernels, loadable with dlopen, carrying the executable; a path ending in .a writes the static library of an executable compiled with system_lib=PREFIX."""
 
 def load_module(path: _PathLike) -> Executable:
     """An executable from a .tx file or a library written by export_library, to run here."""
+
+class StaticLibrary:
+    """A system library archive read without linking it: a static library is linked into the program that runs its kernels, not loaded."""
+    @property
+    def prefix(self) -> str: ...
+    @property
+    def machine(self) -> str: ...
+    @property
+    def format(self) -> str: ...
+    @property
+    def kernels(self) -> list[str]: ...
+    @property
+    def functions(self) -> list[str]: ...
+    def implements_function(self, name: str) -> bool:
+        """Whether `name` is among its functions (linked here or not)."""
+
+def load_static_library(path: _PathLike, func_names: Optional[Sequence[str]] = None) -> StaticLibrary:
+    """TVM's tvm.runtime.load_static_library: the system library archive at `path`, read without linking it; each of `func_names` must be one of its kernels."""
 
 class UploadedModule:
     """An executable stored on a session's daemon."""
@@ -211,8 +229,9 @@ class UploadedModule:
 
 def compile(source: Union[_PathLike, bytes], target: Optional[str] = None,
             shapes: Optional[Mapping[str, Sequence[int]]] = None, *,
-            format: Optional[str] = None, exec_mode: str = "bytecode") -> Executable:
-    """Compiles a .rx or .onnx model (a path, or the model's bytes) for `target`; a .tx path is loaded as it is. exec_mode "compiled" compiles the Relax functions to native code too."""
+            format: Optional[str] = None, exec_mode: str = "bytecode",
+            system_lib: Optional[str] = None) -> Executable:
+    """Compiles a .rx or .onnx model (a path, or the model's bytes) for `target`; a .tx path is loaded as it is. exec_mode "compiled" compiles the Relax functions to native code too. With system_lib=PREFIX the CPU kernels are a system library."""
 
 class BenchmarkResult:
     """Timing samples (seconds per call, one per repeat) and their statistics."""

@@ -19,16 +19,25 @@ namespace {
 struct Elf32 {
   using Ehdr = Elf32_Ehdr;
   using Shdr = Elf32_Shdr;
+  using Sym = Elf32_Sym;
   static constexpr uint64_t kMaxOffset = std::numeric_limits<uint32_t>::max();
 };
 struct Elf64 {
   using Ehdr = Elf64_Ehdr;
   using Shdr = Elf64_Shdr;
+  using Sym = Elf64_Sym;
   static constexpr uint64_t kMaxOffset = std::numeric_limits<uint64_t>::max();
 };
 
 bool RangeInside(uint64_t offset, uint64_t size, uint64_t total) {
   return offset <= total && size <= total - offset;
+}
+
+// A NUL-terminated name at `at` in a string table, or "" when it lies outside.
+absl::string_view StringAt(absl::string_view table, uint64_t at) {
+  if (at >= table.size()) return "";
+  absl::string_view rest = table.substr(at);
+  return rest.substr(0, strnlen(rest.data(), rest.size()));
 }
 
 // An image's header, its section headers and its section name table.
@@ -39,12 +48,7 @@ struct Sections {
   absl::string_view names;  // the section name table's bytes
 
   // The name of section `i`, or "" when its name lies outside the table.
-  absl::string_view NameOf(size_t i) const {
-    const uint64_t at = headers[i].sh_name;
-    if (at >= names.size()) return "";
-    absl::string_view rest = names.substr(at);
-    return rest.substr(0, strnlen(rest.data(), rest.size()));
-  }
+  absl::string_view NameOf(size_t i) const { return StringAt(names, headers[i].sh_name); }
   // The index of section `name`, or -1.
   int Find(absl::string_view name) const {
     for (size_t i = 1; i < headers.size(); ++i) {
@@ -153,6 +157,64 @@ absl::StatusOr<absl::string_view> Find(absl::string_view image, absl::string_vie
 }
 
 template <typename C>
+absl::StatusOr<absl::string_view> FindSymbol(absl::string_view image, absl::string_view name) {
+  TETHER_ASSIGN_OR_RETURN(Sections<C> s, ReadSections<C>(image));
+  using Sym = typename C::Sym;
+  size_t table = 0;
+  for (size_t i = 1; i < s.headers.size() && table == 0; ++i) {
+    if (s.headers[i].sh_type == SHT_SYMTAB) table = i;
+  }
+  if (table == 0) return NotFoundError("ELF image has no symbol table");
+  const auto& symtab = s.headers[table];
+  if (symtab.sh_entsize != sizeof(Sym) ||
+      !RangeInside(symtab.sh_offset, symtab.sh_size, image.size())) {
+    return ValueError("ELF symbol table (section ", table, ") lies outside the ", image.size(),
+                      "-byte image or has entries of ", symtab.sh_entsize, " bytes");
+  }
+  if (symtab.sh_link == 0 || symtab.sh_link >= s.headers.size() ||
+      s.headers[symtab.sh_link].sh_type != SHT_STRTAB ||
+      !RangeInside(s.headers[symtab.sh_link].sh_offset, s.headers[symtab.sh_link].sh_size,
+                   image.size())) {
+    return ValueError("ELF symbol table (section ", table, ") has a corrupt string table");
+  }
+  const auto& strtab = s.headers[symtab.sh_link];
+  const absl::string_view strings = image.substr(strtab.sh_offset, strtab.sh_size);
+  const uint64_t count = symtab.sh_size / sizeof(Sym);
+  bool found = false;
+  Sym sym{};
+  for (uint64_t i = 1; i < count; ++i) {
+    Sym candidate;
+    std::memcpy(&candidate, image.data() + symtab.sh_offset + i * sizeof(Sym), sizeof(Sym));
+    if (candidate.st_shndx == SHN_UNDEF || candidate.st_shndx >= SHN_LORESERVE ||
+        StringAt(strings, candidate.st_name) != name) {
+      continue;
+    }
+    if (found) return ValueError("ELF image defines symbol ", name, " twice");
+    found = true;
+    sym = candidate;
+  }
+  if (!found) return NotFoundError("ELF image defines no symbol ", name);
+  if (sym.st_shndx >= s.headers.size()) {
+    return ValueError("ELF symbol ", name, " is in section ", sym.st_shndx, " of ",
+                      s.headers.size());
+  }
+  const auto& section = s.headers[sym.st_shndx];
+  // In a relocatable object a symbol's value is its offset in its section;
+  // elsewhere it is an address.
+  const bool relocatable = s.header.e_type == ET_REL;
+  const uint64_t value = sym.st_value;
+  if (section.sh_type == SHT_NOBITS ||
+      !RangeInside(section.sh_offset, section.sh_size, image.size()) ||
+      (!relocatable && value < section.sh_addr) ||
+      !RangeInside(relocatable ? value : value - section.sh_addr, sym.st_size, section.sh_size)) {
+    return ValueError("ELF symbol ", name, " (", sym.st_size, " bytes at ", value,
+                      ") lies outside its section or the ", image.size(), "-byte image");
+  }
+  return image.substr(section.sh_offset + (relocatable ? value : value - section.sh_addr),
+                      sym.st_size);
+}
+
+template <typename C>
 absl::StatusOr<std::string> Remove(absl::string_view image, absl::string_view name) {
   TETHER_ASSIGN_OR_RETURN(Sections<C> s, ReadSections<C>(image));
   using Shdr = typename C::Shdr;
@@ -189,14 +251,43 @@ bool IsElfImage(absl::string_view bytes) {
   return bytes.size() >= SELFMAG && std::memcmp(bytes.data(), ELFMAG, SELFMAG) == 0;
 }
 
-absl::StatusOr<uint16_t> ElfMachineOf(absl::string_view image) {
+namespace {
+// A 16-bit field at the same offset in both classes' headers.
+absl::StatusOr<uint16_t> HeaderField(absl::string_view image, size_t offset) {
   TETHER_ASSIGN_OR_RETURN(unsigned char cls, ClassOf(image));
   if (cls == ELFCLASS32 ? image.size() < sizeof(Elf32_Ehdr) : image.size() < sizeof(Elf64_Ehdr)) {
     return ValueError("ELF image is truncated in its header");
   }
-  uint16_t machine = 0;  // at the same offset in both classes
-  std::memcpy(&machine, image.data() + offsetof(Elf64_Ehdr, e_machine), sizeof(machine));
-  return machine;
+  uint16_t value = 0;
+  std::memcpy(&value, image.data() + offset, sizeof(value));
+  return value;
+}
+}  // namespace
+
+absl::StatusOr<uint16_t> ElfMachineOf(absl::string_view image) {
+  static_assert(offsetof(Elf32_Ehdr, e_machine) == offsetof(Elf64_Ehdr, e_machine));
+  return HeaderField(image, offsetof(Elf64_Ehdr, e_machine));
+}
+
+absl::StatusOr<uint16_t> ElfTypeOf(absl::string_view image) {
+  static_assert(offsetof(Elf32_Ehdr, e_type) == offsetof(Elf64_Ehdr, e_type));
+  return HeaderField(image, offsetof(Elf64_Ehdr, e_type));
+}
+
+uint16_t HostElfMachine() {
+#if defined(__x86_64__)
+  return EM_X86_64;
+#elif defined(__aarch64__)
+  return EM_AARCH64;
+#elif defined(__arm__)
+  return EM_ARM;
+#elif defined(__riscv)
+  return EM_RISCV;
+#elif defined(__i386__)
+  return EM_386;
+#else
+  return EM_NONE;
+#endif
 }
 
 std::string ElfMachineName(uint16_t machine) {
@@ -226,6 +317,12 @@ absl::StatusOr<std::string> AppendElfSection(absl::string_view image, absl::stri
 absl::StatusOr<absl::string_view> FindElfSection(absl::string_view image, absl::string_view name) {
   TETHER_ASSIGN_OR_RETURN(unsigned char cls, ClassOf(image));
   return cls == ELFCLASS32 ? Find<Elf32>(image, name) : Find<Elf64>(image, name);
+}
+
+absl::StatusOr<absl::string_view> FindElfSymbolBytes(absl::string_view image,
+                                                     absl::string_view name) {
+  TETHER_ASSIGN_OR_RETURN(unsigned char cls, ClassOf(image));
+  return cls == ELFCLASS32 ? FindSymbol<Elf32>(image, name) : FindSymbol<Elf64>(image, name);
 }
 
 absl::StatusOr<std::string> RemoveAppendedElfSection(absl::string_view image,

@@ -2,7 +2,10 @@
 // linker: how an executable rides inside its own kernel library when it is
 // exported as a shared library (docs/design/executable-format.md, "Exported
 // libraries"). The section is not allocated, so the dynamic loader never
-// maps it; tools that read section headers (readelf, objcopy) see it.
+// maps it; tools that read section headers (readelf, objcopy) see it. Also
+// the bytes a symbol of the symbol table defines, which is how a system
+// library's manifest is read from its object without linking it
+// (static_library.h).
 //
 // Every function reads untrusted bytes: each offset and size is checked
 // before use, and anything malformed is INVALID_ARGUMENT. 32- and 64-bit
@@ -27,6 +30,12 @@ absl::StatusOr<uint16_t> ElfMachineOf(absl::string_view image);
 // A readable name of an ELF machine: "x86_64", "aarch64", "arm", "riscv", or
 // "ELF machine N".
 std::string ElfMachineName(uint16_t machine);
+// The ELF machine this process runs on (EM_NONE where it is none of the
+// above).
+uint16_t HostElfMachine();
+// The ELF type of an image (e_type): ET_REL for a relocatable object, ET_DYN
+// for a shared object; INVALID_ARGUMENT when `image` has no ELF header.
+absl::StatusOr<uint16_t> ElfTypeOf(absl::string_view image);
 
 // `image` with a non-allocated section `name` holding `payload` appended:
 // the original bytes, then the payload, the section name table with `name`
@@ -39,6 +48,16 @@ absl::StatusOr<std::string> AppendElfSection(absl::string_view image, absl::stri
 
 // The contents of section `name`; NOT_FOUND when the image has none.
 absl::StatusOr<absl::string_view> FindElfSection(absl::string_view image, absl::string_view name);
+
+// The bytes that the defined symbol `name` of the symbol table (.symtab)
+// covers: st_size bytes at st_value in its section (an offset in a
+// relocatable object, an address elsewhere). Local symbols count, so a
+// static function or constant is found by its name. NOT_FOUND when the image
+// has no symbol table or no defined symbol `name`; INVALID_ARGUMENT when two
+// define it, or the table, its string table, or the symbol's bytes lie
+// outside the image or its section.
+absl::StatusOr<absl::string_view> FindElfSymbolBytes(absl::string_view image,
+                                                     absl::string_view name);
 
 // Undoes AppendElfSection: the image byte for byte as it was before `name`
 // was appended. FAILED_PRECONDITION when `name` is not the last section and

@@ -24,6 +24,7 @@
 #include "absl/synchronization/mutex.h"
 #include "runtime/core/error.h"
 #include "runtime/device/host_target.h"
+#include "runtime/kernel/ar_archive.h"
 #include "runtime/kernel/elf_section.h"
 #include "runtime/kernel/kernel_signature.h"
 #include "runtime/kernel/loader_registry.h"
@@ -194,18 +195,6 @@ std::vector<KernelSignature> CpuSignatures(const std::vector<KernelInfo>& kernel
 }
 
 // ---- ELF checks --------------------------------------------------------------
-
-uint16_t HostElfMachine() {
-#if defined(__x86_64__)
-  return EM_X86_64;
-#elif defined(__aarch64__)
-  return EM_AARCH64;
-#elif defined(__riscv)
-  return EM_RISCV;
-#else
-  return EM_NONE;
-#endif
-}
 
 bool RangeInside(uint64_t offset, uint64_t size, uint64_t total) {
   return offset <= total && size <= total - offset;
@@ -467,39 +456,17 @@ absl::StatusOr<Ref<Module>> LoadSystemLibKernels(absl::string_view prefix) {
 }
 
 absl::StatusOr<std::string> SystemLibPrefixOfArchive(absl::string_view archive) {
-  // A GNU archive: "!<arch>\n", then members of a 60-byte header (name[16]
-  // ... size[10] at 48, "`\n" at 58) and their data; the first member, "/",
-  // is the symbol table: a big-endian count, that many offsets, then the
-  // names, each NUL-terminated.
-  constexpr absl::string_view kMagic = "!<arch>\n";
   constexpr absl::string_view kRegister = "tether_system_lib_register_";
-  constexpr size_t kHeader = 60;
-  if (!absl::StartsWith(archive, kMagic) || archive.size() < kMagic.size() + kHeader) {
-    return ValueError("system library archive: not an ar archive (", archive.size(), " bytes)");
-  }
-  absl::string_view header = archive.substr(kMagic.size(), kHeader);
-  uint64_t size = 0;
-  if (header.substr(0, 16) != absl::string_view("/               ") ||
-      header.substr(58, 2) != "`\n" ||
-      !absl::SimpleAtoi(absl::StripAsciiWhitespace(header.substr(48, 10)), &size) ||
-      size > archive.size() - kMagic.size() - kHeader || size < 4) {
-    return ValueError("system library archive: no symbol table");
-  }
-  absl::string_view table = archive.substr(kMagic.size() + kHeader, size);
-  const uint64_t count = (uint64_t{static_cast<unsigned char>(table[0])} << 24) |
-                         (uint64_t{static_cast<unsigned char>(table[1])} << 16) |
-                         (uint64_t{static_cast<unsigned char>(table[2])} << 8) |
-                         uint64_t{static_cast<unsigned char>(table[3])};
-  if (count > (table.size() - 4) / 4)
-    return ValueError("system library archive: corrupt symbol table");
-  absl::string_view names = table.substr(4 + 4 * count);
+  absl::StatusOr<ArArchive> read = ReadArArchive(archive);
+  if (!read.ok()) return Annotate(read.status(), "system library archive: ");
   std::vector<absl::string_view> prefixes;
-  for (absl::string_view name : absl::StrSplit(names, '\0', absl::SkipEmpty())) {
+  for (const ArSymbol& symbol : read->symbols) {
+    absl::string_view name = symbol.name;
     if (absl::ConsumePrefix(&name, kRegister)) prefixes.push_back(name);
   }
   if (prefixes.size() != 1) {
-    return ValueError("system library archive: expected one ", kRegister, "<prefix> symbol, found ",
-                      prefixes.size());
+    return ValueError("system library archive: expected one ", kRegister,
+                      "<prefix> symbol in its symbol table, found ", prefixes.size());
   }
   return std::string(prefixes[0]);
 }

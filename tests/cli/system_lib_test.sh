@@ -3,7 +3,9 @@
 # are a system library ("static") runs on a daemon with that archive linked
 # in (tetherd_mlp_kernels, from cmake/TetherSystemLib.cmake) and gives the
 # outputs of the same model compiled as usual; a daemon without it refuses
-# the executable, saying what to link, and keeps serving.
+# the executable, saying what to link, and keeps serving. `tether inspect`
+# of the archive (load_static_library) names its prefix, the daemon's
+# machine and the kernels the executable calls.
 # usage: system_lib_test.sh TETHER TETHERD TETHERD_WITH_KERNELS MLP_SYSTEM_LIB.tx ROOT DIR
 set -u
 tether=$1
@@ -48,6 +50,28 @@ grep -q 'system library ("mlp") that is not linked into this process' "$dir/refu
   fail "no clear refusal: $(cat "$dir/refused.txt")"
 "$tether" run "$root/examples/mlp.rx" --remote "$without" --random-inputs "${shapes[@]}" \
   > "$dir/after.txt" 2>&1 || fail "the daemon stopped serving: $(cat "$dir/after.txt")"
+
+# 3. The archive itself, read without linking it: prefix, machine (the
+# daemon's that links it), and the kernels the executable calls.
+archive=${mlp_tx%.tx}.a
+"$tether" inspect "$archive" > "$dir/inspect_a.txt" 2>&1 || fail "inspect of the archive: $(cat "$dir/inspect_a.txt")"
+machine=$("$tether" info --remote "$with" | awk '$1 == "target" { print $2 }' | cut -d- -f1)
+case $machine in arm*) machine=arm ;; esac
+grep -qx "  prefix: mlp (tether_system_lib_register_mlp)" "$dir/inspect_a.txt" &&
+  grep -qx "  machine: $machine" "$dir/inspect_a.txt" &&
+  grep -q "^a static library is linked, not loaded" "$dir/inspect_a.txt" ||
+  fail "inspect does not name prefix mlp and machine $machine: $(cat "$dir/inspect_a.txt")"
+grep -qx "    fused_matmul_add_relu(tensor(float32, ndim=2), tensor(float32, ndim=2), tensor(float32, ndim=1), tensor(float32, ndim=2))" \
+  "$dir/inspect_a.txt" || fail "inspect lists no fused_matmul_add_relu with its parameters: $(cat "$dir/inspect_a.txt")"
+kernels=$(sed -n 's/^    \([A-Za-z0-9_]*\)(.*/\1/p' "$dir/inspect_a.txt")
+[ "$(echo "$kernels" | wc -w)" -ge 2 ] || fail "inspect lists kernels: $kernels"
+for k in $kernels; do
+  grep -q "call  $k " "$dir/inspect.txt" || fail "the archive lists $k, which the executable never calls"
+done
+head -c 100 "$archive" > "$dir/cut.a"
+"$tether" inspect "$dir/cut.a" > "$dir/cut.txt" 2>&1 && fail "inspect accepted a truncated archive"
+grep -q "static library: truncated ar archive.*(INVALID_ARGUMENT)" "$dir/cut.txt" ||
+  fail "no clear error for a truncated archive: $(cat "$dir/cut.txt")"
 
 kill "${pids[@]}" 2>/dev/null
 echo "PASS"

@@ -15,14 +15,13 @@
 #include "compiler/backend/llvm/llvm_codegen.h"
 #include "compiler/backend/llvm/target.h"
 #include "compiler/build.h"
-#include "compiler/text/parser.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/core/file.h"
 #include "runtime/kernel/elf_section.h"
 #include "runtime/vm/local_vm.h"
 #include "server/daemon.h"
-#include "tests/testing/repo_root.h"
+#include "tests/compiler/build_mlp.h"
 #include "tests/testing/test_functions.h"
 
 namespace tether::compiler {
@@ -32,15 +31,6 @@ using ::testing::HasSubstr;
 using tether::testing::MakeFloatTensor;
 using tether::testing::RandomFloats;
 using tether::testing::ReadFloats;
-
-Ref<vm::Executable> BuildMlp(BuildOptions options = {}) {
-  auto module = ParseModuleFile(tether::testing::RepoRoot() + "/examples/mlp.rx");
-  EXPECT_TRUE(module.ok()) << module.status();
-  if (!module.ok()) return Ref<vm::Executable>();
-  auto exec = Build(*module, options);
-  EXPECT_TRUE(exec.ok()) << exec.status();
-  return exec.ok() ? *exec : Ref<vm::Executable>();
-}
 
 std::vector<Value> MlpInputs() {
   return {MakeFloatTensor({3, 784}, RandomFloats(3 * 784, 1)),
