@@ -64,6 +64,35 @@ std::unique_ptr<LocalVirtualMachine> MakeVm(ExecBuilder& b, benchmark::State& st
   return std::move(*vm);
 }
 
+// Times `run_vm` (returns false when the VM got it wrong) and its anchor
+// `run_floor` once per round, the VM's time as the iteration time; reports
+// each per `units` under the names given, and their ratio.
+template <typename RunVm, typename RunFloor>
+void TimeAgainstFloor(benchmark::State& state, int64_t units, const char* vm_counter,
+                      const char* floor_counter, RunVm run_vm, RunFloor run_floor) {
+  double vm_ns = 0, floor_ns = 0;
+  int64_t rounds = 0;
+  for (auto _ : state) {
+    auto t0 = Clock::now();
+    const bool right = run_vm();
+    auto t1 = Clock::now();
+    if (!right) {
+      state.SkipWithError("the VM computed the wrong result");
+      return;
+    }
+    run_floor();
+    auto t2 = Clock::now();
+    double v = std::chrono::duration<double, std::nano>(t1 - t0).count();
+    state.SetIterationTime(v * 1e-9);
+    vm_ns += v;
+    floor_ns += std::chrono::duration<double, std::nano>(t2 - t1).count();
+    ++rounds;
+  }
+  state.counters[vm_counter] = vm_ns / rounds / units;
+  state.counters[floor_counter] = floor_ns / rounds / units;
+  state.counters["ratio_vs_floor"] = vm_ns / floor_ns;
+}
+
 void BM_VmDispatch(benchmark::State& state) {
   RegisterBenchFunctions();
   ExecBuilder b;
@@ -76,30 +105,20 @@ void BM_VmDispatch(benchmark::State& state) {
   Function direct = Registry::Get("bench.identity");
   Value arg(int64_t{1});
   ArgSpan args(&arg, 1);
-  double vm_ns = 0, floor_ns = 0;
-  int64_t rounds = 0;
-  for (auto _ : state) {
-    auto t0 = Clock::now();
-    auto out = vm->Invoke("main", args);
-    auto t1 = Clock::now();
-    benchmark::DoNotOptimize(out);
-    // The floor: the same function object called the same number of times.
-    Value x = arg;
-    for (int i = 0; i < kCalls; ++i) {
-      auto r = direct(ArgSpan(&x, 1));
-      x = *std::move(r);
-      benchmark::DoNotOptimize(x);
-    }
-    auto t2 = Clock::now();
-    double v = std::chrono::duration<double, std::nano>(t1 - t0).count();
-    state.SetIterationTime(v * 1e-9);
-    vm_ns += v;
-    floor_ns += std::chrono::duration<double, std::nano>(t2 - t1).count();
-    ++rounds;
-  }
-  state.counters["ns_per_call_instr"] = vm_ns / rounds / kCalls;
-  state.counters["floor_ns_per_call"] = floor_ns / rounds / kCalls;
-  state.counters["ratio_vs_floor"] = vm_ns / floor_ns;
+  TimeAgainstFloor(
+      state, kCalls, "ns_per_call_instr", "floor_ns_per_call",
+      [&] {
+        auto out = vm->Invoke("main", args);
+        return out.ok() && out->int_value() == 1;
+      },
+      [&] {
+        // The same function object called the same number of times.
+        Value x = arg;
+        for (int i = 0; i < kCalls; ++i) {
+          x = *direct(ArgSpan(&x, 1));
+          benchmark::DoNotOptimize(x);
+        }
+      });
 }
 BENCHMARK(BM_VmDispatch)->Arg(0)->Arg(1)->UseManualTime()->Unit(benchmark::kMicrosecond);
 
@@ -121,34 +140,20 @@ void BM_VmLoop(benchmark::State& state) {
   Function positive = Registry::Get("bench.positive");
   Function dec = Registry::Get("bench.dec");
   Value arg(kIterations);
-  double vm_ns = 0, floor_ns = 0;
-  int64_t rounds = 0;
-  for (auto _ : state) {
-    auto t0 = Clock::now();
-    auto out = vm->Invoke("main", ArgSpan(&arg, 1));
-    auto t1 = Clock::now();
-    if (!out.ok() || out->int_value() != 0) {
-      state.SkipWithError("the loop did not count down to 0");
-      return;
-    }
-    // The floor: the same two functions called as often, in a C++ loop.
-    Value n = arg;
-    while (true) {
-      auto p = positive(ArgSpan(&n, 1));
-      if (!p->bool_value()) break;
-      n = *dec(ArgSpan(&n, 1));
-      benchmark::DoNotOptimize(n);
-    }
-    auto t2 = Clock::now();
-    double v = std::chrono::duration<double, std::nano>(t1 - t0).count();
-    state.SetIterationTime(v * 1e-9);
-    vm_ns += v;
-    floor_ns += std::chrono::duration<double, std::nano>(t2 - t1).count();
-    ++rounds;
-  }
-  state.counters["ns_per_iteration"] = vm_ns / rounds / kIterations;
-  state.counters["floor_ns_per_iteration"] = floor_ns / rounds / kIterations;
-  state.counters["ratio_vs_floor"] = vm_ns / floor_ns;
+  TimeAgainstFloor(
+      state, kIterations, "ns_per_iteration", "floor_ns_per_iteration",
+      [&] {
+        auto out = vm->Invoke("main", ArgSpan(&arg, 1));
+        return out.ok() && out->int_value() == 0;
+      },
+      [&] {
+        // The same two functions called as often, in a C++ loop.
+        Value n = arg;
+        while (positive(ArgSpan(&n, 1))->bool_value()) {
+          n = *dec(ArgSpan(&n, 1));
+          benchmark::DoNotOptimize(n);
+        }
+      });
 }
 BENCHMARK(BM_VmLoop)->Arg(0)->Arg(1)->UseManualTime()->Unit(benchmark::kMicrosecond);
 

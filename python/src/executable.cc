@@ -93,10 +93,9 @@ PyExecutable Compile(const py::object& source, std::optional<std::string> target
   }
 #ifdef TETHER_PYTHON_WITH_COMPILER
   py::gil_scoped_release release;
-  return PyExecutable{ValueOrThrow(
-      CompileModel(bytes, kind == "onnx", name, base_dir, target.value_or("llvm"),
-                   shapes.value_or(std::map<std::string, std::vector<int64_t>>{}), exec_mode,
-                   system_lib))};
+  return PyExecutable{ValueOrThrow(CompileModel(
+      bytes, kind == "onnx", name, base_dir, target.value_or("llvm"),
+      shapes.value_or(std::map<std::string, std::vector<int64_t>>{}), exec_mode, system_lib))};
 #else
   ThrowStatus(absl::FailedPreconditionError(
       "tether.compile needs the compiler: this package was built with TETHER_BUILD_COMPILER=OFF"));

@@ -494,13 +494,15 @@ std::string RecomputeExecutableChecksum(std::string bytes) {
   return bytes;
 }
 
-std::string Executable::SaveToBytes() const {
+std::string Executable::SaveToBytes() const { return SaveToBytesWithEmptyLibrary(*this, -1); }
+
+std::string SaveToBytesWithEmptyLibrary(const Executable& exec, int empty_library) {
   // Sections are built first so the table can carry their sizes.
   std::vector<std::pair<uint32_t, std::string>> sections;
   {
     ByteWriter w;
-    w.U32(static_cast<uint32_t>(functions.size()));
-    for (const FunctionInfo& f : functions) {
+    w.U32(static_cast<uint32_t>(exec.functions.size()));
+    for (const FunctionInfo& f : exec.functions) {
       w.I32(static_cast<int32_t>(f.kind));
       w.String(f.name);
       w.I64(f.start_instr);
@@ -514,33 +516,36 @@ std::string Executable::SaveToBytes() const {
   }
   {
     ByteWriter w;
-    w.U32(static_cast<uint32_t>(constants.size()));
-    for (const Value& c : constants) WriteConstant(w, c);
+    w.U32(static_cast<uint32_t>(exec.constants.size()));
+    for (const Value& c : exec.constants) WriteConstant(w, c);
     sections.emplace_back(kSectionConstants, std::move(w.out()));
   }
   {
     ByteWriter w;
-    w.U64(instr_offset.size());
-    for (int64_t o : instr_offset) w.I64(o);
-    w.U64(instr_data.size());
-    for (ExecWord x : instr_data) w.I64(x);
+    w.U64(exec.instr_offset.size());
+    for (int64_t o : exec.instr_offset) w.I64(o);
+    w.U64(exec.instr_data.size());
+    for (ExecWord x : exec.instr_data) w.I64(x);
     sections.emplace_back(kSectionBytecode, std::move(w.out()));
   }
   {
     ByteWriter w;
-    w.U32(static_cast<uint32_t>(kernel_libraries.size()));
-    for (const KernelLibraryBlob& lib : kernel_libraries) {
+    w.U32(static_cast<uint32_t>(exec.kernel_libraries.size()));
+    for (size_t i = 0; i < exec.kernel_libraries.size(); ++i) {
+      const KernelLibraryBlob& lib = exec.kernel_libraries[i];
+      const absl::string_view data =
+          static_cast<int>(i) == empty_library ? absl::string_view() : lib.data;
       w.String(lib.target);
       w.String(lib.format);
-      w.U64(lib.data.size());
-      w.Bytes(lib.data);
+      w.U64(data.size());
+      w.Bytes(data);
     }
     sections.emplace_back(kSectionKernelLibraries, std::move(w.out()));
   }
   {
     ByteWriter w;
-    w.U32(static_cast<uint32_t>(metadata.size()));
-    for (const auto& [key, value] : metadata) {
+    w.U32(static_cast<uint32_t>(exec.metadata.size()));
+    for (const auto& [key, value] : exec.metadata) {
       w.String(key);
       w.String(value);
     }
@@ -548,7 +553,7 @@ std::string Executable::SaveToBytes() const {
   }
 
   std::string producer = "tether";
-  if (auto it = metadata.find("producer"); it != metadata.end()) producer = it->second;
+  if (auto it = exec.metadata.find("producer"); it != exec.metadata.end()) producer = it->second;
   if (producer.size() > kMaxProducerBytes) producer.resize(kMaxProducerBytes);
 
   ByteWriter w;

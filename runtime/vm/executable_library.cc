@@ -67,10 +67,8 @@ absl::StatusOr<std::string> Executable::ExportLibraryBytes() const {
   }
   TETHER_RETURN_IF_ERROR(Validate());
   // The carried copy leaves the library's bytes out: the library is them.
-  TETHER_ASSIGN_OR_RETURN(Ref<Executable> carried, Executable::LoadFromBytes(SaveToBytes()));
-  carried->kernel_libraries[carrier].data.clear();
-  absl::StatusOr<std::string> library =
-      AppendElfSection(kernel_libraries[carrier].data, kSection, carried->SaveToBytes());
+  absl::StatusOr<std::string> library = AppendElfSection(
+      kernel_libraries[carrier].data, kSection, SaveToBytesWithEmptyLibrary(*this, carrier));
   if (!library.ok()) return Annotate(library.status(), "exporting the executable: ");
   return library;
 }

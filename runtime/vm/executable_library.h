@@ -19,6 +19,10 @@ namespace tether::vm {
 // another machine loads, as from a .tx file, and is refused when run).
 absl::StatusOr<Ref<Executable>> LoadExportedLibrary(absl::string_view library);
 
+// Executable::SaveToBytes, with kernel library `empty_library` written
+// without its data (-1: none): the executable an exported library carries.
+std::string SaveToBytesWithEmptyLibrary(const Executable& exec, int empty_library);
+
 // Registers the "library.so" ModuleLoader (ELF magic); idempotent.
 void RegisterSharedLibraryLoader();
 

@@ -13,6 +13,7 @@
 #include "gtest/gtest.h"
 #include "runtime/vm/local_vm.h"
 #include "runtime/vm/param_binding.h"
+#include "tests/compiler/build_example.h"
 #include "tests/compiler/vm_host.h"
 #include "tests/testing/repo_root.h"
 #include "tests/testing/test_functions.h"
@@ -25,15 +26,10 @@ using tether::testing::MakeFloatTensor;
 using tether::testing::RandomFloats;
 using tether::testing::ReadFloats;
 
-Ref<vm::Executable> BuildExample(const std::string& name, const std::string& exec_mode) {
-  auto module = ParseModuleFile(tether::testing::RepoRoot() + "/examples/" + name);
-  EXPECT_TRUE(module.ok()) << module.status();
-  if (!module.ok()) return Ref<vm::Executable>();
+Ref<vm::Executable> BuildInMode(const std::string& name, const std::string& exec_mode) {
   BuildOptions options;
   options.exec_mode = exec_mode;
-  auto exec = Build(*module, options);
-  EXPECT_TRUE(exec.ok()) << exec.status();
-  return exec.ok() ? *exec : Ref<vm::Executable>();
+  return BuildExample(name, options);
 }
 
 // Random float32 inputs of main's parameter types, symbolic dims 3.
@@ -67,8 +63,8 @@ class CompiledModeTest : public ::testing::TestWithParam<bool> {
 TEST_P(CompiledModeTest, ExamplesComputeTheSameInBothModes) {
   for (const char* example : {"mlp.rx", "cnn.rx", "attention.rx", "tir_matmul.rx"}) {
     SCOPED_TRACE(example);
-    Ref<vm::Executable> bytecode = BuildExample(example, "bytecode");
-    Ref<vm::Executable> compiled = BuildExample(example, "compiled");
+    Ref<vm::Executable> bytecode = BuildInMode(example, "bytecode");
+    Ref<vm::Executable> compiled = BuildInMode(example, "compiled");
     ASSERT_TRUE(bytecode && compiled);
     EXPECT_GT(bytecode->num_instructions(), 0);
     EXPECT_EQ(compiled->num_instructions(), 0);
@@ -91,8 +87,8 @@ TEST_P(CompiledModeTest, ExamplesComputeTheSameInBothModes) {
 }
 
 TEST_P(CompiledModeTest, TheVmApiBehavesAsForBytecode) {
-  Ref<vm::Executable> compiled = BuildExample("mlp.rx", "compiled");
-  Ref<vm::Executable> bytecode = BuildExample("mlp.rx", "bytecode");
+  Ref<vm::Executable> compiled = BuildInMode("mlp.rx", "compiled");
+  Ref<vm::Executable> bytecode = BuildInMode("mlp.rx", "bytecode");
   ASSERT_TRUE(compiled && bytecode);
   vm::VirtualMachine* vm = Load(compiled);
   vm::VirtualMachine* reference = Load(bytecode);
@@ -169,10 +165,10 @@ TEST(CompiledModeRefusalsTest, WhatCompiledModeCannotDoIsRefusedWithTheReason) {
 }
 
 TEST(CompiledModeRefusalsTest, AnExecutableWhoseCodeIsMissingIsRefusedWhenLoaded) {
-  Ref<vm::Executable> compiled = BuildExample("mlp.rx", "compiled");
+  Ref<vm::Executable> compiled = BuildInMode("mlp.rx", "compiled");
   ASSERT_TRUE(compiled);
   // The kernels of a bytecode build, without the compiled functions.
-  Ref<vm::Executable> bytecode = BuildExample("mlp.rx", "bytecode");
+  Ref<vm::Executable> bytecode = BuildInMode("mlp.rx", "bytecode");
   ASSERT_TRUE(bytecode);
   compiled->kernel_libraries = bytecode->kernel_libraries;
   auto vm = vm::LocalVirtualMachine::Create(compiled, {Device::Cpu()});
@@ -184,7 +180,7 @@ TEST(CompiledModeRefusalsTest, AnExecutableWhoseCodeIsMissingIsRefusedWhenLoaded
 // library; the VM checks it as the verifier checks bytecode, so a table that
 // names a register the function does not have is refused at creation.
 TEST(CompiledModeRefusalsTest, ACorruptSiteTableIsRefusedWhenLoaded) {
-  Ref<vm::Executable> bytecode = BuildExample("mlp.rx", "bytecode");
+  Ref<vm::Executable> bytecode = BuildInMode("mlp.rx", "bytecode");
   ASSERT_TRUE(bytecode);
   // The table of main as the compiler writes it: {total, sites, then each
   // site's function, destination, argument count and words}.
@@ -199,7 +195,7 @@ TEST(CompiledModeRefusalsTest, ACorruptSiteTableIsRefusedWhenLoaded) {
   }
   table[0] = static_cast<int64_t>(table.size());
   ASSERT_GT(table[1], 2);
-  Ref<vm::Executable> compiled = BuildExample("mlp.rx", "compiled");
+  Ref<vm::Executable> compiled = BuildInMode("mlp.rx", "compiled");
   ASSERT_TRUE(compiled);
   std::string& library = compiled->kernel_libraries.at(0).data;
   const std::string pattern(reinterpret_cast<const char*>(table.data()),
@@ -217,7 +213,7 @@ TEST(CompiledModeRefusalsTest, ACorruptSiteTableIsRefusedWhenLoaded) {
 // A compiled executable is a file like any other: saved, exported as a
 // shared library, loaded back, it runs.
 TEST(CompiledModeRefusalsTest, ACompiledExecutableSavesExportsAndLoads) {
-  Ref<vm::Executable> compiled = BuildExample("tir_matmul.rx", "compiled");
+  Ref<vm::Executable> compiled = BuildInMode("tir_matmul.rx", "compiled");
   ASSERT_TRUE(compiled);
   auto library = compiled->ExportLibraryBytes();
   ASSERT_TRUE(library.ok()) << library.status();

@@ -220,8 +220,7 @@ TEST_F(BuildTest, RejectsBadOptions) {
   BuildOptions compiled_for_a_gpu;
   compiled_for_a_gpu.exec_mode = "compiled";
   compiled_for_a_gpu.target = "cuda";
-  EXPECT_EQ(Build(*module, compiled_for_a_gpu).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Build(*module, compiled_for_a_gpu).status().code(), absl::StatusCode::kInvalidArgument);
   BuildOptions unknown_mode;
   unknown_mode.exec_mode = "jit";
   auto s = Build(*module, unknown_mode).status();

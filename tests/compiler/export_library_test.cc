@@ -21,7 +21,7 @@
 #include "runtime/kernel/elf_section.h"
 #include "runtime/vm/local_vm.h"
 #include "server/daemon.h"
-#include "tests/compiler/build_mlp.h"
+#include "tests/compiler/build_example.h"
 #include "tests/testing/test_functions.h"
 
 namespace tether::compiler {

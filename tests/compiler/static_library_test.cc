@@ -26,7 +26,7 @@
 #include "runtime/kernel/kernel_signature.h"
 #include "runtime/module/system_lib.h"
 #include "runtime/vm/executable.h"
-#include "tests/compiler/build_mlp.h"
+#include "tests/compiler/build_example.h"
 #include "tests/testing/test_functions.h"
 
 namespace tether::compiler {

@@ -5,8 +5,6 @@
 // real tetherd over each transport (vm_conformance_remote_test.cc), and the
 // functions compiled to native code (tests/compiler/vm_conformance_compiled_test.cc).
 // This file is linked into both test binaries (tests/CMakeLists.txt).
-#include "tests/vm/vm_conformance.h"
-
 #include <atomic>
 #include <functional>
 #include <map>
@@ -23,6 +21,7 @@
 #include "runtime/vm/exec_builder.h"
 #include "runtime/vm/local_vm.h"
 #include "tests/testing/test_functions.h"
+#include "tests/vm/vm_conformance.h"
 
 namespace tether::vm {
 namespace {
