@@ -1,6 +1,11 @@
 // relax.nn.conv2d in NCHW / OIHW with strides, padding, dilation and
 // groups, and its tiled schedule.
 //
+// A 1x1 convolution with unit strides, no padding and one group is a
+// matrix product per image (W[o][c] times the image as a [c][pixel]
+// matrix): with at least kGemmMinPixels pixels it runs the CPU GEMM
+// schedule of cpu_gemm.h, as matmul does. The others:
+//
 // The wide schedule (8 or more output channels per group): weights are
 // packed into Wp[group * blocks][ic][kh][kw][kBlock] (output channels of a
 // block contiguous, zero past the group's channels) and the input is copied
@@ -34,6 +39,7 @@
 #include "absl/strings/str_cat.h"
 #include "compiler/lower/lower.h"
 #include "compiler/op/block_gemm.h"
+#include "compiler/op/cpu_gemm.h"
 #include "compiler/op/nn_common.h"
 #include "compiler/op/op.h"
 
@@ -52,6 +58,7 @@ constexpr int64_t kRowsMaxWidth = 32;          // output columns per tile (rows 
 constexpr int64_t kRowsLanes = 16;             // floats per vector register assumed (rows schedule)
 constexpr int64_t kRowsAccVectors = 16;        // accumulator vectors per tile (rows schedule)
 constexpr int64_t kRowsMaxStripFloats = 8192;  // per-task padded input rows (rows schedule)
+constexpr int64_t kGemmMinPixels = 16;         // output pixels per image (1x1 as a GEMM)
 
 struct ConvParams {
   std::vector<int64_t> strides, padding, dilation;  // padding: top, left, bottom, right
@@ -147,12 +154,20 @@ struct RowsTile {
 };
 
 // The tile for an output row of `ow` columns and `og` output channels per
-// group: vw up to kRowsMaxWidth (all of a short row), and as many channels
+// group: vw up to kRowsMaxWidth (all of a row of up to kRowsLanes, else a
+// power of two), and as many channels
 // as keep the accumulators within kRowsAccVectors vectors of kRowsLanes,
 // preferring a count that divides `og` so no channel tile is partial.
 RowsTile ChooseRowsTile(int64_t ow, int64_t og) {
   RowsTile t;
+  // A row of up to one vector is one tile; longer rows take tiles of a power
+  // of two. A vector of another length past one register (30 floats) is
+  // split by LLVM into pieces it shuffles through the stack, a tenth of the
+  // speed.
   t.vw = std::min(ow, kRowsMaxWidth);
+  if (t.vw > kRowsLanes) {
+    while ((t.vw & (t.vw - 1)) != 0) t.vw &= t.vw - 1;
+  }
   const int64_t vectors_per_row = (t.vw + kRowsLanes - 1) / kRowsLanes;
   const int64_t max_ob = std::max<int64_t>(1, std::min(og, kRowsAccVectors / vectors_per_row));
   t.ob = max_ob;
@@ -291,6 +306,47 @@ Stmt ScheduleConv2dRows(const Buffer& X, const Buffer& W, const Buffer& Y, DataT
   });
 }
 
+// Whether the convolution is a matrix product the CPU GEMM schedule runs
+// (cpu_gemm.h): a 1x1 kernel, unit strides, no padding, one group, and at
+// least kGemmMinPixels output pixels per image (fewer make it a
+// matrix-vector product, where the packed schedules below do better).
+bool IsPointwiseGemm(const Buffer& X, const Buffer& W, const Buffer& Y, const ConvParams& p) {
+  if (p.groups != 1 || p.strides != std::vector<int64_t>{1, 1}) return false;
+  for (int64_t pad : p.padding) {
+    if (pad != 0) return false;
+  }
+  if (!IsConst(W->shape[2], 1) || !IsConst(W->shape[3], 1)) return false;
+  const int64_t *oh = Y->shape[2].as_int(), *ow = Y->shape[3].as_int();
+  return oh == nullptr || ow == nullptr || *oh * *ow >= kGemmMinPixels;
+}
+
+// Per image, Y[o][pixel] = sum_c W[o][c] * X[c][pixel]: the pixels of an
+// image are contiguous in X and Y, so B (the image) is read in place or
+// packed like a matrix's, and the epilogue runs at the product's store.
+Stmt ScheduleConv2dAsGemm(const Buffer& X, const Buffer& W, const Buffer& Y, DataType acc_t,
+                          const Epilogue& epilogue) {
+  const PrimExpr IW = X->shape[3], OW = Y->shape[3];
+  CpuGemm g;
+  g.batches = g.b_batches = Y->shape[0];
+  g.m = W->shape[0];
+  g.n = Y->shape[2] * OW;
+  g.k = W->shape[1];
+  g.acc_t = acc_t;
+  g.b_of = [](const PrimExpr& b) { return b; };
+  g.a = [&](const PrimExpr&, const PrimExpr& m, const PrimExpr& k) {
+    return Cast(acc_t, Load(W, {m, k, PrimExpr(0), PrimExpr(0)}));
+  };
+  g.b = [&](const PrimExpr& bb, const PrimExpr& k, const PrimExpr& n) {
+    return Cast(acc_t, Load(X, {bb, k, FloorDiv(n, IW), FloorMod(n, IW)}));
+  };
+  g.store = [&](const PrimExpr& b, const PrimExpr& m, const PrimExpr& n, const PrimExpr& v) {
+    std::vector<PrimExpr> yi = {b, m, FloorDiv(n, OW), FloorMod(n, OW)};
+    PrimExpr cv = Cast(Y->dtype, v);
+    return Store(Y, yi, epilogue ? epilogue(cv, yi) : cv);
+  };
+  return CpuGemmSchedule(g);
+}
+
 // `lo <= e < hi` with only the bounds that can fail (the padding on that side).
 PrimExpr TapInside(const PrimExpr& e, bool check_lo, bool check_hi, const PrimExpr& hi) {
   PrimExpr cond;
@@ -389,6 +445,7 @@ absl::StatusOr<Stmt> ScheduleConv2d(const LowerContext& ctx, const std::vector<B
   const Buffer& Y = outputs[0];
   const DataType acc_t = nn_internal::ComputeType(Y->dtype);
   if (ctx.target.gpu) return ScheduleConv2dGpu(X, W, Y, acc_t, *p, epilogue, ctx.target.gpu_arch);
+  if (IsPointwiseGemm(X, W, Y, *p)) return ScheduleConv2dAsGemm(X, W, Y, acc_t, epilogue);
   const PrimExpr N = X->shape[0], C = X->shape[1], H = X->shape[2], Wd = X->shape[3];
   const PrimExpr O = W->shape[0], Cg = W->shape[1], KH = W->shape[2], KW = W->shape[3];
   const PrimExpr OH = Y->shape[2], OW = Y->shape[3];

@@ -1,16 +1,8 @@
 // relax.matmul: numpy matmul semantics (1-D promotion, batched with
-// broadcasting of the batch dims) and a packed, register-blocked schedule.
-//
-// The schedule follows the GotoBLAS/BLIS shape on a small scale: B is
-// packed once per B batch into zero-padded column panels Bp[bb][jo][k][NR]
-// (so the micro-kernel reads NR contiguous values per k and never checks
-// bounds) unless the panels tile N exactly, when B is read in place. Each
-// (batch, row block, column panel) triple -- the parallel loop, panels
-// innermost -- runs an MR x NR micro-kernel: MR x NR accumulators in a kLocal
-// tile (emitted as vector registers), MR rows unrolled, NR columns
-// vectorized, the k loop innermost. Rows past M read a clamped row and are
-// not stored; columns past N are zeros in the panel and are not stored. The
-// epilogue is applied at the single final store.
+// broadcasting of the batch dims). On a CPU the product is the packed,
+// register-blocked schedule of cpu_gemm.h, the batch dims flattened into its
+// batch and B packed once per B batch; the epilogue is applied at the single
+// final store.
 //
 // For a GPU (LowerContext::gpu) nothing is packed. Products of at least 16
 // rows and columns (or of unknown size) are the shared-memory block GEMM of
@@ -21,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "compiler/lower/lower.h"
 #include "compiler/op/block_gemm.h"
+#include "compiler/op/cpu_gemm.h"
 #include "compiler/op/nn_common.h"
 #include "compiler/op/op.h"
 
@@ -34,11 +27,6 @@ using nn_internal::Loop;
 using nn_internal::ShapeString;
 
 constexpr char kMatmul[] = "relax.matmul";
-// Micro-kernel: kRows x kCols float32 accumulators, 16 AVX-512 registers at
-// 8 x 32 (a batch of 8 rows is one row block, with no clamped rows).
-constexpr int64_t kRows = 8;
-constexpr int64_t kCols = 32;
-
 absl::StatusOr<StructInfo> InferMatmul(const CallNode& call) {
   if (absl::Status s = nn_internal::CheckArity(call, 2, kMatmul); !s.ok()) return s;
   absl::StatusOr<const TensorStructInfoNode*> a = nn_internal::TensorArg(call, 0, kMatmul);
@@ -221,95 +209,36 @@ absl::StatusOr<Stmt> ScheduleMatmul(const LowerContext& ctx, const std::vector<B
       return Allocate(acc, Seq({Store(acc, {PrimExpr(0)}, MakeConst(acc_t, 0)), kloop, store}));
     });
   }
-  // Narrow tiles for small constant extents (matrix-vector products).
-  int64_t mr = kRows, nr = kCols;
-  if (const int64_t* m = M.as_int()) mr = std::max<int64_t>(1, std::min(mr, *m));
-  if (const int64_t* n = N.as_int()) nr = std::max<int64_t>(1, std::min(nr, *n));
-  const PrimExpr MR(mr), NR(nr);
-  const PrimExpr nj = CeilDiv(N, nr);
-  const PrimExpr mi = CeilDiv(M, mr);
-  const PrimExpr b_batches = Product(b_batch);
-
-  auto read_b = [&](const std::vector<PrimExpr>& bidx, const PrimExpr& k, const PrimExpr& col) {
-    std::vector<PrimExpr> idx = bidx;
+  const MatmulOperands op{A, B, C, a_vec, b_vec, a_batch, b_batch, out_batch};
+  CpuGemm g;
+  g.batches = Product(out_batch);
+  g.b_batches = Product(b_batch);
+  g.m = M;
+  g.n = N;
+  g.k = K;
+  g.acc_t = acc_t;
+  // B's flat operand index of an output batch (its broadcast dims read 0).
+  g.b_of = [&](const PrimExpr& b) {
+    std::vector<PrimExpr> bidx = OperandBatchIndex(b_batch, out_batch, Unflatten(b, out_batch));
+    PrimExpr bb(0);
+    for (size_t d = 0; d < b_batch.size(); ++d) bb = bb * b_batch[d] + bidx[d];
+    return bb;
+  };
+  g.a = [&](const PrimExpr& b, const PrimExpr& m, const PrimExpr& k) {
+    return Cast(acc_t, Load(A, op.AIndex(Unflatten(b, out_batch), m, k)));
+  };
+  g.b = [&](const PrimExpr& bb, const PrimExpr& k, const PrimExpr& n) {
+    std::vector<PrimExpr> idx = Unflatten(bb, b_batch);
     idx.push_back(k);
-    if (!b_vec) idx.push_back(col);
+    if (!b_vec) idx.push_back(n);
     return Cast(acc_t, Load(B, idx));
   };
-  // When the column panels tile N exactly, the micro-kernel reads B in place
-  // (NR contiguous values per k, as from a packed panel). Otherwise B is packed
-  // into zero-padded panels first. Packing costs a pass over B per call, which
-  // dominates for few rows (a batch of 8 against a 784 x 256 weight).
-  const int64_t* n_const = N.as_int();
-  const bool direct_b = n_const != nullptr && *n_const % nr == 0;
-  // Pack B: Bp[bb, jo, k, jj] = B[bb..., k, jo * NR + jj], zero past N.
-  Buffer Bp = MakeBuffer("matmul_packed_b", acc_t, {b_batches, nj, K, NR});
-  Stmt pack = Loop("pb", b_batches * nj, ForKind::kParallel, [&](const PrimExpr& t) {
-    PrimExpr bb = FloorDiv(t, nj), jo = FloorMod(t, nj);
-    std::vector<PrimExpr> bidx = Unflatten(bb, b_batch);
-    return Loop("pk", K, ForKind::kSerial, [&](const PrimExpr& k) {
-      PrimExpr full = LE((jo + 1) * NR, N);
-      Stmt fast = Loop("pj", NR, ForKind::kVectorized, [&](const PrimExpr& jj) {
-        return Store(Bp, {bb, jo, k, jj}, read_b(bidx, k, jo * NR + jj));
-      });
-      Stmt edge = Loop("pj", NR, ForKind::kSerial, [&](const PrimExpr& jj) {
-        PrimExpr col = jo * NR + jj;
-        return Store(Bp, {bb, jo, k, jj},
-                     Select(LT(col, N), read_b(bidx, k, Min(col, N - 1)), MakeConst(acc_t, 0)));
-      });
-      if (const int64_t* n = N.as_int(); n && *n % nr == 0) return fast;
-      return IfThenElse(full, fast, edge);
-    });
-  });
-
-  // Compute: parallel over (output batch, row block, column panel), panels
-  // innermost so that a thread's contiguous share of tasks keeps its A rows.
-  Stmt compute =
-      Loop("mb", Product(out_batch) * mi * nj, ForKind::kParallel, [&](const PrimExpr& t) {
-        PrimExpr tile = FloorMod(t, mi * nj);
-        PrimExpr bflat = FloorDiv(t, mi * nj), io = FloorDiv(tile, nj), jo = FloorMod(tile, nj);
-        std::vector<PrimExpr> oidx = Unflatten(bflat, out_batch);
-        std::vector<PrimExpr> aidx = OperandBatchIndex(a_batch, out_batch, oidx);
-        std::vector<PrimExpr> bidx = OperandBatchIndex(b_batch, out_batch, oidx);
-        // Flat index of B's batch in the packed buffer.
-        PrimExpr bb(0);
-        for (size_t d = 0; d < b_batch.size(); ++d) bb = bb * b_batch[d] + bidx[d];
-        auto panel = [&](const PrimExpr& jo, const PrimExpr& k, const PrimExpr& jj) {
-          return direct_b ? read_b(bidx, k, jo * NR + jj) : Load(Bp, {bb, jo, k, jj});
-        };
-        {
-          Buffer acc = MakeBuffer("matmul_acc", acc_t, {MR, NR}, BufferNode::Scope::kLocal);
-          Stmt zero = Loop("zi", MR, ForKind::kUnrolled, [&](const PrimExpr& ii) {
-            return Loop("zj", NR, ForKind::kVectorized, [&](const PrimExpr& jj) {
-              return Store(acc, {ii, jj}, MakeConst(acc_t, 0));
-            });
-          });
-          Stmt kloop = Loop("k", K, ForKind::kSerial, [&](const PrimExpr& k) {
-            return Loop("ii", MR, ForKind::kUnrolled, [&](const PrimExpr& ii) {
-              PrimExpr row = Min(io * MR + ii, M - 1);
-              std::vector<PrimExpr> ai = aidx;
-              if (!a_vec) ai.push_back(row);
-              ai.push_back(k);
-              PrimExpr av = Cast(acc_t, Load(A, ai));
-              return Loop("jj", NR, ForKind::kVectorized, [&](const PrimExpr& jj) {
-                return Store(acc, {ii, jj}, Load(acc, {ii, jj}) + av * panel(jo, k, jj));
-              });
-            });
-          });
-          Stmt store = Loop("si", Min(MR, M - io * MR), ForKind::kSerial, [&](const PrimExpr& ii) {
-            return Loop("sj", Min(NR, N - jo * NR), ForKind::kVectorized, [&](const PrimExpr& jj) {
-              std::vector<PrimExpr> ci = oidx;
-              if (!a_vec) ci.push_back(io * MR + ii);
-              if (!b_vec) ci.push_back(jo * NR + jj);
-              PrimExpr v = Cast(C->dtype, Load(acc, {ii, jj}));
-              return Store(C, ci, epilogue ? epilogue(v, ci) : v);
-            });
-          });
-          return Allocate(acc, Seq({zero, kloop, store}));
-        }
-      });
-  if (direct_b) return compute;
-  return Allocate(Bp, Seq({pack, compute}));
+  g.store = [&](const PrimExpr& b, const PrimExpr& m, const PrimExpr& n, const PrimExpr& v) {
+    std::vector<PrimExpr> ci = op.CIndex(Unflatten(b, out_batch), m, n);
+    PrimExpr cv = Cast(C->dtype, v);
+    return Store(C, ci, epilogue ? epilogue(cv, ci) : cv);
+  };
+  return CpuGemmSchedule(g);
 }
 
 }  // namespace

@@ -268,6 +268,18 @@ class Poly {
     return r;
   }
 
+  // Folds k * c * floordiv(x, c) + k * floormod(y, c) into k * x where x
+  // and y agree modulo c (floormod's operand has its coefficients reduced
+  // mod c, floordiv's not): the identity c * floordiv(x, c) + floormod(x, c)
+  // == x. An index split into (row, column) of a flattened extent and
+  // flattened again (a 1x1 convolution read as a matrix) becomes linear in
+  // the loop variable again, so its lanes read contiguous memory.
+  // `to_poly` is ToPoly (declared after the class).
+  void CombineDivMod(const std::function<Poly(const PrimExpr&)>& to_poly) {
+    while (CombineOneDivMod(to_poly)) {
+    }
+  }
+
   // The single atom when this is exactly 1 * atom.
   const PrimExpr* AsSingleAtom() const {
     if (constant_ != 0 || terms_.size() != 1) return nullptr;
@@ -312,6 +324,35 @@ class Poly {
     if (it->second.coef == 0) terms_.erase(it);
   }
 
+  // One step of CombineDivMod; whether it found a pair.
+  bool CombineOneDivMod(const std::function<Poly(const PrimExpr&)>& to_poly) {
+    for (auto mod = terms_.begin(); mod != terms_.end(); ++mod) {
+      const Mono& mm = mod->second;
+      if (mm.atoms.size() != 1 || mm.atoms[0].kind() != PrimKind::kFloorMod) continue;
+      const auto* m = mm.atoms[0].as<BinaryNode>();
+      const int64_t* c = m->b.as_int();
+      if (c == nullptr || *c <= 0) continue;
+      const Poly y = to_poly(m->a);
+      for (auto div = terms_.begin(); div != terms_.end(); ++div) {
+        const Mono& dm = div->second;
+        if (dm.atoms.size() != 1 || dm.atoms[0].kind() != PrimKind::kFloorDiv) continue;
+        const auto* d = dm.atoms[0].as<BinaryNode>();
+        const int64_t* dc = d->b.as_int();
+        if (dc == nullptr || *dc != *c || dm.coef != FoldMul(mm.coef, *c)) continue;
+        Poly x = to_poly(d->a);
+        Poly diff = x;
+        diff.AddScaled(y, -1);
+        if (!diff.DivisibleBy(*c)) continue;
+        const int64_t k = mm.coef;
+        terms_.erase(div);
+        terms_.erase(mod);
+        AddScaled(x, k);
+        return true;
+      }
+    }
+    return false;
+  }
+
   DataType dtype_;
   int64_t constant_;
   Terms terms_;
@@ -337,6 +378,7 @@ Poly ToPoly(const PrimExpr& e) {
       const auto* b = e.as<BinaryNode>();
       Poly r = ToPoly(b->a);
       r.AddScaled(ToPoly(b->b), e.kind() == PrimKind::kAdd ? 1 : -1);
+      r.CombineDivMod(ToPoly);
       return r;
     }
     case PrimKind::kMul: {

@@ -58,6 +58,26 @@ TEST(ArithTest, DividesByConstantsWhereExact) {
   EXPECT_TRUE(ProveEqual(FloorDiv(n + 3, 2), FloorDiv(n + 1, 2) + 1));
 }
 
+TEST(ArithTest, RecombinesAnIndexSplitByDivAndMod) {
+  Var n("n"), j("j"), i("i");
+  // c * floordiv(x, c) + floormod(x, c) == x: a pixel split into (row,
+  // column) and flattened again.
+  EXPECT_EQ(ToString(Simplify(FloorDiv(n, 7) * 7 + FloorMod(n, 7))), "n");
+  // floormod's operand has its coefficients reduced (j * 32 mod 56 stays,
+  // j * 60 becomes j * 4): still the same x modulo 56.
+  EXPECT_TRUE(ProveEqual(FloorDiv(j * 60 + i, 56) * 56 + FloorMod(j * 60 + i, 56), j * 60 + i));
+  // Inside a larger flattened index, and scaled.
+  EXPECT_TRUE(ProveEqual((n * 3 + FloorDiv(i, 5)) * 5 + FloorMod(i, 5), n * 15 + i));
+  EXPECT_TRUE(ProveEqual(FloorDiv(i, 5) * 15 + FloorMod(i, 5) * 3, i * 3));
+  // The stride of the flattened index along i is 1 (what vectorization asks).
+  PrimExpr flat = FloorDiv(j * 32 + i, 56) * 56 + FloorMod(j * 32 + i, 56);
+  EXPECT_EQ(ToString(Simplify(Substitute(flat, {{i.get(), i + 1}}) - flat)), "1");
+  // Not the identity: left alone.
+  EXPECT_EQ(ToString(Simplify(FloorDiv(n, 7) * 6 + FloorMod(n, 7))),
+            "floordiv(n, 7) * 6 + floormod(n, 7)");
+  EXPECT_FALSE(ProveEqual(FloorDiv(n, 7) * 7 + FloorMod(n + 1, 7), n));
+}
+
 TEST(ArithTest, FoldsMinMaxWithConstantDifference) {
   Var n("n"), m("m");
   EXPECT_TRUE(Simplify(Min(n, n + 1)).same_as(n));

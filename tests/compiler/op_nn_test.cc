@@ -317,6 +317,63 @@ TEST(Conv2dScheduleTest, AppliesEpilogue) {
   optest::ExpectClose(out[0], expected, 1e-4);
 }
 
+// A 1x1 convolution with unit strides and no padding is a matrix product
+// per image: the CPU GEMM schedule (cpu_gemm.h), its image read as a
+// [channels][pixels] matrix in place or packed.
+TEST(Conv2dScheduleTest, PointwiseConvolutionsAreAGemm) {
+  std::string text = Conv2dKernelText({1, 192, 20, 30}, {192, 192, 1, 1}, Conv{});
+  EXPECT_NE(text.find("gemm_acc"), std::string::npos) << text;
+  EXPECT_EQ(text.find("conv_packed_w"), std::string::npos) << text;
+  // A 1x1 map is a matrix-vector product: the packed schedules keep it.
+  text = Conv2dKernelText({1, 64, 1, 1}, {16, 64, 1, 1}, Conv{});
+  EXPECT_EQ(text.find("gemm_acc"), std::string::npos) << text;
+  // Padding, strides or groups are not a plain product.
+  Conv p;
+  p.strides = {2, 2};
+  text = Conv2dKernelText({1, 32, 8, 8}, {32, 32, 1, 1}, p);
+  EXPECT_EQ(text.find("gemm_acc"), std::string::npos) << text;
+}
+
+TEST(Conv2dScheduleTest, PointwiseGemmSizes) {
+  // 600 pixels (the last column panel partial, the image packed), 13 output
+  // channels (a partial row block), two images.
+  ExpectConv({2, 24, 20, 30}, {13, 24, 1, 1}, Conv{}, 41);
+  // 64 pixels: the panels tile the image, read in place; more pixels than
+  // output channels, so the row blocks run innermost.
+  ExpectConv({1, 40, 8, 8}, {24, 40, 1, 1}, Conv{}, 42);
+  // Rows of 7 (pixel index arithmetic that does not line up with a panel).
+  ExpectConv({1, 16, 7, 7}, {48, 16, 1, 1}, Conv{}, 43);
+}
+
+TEST(Conv2dScheduleTest, PointwiseGemmAppliesEpilogueAtEveryPixel) {
+  HostTensor x = Random({2, 12, 5, 9}, kF32, 44), w = Random({20, 12, 1, 1}, kF32, 45);
+  // The epilogue adds the pixel's own (h, w) position: a wrong index would show.
+  Epilogue epilogue = [](const PrimExpr& v, const std::vector<PrimExpr>& i) {
+    return v + Cast(v.dtype(), i[2] * 16 + i[3]) + Cast(v.dtype(), i[0] * 1000 + i[1] * 100);
+  };
+  OP_TEST_ASSERT_OK_AND_ASSIGN(
+      out, RunWithEpilogue("relax.nn.conv2d", {x, w}, Conv{}.attrs(), epilogue));
+  HostTensor expected = Conv2dRef(x, w, Conv{});
+  for (int64_t n = 0; n < 2; ++n)
+    for (int64_t o = 0; o < 20; ++o)
+      for (int64_t h = 0; h < 5; ++h)
+        for (int64_t c = 0; c < 9; ++c)
+          At4(expected, n, o, h, c) += h * 16 + c + n * 1000 + o * 100;
+  optest::ExpectClose(out[0], expected, 1e-3);
+}
+
+TEST(Conv2dScheduleTest, RowsTilesArePowersOfTwoPastOneVector) {
+  Conv p;
+  p.padding = {1, 1, 1, 1};
+  // 30 output columns: two overlapping tiles of 16, not one of 30 (a vector
+  // LLVM would split into pieces).
+  std::string text = Conv2dKernelText({1, 8, 6, 30}, {16, 8, 3, 3}, p);
+  EXPECT_NE(text.find("for w in T.vectorized(16)"), std::string::npos) << text;
+  EXPECT_EQ(text.find("for w in T.vectorized(30)"), std::string::npos) << text;
+  ExpectConv({1, 8, 6, 30}, {16, 8, 3, 3}, p, 46);
+  ExpectConv({1, 128, 3, 28}, {40, 128, 3, 3}, p, 47);
+}
+
 // ---- pooling ----
 
 struct Pool {

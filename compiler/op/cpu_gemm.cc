@@ -1,0 +1,114 @@
+// The CPU GEMM schedule (cpu_gemm.h).
+#include "compiler/op/cpu_gemm.h"
+
+#include <algorithm>
+
+#include "compiler/lower/lower.h"
+#include "compiler/op/nn_common.h"
+
+namespace tether::compiler {
+namespace {
+
+using nn_internal::CeilDiv;
+using nn_internal::Loop;
+
+// Micro-kernel: kRows x kCols float32 accumulators, 16 AVX-512 registers at
+// 8 x 32 (a batch of 8 rows is one row block, with no clamped rows).
+constexpr int64_t kRows = 8;
+constexpr int64_t kCols = 32;
+
+// Whether B (k x n per operand) is known to be larger than A (m x k).
+bool BIsLarger(const CpuGemm& g) {
+  const int64_t *m = g.m.as_int(), *n = g.n.as_int();
+  return m != nullptr && n != nullptr && *n > *m;
+}
+
+}  // namespace
+
+Stmt CpuGemmSchedule(const CpuGemm& g) {
+  const PrimExpr &M = g.m, &N = g.n, &K = g.k;
+  const DataType acc_t = g.acc_t;
+  // Narrow tiles for small constant extents (matrix-vector products).
+  int64_t mr = kRows, nr = kCols;
+  if (const int64_t* m = M.as_int()) mr = std::max<int64_t>(1, std::min(mr, *m));
+  if (const int64_t* n = N.as_int()) nr = std::max<int64_t>(1, std::min(nr, *n));
+  const PrimExpr MR(mr), NR(nr);
+  const PrimExpr nj = CeilDiv(N, nr);
+  const PrimExpr mi = CeilDiv(M, mr);
+
+  // When the column panels tile N exactly, the micro-kernel reads B in place
+  // (NR contiguous values per k, as from a packed panel). Otherwise B is packed
+  // into zero-padded panels first. Packing costs a pass over B per call, which
+  // dominates for few rows (a batch of 8 against a 784 x 256 weight).
+  const int64_t* n_const = N.as_int();
+  const bool direct_b = n_const != nullptr && *n_const % nr == 0;
+  // Pack B: Bp[bb, jo, k, jj] = B[bb, k, jo * NR + jj], zero past N.
+  Buffer Bp = MakeBuffer("gemm_packed_b", acc_t, {g.b_batches, nj, K, NR});
+  Stmt pack = Loop("pb", g.b_batches * nj, ForKind::kParallel, [&](const PrimExpr& t) {
+    PrimExpr bb = FloorDiv(t, nj), jo = FloorMod(t, nj);
+    return Loop("pk", K, ForKind::kSerial, [&](const PrimExpr& k) {
+      PrimExpr full = LE((jo + 1) * NR, N);
+      Stmt fast = Loop("pj", NR, ForKind::kVectorized, [&](const PrimExpr& jj) {
+        return Store(Bp, {bb, jo, k, jj}, g.b(bb, k, jo * NR + jj));
+      });
+      Stmt edge = Loop("pj", NR, ForKind::kSerial, [&](const PrimExpr& jj) {
+        PrimExpr col = jo * NR + jj;
+        return Store(Bp, {bb, jo, k, jj},
+                     Select(LT(col, N), g.b(bb, k, Min(col, N - 1)), MakeConst(acc_t, 0)));
+      });
+      if (n_const != nullptr && *n_const % nr == 0) return fast;
+      return IfThenElse(full, fast, edge);
+    });
+  });
+
+  // Compute: parallel over (output batch, row block, column panel). The
+  // smaller operand is the one streamed: panels innermost where A is the
+  // larger (a thread's contiguous share of tasks keeps its A rows), row
+  // blocks innermost where B is (each B panel is read from memory once and
+  // then from cache for every row block: a weight matrix against a few
+  // rows, an image against a 1x1 convolution's small weight).
+  const bool rows_inner = BIsLarger(g);
+  Stmt compute = Loop("mb", g.batches * mi * nj, ForKind::kParallel, [&](const PrimExpr& t) {
+    PrimExpr tile = FloorMod(t, mi * nj);
+    PrimExpr b = FloorDiv(t, mi * nj);
+    PrimExpr io = rows_inner ? FloorMod(tile, mi) : FloorDiv(tile, nj);
+    PrimExpr jo = rows_inner ? FloorDiv(tile, mi) : FloorMod(tile, nj);
+    PrimExpr bb = g.b_of(b);
+    auto panel = [&](const PrimExpr& k, const PrimExpr& jj) {
+      return direct_b ? g.b(bb, k, jo * NR + jj) : Load(Bp, {bb, jo, k, jj});
+    };
+    Buffer acc = MakeBuffer("gemm_acc", acc_t, {MR, NR}, BufferNode::Scope::kLocal);
+    Stmt zero = Loop("zi", MR, ForKind::kUnrolled, [&](const PrimExpr& ii) {
+      return Loop("zj", NR, ForKind::kVectorized, [&](const PrimExpr& jj) {
+        return Store(acc, {ii, jj}, MakeConst(acc_t, 0));
+      });
+    });
+    Stmt kloop = Loop("k", K, ForKind::kSerial, [&](const PrimExpr& k) {
+      return Loop("ii", MR, ForKind::kUnrolled, [&](const PrimExpr& ii) {
+        PrimExpr av = g.a(b, Min(io * MR + ii, M - 1), k);
+        return Loop("jj", NR, ForKind::kVectorized, [&](const PrimExpr& jj) {
+          return Store(acc, {ii, jj}, Load(acc, {ii, jj}) + av * panel(k, jj));
+        });
+      });
+    });
+    // A full panel's row is stored as one constant-length vector (the
+    // kernel emitter's explicit vectors: the store's index arithmetic runs
+    // once per row, not per element, which matters where the reader's
+    // indices divide, as a convolution's pixel does); the last panel of an
+    // N that NR does not divide stores its remaining columns.
+    Stmt store = Loop("si", Min(MR, M - io * MR), ForKind::kSerial, [&](const PrimExpr& ii) {
+      auto cols = [&](const PrimExpr& extent) {
+        return Loop("sj", extent, ForKind::kVectorized, [&](const PrimExpr& jj) {
+          return g.store(b, io * MR + ii, jo * NR + jj, Load(acc, {ii, jj}));
+        });
+      };
+      if (n_const != nullptr && *n_const % nr == 0) return cols(NR);
+      return IfThenElse(LE((jo + 1) * NR, N), cols(NR), cols(N - jo * NR));
+    });
+    return Allocate(acc, Seq({zero, kloop, store}));
+  });
+  if (direct_b) return compute;
+  return Allocate(Bp, Seq({pack, compute}));
+}
+
+}  // namespace tether::compiler

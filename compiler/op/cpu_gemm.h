@@ -1,0 +1,48 @@
+// The CPU schedule for products C[b][m][n] = sum_k A[b][m][k] * B[b][k][n],
+// shared by matmul and by the convolutions that are one (a 1x1 convolution
+// with unit strides and no padding is W[o][c] times the image as a
+// [c][h * w] matrix), as block_gemm.h is on a GPU.
+//
+// It follows the GotoBLAS/BLIS shape on a small scale: B is packed once per
+// B operand into zero-padded column panels Bp[bb][jo][k][NR] (so the
+// micro-kernel reads NR contiguous values per k and never checks bounds)
+// unless the panels tile N exactly, when B is read in place. Each (batch,
+// row block, column panel) triple -- the parallel loop, panels innermost --
+// runs an MR x NR micro-kernel: MR x NR accumulators in a kLocal tile
+// (emitted as vector registers), MR rows unrolled, NR columns vectorized,
+// the k loop innermost. Rows past M read a clamped row and are not stored;
+// columns past N are zeros in the panel and are not stored.
+//
+// Thread contract: free functions over immutable IR; thread-safe.
+#ifndef TETHER_COMPILER_OP_CPU_GEMM_H_
+#define TETHER_COMPILER_OP_CPU_GEMM_H_
+
+#include <functional>
+
+#include "compiler/tir/kernel_ir.h"
+
+namespace tether::compiler {
+
+struct CpuGemm {
+  PrimExpr batches;    // output batches (a flat index b in [0, batches))
+  PrimExpr b_batches;  // distinct B operands (each packed once)
+  PrimExpr m, n, k;    // extents, possibly symbolic
+  DataType acc_t;      // accumulation type
+  // The B operand (in [0, b_batches)) output batch `b` multiplies.
+  std::function<PrimExpr(const PrimExpr& b)> b_of;
+  // Element readers, called with in-range indices only, returning acc_t.
+  // `a` takes the output batch, `b` the B operand. B's columns must be
+  // contiguous in memory (n and n + 1 adjacent): they are read as vectors.
+  std::function<PrimExpr(const PrimExpr& b, const PrimExpr& m, const PrimExpr& k)> a;
+  std::function<PrimExpr(const PrimExpr& bb, const PrimExpr& k, const PrimExpr& n)> b;
+  // The store of one result (acc_t) at an in-range (b, m, n).
+  std::function<Stmt(const PrimExpr& b, const PrimExpr& m, const PrimExpr& n, const PrimExpr& v)>
+      store;
+};
+
+// The packing (where needed) and the parallel micro-kernel loop of `g`.
+Stmt CpuGemmSchedule(const CpuGemm& g);
+
+}  // namespace tether::compiler
+
+#endif  // TETHER_COMPILER_OP_CPU_GEMM_H_
