@@ -1,10 +1,27 @@
-// model_bench: the three example ONNX models (examples/onnx/make_models.py:
-// an MLP, a small CNN, a transformer encoder block) timed with Tether and
-// with ONNX Runtime on the same inputs, with 1 and 2 threads, in one run.
+// model_bench: ONNX models timed with Tether and with ONNX Runtime on the
+// same inputs, with 1 and 2 threads, in one run. By default the three
+// example models (examples/onnx/make_models.py: an MLP, a small CNN, a
+// transformer encoder block); with flags, the corpus of realistic generated
+// models or any directory of models:
+//
+//   model_bench [--corpus] [--model_dir=DIR] [--models=A,B,...] [--number=N]
+//               [Google Benchmark flags]
+//
+//   --corpus         bench/models/make_corpus.py's models (MobileNetV3,
+//                    a DBNet detector, ResNet-50, a BERT-base layer, an
+//                    LSTM stack, written as exporters write them) instead
+//                    of the examples, generated into a scratch directory.
+//   --model_dir=DIR  the models already in DIR, nothing generated: each
+//                    NAME.onnx with its one input "x" in NAME.x.npy (make
+//                    them once with `make_corpus.py DIR`).
+//   --models=A,B     only these names (default: all of the set or of DIR).
+//   --number=N       calls per sample on both sides (default 20 for the
+//                    examples, 5 otherwise: the corpus models take
+//                    10-200 ms a call).
 //
 //   Model/Tether/<model>/<threads>  remote time_evaluator on an embedded
 //       tetherd (the timing loop runs in the daemon); one sample per
-//       benchmark iteration, each the mean of `kNumber` calls.
+//       benchmark iteration, each the mean of --number calls.
 //   Model/ORT/<model>/<threads>     onnxruntime-node (ONNX Runtime's CPU
 //       build from the npm registry; bench/ort/install.sh), driven by
 //       bench/ort/ort_bench.js with intra_op_num_threads = threads and full
@@ -24,23 +41,29 @@
 //       has no GPU build of ONNX Runtime).
 //
 // ratio = Tether latency / the anchor's (the target against ONNX
-// Runtime on the CPU: <= 1.5).
+// Runtime on the CPU: <= 1.5). compile = the wall seconds of
+// ImportOnnxFile + Build for that row's target, once per model.
 // Both sides compute the same model on the same input; the outputs' largest
 // magnitude is printed for both so a broken run is visible. Node is only
 // needed here: without bench/ort/node_modules the anchor rows are skipped
 // with a message, and the Tether rows still run.
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
 #include "benchmark/benchmark.h"
 #include "client/npy.h"
 #include "client/remote_session.h"
@@ -56,11 +79,24 @@
 namespace tether {
 namespace {
 
-constexpr int kNumber = 20;   // calls per sample
 constexpr int kSamples = 15;  // samples (benchmark iterations) per row
-const char* const kModels[] = {"mlp", "cnn", "transformer"};
+const char* const kExamples[] = {"mlp", "cnn", "transformer"};
+const char* const kCorpus[] = {"mobilenetv3", "dbnet", "resnet50", "bert", "lstm"};
 
+int& Number() {  // calls per sample (--number)
+  static int number = 20;
+  return number;
+}
+
+// Where the models are read from.
 std::filesystem::path& ModelDir() {
+  static auto* dir = new std::filesystem::path();
+  return *dir;
+}
+
+// This run's scratch directory (generated models, the anchors' JSON),
+// removed at the end.
+std::filesystem::path& WorkDir() {
   static auto* dir = new std::filesystem::path();
   return *dir;
 }
@@ -70,6 +106,7 @@ struct Figures {
   std::string anchor;  // what anchor_ms timed
   double tether_ms = 0, anchor_ms = 0;
   double tether_out = 0, anchor_out = 0;
+  double compile_s = 0;  // ImportOnnxFile + Build for this row's target
 };
 std::map<std::string, Figures>& Results() {
   static auto* r = new std::map<std::string, Figures>();
@@ -102,13 +139,21 @@ absl::StatusOr<Remote*> GetRemote() {
   return remote;
 }
 
+// A model compiled and uploaded: its module's hash on the daemon, and how
+// long the compile took.
+struct UploadedModel {
+  std::string sha;
+  double compile_s = 0;  // wall seconds of ImportOnnxFile + Build
+};
+
 // The model compiled for `target` (empty: this host) and uploaded, once
 // each.
-absl::StatusOr<std::string> Uploaded(const std::string& model, const std::string& target = "") {
-  static auto* shas = new std::map<std::string, std::string>();
+absl::StatusOr<UploadedModel> Uploaded(const std::string& model, const std::string& target = "") {
+  static auto* uploaded = new std::map<std::string, UploadedModel>();
   const std::string key = absl::StrCat(model, "|", target);
-  if (auto it = shas->find(key); it != shas->end()) return it->second;
+  if (auto it = uploaded->find(key); it != uploaded->end()) return it->second;
   TETHER_ASSIGN_OR_RETURN(Remote * remote, GetRemote());
+  const absl::Time start = absl::Now();
   TETHER_ASSIGN_OR_RETURN(
       compiler::onnx_frontend::ImportedModel imported,
       compiler::onnx_frontend::ImportOnnxFile((ModelDir() / (model + ".onnx")).string()));
@@ -116,10 +161,12 @@ absl::StatusOr<std::string> Uploaded(const std::string& model, const std::string
   if (!target.empty()) options.target = target;
   TETHER_ASSIGN_OR_RETURN(Ref<vm::Executable> exec,
                           compiler::Build(std::move(imported.module), options));
+  UploadedModel u;
+  u.compile_s = absl::ToDoubleSeconds(absl::Now() - start);
   std::string bytes = exec->SaveToBytes();
-  TETHER_ASSIGN_OR_RETURN(std::string sha, remote->session->UploadModule(bytes));
-  (*shas)[key] = sha;
-  return sha;
+  TETHER_ASSIGN_OR_RETURN(u.sha, remote->session->UploadModule(bytes));
+  (*uploaded)[key] = u;
+  return u;
 }
 
 // The largest magnitude of a float32 tensor result (0 for anything else).
@@ -135,12 +182,13 @@ double MaxAbs(const Value& v) {
 
 void TetherModel(benchmark::State& state, const std::string& model, int threads) {
   auto fail = [&](const absl::Status& s) { state.SkipWithError(s.ToString().c_str()); };
-  absl::StatusOr<std::string> sha = Uploaded(model);
-  if (!sha.ok()) return fail(sha.status());
+  absl::StatusOr<UploadedModel> uploaded = Uploaded(model);
+  if (!uploaded.ok()) return fail(uploaded.status());
   Remote* remote = *GetRemote();
   client::RemoteVmOptions vm_options;
   vm_options.num_threads = threads;
-  auto vm = client::RemoteVM::Create(remote->session.get(), *sha, {Device::Cpu()}, "", vm_options);
+  auto vm = client::RemoteVM::Create(remote->session.get(), uploaded->sha, {Device::Cpu()}, "",
+                                     vm_options);
   if (!vm.ok()) return fail(vm.status());
   absl::StatusOr<Tensor> x = client::ReadNpyFile((ModelDir() / (model + ".x.npy")).string());
   if (!x.ok()) return fail(x.status());
@@ -151,13 +199,13 @@ void TetherModel(benchmark::State& state, const std::string& model, int threads)
   // hundred calls of a process that wakes a second core run several times
   // slower on these machines. The ORT side warms up likewise in its process.
   profiling::TimeEvaluatorOptions warm;
-  warm.number = kNumber;
+  warm.number = Number();
   warm.min_repeat_ms = 300;
   if (auto w = (*vm)->TimeEvaluator("main", Device::Cpu(), warm, args); !w.ok()) {
     return fail(w.status());
   }
   profiling::TimeEvaluatorOptions timing;
-  timing.number = kNumber;
+  timing.number = Number();
   std::vector<double> samples;
   for (auto _ : state) {
     auto r = (*vm)->TimeEvaluator("main", Device::Cpu(), timing, args);
@@ -168,6 +216,7 @@ void TetherModel(benchmark::State& state, const std::string& model, int threads)
   Figures& f = Results()[absl::StrCat(model, " t", threads)];
   f.tether_ms = Median(samples);
   f.tether_out = MaxAbs(*out);
+  f.compile_s = uploaded->compile_s;
   state.counters["ms"] = f.tether_ms;
   if (f.anchor_ms > 0) state.counters["ratio"] = f.tether_ms / f.anchor_ms;
 }
@@ -178,10 +227,10 @@ void TetherGpuModel(benchmark::State& state, const std::string& model) {
   const Device gpu = Device::Cuda();
   absl::StatusOr<std::string> target = compiler::CudaTargetForDevice(gpu);
   if (!target.ok()) return fail(target.status());
-  absl::StatusOr<std::string> sha = Uploaded(model, *target);
-  if (!sha.ok()) return fail(sha.status());
+  absl::StatusOr<UploadedModel> uploaded = Uploaded(model, *target);
+  if (!uploaded.ok()) return fail(uploaded.status());
   Remote* remote = *GetRemote();
-  auto vm = client::RemoteVM::Create(remote->session.get(), *sha, {gpu});
+  auto vm = client::RemoteVM::Create(remote->session.get(), uploaded->sha, {gpu});
   if (!vm.ok()) return fail(vm.status());
   absl::StatusOr<Tensor> x = client::ReadNpyFile((ModelDir() / (model + ".x.npy")).string());
   if (!x.ok()) return fail(x.status());
@@ -193,7 +242,7 @@ void TetherGpuModel(benchmark::State& state, const std::string& model) {
   absl::StatusOr<Value> out = (*vm)->GetOutputs("main");
   if (!out.ok()) return fail(out.status());
   profiling::TimeEvaluatorOptions timing;
-  timing.number = kNumber;
+  timing.number = Number();
   timing.min_repeat_ms = 300;  // the warm-up
   if (auto w = (*vm)->TimeEvaluator(vm::kInvokeStatefulName, gpu, timing, name); !w.ok()) {
     return fail(w.status());
@@ -209,6 +258,7 @@ void TetherGpuModel(benchmark::State& state, const std::string& model) {
   Figures& f = Results()[absl::StrCat(model, " cuda:0")];
   f.tether_ms = Median(samples);
   f.tether_out = MaxAbs(*out);
+  f.compile_s = uploaded->compile_s;
   if (f.anchor_ms == 0) {  // no PyTorch: ONNX Runtime on the CPU
     const Figures& cpu = Results()[absl::StrCat(model, " t2")];
     f.anchor = cpu.anchor + " t2";
@@ -219,8 +269,8 @@ void TetherGpuModel(benchmark::State& state, const std::string& model) {
   if (f.anchor_ms > 0) state.counters["ratio"] = f.tether_ms / f.anchor_ms;
 }
 
-// The python that runs make_models.py and torch_bench.py: $PYTHON, or
-// Debian's python3.
+// The python that runs make_models.py, make_corpus.py and torch_bench.py:
+// $PYTHON, or Debian's python3.
 std::string Python() {
   const char* p = std::getenv("PYTHON");
   return p != nullptr ? p : "/usr/bin/python3";
@@ -230,11 +280,11 @@ std::string Python() {
 absl::StatusOr<std::string> RunNode(const std::string& model, int threads) {
   std::filesystem::path script =
       std::filesystem::path(TETHER_SOURCE_DIR) / "bench/ort/ort_bench.js";
-  std::filesystem::path out = ModelDir() / absl::StrCat("ort_", model, "_", threads, ".json");
+  std::filesystem::path out = WorkDir() / absl::StrCat("ort_", model, "_", threads, ".json");
   std::string cmd =
       absl::StrCat("node '", script.string(), "' '", (ModelDir() / (model + ".onnx")).string(),
                    "' 'x=", (ModelDir() / (model + ".x.npy")).string(), "' ", threads, " ",
-                   kSamples, " ", kNumber, " > '", out.string(), "'");
+                   kSamples, " ", Number(), " > '", out.string(), "'");
   if (std::system(cmd.c_str()) != 0) {
     return absl::UnavailableError(absl::StrCat("onnxruntime-node failed: ", cmd));
   }
@@ -289,11 +339,16 @@ void OrtModel(benchmark::State& state, const std::string& model, int threads) {
 void TorchModel(benchmark::State& state, const std::string& model) {
   std::filesystem::path script =
       std::filesystem::path(TETHER_SOURCE_DIR) / "bench/torch/torch_bench.py";
-  std::filesystem::path out = ModelDir() / absl::StrCat("torch_", model, ".json");
+  std::filesystem::path out = WorkDir() / absl::StrCat("torch_", model, ".json");
   auto file = [&](const char* suffix) { return (ModelDir() / (model + suffix)).string(); };
+  if (!std::filesystem::exists(file(".expected.npy"))) {  // the corpus has none
+    state.SkipWithError(
+        absl::StrCat("no ", model, ".expected.npy to check PyTorch against").c_str());
+    return;
+  }
   std::string cmd = absl::StrCat(Python(), " '", script.string(), "' '", file(".onnx"), "' '",
                                  file(".x.npy"), "' '", file(".expected.npy"), "' ", kSamples, " ",
-                                 kNumber, " > '", out.string(), "'");
+                                 Number(), " > '", out.string(), "'");
   const int rc = std::system(cmd.c_str());
   if (rc != 0) {
     state.SkipWithError(WIFEXITED(rc) && WEXITSTATUS(rc) == 2
@@ -321,20 +376,111 @@ void TorchModel(benchmark::State& state, const std::string& model) {
 }  // namespace
 }  // namespace tether
 
+namespace tether {
+namespace {
+
+// The model set of the command line (see the file comment); the flags are
+// taken out of argv, which Google Benchmark parses after.
+struct ModelSet {
+  bool corpus = false;
+  std::string model_dir;  // --model_dir: read as is
+  std::vector<std::string> models;
+  int number = 0;  // --number; 0: the set's default
+};
+
+absl::StatusOr<ModelSet> ParseModelSet(int* argc, char** argv) {
+  ModelSet set;
+  int kept = 1;
+  for (int i = 1; i < *argc; ++i) {
+    const std::string arg = argv[i];
+    auto value = [&](const std::string& flag) -> std::optional<std::string> {
+      if (arg.rfind(flag + "=", 0) != 0) return std::nullopt;
+      return arg.substr(flag.size() + 1);
+    };
+    if (arg == "--corpus") {
+      set.corpus = true;
+    } else if (auto dir = value("--model_dir")) {
+      set.model_dir = *dir;
+    } else if (auto names = value("--models")) {
+      set.models = absl::StrSplit(*names, ',', absl::SkipEmpty());
+    } else if (auto number = value("--number")) {
+      if (!absl::SimpleAtoi(*number, &set.number) || set.number <= 0) {
+        return absl::InvalidArgumentError(absl::StrCat("--number=", *number, " is not a count"));
+      }
+    } else {
+      argv[kept++] = argv[i];
+    }
+  }
+  *argc = kept;
+  return set;
+}
+
+// The models of `set` in ModelDir(), generating them into WorkDir() unless
+// --model_dir names them.
+absl::StatusOr<std::vector<std::string>> PrepareModels(const ModelSet& set) {
+  std::vector<std::string> all;
+  if (!set.model_dir.empty()) {
+    ModelDir() = set.model_dir;
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(ModelDir(), ec)) {
+      const std::filesystem::path& p = entry.path();
+      if (p.extension() != ".onnx") continue;
+      std::filesystem::path x = p;
+      x.replace_extension(".x.npy");
+      if (std::filesystem::exists(x)) all.push_back(p.stem().string());
+    }
+    if (ec) return absl::InvalidArgumentError(absl::StrCat(set.model_dir, ": ", ec.message()));
+    std::sort(all.begin(), all.end());
+  } else {
+    ModelDir() = WorkDir();
+    const char* script =
+        set.corpus ? "bench/models/make_corpus.py" : "examples/onnx/make_models.py";
+    std::string make = absl::StrCat(Python(), " '", TETHER_SOURCE_DIR, "/", script, "' '",
+                                    ModelDir().string(), "'");
+    if (set.corpus) {  // only the models asked for
+      for (const std::string& m : set.models) absl::StrAppend(&make, " '", m, "'");
+    }
+    absl::StrAppend(&make, " > /dev/null");
+    if (std::system(make.c_str()) != 0) {
+      return absl::UnavailableError(absl::StrCat(make, " failed"));
+    }
+    if (set.corpus) {
+      all.assign(std::begin(kCorpus), std::end(kCorpus));
+    } else {
+      all.assign(std::begin(kExamples), std::end(kExamples));
+    }
+  }
+  if (set.models.empty()) return all;
+  for (const std::string& m : set.models) {
+    if (std::find(all.begin(), all.end(), m) == all.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("no model ", m, " (with ", m, ".x.npy) in ", ModelDir().string()));
+    }
+  }
+  return set.models;
+}
+
+}  // namespace
+}  // namespace tether
+
 int main(int argc, char** argv) {
-  using tether::ModelDir;
-  ModelDir() =
-      std::filesystem::temp_directory_path() / absl::StrCat("tether-model-bench-", getpid());
-  std::string make =
-      absl::StrCat(tether::Python(), " '", TETHER_SOURCE_DIR, "/examples/onnx/make_models.py' '",
-                   ModelDir().string(), "' > /dev/null");
-  if (std::system(make.c_str()) != 0) {
-    std::fprintf(stderr, "model_bench: %s failed\n", make.c_str());
+  absl::StatusOr<tether::ModelSet> set = tether::ParseModelSet(&argc, argv);
+  if (!set.ok()) {
+    std::fprintf(stderr, "model_bench: %s\n", set.status().ToString().c_str());
     return 1;
   }
-  for (const char* model : tether::kModels) {
+  tether::Number() =
+      set->number > 0 ? set->number : (set->corpus || !set->model_dir.empty() ? 5 : 20);
+  tether::WorkDir() =
+      std::filesystem::temp_directory_path() / absl::StrCat("tether-model-bench-", getpid());
+  std::filesystem::create_directories(tether::WorkDir());
+  absl::StatusOr<std::vector<std::string>> models = tether::PrepareModels(*set);
+  if (!models.ok()) {
+    std::fprintf(stderr, "model_bench: %s\n", models.status().ToString().c_str());
+    return 1;
+  }
+  for (const std::string& m : *models) {
     for (int threads : {1, 2}) {
-      std::string m = model;
       benchmark::RegisterBenchmark(
           absl::StrCat("Model/ORT/", m, "/", threads).c_str(),
           [m, threads](benchmark::State& s) { tether::OrtModel(s, m, threads); })
@@ -350,8 +496,7 @@ int main(int argc, char** argv) {
     }
   }
   // After the CPU rows: the ORT anchor with 2 threads is measured by then.
-  for (const char* model : tether::kModels) {
-    std::string m = model;
+  for (const std::string& m : *models) {
     benchmark::RegisterBenchmark(absl::StrCat("Model/PyTorch/", m, "/cuda").c_str(),
                                  [m](benchmark::State& s) { tether::TorchModel(s, m); })
         ->UseManualTime()
@@ -365,16 +510,17 @@ int main(int argc, char** argv) {
   }
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();
-  std::printf("\n%-18s %-18s %12s %12s %8s %14s\n", "model", "anchor", "anchor (ms)", "Tether (ms)",
-              "ratio", "max|out| a/t");
+  std::printf("\n%-18s %-18s %12s %12s %8s %12s %14s\n", "model", "anchor", "anchor (ms)",
+              "Tether (ms)", "ratio", "compile (s)", "max|out| a/t");
   for (const auto& [name, f] : tether::Results()) {
     if (f.tether_ms == 0 && f.anchor_ms == 0) continue;
-    std::printf("%-18s %-18s %12.4f %12.4f %8.2f %7.3f/%-7.3f\n", name.c_str(), f.anchor.c_str(),
-                f.anchor_ms, f.tether_ms, f.anchor_ms > 0 ? f.tether_ms / f.anchor_ms : 0.0,
-                f.anchor_out, f.tether_out);
+    std::printf("%-18s %-18s %12.4f %12.4f %8.2f %12.2f %7.3f/%-7.3f\n", name.c_str(),
+                f.anchor.c_str(), f.anchor_ms, f.tether_ms,
+                f.anchor_ms > 0 ? f.tether_ms / f.anchor_ms : 0.0, f.compile_s, f.anchor_out,
+                f.tether_out);
   }
   std::error_code ec;
-  std::filesystem::remove_all(ModelDir(), ec);
+  std::filesystem::remove_all(tether::WorkDir(), ec);
   benchmark::Shutdown();
   return 0;
 }
