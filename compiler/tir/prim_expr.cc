@@ -3,9 +3,11 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 
 namespace tether::compiler {
@@ -434,7 +436,14 @@ void Print(const PrimExpr& e, std::string* out) {
     }
     case PrimKind::kFloatImm: {
       double v = e.as<FloatImmNode>()->value;
+      // Six significant digits where they read back as the same value,
+      // else all 17: kernels are told apart by their text (LegalizeOps' and
+      // constant folding's deduplication), so 1e-05 and 1.0000001e-05 must
+      // not print alike.
       std::string s = absl::StrCat(v);
+      if (std::isfinite(v) && std::strtod(s.c_str(), nullptr) != v) {
+        s = absl::StrFormat("%.17g", v);
+      }
       if (std::isfinite(v) && s.find_first_of(".e") == std::string::npos) s += ".0";
       if (e.dtype() == DataType::Float(32)) {
         absl::StrAppend(out, s);

@@ -1,12 +1,18 @@
 // ConstantFolding: compile-time evaluation of calls on constants through
-// the host JIT.
+// the host JIT, in waves of one compilation each.
 #include "compiler/transform/constant_fold.h"
 
+#include <map>
+#include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
 #include "compiler/backend/llvm/jit.h"
+#include "compiler/backend/llvm/llvm_codegen.h"
 #include "compiler/lower/lower.h"
 #include "compiler/op/op.h"
 #include "compiler/transform/relax_rewrite.h"
@@ -32,34 +38,57 @@ bool IsConstPrim(const PrimExpr& e) {
   return e.kind() == PrimKind::kIntImm || e.kind() == PrimKind::kFloatImm;
 }
 
+// Folding runs in waves: each wave walks the bindings in order, folds what
+// needs no kernel (shape_of, TupleGetItem) on the spot, and lowers every
+// call whose tensor arguments are all constants now; the wave's kernels,
+// identical ones once, are compiled as one library (at opt level 1: they
+// run once) and run. Their results make the next wave's candidates. A
+// model's constant subgraphs (BatchNorm statistics folded into scales,
+// reshaped biases, transposed weights) are a few levels deep, so a few
+// compilations do what one compilation per call did.
 class Folder {
  public:
   explicit Folder(const ConstantFoldingOptions& options) : options_(options) {}
 
   absl::StatusOr<Expr> Run(const Expr& body) {
     const auto* seq = body.as<SeqExprNode>();
-    std::vector<BindingBlock> blocks;
+    std::vector<BindingBlock> blocks = seq->blocks;
     bool changed = false;
-    for (const BindingBlock& block : seq->blocks) {
-      BindingBlock out = block;
-      for (Binding& b : out.bindings) {
-        if (b.is_match_cast()) continue;
-        Expr folded = Fold(b.value);
-        if (!folded.same_as(b.value)) {
-          changed = true;
-          b.value = folded;
-        }
-        if (IsLiteral(b.value) || b.value.kind() == ExprKind::kTuple) {
-          known_[b.var.as<VarNode>()] = b.value;
+    for (;;) {
+      std::vector<Pending> wave;
+      for (BindingBlock& block : blocks) {
+        for (Binding& b : block.bindings) {
+          if (b.is_match_cast()) continue;
+          Expr folded = FoldInPlace(b.value);
+          if (!folded.same_as(b.value)) {
+            changed = true;
+            b.value = folded;
+          }
+          if (IsLiteral(b.value) || b.value.kind() == ExprKind::kTuple) {
+            known_[b.var.as<VarNode>()] = b.value;
+            continue;
+          }
+          if (tried_.contains(b.var.as<VarNode>())) continue;
+          if (std::optional<Pending> p = Lower(b); p.has_value()) wave.push_back(*std::move(p));
         }
       }
-      blocks.push_back(std::move(out));
+      if (wave.empty()) break;
+      changed |= RunWave(&wave);
     }
     if (!changed) return body;
     return MakeSeqExprOf(std::move(blocks), seq->body);
   }
 
  private:
+  // A call lowered for evaluation: its kernel, the constant inputs, and the
+  // binding its result replaces.
+  struct Pending {
+    Binding* binding;
+    KernelFunc kernel;
+    std::vector<Value> inputs;
+    std::string name;  // of the compiled kernel (shared by identical ones)
+  };
+
   // The literal (or literal tuple) behind `e`, else `e`.
   Expr Resolve(const Expr& e) const {
     if (const auto* v = e.as<VarNode>()) {
@@ -69,7 +98,9 @@ class Folder {
     return e;
   }
 
-  Expr Fold(const Expr& value) {
+  // The folds that need no kernel: a field of a literal tuple, the shape of
+  // a tensor with a static shape.
+  Expr FoldInPlace(const Expr& value) {
     if (const auto* item = value.as<TupleGetItemNode>()) {
       const auto* tuple = Resolve(item->tuple).as<TupleNode>();
       if (tuple != nullptr && item->index >= 0 &&
@@ -79,62 +110,117 @@ class Folder {
       }
       return value;
     }
-    const absl::string_view op = CalledOpName(value);
-    if (op.empty()) return value;
-    const auto* call = value.as<CallNode>();
-    if (op == "relax.shape_of" && call->args.size() == 1) {
+    if (CalledOpName(value) == "relax.shape_of") {
+      const auto* call = value.as<CallNode>();
+      if (call->args.size() != 1) return value;
       auto dims = StaticShape(call->args[0].struct_info());
       if (!dims.has_value()) return value;
       std::vector<PrimExpr> values(dims->begin(), dims->end());
       return MakeShapeExpr(std::move(values));
     }
-    const OpInfo* info = FindOp(op);
-    if (info == nullptr || !info->lowers_to_kernel()) return value;
-    return Evaluate(value, *call);
+    return value;
   }
 
-  // The call run on its constant arguments, or `value` when it cannot be.
-  Expr Evaluate(const Expr& value, const CallNode& call) {
-    auto bytes = StaticBytes(value.struct_info());
-    if (!bytes.has_value() || *bytes > options_.max_result_bytes) return value;
+  // The binding's call lowered on its constant arguments, or nullopt when it
+  // cannot be evaluated now.
+  std::optional<Pending> Lower(Binding& b) {
+    const absl::string_view op = CalledOpName(b.value);
+    if (op.empty()) return std::nullopt;
+    const OpInfo* info = FindOp(op);
+    if (info == nullptr || !info->lowers_to_kernel()) return std::nullopt;
+    const auto* call = b.value.as<CallNode>();
+    auto bytes = StaticBytes(b.value.struct_info());
+    if (!bytes.has_value() || *bytes > options_.max_result_bytes) return std::nullopt;
     std::vector<Expr> args;
-    std::vector<Value> tensors;
-    for (const Expr& arg : call.args) {
+    Pending p{&b, KernelFunc(), {}, ""};
+    for (const Expr& arg : call->args) {
       Expr a = Resolve(arg);
       if (a.struct_info().as<TensorStructInfoNode>() != nullptr) {
         const auto* c = a.as<ConstantNode>();
-        if (c == nullptr) return value;
-        tensors.push_back(c->data);
+        if (c == nullptr) return std::nullopt;
+        p.inputs.push_back(c->data);
       } else if (const auto* s = a.as<ShapeExprNode>()) {
         for (const PrimExpr& d : s->values) {
-          if (!IsConstPrim(d)) return value;
+          if (!IsConstPrim(d)) return std::nullopt;
         }
-      } else if (const auto* p = a.as<PrimValueNode>()) {
-        if (!IsConstPrim(p->value)) return value;
+      } else if (const auto* pv = a.as<PrimValueNode>()) {
+        if (!IsConstPrim(pv->value)) return std::nullopt;
       } else if (a.kind() != ExprKind::kStringImm && a.kind() != ExprKind::kDataTypeImm) {
-        return value;  // tuples of tensors, variables of other kinds
+        return std::nullopt;  // tuples of tensors, variables of other kinds
       }
       args.push_back(std::move(a));
     }
-    Expr resolved = MakeCall(call.op, std::move(args), call.attrs, call.sinfo_args);
-    resolved->set_struct_info(value.struct_info());
+    // Every argument is constant: the call is evaluated in this wave or
+    // never (a later wave would lower it the same way).
+    tried_.insert(b.var.as<VarNode>());
+    Expr resolved = MakeCall(call->op, std::move(args), call->attrs, call->sinfo_args);
+    resolved->set_struct_info(b.value.struct_info());
     absl::StatusOr<KernelFunc> kernel = LowerCallToKernel(*resolved.as<CallNode>(), "folded_call");
-    if (!kernel.ok() || (*kernel)->params.size() != tensors.size() + 1) return value;
-    absl::StatusOr<Ref<Module>> lib = BuildAndLoad({*kernel});
-    if (!lib.ok()) return value;
-    absl::StatusOr<Function> fn = (*lib)->GetFunction("folded_call");
-    if (!fn.ok()) return value;
-    const auto* t = value.struct_info().as<TensorStructInfoNode>();
-    absl::StatusOr<Tensor> out =
-        Tensor::Empty(*StaticShape(value.struct_info()), *t->dtype, Device::Cpu());
-    if (!out.ok()) return value;
-    tensors.push_back(*out);
-    if (!(*fn)(ArgSpan(tensors.data(), tensors.size())).ok()) return value;
-    return MakeConstant(*out);
+    if (!kernel.ok() || (*kernel)->params.size() != p.inputs.size() + 1) return std::nullopt;
+    p.kernel = *std::move(kernel);
+    return p;
+  }
+
+  // Compiles the wave's kernels (identical ones once) and runs each call;
+  // whether any binding became a constant. Where the library does not
+  // build, each kernel is compiled alone so one bad call stays unfolded
+  // without holding up the others.
+  bool RunWave(std::vector<Pending>* wave) {
+    std::vector<KernelFunc> kernels;
+    std::map<std::string, std::string> by_text;  // kernel text (name elided) -> name
+    for (Pending& p : *wave) {
+      std::string text = ToString(
+          MakeKernelFunc("kernel", p.kernel->params, p.kernel->body, p.kernel->num_outputs));
+      auto [it, added] = by_text.emplace(std::move(text), absl::StrCat("fold", by_text.size()));
+      p.name = it->second;
+      if (added) {
+        kernels.push_back(
+            MakeKernelFunc(p.name, p.kernel->params, p.kernel->body, p.kernel->num_outputs));
+      }
+    }
+    CodegenOptions codegen;
+    codegen.opt_level = 1;
+    absl::StatusOr<Ref<Module>> lib = BuildAndLoad(kernels, codegen);
+    std::map<std::string, Ref<Module>> alone;
+    if (!lib.ok()) {
+      for (const KernelFunc& k : kernels) {
+        if (absl::StatusOr<Ref<Module>> one = BuildAndLoad({k}, codegen); one.ok()) {
+          alone[k->name] = *std::move(one);
+        }
+      }
+    }
+    bool changed = false;
+    for (Pending& p : *wave) {
+      Module* module = lib.ok() ? lib->get() : nullptr;
+      if (module == nullptr) {
+        auto it = alone.find(p.name);
+        if (it == alone.end()) continue;
+        module = it->second.get();
+      }
+      if (std::optional<Tensor> out = Call(*module, p); out.has_value()) {
+        p.binding->value = MakeConstant(*out);
+        changed = true;
+      }
+    }
+    return changed;
+  }
+
+  // The result of p's kernel in `module` on its inputs, or nullopt.
+  static std::optional<Tensor> Call(Module& module, Pending& p) {
+    absl::StatusOr<Function> fn = module.GetFunction(p.name);
+    if (!fn.ok()) return std::nullopt;
+    const StructInfo& sinfo = p.binding->value.struct_info();
+    const auto* t = sinfo.as<TensorStructInfoNode>();
+    absl::StatusOr<Tensor> out = Tensor::Empty(*StaticShape(sinfo), *t->dtype, Device::Cpu());
+    if (!out.ok()) return std::nullopt;
+    p.inputs.push_back(*out);
+    if (!(*fn)(ArgSpan(p.inputs.data(), p.inputs.size())).ok()) return std::nullopt;
+    return *out;
   }
 
   const ConstantFoldingOptions& options_;
   absl::flat_hash_map<const VarNode*, Expr> known_;
+  absl::flat_hash_set<const VarNode*> tried_;  // lowered once (folded or not)
 };
 
 }  // namespace

@@ -68,6 +68,28 @@ TEST(ConstantFoldingTest, FoldingCascadesThroughBindings) {
               Pointwise(FloatNear(1e-4), std::vector<float>{std::exp(3.0f), 1.0f}));
 }
 
+// One wave compiles its calls as one library, identical kernels once: the
+// two adds of the same shapes share a kernel yet fold to their own values,
+// and a wave's results feed the next (e reads c and d).
+TEST(ConstantFoldingTest, CallsOfOneWaveShareKernelsAndKeepTheirValues) {
+  RawFunction f;
+  Expr c = f.Bind("c", Op("relax.add", {ConstF32({2}, {1, 2}), ConstF32({2}, {10, 20})}));
+  Expr d = f.Bind("d", Op("relax.add", {ConstF32({2}, {3, 4}), ConstF32({2}, {30, 40})}));
+  Expr s = f.Bind("s", Op("relax.subtract", {ConstF32({2}, {5, 5}), ConstF32({2}, {1, 2})}));
+  Expr e = f.Bind("e", Op("relax.multiply", {c, d}));
+  Expr gv = f.Output("gv", Op("relax.add", {e, s}));
+  IRModule m = Folded(f.Finish(gv));
+  auto floats = [&](const std::string& name) {
+    const auto* k = ValueOf(m, name).as<ConstantNode>();
+    return k == nullptr ? std::vector<float>{} : ReadFloats(k->data);
+  };
+  EXPECT_THAT(floats("c"), Pointwise(FloatNear(1e-6), std::vector<float>{11, 22}));
+  EXPECT_THAT(floats("d"), Pointwise(FloatNear(1e-6), std::vector<float>{33, 44}));
+  EXPECT_THAT(floats("s"), Pointwise(FloatNear(1e-6), std::vector<float>{4, 3}));
+  EXPECT_THAT(floats("e"), Pointwise(FloatNear(1e-4), std::vector<float>{363, 968}));
+  EXPECT_THAT(floats("gv"), Pointwise(FloatNear(1e-4), std::vector<float>{367, 971}));
+}
+
 TEST(ConstantFoldingTest, ShapeOfStaticTensorBecomesShapeExpr) {
   RawFunction f;
   Expr x = f.Param("x", F32({4, 5}));

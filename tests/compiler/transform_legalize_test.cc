@@ -70,6 +70,25 @@ TEST(LegalizeOpsTest, IdenticalCallsShareOneKernel) {
   EXPECT_EQ(m.kernels.size(), 2u);
 }
 
+// Kernels are told apart by their text: constants that differ past six
+// significant digits must print apart, or two calls would share one kernel
+// and compute the same thing.
+TEST(LegalizeOpsTest, KernelsDifferingInAFloatPastSixDigitsStayApart) {
+  RawFunction f;
+  Expr x = f.Param("x", F32({4, 8}));
+  auto prim = [](double v) { return MakePrimValue(FloatImm(DataType::Float(64), v)); };
+  Expr a = f.Bind("a", Op("relax.clip", {x, prim(0.0), prim(1.0000001)}));
+  Expr b = f.Bind("b", Op("relax.clip", {a, prim(0.0), prim(1.0)}));
+  Expr c = f.Bind("c", Op("relax.clip", {b, prim(0.0), prim(1.0)}));
+  Expr gv = f.Output("gv", MakeTuple({a, c}));
+  IRModule m = Legalized(f.Finish(gv));
+  auto calls = BindingsCalling(m, "relax.call_tir");
+  ASSERT_EQ(calls.size(), 3u);
+  EXPECT_NE(KernelOf(calls[0]), KernelOf(calls[1]));
+  EXPECT_EQ(KernelOf(calls[1]), KernelOf(calls[2]));
+  EXPECT_EQ(m.kernels.size(), 2u);
+}
+
 TEST(LegalizeOpsTest, MatmulWithSymbolicBatchKeepsSymbolicOutSInfo) {
   RawFunction f;
   Var n("n");

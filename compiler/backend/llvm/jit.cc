@@ -7,8 +7,10 @@
 
 namespace tether::compiler {
 
-absl::StatusOr<Ref<Module>> BuildAndLoad(const std::vector<KernelFunc>& kernels) {
-  TETHER_ASSIGN_OR_RETURN(vm::KernelLibraryBlob blob, BuildKernelLibrary(kernels, Target::Host()));
+absl::StatusOr<Ref<Module>> BuildAndLoad(const std::vector<KernelFunc>& kernels,
+                                         const CodegenOptions& options) {
+  TETHER_ASSIGN_OR_RETURN(vm::KernelLibraryBlob blob,
+                          BuildKernelLibrary(kernels, Target::Host(), options));
   return LoadKernelLibrary(blob);
 }
 

@@ -9,13 +9,15 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "compiler/backend/llvm/llvm_codegen.h"
 #include "compiler/tir/kernel_ir.h"
 #include "runtime/module/module.h"
 
 namespace tether::compiler {
 
 // Errors of BuildKernelLibrary and LoadKernelLibrary.
-absl::StatusOr<Ref<Module>> BuildAndLoad(const std::vector<KernelFunc>& kernels);
+absl::StatusOr<Ref<Module>> BuildAndLoad(const std::vector<KernelFunc>& kernels,
+                                         const CodegenOptions& options = {});
 
 }  // namespace tether::compiler
 
