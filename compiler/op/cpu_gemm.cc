@@ -2,9 +2,11 @@
 #include "compiler/op/cpu_gemm.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "compiler/lower/lower.h"
 #include "compiler/op/nn_common.h"
+#include "runtime/core/error.h"
 
 namespace tether::compiler {
 namespace {
@@ -31,7 +33,7 @@ Stmt CpuGemmSchedule(const CpuGemm& g) {
   // Narrow tiles for small constant extents (matrix-vector products).
   int64_t mr = kRows, nr = kCols;
   if (const int64_t* m = M.as_int()) mr = std::max<int64_t>(1, std::min(mr, *m));
-  if (const int64_t* n = N.as_int()) nr = std::max<int64_t>(1, std::min(nr, *n));
+  if (const int64_t* n = N.as_int()) nr = CpuGemmPanelWidth(*n);
   const PrimExpr MR(mr), NR(nr);
   const PrimExpr nj = CeilDiv(N, nr);
   const PrimExpr mi = CeilDiv(M, mr);
@@ -41,25 +43,28 @@ Stmt CpuGemmSchedule(const CpuGemm& g) {
   // into zero-padded panels first. Packing costs a pass over B per call, which
   // dominates for few rows (a batch of 8 against a 784 x 256 weight).
   const int64_t* n_const = N.as_int();
-  const bool direct_b = n_const != nullptr && *n_const % nr == 0;
+  const bool prepacked = g.b_panel != nullptr;
+  const bool direct_b = prepacked || (n_const != nullptr && *n_const % nr == 0);
   // Pack B: Bp[bb, jo, k, jj] = B[bb, k, jo * NR + jj], zero past N.
   Buffer Bp = MakeBuffer("gemm_packed_b", acc_t, {g.b_batches, nj, K, NR});
-  Stmt pack = Loop("pb", g.b_batches * nj, ForKind::kParallel, [&](const PrimExpr& t) {
-    PrimExpr bb = FloorDiv(t, nj), jo = FloorMod(t, nj);
-    return Loop("pk", K, ForKind::kSerial, [&](const PrimExpr& k) {
-      PrimExpr full = LE((jo + 1) * NR, N);
-      Stmt fast = Loop("pj", NR, ForKind::kVectorized, [&](const PrimExpr& jj) {
-        return Store(Bp, {bb, jo, k, jj}, g.b(bb, k, jo * NR + jj));
+  auto pack = [&] {
+    return Loop("pb", g.b_batches * nj, ForKind::kParallel, [&](const PrimExpr& t) {
+      PrimExpr bb = FloorDiv(t, nj), jo = FloorMod(t, nj);
+      return Loop("pk", K, ForKind::kSerial, [&](const PrimExpr& k) {
+        PrimExpr full = LE((jo + 1) * NR, N);
+        Stmt fast = Loop("pj", NR, ForKind::kVectorized, [&](const PrimExpr& jj) {
+          return Store(Bp, {bb, jo, k, jj}, g.b(bb, k, jo * NR + jj));
+        });
+        Stmt edge = Loop("pj", NR, ForKind::kSerial, [&](const PrimExpr& jj) {
+          PrimExpr col = jo * NR + jj;
+          return Store(Bp, {bb, jo, k, jj},
+                       Select(LT(col, N), g.b(bb, k, Min(col, N - 1)), MakeConst(acc_t, 0)));
+        });
+        if (n_const != nullptr && *n_const % nr == 0) return fast;
+        return IfThenElse(full, fast, edge);
       });
-      Stmt edge = Loop("pj", NR, ForKind::kSerial, [&](const PrimExpr& jj) {
-        PrimExpr col = jo * NR + jj;
-        return Store(Bp, {bb, jo, k, jj},
-                     Select(LT(col, N), g.b(bb, k, Min(col, N - 1)), MakeConst(acc_t, 0)));
-      });
-      if (n_const != nullptr && *n_const % nr == 0) return fast;
-      return IfThenElse(full, fast, edge);
     });
-  });
+  };
 
   // Compute: parallel over (output batch, row block, column panel). The
   // smaller operand is the one streamed: panels innermost where A is the
@@ -75,6 +80,7 @@ Stmt CpuGemmSchedule(const CpuGemm& g) {
     PrimExpr jo = rows_inner ? FloorDiv(tile, mi) : FloorMod(tile, nj);
     PrimExpr bb = g.b_of(b);
     auto panel = [&](const PrimExpr& k, const PrimExpr& jj) {
+      if (prepacked) return g.b_panel(bb, jo, k, jj);
       return direct_b ? g.b(bb, k, jo * NR + jj) : Load(Bp, {bb, jo, k, jj});
     };
     Buffer acc = MakeBuffer("gemm_acc", acc_t, {MR, NR}, BufferNode::Scope::kLocal);
@@ -108,7 +114,32 @@ Stmt CpuGemmSchedule(const CpuGemm& g) {
     return Allocate(acc, Seq({zero, kloop, store}));
   });
   if (direct_b) return compute;
-  return Allocate(Bp, Seq({pack, compute}));
+  return Allocate(Bp, Seq({pack(), compute}));
+}
+
+int64_t CpuGemmPanelWidth(int64_t n) { return std::max<int64_t>(1, std::min(kCols, n)); }
+
+absl::StatusOr<Tensor> PackGemmPanels(const Tensor& b) {
+  if (b->ndim() != 2 || b->device() != Device::Cpu()) {
+    return absl::InvalidArgumentError("PackGemmPanels: B must be a 2-d tensor on the CPU");
+  }
+  const int64_t k = b->shape()[0], n = b->shape()[1];
+  const int64_t nr = CpuGemmPanelWidth(n), nj = (n + nr - 1) / nr;
+  const int64_t shape[] = {nj, k, nr};
+  TETHER_ASSIGN_OR_RETURN(Tensor out, Tensor::Empty(shape, b->dtype(), Device::Cpu()));
+  const size_t elem = (b->dtype().bits() + 7) / 8;
+  const char* src = static_cast<const char*>(b->element_data());
+  char* dst = static_cast<char*>(out->element_data());
+  std::memset(dst, 0, static_cast<size_t>(nj * k * nr) * elem);
+  for (int64_t jo = 0; jo < nj; ++jo) {
+    const int64_t cols = std::min(nr, n - jo * nr);
+    for (int64_t kk = 0; kk < k; ++kk) {
+      std::memcpy(dst + static_cast<size_t>((jo * k + kk) * nr) * elem,
+                  src + static_cast<size_t>(kk * n + jo * nr) * elem,
+                  static_cast<size_t>(cols) * elem);
+    }
+  }
+  return out;
 }
 
 }  // namespace tether::compiler

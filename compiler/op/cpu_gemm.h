@@ -19,7 +19,9 @@
 
 #include <functional>
 
+#include "absl/status/statusor.h"
 #include "compiler/tir/kernel_ir.h"
+#include "runtime/core/tensor.h"
 
 namespace tether::compiler {
 
@@ -38,10 +40,27 @@ struct CpuGemm {
   // The store of one result (acc_t) at an in-range (b, m, n).
   std::function<Stmt(const PrimExpr& b, const PrimExpr& m, const PrimExpr& n, const PrimExpr& v)>
       store;
+  // Where B is packed already (a constant weight packed at compile time,
+  // PackGemmPanels): element (jo, k, jj) of B operand bb's panels, each
+  // CpuGemmPanelWidth(n) columns wide, zero past n (returning acc_t). Then
+  // nothing is packed per call and `b` is unused.
+  std::function<PrimExpr(const PrimExpr& bb, const PrimExpr& jo, const PrimExpr& k,
+                         const PrimExpr& jj)>
+      b_panel;
 };
 
 // The packing (where needed) and the parallel micro-kernel loop of `g`.
 Stmt CpuGemmSchedule(const CpuGemm& g);
+
+// The column panel width of the micro-kernel for n columns (the NR of
+// CpuGemmSchedule): at most 32, n where smaller.
+int64_t CpuGemmPanelWidth(int64_t n);
+
+// A constant B of shape [k, n] packed as CpuGemmSchedule's panels,
+// [ceil(n / NR), k, NR] with NR = CpuGemmPanelWidth(n), zero past n (the
+// layout b_panel reads). INVALID_ARGUMENT for a tensor that is not 2-d on
+// the CPU.
+absl::StatusOr<Tensor> PackGemmPanels(const Tensor& b);
 
 }  // namespace tether::compiler
 

@@ -241,6 +241,83 @@ absl::StatusOr<Stmt> ScheduleMatmul(const LowerContext& ctx, const std::vector<B
   return CpuGemmSchedule(g);
 }
 
+// relax.matmul_packed(a, bp, n=N): matmul(a, b) for a constant b of shape
+// [k, N] that PackConstantWeights (compiler/transform/pack_weights.h) packed
+// at compile time into the CPU GEMM's panels, bp = PackGemmPanels(b) of
+// shape [ceil(N / NR), k, NR]. The output is a's shape with its last dim
+// N. CPU only.
+constexpr char kMatmulPacked[] = "relax.matmul_packed";
+
+absl::StatusOr<StructInfo> InferMatmulPacked(const CallNode& call) {
+  if (absl::Status s = nn_internal::CheckArity(call, 2, kMatmulPacked); !s.ok()) return s;
+  absl::StatusOr<const TensorStructInfoNode*> a = nn_internal::TensorArg(call, 0, kMatmulPacked);
+  if (!a.ok()) return a.status();
+  absl::StatusOr<const TensorStructInfoNode*> bp = nn_internal::TensorArg(call, 1, kMatmulPacked);
+  if (!bp.ok()) return bp.status();
+  const int64_t n = GetIntAttr(call.attrs, "n", -1);
+  const auto& bs = (*bp)->shape;
+  if (n < 1 || !bs.has_value() || bs->size() != 3 || !(*bs)[0].as_int() || !(*bs)[1].as_int() ||
+      !(*bs)[2].as_int() || *(*bs)[2].as_int() != CpuGemmPanelWidth(n) ||
+      *(*bs)[0].as_int() != (n + CpuGemmPanelWidth(n) - 1) / CpuGemmPanelWidth(n)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kMatmulPacked, ": the packed operand must be PackGemmPanels of a [k, n] ",
+                     "matrix with n = ", n, ", got ", bs.has_value() ? ShapeString(*bs) : "?"));
+  }
+  if ((*a)->ndim < 1 || !(*a)->shape.has_value()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kMatmulPacked, ": the first operand needs a known shape"));
+  }
+  std::vector<PrimExpr> out = *(*a)->shape;
+  const int64_t* ak = out.back().as_int();
+  if (ak && *ak != *(*bs)[1].as_int()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kMatmulPacked, ": reduction dims differ: ", *ak, " and ", *(*bs)[1].as_int()));
+  }
+  out.back() = PrimExpr(n);
+  return TensorSInfo(std::move(out), (*a)->dtype);
+}
+
+absl::StatusOr<Stmt> ScheduleMatmulPacked(const LowerContext& ctx,
+                                          const std::vector<Buffer>& outputs,
+                                          const Epilogue& epilogue) {
+  if (ctx.target.gpu) {
+    return absl::InvalidArgumentError(absl::StrCat(kMatmulPacked, " runs on the CPU only"));
+  }
+  absl::StatusOr<Buffer> a_or = nn_internal::InputBuffer(ctx, 0, kMatmulPacked);
+  if (!a_or.ok()) return a_or.status();
+  absl::StatusOr<Buffer> b_or = nn_internal::InputBuffer(ctx, 1, kMatmulPacked);
+  if (!b_or.ok()) return b_or.status();
+  const Buffer &A = *a_or, &Bp = *b_or, &C = outputs.at(0);
+  const bool a_vec = A->shape.size() == 1;
+  const std::vector<PrimExpr> batch(A->shape.begin(), A->shape.end() - (a_vec ? 1 : 2));
+  const DataType acc_t = nn_internal::ComputeType(C->dtype);
+  CpuGemm g;
+  g.batches = Product(batch);
+  g.b_batches = PrimExpr(1);
+  g.m = a_vec ? PrimExpr(1) : A->shape[A->shape.size() - 2];
+  g.n = PrimExpr(GetIntAttr(ctx.call->attrs, "n", 1));
+  g.k = A->shape.back();
+  g.acc_t = acc_t;
+  g.b_of = [](const PrimExpr&) { return PrimExpr(0); };
+  g.a = [&](const PrimExpr& b, const PrimExpr& m, const PrimExpr& k) {
+    std::vector<PrimExpr> idx = Unflatten(b, batch);
+    if (!a_vec) idx.push_back(m);
+    idx.push_back(k);
+    return Cast(acc_t, Load(A, idx));
+  };
+  g.b_panel = [&](const PrimExpr&, const PrimExpr& jo, const PrimExpr& k, const PrimExpr& jj) {
+    return Cast(acc_t, Load(Bp, {jo, k, jj}));
+  };
+  g.store = [&](const PrimExpr& b, const PrimExpr& m, const PrimExpr& n, const PrimExpr& v) {
+    std::vector<PrimExpr> ci = Unflatten(b, batch);
+    if (!a_vec) ci.push_back(m);
+    ci.push_back(n);
+    PrimExpr cv = Cast(C->dtype, v);
+    return Store(C, ci, epilogue ? epilogue(cv, ci) : cv);
+  };
+  return CpuGemmSchedule(g);
+}
+
 }  // namespace
 
 void RegisterLinearAlgebraOps() {
@@ -250,6 +327,10 @@ void RegisterLinearAlgebraOps() {
   info.num_args = 2;
   info.infer = InferMatmul;
   info.schedule = ScheduleMatmul;
+  RegisterOp(info);
+  info.name = kMatmulPacked;
+  info.infer = InferMatmulPacked;
+  info.schedule = ScheduleMatmulPacked;
   RegisterOp(std::move(info));
 }
 

@@ -13,6 +13,7 @@
 #include "compiler/transform/fuse.h"
 #include "compiler/transform/legalize.h"
 #include "compiler/transform/memory_plan.h"
+#include "compiler/transform/pack_weights.h"
 #include "runtime/core/error.h"
 
 namespace tether::compiler {
@@ -27,6 +28,10 @@ std::vector<Pass> PassesOf(absl::string_view name, const PipelineOptions& option
     if (options.fold_constants) {
       passes.push_back(
           {"ConstantFolding", [](IRModule m) { return ConstantFolding(std::move(m)); }});
+    }
+    if (!options.target.gpu) {
+      passes.push_back(
+          {"PackConstantWeights", [](IRModule m) { return PackConstantWeights(std::move(m)); }});
     }
     if (options.fuse) {
       FuseOptions fuse;

@@ -4,8 +4,9 @@
 // allocation explicit, no relax.call_tir left).
 //
 //   "zero":    NormalizeModule -> LegalizeOps -> StaticPlanBlockMemory
-//   "default": NormalizeModule -> ConstantFolding -> FuseOps -> LegalizeOps
-//              -> DeadCodeElimination -> StaticPlanBlockMemory
+//   "default": NormalizeModule -> ConstantFolding -> PackConstantWeights (CPU
+//              targets) -> FuseOps -> LegalizeOps -> DeadCodeElimination
+//              -> StaticPlanBlockMemory
 //
 // (Parameters are bound by Build before the pipeline runs, so weights
 // given at build time are constants that ConstantFolding can use.) The

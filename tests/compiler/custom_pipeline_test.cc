@@ -49,8 +49,8 @@ TEST(CustomPipelineTest, NamedPipelinesListTheirPasses) {
   auto def = GetPipeline("default");
   ASSERT_TRUE(def.ok()) << def.status();
   EXPECT_THAT(def->PassNames(),
-              ElementsAre("NormalizeModule", "ConstantFolding", "FuseOps", "LegalizeOps",
-                          "DeadCodeElimination", "StaticPlanBlockMemory"));
+              ElementsAre("NormalizeModule", "ConstantFolding", "PackConstantWeights", "FuseOps",
+                          "LegalizeOps", "DeadCodeElimination", "StaticPlanBlockMemory"));
   auto zero = GetPipeline("zero");
   ASSERT_TRUE(zero.ok()) << zero.status();
   EXPECT_THAT(zero->PassNames(),

@@ -5,8 +5,10 @@
 #include <cmath>
 
 #include "compiler/lower/lower.h"
+#include "compiler/op/cpu_gemm.h"
 #include "gtest/gtest.h"
 #include "tests/compiler/op_test_util.h"
+#include "tests/testing/test_functions.h"
 
 namespace tether::compiler {
 namespace {
@@ -114,6 +116,50 @@ TEST(MatmulInferTest, RejectsMixedDtypesWithoutOutDtype) {
       kOp, {optest::TensorVar("a", {3, 4}, kF32), optest::TensorVar("b", {4, 5}, kF16)});
   ASSERT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.status().message().find("float32 and float16"), std::string::npos) << s.status();
+}
+
+// relax.matmul_packed: the packed operand must be the panels of an [k, n]
+// matrix (PackConstantWeights makes it; a hand-written call can be wrong).
+TEST(MatmulPackedInferTest, ShapesAndRejections) {
+  auto infer = [](Shape a, Shape bp, int64_t n) {
+    return optest::InferOp("relax.matmul_packed",
+                           {optest::TensorVar("a", optest::Dims(a), kF32),
+                            optest::TensorVar("bp", optest::Dims(bp), kF32)},
+                           {{"n", n}});
+  };
+  absl::StatusOr<StructInfo> s = infer({2, 3, 40}, {2, 40, 32}, 50);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(ToString(*s), "R.Tensor((2, 3, 50), \"float32\")");
+  s = infer({40}, {1, 40, 7}, 7);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(ToString(*s), "R.Tensor((7,), \"float32\")");
+  s = infer({3, 40}, {1, 40, 32}, 50);  // 50 columns need two panels
+  ASSERT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.status().message().find("PackGemmPanels"), std::string::npos) << s.status();
+  s = infer({3, 41}, {2, 40, 32}, 50);
+  ASSERT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.status().message().find("reduction dims differ: 41 and 40"), std::string::npos)
+      << s.status();
+}
+
+// PackGemmPanels: column panels of NR = min(32, n), k rows each, zero past n.
+TEST(MatmulPackedInferTest, PackGemmPanelsLayout) {
+  const int64_t k = 3, n = 35;
+  std::vector<float> w(k * n);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(i);
+  absl::StatusOr<Tensor> p = PackGemmPanels(tether::testing::MakeFloatTensor({k, n}, w));
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_EQ(std::vector<int64_t>((*p)->shape().begin(), (*p)->shape().end()),
+            (std::vector<int64_t>{2, k, 32}));
+  std::vector<float> got = tether::testing::ReadFloats(*p);
+  for (int64_t jo = 0; jo < 2; ++jo)
+    for (int64_t kk = 0; kk < k; ++kk)
+      for (int64_t jj = 0; jj < 32; ++jj) {
+        const int64_t col = jo * 32 + jj;
+        EXPECT_EQ(got[(jo * k + kk) * 32 + jj], col < n ? w[kk * n + col] : 0.0f)
+            << jo << "," << kk << "," << jj;
+      }
+  EXPECT_FALSE(PackGemmPanels(tether::testing::MakeFloatTensor({4}, {1, 2, 3, 4})).ok());
 }
 
 TEST(MatmulScheduleTest, SquareMultipleOfTile) { ExpectMatmul({96, 64}, {64, 64}, 1); }

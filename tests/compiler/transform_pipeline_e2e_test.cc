@@ -81,6 +81,53 @@ TEST(PipelineEndToEndTest, MlpComputesTheSameWithEveryPipeline) {
   }
 }
 
+// A constant weight is packed at compile time (PackConstantWeights) into
+// the GEMM's panels: the product reads relax.matmul_packed's panels, partial
+// last panel included, and computes what the unpacked product computes.
+TEST(PipelineEndToEndTest, ConstantWeightsArePackedAtCompileTime) {
+  const int64_t batch = 2, rows = 3, k = 40;
+  for (int64_t n : {50, 64, 7}) {
+    std::vector<float> x = Iota(batch * rows * k, 0.37f, 0), w = Iota(k * n, 0.11f, 0.1f),
+                       bias = Iota(n, 0.5f, -0.2f);
+    RawFunction f;
+    Expr xv = f.Param("x", F32({batch, rows, k}));
+    Expr mm = f.Bind("mm", Op("relax.matmul", {xv, testing::ConstF32({k, n}, w)}));
+    Expr gv = f.Output("gv", Op("relax.add", {mm, testing::ConstF32({n}, bias)}));
+    IRModule module = ModuleOf(f.Finish(gv));
+    absl::StatusOr<std::string> lowered = EmitLoweredIR(module, BuildOptions());
+    ASSERT_TRUE(lowered.ok()) << lowered.status();
+    EXPECT_THAT(*lowered, ::testing::HasSubstr("fused_matmul_packed_add")) << *lowered;
+    std::vector<float> want(batch * rows * n);
+    for (int64_t r = 0; r < batch * rows; ++r) {
+      for (int64_t j = 0; j < n; ++j) {
+        float acc = bias[j];
+        for (int64_t i = 0; i < k; ++i) acc += x[r * k + i] * w[i * n + j];
+        want[r * n + j] = acc;
+      }
+    }
+    for (const char* pipeline : {"zero", "default"}) {
+      std::vector<float> got =
+          BuildAndRun(module, pipeline, {MakeFloatTensor({batch, rows, k}, x)});
+      ASSERT_EQ(got.size(), want.size()) << pipeline << " n=" << n;
+      for (size_t i = 0; i < want.size(); ++i) {
+        EXPECT_NEAR(got[i], want[i], 1e-3) << pipeline << " n=" << n << " at " << i;
+      }
+    }
+  }
+}
+
+// On a GPU the weights stay as they are: the block GEMM reads plain rows.
+TEST(PipelineEndToEndTest, GpuPipelinesDoNotPackWeights) {
+  PipelineOptions gpu;
+  gpu.target.gpu = true;
+  absl::StatusOr<Pipeline> p = GetPipeline("default", gpu);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_THAT(p->PassNames(), ::testing::Not(::testing::Contains("PackConstantWeights")));
+  absl::StatusOr<Pipeline> cpu = GetPipeline("default", PipelineOptions());
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  EXPECT_THAT(cpu->PassNames(), ::testing::Contains("PackConstantWeights"));
+}
+
 TEST(PipelineEndToEndTest, ReusedStorageNeverClobbersALiveTensor) {
   // a = exp(x); b = relu(a); c = a + b; d = sqrt(c): a is still read when b
   // is written, so b must not take a's storage; c may take it afterwards.

@@ -1,0 +1,29 @@
+// PackConstantWeights: for a CPU target, the constant weights of products
+// are packed at compile time into the layout their kernel reads, so no call
+// packs them again. relax.matmul(a, w) with w a constant [k, n] matrix
+// becomes relax.matmul_packed(a, PackGemmPanels(w), n=n) (compiler/op/
+// cpu_gemm.h): the GEMM's column panels, each k x NR contiguous, read in
+// place by the micro-kernel. Without this, a weight is read in place only
+// when the panels tile n exactly, with rows n floats apart (a stride the
+// caches handle badly at k in the thousands), and is otherwise packed on
+// every call.
+//
+// Runs after ConstantFolding (weights a transpose or a cast made constant
+// are constants by then) and before FuseOps; the unpacked constant is left
+// to DeadCodeElimination. See docs/design/compiler-pipeline.md.
+//
+// Thread contract: pure function of its arguments; thread-safe.
+#ifndef TETHER_COMPILER_TRANSFORM_PACK_WEIGHTS_H_
+#define TETHER_COMPILER_TRANSFORM_PACK_WEIGHTS_H_
+
+#include "absl/status/statusor.h"
+#include "compiler/relax/module.h"
+
+namespace tether::compiler {
+
+// INVALID_ARGUMENT when a function is not normalized.
+[[nodiscard]] absl::StatusOr<IRModule> PackConstantWeights(IRModule module);
+
+}  // namespace tether::compiler
+
+#endif  // TETHER_COMPILER_TRANSFORM_PACK_WEIGHTS_H_
