@@ -1,6 +1,9 @@
 // PackConstantWeights (pack_weights.h).
 #include "compiler/transform/pack_weights.h"
 
+#include <cstring>
+#include <string>
+#include <variant>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -41,6 +44,100 @@ Expr Packed(const Expr& value, const absl::flat_hash_map<const VarNode*, Expr>& 
   return packed;
 }
 
+bool IsOne(const PrimExpr& e) {
+  const int64_t* v = e.as_int();
+  return v != nullptr && *v == 1;
+}
+
+// The attributes of a conv2d that is a plain product: unit strides, no
+// padding, one group, the default layouts.
+bool IsPlainPointwise(const Attrs& attrs) {
+  auto ints = [&](const char* key, std::vector<int64_t> def) {
+    auto it = attrs.find(key);
+    if (it == attrs.end()) return def;
+    const auto* v = std::get_if<std::vector<int64_t>>(&it->second);
+    return v == nullptr ? std::vector<int64_t>{-1} : *v;
+  };
+  if (GetIntAttr(attrs, "groups", 1) != 1 || attrs.count("out_dtype")) return false;
+  const std::vector<int64_t> strides = ints("strides", {1, 1}), padding = ints("padding", {0});
+  if (strides != std::vector<int64_t>{1, 1} && strides != std::vector<int64_t>{1}) return false;
+  for (int64_t p : padding) {
+    if (p != 0) return false;
+  }
+  for (const char* key : {"data_layout", "kernel_layout", "out_layout"}) {
+    auto it = attrs.find(key);
+    if (it == attrs.end()) continue;
+    const auto* v = std::get_if<std::string>(&it->second);
+    if (v == nullptr || *v != (std::string(key) == "kernel_layout" ? "OIHW" : "NCHW")) return false;
+  }
+  return true;
+}
+
+// conv2d(x, w) of a 1x1 constant weight on 1x1 images (a squeeze-excite
+// block's convolutions, a classifier head written as a convolution): a
+// matrix-vector product per image, which the convolution schedules run with
+// the weight repacked on every call. As bindings: x viewed as [n, c], the
+// packed product with w^T, viewed back as [n, o, 1, 1] (on 1x1 images the
+// views move no data). Empty where the call is not one.
+std::vector<Binding> PointwiseAsProduct(const Binding& b,
+                                        const absl::flat_hash_map<const VarNode*, Expr>& bound,
+                                        bool dataflow) {
+  if (CalledOpName(b.value) != "relax.nn.conv2d") return {};
+  const auto* call = b.value.as<CallNode>();
+  if (call->args.size() != 2 || !IsPlainPointwise(call->attrs)) return {};
+  const ConstantNode* w = ConstantOf(call->args[1], bound);
+  const auto* x = call->args[0].struct_info().as<TensorStructInfoNode>();
+  if (w == nullptr || x == nullptr || !x->shape.has_value() || x->shape->size() != 4) return {};
+  const Tensor& wt = w->data;
+  if (wt->ndim() != 4 || wt->shape()[2] != 1 || wt->shape()[3] != 1) return {};
+  if (!wt->dtype().is_float() || x->dtype != wt->dtype()) return {};
+  const int64_t *n = (*x->shape)[0].as_int(), *c = (*x->shape)[1].as_int();
+  if (!n || !c || !IsOne((*x->shape)[2]) || !IsOne((*x->shape)[3])) return {};
+  const int64_t o = wt->shape()[0];
+  if (wt->shape()[1] != *c) return {};
+  // w^T as [c, o], then its panels.
+  const int64_t shape[] = {*c, o};
+  absl::StatusOr<Tensor> wtt = Tensor::Empty(shape, wt->dtype(), Device::Cpu());
+  if (!wtt.ok()) return {};
+  const size_t elem = (wt->dtype().bits() + 7) / 8;
+  const char* src = static_cast<const char*>(wt->element_data());
+  char* dst = static_cast<char*>((*wtt)->element_data());
+  for (int64_t i = 0; i < o; ++i) {
+    for (int64_t j = 0; j < *c; ++j) {
+      std::memcpy(dst + static_cast<size_t>(j * o + i) * elem,
+                  src + static_cast<size_t>(i * *c + j) * elem, elem);
+    }
+  }
+  absl::StatusOr<Tensor> panels = PackGemmPanels(*wtt);
+  if (!panels.ok()) return {};
+  auto var = [&](const std::string& name, StructInfo sinfo) {
+    return dataflow ? MakeDataflowVar(name, std::move(sinfo)) : MakeVar(name, std::move(sinfo));
+  };
+  auto bind = [&](Expr v, Expr value, StructInfo sinfo) {
+    value->set_struct_info(sinfo);
+    return Binding{std::move(v), std::move(value), StructInfo(), b.span};
+  };
+  const DataType dtype = wt->dtype();
+  StructInfo flat_si = TensorSInfo({PrimExpr(*n), PrimExpr(*c)}, dtype);
+  StructInfo prod_si = TensorSInfo({PrimExpr(*n), PrimExpr(o)}, dtype);
+  Expr flat = var("pointwise_in", flat_si);
+  Expr prod = var("pointwise_out", prod_si);
+  std::vector<Binding> out;
+  out.push_back(bind(flat,
+                     MakeCall(GetOp("relax.reshape"),
+                              {call->args[0], MakeShapeExpr({PrimExpr(*n), PrimExpr(*c)})}),
+                     flat_si));
+  out.push_back(
+      bind(prod, MakeCall(GetOp("relax.matmul_packed"), {flat, MakeConstant(*panels)}, {{"n", o}}),
+           prod_si));
+  out.push_back(
+      bind(b.var,
+           MakeCall(GetOp("relax.reshape"),
+                    {prod, MakeShapeExpr({PrimExpr(*n), PrimExpr(o), PrimExpr(1), PrimExpr(1)})}),
+           b.value.struct_info()));
+  return out;
+}
+
 }  // namespace
 
 absl::StatusOr<IRModule> PackConstantWeights(IRModule module) {
@@ -52,14 +149,27 @@ absl::StatusOr<IRModule> PackConstantWeights(IRModule module) {
         std::vector<BindingBlock> blocks = seq->blocks;
         bool changed = false;
         for (BindingBlock& block : blocks) {
+          std::vector<Binding> bindings;
           for (Binding& b : block.bindings) {
-            if (b.is_match_cast()) continue;
+            if (b.is_match_cast()) {
+              bindings.push_back(std::move(b));
+              continue;
+            }
             if (b.value.kind() == ExprKind::kConstant) bound[b.var.as<VarNode>()] = b.value;
+            if (std::vector<Binding> product = PointwiseAsProduct(b, bound, block.is_dataflow);
+                !product.empty()) {
+              for (Binding& p : product) bindings.push_back(std::move(p));
+              changed = true;
+              continue;
+            }
             Expr packed = Packed(b.value, bound);
-            if (packed.same_as(b.value)) continue;
-            b.value = std::move(packed);
-            changed = true;
+            if (!packed.same_as(b.value)) {
+              b.value = std::move(packed);
+              changed = true;
+            }
+            bindings.push_back(std::move(b));
           }
+          block.bindings = std::move(bindings);
         }
         if (!changed) return body;
         return MakeSeqExprOf(std::move(blocks), seq->body);

@@ -6,7 +6,11 @@
 // place by the micro-kernel. Without this, a weight is read in place only
 // when the panels tile n exactly, with rows n floats apart (a stride the
 // caches handle badly at k in the thousands), and is otherwise packed on
-// every call.
+// every call. A 1x1 convolution of a constant weight on 1x1 images (the
+// convolutions of a squeeze-excite block) becomes the same packed product
+// of w^T between two reshapes (views: on 1x1 images [n, c, 1, 1] and
+// [n, c] are the same bytes), instead of a convolution that repacks its
+// weight on every call to compute a matrix-vector product.
 //
 // Runs after ConstantFolding (weights a transpose or a cast made constant
 // are constants by then) and before FuseOps; the unpacked constant is left

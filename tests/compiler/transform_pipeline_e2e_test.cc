@@ -116,6 +116,38 @@ TEST(PipelineEndToEndTest, ConstantWeightsArePackedAtCompileTime) {
   }
 }
 
+// A 1x1 convolution of a constant weight on 1x1 images (squeeze-excite) is
+// the packed product of w^T between two views; a padded one is not.
+TEST(PipelineEndToEndTest, PointwiseConvolutionsOnOnePixelBecomePackedProducts) {
+  const int64_t n = 2, c = 24, o = 37;
+  std::vector<float> x = Iota(n * c, 0.37f, 0), w = Iota(o * c, 0.11f, 0.1f);
+  for (bool padded : {false, true}) {
+    RawFunction f;
+    Expr xv = f.Param("x", F32({n, c, 1, 1}));
+    Attrs attrs;
+    if (padded) attrs["padding"] = std::vector<int64_t>{1, 1, 1, 1};
+    Expr conv =
+        f.Bind("conv", Op("relax.nn.conv2d", {xv, testing::ConstF32({o, c, 1, 1}, w)}, attrs));
+    Expr gv = f.Output("gv", Op("relax.nn.relu", {conv}));
+    IRModule module = ModuleOf(f.Finish(gv));
+    absl::StatusOr<std::string> lowered = EmitLoweredIR(module, BuildOptions());
+    ASSERT_TRUE(lowered.ok()) << lowered.status();
+    EXPECT_EQ(lowered->find("matmul_packed") != std::string::npos, !padded) << *lowered;
+    if (padded) continue;  // 3x3 outputs; the unpadded product is the point here
+    std::vector<float> want(n * o);
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t j = 0; j < o; ++j) {
+        float acc = 0;
+        for (int64_t k = 0; k < c; ++k) acc += x[i * c + k] * w[j * c + k];
+        want[i * o + j] = std::max(acc, 0.0f);
+      }
+    }
+    std::vector<float> got = BuildAndRun(module, "default", {MakeFloatTensor({n, c, 1, 1}, x)});
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-3) << i;
+  }
+}
+
 // On a GPU the weights stay as they are: the block GEMM reads plain rows.
 TEST(PipelineEndToEndTest, GpuPipelinesDoNotPackWeights) {
   PipelineOptions gpu;
