@@ -31,7 +31,10 @@
 // elements, each a serial reduction over its group's input channels and the
 // window into a kLocal accumulator, with taps that fall into the padding
 // skipped by bounds checks.
+#include "compiler/op/conv2d.h"
+
 #include <algorithm>
+#include <cstring>
 #include <functional>
 #include <optional>
 #include <string>
@@ -42,6 +45,7 @@
 #include "compiler/op/cpu_gemm.h"
 #include "compiler/op/nn_common.h"
 #include "compiler/op/op.h"
+#include "runtime/core/error.h"
 
 namespace tether::compiler {
 namespace {
@@ -58,6 +62,7 @@ constexpr int64_t kRowsMaxWidth = 32;          // output columns per tile (rows 
 constexpr int64_t kRowsLanes = 16;             // floats per vector register assumed (rows schedule)
 constexpr int64_t kRowsAccVectors = 16;        // accumulator vectors per tile (rows schedule)
 constexpr int64_t kRowsMaxStripFloats = 8192;  // per-task padded input rows (rows schedule)
+constexpr int64_t kWideMinChannels = 8;        // output channels per group (wide schedule)
 constexpr int64_t kGemmMinPixels = 16;         // output pixels per image (1x1 as a GEMM)
 
 struct ConvParams {
@@ -93,11 +98,12 @@ PrimExpr OutDim(const PrimExpr& in, const PrimExpr& k, int64_t pad, int64_t dil,
   return FloorDiv(in + PrimExpr(pad) - PrimExpr(dil) * (k - 1) - 1, PrimExpr(stride)) + 1;
 }
 
-absl::StatusOr<StructInfo> InferConv2d(const CallNode& call) {
-  if (absl::Status s = nn_internal::CheckArity(call, 2, kConv2d); !s.ok()) return s;
-  absl::StatusOr<const TensorStructInfoNode*> x = nn_internal::TensorArg(call, 0, kConv2d);
+// The output of conv2d(x, w) with the call's attributes, `w` the weight in
+// OIHW (for conv2d_packed, the weight its panels were packed from).
+absl::StatusOr<StructInfo> InferConv2dOf(const CallNode& call,
+                                         absl::StatusOr<const TensorStructInfoNode*> x,
+                                         absl::StatusOr<const TensorStructInfoNode*> w) {
   if (!x.ok()) return x.status();
-  absl::StatusOr<const TensorStructInfoNode*> w = nn_internal::TensorArg(call, 1, kConv2d);
   if (!w.ok()) return w.status();
   absl::StatusOr<ConvParams> p = ParseConvAttrs(call.attrs);
   if (!p.ok()) return p.status();
@@ -137,6 +143,34 @@ absl::StatusOr<StructInfo> InferConv2d(const CallNode& call) {
     }
   }
   return TensorSInfo({xs[0], ws[0], oh, ow}, dtype);
+}
+
+absl::StatusOr<StructInfo> InferConv2d(const CallNode& call) {
+  if (absl::Status s = nn_internal::CheckArity(call, 2, kConv2d); !s.ok()) return s;
+  return InferConv2dOf(call, nn_internal::TensorArg(call, 0, kConv2d),
+                       nn_internal::TensorArg(call, 1, kConv2d));
+}
+
+// relax.nn.conv2d_packed(x, wp, out_channels=O, <conv2d's attributes>): the
+// convolution with its constant weight packed at compile time
+// (PackConv2dWeights) into the wide schedule's blocks
+// [groups * ceil(O / groups / BO), Cg, KH, KW, BO].
+constexpr char kConv2dPacked[] = "relax.nn.conv2d_packed";
+
+absl::StatusOr<StructInfo> InferConv2dPacked(const CallNode& call) {
+  if (absl::Status s = nn_internal::CheckArity(call, 2, kConv2dPacked); !s.ok()) return s;
+  absl::StatusOr<const TensorStructInfoNode*> wp = nn_internal::TensorArg(call, 1, kConv2dPacked);
+  if (!wp.ok()) return wp.status();
+  const int64_t o = GetIntAttr(call.attrs, "out_channels", -1);
+  const auto& ws = (*wp)->shape;
+  if (o < 1 || !ws.has_value() || ws->size() != 5) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        kConv2dPacked, ": needs out_channels and a weight packed by PackConv2dWeights, got ",
+        ws.has_value() ? ShapeString(*ws) : "?"));
+  }
+  StructInfo w = TensorSInfo({PrimExpr(o), (*ws)[1], (*ws)[2], (*ws)[3]}, (*wp)->dtype);
+  return InferConv2dOf(call, nn_internal::TensorArg(call, 0, kConv2dPacked),
+                       w.as<TensorStructInfoNode>());
 }
 
 // The rows schedule: the register tile is kRowsChannels output channels x
@@ -310,15 +344,19 @@ Stmt ScheduleConv2dRows(const Buffer& X, const Buffer& W, const Buffer& Y, DataT
 // (cpu_gemm.h): a 1x1 kernel, unit strides, no padding, one group, and at
 // least kGemmMinPixels output pixels per image (fewer make it a
 // matrix-vector product, where the packed schedules below do better).
-bool IsPointwiseGemm(const Buffer& X, const Buffer& W, const Buffer& Y, const ConvParams& p) {
+bool IsPointwiseGemm(const std::vector<PrimExpr>& ws, const std::vector<PrimExpr>& ys,
+                     const ConvParams& p) {
   if (p.groups != 1 || p.strides != std::vector<int64_t>{1, 1}) return false;
   for (int64_t pad : p.padding) {
     if (pad != 0) return false;
   }
-  if (!IsConst(W->shape[2], 1) || !IsConst(W->shape[3], 1)) return false;
-  const int64_t *oh = Y->shape[2].as_int(), *ow = Y->shape[3].as_int();
+  if (!IsConst(ws[2], 1) || !IsConst(ws[3], 1)) return false;
+  const int64_t *oh = ys[2].as_int(), *ow = ys[3].as_int();
   return oh == nullptr || ow == nullptr || *oh * *ow >= kGemmMinPixels;
 }
+
+// Output channels per packed block of the wide schedule for `og` per group.
+int64_t WideBlock(int64_t og) { return std::min(kBlock, og); }
 
 // Per image, Y[o][pixel] = sum_c W[o][c] * X[c][pixel]: the pixels of an
 // image are contiguous in X and Y, so B (the image) is read in place or
@@ -437,17 +475,26 @@ absl::StatusOr<Stmt> ScheduleConv2d(const LowerContext& ctx, const std::vector<B
   if (!p.ok()) return p.status();
   const Buffer& X = *x_or;
   const Buffer& W = *w_or;
-  if (outputs.size() != 1 || X->shape.size() != 4 || W->shape.size() != 4 ||
+  // conv2d_packed's weight is the wide schedule's packed blocks.
+  const bool prepacked =
+      ctx.call->op.as<OpNode>() != nullptr && ctx.call->op.as<OpNode>()->name == kConv2dPacked;
+  if (outputs.size() != 1 || X->shape.size() != 4 || W->shape.size() != (prepacked ? 5u : 4u) ||
       outputs[0]->shape.size() != 4) {
     return absl::InvalidArgumentError(
         absl::StrCat(kConv2d, ": expects 4-d data, weight and one 4-d output"));
   }
   const Buffer& Y = outputs[0];
   const DataType acc_t = nn_internal::ComputeType(Y->dtype);
+  if (prepacked && ctx.target.gpu) {
+    return absl::InvalidArgumentError(absl::StrCat(kConv2dPacked, " runs on the CPU only"));
+  }
   if (ctx.target.gpu) return ScheduleConv2dGpu(X, W, Y, acc_t, *p, epilogue, ctx.target.gpu_arch);
-  if (IsPointwiseGemm(X, W, Y, *p)) return ScheduleConv2dAsGemm(X, W, Y, acc_t, epilogue);
+  if (!prepacked && IsPointwiseGemm(W->shape, Y->shape, *p)) {
+    return ScheduleConv2dAsGemm(X, W, Y, acc_t, epilogue);
+  }
   const PrimExpr N = X->shape[0], C = X->shape[1], H = X->shape[2], Wd = X->shape[3];
-  const PrimExpr O = W->shape[0], Cg = W->shape[1], KH = W->shape[2], KW = W->shape[3];
+  // W's dims 1..3 are Cg, KH, KW in both layouts; O is the output's.
+  const PrimExpr O = Y->shape[1], Cg = W->shape[1], KH = W->shape[2], KW = W->shape[3];
   const PrimExpr OH = Y->shape[2], OW = Y->shape[3];
   const PrimExpr G(p->groups);
   const PrimExpr Og = FloorDiv(O, G);
@@ -482,16 +529,17 @@ absl::StatusOr<Stmt> ScheduleConv2d(const LowerContext& ctx, const std::vector<B
   const int64_t* og_const = Og.as_int();
   const int64_t* ow_const = OW.as_int();
   Stmt compute;
-  if (UseRowsSchedule(ow_const, og_const, sw)) {
+  if (!prepacked && UseRowsSchedule(ow_const, og_const, sw)) {
     const RowsTile tile = ChooseRowsTile(*ow_const, *og_const);
     if (!padded) return ScheduleConv2dRows(X, W, Y, acc_t, *p, tile, /*strip=*/false, epilogue);
     if (RowsStripShape(Cg, KH, Wp).has_value()) {
       return ScheduleConv2dRows(X, W, Y, acc_t, *p, tile, /*strip=*/true, epilogue);
     }
     compute = ScheduleConv2dRows(Xp, W, Y, acc_t, *p, tile, /*strip=*/false, epilogue);
-  } else if (og_const == nullptr || *og_const >= 8) {
-    // Wide: packed weights, wt x bo register tile.
-    const int64_t bo = og_const ? std::min(kBlock, *og_const) : kBlock;
+  } else if (prepacked || og_const == nullptr || *og_const >= kWideMinChannels) {
+    // Wide: packed weights (packed here, or at compile time), wt x bo
+    // register tile.
+    const int64_t bo = og_const ? WideBlock(*og_const) : kBlock;
     int64_t wt = 6;
     if (const int64_t* ow = OW.as_int()) {
       // The tile width (4..8) that wastes the fewest columns, larger on ties.
@@ -504,19 +552,21 @@ absl::StatusOr<Stmt> ScheduleConv2d(const LowerContext& ctx, const std::vector<B
     }
     const PrimExpr BO(bo), WT(wt);
     const PrimExpr obg = CeilDiv(Og, bo);
-    Buffer Wpk = MakeBuffer("conv_packed_w", acc_t, {G * obg, Cg, KH, KW, BO});
-    Stmt pack = Loop("pg", G * obg, ForKind::kParallel, [&](const PrimExpr& gob) {
-      PrimExpr g = FloorDiv(gob, obg), ob = FloorMod(gob, obg);
-      return Loop("pc", Cg * KH * KW, ForKind::kSerial, [&](const PrimExpr& r) {
-        std::vector<PrimExpr> i = Unflatten(r, {Cg, KH, KW});
-        return Loop("po", BO, ForKind::kSerial, [&](const PrimExpr& o) {
-          PrimExpr oc = ob * BO + o;
-          PrimExpr v = Load(W, {g * Og + Min(oc, Og - 1), i[0], i[1], i[2]});
-          return Store(Wpk, {gob, i[0], i[1], i[2], o},
-                       Select(LT(oc, Og), Cast(acc_t, v), MakeConst(acc_t, 0)));
+    Buffer Wpk = prepacked ? W : MakeBuffer("conv_packed_w", acc_t, {G * obg, Cg, KH, KW, BO});
+    auto pack = [&] {
+      return Loop("pg", G * obg, ForKind::kParallel, [&](const PrimExpr& gob) {
+        PrimExpr g = FloorDiv(gob, obg), ob = FloorMod(gob, obg);
+        return Loop("pc", Cg * KH * KW, ForKind::kSerial, [&](const PrimExpr& r) {
+          std::vector<PrimExpr> i = Unflatten(r, {Cg, KH, KW});
+          return Loop("po", BO, ForKind::kSerial, [&](const PrimExpr& o) {
+            PrimExpr oc = ob * BO + o;
+            PrimExpr v = Load(W, {g * Og + Min(oc, Og - 1), i[0], i[1], i[2]});
+            return Store(Wpk, {gob, i[0], i[1], i[2], o},
+                         Select(LT(oc, Og), Cast(acc_t, v), MakeConst(acc_t, 0)));
+          });
         });
       });
-    });
+    };
     Stmt body = Loop("cb", N * G * obg * OH, ForKind::kParallel, [&](const PrimExpr& t) {
       std::vector<PrimExpr> i = Unflatten(t, {N, G * obg, OH});
       PrimExpr n = i[0], gob = i[1], oh = i[2];
@@ -535,8 +585,9 @@ absl::StatusOr<Stmt> ScheduleConv2d(const LowerContext& ctx, const std::vector<B
                 PrimExpr ow = Min(wo * WT + w, OW - 1);
                 PrimExpr xv = input(n, g * Cg + c, oh, kh, ow, kw);
                 return Loop("o", BO, ForKind::kVectorized, [&](const PrimExpr& o) {
-                  return Store(acc, {w, o},
-                               Load(acc, {w, o}) + xv * Load(Wpk, {gob, c, kh, kw, o}));
+                  return Store(
+                      acc, {w, o},
+                      Load(acc, {w, o}) + xv * Cast(acc_t, Load(Wpk, {gob, c, kh, kw, o})));
                 });
               });
             });
@@ -552,7 +603,7 @@ absl::StatusOr<Stmt> ScheduleConv2d(const LowerContext& ctx, const std::vector<B
         return Allocate(acc, Seq({zero, red, store}));
       });
     });
-    compute = Allocate(Wpk, Seq({pack, body}));
+    compute = prepacked ? body : Allocate(Wpk, Seq({pack(), body}));
   } else {
     // Narrow (depthwise and thin groups): vectorize over output columns.
     const PrimExpr T(kNarrowTile);
@@ -591,6 +642,54 @@ absl::StatusOr<Stmt> ScheduleConv2d(const LowerContext& ctx, const std::vector<B
 
 }  // namespace
 
+bool Conv2dPacksWeights(const CallNode& call) {
+  const auto* x =
+      call.args.size() == 2 ? call.args[0].struct_info().as<TensorStructInfoNode>() : nullptr;
+  const auto* w = x ? call.args[1].struct_info().as<TensorStructInfoNode>() : nullptr;
+  const auto* y = call.struct_info().as<TensorStructInfoNode>();
+  if (x == nullptr || w == nullptr || y == nullptr || !w->shape.has_value() ||
+      !y->shape.has_value() || w->shape->size() != 4 || y->shape->size() != 4) {
+    return false;
+  }
+  absl::StatusOr<ConvParams> p = ParseConvAttrs(call.attrs);
+  if (!p.ok() || x->dtype != w->dtype || GetDTypeAttr(call.attrs, "out_dtype").has_value()) {
+    return false;
+  }
+  const std::vector<PrimExpr>& ws = *w->shape;
+  for (const PrimExpr& d : ws) {
+    if (d.as_int() == nullptr) return false;
+  }
+  if (IsPointwiseGemm(ws, *y->shape, *p)) return false;
+  const int64_t og = *ws[0].as_int() / p->groups;
+  if (UseRowsSchedule((*y->shape)[3].as_int(), &og, p->strides[1])) return false;
+  return og >= kWideMinChannels;
+}
+
+absl::StatusOr<Tensor> PackConv2dWeights(const Tensor& w, int64_t groups) {
+  if (w->ndim() != 4 || w->device() != Device::Cpu() || groups < 1 || w->shape()[0] % groups) {
+    return absl::InvalidArgumentError("PackConv2dWeights: an OIHW weight on the CPU");
+  }
+  const int64_t o = w->shape()[0], cg = w->shape()[1], kh = w->shape()[2], kw = w->shape()[3];
+  const int64_t og = o / groups, bo = WideBlock(og), obg = (og + bo - 1) / bo;
+  const int64_t shape[] = {groups * obg, cg, kh, kw, bo};
+  TETHER_ASSIGN_OR_RETURN(Tensor out, Tensor::Empty(shape, w->dtype(), Device::Cpu()));
+  const size_t elem = (w->dtype().bits() + 7) / 8;
+  const int64_t taps = cg * kh * kw;
+  const char* src = static_cast<const char*>(w->element_data());
+  char* dst = static_cast<char*>(out->element_data());
+  std::memset(dst, 0, static_cast<size_t>(groups * obg * taps * bo) * elem);
+  for (int64_t g = 0; g < groups; ++g) {
+    for (int64_t oc = 0; oc < og; ++oc) {
+      const int64_t block = g * obg + oc / bo, lane = oc % bo;
+      for (int64_t t = 0; t < taps; ++t) {
+        std::memcpy(dst + static_cast<size_t>((block * taps + t) * bo + lane) * elem,
+                    src + static_cast<size_t>((g * og + oc) * taps + t) * elem, elem);
+      }
+    }
+  }
+  return out;
+}
+
 // Registered from nn.cc with the rest of the family.
 void RegisterConv2dOp() {
   OpInfo info;
@@ -599,6 +698,9 @@ void RegisterConv2dOp() {
   info.num_args = 2;
   info.infer = InferConv2d;
   info.schedule = ScheduleConv2d;
+  RegisterOp(info);
+  info.name = kConv2dPacked;
+  info.infer = InferConv2dPacked;
   RegisterOp(std::move(info));
 }
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "compiler/op/conv2d.h"
 #include "compiler/op/cpu_gemm.h"
 #include "compiler/op/op.h"
 #include "compiler/transform/relax_rewrite.h"
@@ -25,9 +26,28 @@ const ConstantNode* ConstantOf(const Expr& e,
   return nullptr;
 }
 
+// relax.nn.conv2d(x, w) as relax.nn.conv2d_packed where w is a constant
+// and the convolution runs the wide schedule (which would pack w on every
+// call), else `value`.
+Expr PackedConv(const Expr& value, const absl::flat_hash_map<const VarNode*, Expr>& bound) {
+  const auto* call = value.as<CallNode>();
+  if (call->args.size() != 2) return value;
+  const ConstantNode* w = ConstantOf(call->args[1], bound);
+  if (w == nullptr || !w->data->dtype().is_float() || !Conv2dPacksWeights(*call)) return value;
+  absl::StatusOr<Tensor> blocks = PackConv2dWeights(w->data, GetIntAttr(call->attrs, "groups", 1));
+  if (!blocks.ok()) return value;
+  Attrs attrs = call->attrs;
+  attrs["out_channels"] = w->data->shape()[0];
+  Expr packed = MakeCall(GetOp("relax.nn.conv2d_packed"), {call->args[0], MakeConstant(*blocks)},
+                         std::move(attrs));
+  packed->set_struct_info(value.struct_info());
+  return packed;
+}
+
 // relax.matmul(a, w) as relax.matmul_packed, or `value` where w is not a
 // constant float matrix or the product is not a plain one.
 Expr Packed(const Expr& value, const absl::flat_hash_map<const VarNode*, Expr>& bound) {
+  if (CalledOpName(value) == "relax.nn.conv2d") return PackedConv(value, bound);
   if (CalledOpName(value) != "relax.matmul") return value;
   const auto* call = value.as<CallNode>();
   if (call->args.size() != 2 || call->attrs.count("out_dtype")) return value;

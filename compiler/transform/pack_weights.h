@@ -6,7 +6,10 @@
 // place by the micro-kernel. Without this, a weight is read in place only
 // when the panels tile n exactly, with rows n floats apart (a stride the
 // caches handle badly at k in the thousands), and is otherwise packed on
-// every call. A 1x1 convolution of a constant weight on 1x1 images (the
+// every call. A convolution whose CPU schedule packs its weight into
+// blocks of output channels on every call (the wide schedule) becomes
+// relax.nn.conv2d_packed with the blocks packed once (compiler/op/conv2d.h).
+// A 1x1 convolution of a constant weight on 1x1 images (the
 // convolutions of a squeeze-excite block) becomes the same packed product
 // of w^T between two reshapes (views: on 1x1 images [n, c, 1, 1] and
 // [n, c] are the same bytes), instead of a convolution that repacks its

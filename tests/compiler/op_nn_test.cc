@@ -11,8 +11,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "compiler/lower/lower.h"
+#include "compiler/op/conv2d.h"
 #include "gtest/gtest.h"
 #include "tests/compiler/op_test_util.h"
+#include "tests/testing/test_functions.h"
 
 namespace tether::compiler {
 namespace {
@@ -360,6 +362,39 @@ TEST(Conv2dScheduleTest, PointwiseGemmAppliesEpilogueAtEveryPixel) {
         for (int64_t c = 0; c < 9; ++c)
           At4(expected, n, o, h, c) += h * 16 + c + n * 1000 + o * 100;
   optest::ExpectClose(out[0], expected, 1e-3);
+}
+
+// PackConv2dWeights: blocks of BO = min(32, Og) output channels of a
+// group, [groups * blocks, Cg, KH, KW, BO], zero past the group's channels;
+// only calls that run the wide schedule pack.
+TEST(Conv2dScheduleTest, PackedWeightBlocksAndWhichCallsPack) {
+  const int64_t o = 40, cg = 2, groups = 2;  // 20 per group: one block of 20
+  std::vector<float> w(o * cg * 3 * 3);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(i + 1);
+  absl::StatusOr<Tensor> p =
+      PackConv2dWeights(tether::testing::MakeFloatTensor({o, cg, 3, 3}, w), groups);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(std::vector<int64_t>((*p)->shape().begin(), (*p)->shape().end()),
+            (std::vector<int64_t>{2, cg, 3, 3, 20}));
+  std::vector<float> got = tether::testing::ReadFloats(*p);
+  for (int64_t oc = 0; oc < o; ++oc)
+    for (int64_t t = 0; t < cg * 9; ++t) {
+      EXPECT_EQ(got[((oc / 20) * cg * 9 + t) * 20 + oc % 20], w[oc * cg * 9 + t]) << oc;
+    }
+  EXPECT_FALSE(
+      PackConv2dWeights(tether::testing::MakeFloatTensor({3, 1, 1, 1}, {1, 2, 3}), 2).ok());
+  auto packs = [](const Shape& xs, const Shape& ws, const Conv& p) {
+    absl::StatusOr<Expr> call = optest::MakeOpCall("relax.nn.conv2d",
+                                                   {optest::TensorVar("x", optest::Dims(xs), kF32),
+                                                    optest::TensorVar("w", optest::Dims(ws), kF32)},
+                                                   p.attrs());
+    return call.ok() && Conv2dPacksWeights(*call->as<CallNode>());
+  };
+  Conv pad;
+  pad.padding = {1, 1, 1, 1};
+  EXPECT_TRUE(packs({1, 64, 8, 56}, {64, 64, 3, 3}, pad));      // wide
+  EXPECT_FALSE(packs({1, 3, 32, 32}, {16, 3, 3, 3}, pad));      // rows (a stem)
+  EXPECT_FALSE(packs({1, 64, 8, 56}, {64, 64, 1, 1}, Conv{}));  // a 1x1 product
 }
 
 TEST(Conv2dScheduleTest, RowsTilesArePowersOfTwoPastOneVector) {

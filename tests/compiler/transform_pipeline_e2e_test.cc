@@ -148,6 +148,31 @@ TEST(PipelineEndToEndTest, PointwiseConvolutionsOnOnePixelBecomePackedProducts) 
   }
 }
 
+// A convolution that runs the wide schedule gets its constant weight packed
+// at compile time into that schedule's blocks (relax.nn.conv2d_packed): two
+// groups of 40 output channels (a full block of 32 and a partial one),
+// padding, a row of 40 columns. It computes what the "zero" pipeline's
+// unpacked convolution computes.
+TEST(PipelineEndToEndTest, WideConvolutionWeightsArePackedAtCompileTime) {
+  const int64_t c = 16, o = 80, h = 5, wd = 40;
+  std::vector<float> x = Iota(c * h * wd, 0.37f, 0), w = Iota(o * (c / 2) * 9, 0.11f, 0.1f);
+  RawFunction f;
+  Expr xv = f.Param("x", F32({1, c, h, wd}));
+  Attrs attrs = {{"padding", std::vector<int64_t>{1, 1, 1, 1}}, {"groups", int64_t{2}}};
+  Expr conv =
+      f.Bind("conv", Op("relax.nn.conv2d", {xv, testing::ConstF32({o, c / 2, 3, 3}, w)}, attrs));
+  Expr gv = f.Output("gv", Op("relax.nn.relu", {conv}));
+  IRModule module = ModuleOf(f.Finish(gv));
+  absl::StatusOr<std::string> lowered = EmitLoweredIR(module, BuildOptions());
+  ASSERT_TRUE(lowered.ok()) << lowered.status();
+  EXPECT_THAT(*lowered, ::testing::HasSubstr("conv2d_packed")) << *lowered;
+  std::vector<float> want = BuildAndRun(module, "zero", {MakeFloatTensor({1, c, h, wd}, x)});
+  std::vector<float> got = BuildAndRun(module, "default", {MakeFloatTensor({1, c, h, wd}, x)});
+  ASSERT_EQ(want.size(), static_cast<size_t>(o * h * wd));
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-3) << i;
+}
+
 // On a GPU the weights stay as they are: the block GEMM reads plain rows.
 TEST(PipelineEndToEndTest, GpuPipelinesDoNotPackWeights) {
   PipelineOptions gpu;
