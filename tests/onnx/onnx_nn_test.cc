@@ -499,6 +499,29 @@ TEST(OnnxNNTest, ConvTransposeStridesPadsAndOutputPadding) {
       1e-5, 1e-5));
 }
 
+// Kernel == strides without padding (torch's ConvTranspose2d(k=2, s=2)):
+// imported as a 1x1 product and a depth-to-space, no inserted zeros. Two
+// images, rectangular kernels and strides, a bias, and a weight that is an
+// input rather than an initializer (the product is not folded).
+TEST(OnnxNNTest, ConvTransposeWithoutOverlapIsADepthToSpace) {
+  const std::vector<int64_t> xs = {2, 3, 4, 5}, ws = {3, 6, 2, 3};
+  std::vector<float> x = Ramp(120), w = Ramp(108, 0.2f, 5);
+  for (bool weight_input : {false, true}) {
+    auto out = RunNode(
+        "ConvTranspose",
+        {In("x", MakeTensor<float>(xs, x)),
+         weight_input ? In("w", MakeTensor<float>(ws, w)) : Init("w", MakeTensor<float>(ws, w)),
+         Init("b", MakeTensor<float>({6}, {1, -1, 2, -2, 3, -3}))},
+        {MakeIntsAttr("strides", {2, 3}), MakeIntsAttr("kernel_shape", {2, 3})});
+    ASSERT_TRUE(out.ok()) << out.status();
+    std::vector<float> want = RefConvTranspose2d(x, xs, w, ws, {2, 3}, {0, 0}, {1, 1}, 1, 8, 15);
+    const float bias[] = {1, -1, 2, -2, 3, -3};
+    for (size_t i = 0; i < want.size(); ++i) want[i] += bias[(i / (8 * 15)) % 6];
+    EXPECT_TRUE(TensorsNear((*out)[0], MakeTensor<float>({2, 6, 8, 15}, want), 1e-4, 1e-4))
+        << weight_input;
+  }
+}
+
 TEST(OnnxNNTest, ConvTransposeGroupsDilationAndBias) {
   const std::vector<int64_t> xs = {1, 4, 2, 3}, ws = {4, 1, 2, 2};
   std::vector<float> x = Ramp(24), w = Ramp(16, 0.3f, 1);

@@ -316,6 +316,65 @@ ConvertResult ConvertGlobalPool(ConvertContext& ctx, bool is_max) {
 // and convolved (stride 1) with the spatially flipped kernel whose in/out
 // channels are swapped per group. The weight-side ops fold when the weight
 // is an initializer.
+// Whether a 2-D transposed convolution's windows do not overlap (kernel ==
+// strides, no padding, dilation or output padding, one group, a static
+// input): torch's ConvTranspose2d(k=2, s=2) in U-Net and DBNet heads. Each
+// output pixel then takes exactly one input pixel, and the general form
+// below would spend (s*s - 1)/(s*s) of its products on inserted zeros.
+bool IsDepthToSpace(size_t sp, int64_t group, const std::vector<int64_t>& kernel,
+                    const std::vector<int64_t>& strides, const std::vector<int64_t>& dil,
+                    const std::vector<int64_t>& out_pad, const std::vector<int64_t>& pads,
+                    const std::vector<PrimExpr>& xshape) {
+  if (sp != 2 || group != 1 || kernel != strides) return false;
+  for (const std::vector<int64_t>* v : {&dil}) {
+    for (int64_t d : *v) {
+      if (d != 1) return false;
+    }
+  }
+  for (const std::vector<int64_t>* v : {&out_pad, &pads}) {
+    for (int64_t d : *v) {
+      if (d != 0) return false;
+    }
+  }
+  for (const PrimExpr& d : xshape) {
+    if (d.as_int() == nullptr) return false;
+  }
+  return true;
+}
+
+// The non-overlapping transposed convolution as a product and a
+// depth-to-space: Z = conv2d(x, W') 1x1 with W'[(o, a, b), c] = w[c, o, a,
+// b] (the CPU GEMM schedule; the weight side folds), then Z viewed as
+// (N, O, KH, KW, H, W), permuted to (N, O, H, KH, W, KW) and viewed as
+// (N, O, H * KH, W * KW). The permutation is one pass over the output,
+// which the elementwise ops after it (bias, BatchNorm, activation) fuse into.
+ConvertResult ConvTransposeAsDepthToSpace(ConvertContext& ctx, const Expr& x, Expr w,
+                                          const std::vector<PrimExpr>& xshape, int64_t cout,
+                                          const std::vector<int64_t>& kernel) {
+  const int64_t n = *xshape[0].as_int(), c = *xshape[1].as_int(), h = *xshape[2].as_int(),
+                wd = *xshape[3].as_int(), kh = kernel[0], kw = kernel[1];
+  auto shape = [](std::vector<int64_t> dims) {
+    std::vector<PrimExpr> v;
+    for (int64_t d : dims) v.emplace_back(d);
+    return MakeShapeExpr(std::move(v));
+  };
+  TETHER_ASSIGN_OR_RETURN(
+      w, ctx.EmitOp("relax.permute_dims", {w}, {{"axes", std::vector<int64_t>{1, 2, 3, 0}}}));
+  TETHER_ASSIGN_OR_RETURN(w, ctx.EmitOp("relax.reshape", {w, shape({cout * kh * kw, c, 1, 1})}));
+  TETHER_ASSIGN_OR_RETURN(Expr z, ctx.EmitOp("relax.nn.conv2d", {x, w}, {}));
+  TETHER_ASSIGN_OR_RETURN(z, ctx.EmitOp("relax.reshape", {z, shape({n, cout, kh, kw, h, wd})}));
+  TETHER_ASSIGN_OR_RETURN(
+      z, ctx.EmitOp("relax.permute_dims", {z}, {{"axes", std::vector<int64_t>{0, 1, 4, 2, 5, 3}}}));
+  TETHER_ASSIGN_OR_RETURN(Expr y,
+                          ctx.EmitOp("relax.reshape", {z, shape({n, cout, h * kh, wd * kw})}));
+  if (ctx.HasInput(2)) {
+    TETHER_ASSIGN_OR_RETURN(Expr bias, ctx.Input(2));
+    TETHER_ASSIGN_OR_RETURN(bias, ExpandDims(ctx, bias, {1, 2}));
+    TETHER_ASSIGN_OR_RETURN(y, ctx.EmitOp("relax.add", {y, bias}));
+  }
+  return One(y);
+}
+
 ConvertResult ConvertConvTranspose(ConvertContext& ctx) {
   TETHER_ASSIGN_OR_RETURN(std::vector<PrimExpr> in, SpatialDims(ctx, 0));
   TETHER_ASSIGN_OR_RETURN(std::vector<PrimExpr> xshape, InputShape(ctx, 0));
@@ -378,6 +437,9 @@ ConvertResult ConvertConvTranspose(ConvertContext& ctx) {
   }
   TETHER_ASSIGN_OR_RETURN(Expr x, ctx.Input(0));
   TETHER_ASSIGN_OR_RETURN(Expr w, ctx.Input(1));
+  if (IsDepthToSpace(sp, group, kernel, strides, dil, out_pad, pads, xshape)) {
+    return ConvTransposeAsDepthToSpace(ctx, x, w, xshape, *cout_g, kernel);
+  }
   if (sp == 1) {
     TETHER_ASSIGN_OR_RETURN(x, ExpandDims(ctx, x, {2}));
     TETHER_ASSIGN_OR_RETURN(w, ExpandDims(ctx, w, {2}));
