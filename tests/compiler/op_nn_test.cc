@@ -343,8 +343,12 @@ TEST(Conv2dScheduleTest, PointwiseGemmSizes) {
   // 64 pixels: the panels tile the image, read in place; more pixels than
   // output channels, so the row blocks run innermost.
   ExpectConv({1, 40, 8, 8}, {24, 40, 1, 1}, Conv{}, 42);
-  // Rows of 7 (pixel index arithmetic that does not line up with a panel).
-  ExpectConv({1, 16, 7, 7}, {48, 16, 1, 1}, Conv{}, 43);
+  // Rows of 9 (pixel index arithmetic that does not line up with a panel).
+  ExpectConv({1, 16, 9, 9}, {48, 16, 1, 1}, Conv{}, 43);
+  // Rows of 7 are shorter than half a vector: the wide schedule runs them.
+  EXPECT_EQ(Conv2dKernelText({1, 16, 7, 7}, {48, 16, 1, 1}, Conv{}).find("gemm_acc"),
+            std::string::npos);
+  ExpectConv({1, 16, 7, 7}, {48, 16, 1, 1}, Conv{}, 48);
 }
 
 TEST(Conv2dScheduleTest, PointwiseGemmAppliesEpilogueAtEveryPixel) {
