@@ -477,6 +477,8 @@ int main(int argc, char** argv) {
   absl::StatusOr<std::vector<std::string>> models = tether::PrepareModels(*set);
   if (!models.ok()) {
     std::fprintf(stderr, "model_bench: %s\n", models.status().ToString().c_str());
+    std::error_code ec;
+    std::filesystem::remove_all(tether::WorkDir(), ec);
     return 1;
   }
   for (const std::string& m : *models) {
