@@ -141,7 +141,7 @@ class KernelFunctionObj final : public FunctionObj {
   KernelFunctionObj(Ref<Object> library, TetherKernelFn fn, const KernelInfo* info)
       : FunctionObj(info->name), library_(std::move(library)), fn_(fn), info_(info) {}
 
-  absl::StatusOr<Value> Call(ArgSpan args) const override {
+  TETHER_CALLS_GENERATED_CODE absl::StatusOr<Value> Call(ArgSpan args) const override {
     const KernelInfo& k = *info_;
     if (args.size() != k.params.size()) {
       return TypeError("kernel ", k.name, " takes ", k.params.size(), " arguments, got ",

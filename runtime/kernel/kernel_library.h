@@ -65,6 +65,18 @@ typedef int32_t (*TetherKernelFn)(const TetherKernelArg* args, int32_t num_args,
 
 }  // extern "C"
 
+// On a function that calls generated code (a kernel, a compiled VM function)
+// through a pointer: clang's -fsanitize=function checks an indirect call by
+// reading a type signature just before the callee, which generated code does
+// not have; where the callee starts a mapping's first page the read faults
+// (seen on a kernel at the start of a library's text). The calls are checked
+// by the kernel ABI instead (TETHER_KERNEL_ABI_VERSION, the manifest).
+#if defined(__clang__)
+#define TETHER_CALLS_GENERATED_CODE __attribute__((no_sanitize("function")))
+#else
+#define TETHER_CALLS_GENERATED_CODE
+#endif
+
 namespace tether {
 
 // ---- The manifest: which kernels a library holds and their parameters. ------

@@ -12,6 +12,7 @@
 #include "absl/base/optimization.h"
 #include "absl/strings/str_cat.h"
 #include "runtime/core/error.h"
+#include "runtime/kernel/kernel_library.h"
 #include "runtime/kernel/kernel_signature.h"
 #include "runtime/vm/compiled_function.h"
 #include "runtime/vm/local_vm.h"
@@ -141,7 +142,8 @@ absl::Status LocalVirtualMachine::FindCompiledFunction(Index func_index) {
                        symbol, ", is in none of the executable's kernel libraries");
 }
 
-absl::Status LocalVirtualMachine::RunCompiled(size_t entry_depth, Value* result) {
+TETHER_CALLS_GENERATED_CODE absl::Status LocalVirtualMachine::RunCompiled(size_t entry_depth,
+                                                                          Value* result) {
   CompiledActivation activation;
   activation.vm = this;
   activation.frame = frames_.back().get();
