@@ -162,11 +162,20 @@ absl::StatusOr<StructInfo> InferConv2dPacked(const CallNode& call) {
   absl::StatusOr<const TensorStructInfoNode*> wp = nn_internal::TensorArg(call, 1, kConv2dPacked);
   if (!wp.ok()) return wp.status();
   const int64_t o = GetIntAttr(call.attrs, "out_channels", -1);
+  const int64_t g = GetIntAttr(call.attrs, "groups", 1);
   const auto& ws = (*wp)->shape;
-  if (o < 1 || !ws.has_value() || ws->size() != 5) {
+  // The kernel reads the blocks by these extents: they must be exactly
+  // PackConv2dWeights' for out_channels and groups.
+  bool packed = o >= 1 && g >= 1 && o % g == 0 && ws.has_value() && ws->size() == 5;
+  for (size_t i = 0; packed && i < 5; ++i) packed = (*ws)[i].as_int() != nullptr;
+  if (packed) {
+    const int64_t og = o / g, bo = std::min(kBlock, og);
+    packed = *(*ws)[4].as_int() == bo && *(*ws)[0].as_int() == g * ((og + bo - 1) / bo);
+  }
+  if (!packed) {
     return absl::InvalidArgumentError(absl::StrCat(
-        kConv2dPacked, ": needs out_channels and a weight packed by PackConv2dWeights, got ",
-        ws.has_value() ? ShapeString(*ws) : "?"));
+        kConv2dPacked, ": needs out_channels and a weight packed by PackConv2dWeights for ", o,
+        " output channels in ", g, " groups, got ", ws.has_value() ? ShapeString(*ws) : "?"));
   }
   StructInfo w = TensorSInfo({PrimExpr(o), (*ws)[1], (*ws)[2], (*ws)[3]}, (*wp)->dtype);
   return InferConv2dOf(call, nn_internal::TensorArg(call, 0, kConv2dPacked),

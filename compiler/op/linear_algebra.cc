@@ -268,10 +268,13 @@ absl::StatusOr<StructInfo> InferMatmulPacked(const CallNode& call) {
         absl::StrCat(kMatmulPacked, ": the first operand needs a known shape"));
   }
   std::vector<PrimExpr> out = *(*a)->shape;
+  // The kernel reads k of the panels for every k of a: they must agree
+  // before it runs.
   const int64_t* ak = out.back().as_int();
-  if (ak && *ak != *(*bs)[1].as_int()) {
+  if (ak == nullptr || *ak != *(*bs)[1].as_int()) {
     return absl::InvalidArgumentError(
-        absl::StrCat(kMatmulPacked, ": reduction dims differ: ", *ak, " and ", *(*bs)[1].as_int()));
+        absl::StrCat(kMatmulPacked, ": reduction dims differ: ", ToString(out.back()), " and ",
+                     *(*bs)[1].as_int()));
   }
   out.back() = PrimExpr(n);
   return TensorSInfo(std::move(out), (*a)->dtype);

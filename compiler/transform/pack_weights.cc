@@ -53,7 +53,10 @@ Expr Packed(const Expr& value, const absl::flat_hash_map<const VarNode*, Expr>& 
   if (call->args.size() != 2 || call->attrs.count("out_dtype")) return value;
   const ConstantNode* w = ConstantOf(call->args[1], bound);
   const auto* a = call->args[0].struct_info().as<TensorStructInfoNode>();
-  if (w == nullptr || a == nullptr || a->ndim < 1 || !a->shape.has_value()) return value;
+  if (w == nullptr || a == nullptr || a->ndim < 1 || !a->shape.has_value() ||
+      a->shape->back().as_int() == nullptr) {
+    return value;
+  }
   const Tensor& wt = w->data;
   if (wt->ndim() != 2 || !wt->dtype().is_float() || a->dtype != wt->dtype()) return value;
   absl::StatusOr<Tensor> panels = PackGemmPanels(wt);

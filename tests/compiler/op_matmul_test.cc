@@ -136,6 +136,11 @@ TEST(MatmulPackedInferTest, ShapesAndRejections) {
   s = infer({3, 40}, {1, 40, 32}, 50);  // 50 columns need two panels
   ASSERT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.status().message().find("PackGemmPanels"), std::string::npos) << s.status();
+  s = optest::InferOp("relax.matmul_packed",
+                      {optest::TensorVar("a", {Var("m"), Var("k")}, kF32),
+                       optest::TensorVar("bp", optest::Dims({2, 40, 32}), kF32)},
+                      {{"n", int64_t{50}}});
+  ASSERT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);  // k unknown until run time
   s = infer({3, 41}, {2, 40, 32}, 50);
   ASSERT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.status().message().find("reduction dims differ: 41 and 40"), std::string::npos)

@@ -399,6 +399,23 @@ TEST(Conv2dScheduleTest, PackedWeightBlocksAndWhichCallsPack) {
   EXPECT_TRUE(packs({1, 64, 8, 56}, {64, 64, 3, 3}, pad));      // wide
   EXPECT_FALSE(packs({1, 3, 32, 32}, {16, 3, 3, 3}, pad));      // rows (a stem)
   EXPECT_FALSE(packs({1, 64, 8, 56}, {64, 64, 1, 1}, Conv{}));  // a 1x1 product
+  // conv2d_packed checks the blocks against out_channels and groups: a
+  // hand-written call with another layout would read past the weight.
+  auto infer = [](const Shape& wp, int64_t out_channels) {
+    Attrs attrs = Conv{}.attrs();
+    attrs["out_channels"] = out_channels;
+    return optest::InferOp("relax.nn.conv2d_packed",
+                           {optest::TensorVar("x", optest::Dims({1, 8, 6, 40}), kF32),
+                            optest::TensorVar("wp", optest::Dims(wp), kF32)},
+                           attrs);
+  };
+  absl::StatusOr<StructInfo> ok = infer({2, 8, 3, 3, 32}, 40);
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ToString(*ok), "R.Tensor((1, 40, 4, 38), \"float32\")");
+  for (const Shape& bad : {Shape{1, 8, 3, 3, 32}, Shape{2, 8, 3, 3, 16}, Shape{2, 8, 3, 3}}) {
+    absl::StatusOr<StructInfo> s = infer(bad, 40);
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument) << ToString(*s);
+  }
 }
 
 TEST(Conv2dScheduleTest, RowsTilesArePowersOfTwoPastOneVector) {
