@@ -385,18 +385,21 @@ def bert(out_dir):
     p = "encoder.layer.0"
     s = "/encoder/layer.0/attention/self"
 
+    def leading_dims(t):
+        # x.size(0), x.size(1) as torch traces them: Shape, Gather, Unsqueeze each.
+        dims = []
+        for i in (0, 1):
+            shape = g.op("Shape", [t], s)
+            d = g.op("Gather", [shape, g.const(np.array(i, I64), s)], s, axis=0)
+            dims.append(d)
+        return [g.op("Unsqueeze", [d, g.const(np.array([0], I64), s)], s) for d in dims]
+
     def split_heads(t):
         # transpose_for_scores: x.size()[:-1] + (heads, head) as torch traces it.
-        sc = s
-        shape = g.op("Shape", [t], sc)
-        d0 = g.op("Gather", [shape, g.const(np.array(0, I64), sc)], sc, axis=0)
-        shape1 = g.op("Shape", [t], sc)
-        d1 = g.op("Gather", [shape1, g.const(np.array(1, I64), sc)], sc, axis=0)
-        u0 = g.op("Unsqueeze", [d0, g.const(np.array([0], I64), sc)], sc)
-        u1 = g.op("Unsqueeze", [d1, g.const(np.array([0], I64), sc)], sc)
-        new_shape = g.op("Concat", [u0, u1, g.const(np.array([heads], I64), sc),
-                                    g.const(np.array([head], I64), sc)], sc, axis=0)
-        return g.op("Reshape", [t, new_shape], sc, allowzero=0)
+        new_shape = g.op("Concat", leading_dims(t) + [g.const(np.array([heads], I64), s),
+                                                      g.const(np.array([head], I64), s)],
+                         s, axis=0)
+        return g.op("Reshape", [t, new_shape], s, allowzero=0)
 
     q = linear(g, "x", hidden, hidden, f"{s}/query", f"{p}.attention.self.query")
     k = linear(g, "x", hidden, hidden, f"{s}/key", f"{p}.attention.self.key")
@@ -414,13 +417,7 @@ def bert(out_dir):
     probs = g.op("Softmax", [scores], s, axis=-1)
     ctx = g.op("MatMul", [probs, v], s)
     ctx = g.op("Transpose", [ctx], s, perm=[0, 2, 1, 3])
-    shape = g.op("Shape", [ctx], s)
-    d0 = g.op("Gather", [shape, g.const(np.array(0, I64), s)], s, axis=0)
-    shape1 = g.op("Shape", [ctx], s)
-    d1 = g.op("Gather", [shape1, g.const(np.array(1, I64), s)], s, axis=0)
-    u0 = g.op("Unsqueeze", [d0, g.const(np.array([0], I64), s)], s)
-    u1 = g.op("Unsqueeze", [d1, g.const(np.array([0], I64), s)], s)
-    merged = g.op("Concat", [u0, u1, g.const(np.array([hidden], I64), s)], s, axis=0)
+    merged = g.op("Concat", leading_dims(ctx) + [g.const(np.array([hidden], I64), s)], s, axis=0)
     ctx = g.op("Reshape", [ctx, merged], s, allowzero=0)
     o = "/encoder/layer.0/attention/output"
     a = linear(g, ctx, hidden, hidden, f"{o}/dense", f"{p}.attention.output.dense")

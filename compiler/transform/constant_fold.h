@@ -2,10 +2,10 @@
 // tensor arguments are all constants are evaluated at compile time — the
 // call is lowered to a kernel (compiler/lower/lower.h), compiled for the
 // host and run in this process (compiler/backend/llvm/jit.h), in waves of
-// one library each — and the binding becomes an R.const. Also folds R.shape_of of a tensor with a static shape
-// into R.shape([...]) and TupleGetItem of a literal tuple whose field is a
-// literal (constant, shape, prim value). Folding cascades: a binding folded
-// to a constant makes its users candidates.
+// one library each — and the binding becomes an R.const. Also folds R.shape_of of a tensor with a
+// static shape into R.shape([...]) and TupleGetItem of a literal tuple whose field is a literal
+// (constant, shape, prim value). Folding cascades: a binding folded to a constant makes its users
+// candidates.
 //
 // What is not folded (left as it is, never an error): calls with a
 // non-constant tensor argument, tuple outputs, results whose shape is not
