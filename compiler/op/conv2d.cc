@@ -678,6 +678,13 @@ bool Conv2dPacksWeights(const CallNode& call) {
   return og >= kWideMinChannels;
 }
 
+bool Conv2dIsPlainProduct(const Attrs& attrs) {
+  absl::StatusOr<ConvParams> p = ParseConvAttrs(attrs);
+  if (!p.ok() || p->groups != 1 || p->strides != std::vector<int64_t>{1, 1}) return false;
+  if (GetDTypeAttr(attrs, "out_dtype").has_value()) return false;
+  return std::all_of(p->padding.begin(), p->padding.end(), [](int64_t v) { return v == 0; });
+}
+
 absl::StatusOr<Tensor> PackConv2dWeights(const Tensor& w, int64_t groups) {
   if (w->ndim() != 4 || w->device() != Device::Cpu() || groups < 1 || w->shape()[0] % groups) {
     return absl::InvalidArgumentError("PackConv2dWeights: an OIHW weight on the CPU");

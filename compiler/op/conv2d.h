@@ -22,6 +22,11 @@ namespace tether::compiler {
 // least 8 output channels per group, no out_dtype.
 bool Conv2dPacksWeights(const CallNode& call);
 
+// Whether conv2d's attributes make it a plain product per pixel: unit
+// strides, no padding, one group, the default layouts, no out_dtype (with
+// a 1x1 kernel, W[o][c] times the image as a [c][pixel] matrix).
+bool Conv2dIsPlainProduct(const Attrs& attrs);
+
 // The OIHW weight `w` as the wide schedule's blocks
 // [groups * ceil(Og / BO), Cg, KH, KW, BO], BO = min(32, Og) output
 // channels each, zero past a group's channels. INVALID_ARGUMENT for a

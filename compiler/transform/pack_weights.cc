@@ -3,7 +3,6 @@
 
 #include <cstring>
 #include <string>
-#include <variant>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -72,30 +71,6 @@ bool IsOne(const PrimExpr& e) {
   return v != nullptr && *v == 1;
 }
 
-// The attributes of a conv2d that is a plain product: unit strides, no
-// padding, one group, the default layouts.
-bool IsPlainPointwise(const Attrs& attrs) {
-  auto ints = [&](const char* key, std::vector<int64_t> def) {
-    auto it = attrs.find(key);
-    if (it == attrs.end()) return def;
-    const auto* v = std::get_if<std::vector<int64_t>>(&it->second);
-    return v == nullptr ? std::vector<int64_t>{-1} : *v;
-  };
-  if (GetIntAttr(attrs, "groups", 1) != 1 || attrs.count("out_dtype")) return false;
-  const std::vector<int64_t> strides = ints("strides", {1, 1}), padding = ints("padding", {0});
-  if (strides != std::vector<int64_t>{1, 1} && strides != std::vector<int64_t>{1}) return false;
-  for (int64_t p : padding) {
-    if (p != 0) return false;
-  }
-  for (const char* key : {"data_layout", "kernel_layout", "out_layout"}) {
-    auto it = attrs.find(key);
-    if (it == attrs.end()) continue;
-    const auto* v = std::get_if<std::string>(&it->second);
-    if (v == nullptr || *v != (std::string(key) == "kernel_layout" ? "OIHW" : "NCHW")) return false;
-  }
-  return true;
-}
-
 // conv2d(x, w) of a 1x1 constant weight on 1x1 images (a squeeze-excite
 // block's convolutions, a classifier head written as a convolution): a
 // matrix-vector product per image, which the convolution schedules run with
@@ -107,7 +82,7 @@ std::vector<Binding> PointwiseAsProduct(const Binding& b,
                                         bool dataflow) {
   if (CalledOpName(b.value) != "relax.nn.conv2d") return {};
   const auto* call = b.value.as<CallNode>();
-  if (call->args.size() != 2 || !IsPlainPointwise(call->attrs)) return {};
+  if (call->args.size() != 2 || !Conv2dIsPlainProduct(call->attrs)) return {};
   const ConstantNode* w = ConstantOf(call->args[1], bound);
   const auto* x = call->args[0].struct_info().as<TensorStructInfoNode>();
   if (w == nullptr || x == nullptr || !x->shape.has_value() || x->shape->size() != 4) return {};
