@@ -92,6 +92,7 @@ absl::StatusOr<const CudaDriver*> Load() {
   TETHER_CUDA_RESOLVE(cuModuleLoadDataEx);
   TETHER_CUDA_RESOLVE(cuModuleUnload);
   TETHER_CUDA_RESOLVE(cuModuleGetFunction);
+  TETHER_CUDA_RESOLVE(cuFuncSetAttribute);
   TETHER_CUDA_RESOLVE(cuLaunchKernel);
 #undef TETHER_CUDA_RESOLVE
   if (!missing.empty()) {

@@ -84,6 +84,16 @@ enum CUdevice_attribute : int {
   CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR = 39,
   CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75,
   CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76,
+  // The most shared memory a block may have once its function opts in
+  // (CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES).
+  CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97,
+};
+
+// CUfunction_attribute values (cuda.h) that cuFuncSetAttribute sets.
+enum CUfunction_attribute : int {
+  // Dynamic shared memory a launch of the function may ask for; above 48 KiB
+  // a function must set it before such a launch.
+  CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8,
 };
 
 // CUjit_option values (cuda.h): options of cuModuleLoadDataEx. A log buffer's
@@ -140,6 +150,7 @@ struct CudaDriver {
                                  CUjit_option* options, void** option_values);
   CUresult (*cuModuleUnload)(CUmodule module);
   CUresult (*cuModuleGetFunction)(CUfunction* function, CUmodule module, const char* name);
+  CUresult (*cuFuncSetAttribute)(CUfunction function, CUfunction_attribute attrib, int value);
   // The legacy-default-stream entry point (not the _ptsz one).
   CUresult (*cuLaunchKernel)(CUfunction f, unsigned int grid_x, unsigned int grid_y,
                              unsigned int grid_z, unsigned int block_x, unsigned int block_y,

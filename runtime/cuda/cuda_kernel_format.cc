@@ -160,6 +160,12 @@ absl::Status LineError(int line, absl::string_view what) {
   return ValueError("cuda kernel manifest line ", line, ": ", what);
 }
 
+// A `shared` line where no launch line comes right before it.
+absl::Status CheckNotShared(const std::vector<absl::string_view>& words, int line) {
+  if (words.empty() || words[0] != "shared") return absl::OkStatus();
+  return LineError(line, "a shared line must come right after a launch line");
+}
+
 std::vector<absl::string_view> Words(absl::string_view line) {
   return absl::StrSplit(line, absl::ByAnyChar(" \t\r"), absl::SkipEmpty());
 }
@@ -286,6 +292,9 @@ std::string FormatCudaManifest(const std::vector<CudaKernelInfo>& kernels) {
       absl::StrAppend(&out, "launch ", l.entry, " ", l.block, " ", l.count.size());
       for (const std::string& t : l.count) absl::StrAppend(&out, " ", t);
       absl::StrAppend(&out, "\n");
+      if (l.dynamic_shared_bytes != 0) {
+        absl::StrAppend(&out, "shared ", l.dynamic_shared_bytes, "\n");
+      }
     }
   }
   absl::StrAppend(&out, "end\n");
@@ -308,6 +317,11 @@ absl::StatusOr<std::vector<CudaKernelInfo>> ParseCudaManifest(absl::string_view 
     ++i;
     return true;
   };
+  // Whether a line is a `shared` line (checked before it is taken).
+  auto is_shared = [](absl::string_view text) {
+    std::vector<absl::string_view> words = Words(text);
+    return !words.empty() && words[0] == "shared";
+  };
   bool ended = false;
   std::vector<absl::string_view> w;
   int line = 0;
@@ -317,6 +331,7 @@ absl::StatusOr<std::vector<CudaKernelInfo>> ParseCudaManifest(absl::string_view 
       break;
     }
     if (w.empty()) continue;  // blank lines between kernels
+    TETHER_RETURN_IF_ERROR(CheckNotShared(w, line));
     if (w[0] != "kernel") return LineError(line, "expected kernel or end");
     if (w.size() != 4 && w.size() != 5) {
       return LineError(line, "expected kernel <name> <parameters> <launches> [<scratch>]");
@@ -346,6 +361,7 @@ absl::StatusOr<std::vector<CudaKernelInfo>> ParseCudaManifest(absl::string_view 
       if (!next(&w, &line)) {
         return LineError(kernel_line, absl::StrCat("kernel ", k.name, " is missing parameter ", p));
       }
+      TETHER_RETURN_IF_ERROR(CheckNotShared(w, line));
       CudaParamInfo info;
       if (w.size() == 1 && w[0] == "int64") {
         k.params.push_back(std::move(info));
@@ -379,6 +395,7 @@ absl::StatusOr<std::vector<CudaKernelInfo>> ParseCudaManifest(absl::string_view 
       if (!next(&w, &line)) {
         return LineError(kernel_line, absl::StrCat("kernel ", k.name, " is missing scratch ", b));
       }
+      TETHER_RETURN_IF_ERROR(CheckNotShared(w, line));
       if (w.size() < 4 || w[0] != "scratch") {
         return LineError(line, absl::StrCat("expected scratch ", b, " of kernel ", k.name,
                                             ": scratch <dtype> <n> <tokens...>"));
@@ -397,6 +414,7 @@ absl::StatusOr<std::vector<CudaKernelInfo>> ParseCudaManifest(absl::string_view 
       if (!next(&w, &line)) {
         return LineError(kernel_line, absl::StrCat("kernel ", k.name, " is missing launch ", l));
       }
+      TETHER_RETURN_IF_ERROR(CheckNotShared(w, line));
       if (w.size() < 4 || w[0] != "launch") {
         return LineError(line, absl::StrCat("expected launch ", l, " of kernel ", k.name,
                                             ": launch <entry> <block> <n> <tokens...>"));
@@ -414,6 +432,22 @@ absl::StatusOr<std::vector<CudaKernelInfo>> ParseCudaManifest(absl::string_view 
       launch.block = static_cast<int>(block);
       TETHER_RETURN_IF_ERROR(
           ParseProgram(w, 3, "count", /*min_length=*/0, k.params, line, &launch.count));
+      // An optional `shared <bytes>` line right after it, at most one.
+      if (i < lines.size() && is_shared(lines[i])) {
+        next(&w, &line);
+        if (w.size() != 2 || !ParseDecimal(w[1], false, &launch.dynamic_shared_bytes) ||
+            launch.dynamic_shared_bytes < 1 ||
+            launch.dynamic_shared_bytes > kCudaMaxDynamicSharedBytes) {
+          return LineError(
+              line, absl::StrCat("bad shared line \"", absl::StrJoin(w, " "), "\" for launch ",
+                                 launch.entry, " (expected shared <bytes>, 1 to ",
+                                 kCudaMaxDynamicSharedBytes, ")"));
+        }
+        if (i < lines.size() && is_shared(lines[i])) {
+          return LineError(static_cast<int>(i) + 1,
+                           absl::StrCat("a second shared line for launch ", launch.entry));
+        }
+      }
       k.launches.push_back(std::move(launch));
     }
     kernels.push_back(std::move(k));

@@ -23,6 +23,13 @@ namespace {
 // Grid-stride loops: more blocks than this per SM only add scheduling work.
 constexpr int64_t kBlocksPerSm = 32;
 
+// The device's name for messages ("NVIDIA H100 80GB HBM3").
+std::string DeviceName(const cuda::CudaDriver& driver, cuda::CUdevice dev) {
+  char name[256] = {};
+  if (driver.cuDeviceGetName(name, sizeof(name) - 1, dev) != cuda::CUDA_SUCCESS) name[0] = 0;
+  return name[0] != 0 ? name : "unknown name";
+}
+
 }  // namespace
 
 // The library loaded on one device: its CUmodule (unloaded on destruction),
@@ -89,13 +96,10 @@ absl::StatusOr<DeviceModulePtr> LoadDeviceModule(Device device, const std::strin
     if (img.sm <= sm) image = &img;
   }
   if (image == nullptr) {
-    char name[256] = {};
-    if (driver->cuDeviceGetName(name, sizeof(name) - 1, dev) != cuda::CUDA_SUCCESS) name[0] = 0;
     std::vector<std::string> have;
     for (const CudaImage& img : images) have.push_back(absl::StrCat("sm_", img.sm));
     return PreconditionError("kernel library has PTX for ", absl::StrJoin(have, ", "), "; ",
-                             device.ToString(), " (", name[0] != 0 ? name : "unknown name",
-                             ") is sm_", sm);
+                             device.ToString(), " (", DeviceName(*driver, dev), ") is sm_", sm);
   }
 
   // The JIT writes its diagnostics into the log; the size option comes back
@@ -123,9 +127,11 @@ absl::StatusOr<DeviceModulePtr> LoadDeviceModule(Device device, const std::strin
   loaded->sm_count = std::max(sms, 1);
   loaded->scratch = memory::CreateAllocator(device, memory::AllocatorType::kPooled);
   loaded->functions.resize(kernels.size());
+  int shared_optin = -1;  // the device's opt-in limit, read on first need
   for (size_t k = 0; k < kernels.size(); ++k) {
     for (size_t l = 0; l < kernels[k].launches.size(); ++l) {
-      const std::string& entry = kernels[k].launches[l].entry;
+      const CudaLaunchInfo& launch = kernels[k].launches[l];
+      const std::string& entry = launch.entry;
       cuda::CUfunction fn = nullptr;
       r = driver->cuModuleGetFunction(&fn, module, entry.c_str());
       if (r == cuda::CUDA_ERROR_NOT_FOUND) {
@@ -133,6 +139,26 @@ absl::StatusOr<DeviceModulePtr> LoadDeviceModule(Device device, const std::strin
                           " (kernel ", kernels[k].name, " launch ", l, ")");
       }
       TETHER_RETURN_IF_ERROR(call(r, absl::StrCat("cuModuleGetFunction(", entry, ")")));
+      // Past 48 KiB of dynamic shared memory a function must opt in, up to
+      // the device's limit; a launch without it would fail at every call.
+      const int64_t shared = launch.dynamic_shared_bytes;
+      if (shared > kCudaDefaultDynamicSharedBytes) {
+        if (shared_optin < 0) {
+          TETHER_RETURN_IF_ERROR(
+              attr(cuda::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, &shared_optin));
+        }
+        if (shared > shared_optin) {
+          return OutOfMemoryError("kernel ", kernels[k].name, " launch ", entry, " asks for ",
+                                  shared, " bytes of dynamic shared memory; ", device.ToString(),
+                                  " (", DeviceName(*driver, dev), ", sm_", sm, ") allows at most ",
+                                  shared_optin, " bytes a block");
+        }
+        TETHER_RETURN_IF_ERROR(call(
+            driver->cuFuncSetAttribute(fn, cuda::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                       static_cast<int>(shared)),
+            absl::StrCat("cuFuncSetAttribute(", entry, ", max dynamic shared memory ", shared,
+                         " bytes)")));
+      }
       loaded->functions[k].push_back(fn);
     }
   }
@@ -184,15 +210,20 @@ absl::Status LaunchKernel(const CudaKernelInfo& k, size_t kernel_index, const De
       if (count <= 0) continue;  // an empty (or negative) loop runs no iteration
       blocks = std::min((count - 1) / launch.block + 1, max_blocks);
     }
-    cuda::CUresult r = driver.cuLaunchKernel(
-        module.functions[kernel_index][l], static_cast<unsigned int>(blocks), 1, 1,
-        static_cast<unsigned int>(launch.block), 1, 1, /*shared_mem_bytes=*/0, stream,
-        params.empty() ? nullptr : params.data(), /*extra=*/nullptr);
+    cuda::CUresult r =
+        driver.cuLaunchKernel(module.functions[kernel_index][l], static_cast<unsigned int>(blocks),
+                              1, 1, static_cast<unsigned int>(launch.block), 1, 1,
+                              static_cast<unsigned int>(launch.dynamic_shared_bytes), stream,
+                              params.empty() ? nullptr : params.data(), /*extra=*/nullptr);
     if (r != cuda::CUDA_SUCCESS) {
       return cuda::CudaStatus(
           driver, r,
           absl::StrCat("cuLaunchKernel(", launch.entry, ", ", blocks, " blocks of ", launch.block,
-                       " threads) of kernel ", k.name),
+                       " threads",
+                       launch.dynamic_shared_bytes > 0
+                           ? absl::StrCat(", ", launch.dynamic_shared_bytes, " shared bytes")
+                           : "",
+                       ") of kernel ", k.name),
           module.device);
     }
   }

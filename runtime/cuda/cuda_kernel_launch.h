@@ -30,9 +30,12 @@ struct DeviceModuleDeleter {
 };
 using DeviceModulePtr = std::unique_ptr<DeviceModule, DeviceModuleDeleter>;
 
-// Loads the best image of `images` (sorted by sm) for `device` and resolves
-// every launch entry of `kernels`. FAILED_PRECONDITION when no image fits the
-// device; the driver's errors (with the JIT log) otherwise.
+// Loads the best image of `images` (sorted by sm) for `device`, resolves
+// every launch entry of `kernels` and opts each entry whose launch asks for
+// more than 48 KiB of dynamic shared memory in to that much.
+// FAILED_PRECONDITION when no image fits the device; RESOURCE_EXHAUSTED when
+// a launch asks for more dynamic shared memory than the device gives a block;
+// the driver's errors (with the JIT log) otherwise.
 absl::StatusOr<DeviceModulePtr> LoadDeviceModule(Device device, const std::string& target,
                                                  const std::vector<CudaImage>& images,
                                                  const std::vector<CudaKernelInfo>& kernels);

@@ -54,7 +54,18 @@ struct CudaLaunchInfo {
   std::string entry;               // the PTX .entry name
   int block = 256;                 // threads per block, 1..1024
   std::vector<std::string> count;  // postfix tokens; empty = unknown
+  // Bytes of dynamic shared memory (the PTX's `.extern .shared` array) each
+  // block gets: 0 (none) or 1 to kCudaMaxDynamicSharedBytes. Above 48 KiB the
+  // loader opts the entry in (cuFuncSetAttribute), refusing a device that
+  // allows less.
+  int64_t dynamic_shared_bytes = 0;
 };
+
+// The most dynamic shared memory a launch may ask for: 227 KiB, what sm_90
+// gives a block that opts in (the most of any NVIDIA GPU today).
+inline constexpr int64_t kCudaMaxDynamicSharedBytes = 232448;
+// Up to this much a launch needs no opt-in (cuFuncSetAttribute).
+inline constexpr int64_t kCudaDefaultDynamicSharedBytes = 48 << 10;
 
 // A device buffer the launcher allocates for one call (a kernel's scratch:
 // partial results one launch writes and a later one reads), 1-D, of `count`
@@ -76,7 +87,8 @@ struct CudaKernelInfo {
 std::string FormatCudaManifest(const std::vector<CudaKernelInfo>& kernels);
 // Parses manifest text defensively: INVALID_ARGUMENT naming the line for
 // anything malformed (unknown keyword or dtype, bad counts or tokens, a
-// reference to a later or missing parameter, duplicate kernels, ...).
+// reference to a later or missing parameter, duplicate kernels, a `shared`
+// line out of place or out of range, ...).
 absl::StatusOr<std::vector<CudaKernelInfo>> ParseCudaManifest(absl::string_view text);
 
 // The blob bytes ("TPTX" container) of `images` (sorted by sm, distinct) and

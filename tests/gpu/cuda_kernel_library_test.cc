@@ -1,8 +1,10 @@
 // Tests of CUDA kernel libraries (format "ptx") on a real GPU: a hand-written
 // PTX module wrapped in a blob with its manifest, launched through the
 // library's Functions and through a VM, checked against host math; image
-// selection, JIT errors and a faulting kernel. Each test skips when no CUDA
-// device is present (no driver, or zero devices).
+// selection, JIT errors, dynamic shared memory past 48 KiB and a faulting
+// kernel. Each test skips when no CUDA device is present (no driver, or zero
+// devices). The dynamic shared memory tests also run against the stand-in
+// driver (testing/fake_libcuda.c) in the ctest server.gpu_fake_dynamic_shared.
 #include "runtime/cuda/cuda_kernel_library.h"
 
 #include <cstdint>
@@ -15,6 +17,7 @@
 #include "absl/strings/str_replace.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "runtime/core/error.h"
 #include "runtime/core/tensor.h"
 #include "runtime/device/device_api.h"
 #include "runtime/vm/exec_builder.h"
@@ -44,6 +47,43 @@ const std::string& Manifest() {
 
 vm::KernelLibraryBlob Blob(std::vector<CudaImage> images, absl::string_view manifest = Manifest()) {
   return MakeCudaKernelLibraryBlob("cuda -arch=sm_75", images, manifest);
+}
+
+// shared_size(out): thread 0 writes the dynamic shared memory its block got
+// into the last word of that memory, reads it back and stores it to out[0]
+// (so the block really has that much). Checked with `ptxas -arch=sm_75` and
+// `-arch=sm_90`.
+std::string SharedSizePtx() {
+  return testing::PtxModule(R"(
+.extern .shared .align 16 .b8 dyn_smem[];
+
+.visible .entry shared_size_k0(.param .u64 out, .param .u64 out_d0)
+{
+  .reg .b32 %r<3>;
+  .reg .b64 %rd<4>;
+  ld.param.u64 %rd1, [out];
+  cvta.to.global.u64 %rd1, %rd1;
+  mov.u32 %r1, %dynamic_smem_size;
+  mov.u64 %rd2, dyn_smem;
+  cvt.u64.u32 %rd3, %r1;
+  add.s64 %rd2, %rd2, %rd3;
+  st.volatile.shared.u32 [%rd2+-4], %r1;
+  ld.volatile.shared.u32 %r2, [%rd2+-4];
+  st.global.u32 [%rd1], %r2;
+  ret;
+}
+)");
+}
+
+// The manifest of shared_size, launched with `bytes` of dynamic shared memory.
+std::string SharedSizeManifest(int64_t bytes) {
+  return absl::StrCat(
+      "tether-cuda-manifest 1\n"
+      "kernel shared_size 1 1\n"
+      "tensor int32 1 *\n"
+      "launch shared_size_k0 1 1 1\n"
+      "shared ",
+      bytes, "\nend\n");
 }
 
 class CudaKernelLibraryGpuTest : public ::testing::Test {
@@ -84,6 +124,19 @@ class CudaKernelLibraryGpuTest : public ::testing::Test {
     std::vector<float> v(n);
     for (size_t i = 0; i < n; ++i) v[i] = scale * static_cast<float>(i % 1000) + 0.25f;
     return v;
+  }
+
+  // Runs shared_size with `bytes` of dynamic shared memory: what the kernel
+  // saw, or the call's error.
+  static absl::StatusOr<int32_t> SharedSize(int64_t bytes) {
+    Function f = Kernel(Blob({{75, SharedSizePtx()}}, SharedSizeManifest(bytes)), "shared_size");
+    if (!f) return absl::InternalError("no shared_size kernel");
+    std::vector<int64_t> shape = {1};
+    TETHER_ASSIGN_OR_RETURN(Tensor out, Tensor::Empty(shape, DataType::Int(32), Device::Cuda(0)));
+    TETHER_RETURN_IF_ERROR(f.Call(out).status());
+    int32_t got = -1;
+    TETHER_RETURN_IF_ERROR(out.CopyToBytes(&got, sizeof(got)));
+    return got;
   }
 };
 
@@ -164,6 +217,32 @@ TEST_F(CudaKernelLibraryGpuTest, InvalidPtxCarriesTheJitLog) {
   EXPECT_THAT(r.status().message(), HasSubstr("cuModuleLoadDataEx(ptx for sm_75"));
   EXPECT_THAT(r.status().message(), HasSubstr("jit log: "));
   EXPECT_THAT(r.status().message(), HasSubstr("syntax error"));
+}
+
+// Past 48 KiB a launch works only once its function opts in
+// (cuFuncSetAttribute); 64 KiB is within every GPU's opt-in limit from sm_75.
+TEST_F(CudaKernelLibraryGpuTest, LaunchGetsItsDynamicSharedMemoryPast48KiB) {
+  for (int64_t bytes : {int64_t{1024}, int64_t{65536}}) {
+    absl::StatusOr<int32_t> got = SharedSize(bytes);
+    ASSERT_TRUE(got.ok()) << bytes << " bytes: " << got.status();
+    EXPECT_EQ(*got, bytes);
+  }
+}
+
+// 227 KiB runs where the device gives a block that much (sm_90, sm_100) and
+// is RESOURCE_EXHAUSTED naming both sizes elsewhere (the stand-in driver
+// gives 99 KiB, as sm_86 does).
+TEST_F(CudaKernelLibraryGpuTest, DynamicSharedMemoryPastTheDevicesLimitIsResourceExhausted) {
+  absl::StatusOr<int32_t> got = SharedSize(kCudaMaxDynamicSharedBytes);
+  if (got.ok()) {
+    EXPECT_EQ(*got, kCudaMaxDynamicSharedBytes);
+    return;
+  }
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kResourceExhausted) << got.status();
+  EXPECT_THAT(got.status().message(),
+              HasSubstr("kernel shared_size launch shared_size_k0 asks for 232448 bytes of "
+                        "dynamic shared memory; cuda:0 ("));
+  EXPECT_THAT(got.status().message(), HasSubstr(") allows at most "));
 }
 
 TEST_F(CudaKernelLibraryGpuTest, ChecksDimsOfRealTensors) {

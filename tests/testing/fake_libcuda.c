@@ -1,13 +1,18 @@
 // A stand-in for NVIDIA's libcuda.so.1 where no GPU exists (CI): device
-// memory is host memory, and of kernels it knows two by name, the ones of
+// memory is host memory, and of kernels it knows three by name: the ones of
 // testing::AddAndStoreNullPtx — add_k0 runs on the host, and store_null_k0
 // with a null address is a sticky fault: every later call of this process
 // fails with CUDA_ERROR_ILLEGAL_ADDRESS (700), as the driver does after a
-// kernel faults. Loaded through LD_LIBRARY_PATH by the ctest
-// server.gpu_fault_isolation (tests/CMakeLists.txt), so the isolated-session
-// fault path (CudaIsolationGpuTest) runs on every CI machine; on a GPU the
-// same test runs against the real driver. It covers only the calls the
-// runtime makes (runtime/cuda/cuda_driver.h).
+// kernel faults — and shared_size_k0, which stores the dynamic shared memory
+// it was launched with to its int32 argument, or fails the launch with
+// CUDA_ERROR_INVALID_VALUE (1) when that is more than its function allows
+// (48 KiB unless cuFuncSetAttribute raised it), as the driver does. Loaded
+// through LD_LIBRARY_PATH by the ctests server.gpu_fault_isolation and
+// server.gpu_fake_dynamic_shared (tests/CMakeLists.txt), so the
+// isolated-session fault path (CudaIsolationGpuTest) and the launcher's
+// dynamic shared memory run on every CI machine; on a GPU the same tests run
+// against the real driver. It covers only the calls the runtime makes
+// (runtime/cuda/cuda_driver.h).
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +20,13 @@
 
 typedef int CUresult;
 static int sticky = 0;
+// The opt-in shared memory limit a block has (attribute 97), as on an sm_86
+// GPU: less than the 227 KiB a manifest may ask for, so the launcher's
+// refusal runs here too.
+enum { kSharedOptin = 101376, kSharedDefault = 48 << 10 };
+// What shared_size_k0 may be launched with (CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_
+// SHARED_SIZE_BYTES); a module load starts it afresh.
+static int shared_size_max = kSharedDefault;
 #define STICKY()            \
   do {                      \
     if (sticky) return 700; \
@@ -29,11 +41,15 @@ CUresult cuDriverGetVersion(int* v) {
   return 0;
 }
 CUresult cuGetErrorName(CUresult e, const char** s) {
-  *s = e == 700 ? "CUDA_ERROR_ILLEGAL_ADDRESS" : "CUDA_ERROR_UNKNOWN";
+  *s = e == 700 ? "CUDA_ERROR_ILLEGAL_ADDRESS"
+       : e == 1 ? "CUDA_ERROR_INVALID_VALUE"
+                : "CUDA_ERROR_UNKNOWN";
   return 0;
 }
 CUresult cuGetErrorString(CUresult e, const char** s) {
-  *s = e == 700 ? "an illegal memory access was encountered" : "unknown error";
+  *s = e == 700 ? "an illegal memory access was encountered"
+       : e == 1 ? "invalid argument"
+                : "unknown error";
   return 0;
 }
 CUresult cuDeviceGet(int* d, int o) {
@@ -66,6 +82,9 @@ CUresult cuDeviceGetAttribute(int* v, int a, int d) {
       break;
     case 1:
       *v = 1024;
+      break;
+    case 97:
+      *v = kSharedOptin;
       break;
     default:
       *v = 65536;
@@ -208,6 +227,7 @@ CUresult cuModuleLoadDataEx(void** m, const void* img, unsigned n, void* o, void
   (void)v;
   STICKY();
   *m = &module_storage;
+  shared_size_max = kSharedDefault;
   return 0;
 }
 CUresult cuModuleUnload(void* m) {
@@ -219,11 +239,18 @@ CUresult cuModuleGetFunction(void** f, void* m, const char* name) {
   (void)m;
   STICKY();
   // The function handle is its name, one of these (nothing to free).
-  static const char* const kKnown[] = {"add_k0", "store_null_k0"};
+  static const char* const kKnown[] = {"add_k0", "store_null_k0", "shared_size_k0"};
   *f = (void*)"other";
   for (size_t i = 0; i < sizeof(kKnown) / sizeof(kKnown[0]); ++i) {
     if (strcmp(name, kKnown[i]) == 0) *f = (void*)kKnown[i];
   }
+  return 0;
+}
+CUresult cuFuncSetAttribute(void* f, int a, int v) {
+  STICKY();
+  if (a != 8) return 1;  // only CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+  if (v < 0 || v > kSharedOptin) return 1;
+  if (strcmp((const char*)f, "shared_size_k0") == 0) shared_size_max = v;
   return 0;
 }
 CUresult cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
@@ -234,7 +261,6 @@ CUresult cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned
   (void)bx;
   (void)by;
   (void)bz;
-  (void)sh;
   (void)st;
   (void)extra;
   STICKY();
@@ -247,6 +273,9 @@ CUresult cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned
     for (int64_t i = 0; i < n; ++i) c[i] = a[i] + b[i];
   } else if (strcmp(name, "store_null_k0") == 0) {
     if (*(int64_t*)params[1] == 0) sticky = 1;  // reported by the next call, as launches are async
+  } else if (strcmp(name, "shared_size_k0") == 0) {
+    if (sh > (unsigned)shared_size_max) return 1;
+    *(int32_t*)(uintptr_t) * (int64_t*)params[0] = (int32_t)sh;
   }
   return 0;
 }

@@ -185,9 +185,23 @@ TEST(CudaManifestTest, ParsesTheSpecExample) {
       "tensor float32 1 =d0.0\n"
       "launch sum_rows_k0 1 1 1\n"
       "launch sum_rows_k1 256 1 d0.0\n"
+      "kernel total 2 2 1\n"
+      "tensor float32 2 * *\n"
+      "tensor float32 0\n"
+      "scratch float32 1 64\n"
+      "launch total_k0 256 1 16384\n"
+      "launch total_k1 256 1 256\n"
+      "kernel gemm 3 1\n"
+      "tensor float16 2 * *\n"
+      "tensor float16 2 =d0.1 *\n"
+      "tensor float32 2 =d0.0 =d1.1\n"
+      "launch gemm_k0 128 1 16384\n"
+      "shared 196608\n"
       "end\n");
   ASSERT_TRUE(parsed.ok()) << parsed.status();
-  ASSERT_EQ(parsed->size(), 2u);
+  ASSERT_EQ(parsed->size(), 4u);
+  EXPECT_EQ((*parsed)[2].scratch.size(), 1u);
+  EXPECT_EQ((*parsed)[3].launches[0].dynamic_shared_bytes, 196608);
   EXPECT_EQ((*parsed)[0].launches[0].count, (std::vector<std::string>{"d0.0", "4", "*"}));
   EXPECT_EQ((*parsed)[1].launches.size(), 2u);
   EXPECT_FALSE((*parsed)[1].params[1].is_tensor);
@@ -307,6 +321,107 @@ TEST(CudaManifestTest, ScratchBuffersRoundTripAndAreChecked) {
   }
   EXPECT_THAT(ParseStatus("tether-cuda-manifest 1\nkernel f 0 1 1").message(),
               HasSubstr("line 2: kernel f is missing scratch 0"));
+}
+
+// Dynamic shared memory: an optional `shared <bytes>` line right after a
+// launch line, written only for a launch that has some.
+TEST(CudaManifestTest, SharedLinesRoundTrip) {
+  const std::string text =
+      "tether-cuda-manifest 1\nkernel gemm 1 3\ntensor float16 2 * *\n"
+      "launch gemm_k0 128 1 d0.0\nshared 196608\nlaunch gemm_k1 256 1 d0.0\n"
+      "launch gemm_k2 1 1 1\nshared 1\nend\n";
+  absl::StatusOr<std::vector<CudaKernelInfo>> parsed = ParseCudaManifest(text);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  const std::vector<CudaLaunchInfo>& launches = (*parsed)[0].launches;
+  ASSERT_EQ(launches.size(), 3u);
+  EXPECT_EQ(launches[0].dynamic_shared_bytes, 196608);
+  EXPECT_EQ(launches[0].count, (std::vector<std::string>{"d0.0"}));
+  EXPECT_EQ(launches[1].dynamic_shared_bytes, 0);
+  EXPECT_EQ(launches[2].dynamic_shared_bytes, 1);
+  EXPECT_EQ(FormatCudaManifest(*parsed), text);
+
+  std::vector<CudaKernelInfo> kernels = {AddKernel()};
+  kernels[0].launches[0].dynamic_shared_bytes = 196608;
+  const std::string formatted = FormatCudaManifest(kernels);
+  EXPECT_THAT(formatted, HasSubstr("launch add_k0 256 1 d0.0\nshared 196608\nend\n"));
+  absl::StatusOr<std::vector<CudaKernelInfo>> again = ParseCudaManifest(formatted);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ((*again)[0].launches[0].dynamic_shared_bytes, 196608);
+  EXPECT_EQ(FormatCudaManifest(*again), formatted);
+
+  // The most any GPU gives a block, 227 KiB, is allowed.
+  EXPECT_TRUE(ParseStatus("tether-cuda-manifest 1\nkernel f 0 1\nlaunch f_k0 1 1 1\n"
+                          "shared 232448\nend\n")
+                  .ok());
+}
+
+// Without dynamic shared memory a manifest is byte for byte what it was
+// before the `shared` line existed, and parses to launches without any.
+TEST(CudaManifestTest, ManifestWithoutSharedLinesIsUnchanged) {
+  EXPECT_EQ(FormatCudaManifest({AddKernel()}),
+            "tether-cuda-manifest 1\n"
+            "kernel add 3 1\n"
+            "tensor float32 1 *\n"
+            "tensor float32 1 =d0.0\n"
+            "tensor float32 1 =d0.0\n"
+            "launch add_k0 256 1 d0.0\n"
+            "end\n");
+  absl::StatusOr<std::vector<CudaKernelInfo>> parsed = ParseCudaManifest(Manifest());
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  for (const CudaKernelInfo& k : *parsed) {
+    for (const CudaLaunchInfo& l : k.launches) EXPECT_EQ(l.dynamic_shared_bytes, 0) << l.entry;
+  }
+  EXPECT_EQ(FormatCudaManifest(*parsed), Manifest());
+}
+
+TEST(CudaManifestTest, RejectsBadSharedLinesNamingTheLine) {
+  // Line 4 is f's first launch, line 5 its shared line, line 6 its second
+  // launch.
+  auto manifest = [](absl::string_view middle) {
+    return absl::StrCat("tether-cuda-manifest 1\nkernel f 1 2\ntensor float32 1 *\n", middle,
+                        "end\n");
+  };
+  const std::string launches = "launch f_k0 256 1 d0.0\nshared 1024\nlaunch f_k1 256 1 d0.0\n";
+  ASSERT_TRUE(ParseStatus(manifest(launches)).ok());
+  auto with_shared = [&](absl::string_view shared_line) {
+    return manifest(absl::StrReplaceAll(launches, {{"shared 1024", shared_line}}));
+  };
+  const struct {
+    std::string text;
+    const char* fragment;
+  } bad[] = {
+      {with_shared("shared 0"),
+       "line 5: bad shared line \"shared 0\" for launch f_k0 (expected shared <bytes>, 1 to "
+       "232448)"},
+      {with_shared("shared -1024"), "line 5: bad shared line \"shared -1024\""},
+      {with_shared("shared 232449"), "line 5: bad shared line \"shared 232449\""},
+      {with_shared("shared 99999999999999999999"), "line 5: bad shared line"},
+      {with_shared("shared 48k"), "line 5: bad shared line \"shared 48k\""},
+      {with_shared("shared 0x100"), "line 5: bad shared line \"shared 0x100\""},
+      {with_shared("shared +1024"), "line 5: bad shared line \"shared +1024\""},
+      {with_shared("shared"), "line 5: bad shared line \"shared\""},
+      {with_shared("shared 1024 2048"), "line 5: bad shared line \"shared 1024 2048\""},
+      // Two in a row.
+      {with_shared("shared 1024\nshared 2048"), "line 6: a second shared line for launch f_k0"},
+      {with_shared("shared 1024\nshared 1024"), "line 6: a second shared line for launch f_k0"},
+      // Not right after a launch line: after the kernel line, a parameter, a
+      // scratch line, or a blank line after the kernel's last launch.
+      {absl::StrCat("tether-cuda-manifest 1\nkernel f 1 1\nshared 1024\ntensor float32 1 *\n",
+                    "launch f_k0 256 1 d0.0\nend\n"),
+       "line 3: a shared line must come right after a launch line"},
+      {manifest(absl::StrCat("shared 1024\n", launches)),
+       "line 4: a shared line must come right after a launch line"},
+      {absl::StrCat("tether-cuda-manifest 1\nkernel f 1 1 1\ntensor float32 1 *\n",
+                    "scratch float32 1 64\nshared 1024\nlaunch f_k0 256 1 d0.0\nend\n"),
+       "line 5: a shared line must come right after a launch line"},
+      {manifest(absl::StrCat(launches, "\nshared 1024\n")),
+       "line 8: a shared line must come right after a launch line"},
+  };
+  for (const auto& c : bad) {
+    absl::Status s = ParseStatus(c.text);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << c.text << ": " << s;
+    EXPECT_THAT(s.message(), HasSubstr(c.fragment)) << c.text;
+  }
 }
 
 // ---- Blob ----------------------------------------------------------------------
