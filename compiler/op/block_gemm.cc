@@ -28,6 +28,17 @@ constexpr int64_t kFrag = kMatrixTileSide;
 constexpr int64_t kTcStepK = 32;
 constexpr int64_t kTcPad = 8;  // 16 bytes: rows start in other banks
 
+// Warpgroup MMA (sm_90): tiles of 128 rows (a warpgroup's 64 each) and 256
+// columns (128 when n is at most that), k steps of 64 (rows of 128 bytes)
+// in kWgStages stages, kWgAhead of them in flight; the epilogue takes
+// kWgSlab columns at a time.
+constexpr int64_t kWarpgroups = kThreads / kWarpgroupThreads;
+constexpr int64_t kWgRows = kWarpgroups * kWarpgroupRows;
+constexpr int64_t kWgStepK = 64;
+constexpr int64_t kWgStages = 4;
+constexpr int64_t kWgAhead = kWgStages - 2;
+constexpr int64_t kWgSlab = 64;
+
 // Units per thread (or warp) along a side of constant extent `e` (unknown:
 // `most`): the smallest power of two whose tile, `unit` times it, covers e.
 int64_t PerThread(const PrimExpr& e, int64_t unit = kSide, int64_t most = kMaxPer) {
@@ -46,7 +57,12 @@ Stmt Threads(const std::function<Stmt(const PrimExpr&)>& body) {
 struct TileShape {
   int64_t rows, cols;
 };
+int64_t WarpgroupCols(const PrimExpr& n) {
+  const int64_t* c = n.as_int();
+  return c != nullptr && *c <= 128 ? 128 : 256;
+}
 TileShape TileOf(const BlockGemm& g) {
+  if (UsesWarpgroupMma(g)) return {kWgRows, WarpgroupCols(g.n)};
   if (UsesTensorCores(g)) {
     return {kWarpRows * kFrag * PerThread(g.m, kWarpRows * kFrag, 4),
             kWarpCols * kFrag * PerThread(g.n, kWarpCols * kFrag, 2)};
@@ -288,6 +304,90 @@ Stmt TensorCoreSchedule(const BlockGemm& g) {
   });
 }
 
+// The warpgroup-MMA schedule (block_gemm.h): k step `ko` is fetched by
+// every thread with asynchronous copies into stage ko % 4 of the swizzled
+// tiles, kWgAhead steps ahead; each thread waits for its copies of step ko
+// and fences them for the tensor cores, and after the barrier each
+// warpgroup multiplies its 64 rows of A by B into its accumulator, which
+// leaves that product in flight: the stage it reads is refilled two steps
+// later, after the next step's barrier (kernel_ir.h, "Warpgroup MMA").
+Stmt WarpgroupSchedule(const BlockGemm& g) {
+  const int64_t bm = kWgRows, bn = WarpgroupCols(g.n);
+  const PrimExpr mt = CeilDiv(g.m, bm), nt = CeilDiv(g.n, bn);
+  const int64_t steps = (*g.k.as_int() + kWgStepK - 1) / kWgStepK;
+  const DataType f32 = DataType::Float(32);
+  const bool whole = Divides(bm, g.m) && Divides(bn, g.n);
+  using Scope = BufferNode::Scope;
+  using Layout = BufferNode::Layout;
+  return Loop("tile", g.batches * mt * nt, ForKind::kBlock, [&](const PrimExpr& tile) {
+    const PrimExpr in_batch = FloorMod(tile, mt * nt);
+    const PrimExpr batch = FloorDiv(tile, mt * nt);
+    const Reader read_a = [&](const PrimExpr& m, const PrimExpr& k) { return g.a(batch, m, k); };
+    const Reader read_b = [&](const PrimExpr& k, const PrimExpr& n) { return g.b(batch, k, n); };
+    const PrimExpr m0 = FloorDiv(in_batch, nt) * bm, n0 = FloorMod(in_batch, nt) * bn;
+    Buffer as = MakeBuffer("gemm_a_tile", g.operand_t,
+                           {PrimExpr(kWgStages), PrimExpr(bm), PrimExpr(kWgStepK)}, Scope::kShared,
+                           Layout::kSwizzle128);
+    Buffer bs = MakeBuffer("gemm_b_tile", g.operand_t,
+                           {PrimExpr(kWgStages), PrimExpr(kWgStepK), PrimExpr(bn)}, Scope::kShared,
+                           Layout::kSwizzle128);
+    Buffer cs = MakeBuffer("gemm_c_tile", f32, {PrimExpr(bm), PrimExpr(kWgSlab)}, Scope::kShared);
+    Buffer acc =
+        MakeBuffer("gemm_acc", f32, {PrimExpr(kWarpgroups), PrimExpr(kWarpgroupRows), PrimExpr(bn)},
+                   Scope::kWarpgroupAccumulator);
+    auto warpgroups = [&](const std::function<Stmt(const PrimExpr&)>& body) {
+      return Loop("wg", kWarpgroups, ForKind::kWarpgroup, body);
+    };
+    auto fetch = [&](const PrimExpr& t, const PrimExpr& ko) {
+      const PrimExpr k0 = ko * kWgStepK, stage = FloorMod(ko, kWgStages);
+      const OperandTile a{as, bm, kWgStepK, m0, g.m, k0, g.k, read_a, "la"};
+      const OperandTile b{bs, kWgStepK, bn, k0, g.k, n0, g.n, read_b, "lb"};
+      return Seq({Stage(a, stage, t, StageMode::kAsync), Stage(b, stage, t, StageMode::kAsync)});
+    };
+    // Steps 0 .. kWgAhead - 1, each its own group of copies.
+    Stmt first = Threads([&](const PrimExpr& t) {
+      std::vector<Stmt> s;
+      for (int64_t i = 0; i < kWgAhead; ++i) {
+        if (i < steps) s.push_back(fetch(t, PrimExpr(i)));
+        s.push_back(AsyncFence(kWgAhead));
+      }
+      return Seq(std::move(s));
+    });
+    Stmt kloop = Loop("k0", steps, ForKind::kSerial, [&](const PrimExpr& ko) {
+      Stmt load = Threads([&](const PrimExpr& t) {
+        return Seq({IfThenElse(LT(ko + kWgAhead, steps), fetch(t, ko + kWgAhead)),
+                    AsyncFence(kWgAhead), AsyncProxyFence()});
+      });
+      Stmt mma = warpgroups([&](const PrimExpr& wg) {
+        const PrimExpr stage = FloorMod(ko, kWgStages);
+        return WarpgroupMma({acc, {wg}}, {as, {stage, wg * kWarpgroupRows, PrimExpr(0)}},
+                            {bs, {stage, PrimExpr(0), PrimExpr(0)}}, NE(ko, PrimExpr(0)));
+      });
+      return Seq({load, mma});
+    });
+    // kWgSlab columns at a time through shared memory; thread t then takes
+    // elements t, t + 256, ... of the slab, row by row.
+    std::vector<Stmt> store;
+    for (int64_t slab = 0; slab < bn / kWgSlab; ++slab) {
+      store.push_back(warpgroups([&](const PrimExpr& wg) {
+        return WarpgroupStore({cs, {wg * kWarpgroupRows, PrimExpr(0)}}, {acc, {wg}},
+                              slab * kWgSlab);
+      }));
+      store.push_back(Threads([&](const PrimExpr& t) {
+        return Loop("q", bm * kWgSlab / kThreads, ForKind::kSerial, [&](const PrimExpr& q) {
+          const PrimExpr e = t + q * kThreads;
+          const PrimExpr r = FloorDiv(e, kWgSlab), c = FloorMod(e, kWgSlab);
+          const PrimExpr m = m0 + r, n = n0 + slab * kWgSlab + c;
+          Stmt st = g.store(batch, m, n, Load(cs, {r, c}));
+          return whole ? st : IfThenElse(And(LT(m, g.m), LT(n, g.n)), st);
+        });
+      }));
+    }
+    return Allocate(
+        as, Allocate(bs, Allocate(cs, Allocate(acc, Seq({first, kloop, Seq(std::move(store))})))));
+  });
+}
+
 // Split-K: when the tiles are too few to fill a GPU and k is long, the k
 // extent is split into chunks, each a product of its own whose partial C
 // goes to scratch, and a second launch sums each element's partials in
@@ -301,7 +401,7 @@ int64_t KSplits(const BlockGemm& g) {
   const int64_t *m = g.m.as_int(), *n = g.n.as_int(), *k = g.k.as_int();
   if (batches == nullptr || m == nullptr || n == nullptr || k == nullptr) return 1;
   const int64_t tiles = *batches * ((*m + bm - 1) / bm) * ((*n + bn - 1) / bn);
-  const int64_t step = UsesTensorCores(g) ? kTcStepK : kStepK;
+  const int64_t step = UsesWarpgroupMma(g) ? kWgStepK : UsesTensorCores(g) ? kTcStepK : kStepK;
   const int64_t most =
       std::min(kSplitTargetBlocks / std::max<int64_t>(tiles, 1), *k / (step * kMinChunkSteps));
   for (int64_t d = most; d >= 2; --d) {
@@ -316,6 +416,18 @@ bool UsesTensorCores(const BlockGemm& g) {
   if (g.acc_t != DataType::Float(32)) return false;
   if (g.operand_t == DataType::Float(16)) return g.gpu_arch >= 70;
   return g.operand_t.is_bfloat16() && g.gpu_arch >= 80;
+}
+
+bool UsesWarpgroupMma(const BlockGemm& g) {
+  if (g.gpu_arch < 90 || !UsesTensorCores(g)) return false;
+  const int64_t *m = g.m.as_int(), *n = g.n.as_int(), *k = g.k.as_int();
+  if (k == nullptr || *k <= 0 || (m != nullptr && *m < kWgRows) || (n != nullptr && *n < 128)) {
+    return false;
+  }
+  Var batch("probe_b");
+  const Reader read_a = [&](const PrimExpr& r, const PrimExpr& c) { return g.a(batch, r, c); };
+  const Reader read_b = [&](const PrimExpr& r, const PrimExpr& c) { return g.b(batch, r, c); };
+  return Copyable(read_a, g.operand_t, g.k) && Copyable(read_b, g.operand_t, g.n);
 }
 
 bool WorthBlockGemm(const PrimExpr& m, const PrimExpr& n) {
@@ -435,11 +547,16 @@ Stmt SimtSchedule(const BlockGemm& g) {
   });
 }
 
+Stmt ScheduleOf(const BlockGemm& g) {
+  if (UsesWarpgroupMma(g)) return WarpgroupSchedule(g);
+  return UsesTensorCores(g) ? TensorCoreSchedule(g) : SimtSchedule(g);
+}
+
 }  // namespace
 
 Stmt BlockGemmSchedule(const BlockGemm& g) {
   const int64_t splits = KSplits(g);
-  if (splits == 1) return UsesTensorCores(g) ? TensorCoreSchedule(g) : SimtSchedule(g);
+  if (splits == 1) return ScheduleOf(g);
   // Chunk s of batch b is batch s * batches + b of a product over k / splits.
   const PrimExpr batches = g.batches, m = g.m, n = g.n, chunk(*g.k.as_int() / splits);
   Buffer partial = MakeBuffer("gemm_partial", g.acc_t, {batches * m * n * splits});
@@ -455,7 +572,7 @@ Stmt BlockGemmSchedule(const BlockGemm& g) {
   part.store = [&](const PrimExpr& b, const PrimExpr& i, const PrimExpr& j, const PrimExpr& v) {
     return Store(partial, {(b * m + i) * n + j}, v);
   };
-  Stmt products = UsesTensorCores(part) ? TensorCoreSchedule(part) : SimtSchedule(part);
+  Stmt products = ScheduleOf(part);
   // One thread per element of C: its partials in chunk order, then the store.
   const PrimExpr elements = batches * m * n;
   Stmt sum = Loop("e", elements, ForKind::kParallel, [&](const PrimExpr& e) {

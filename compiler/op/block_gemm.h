@@ -21,6 +21,14 @@
 // The epilogue goes through shared memory, a 16 x 16 tile per warp at a
 // time, so it is applied per element as on the CPU.
 //
+// On sm_90 (Hopper), when both operands can be fetched with asynchronous
+// copies and k is a constant, the product runs on the warpgroup MMA
+// instead (kernel_ir.h, "Warpgroup MMA"): tiles of 128 x 256 (or 128 x 128
+// for n up to 128), the block's two warpgroups 64 rows each, k steps of
+// 64 in four stages of 128-byte-swizzled shared memory (dynamic, about
+// 225 KB), two steps of copies and one product in flight; the epilogue
+// goes through shared memory 64 columns at a time.
+//
 // Thread contract: free functions over immutable IR; thread-safe.
 #ifndef TETHER_COMPILER_OP_BLOCK_GEMM_H_
 #define TETHER_COMPILER_OP_BLOCK_GEMM_H_
@@ -43,6 +51,11 @@ struct BlockGemm {
   std::function<Stmt(const PrimExpr& b, const PrimExpr& m, const PrimExpr& n, const PrimExpr& v)>
       store;
 };
+
+// Whether `g` runs on Hopper's warpgroup MMA (above): tensor cores, sm_90
+// or newer, a constant k, m at least 128 and n at least 128 (or unknown),
+// and operands that are plain tensors with rows of 16-byte multiples.
+bool UsesWarpgroupMma(const BlockGemm& g);
 
 // Whether a product is worth the block schedule on a GPU: m and n at least
 // 16 each, or unknown (smaller ones: one thread per output element).

@@ -75,6 +75,7 @@ BufferNode::Scope ParseScope(absl::string_view s, bool* ok) {
   if (s == "wmma.matrix_a") return BufferNode::Scope::kMatrixA;
   if (s == "wmma.matrix_b") return BufferNode::Scope::kMatrixB;
   if (s == "wmma.accumulator") return BufferNode::Scope::kAccumulator;
+  if (s == "wgmma.accumulator") return BufferNode::Scope::kWarpgroupAccumulator;
   *ok = false;
   return BufferNode::Scope::kGlobal;
 }
@@ -434,6 +435,8 @@ absl::Status Parser::ParseTirFor(TirStmt* out) {
     kind = ForKind::kThread;
   } else if (fn == "warps") {
     kind = ForKind::kWarp;
+  } else if (fn == "warpgroups") {
+    kind = ForKind::kWarpgroup;
   } else if (fn != "thread_binding") {
     return ErrorAt(it, absl::StrCat("expected a loop kind (serial, parallel, vectorized, unroll, "
                                     "thread_binding, grid), got T.",

@@ -593,12 +593,17 @@ class Substituter {
             return MatrixMma(frag, args[0], args[1]);
           case MatrixOp::kStore:
             return MatrixStore(args[0], frag);
+          case MatrixOp::kWarpgroupMma:
+            return WarpgroupMma(frag, args[0], args[1], value);
+          case MatrixOp::kWarpgroupStore:
+            // The column stays a constant (kernel_ir.h).
+            return WarpgroupStore(args[0], frag, *m->value.as_int());
         }
         return s;
       }
       case StmtKind::kAsyncCopy: {
         const auto* c = s.as<AsyncCopyNode>();
-        if (c->op == AsyncOp::kFence) return s;
+        if (c->op != AsyncOp::kCopy) return s;
         bool changed = false;
         TileRef dst = VisitTile(c->dst, &changed), src = VisitTile(c->src, &changed);
         PrimExpr valid = c->valid.defined() ? Visit(c->valid) : c->valid;

@@ -46,7 +46,11 @@ std::string BufferType(const Buffer& b) {
     case BufferNode::Scope::kAccumulator:
       s += ", scope=\"wmma.accumulator\"";
       break;
+    case BufferNode::Scope::kWarpgroupAccumulator:
+      s += ", scope=\"wgmma.accumulator\"";
+      break;
   }
+  if (b->layout == BufferNode::Layout::kSwizzle128) s += ", layout=\"swizzle128\"";
   s += ")";
   return s;
 }
@@ -67,6 +71,8 @@ const char* ForKindName(ForKind k) {
       return "T.threads";
     case ForKind::kWarp:
       return "T.warps";
+    case ForKind::kWarpgroup:
+      return "T.warpgroups";
   }
   return "T.serial";
 }
@@ -88,12 +94,24 @@ void PrintMatrixTile(const MatrixTileNode& n, std::string* out) {
     case MatrixOp::kStore:
       absl::StrAppend(out, "T.store_matrix_sync(", Tile(n.args[0]), ", ", Tile(n.frag), ")\n");
       return;
+    case MatrixOp::kWarpgroupMma:
+      absl::StrAppend(out, "T.wgmma_async(", Tile(n.frag), ", ", Tile(n.args[0]), ", ",
+                      Tile(n.args[1]), ", accumulate=", ToString(n.value), ")\n");
+      return;
+    case MatrixOp::kWarpgroupStore:
+      absl::StrAppend(out, "T.wgmma_store(", Tile(n.args[0]), ", ", Tile(n.frag),
+                      ", col=", ToString(n.value), ")\n");
+      return;
   }
 }
 
 void PrintAsyncCopy(const AsyncCopyNode& n, std::string* out) {
   if (n.op == AsyncOp::kFence) {
     absl::StrAppend(out, "T.ptx_wait_group(", n.pending, ")\n");
+    return;
+  }
+  if (n.op == AsyncOp::kProxyFence) {
+    out->append("T.ptx_fence_proxy_async()\n");
     return;
   }
   absl::StrAppend(out, "T.ptx_cp_async(", Tile(n.dst), ", ", Tile(n.src), ", ", n.lanes);
@@ -265,7 +283,60 @@ Stmt MatrixStore(TileRef dst, TileRef acc) {
                                   std::vector<TileRef>{std::move(dst)}, PrimExpr());
 }
 
+Stmt WarpgroupMma(TileRef acc, TileRef a, TileRef b, PrimExpr accumulate) {
+  return MakeStmt<MatrixTileNode>(MatrixOp::kWarpgroupMma, std::move(acc),
+                                  std::vector<TileRef>{std::move(a), std::move(b)},
+                                  std::move(accumulate));
+}
+
+Stmt WarpgroupStore(TileRef dst, TileRef acc, int64_t first_col) {
+  return MakeStmt<MatrixTileNode>(MatrixOp::kWarpgroupStore, std::move(acc),
+                                  std::vector<TileRef>{std::move(dst)}, PrimExpr(first_col));
+}
+
+namespace {
+
+// `t` (a shared tile at its first element) moved by (i, j) in its last two dims.
+std::vector<PrimExpr> SharedElement(const TileRef& t, const PrimExpr& i, const PrimExpr& j) {
+  std::vector<PrimExpr> at = t.at;
+  at[at.size() - 2] = at[at.size() - 2] + i;
+  at.back() = at.back() + j;
+  return at;
+}
+
+// The warpgroup statements' loops (kernel_ir.h, "Warpgroup MMA").
+Stmt ExpandWarpgroup(const MatrixTileNode& n) {
+  const Buffer& acc = n.frag.buffer;
+  const PrimExpr wg = n.frag.at[0];
+  Var i("tile_i"), j("tile_j");
+  Stmt element;
+  PrimExpr cols;
+  if (n.op == MatrixOp::kWarpgroupMma) {
+    const TileRef &a = n.args[0], &b = n.args[1];
+    const PrimExpr k_ext = a.buffer->shape.back();
+    cols = acc->shape.back();
+    Var k("tile_k");
+    const std::vector<PrimExpr> c = {wg, i, j};
+    PrimExpr product = Cast(acc->dtype, Load(a.buffer, SharedElement(a, i, k))) *
+                       Cast(acc->dtype, Load(b.buffer, SharedElement(b, k, j)));
+    Stmt clear = IfThenElse(Not(n.value), Store(acc, c, MakeConst(acc->dtype, 0)));
+    element = Seq({clear, For(k, PrimExpr(0), k_ext, ForKind::kSerial,
+                              Store(acc, c, Load(acc, c) + product))});
+  } else {
+    const TileRef& dst = n.args[0];
+    cols = dst.buffer->shape.back();
+    element = Store(dst.buffer, SharedElement(dst, i, j), Load(acc, {wg, i, n.value + j}));
+  }
+  return For(i, PrimExpr(0), PrimExpr(int64_t{kWarpgroupRows}), ForKind::kSerial,
+             For(j, PrimExpr(0), cols, ForKind::kSerial, element));
+}
+
+}  // namespace
+
 Stmt ExpandMatrixTile(const MatrixTileNode& n) {
+  if (n.op == MatrixOp::kWarpgroupMma || n.op == MatrixOp::kWarpgroupStore) {
+    return ExpandWarpgroup(n);
+  }
   const PrimExpr side(int64_t{kMatrixTileSide});
   Var i("tile_i"), j("tile_j");
   Stmt element;
@@ -295,6 +366,9 @@ Stmt ExpandMatrixTile(const MatrixTileNode& n) {
           Store(dst.buffer, TileElement(dst, i, j), Load(n.frag.buffer, TileElement(n.frag, i, j)));
       break;
     }
+    case MatrixOp::kWarpgroupMma:
+    case MatrixOp::kWarpgroupStore:
+      break;  // ExpandWarpgroup
   }
   return For(i, PrimExpr(0), side, ForKind::kSerial,
              For(j, PrimExpr(0), side, ForKind::kSerial, element));
@@ -309,8 +383,12 @@ Stmt AsyncFence(int pending) {
   return MakeStmt<AsyncCopyNode>(AsyncOp::kFence, TileRef{}, TileRef{}, 0, PrimExpr(), pending);
 }
 
+Stmt AsyncProxyFence() {
+  return MakeStmt<AsyncCopyNode>(AsyncOp::kProxyFence, TileRef{}, TileRef{}, 0, PrimExpr(), 0);
+}
+
 Stmt ExpandAsyncCopy(const AsyncCopyNode& n) {
-  if (n.op == AsyncOp::kFence) return Stmt();
+  if (n.op != AsyncOp::kCopy) return Stmt();
   Var e("copy_e");
   std::vector<PrimExpr> dst = n.dst.at, src = n.src.at;
   dst.back() = dst.back() + e;
@@ -349,6 +427,47 @@ std::string ToString(const KernelFunc& func) {
   return out;
 }
 
+namespace {
+
+// Calls f for each Allocate in `s`, in statement order.
+void VisitAllocations(const Stmt& s, const std::function<void(const Buffer&)>& f) {
+  if (!s.defined()) return;
+  switch (s.kind()) {
+    case StmtKind::kAllocate:
+      f(s.as<AllocateNode>()->buffer);
+      return VisitAllocations(s.as<AllocateNode>()->body, f);
+    case StmtKind::kFor:
+      return VisitAllocations(s.as<ForNode>()->body, f);
+    case StmtKind::kLet:
+      return VisitAllocations(s.as<LetStmtNode>()->body, f);
+    case StmtKind::kAssert:
+      return VisitAllocations(s.as<AssertStmtNode>()->body, f);
+    case StmtKind::kIf:
+      VisitAllocations(s.as<IfThenElseNode>()->then_case, f);
+      return VisitAllocations(s.as<IfThenElseNode>()->else_case, f);
+    case StmtKind::kSeq:
+      for (const Stmt& c : s.as<SeqStmtNode>()->seq) VisitAllocations(c, f);
+      return;
+    default:
+      return;
+  }
+}
+
+}  // namespace
+
+int64_t DynamicSharedBytes(const Stmt& body) {
+  bool swizzled = false;
+  int64_t bytes = kSharedAlignment;
+  VisitAllocations(body, [&](const Buffer& b) {
+    if (b->scope != BufferNode::Scope::kShared) return;
+    swizzled |= b->layout == BufferNode::Layout::kSwizzle128;
+    int64_t n = b->dtype.bytes();
+    for (const PrimExpr& d : b->shape) n *= d.as_int() != nullptr ? *d.as_int() : 0;
+    bytes += (n + kSharedAlignment - 1) / kSharedAlignment * kSharedAlignment;
+  });
+  return swizzled ? bytes : 0;
+}
+
 void VisitStoredBuffers(const Stmt& s, const std::function<void(const Buffer&)>& f) {
   if (!s.defined()) return;
   switch (s.kind()) {
@@ -356,7 +475,7 @@ void VisitStoredBuffers(const Stmt& s, const std::function<void(const Buffer&)>&
       return f(s.as<StoreNode>()->buffer);
     case StmtKind::kMatrixTile: {
       const MatrixTileNode* m = s.as<MatrixTileNode>();
-      if (m->op == MatrixOp::kStore) f(m->args[0].buffer);
+      if (m->op == MatrixOp::kStore || m->op == MatrixOp::kWarpgroupStore) f(m->args[0].buffer);
       return;
     }
     case StmtKind::kAsyncCopy: {

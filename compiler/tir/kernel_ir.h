@@ -46,6 +46,21 @@
 // computes on the current one. On a CPU a copy happens at once and a fence
 // does nothing (ExpandAsyncCopy).
 //
+// Warpgroup MMA (Hopper's wgmma, sm_90a): a kWarpgroup loop (extent the
+// block's threads / 128, like a kWarp loop otherwise) runs its body once
+// per warpgroup of 4 warps. There a WarpgroupMma statement multiplies a
+// 64 x K tile of A by a K x N tile of B, both in kShared buffers of the
+// kSwizzle128 layout (prim_expr.h), into the warpgroup's part of a
+// kWarpgroupAccumulator buffer [warpgroups, 64, N] (registers on a GPU).
+// The tensor cores read shared memory through the async proxy: threads
+// that filled a tile with asynchronous copies wait for them and issue
+// AsyncProxyFence before the barrier that precedes the WarpgroupMma. The
+// multiply runs in the background: a WarpgroupMma leaves at most one group
+// of them (its own) in flight, so the tiles that the one before it read may
+// be refilled after the next barrier; WarpgroupStore waits for them all and
+// writes 64 x W columns of the accumulator to a float32 kShared tile. On a
+// CPU both are the loops of ExpandMatrixTile.
+//
 // Thread contract: immutable after construction; safe to share.
 #ifndef TETHER_COMPILER_TIR_KERNEL_IR_H_
 #define TETHER_COMPILER_TIR_KERNEL_IR_H_
@@ -76,7 +91,16 @@ enum class StmtKind : uint8_t {
   kMatrixTile,
   kAsyncCopy
 };
-enum class ForKind : uint8_t { kSerial, kParallel, kVectorized, kUnrolled, kBlock, kThread, kWarp };
+enum class ForKind : uint8_t {
+  kSerial,
+  kParallel,
+  kVectorized,
+  kUnrolled,
+  kBlock,
+  kThread,
+  kWarp,
+  kWarpgroup
+};
 
 class StmtNode : public Object {
  public:
@@ -219,8 +243,16 @@ struct TileRef {
 //   kLoad   frag = args[0]                   (kMatrixA / kMatrixB from shared)
 //   kMma    frag += args[0] x args[1]        (accumulator += A x B, float32)
 //   kStore  args[0] = frag                   (an accumulator to shared)
+// and the warpgroup statements ("Warpgroup MMA" above; frag is the
+// warpgroup's accumulator, at = {warpgroup}):
+//   kWarpgroupMma    frag = (value ? frag : 0) + args[0] x args[1]
+//                    (args[0] the 64 x K tile of A at its first element,
+//                    args[1] the K x N tile of B at its first element)
+//   kWarpgroupStore  args[0][i][j] = frag[i][value + j] for i < 64, j < W
+//                    (args[0] a float32 shared tile of W columns at its
+//                    first element; value a constant column)
 // Operands are float16 or bfloat16 (both the same), accumulators float32.
-enum class MatrixOp : uint8_t { kFill, kLoad, kMma, kStore };
+enum class MatrixOp : uint8_t { kFill, kLoad, kMma, kStore, kWarpgroupMma, kWarpgroupStore };
 class MatrixTileNode : public StmtNode {
  public:
   static constexpr StmtKind kKind = StmtKind::kMatrixTile;
@@ -243,7 +275,9 @@ class MatrixTileNode : public StmtNode {
 //           src is read only where valid, but must be in range regardless)
 //   kFence  commit this thread's copies since its last fence as a group,
 //           then wait until at most `pending` of its groups are in flight
-enum class AsyncOp : uint8_t { kCopy, kFence };
+//   kProxyFence  make this thread's completed shared-memory writes visible
+//           to the tensor cores' reads ("Warpgroup MMA")
+enum class AsyncOp : uint8_t { kCopy, kFence, kProxyFence };
 class AsyncCopyNode : public StmtNode {
  public:
   static constexpr StmtKind kKind = StmtKind::kAsyncCopy;
@@ -265,8 +299,13 @@ class AsyncCopyNode : public StmtNode {
 // Whether `scope` is one of a tensor-core fragment's.
 inline bool IsFragmentScope(BufferNode::Scope scope) {
   return scope == BufferNode::Scope::kMatrixA || scope == BufferNode::Scope::kMatrixB ||
-         scope == BufferNode::Scope::kAccumulator;
+         scope == BufferNode::Scope::kAccumulator ||
+         scope == BufferNode::Scope::kWarpgroupAccumulator;
 }
+
+// Rows of a warpgroup's accumulator, and threads of a warpgroup.
+inline constexpr int kWarpgroupRows = 64;
+inline constexpr int kWarpgroupThreads = 128;
 
 Stmt For(Var var, PrimExpr min, PrimExpr extent, ForKind kind, Stmt body);
 // Converts value to the buffer's dtype when they differ.
@@ -282,14 +321,25 @@ Stmt MatrixFill(TileRef acc, PrimExpr value);
 Stmt MatrixLoad(TileRef frag, TileRef src);
 Stmt MatrixMma(TileRef acc, TileRef a, TileRef b);
 Stmt MatrixStore(TileRef dst, TileRef acc);
+Stmt WarpgroupMma(TileRef acc, TileRef a, TileRef b, PrimExpr accumulate);
+Stmt WarpgroupStore(TileRef dst, TileRef acc, int64_t first_col);
 // What a MatrixTile statement does, as loops over the 16 x 16 elements of
 // ordinary buffers: the CPU's code for it, and its definition.
 Stmt ExpandMatrixTile(const MatrixTileNode& n);
 Stmt AsyncCopy(TileRef dst, TileRef src, int lanes, PrimExpr valid = PrimExpr());
 Stmt AsyncFence(int pending);
+Stmt AsyncProxyFence();
 // What an AsyncCopyNode does on a CPU: the copy's element loop, or nothing
 // (an undefined Stmt) for a fence.
 Stmt ExpandAsyncCopy(const AsyncCopyNode& n);
+
+// The dynamic shared memory a device launch whose body is `body` asks for:
+// 0 when it allocates no kSwizzle128 buffer (its shared buffers are static
+// then); else all its kShared buffers come from dynamic shared memory, each
+// at a 1024-byte boundary (a swizzle period) and taking a multiple of 1024
+// bytes, after 1024 bytes of slack that align the block's base to 1024.
+int64_t DynamicSharedBytes(const Stmt& body);
+inline constexpr int64_t kSharedAlignment = 1024;
 
 // Calls f(buffer) for each store in `s` (stores, tensor-core stores,
 // asynchronous copies), in statement order.

@@ -82,8 +82,8 @@ Var::Var(std::string name, DataType dtype)
     : PrimExpr(Ref<const PrimExprNode>(MakeRef<PrimVarNode>(std::move(name), dtype))) {}
 
 Buffer MakeBuffer(std::string name, DataType dtype, std::vector<PrimExpr> shape,
-                  BufferNode::Scope scope) {
-  return Buffer(MakeRef<BufferNode>(std::move(name), dtype, std::move(shape), scope));
+                  BufferNode::Scope scope, BufferNode::Layout layout) {
+  return Buffer(MakeRef<BufferNode>(std::move(name), dtype, std::move(shape), scope, layout));
 }
 
 PrimExpr IntImm(DataType dtype, int64_t value) {

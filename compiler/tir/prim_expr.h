@@ -174,18 +174,39 @@ class BufferNode : public Object {
     kMatrixA,
     kMatrixB,
     kAccumulator,
+    // A warpgroup's accumulator of Hopper's warpgroup MMA (kernel_ir.h,
+    // "Warpgroup MMA"): [warpgroups, 64, n] float32, dim 0 the warpgroup;
+    // opaque like the fragments above.
+    kWarpgroupAccumulator,
   };
-  BufferNode(std::string name, DataType dtype, std::vector<PrimExpr> shape, Scope scope)
-      : name(std::move(name)), dtype(dtype), shape(std::move(shape)), scope(scope) {}
+  // How a kShared buffer's elements are placed (the others are row-major):
+  //   kRowMajor    compact, row-major
+  //   kSwizzle128  what Hopper's tensor cores read (kernel_ir.h, "Warpgroup
+  //                MMA"): the last dim cut into 128-byte column blocks; the
+  //                rows of one block, for a fixed index of the leading dims,
+  //                are 128 bytes apart, the blocks one after the other; and
+  //                in each 1024 bytes (8 rows) the 16-byte chunk c of row r
+  //                sits at chunk c ^ (r % 8). Rows of the last dim are whole
+  //                128-byte multiples.
+  enum class Layout : uint8_t { kRowMajor, kSwizzle128 };
+  BufferNode(std::string name, DataType dtype, std::vector<PrimExpr> shape, Scope scope,
+             Layout layout = Layout::kRowMajor)
+      : name(std::move(name)),
+        dtype(dtype),
+        shape(std::move(shape)),
+        scope(scope),
+        layout(layout) {}
   absl::string_view type_key() const override { return "Buffer"; }
   const std::string name;
   const DataType dtype;
   const std::vector<PrimExpr> shape;
   const Scope scope;
+  const Layout layout;
 };
 using Buffer = Ref<const BufferNode>;
 Buffer MakeBuffer(std::string name, DataType dtype, std::vector<PrimExpr> shape,
-                  BufferNode::Scope scope = BufferNode::Scope::kGlobal);
+                  BufferNode::Scope scope = BufferNode::Scope::kGlobal,
+                  BufferNode::Layout layout = BufferNode::Layout::kRowMajor);
 
 class LoadNode : public PrimExprNode {
  public:

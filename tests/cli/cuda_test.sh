@@ -110,6 +110,37 @@ got, want = np.load('$dir/out_tir/out.npy'), np.load('$dir/tir/want.npy')
 assert np.allclose(got, want, rtol=1e-3, atol=1e-3), abs(got - want).max()
 " || fail "T.prim_func outputs on cuda:0 differ from numpy"
 
+# A float16 product of awkward extents (partial 128 x 256 tiles, a batch,
+# six k steps of 64): on Hopper this is the warpgroup-MMA schedule
+# (compiler/op/block_gemm.h), elsewhere the WMMA one; against float64.
+cat > "$dir/matmul16.rx" <<'RX'
+@I.ir_module
+class Module:
+    @R.function
+    def main(a: R.Tensor((2, 200, 328), "float16"), b: R.Tensor((328, 392), "float16")):
+        with R.dataflow():
+            c = R.matmul(a, b)
+            R.output(c)
+        return c
+RX
+"$py" -c "
+import numpy as np
+r = np.random.default_rng(7)
+np.save('$dir/a16.npy', r.uniform(-1, 1, (2, 200, 328)).astype(np.float16))
+np.save('$dir/b16.npy', r.uniform(-1, 1, (328, 392)).astype(np.float16))
+" || fail "numpy could not write the float16 inputs"
+"$tether" run "$dir/matmul16.rx" --remote "$remote" --device cuda:0 \
+  --input "a=@$dir/a16.npy" --input "b=@$dir/b16.npy" --output-dir "$dir/out_mm16" \
+  > "$dir/run.log" 2>&1 || fail "float16 matmul on cuda:0: $(cat "$dir/run.log")"
+"$py" -c "
+import numpy as np
+a, b = np.load('$dir/a16.npy').astype(np.float64), np.load('$dir/b16.npy').astype(np.float64)
+got, want = np.load('$dir/out_mm16/out.npy'), a @ b
+err = float(np.max(np.abs(got.astype(np.float64) - want)))
+print(f'float16 matmul on cuda:0: max |tether - float64| = {err:.3g} (max |c| {np.max(np.abs(want)):.3g})')
+assert got.dtype == np.float16 and got.shape == want.shape and err <= 2e-2, err
+" || fail "float16 matmul outputs on cuda:0 differ from float64"
+
 kill -TERM "$daemon_pid" && wait "$daemon_pid" || fail "tetherd did not drain"
 daemon_pid=""
 echo "PASS"

@@ -156,8 +156,11 @@ std::pair<int, std::string> Ptxas(const std::string& ptx, int sm, const std::str
       ::testing::TempDir() + absl::StrCat("tether_ptxas_", getpid(), "_", ++calls, "_", sm, ".ptx");
   std::ofstream(file) << ptx;
   std::string log = file + ".log";
-  std::string cmd = absl::StrCat(TETHER_PTXAS, " ", flags, " -arch=sm_", sm, " ", file,
-                                 " -o /dev/null > ", log, " 2>&1");
+  // PTX for sm_90a (warpgroup MMA) assembles only for exactly that.
+  const bool arch_specific = absl::StrContains(ptx, absl::StrCat(".target sm_", sm, "a"));
+  std::string cmd =
+      absl::StrCat(TETHER_PTXAS, " ", flags, " -arch=sm_", sm, arch_specific ? "a " : " ", file,
+                   " -o /dev/null > ", log, " 2>&1");
   int rc = std::system(cmd.c_str());
   std::ifstream in(log);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -455,6 +458,43 @@ TEST(CudaCodegenTest, SixteenBitMatmulsUseTensorCoresWhereTheArchitectureHasThem
     EXPECT_THAT(out, HasSubstr("0 bytes spill stores")) << out;
 #endif
   }
+}
+
+// On sm_90 the same products run on the warpgroup MMA: PTX for sm_90a with
+// wgmma fed by asynchronous copies (their writes fenced for the async
+// proxy) in dynamic shared memory, the accumulators in registers.
+TEST(CudaCodegenTest, SixteenBitMatmulsOnSm90UseWarpgroupMma) {
+  for (const char* dtype : {"float16", "bfloat16"}) {
+    SCOPED_TRACE(dtype);
+    absl::StatusOr<std::string> ptx = ModulePtx(MatmulModule(dtype), "cuda -arch=sm_90");
+    ASSERT_TRUE(ptx.ok()) << ptx.status();
+    const std::string t = std::string(dtype) == "float16" ? "f16" : "bf16";
+    // n = 384: tiles of 128 x 256, k steps of 16 per instruction.
+    EXPECT_TRUE(absl::StrContains(*ptx, ".target sm_90a"));
+    EXPECT_TRUE(absl::StrContains(
+        *ptx, absl::StrCat("wgmma.mma_async.sync.aligned.m64n256k16.f32.", t, ".", t)));
+    EXPECT_FALSE(absl::StrContains(*ptx, "wmma.mma.sync"));
+    for (const char* s : {"wgmma.fence.sync.aligned;", "wgmma.commit_group.sync.aligned;",
+                          "wgmma.wait_group.sync.aligned 1;", "wgmma.wait_group.sync.aligned 0;",
+                          "fence.proxy.async.shared::cta;", "cp.async.cg.shared.global",
+                          "cp.async.wait_group 2;", ".extern .shared"}) {
+      EXPECT_TRUE(absl::StrContains(*ptx, s)) << s;
+    }
+    EXPECT_FALSE(absl::StrContains(*ptx, ".local"));
+#ifdef TETHER_PTXAS
+    auto [rc, out] = Ptxas(ptx->substr(ptx->find('\n') + 1), 90, "-v");
+    EXPECT_EQ(rc, 0) << out;
+    EXPECT_THAT(out, HasSubstr("0 bytes spill stores")) << out;
+    // ptxas keeps the products asynchronous (no C7515 serialization warning).
+    EXPECT_THAT(out, ::testing::Not(HasSubstr("C7515"))) << out;
+#endif
+  }
+  // Older architectures keep their schedules, and a float32 product never
+  // takes the tensor cores.
+  absl::StatusOr<std::string> f32 = ModulePtx(MatmulModule("float32"), "cuda -arch=sm_90");
+  ASSERT_TRUE(f32.ok()) << f32.status();
+  EXPECT_FALSE(absl::StrContains(*f32, "wgmma"));
+  EXPECT_TRUE(absl::StrContains(*f32, ".target sm_90\n"));
 }
 
 }  // namespace

@@ -56,6 +56,7 @@ struct BodyCensus {
   int block_loops = 0;
   int thread_loops = 0;
   int warp_loops = 0;
+  int warpgroup_loops = 0;
   int matrix_tiles = 0;  // tensor-core statements
   int async_copies = 0;  // cp.async copies (not fences)
 };
@@ -70,6 +71,7 @@ void Census(const Stmt& s, BodyCensus* c) {
       if (f->for_kind == ForKind::kBlock) ++c->block_loops;
       if (f->for_kind == ForKind::kThread) ++c->thread_loops;
       if (f->for_kind == ForKind::kWarp) ++c->warp_loops;
+      if (f->for_kind == ForKind::kWarpgroup) ++c->warpgroup_loops;
       Census(f->body, c);
       return;
     }
@@ -404,6 +406,46 @@ TEST(GpuLoweringTest, TensorCoreMatmulMatchesCpu) {
   EXPECT_FALSE(LowersToTensorCores("relax.matmul", {Random(a, kBF16, 1), Random(b, kBF16, 2)}, 75));
   EXPECT_FALSE(LowersToTensorCores("relax.matmul", {Random(a, kF16, 1), Random(b, kF16, 2)}, 0));
   EXPECT_FALSE(LowersToTensorCores("relax.matmul", {Random(a, kF32, 1), Random(b, kF32, 2)}, 90));
+}
+
+// On sm_90 a 16-bit product with plain operands and a constant k runs on
+// the warpgroup MMA (block_gemm.h): four stages of swizzled tiles, two
+// warpgroups. Simulated on the CPU it computes what the CPU's matmul does,
+// whole tiles or partial, one k step or more than the stages hold, a last
+// k step zero-filled.
+TEST(GpuLoweringTest, WarpgroupMatmulMatchesCpu) {
+  const DataType kBF16 = DataType::BFloat16();
+  struct Case {
+    Shape a, b;
+    int steps;  // k steps of 64
+  };
+  const Case cases[] = {
+      {{128, 64}, {64, 128}, 1},       // one 128 x 128 tile, one k step
+      {{200, 104}, {104, 136}, 2},     // partial rows, columns and k step
+      {{2, 128, 320}, {320, 256}, 5},  // batched, whole 128 x 256 tiles, 5 k steps over 4 stages
+      {{3, 1, 136, 72}, {2, 72, 264}, 2},  // broadcast batch dims, 2 x 2 tiles
+  };
+  uint32_t seed = 90;
+  for (const Case& c : cases) {
+    for (DataType t : {kF16, kBF16}) {
+      SCOPED_TRACE(absl::StrCat(t.ToString(), " ", optest::NumElements(c.a), " x ",
+                                optest::NumElements(c.b)));
+      std::vector<HostTensor> in = {Random(c.a, t, seed), Random(c.b, t, seed + 1)};
+      const BodyCensus census = GpuCensus("relax.matmul", in, 90);
+      EXPECT_GT(census.warpgroup_loops, 0);
+      EXPECT_EQ(census.warp_loops, 0);
+      // Up to two steps fetched ahead, then one per step: A's and B's copies each.
+      EXPECT_EQ(census.async_copies, 2 * (std::min(c.steps, 2) + 1));
+      ExpectGpuMatchesCpu("relax.matmul", in, {}, -1, /*gpu_arch=*/90);
+      seed += 2;
+    }
+  }
+  // Not for a symbolic k, operands that are not plain tensors, or a small n.
+  const std::vector<HostTensor> narrow = {Random({256, 64}, kF16, 1), Random({64, 64}, kF16, 2)};
+  EXPECT_EQ(GpuCensus("relax.matmul", narrow, 90).warpgroup_loops, 0);
+  EXPECT_GT(GpuCensus("relax.matmul", narrow, 90).warp_loops, 0);  // the sm_80 schedule
+  const std::vector<HostTensor> f32 = {Random({256, 64}, kF32, 1), Random({64, 256}, kF32, 2)};
+  EXPECT_EQ(GpuCensus("relax.matmul", f32, 90).warpgroup_loops, 0);
 }
 
 TEST(GpuLoweringTest, CpuMatmulKeepsItsPackedScheduleGpuDoesNot) {

@@ -369,6 +369,7 @@ CudaKernelInfo DescribeDeviceKernel(const DeviceKernel& kernel) {
     CudaLaunchInfo li;
     li.entry = l.kernel->name;
     li.block = l.block;
+    li.dynamic_shared_bytes = DynamicSharedBytes(l.kernel->body);
     if (!Postfix(l.count, refs, &li.count)) li.count.clear();
     info.launches.push_back(std::move(li));
   }

@@ -52,8 +52,9 @@ struct DeviceKernel {
 absl::StatusOr<DeviceKernel> SplitForDevice(const KernelFunc& kernel);
 
 // The kernel's manifest entry: parameters with host-side dim checks, and per
-// launch its entry, block size and count program (empty when the count is
-// not expressible over the arguments).
+// launch its entry, block size, dynamic shared memory (DynamicSharedBytes)
+// and count program (empty when the count is not expressible over the
+// arguments).
 CudaKernelInfo DescribeDeviceKernel(const DeviceKernel& kernel);
 
 }  // namespace tether::compiler

@@ -14,6 +14,12 @@
 
 namespace tether::compiler {
 
+namespace {
+const char* ForKindLabel(ForKind kind) {
+  return kind == ForKind::kWarpgroup ? "kWarpgroup" : kind == ForKind::kWarp ? "kWarp" : "kThread";
+}
+}  // namespace
+
 absl::Status RejectForDevice(const KernelFunc& k, absl::string_view what) {
   return absl::InvalidArgumentError(
       absl::StrCat("kernel ", k->name, ": ", what, " cannot run on a gpu"));
@@ -60,11 +66,12 @@ int64_t OffsetFactor(const TileRef& t) {
 absl::Status CheckAsyncCopy(const KernelFunc& k, const AsyncCopyNode& n, const DeviceWhere& w) {
   if (w.thread == nullptr) {
     return RejectForDevice(k,
-                           n.op == AsyncOp::kFence
+                           n.op != AsyncOp::kCopy
                                ? std::string("the asynchronous-copy fence outside a kThread loop")
                                : absl::StrCat("the asynchronous copy to ", n.dst.buffer->name,
                                               " outside a kThread loop"));
   }
+  if (n.op == AsyncOp::kProxyFence) return absl::OkStatus();
   if (n.op == AsyncOp::kFence) {
     if (n.pending < 0 || n.pending > 7) {
       return RejectForDevice(k, absl::StrCat("the asynchronous-copy fence leaving ", n.pending,
@@ -116,13 +123,83 @@ bool Unfenced(const Stmt& s, bool in) {
   }
 }
 
+// The rules of warpgroup statements (kernel_ir.h, "Warpgroup MMA"): inside
+// a kWarpgroup loop, on the warpgroup's accumulator; a WarpgroupMma's tiles
+// kSwizzle128 shared buffers of its operand dtype, A's 64 rows x K, B's
+// K x N with N the accumulator's, each tile starting a 1024-byte swizzle
+// period; a WarpgroupStore's tile 64 rows of a float32 shared buffer, from
+// a constant column that leaves W columns of the accumulator.
+absl::Status CheckWarpgroupStatement(const KernelFunc& k, const MatrixTileNode& n,
+                                     const DeviceWhere& w) {
+  using Scope = BufferNode::Scope;
+  const Buffer& acc = n.frag.buffer;
+  if (w.warp == nullptr || w.warp->for_kind != ForKind::kWarpgroup) {
+    return RejectForDevice(
+        k, absl::StrCat("the warpgroup statement on ", acc->name, " outside a kWarpgroup loop"));
+  }
+  if (acc->scope != Scope::kWarpgroupAccumulator || n.frag.at.size() != 1 ||
+      !n.frag.at[0].same_as(w.warp->var)) {
+    return RejectForDevice(k, absl::StrCat("the warpgroup accumulator ", acc->name,
+                                           " (of the wrong scope, or not indexed by its "
+                                           "kWarpgroup var alone)"));
+  }
+  const int64_t n_cols = *acc->shape[2].as_int();
+  auto tile = [&](const TileRef& t, int64_t rows, int64_t cols, DataType dtype,
+                  bool swizzled) -> absl::Status {
+    const Buffer& b = t.buffer;
+    const size_t nd = b->shape.size();
+    const bool shape_ok = nd >= 2 && t.at.size() == nd &&
+                          (rows == 0 || AsConstInt(b->shape[nd - 2]).value_or(0) >= rows) &&
+                          AsConstInt(b->shape[nd - 1]) == cols;
+    const bool layout_ok = (b->layout == BufferNode::Layout::kSwizzle128) == swizzled;
+    if (b->scope != Scope::kShared || b->dtype != dtype || !shape_ok || !layout_ok) {
+      return RejectForDevice(
+          k, absl::StrCat("the warpgroup tile of ", b->name, " (a ", dtype.ToString(),
+                          swizzled ? " swizzled" : "", " shared buffer of ", cols, " columns)"));
+    }
+    for (const PrimExpr& i : t.at) TETHER_RETURN_IF_ERROR(CheckDeviceLoads(k, i, w));
+    // The tile's first element starts a 1024-byte swizzle period (rows a
+    // multiple of 8, column 0), or for a plain tile a 16-byte boundary.
+    if (swizzled ? KnownFactor(t.at[nd - 2]) % 8 != 0 || AsConstInt(t.at[nd - 1]).value_or(1) != 0
+                 : OffsetFactor(t) * dtype.bytes() % 16 != 0) {
+      return RejectForDevice(k, absl::StrCat("the warpgroup tile of ", b->name,
+                                             " not known to start a swizzle period"));
+    }
+    return absl::OkStatus();
+  };
+  if (n.op == MatrixOp::kWarpgroupStore) {
+    const Buffer& dst = n.args[0].buffer;
+    const int64_t cols = AsConstInt(dst->shape.back()).value_or(0);
+    const std::optional<int64_t> first = AsConstInt(n.value);
+    if (!first || *first < 0 || *first % 8 != 0 || cols % 8 != 0 || *first + cols > n_cols) {
+      return RejectForDevice(k, absl::StrCat("the warpgroup store to ", dst->name,
+                                             " from a column that is not a constant multiple "
+                                             "of 8 inside ",
+                                             acc->name, " (or of a width not a multiple of 8)"));
+    }
+    return tile(n.args[0], kWarpgroupRows, cols, DataType::Float(32), false);
+  }
+  const Buffer& a = n.args[0].buffer;
+  const DataType t = a->dtype;
+  const int64_t kk = AsConstInt(a->shape.back()).value_or(0);
+  if (!(t == DataType::Float(16) || t.is_bfloat16()) || kk % 16 != 0 || kk * t.bytes() != 128) {
+    return RejectForDevice(k, absl::StrCat("the warpgroup product of ", a->name,
+                                           " (float16 or bfloat16 rows of 128 bytes)"));
+  }
+  TETHER_RETURN_IF_ERROR(CheckDeviceLoads(k, n.value, w));
+  TETHER_RETURN_IF_ERROR(tile(n.args[0], kWarpgroupRows, kk, t, true));
+  return tile(n.args[1], kk, n_cols, t, true);
+}
+
 // The rules of MatrixTile statements (kernel_ir.h): inside a kWarp loop,
 // on fragments of the right scope indexed by the warp, and tiles of shared
 // memory that the hardware can address (rows 16-byte aligned, the tile's
 // first element 32-byte aligned).
 absl::Status CheckMatrixTile(const KernelFunc& k, const MatrixTileNode& n, const DeviceWhere& w) {
   using Scope = BufferNode::Scope;
-  if (w.warp == nullptr) {
+  const bool warpgroup = n.op == MatrixOp::kWarpgroupMma || n.op == MatrixOp::kWarpgroupStore;
+  if (warpgroup) return CheckWarpgroupStatement(k, n, w);
+  if (w.warp == nullptr || w.warp->for_kind != ForKind::kWarp) {
     return RejectForDevice(k, absl::StrCat("the tensor-core statement on ", n.frag.buffer->name,
                                            " outside a kWarp loop"));
   }
@@ -168,6 +245,9 @@ absl::Status CheckMatrixTile(const KernelFunc& k, const MatrixTileNode& n, const
     case MatrixOp::kStore:
       TETHER_RETURN_IF_ERROR(fragment(n.frag, {Scope::kAccumulator}));
       return shared_tile(n.args[0], n.frag.buffer->dtype);
+    case MatrixOp::kWarpgroupMma:
+    case MatrixOp::kWarpgroupStore:
+      break;  // CheckWarpgroupStatement
   }
   return absl::OkStatus();
 }
@@ -177,6 +257,18 @@ absl::Status CheckMatrixTile(const KernelFunc& k, const MatrixTileNode& n, const
 absl::Status CheckFragment(const KernelFunc& k, const Buffer& b, const DeviceWhere& w) {
   const std::vector<PrimExpr>& shape = b->shape;
   const DataType t = b->dtype;
+  if (b->scope == BufferNode::Scope::kWarpgroupAccumulator) {
+    // [warpgroups, 64, n]: n a multiple of 8 from 8 to 256, wgmma's shapes.
+    const int64_t cols = shape.size() == 3 ? AsConstInt(shape[2]).value_or(0) : 0;
+    if (shape.size() != 3 || AsConstInt(shape[0]) != w.block / kWarpgroupThreads ||
+        w.block % kWarpgroupThreads != 0 || AsConstInt(shape[1]) != kWarpgroupRows || cols < 8 ||
+        cols > 256 || cols % 8 != 0 || t != DataType::Float(32)) {
+      return RejectForDevice(k, absl::StrCat("the warpgroup accumulator ", b->name,
+                                             " (float32 [warpgroups, 64, n], n a multiple of 8 "
+                                             "up to 256)"));
+    }
+    return absl::OkStatus();
+  }
   const bool dtype_ok = b->scope == BufferNode::Scope::kAccumulator
                             ? t == DataType::Float(32)
                             : t == DataType::Float(16) || t.is_bfloat16();
@@ -213,17 +305,19 @@ absl::Status CheckDeviceStmt(const KernelFunc& k, const Stmt& s, const DeviceWhe
         return RejectForDevice(k, absl::StrCat("the kBlock loop over ", f->var.name(),
                                                ", not a top-level statement,"));
       }
-      if (f->for_kind == ForKind::kThread || f->for_kind == ForKind::kWarp) {
-        const bool warps = f->for_kind == ForKind::kWarp;
+      if (f->for_kind == ForKind::kThread || f->for_kind == ForKind::kWarp ||
+          f->for_kind == ForKind::kWarpgroup) {
+        const bool warps = f->for_kind != ForKind::kThread;
+        const int width = f->for_kind == ForKind::kWarpgroup ? kWarpgroupThreads
+                          : warps                            ? kWarpThreads
+                                                             : 1;
         std::optional<int64_t> extent = AsConstInt(f->extent);
-        if (!w.in_block || w.thread != nullptr || w.warp != nullptr ||
-            extent != (warps ? w.block / kWarpThreads : w.block) ||
-            (warps && w.block % kWarpThreads != 0)) {
+        if (!w.in_block || w.thread != nullptr || w.warp != nullptr || extent != w.block / width ||
+            w.block % width != 0) {
           return RejectForDevice(
-              k, absl::StrCat("the ", warps ? "kWarp" : "kThread", " loop over ", f->var.name(),
-                              " (one level inside a kBlock body, extent its block "
-                              "size",
-                              warps ? " / 32)" : ")"));
+              k, absl::StrCat("the ", ForKindLabel(f->for_kind), " loop over ", f->var.name(),
+                              " (one level inside a kBlock body, extent its block size",
+                              width > 1 ? absl::StrCat(" / ", width, ")") : ")"));
         }
         (warps ? inner.warp : inner.thread) = f;
         TETHER_RETURN_IF_ERROR(CheckDeviceStmt(k, f->body, inner));
@@ -264,6 +358,7 @@ absl::Status CheckDeviceStmt(const KernelFunc& k, const Stmt& s, const DeviceWhe
         case BufferNode::Scope::kMatrixA:
         case BufferNode::Scope::kMatrixB:
         case BufferNode::Scope::kAccumulator:
+        case BufferNode::Scope::kWarpgroupAccumulator:
           if (!w.in_block || w.thread != nullptr || w.warp != nullptr) {
             return RejectForDevice(
                 k, absl::StrCat("the block buffer ", n->buffer->name,
@@ -277,6 +372,23 @@ absl::Status CheckDeviceStmt(const KernelFunc& k, const Stmt& s, const DeviceWhe
           }
           if (IsFragmentScope(n->buffer->scope)) {
             TETHER_RETURN_IF_ERROR(CheckFragment(k, n->buffer, w));
+          }
+          if (n->buffer->layout == BufferNode::Layout::kSwizzle128) {
+            // Whole 1024-byte swizzle periods: rows of 128-byte multiples,
+            // a multiple of 8 of them (prim_expr.h).
+            const std::vector<PrimExpr>& shape = n->buffer->shape;
+            const size_t nd = shape.size();
+            const bool ok =
+                n->buffer->scope == BufferNode::Scope::kShared && nd >= 2 &&
+                std::all_of(shape.begin(), shape.end(),
+                            [](const PrimExpr& d) { return AsConstInt(d).value_or(0) > 0; }) &&
+                *AsConstInt(shape[nd - 1]) * n->buffer->dtype.bytes() % 128 == 0 &&
+                *AsConstInt(shape[nd - 2]) % 8 == 0;
+            if (!ok) {
+              return RejectForDevice(k, absl::StrCat("the swizzled buffer ", n->buffer->name,
+                                                     " (shared, constant, rows of 128-byte "
+                                                     "multiples, a multiple of 8 of them)"));
+            }
           }
           break;
       }
@@ -376,7 +488,8 @@ class SharedReadCheck {
         return;
       case StmtKind::kFor: {
         const ForNode* f = s.as<ForNode>();
-        if (f->for_kind == ForKind::kThread || f->for_kind == ForKind::kWarp) {
+        if (f->for_kind == ForKind::kThread || f->for_kind == ForKind::kWarp ||
+            f->for_kind == ForKind::kWarpgroup) {
           Stores(f->body);
           pending_.clear();
           return;
@@ -424,6 +537,8 @@ int BlockThreads(const Stmt& s) {
         return static_cast<int>(AsConstInt(f->extent).value_or(0));
       if (f->for_kind == ForKind::kWarp)
         return static_cast<int>(AsConstInt(f->extent).value_or(0) * kWarpThreads);
+      if (f->for_kind == ForKind::kWarpgroup)
+        return static_cast<int>(AsConstInt(f->extent).value_or(0) * kWarpgroupThreads);
       return BlockThreads(f->body);
     }
     case StmtKind::kLet:

@@ -111,6 +111,10 @@ class Emitter {
     bool in_parallel = false;
     std::string kernel;
     int64_t shared_bytes = 0;  // of the kShared buffers so far (device entries)
+    // A launch with dynamic shared memory (DynamicSharedBytes): its base,
+    // aligned to kSharedAlignment, and the next free offset.
+    llvm::Value* dynamic_shared = nullptr;
+    int64_t dynamic_offset = 0;
   };
 
   // ---- Types ----
@@ -174,7 +178,8 @@ class Emitter {
 
   // A kThread loop on a GPU: the body once, var = the thread's index in its
   // block (the loop's extent is the block size), then a barrier. A kWarp
-  // loop likewise with var = the warp's index (`shift` 5: the thread's / 32).
+  // loop likewise with var = the warp's index (`shift` 5: the thread's / 32),
+  // a kWarpgroup loop with the warpgroup's (`shift` 7).
   absl::Status EmitThreadLoop(const ForNode* n, int shift);
 
   // ---- Tensor cores (device entries; rules checked by SplitForDevice) ----
@@ -183,6 +188,12 @@ class Emitter {
   absl::StatusOr<llvm::Value*> FragmentSlot(const TileRef& t);
 
   absl::Status EmitMatrixTile(const MatrixTileNode& n);
+  // Hopper's warpgroup MMA (sm_90a; kernel_ir.h, "Warpgroup MMA").
+  absl::Status EmitWarpgroupMma(const MatrixTileNode& n);
+  absl::Status EmitWarpgroupStore(const MatrixTileNode& n);
+  // The address of element `indices` of a kSwizzle128 buffer (prim_expr.h).
+  absl::StatusOr<llvm::Value*> SwizzledAddress(const Buffer& buffer,
+                                               const std::vector<PrimExpr>& indices);
 
   // cp.async (sm_80 and newer; rules checked by SplitForDevice).
   absl::Status EmitAsyncCopy(const AsyncCopyNode& n);
@@ -292,8 +303,10 @@ class Emitter {
   absl::flat_hash_set<const BufferNode*> slices_;
   // Fragment buffers: the thread's registers of each (device kernels).
   absl::flat_hash_map<const BufferNode*, llvm::Value*> fragments_;
-  // Static shared memory a block may have on every architecture we target.
+  // Static shared memory a block may have on every architecture we target,
+  // and the most dynamic shared memory any GPU gives a block (227 KiB).
   static constexpr int64_t kMaxSharedBytes = 48 << 10;
+  static constexpr int64_t kMaxDynamicSharedBytes = 227 << 10;
 };
 
 }  // namespace tether::compiler::codegen::emitter_internal

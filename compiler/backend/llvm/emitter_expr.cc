@@ -448,6 +448,9 @@ absl::StatusOr<llvm::Value*> Emitter::ElementAddress(const Buffer& buffer,
                                                    " has ", buffer->shape.size(),
                                                    " dims but is indexed with ", indices.size()));
   }
+  if (device_ && buffer->layout == BufferNode::Layout::kSwizzle128) {
+    return SwizzledAddress(buffer, indices);
+  }
   llvm::Value* flat = b_.getInt64(0);
   const size_t first = slices_.contains(buffer.get()) ? 1 : 0;  // a thread's slice
   for (size_t d = first; d < indices.size(); ++d) {
@@ -464,6 +467,30 @@ absl::StatusOr<llvm::Value*> Emitter::ElementAddress(const Buffer& buffer,
   }
   TETHER_ASSIGN_OR_RETURN(llvm::Type * st, StorageType(buffer->dtype));
   return b_.CreateInBoundsGEP(st, it->second, flat);
+}
+
+absl::StatusOr<llvm::Value*> Emitter::SwizzledAddress(const Buffer& buffer,
+                                                      const std::vector<PrimExpr>& indices) {
+  // Byte offset: leading slices of R x L elements, then the 128-byte column
+  // block of the column (R rows of 128 bytes each), the row, the byte in
+  // the row; then 16-byte chunk bits 4..6 ^= row bits 7..9 (prim_expr.h).
+  const size_t nd = buffer->shape.size();
+  const int64_t e = buffer->dtype.bytes();
+  const int64_t rows = *buffer->shape[nd - 2].as_int(), cols = *buffer->shape[nd - 1].as_int();
+  llvm::Value* lead = b_.getInt64(0);
+  for (size_t d = 0; d + 2 < nd; ++d) {
+    TETHER_ASSIGN_OR_RETURN(llvm::Value * idx, EmitIndex(indices[d]));
+    lead = b_.CreateAdd(b_.CreateMul(lead, b_.getInt64(*buffer->shape[d].as_int())), idx);
+  }
+  TETHER_ASSIGN_OR_RETURN(llvm::Value * r, EmitIndex(indices[nd - 2]));
+  TETHER_ASSIGN_OR_RETURN(llvm::Value * c, EmitIndex(indices[nd - 1]));
+  llvm::Value* cb = b_.CreateMul(c, b_.getInt64(e));
+  llvm::Value* off = b_.CreateMul(lead, b_.getInt64(rows * cols * e));
+  off = b_.CreateAdd(off, b_.CreateMul(b_.CreateLShr(cb, 7), b_.getInt64(rows * 128)));
+  off = b_.CreateAdd(off, b_.CreateMul(r, b_.getInt64(128)));
+  off = b_.CreateAdd(off, b_.CreateAnd(cb, b_.getInt64(127)));
+  off = b_.CreateXor(off, b_.CreateShl(b_.CreateAnd(b_.CreateLShr(off, 7), b_.getInt64(7)), 4));
+  return b_.CreateInBoundsGEP(i8_, buffers_.at(buffer.get()), off);
 }
 
 absl::StatusOr<llvm::Value*> Emitter::EmitStorageCopy(const PrimExpr& e, DataType t) {

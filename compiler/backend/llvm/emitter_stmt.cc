@@ -8,6 +8,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "compiler/backend/cuda/wgmma.h"
 #include "compiler/backend/cuda/wmma.h"
 #include "compiler/backend/llvm/emitter.h"
 #include "compiler/backend/llvm/math_emitter.h"
@@ -95,6 +96,7 @@ absl::Status Emitter::EmitStmt(const Stmt& s) {
       // On a CPU a block schedule's loops are serial (kernel_ir.h).
       if (device_ && n->for_kind == ForKind::kThread) return EmitThreadLoop(n, 0);
       if (device_ && n->for_kind == ForKind::kWarp) return EmitThreadLoop(n, 5);
+      if (device_ && n->for_kind == ForKind::kWarpgroup) return EmitThreadLoop(n, 7);
       if (device_ && n->for_kind == ForKind::kBlock) {
         return Unsupported("a kBlock loop not split into a launch: ", n->var.name());
       }
@@ -133,6 +135,8 @@ absl::StatusOr<llvm::Value*> Emitter::FragmentSlot(const TileRef& t) {
 }
 
 absl::Status Emitter::EmitMatrixTile(const MatrixTileNode& n) {
+  if (n.op == MatrixOp::kWarpgroupMma) return EmitWarpgroupMma(n);
+  if (n.op == MatrixOp::kWarpgroupStore) return EmitWarpgroupStore(n);
   TETHER_ASSIGN_OR_RETURN(llvm::Value * frag, FragmentSlot(n.frag));
   switch (n.op) {
     case MatrixOp::kFill: {
@@ -158,12 +162,53 @@ absl::Status Emitter::EmitMatrixTile(const MatrixTileNode& n) {
       }
       return absl::OkStatus();
     }
+    case MatrixOp::kWarpgroupMma:
+    case MatrixOp::kWarpgroupStore:
+      break;  // above
   }
   return Unsupported("tensor-core statement");
 }
 
+absl::Status Emitter::EmitWarpgroupMma(const MatrixTileNode& n) {
+  if (sm_ < 90) return Unsupported("warpgroup MMA on sm_", sm_, " (wgmma needs sm_90a)");
+  auto it = fragments_.find(n.frag.buffer.get());
+  if (it == fragments_.end()) {
+    return Unsupported("accumulator ", n.frag.buffer->name, " not allocated in this kernel");
+  }
+  const TileRef &a = n.args[0], &b = n.args[1];
+  TETHER_ASSIGN_OR_RETURN(llvm::Value * a_at, ElementAddress(a.buffer, a.at));
+  TETHER_ASSIGN_OR_RETURN(llvm::Value * b_at, ElementAddress(b.buffer, b.at));
+  TETHER_ASSIGN_OR_RETURN(llvm::Value * accumulate, EmitExprAs(n.value, DataType::Bool()));
+  const WarpgroupShape shape{*n.frag.buffer->shape[2].as_int(), *a.buffer->shape.back().as_int(),
+                             *b.buffer->shape[b.buffer->shape.size() - 2].as_int(),
+                             n.args[0].buffer->dtype};
+  EmitWgmma(b_, shape, it->second, a_at, b_at, accumulate);
+  if (module_->getModuleFlag(kSm90aFlag) == nullptr) {
+    module_->addModuleFlag(llvm::Module::Max, kSm90aFlag, 1);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Emitter::EmitWarpgroupStore(const MatrixTileNode& n) {
+  auto it = fragments_.find(n.frag.buffer.get());
+  if (it == fragments_.end()) {
+    return Unsupported("accumulator ", n.frag.buffer->name, " not allocated in this kernel");
+  }
+  const TileRef& dst = n.args[0];
+  TETHER_ASSIGN_OR_RETURN(llvm::Value * at, ElementAddress(dst.buffer, dst.at));
+  llvm::Value* tid =
+      b_.CreateZExt(b_.CreateIntrinsic(llvm::Intrinsic::nvvm_read_ptx_sreg_tid_x, {}, {}), i32_);
+  EmitWgmmaStore(b_, it->second, tid, *n.value.as_int(), *dst.buffer->shape.back().as_int(), at);
+  return absl::OkStatus();
+}
+
 absl::Status Emitter::EmitAsyncCopy(const AsyncCopyNode& n) {
   if (sm_ < 80) return Unsupported("asynchronous copy on sm_", sm_, " (cp.async needs sm_80)");
+  if (n.op == AsyncOp::kProxyFence) {
+    if (sm_ < 90) return Unsupported("async-proxy fence on sm_", sm_, " (needs sm_90)");
+    EmitAsyncProxyFence(b_);
+    return absl::OkStatus();
+  }
   if (n.op == AsyncOp::kFence) {
     b_.CreateIntrinsic(llvm::Intrinsic::nvvm_cp_async_commit_group, {}, {});
     b_.CreateIntrinsic(llvm::Intrinsic::nvvm_cp_async_wait_group, {}, {b_.getInt32(n.pending)});
@@ -188,10 +233,13 @@ absl::Status Emitter::EmitAllocate(const AllocateNode* n) {
   const Buffer& buf = n->buffer;
   if (device_ && IsFragmentScope(buf->scope)) {
     // The thread's registers of each fragment: dim 0 (the warp) and the
-    // 16 x 16 tile dropped.
+    // 16 x 16 tile dropped; of a warpgroup's accumulator, its 64 x n / 128.
     int64_t count = 1;
     for (size_t i = 1; i + 2 < buf->shape.size(); ++i) count *= *buf->shape[i].as_int();
-    const FragmentRegisters r = Registers(ctx_, buf->scope, buf->dtype);
+    FragmentRegisters r = Registers(ctx_, buf->scope, buf->dtype);
+    if (buf->scope == BufferNode::Scope::kWarpgroupAccumulator) {
+      r = {llvm::Type::getFloatTy(ctx_), static_cast<int>(WgmmaRegisters(*buf->shape[2].as_int()))};
+    }
     fragments_[buf.get()] =
         EntryAlloca(llvm::ArrayType::get(r.type, count * r.count), buf->name.c_str());
     absl::Status status = EmitStmt(n->body);
@@ -219,7 +267,24 @@ absl::Status Emitter::EmitAllocate(const AllocateNode* n) {
                                                      " elements is too large for the stack"));
     }
     // Shared buffers are static and all live at once: their sum counts, each
-    // rounded up to its 128-byte alignment.
+    // rounded up to its 128-byte alignment. With dynamic shared memory
+    // (DynamicSharedBytes) each starts at the next 1024-byte boundary.
+    if (shared && fs_.dynamic_shared != nullptr) {
+      const int64_t bytes = count * buf->dtype.bytes();
+      const int64_t offset = fs_.dynamic_offset;
+      fs_.dynamic_offset += (bytes + kSharedAlignment - 1) / kSharedAlignment * kSharedAlignment;
+      if (fs_.dynamic_offset + kSharedAlignment > kMaxDynamicSharedBytes) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "kernel ", fs_.kernel, ": shared buffers of ", fs_.dynamic_offset + kSharedAlignment,
+            " bytes (with ", buf->name, ") exceed the ", kMaxDynamicSharedBytes,
+            " of dynamic shared memory a block may have"));
+      }
+      buffers_[buf.get()] =
+          b_.CreateInBoundsGEP(i8_, fs_.dynamic_shared, b_.getInt64(offset), buf->name);
+      absl::Status status = EmitStmt(n->body);
+      buffers_.erase(buf.get());
+      return status;
+    }
     if (shared &&
         (fs_.shared_bytes += (count * buf->dtype.bytes() + 127) / 128 * 128) > kMaxSharedBytes) {
       return absl::InvalidArgumentError(absl::StrCat(

@@ -306,6 +306,23 @@ absl::Status Emitter::EmitDeviceEntry(const KernelFunc& k) {
                           CastValue(tid, DataType::Int(64), k->params[n - 2].var.dtype()));
   TETHER_ASSIGN_OR_RETURN(vars_[k->params[n - 1].var.get()],
                           CastValue(nthreads, DataType::Int(64), k->params[n - 1].var.dtype()));
+  if (DynamicSharedBytes(k->body) > 0) {
+    // The launch's shared buffers come from dynamic shared memory
+    // (kernel_ir.h), its base rounded up to kSharedAlignment: the launcher
+    // asks for DynamicSharedBytes, which includes the slack.
+    llvm::Type* ty = llvm::ArrayType::get(i8_, 0);
+    llvm::GlobalVariable* gv = module_->getGlobalVariable("tether_dynamic_shared", true);
+    if (gv == nullptr) {
+      gv = new llvm::GlobalVariable(
+          *module_, ty, /*isConstant=*/false, llvm::GlobalValue::ExternalLinkage, nullptr,
+          "tether_dynamic_shared", nullptr, llvm::GlobalValue::NotThreadLocal, /*AddressSpace=*/3);
+      gv->setAlignment(llvm::Align(16));
+    }
+    llvm::Value* addr = b_.CreatePtrToInt(gv, i64_);
+    llvm::Value* pad =
+        b_.CreateAnd(b_.CreateSub(b_.getInt64(0), addr), b_.getInt64(kSharedAlignment - 1));
+    fs_.dynamic_shared = b_.CreateInBoundsGEP(i8_, gv, pad, "dynamic_shared");
+  }
   TETHER_RETURN_IF_ERROR(EmitStmt(k->body));
   b_.CreateRetVoid();
   return absl::OkStatus();

@@ -19,6 +19,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "compiler/backend/cuda/device_split.h"
+#include "compiler/backend/cuda/wgmma.h"
 #include "compiler/backend/llvm/kernel_emitter.h"
 #include "compiler/backend/llvm/vm_function_emitter.h"
 #include "compiler/backend/llvm/work_estimate.h"
@@ -74,10 +75,12 @@ llvm::CodeGenOptLevel CodeGenLevel(int opt_level) {
                           : llvm::CodeGenOptLevel::Aggressive;
 }
 
-// The NVPTX target machine for sm_<sm>; LLVM picks the lowest PTX ISA
+// The NVPTX target machine for sm_<sm> (sm_<sm>a with `arch_specific`: the
+// features of that architecture alone, such as sm_90a's wgmma, in PTX only
+// a GPU of exactly that architecture runs); LLVM picks the lowest PTX ISA
 // version that architecture needs.
-absl::StatusOr<std::unique_ptr<llvm::TargetMachine>> CreateCudaTargetMachine(int sm,
-                                                                             int opt_level) {
+absl::StatusOr<std::unique_ptr<llvm::TargetMachine>> CreateCudaTargetMachine(int sm, int opt_level,
+                                                                             bool arch_specific) {
   InitializeLLVM();
   constexpr char kTriple[] = "nvptx64-nvidia-cuda";
   std::string error;
@@ -88,7 +91,7 @@ absl::StatusOr<std::unique_ptr<llvm::TargetMachine>> CreateCudaTargetMachine(int
   }
   llvm::TargetOptions options;
   options.AllowFPOpFusion = llvm::FPOpFusion::Fast;  // as on the CPU (fma.rn)
-  std::string cpu = absl::StrCat("sm_", sm);
+  std::string cpu = absl::StrCat("sm_", sm, arch_specific ? "a" : "");
   std::unique_ptr<llvm::TargetMachine> tm(llvm_target->createTargetMachine(
       kTriple, cpu, "", options, std::nullopt, std::nullopt, CodeGenLevel(opt_level)));
   if (!tm)
@@ -394,9 +397,11 @@ struct CudaModule {
 absl::StatusOr<CudaModule> BuildCudaModule(const std::vector<KernelFunc>& launches, int sm,
                                            int opt_level) {
   CudaModule m;
-  TETHER_ASSIGN_OR_RETURN(m.tm, CreateCudaTargetMachine(sm, opt_level));
   m.context = MakeContext();
   TETHER_ASSIGN_OR_RETURN(m.module, codegen::EmitDeviceKernels(*m.context, launches, sm));
+  // A module with warpgroup MMA is PTX for sm_90a (wgmma.h).
+  const bool arch_specific = m.module->getModuleFlag(codegen::kSm90aFlag) != nullptr;
+  TETHER_ASSIGN_OR_RETURN(m.tm, CreateCudaTargetMachine(sm, opt_level, arch_specific));
   TETHER_RETURN_IF_ERROR(Optimize(*m.module, m.tm.get(), opt_level));
   return m;
 }
