@@ -102,6 +102,26 @@ bool Copyable(const Reader& read, DataType t, const PrimExpr& c_ext) {
          KnownFactor(c_ext) * t.bytes() % 16 == 0;
 }
 
+// One tile of a block schedule's kBlock loop over (batch, m tile, n tile)
+// with tiles of bm x bn: its batch, first row and column, and the operands'
+// readers in that batch.
+struct BlockTile {
+  PrimExpr batch, m0, n0;
+  Reader read_a, read_b;
+};
+Stmt EachTile(const BlockGemm& g, int64_t bm, int64_t bn,
+              const std::function<Stmt(const BlockTile&)>& body) {
+  const PrimExpr nt = CeilDiv(g.n, bn), per_batch = CeilDiv(g.m, bm) * nt;
+  return Loop("tile", g.batches * per_batch, ForKind::kBlock, [&](const PrimExpr& tile) {
+    const PrimExpr in_batch = FloorMod(tile, per_batch);
+    BlockTile t{FloorDiv(tile, per_batch), FloorDiv(in_batch, nt) * bm, FloorMod(in_batch, nt) * bn,
+                Reader(), Reader()};
+    t.read_a = [&g, b = t.batch](const PrimExpr& m, const PrimExpr& k) { return g.a(b, m, k); };
+    t.read_b = [&g, b = t.batch](const PrimExpr& k, const PrimExpr& n) { return g.b(b, k, n); };
+    return body(t);
+  });
+}
+
 // One operand's tile of a k step: the rows x cols tile at (r0, c0) of an
 // operand of extents (r_ext, c_ext), read(r, c), kept in dst[stage][row][col]
 // (dst[row][col] without a stage; with `transpose`, [col][row]).
@@ -187,21 +207,17 @@ Stmt Stage(const OperandTile& o, const PrimExpr& stage, const PrimExpr& t, Stage
 Stmt TensorCoreSchedule(const BlockGemm& g) {
   const auto [bm, bn] = TileOf(g);
   const int64_t fm = bm / (kWarpRows * kFrag), fn = bn / (kWarpCols * kFrag);
-  const PrimExpr mt = CeilDiv(g.m, bm), nt = CeilDiv(g.n, bn);
   const DataType f32 = DataType::Float(32);
   const bool whole = Divides(bm, g.m) && Divides(bn, g.n);
   using Scope = BufferNode::Scope;
-  return Loop("tile", g.batches * mt * nt, ForKind::kBlock, [&](const PrimExpr& tile) {
-    const PrimExpr in_batch = FloorMod(tile, mt * nt);
-    const PrimExpr batch = FloorDiv(tile, mt * nt);
-    const Reader read_a = [&](const PrimExpr& m, const PrimExpr& k) { return g.a(batch, m, k); };
-    const Reader read_b = [&](const PrimExpr& k, const PrimExpr& n) { return g.b(batch, k, n); };
+  return EachTile(g, bm, bn, [&](const BlockTile& at) {
+    const PrimExpr &batch = at.batch, &m0 = at.m0, &n0 = at.n0;
+    const Reader &read_a = at.read_a, &read_b = at.read_b;
     // From sm_80, operands that are plain tensors are fetched with
     // asynchronous copies into two stages of tiles.
     const bool async_a = g.gpu_arch >= 80 && Copyable(read_a, g.operand_t, g.k);
     const bool async_b = g.gpu_arch >= 80 && Copyable(read_b, g.operand_t, g.n);
     const int64_t stages = async_a || async_b ? 2 : 1;
-    const PrimExpr m0 = FloorDiv(in_batch, nt) * bm, n0 = FloorMod(in_batch, nt) * bn;
     Buffer as =
         MakeBuffer("gemm_a_tile", g.operand_t,
                    {PrimExpr(stages), PrimExpr(bm), PrimExpr(kTcStepK + kTcPad)}, Scope::kShared);
@@ -313,18 +329,14 @@ Stmt TensorCoreSchedule(const BlockGemm& g) {
 // later, after the next step's barrier (kernel_ir.h, "Warpgroup MMA").
 Stmt WarpgroupSchedule(const BlockGemm& g) {
   const int64_t bm = kWgRows, bn = WarpgroupCols(g.n);
-  const PrimExpr mt = CeilDiv(g.m, bm), nt = CeilDiv(g.n, bn);
   const int64_t steps = (*g.k.as_int() + kWgStepK - 1) / kWgStepK;
   const DataType f32 = DataType::Float(32);
   const bool whole = Divides(bm, g.m) && Divides(bn, g.n);
   using Scope = BufferNode::Scope;
   using Layout = BufferNode::Layout;
-  return Loop("tile", g.batches * mt * nt, ForKind::kBlock, [&](const PrimExpr& tile) {
-    const PrimExpr in_batch = FloorMod(tile, mt * nt);
-    const PrimExpr batch = FloorDiv(tile, mt * nt);
-    const Reader read_a = [&](const PrimExpr& m, const PrimExpr& k) { return g.a(batch, m, k); };
-    const Reader read_b = [&](const PrimExpr& k, const PrimExpr& n) { return g.b(batch, k, n); };
-    const PrimExpr m0 = FloorDiv(in_batch, nt) * bm, n0 = FloorMod(in_batch, nt) * bn;
+  return EachTile(g, bm, bn, [&](const BlockTile& at) {
+    const PrimExpr &batch = at.batch, &m0 = at.m0, &n0 = at.n0;
+    const Reader &read_a = at.read_a, &read_b = at.read_b;
     Buffer as = MakeBuffer("gemm_a_tile", g.operand_t,
                            {PrimExpr(kWgStages), PrimExpr(bm), PrimExpr(kWgStepK)}, Scope::kShared,
                            Layout::kSwizzle128);
@@ -441,7 +453,6 @@ namespace {
 Stmt SimtSchedule(const BlockGemm& g) {
   const auto [bm, bn] = TileOf(g);
   const int64_t tm = bm / kSide, tn = bn / kSide;
-  const PrimExpr mt = CeilDiv(g.m, bm), nt = CeilDiv(g.n, bn);
   const PrimExpr zero = MakeConst(g.acc_t, 0);
   // Thread (ty, tx) owns rows ty * gm + (i % gm) + (i / gm) * 16 gm: runs
   // of gm = min(4, tm) adjacent rows, 16 gm apart (columns likewise), so
@@ -454,12 +465,9 @@ Stmt SimtSchedule(const BlockGemm& g) {
     return FloorDiv(j, gn) * (kSide * gn) + tx * gn + FloorMod(j, gn);
   };
   const bool whole = Divides(bm, g.m) && Divides(bn, g.n);
-  return Loop("tile", g.batches * mt * nt, ForKind::kBlock, [&](const PrimExpr& tile) {
-    const PrimExpr in_batch = FloorMod(tile, mt * nt);
-    const PrimExpr batch = FloorDiv(tile, mt * nt);
-    const PrimExpr m0 = FloorDiv(in_batch, nt) * bm, n0 = FloorMod(in_batch, nt) * bn;
-    const Reader read_a = [&](const PrimExpr& m, const PrimExpr& k) { return g.a(batch, m, k); };
-    const Reader read_b = [&](const PrimExpr& k, const PrimExpr& n) { return g.b(batch, k, n); };
+  return EachTile(g, bm, bn, [&](const BlockTile& at) {
+    const PrimExpr &batch = at.batch, &m0 = at.m0, &n0 = at.n0;
+    const Reader &read_a = at.read_a, &read_b = at.read_b;
     // Two stages of the tiles. A is staged k-major with 4 words of padding:
     // a warp's stores, 4 k values of 16 rows, fall in distinct banks.
     Buffer as =
