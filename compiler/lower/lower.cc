@@ -178,14 +178,17 @@ Stmt BlockStrided(const std::string& name, const PrimExpr& extent,
 Stmt BlockReduce(const std::string& name, const PrimExpr& extent, DataType dtype,
                  const PrimExpr& init, const std::function<PrimExpr(const PrimExpr&)>& reader,
                  const std::function<PrimExpr(const PrimExpr&, const PrimExpr&)>& combine,
-                 const Buffer& red) {
+                 const Buffer& red, const ElementStmt& each) {
   static_assert((kThreads & (kThreads - 1)) == 0, "the tree halves a power of two");
   const PrimExpr zero(0);
   std::vector<Stmt> steps;
   steps.push_back(Threads(name + "_t", [&](const PrimExpr& t) {
     Buffer acc = MakeBuffer(name + "_acc", dtype, {PrimExpr(1)}, BufferNode::Scope::kLocal);
     Stmt fold = ThreadShare(name, t, extent, [&](const PrimExpr& r) {
-      return Store(acc, {zero}, combine(Load(acc, {zero}), reader(r)));
+      if (!each) return Store(acc, {zero}, combine(Load(acc, {zero}), reader(r)));
+      Var v(name + "_v", dtype);
+      return LetStmt(v, reader(r),
+                     Seq({each(r, v), Store(acc, {zero}, combine(Load(acc, {zero}), v))}));
     });
     return Allocate(acc, Seq({Store(acc, {zero}, init), fold, Store(red, {t}, Load(acc, {zero}))}));
   }));

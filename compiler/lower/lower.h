@@ -77,11 +77,15 @@ Stmt BlockStrided(const std::string& name, const PrimExpr& extent,
 // thread folds its strided share into red[t], then a tree halves the live
 // entries, one kThread loop (one barrier) per step. Block-level code after it
 // reads red[0]; nothing may store to `red` again in that kBlock iteration
-// (a thread still reading it would see the new value).
+// (a thread still reading it would see the new value). With `each`, every
+// element's value v = reader(r) is also given to each(r, v) (as a let,
+// computed once) in the thread that folds it: the thread BlockStrided gives
+// element r, so a later BlockStrided pass reads what each stored there.
+using ElementStmt = std::function<Stmt(const PrimExpr& r, const PrimExpr& value)>;
 Stmt BlockReduce(const std::string& name, const PrimExpr& extent, DataType dtype,
                  const PrimExpr& init, const std::function<PrimExpr(const PrimExpr&)>& reader,
                  const std::function<PrimExpr(const PrimExpr&, const PrimExpr&)>& combine,
-                 const Buffer& red);
+                 const Buffer& red, const ElementStmt& each = nullptr);
 
 // A global-scope buffer named `name` for a tensor struct info with a known
 // shape (dims may be symbolic) and dtype. INVALID_ARGUMENT when `sinfo` is

@@ -257,17 +257,18 @@ struct RowForm {
     }
     return MakeBuffer(name, acc_t, {PrimExpr(1)}, BufferNode::Scope::kLocal);
   }
-  // into[0] = the fold of reader(r) over the row.
+  // into[0] = the fold of reader(r) over the row; in the kBlock form, with
+  // `each` (BlockReduce), each(r, reader(r)) too.
   Stmt Reduce(const std::string& name, const PrimExpr& init,
               const std::function<PrimExpr(const PrimExpr&)>& reader,
               const std::function<PrimExpr(const PrimExpr&, const PrimExpr&)>& combine,
-              const Buffer& into) const {
+              const Buffer& into, const ElementStmt& each = nullptr) const {
     const PrimExpr zero(0);
     switch (kind) {
       case Kind::kLanes:
         return nn_internal::LaneReduce(name, length, acc_t, init, reader, combine, into);
       case Kind::kBlock:
-        return BlockReduce(name, length, acc_t, init, reader, combine, into);
+        return BlockReduce(name, length, acc_t, init, reader, combine, into, each);
       case Kind::kThread:
         break;
     }
@@ -389,13 +390,26 @@ absl::StatusOr<Stmt> ScheduleSoftmax(const LowerContext& ctx, const std::vector<
     Stmt max_pass = form.Reduce(
         "sx", nn_internal::LowestValue(acc_t), x_at,
         [](const PrimExpr& a, const PrimExpr& b) { return Max(a, b); }, mx);
+    // A softmax in a block per row with float32 output keeps each exp(x -
+    // max) in its output element from the sum's pass, and the store's pass
+    // scales it: one exp per element instead of two (on a GPU the exps,
+    // not the row's bytes, bound it).
+    const bool keep_exp = !log && form.kind == RowForm::Kind::kBlock && Y->dtype == acc_t;
+    ElementStmt keep;
+    if (keep_exp) {
+      keep = [&](const PrimExpr& r, const PrimExpr& e) {
+        return Store(Y, split.Merge(outer, {r}), e);
+      };
+    }
     Stmt sum_pass = form.Reduce(
         "se", MakeConst(acc_t, 0),
         [&](const PrimExpr& r) { return Call(acc_t, "exp", {x_at(r) - m}); },
-        [](const PrimExpr& a, const PrimExpr& b) { return a + b; }, sum);
+        [](const PrimExpr& a, const PrimExpr& b) { return a + b; }, sum, keep);
     Stmt store = form.Each("ss", [&](const PrimExpr& r) {
-      PrimExpr v = log ? x_at(r) - m - s : Call(acc_t, "exp", {x_at(r) - m}) * s;
       std::vector<PrimExpr> yi = split.Merge(outer, {r});
+      PrimExpr v = log        ? x_at(r) - m - s
+                   : keep_exp ? Load(Y, yi) * s
+                              : Call(acc_t, "exp", {x_at(r) - m}) * s;
       v = Cast(Y->dtype, v);
       return Store(Y, yi, epilogue ? epilogue(v, yi) : v);
     });

@@ -673,6 +673,23 @@ TEST(GpuLoweringTest, SoftmaxesMatchCpu) {
     ExpectGpuMatchesCpu(op, {Random({2, 100, 3}, kF32, 85)}, {{"axis", int64_t{1}}}, 1e-5);
     ExpectGpuMatchesCpu(op, {Random({2, 513}, kF16, 86)}, {{"axis", int64_t{-1}}});
   }
+  // A float32 softmax in a block per row computes exp(x - max) once per
+  // element, keeping it in the output between its passes; a float16 one
+  // (whose output would round it) computes it in both.
+  for (DataType t : {kF32, kF16}) {
+    absl::StatusOr<Expr> call =
+        optest::MakeOpCall("relax.nn.softmax", {optest::TensorVar("x", Random({2, 1000}, t, 87))},
+                           {{"axis", int64_t{-1}}});
+    ASSERT_TRUE(call.ok()) << call.status();
+    absl::StatusOr<KernelFunc> gpu =
+        LowerCallToKernel(*call->as<CallNode>(), "k", KernelTarget{.gpu = true, .gpu_arch = 90});
+    ASSERT_TRUE(gpu.ok()) << gpu.status();
+    const std::string text = ToString(*gpu);
+    int exps = 0;
+    for (size_t at = text.find("T.exp("); at != std::string::npos; at = text.find("T.exp(", at + 1))
+      ++exps;
+    EXPECT_EQ(exps, t == kF32 ? 1 : 2) << t.ToString();
+  }
 }
 
 // ---- reductions and scans ----------------------------------------------------------
