@@ -17,7 +17,7 @@ using nn_internal::Loop;
 
 constexpr int64_t kSide = 16;  // threads per tile side
 constexpr int64_t kThreads = kSide * kSide;
-constexpr int64_t kStepK = 8;
+constexpr int64_t kStepK = 16;
 constexpr int64_t kMaxPer = 8;  // values per thread and side: tiles up to 128
 static_assert(kThreads == kDeviceBlockThreads);
 

@@ -1,7 +1,7 @@
 // A GPU block schedule for products C[b][m][n] = sum_k A[b][m][k] * B[b][k][n]
 // (compiler/tir/kernel_ir.h, "Block schedules"), shared by matmul and by
 // conv2d as an implicit GEMM. Each block of 256 threads, a 16 x 16 grid,
-// computes a (16 TM) x (16 TN) tile of C: k advances 8 at a time, the A and B
+// computes a (16 TM) x (16 TN) tile of C: k advances 16 at a time, the A and B
 // slices staged in two stages of shared memory (zero outside the product),
 // and thread (ty, tx) accumulates TM x TN values in registers, its rows runs
 // of min(4, TM) adjacent ones 16 runs apart (columns likewise), so that its
