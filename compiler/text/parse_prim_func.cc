@@ -229,6 +229,7 @@ absl::StatusOr<Buffer> Parser::ParseBufferArgs(const std::string& name, bool all
   }
   DataType dtype = DataType::Float(32);
   BufferNode::Scope scope = BufferNode::Scope::kGlobal;
+  BufferNode::Layout layout = BufferNode::Layout::kRowMajor;
   while (TryPunct(",")) {
     if (Peek().IsPunct(")")) break;
     std::string key = "dtype";
@@ -251,11 +252,19 @@ absl::StatusOr<Buffer> Parser::ParseBufferArgs(const std::string& name, bool all
       if (!ok) {
         return ErrorAt(v,
                        "expected a buffer scope: \"global\", \"local\", \"shared\", "
-                       "\"per_thread\" or \"wmma.*\"");
+                       "\"per_thread\", \"wmma.*\" or \"wgmma.accumulator\"");
       }
       if (!allow_scope && scope != BufferNode::Scope::kGlobal) {
         return ErrorAt(v, "expected a global buffer: a kernel parameter's scope is \"global\"");
       }
+      Next();
+    } else if (key == "layout" && allow_scope) {
+      // The printer's layout of a shared buffer (prim_expr.h, BufferNode::Layout).
+      if (v.kind != TokenKind::kString || (v.text != "swizzle128" && v.text != "row_major")) {
+        return ErrorAt(v, "expected a buffer layout: \"row_major\" or \"swizzle128\"");
+      }
+      layout =
+          v.text == "swizzle128" ? BufferNode::Layout::kSwizzle128 : BufferNode::Layout::kRowMajor;
       Next();
     } else if (key == "align" || key == "offset_factor" || key == "axis_separators") {
       // Layout hints of TVM's buffers; ours are compact and aligned.
@@ -266,7 +275,10 @@ absl::StatusOr<Buffer> Parser::ParseBufferArgs(const std::string& name, bool all
     }
   }
   TETHER_RETURN_IF_ERROR(ExpectPunct(")", "to close the buffer declaration"));
-  return MakeBuffer(name, dtype, std::move(shape), scope);
+  if (layout == BufferNode::Layout::kSwizzle128 && scope != BufferNode::Scope::kShared) {
+    return ErrorAt(Peek(), "expected scope=\"shared\" for a swizzle128 buffer");
+  }
+  return MakeBuffer(name, dtype, std::move(shape), scope, layout);
 }
 
 // A dimension of a declared buffer: an expression, where a new bare name
@@ -875,6 +887,27 @@ absl::Status Parser::ParseTirCallStatement(TirStmt* out) {
   } else if (fn == "ptx_wait_group") {
     if (Peek().kind != TokenKind::kInt) return Expected("the number of groups left in flight");
     out->stmt = AsyncFence(static_cast<int>(Next().int_value));
+  } else if (fn == "ptx_fence_proxy_async") {
+    out->stmt = AsyncProxyFence();
+  } else if (fn == "wgmma_async") {
+    TETHER_ASSIGN_OR_RETURN(TileRef acc, tile());
+    TETHER_RETURN_IF_ERROR(ExpectPunct(",", "between the tiles"));
+    TETHER_ASSIGN_OR_RETURN(TileRef a, tile());
+    TETHER_RETURN_IF_ERROR(ExpectPunct(",", "between the tiles"));
+    TETHER_ASSIGN_OR_RETURN(TileRef b, tile());
+    TETHER_RETURN_IF_ERROR(ExpectPunct(",", "before accumulate="));
+    if (!(TryName("accumulate") && TryPunct("="))) return Expected("accumulate=");
+    TETHER_ASSIGN_OR_RETURN(PrimExpr accumulate, ParseTirCondition());
+    out->stmt = WarpgroupMma(acc, a, b, accumulate);
+  } else if (fn == "wgmma_store") {
+    TETHER_ASSIGN_OR_RETURN(TileRef dst, tile());
+    TETHER_RETURN_IF_ERROR(ExpectPunct(",", "between the tiles"));
+    TETHER_ASSIGN_OR_RETURN(TileRef acc, tile());
+    TETHER_RETURN_IF_ERROR(ExpectPunct(",", "before col="));
+    if (!(TryName("col") && TryPunct("=")) || Peek().kind != TokenKind::kInt) {
+      return Expected("col= and a constant column");
+    }
+    out->stmt = WarpgroupStore(dst, acc, Next().int_value);
   } else {
     return ErrorAt(t, absl::StrCat("expected a kernel statement, got T.", fn, "(...)"));
   }

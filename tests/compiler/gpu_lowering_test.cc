@@ -29,6 +29,7 @@
 #include "compiler/lower/lower.h"
 #include "compiler/op/op.h"
 #include "compiler/text/parser.h"
+#include "compiler/text/printer.h"
 #include "compiler/transform/pipeline.h"
 #include "gtest/gtest.h"
 #include "runtime/vm/local_vm.h"
@@ -446,6 +447,31 @@ TEST(GpuLoweringTest, WarpgroupMatmulMatchesCpu) {
   EXPECT_GT(GpuCensus("relax.matmul", narrow, 90).warp_loops, 0);  // the sm_80 schedule
   const std::vector<HostTensor> f32 = {Random({256, 64}, kF32, 1), Random({64, 256}, kF32, 2)};
   EXPECT_EQ(GpuCensus("relax.matmul", f32, 90).warpgroup_loops, 0);
+}
+
+// The warpgroup schedule's kernel prints (text-format.md) and parses back to
+// the same text: swizzled buffers, the warpgroup accumulator and loops, and
+// T.wgmma_async / T.wgmma_store / T.ptx_fence_proxy_async.
+TEST(GpuLoweringTest, WarpgroupMatmulKernelRoundTripsThroughText) {
+  absl::StatusOr<Expr> call =
+      optest::MakeOpCall("relax.matmul",
+                         {optest::TensorVar("x0", Random({200, 104}, kF16, 1)),
+                          optest::TensorVar("x1", Random({104, 136}, kF16, 2))},
+                         {});
+  ASSERT_TRUE(call.ok()) << call.status();
+  absl::StatusOr<KernelFunc> k =
+      LowerCallToKernel(*call->as<CallNode>(), "k", KernelTarget{.gpu = true, .gpu_arch = 90});
+  ASSERT_TRUE(k.ok()) << k.status();
+  IRModule m;
+  m.kernels["k"] = *k;
+  const std::string printed = PrintModule(m);
+  for (const char* s : {"layout=\"swizzle128\"", "scope=\"wgmma.accumulator\"", "T.warpgroups(2)",
+                        "T.wgmma_async(", "T.wgmma_store(", "T.ptx_fence_proxy_async()"}) {
+    EXPECT_NE(printed.find(s), std::string::npos) << s;
+  }
+  absl::StatusOr<IRModule> again = ParseModule(printed, "printed.rx");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(PrintModule(*again), printed);
 }
 
 TEST(GpuLoweringTest, CpuMatmulKeepsItsPackedScheduleGpuDoesNot) {
