@@ -17,9 +17,29 @@
 #include "compiler/transform/legalize.h"
 #include "compiler/transform/relax_rewrite.h"
 #include "runtime/core/error.h"
+#include "runtime/core/scalar.h"
 
 namespace tether::compiler {
 namespace {
+
+// A 0-d floating-point constant argument as an immediate (undefined for
+// anything else): a fused kernel reads it as a constant, not through a
+// parameter, so the arithmetic around it folds (x ** 2.0 is x * x) and a
+// vector loop does not load it every iteration.
+PrimExpr ScalarConstant(const Expr& arg) {
+  const auto* c = arg.as<ConstantNode>();
+  if (c == nullptr || c->data->ndim() != 0) return PrimExpr();
+  const DataType dt = c->data->dtype();
+  if (!dt.is_float() && !dt.is_bfloat16()) return PrimExpr();
+  double v = 0;
+  if (!DispatchScalarType(dt, [&](auto tag) {
+        using T = decltype(tag);
+        v = ScalarToDouble(*static_cast<const T*>(c->data->element_data()));
+      })) {
+    return PrimExpr();
+  }
+  return MakeConst(dt, v);
+}
 
 struct Group {
   std::vector<int> members;  // binding indices, ascending
@@ -51,7 +71,7 @@ class GroupLowering {
     for (int m : group_.members) {
       for (const Expr& arg : cands_[m].call->args) {
         if (arg.struct_info().as<TensorStructInfoNode>() == nullptr) continue;
-        if (Producer(arg) >= 0) continue;
+        if (Producer(arg) >= 0 || ScalarConstant(arg).defined()) continue;
         if (param_of_.count(arg.get())) continue;
         TETHER_ASSIGN_OR_RETURN(
             Buffer buf, BufferForStructInfo(arg.struct_info(), absl::StrCat("p", inputs_.size())));
@@ -159,6 +179,9 @@ class GroupLowering {
           ctx.inputs.push_back(
               [this, producer](const std::vector<PrimExpr>& idx) { return Value(producer, idx); });
         }
+      } else if (PrimExpr c = ScalarConstant(arg); c.defined()) {
+        ctx.input_buffers.push_back(Buffer());
+        ctx.inputs.push_back([c](const std::vector<PrimExpr>&) { return c; });
       } else if (auto it = param_of_.find(arg.get()); it != param_of_.end()) {
         Buffer buf = it->second;
         ctx.input_buffers.push_back(buf);

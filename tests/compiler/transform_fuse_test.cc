@@ -253,6 +253,32 @@ TEST(FuseOpsTest, FusedReductionComputesTheComposedValues) {
   }
 }
 
+// A decomposed LayerNorm's variance, mean((x - m) ** 2.0) + eps: the 0-d
+// constants are immediates of the kernel, not parameters, and x ** 2.0 is
+// x * x (no pow call); the values are the composed ones.
+TEST(FuseOpsTest, ScalarConstantsAreImmediatesAndSquaringIsAProduct) {
+  RawFunction f;
+  Expr x = f.Param("x", F32({3, 5}));
+  Expr p = f.Bind("p", Op("relax.power", {x, testing::ConstF32({}, {2.0f})}));
+  Expr s = f.Bind("s", Op("relax.mean", {p}, {{"axis", std::vector<int64_t>{1}}}));
+  Expr gv = f.Output("gv", Op("relax.add", {s, testing::ConstF32({}, {0.25f})}));
+  IRModule m = Fused(f.Finish(gv));
+  ASSERT_THAT(KernelNames(m), ElementsAre("fused_power_mean_add"));
+  const KernelFunc& k = m.kernels.at("fused_power_mean_add");
+  EXPECT_EQ(k->params.size(), 2u);  // x and the output
+  const std::string text = ToString(k);
+  EXPECT_EQ(text.find("T.pow"), std::string::npos) << text;
+  std::vector<float> xs(15);
+  for (size_t i = 0; i < xs.size(); ++i) xs[i] = 0.3f * i - 2.0f;
+  std::vector<float> got = RunKernel(m, "fused_power_mean_add", {MakeFloatTensor({3, 5}, xs)}, {3});
+  ASSERT_EQ(got.size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    float acc = 0;
+    for (int j = 0; j < 5; ++j) acc += xs[i * 5 + j] * xs[i * 5 + j];
+    EXPECT_NEAR(got[i], acc / 5 + 0.25f, 1e-5);
+  }
+}
+
 TEST(FuseOpsTest, LegalizeAfterFusionLowersWhatIsLeft) {
   RawFunction f;
   Expr x = f.Param("x", F32({4, 8}));
