@@ -69,7 +69,7 @@ for entry in "${steps[@]}"; do
           models=$1/models; mkdir -p "$models"
           python3 "$2/examples/onnx/make_models.py" "$models" > /dev/null || exit 1
           for mode in default reduce-overhead; do
-            for m in mlp cnn transformer; do
+            for m in transformer cnn mlp; do
               echo "torch.compile $mode $m: $(python3 "$2/bench/torch/torch_bench.py" "$models/$m.onnx" \
                 "$models/$m.x.npy" "$models/$m.expected.npy" 5 50 $mode 2>&1 | tail -n 1)"
             done

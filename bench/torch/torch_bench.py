@@ -67,9 +67,7 @@ def reshape(x, shape):
     return x.reshape(dims)
 
 
-def run_node(node, ins):
-    a = attrs(node)
-    op = node.op_type
+def run_node(op, a, ins):
     if op == "Gemm":
         x, w = ins[0], ins[1]
         x = x.t() if a.get("transA", 0) else x
@@ -133,11 +131,15 @@ def main():
                              else torch.from_numpy(arr.copy()).to(dev))
     values[graph.input[0].name] = torch.from_numpy(np.load(x_path)).to(dev)
     out_name = graph.output[0].name
+    # The graph as plain Python data: torch.compile traces forward(), and a
+    # protobuf object read inside it breaks the graph at every node.
+    plan = [(node.op_type, attrs(node), tuple(i for i in node.input if i), node.output[0])
+            for node in graph.node]
 
     def forward():
         env = dict(values)
-        for node in graph.node:
-            env[node.output[0]] = run_node(node, [env[i] for i in node.input if i])
+        for op, a, ins, out in plan:
+            env[out] = run_node(op, a, [env[i] for i in ins])
         return env[out_name]
 
     if mode != "eager":

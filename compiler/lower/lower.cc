@@ -167,6 +167,43 @@ Stmt ThreadShare(const std::string& name, const PrimExpr& t, const PrimExpr& ext
   return For(i, 0, trips, ForKind::kSerial, body(t + i * kThreads));
 }
 
+// A block-wide fold: each thread folds its share (share(t, fold), fold(v)
+// adding v to the thread's accumulator) into red[t], then a tree halves the
+// live entries, one kThread loop (one barrier) per step.
+using ShareStmt =
+    std::function<Stmt(const PrimExpr& t, const std::function<Stmt(const PrimExpr&)>& fold)>;
+Stmt BlockFold(const std::string& name, DataType dtype, const PrimExpr& init,
+               const std::function<PrimExpr(const PrimExpr&, const PrimExpr&)>& combine,
+               const Buffer& red, const ShareStmt& share) {
+  static_assert((kThreads & (kThreads - 1)) == 0, "the tree halves a power of two");
+  const PrimExpr zero(0);
+  std::vector<Stmt> steps;
+  steps.push_back(Threads(name + "_t", [&](const PrimExpr& t) {
+    Buffer acc = MakeBuffer(name + "_acc", dtype, {PrimExpr(1)}, BufferNode::Scope::kLocal);
+    Stmt fold = share(
+        t, [&](const PrimExpr& v) { return Store(acc, {zero}, combine(Load(acc, {zero}), v)); });
+    return Allocate(acc, Seq({Store(acc, {zero}, init), fold, Store(red, {t}, Load(acc, {zero}))}));
+  }));
+  for (int64_t half = kThreads / 2; half >= 1; half /= 2) {
+    steps.push_back(Threads(name + "_tree", [&](const PrimExpr& t) {
+      return IfThenElse(LT(t, PrimExpr(half)),
+                        Store(red, {t}, combine(Load(red, {t}), Load(red, {t + half}))));
+    }));
+  }
+  return Seq(std::move(steps));
+}
+
+// for i in T.unroll(RowSlots(length)): body(slot i of thread t), the slots
+// past the row skipped.
+Stmt ThreadSlots(const std::string& name, const PrimExpr& t, int64_t length,
+                 const std::function<Stmt(const RowSlot&)>& body) {
+  Var i(name, DataType::Int(64));
+  const PrimExpr r = t + i * kThreads;
+  Stmt each = body(RowSlot{r, t, i});
+  if (length % kThreads != 0) each = IfThenElse(LT(r, PrimExpr(length)), each);
+  return For(i, 0, PrimExpr(RowSlots(length)), ForKind::kUnrolled, each);
+}
+
 }  // namespace
 
 Stmt BlockStrided(const std::string& name, const PrimExpr& extent,
@@ -179,26 +216,39 @@ Stmt BlockReduce(const std::string& name, const PrimExpr& extent, DataType dtype
                  const PrimExpr& init, const std::function<PrimExpr(const PrimExpr&)>& reader,
                  const std::function<PrimExpr(const PrimExpr&, const PrimExpr&)>& combine,
                  const Buffer& red, const ElementStmt& each) {
-  static_assert((kThreads & (kThreads - 1)) == 0, "the tree halves a power of two");
-  const PrimExpr zero(0);
-  std::vector<Stmt> steps;
-  steps.push_back(Threads(name + "_t", [&](const PrimExpr& t) {
-    Buffer acc = MakeBuffer(name + "_acc", dtype, {PrimExpr(1)}, BufferNode::Scope::kLocal);
-    Stmt fold = ThreadShare(name, t, extent, [&](const PrimExpr& r) {
-      if (!each) return Store(acc, {zero}, combine(Load(acc, {zero}), reader(r)));
+  return BlockFold(name, dtype, init, combine, red, [&](const PrimExpr& t, const auto& fold) {
+    return ThreadShare(name, t, extent, [&](const PrimExpr& r) {
+      if (!each) return fold(reader(r));
       Var v(name + "_v", dtype);
-      return LetStmt(v, reader(r),
-                     Seq({each(r, v), Store(acc, {zero}, combine(Load(acc, {zero}), v))}));
+      return LetStmt(v, reader(r), Seq({each(r, v), fold(v)}));
     });
-    return Allocate(acc, Seq({Store(acc, {zero}, init), fold, Store(red, {t}, Load(acc, {zero}))}));
-  }));
-  for (int64_t half = kThreads / 2; half >= 1; half /= 2) {
-    steps.push_back(Threads(name + "_tree", [&](const PrimExpr& t) {
-      return IfThenElse(LT(t, PrimExpr(half)),
-                        Store(red, {t}, combine(Load(red, {t}), Load(red, {t + half}))));
-    }));
-  }
-  return Seq(std::move(steps));
+  });
+}
+
+int64_t RowSlots(int64_t length) { return (length + kThreads - 1) / kThreads; }
+
+Buffer RowSlotBuffer(const std::string& name, int64_t length, DataType dtype) {
+  return MakeBuffer(name, dtype, {PrimExpr(kThreads), PrimExpr(RowSlots(length))},
+                    BufferNode::Scope::kPerThread);
+}
+
+Stmt BlockSlots(const std::string& name, int64_t length,
+                const std::function<Stmt(const RowSlot&)>& body) {
+  return Threads(name + "_t",
+                 [&](const PrimExpr& t) { return ThreadSlots(name, t, length, body); });
+}
+
+Stmt BlockSlotReduce(const std::string& name, int64_t length, DataType dtype, const PrimExpr& init,
+                     const SlotExpr& reader,
+                     const std::function<PrimExpr(const PrimExpr&, const PrimExpr&)>& combine,
+                     const Buffer& red, const SlotStmt& each) {
+  return BlockFold(name, dtype, init, combine, red, [&](const PrimExpr& t, const auto& fold) {
+    return ThreadSlots(name, t, length, [&](const RowSlot& s) {
+      if (!each) return fold(reader(s));
+      Var v(name + "_v", dtype);
+      return LetStmt(v, reader(s), Seq({each(s, v), fold(v)}));
+    });
+  });
 }
 
 absl::StatusOr<Buffer> BufferForStructInfo(const StructInfo& sinfo, const std::string& name) {

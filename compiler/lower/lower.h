@@ -87,6 +87,34 @@ Stmt BlockReduce(const std::string& name, const PrimExpr& extent, DataType dtype
                  const std::function<PrimExpr(const PrimExpr&, const PrimExpr&)>& combine,
                  const Buffer& red, const ElementStmt& each = nullptr);
 
+// Rows held in registers: a row of constant length at most
+// kDeviceBlockThreads * kMaxRowSlots is read once into a kPerThread buffer
+// [kDeviceBlockThreads, RowSlots(length)] (RowSlotBuffer) and every later
+// pass works there. Element r of the row is slot i = r / kDeviceBlockThreads
+// of thread t = r % kDeviceBlockThreads (coalesced, as BlockStrided).
+inline constexpr int64_t kMaxRowSlots = 32;
+int64_t RowSlots(int64_t length);
+Buffer RowSlotBuffer(const std::string& name, int64_t length, DataType dtype);
+struct RowSlot {
+  PrimExpr r;  // the element of the row
+  PrimExpr t;  // the kThread loop's var (undefined outside BlockSlots passes)
+  PrimExpr i;  // the slot: a RowSlotBuffer's element [t, i] holds element r
+};
+using SlotExpr = std::function<PrimExpr(const RowSlot&)>;
+using SlotStmt = std::function<Stmt(const RowSlot& s, const PrimExpr& value)>;
+
+// In a kBlock body: one kThread loop in which thread t runs body(slot) for
+// its slots of a row of `length` elements (an unrolled loop; slots past the
+// row skipped).
+Stmt BlockSlots(const std::string& name, int64_t length,
+                const std::function<Stmt(const RowSlot&)>& body);
+// BlockReduce over the slots of a row of `length` elements: reader(slot)
+// folded into red[0], each(slot, value) (optional) run on every value.
+Stmt BlockSlotReduce(const std::string& name, int64_t length, DataType dtype, const PrimExpr& init,
+                     const SlotExpr& reader,
+                     const std::function<PrimExpr(const PrimExpr&, const PrimExpr&)>& combine,
+                     const Buffer& red, const SlotStmt& each = nullptr);
+
 // A global-scope buffer named `name` for a tensor struct info with a known
 // shape (dims may be symbolic) and dtype. INVALID_ARGUMENT when `sinfo` is
 // not a tensor or its shape or dtype is unknown.

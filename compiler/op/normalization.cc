@@ -238,54 +238,81 @@ struct RowSplit {
 // How a row schedule reduces and walks its rows: on a CPU with kReduceLanes
 // lane accumulators and vector loops; on a GPU one thread per row (serial
 // loops into kLocal scalars) or, for long rows, a block per row (lower.h
-// BlockReduce and BlockStrided, the results in kShared trees).
+// BlockReduce and BlockStrided, the results in kShared trees), the row held
+// in registers when its length is a constant of at most kMaxRowSlots slots
+// a thread (kRegisters: lower.h BlockSlotReduce and BlockSlots; the first
+// pass stores each element with Cache, later passes read Cached, so the row
+// crosses memory once each way).
 struct RowForm {
-  enum class Kind { kLanes, kThread, kBlock };
-  RowForm(const LowerContext& ctx, PrimExpr length, DataType acc_t)
-      : kind(!ctx.target.gpu         ? Kind::kLanes
-             : WorthBlockRow(length) ? Kind::kBlock
-                                     : Kind::kThread),
-        length(std::move(length)),
-        acc_t(acc_t) {}
+  enum class Kind { kLanes, kThread, kBlock, kRegisters };
+  RowForm(const LowerContext& ctx, PrimExpr length_in, DataType acc_t)
+      : kind(Choose(ctx, length_in)), length(std::move(length_in)), acc_t(acc_t) {
+    if (kind == Kind::kRegisters) cache = RowSlotBuffer("row", *length.as_int(), acc_t);
+  }
+  static Kind Choose(const LowerContext& ctx, const PrimExpr& length) {
+    if (!ctx.target.gpu) return Kind::kLanes;
+    if (!WorthBlockRow(length)) return Kind::kThread;
+    const int64_t* n = length.as_int();
+    return n != nullptr && RowSlots(*n) <= kMaxRowSlots ? Kind::kRegisters : Kind::kBlock;
+  }
+  bool InBlock() const { return kind == Kind::kBlock || kind == Kind::kRegisters; }
+  bool InRegisters() const { return kind == Kind::kRegisters; }
 
   // The loop over rows.
-  ForKind RowLoop() const { return kind == Kind::kBlock ? ForKind::kBlock : ForKind::kParallel; }
+  ForKind RowLoop() const { return InBlock() ? ForKind::kBlock : ForKind::kParallel; }
+  // A row's statements (the register form's buffer allocated around them).
+  Stmt Row(Stmt body) const { return InRegisters() ? Allocate(cache, std::move(body)) : body; }
   // Where a reduction's result goes: element 0 of this buffer.
   Buffer Result(const std::string& name) const {
-    if (kind == Kind::kBlock) {
+    if (InBlock()) {
       return MakeBuffer(name, acc_t, {PrimExpr(kDeviceBlockThreads)}, BufferNode::Scope::kShared);
     }
     return MakeBuffer(name, acc_t, {PrimExpr(1)}, BufferNode::Scope::kLocal);
   }
-  // into[0] = the fold of reader(r) over the row; in the kBlock form, with
-  // `each` (BlockReduce), each(r, reader(r)) too.
-  Stmt Reduce(const std::string& name, const PrimExpr& init,
-              const std::function<PrimExpr(const PrimExpr&)>& reader,
+  // into[0] = the fold of reader(slot) over the row; in the block forms,
+  // with `each`, each(slot, value) too.
+  Stmt Reduce(const std::string& name, const PrimExpr& init, const SlotExpr& reader,
               const std::function<PrimExpr(const PrimExpr&, const PrimExpr&)>& combine,
-              const Buffer& into, const ElementStmt& each = nullptr) const {
+              const Buffer& into, const SlotStmt& each = nullptr) const {
     const PrimExpr zero(0);
+    auto at = [&](const PrimExpr& r) { return reader(RowSlot{r, PrimExpr(), PrimExpr()}); };
     switch (kind) {
       case Kind::kLanes:
-        return nn_internal::LaneReduce(name, length, acc_t, init, reader, combine, into);
-      case Kind::kBlock:
-        return BlockReduce(name, length, acc_t, init, reader, combine, into, each);
+        return nn_internal::LaneReduce(name, length, acc_t, init, at, combine, into);
+      case Kind::kBlock: {
+        ElementStmt each_r;
+        if (each) {
+          each_r = [&](const PrimExpr& r, const PrimExpr& v) {
+            return each(RowSlot{r, PrimExpr(), PrimExpr()}, v);
+          };
+        }
+        return BlockReduce(name, length, acc_t, init, at, combine, into, each_r);
+      }
+      case Kind::kRegisters:
+        return BlockSlotReduce(name, *length.as_int(), acc_t, init, reader, combine, into, each);
       case Kind::kThread:
         break;
     }
     return Seq(
         {Store(into, {zero}, init), Loop(name, length, ForKind::kSerial, [&](const PrimExpr& r) {
-           return Store(into, {zero}, combine(Load(into, {zero}), reader(r)));
+           return Store(into, {zero}, combine(Load(into, {zero}), at(r)));
          })});
   }
-  // body(r) for every r of the row.
-  Stmt Each(const std::string& name, const std::function<Stmt(const PrimExpr&)>& body) const {
-    if (kind == Kind::kBlock) return BlockStrided(name, length, body);
-    return Loop(name, length, kind == Kind::kLanes ? ForKind::kVectorized : ForKind::kSerial, body);
+  // body(slot) for every element of the row.
+  Stmt Each(const std::string& name, const std::function<Stmt(const RowSlot&)>& body) const {
+    if (InRegisters()) return BlockSlots(name, *length.as_int(), body);
+    auto at = [&](const PrimExpr& r) { return body(RowSlot{r, PrimExpr(), PrimExpr()}); };
+    if (kind == Kind::kBlock) return BlockStrided(name, length, at);
+    return Loop(name, length, kind == Kind::kLanes ? ForKind::kVectorized : ForKind::kSerial, at);
   }
+  // The register form's copy of an element (kRegisters only).
+  Stmt Cache(const RowSlot& s, const PrimExpr& v) const { return Store(cache, {s.t, s.i}, v); }
+  PrimExpr Cached(const RowSlot& s) const { return Load(cache, {s.t, s.i}); }
 
   Kind kind;
   PrimExpr length;
   DataType acc_t;
+  Buffer cache;  // kRegisters: RowSlotBuffer
 };
 
 absl::StatusOr<Stmt> ScheduleLayerNorm(const LowerContext& ctx, const std::vector<Buffer>& outputs,
@@ -314,24 +341,30 @@ absl::StatusOr<Stmt> ScheduleLayerNorm(const LowerContext& ctx, const std::vecto
   auto add = [](const PrimExpr& a, const PrimExpr& b) { return a + b; };
   return Loop("ln", Product(split.outer_dims), form.RowLoop(), [&](const PrimExpr& t) {
     std::vector<PrimExpr> outer = Unflatten(t, split.outer_dims);
-    auto x_at = [&](const PrimExpr& r) {
-      return Cast(acc_t, in[0](split.Merge(outer, Unflatten(r, split.inner_dims))));
+    auto x_at = [&](const RowSlot& s) {
+      return Cast(acc_t, in[0](split.Merge(outer, Unflatten(s.r, split.inner_dims))));
     };
+    // After the first pass: the element, from registers in that form.
+    auto x_again = [&](const RowSlot& s) { return form.InRegisters() ? form.Cached(s) : x_at(s); };
+    SlotStmt cache;
+    if (form.InRegisters()) {
+      cache = [&](const RowSlot& s, const PrimExpr& v) { return form.Cache(s, v); };
+    }
     Buffer mean = form.Result("ln_mean");
     Buffer var = form.Result("ln_var");
     const PrimExpr count = Cast(acc_t, R), zero(0);
-    Stmt sum = form.Reduce("lm", MakeConst(acc_t, 0), x_at, add, mean);
+    Stmt sum = form.Reduce("lm", MakeConst(acc_t, 0), x_at, add, mean, cache);
     Var mu("ln_mu", acc_t), rstd("ln_rstd", acc_t);
     Stmt sq = form.Reduce(
         "lv", MakeConst(acc_t, 0),
-        [&](const PrimExpr& r) {
-          PrimExpr d = x_at(r) - mu;
+        [&](const RowSlot& s) {
+          PrimExpr d = x_again(s) - mu;
           return d * d;
         },
         add, var);
-    Stmt store = form.Each("ls", [&](const PrimExpr& r) {
-      std::vector<PrimExpr> inner = Unflatten(r, split.inner_dims);
-      PrimExpr v = (x_at(r) - mu) * rstd;
+    Stmt store = form.Each("ls", [&](const RowSlot& s) {
+      std::vector<PrimExpr> inner = Unflatten(s.r, split.inner_dims);
+      PrimExpr v = (x_again(s) - mu) * rstd;
       if (scale) v = v * Cast(acc_t, in[1](inner));
       if (center) v = v + Cast(acc_t, in[2](inner));
       std::vector<PrimExpr> yi = split.Merge(outer, inner);
@@ -341,7 +374,7 @@ absl::StatusOr<Stmt> ScheduleLayerNorm(const LowerContext& ctx, const std::vecto
     PrimExpr rstd_value = Call(acc_t, "rsqrt", {Load(var, {zero}) / count + MakeConst(acc_t, eps)});
     Stmt rest =
         LetStmt(mu, Load(mean, {zero}) / count, Seq({sq, LetStmt(rstd, rstd_value, store)}));
-    return Allocate(mean, Allocate(var, Seq({sum, rest})));
+    return Allocate(mean, Allocate(var, form.Row(Seq({sum, rest}))));
   });
 }
 
@@ -382,34 +415,42 @@ absl::StatusOr<Stmt> ScheduleSoftmax(const LowerContext& ctx, const std::vector<
   const RowForm form(ctx, R, acc_t);
   return Loop("sm", Product(split.outer_dims), form.RowLoop(), [&](const PrimExpr& t) {
     std::vector<PrimExpr> outer = Unflatten(t, split.outer_dims);
-    auto x_at = [&](const PrimExpr& r) { return Cast(acc_t, read(split.Merge(outer, {r}))); };
+    auto x_at = [&](const RowSlot& s) { return Cast(acc_t, read(split.Merge(outer, {s.r}))); };
+    const bool regs = form.InRegisters();
+    // After the first pass: the element, from registers in that form.
+    auto x_again = [&](const RowSlot& s) { return regs ? form.Cached(s) : x_at(s); };
     const PrimExpr zero(0);
     Buffer mx = form.Result("sm_max");
     Buffer sum = form.Result("sm_sum");
     Var m("sm_m", acc_t), s("sm_s", acc_t);
+    SlotStmt cache;
+    if (regs) cache = [&](const RowSlot& e, const PrimExpr& v) { return form.Cache(e, v); };
     Stmt max_pass = form.Reduce(
         "sx", nn_internal::LowestValue(acc_t), x_at,
-        [](const PrimExpr& a, const PrimExpr& b) { return Max(a, b); }, mx);
-    // A softmax in a block per row with float32 output keeps each exp(x -
-    // max) in its output element from the sum's pass, and the store's pass
-    // scales it: one exp per element instead of two (on a GPU the exps,
-    // not the row's bytes, bound it).
+        [](const PrimExpr& a, const PrimExpr& b) { return Max(a, b); }, mx, cache);
+    // A softmax computes one exp per element: in registers, the sum's pass
+    // replaces each element with its exp(x - max) and the store's pass
+    // scales it; in a block per row with float32 output, it keeps them in
+    // the output (on a GPU the exps, not the row's bytes, bound it).
     const bool keep_exp = !log && form.kind == RowForm::Kind::kBlock && Y->dtype == acc_t;
-    ElementStmt keep;
-    if (keep_exp) {
-      keep = [&](const PrimExpr& r, const PrimExpr& e) {
-        return Store(Y, split.Merge(outer, {r}), e);
+    SlotStmt keep;
+    if (regs && !log) {
+      keep = cache;
+    } else if (keep_exp) {
+      keep = [&](const RowSlot& e, const PrimExpr& v) {
+        return Store(Y, split.Merge(outer, {e.r}), v);
       };
     }
     Stmt sum_pass = form.Reduce(
         "se", MakeConst(acc_t, 0),
-        [&](const PrimExpr& r) { return Call(acc_t, "exp", {x_at(r) - m}); },
+        [&](const RowSlot& e) { return Call(acc_t, "exp", {x_again(e) - m}); },
         [](const PrimExpr& a, const PrimExpr& b) { return a + b; }, sum, keep);
-    Stmt store = form.Each("ss", [&](const PrimExpr& r) {
-      std::vector<PrimExpr> yi = split.Merge(outer, {r});
-      PrimExpr v = log        ? x_at(r) - m - s
+    Stmt store = form.Each("ss", [&](const RowSlot& e) {
+      std::vector<PrimExpr> yi = split.Merge(outer, {e.r});
+      PrimExpr v = log        ? x_again(e) - m - s
+                   : regs     ? form.Cached(e) * s
                    : keep_exp ? Load(Y, yi) * s
-                              : Call(acc_t, "exp", {x_at(r) - m}) * s;
+                              : Call(acc_t, "exp", {x_at(e) - m}) * s;
       v = Cast(Y->dtype, v);
       return Store(Y, yi, epilogue ? epilogue(v, yi) : v);
     });
@@ -418,7 +459,7 @@ absl::StatusOr<Stmt> ScheduleSoftmax(const LowerContext& ctx, const std::vector<
         log ? Call(acc_t, "log", {Load(sum, {zero})}) : MakeConst(acc_t, 1) / Load(sum, {zero});
     Stmt body =
         Seq({max_pass, LetStmt(m, Load(mx, {zero}), Seq({sum_pass, LetStmt(s, sv, store)}))});
-    return Allocate(mx, Allocate(sum, body));
+    return Allocate(mx, Allocate(sum, form.Row(body)));
   });
 }
 

@@ -685,6 +685,11 @@ TEST(GpuLoweringTest, LayerNormMatchesCpu) {
       "relax.nn.layer_norm",
       {Random({2, 300}, kF16, 84), Random({300}, kF16, 85), Random({300}, kF16, 86)},
       {{"axes", std::vector<int64_t>{-1}}});
+  // Longer than a block's registers hold: the passes read the input again.
+  ExpectGpuMatchesCpu(
+      "relax.nn.layer_norm",
+      {Random({2, 8300}, kF32, 87), Random({8300}, kF32, 88), Random({8300}, kF32, 89)},
+      {{"axes", std::vector<int64_t>{-1}}}, 1e-4);
 }
 
 TEST(GpuLoweringTest, SoftmaxesMatchCpu) {
@@ -699,22 +704,60 @@ TEST(GpuLoweringTest, SoftmaxesMatchCpu) {
     ExpectGpuMatchesCpu(op, {Random({2, 100, 3}, kF32, 85)}, {{"axis", int64_t{1}}}, 1e-5);
     ExpectGpuMatchesCpu(op, {Random({2, 513}, kF16, 86)}, {{"axis", int64_t{-1}}});
   }
-  // A float32 softmax in a block per row computes exp(x - max) once per
-  // element, keeping it in the output between its passes; a float16 one
-  // (whose output would round it) computes it in both.
+  // Rows longer than a block's registers hold (8192 elements): the passes
+  // read the input again.
+  for (const char* op : {"relax.nn.softmax", "relax.nn.log_softmax"}) {
+    SCOPED_TRACE(op);
+    ExpectGpuMatchesCpu(op, {Random({2, 8300}, kF32, 88)}, {{"axis", int64_t{-1}}}, 1e-5);
+  }
+}
+
+// The number of times `what` occurs in `text`.
+int Occurrences(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+absl::StatusOr<std::string> GpuKernelText(const char* op, const HostTensor& x, const Attrs& attrs) {
+  std::vector<Expr> args = {optest::TensorVar("x", x)};
+  if (std::string(op) == "relax.nn.layer_norm") {
+    const int64_t n = x.shape.back();
+    args.push_back(optest::TensorVar("g", Random({n}, x.dtype, 1)));
+    args.push_back(optest::TensorVar("b", Random({n}, x.dtype, 2)));
+  }
+  absl::StatusOr<Expr> call = optest::MakeOpCall(op, args, attrs);
+  if (!call.ok()) return call.status();
+  absl::StatusOr<KernelFunc> gpu =
+      LowerCallToKernel(*call->as<CallNode>(), "k", KernelTarget{.gpu = true, .gpu_arch = 90});
+  if (!gpu.ok()) return gpu.status();
+  return ToString(*gpu);
+}
+
+TEST(GpuLoweringTest, RowsUpTo8192ElementsCrossMemoryOnce) {
+  // A row a block's registers hold is read once (into a per-thread buffer)
+  // and each exp computed once, whatever the type.
   for (DataType t : {kF32, kF16}) {
-    absl::StatusOr<Expr> call =
-        optest::MakeOpCall("relax.nn.softmax", {optest::TensorVar("x", Random({2, 1000}, t, 87))},
-                           {{"axis", int64_t{-1}}});
-    ASSERT_TRUE(call.ok()) << call.status();
-    absl::StatusOr<KernelFunc> gpu =
-        LowerCallToKernel(*call->as<CallNode>(), "k", KernelTarget{.gpu = true, .gpu_arch = 90});
-    ASSERT_TRUE(gpu.ok()) << gpu.status();
-    const std::string text = ToString(*gpu);
-    int exps = 0;
-    for (size_t at = text.find("T.exp("); at != std::string::npos; at = text.find("T.exp(", at + 1))
-      ++exps;
-    EXPECT_EQ(exps, t == kF32 ? 1 : 2) << t.ToString();
+    absl::StatusOr<std::string> text =
+        GpuKernelText("relax.nn.softmax", Random({2, 1000}, t, 87), {{"axis", int64_t{-1}}});
+    ASSERT_TRUE(text.ok()) << text.status();
+    EXPECT_EQ(Occurrences(*text, "A0["), 1) << *text;
+    EXPECT_EQ(Occurrences(*text, "T.exp("), 1) << *text;
+    EXPECT_NE(text->find("\"per_thread\""), std::string::npos) << *text;
+  }
+  absl::StatusOr<std::string> ln = GpuKernelText("relax.nn.layer_norm", Random({2, 8192}, kF32, 89),
+                                                 {{"axes", std::vector<int64_t>{-1}}});
+  ASSERT_TRUE(ln.ok()) << ln.status();
+  EXPECT_EQ(Occurrences(*ln, "A0["), 1) << *ln;
+  // Longer rows: a float32 softmax keeps exp(x - max) in its output between
+  // its passes; a float16 one (whose output would round it) computes it in
+  // both.
+  for (DataType t : {kF32, kF16}) {
+    absl::StatusOr<std::string> text =
+        GpuKernelText("relax.nn.softmax", Random({1, 9000}, t, 87), {{"axis", int64_t{-1}}});
+    ASSERT_TRUE(text.ok()) << text.status();
+    EXPECT_EQ(Occurrences(*text, "per_thread"), 0) << *text;
+    EXPECT_EQ(Occurrences(*text, "T.exp("), t == kF32 ? 1 : 2) << t.ToString();
   }
 }
 
