@@ -14,10 +14,12 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "runtime/core/byte_io.h"
 #include "runtime/core/error.h"
 #include "runtime/cuda/cuda_kernel_format_internal.h"
@@ -459,6 +461,35 @@ absl::StatusOr<std::vector<CudaKernelInfo>> ParseCudaManifest(absl::string_view 
     }
   }
   return kernels;
+}
+
+bool IsArchSpecific(const CudaImage& image) {
+  // The `.target` directive follows `.version` at the top of the text.
+  absl::string_view ptx(image.ptx);
+  for (absl::string_view line : absl::StrSplit(ptx.substr(0, 4096), '\n')) {
+    line = absl::StripAsciiWhitespace(line);
+    if (!absl::ConsumePrefix(&line, ".target")) continue;
+    absl::string_view first = absl::StripAsciiWhitespace(line);
+    first = first.substr(0, first.find_first_of(", \t"));
+    return absl::StartsWith(first, "sm_") && absl::EndsWith(first, "a");
+  }
+  return false;
+}
+
+const CudaImage* PickCudaImage(const std::vector<CudaImage>& images, int sm) {
+  const CudaImage* best = nullptr;
+  for (const CudaImage& img : images) {
+    if (img.sm <= sm && (img.sm == sm || !IsArchSpecific(img))) best = &img;
+  }
+  return best;
+}
+
+std::string CudaImageNames(const std::vector<CudaImage>& images) {
+  std::vector<std::string> names;
+  for (const CudaImage& img : images) {
+    names.push_back(absl::StrCat("sm_", img.sm, IsArchSpecific(img) ? "a" : ""));
+  }
+  return absl::StrJoin(names, ", ");
 }
 
 std::string WriteCudaBlob(const std::vector<CudaImage>& images, absl::string_view manifest) {

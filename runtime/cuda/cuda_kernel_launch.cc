@@ -11,7 +11,6 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "runtime/core/error.h"
 #include "runtime/cuda/cuda_driver.h"
 #include "runtime/device/stream.h"
@@ -90,16 +89,14 @@ absl::StatusOr<DeviceModulePtr> LoadDeviceModule(Device device, const std::strin
   TETHER_RETURN_IF_ERROR(attr(cuda::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, &sms));
   const int sm = major * 10 + minor;
 
-  // Images are sorted: the last one not above the device is the best fit.
-  const CudaImage* image = nullptr;
-  for (const CudaImage& img : images) {
-    if (img.sm <= sm) image = &img;
-  }
+  const CudaImage* image = PickCudaImage(images, sm);
   if (image == nullptr) {
-    std::vector<std::string> have;
-    for (const CudaImage& img : images) have.push_back(absl::StrCat("sm_", img.sm));
-    return PreconditionError("kernel library has PTX for ", absl::StrJoin(have, ", "), "; ",
-                             device.ToString(), " (", DeviceName(*driver, dev), ") is sm_", sm);
+    const bool specific = std::any_of(images.begin(), images.end(), IsArchSpecific);
+    return PreconditionError("kernel library has PTX for ", CudaImageNames(images), "; ",
+                             device.ToString(), " (", DeviceName(*driver, dev), ") is sm_", sm,
+                             specific ? " (PTX for sm_XXa runs only on sm_XX: compile with "
+                                        "another -arch too, e.g. cuda -arch=sm_90,sm_80)"
+                                      : "");
   }
 
   // The JIT writes its diagnostics into the log; the size option comes back

@@ -108,6 +108,17 @@ struct CudaBlobContents {
 // not NUL-terminated, trailing bytes.
 absl::StatusOr<CudaBlobContents> ReadCudaBlob(absl::string_view data);
 
+// Whether an image is PTX for an architecture-specific target (its
+// `.target sm_90a`: features such as sm_90a's wgmma), which a GPU of that
+// compute capability alone runs.
+bool IsArchSpecific(const CudaImage& image);
+// The image a GPU of compute capability `sm` (major * 10 + minor) runs best:
+// of `images` (sorted by sm), the newest not above `sm`, an architecture-
+// specific one only when it is exactly `sm`. Null when none fits.
+const CudaImage* PickCudaImage(const std::vector<CudaImage>& images, int sm);
+// "sm_75, sm_90a": the images' targets, for messages.
+std::string CudaImageNames(const std::vector<CudaImage>& images);
+
 // Evaluates a launch count program with `dim(p, i)` and `scalar(p)` from the
 // arguments. INVALID_ARGUMENT for a malformed program, division by zero or
 // overflow.

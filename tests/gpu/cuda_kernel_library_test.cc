@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "gmock/gmock.h"
@@ -173,6 +174,33 @@ TEST_F(CudaKernelLibraryGpuTest, PicksTheNewestImageTheGpuRuns) {
                               {999,
                                ".visible .entry add_k0 garbage\n"
                                ".visible .entry store_null_k0\n"}}),
+                        "add");
+  ASSERT_TRUE(add);
+  Tensor a = OnGpu({1.0f, 2.0f});
+  Tensor b = OnGpu({10.0f, 20.0f});
+  absl::StatusOr<Tensor> c =
+      Tensor::Empty(std::vector<int64_t>{2}, DataType::Float(32), Device::Cuda(0));
+  ASSERT_TRUE(c.ok());
+  absl::StatusOr<Value> r = add.Call(a, b, *c);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(ToHost(*c), (std::vector<float>{11.0f, 22.0f}));
+}
+
+TEST_F(CudaKernelLibraryGpuTest, ArchSpecificImageOfAnotherArchitectureIsSkipped) {
+  // PTX for sm_XXa runs only on sm_XX: an image for one below this GPU (as
+  // sm_90a is for a card of compute capability 10.0) is passed over for the
+  // portable sm_75 one. It is broken PTX, so choosing it would fail to load.
+  absl::StatusOr<DeviceAPI*> api = DeviceAPI::Get(kDLCUDA);
+  ASSERT_TRUE(api.ok());
+  absl::StatusOr<Value> version = (*api)->GetAttr(0, DeviceAttr::kComputeVersion);
+  ASSERT_TRUE(version.ok());
+  int sm = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(absl::StrReplaceAll(version->string_value(), {{".", ""}}), &sm));
+  ASSERT_GT(sm, 75);
+  Function add = Kernel(Blob({{75, Ptx()},
+                              {sm - 1, absl::StrCat(".version 8.0\n.target sm_", sm - 1,
+                                                    "a\n.visible .entry add_k0 garbage\n"
+                                                    ".visible .entry store_null_k0\n")}}),
                         "add");
   ASSERT_TRUE(add);
   Tensor a = OnGpu({1.0f, 2.0f});
