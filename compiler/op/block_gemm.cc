@@ -109,13 +109,23 @@ struct BlockTile {
   PrimExpr batch, m0, n0;
   Reader read_a, read_b;
 };
+//
+// Blocks take the tiles of a batch in groups of kRasterRows rows of tiles,
+// column by column within a group (CUTLASS's threadblock swizzle): the
+// blocks resident at once share a few row panels of A and column panels of
+// B, which then come from L2 rather than memory.
+constexpr int64_t kRasterRows = 8;
 Stmt EachTile(const BlockGemm& g, int64_t bm, int64_t bn,
               const std::function<Stmt(const BlockTile&)>& body) {
-  const PrimExpr nt = CeilDiv(g.n, bn), per_batch = CeilDiv(g.m, bm) * nt;
+  const PrimExpr mt = CeilDiv(g.m, bm), nt = CeilDiv(g.n, bn), per_batch = mt * nt;
+  const PrimExpr per_group = nt * kRasterRows;
   return Loop("tile", g.batches * per_batch, ForKind::kBlock, [&](const PrimExpr& tile) {
     const PrimExpr in_batch = FloorMod(tile, per_batch);
-    BlockTile t{FloorDiv(tile, per_batch), FloorDiv(in_batch, nt) * bm, FloorMod(in_batch, nt) * bn,
-                Reader(), Reader()};
+    const PrimExpr first = FloorDiv(in_batch, per_group) * kRasterRows;
+    const PrimExpr rows = Min(mt - first, PrimExpr(kRasterRows));
+    const PrimExpr in_group = FloorMod(in_batch, per_group);
+    BlockTile t{FloorDiv(tile, per_batch), (first + FloorMod(in_group, rows)) * bm,
+                FloorDiv(in_group, rows) * bn, Reader(), Reader()};
     t.read_a = [&g, b = t.batch](const PrimExpr& m, const PrimExpr& k) { return g.a(b, m, k); };
     t.read_b = [&g, b = t.batch](const PrimExpr& k, const PrimExpr& n) { return g.b(b, k, n); };
     return body(t);

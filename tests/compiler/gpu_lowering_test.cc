@@ -303,6 +303,8 @@ TEST(GpuLoweringTest, MatmulMatchesCpuOnAwkwardShapes) {
       // Split-K: few tiles and a long k, chunks summed by a second launch.
       {{32, 512}, {512, 128}},    // one tile, 8 chunks of 64
       {{2, 20, 192}, {192, 24}},  // two tiles, 3 chunks of 64, partial tiles
+      // Tiles in groups of 8 tile rows: 9 x 3 tiles a batch, a group of 8 then 1.
+      {{2, 1100, 8}, {8, 300}},
   };
   uint32_t seed = 1;
   for (const Case& c : cases) {
@@ -425,6 +427,7 @@ TEST(GpuLoweringTest, WarpgroupMatmulMatchesCpu) {
       {{200, 104}, {104, 136}, 2},     // partial rows, columns and k step
       {{2, 128, 320}, {320, 256}, 5},  // batched, whole 128 x 256 tiles, 5 k steps over 4 stages
       {{3, 1, 136, 72}, {2, 72, 264}, 2},  // broadcast batch dims, 2 x 2 tiles
+      {{1160, 64}, {64, 256}, 1},          // 10 tile rows: a group of 8, then 2
   };
   uint32_t seed = 90;
   for (const Case& c : cases) {
