@@ -71,17 +71,26 @@ print('bench transformer on cuda:0: median', r['median'], 's')
 # Reported, never asserted (timings): the embedded daemon's time_evaluator
 # against the remote one's on the same model, and the same remote run with
 # the L2 flushed before each repeat (--cache-flush-bytes, 2x the L2). The
-# embedded and remote runs alternate, twice, and each side's faster round
-# counts: whichever ran first ran on a colder GPU (about 3% slower on an
-# H200, bench/gpu/NOTES.md run 5).
-for round in 1 2; do
+# embedded and remote runs alternate over four rounds, each going first in
+# two of them, and each side's fastest round counts: whichever ran first ran
+# on a colder GPU (about 3% slower on an H200, bench/gpu/NOTES.md run 5).
+bench_local() {
   "$tether" bench "$dir/transformer.onnx" --device cuda:0 --input "x=@$dir/transformer.x.npy" \
-    --number 200 --repeat 10 --json > "$dir/bench_local$round.json" 2>&1 \
-    || fail "bench on an embedded daemon's cuda:0: $(cat "$dir/bench_local$round.json")"
+    --number 200 --repeat 10 --json > "$dir/bench_local$1.json" 2>&1 \
+    || fail "bench on an embedded daemon's cuda:0: $(cat "$dir/bench_local$1.json")"
+}
+bench_remote() {
   "$tether" bench "$dir/transformer.onnx" --remote "$remote" --device cuda:0 \
     --input "x=@$dir/transformer.x.npy" --number 200 --repeat 10 \
-    --json > "$dir/bench_remote$round.json" \
-    || fail "bench on cuda:0: $(cat "$dir/bench_remote$round.json")"
+    --json > "$dir/bench_remote$1.json" \
+    || fail "bench on cuda:0: $(cat "$dir/bench_remote$1.json")"
+}
+for round in 1 2 3 4; do
+  if [ $((round % 2)) = 1 ]; then
+    bench_local $round && bench_remote $round
+  else
+    bench_remote $round && bench_local $round
+  fi
 done
 l2=$(awk '$1 == "l2_cache_size_bytes" {print $2; exit}' "$dir/info.log")
 "$tether" bench "$dir/transformer.onnx" --remote "$remote" --device cuda:0 \
@@ -95,8 +104,8 @@ import json, sys
 d = sys.argv[1]
 r = {k: json.load(open(f"{d}/bench_{k}.json"))["median"] for k in ("flush", "noflush")}
 for k in ("local", "remote"):
-    r[k] = min(json.load(open(f"{d}/bench_{k}{i}.json"))["median"] for i in (1, 2))
-print(f"time_evaluator transformer cuda:0, 10 x 200 calls, faster of 2 rounds: embedded daemon {r['local'] * 1e3:.4f} ms, "
+    r[k] = min(json.load(open(f"{d}/bench_{k}{i}.json"))["median"] for i in (1, 2, 3, 4))
+print(f"time_evaluator transformer cuda:0, 10 x 200 calls, fastest of 4 alternating rounds: embedded daemon {r['local'] * 1e3:.4f} ms, "
       f"remote {r['remote'] * 1e3:.4f} ms, remote / embedded {r['remote'] / r['local']:.3f}")
 print(f"one call a repeat: L2 flushed {r['flush'] * 1e3:.4f} ms, not flushed {r['noflush'] * 1e3:.4f} ms")
 PY
