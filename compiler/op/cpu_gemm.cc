@@ -18,6 +18,11 @@ using nn_internal::Loop;
 // 8 x 32 (a batch of 8 rows is one row block, with no clamped rows).
 constexpr int64_t kRows = 8;
 constexpr int64_t kCols = 32;
+// Accumulators a micro-kernel keeps at least, where few rows allow it (8
+// AVX-512 registers, independent FMA chains), and the most panels it
+// covers for that.
+constexpr int64_t kMinAccumulators = 128;
+constexpr int64_t kMaxPanelGroup = 4;
 
 // Whether B (k x n per operand) is known to be larger than A (m x k).
 bool BIsLarger(const CpuGemm& g) {
@@ -72,28 +77,46 @@ Stmt CpuGemmSchedule(const CpuGemm& g) {
   // blocks innermost where B is (each B panel is read from memory once and
   // then from cache for every row block: a weight matrix against a few
   // rows, an image against a 1x1 convolution's small weight).
+  //
+  // A task's micro-kernel covers `pc` adjacent panels when there are few
+  // rows: MR x NR accumulators alone would be too few independent FMA
+  // chains to hide the FMA latency (a matrix-vector product, MR = 1, would
+  // run two), so MR x pc x NR of them are at least kMinAccumulators values.
+  // A group past the last panel reads a clamped panel and stores nothing.
+  const int64_t pc =
+      std::max<int64_t>(1, std::min<int64_t>(kMaxPanelGroup, kMinAccumulators / (mr * nr)));
+  const PrimExpr PC(pc);
+  const PrimExpr ng = CeilDiv(nj, pc);
   const bool rows_inner = BIsLarger(g);
-  Stmt compute = Loop("mb", g.batches * mi * nj, ForKind::kParallel, [&](const PrimExpr& t) {
-    PrimExpr tile = FloorMod(t, mi * nj);
-    PrimExpr b = FloorDiv(t, mi * nj);
-    PrimExpr io = rows_inner ? FloorMod(tile, mi) : FloorDiv(tile, nj);
-    PrimExpr jo = rows_inner ? FloorDiv(tile, mi) : FloorMod(tile, nj);
+  Stmt compute = Loop("mb", g.batches * mi * ng, ForKind::kParallel, [&](const PrimExpr& t) {
+    PrimExpr tile = FloorMod(t, mi * ng);
+    PrimExpr b = FloorDiv(t, mi * ng);
+    PrimExpr io = rows_inner ? FloorMod(tile, mi) : FloorDiv(tile, ng);
+    PrimExpr jg = rows_inner ? FloorDiv(tile, mi) : FloorMod(tile, ng);
     PrimExpr bb = g.b_of(b);
-    auto panel = [&](const PrimExpr& k, const PrimExpr& jj) {
+    // Panel q of the group, clamped to the last panel for reads.
+    auto panel_of = [&](const PrimExpr& q) { return pc == 1 ? jg : jg * PC + q; };
+    auto read_panel = [&](const PrimExpr& q) { return pc == 1 ? jg : Min(jg * PC + q, nj - 1); };
+    auto panel = [&](const PrimExpr& q, const PrimExpr& k, const PrimExpr& jj) {
+      PrimExpr jo = read_panel(q);
       if (prepacked) return g.b_panel(bb, jo, k, jj);
       return direct_b ? g.b(bb, k, jo * NR + jj) : Load(Bp, {bb, jo, k, jj});
     };
-    Buffer acc = MakeBuffer("gemm_acc", acc_t, {MR, NR}, BufferNode::Scope::kLocal);
+    Buffer acc = MakeBuffer("gemm_acc", acc_t, {MR, PC, NR}, BufferNode::Scope::kLocal);
     Stmt zero = Loop("zi", MR, ForKind::kUnrolled, [&](const PrimExpr& ii) {
-      return Loop("zj", NR, ForKind::kVectorized, [&](const PrimExpr& jj) {
-        return Store(acc, {ii, jj}, MakeConst(acc_t, 0));
+      return Loop("zq", PC, ForKind::kUnrolled, [&](const PrimExpr& q) {
+        return Loop("zj", NR, ForKind::kVectorized, [&](const PrimExpr& jj) {
+          return Store(acc, {ii, q, jj}, MakeConst(acc_t, 0));
+        });
       });
     });
     Stmt kloop = Loop("k", K, ForKind::kSerial, [&](const PrimExpr& k) {
       return Loop("ii", MR, ForKind::kUnrolled, [&](const PrimExpr& ii) {
         PrimExpr av = g.a(b, Min(io * MR + ii, M - 1), k);
-        return Loop("jj", NR, ForKind::kVectorized, [&](const PrimExpr& jj) {
-          return Store(acc, {ii, jj}, Load(acc, {ii, jj}) + av * panel(k, jj));
+        return Loop("q", PC, ForKind::kUnrolled, [&](const PrimExpr& q) {
+          return Loop("jj", NR, ForKind::kVectorized, [&](const PrimExpr& jj) {
+            return Store(acc, {ii, q, jj}, Load(acc, {ii, q, jj}) + av * panel(q, k, jj));
+          });
         });
       });
     });
@@ -102,15 +125,20 @@ Stmt CpuGemmSchedule(const CpuGemm& g) {
     // once per row, not per element, which matters where the reader's
     // indices divide, as a convolution's pixel does); the last panel of an
     // N that NR does not divide stores its remaining columns.
-    Stmt store = Loop("si", Min(MR, M - io * MR), ForKind::kSerial, [&](const PrimExpr& ii) {
-      auto cols = [&](const PrimExpr& extent) {
-        return Loop("sj", extent, ForKind::kVectorized, [&](const PrimExpr& jj) {
-          return g.store(b, io * MR + ii, jo * NR + jj, Load(acc, {ii, jj}));
-        });
-      };
-      if (n_const != nullptr && *n_const % nr == 0) return cols(NR);
-      return IfThenElse(LE((jo + 1) * NR, N), cols(NR), cols(N - jo * NR));
-    });
+    auto store_panel = [&](const PrimExpr& q) {
+      const PrimExpr jo = panel_of(q);
+      return Loop("si", Min(MR, M - io * MR), ForKind::kSerial, [&](const PrimExpr& ii) {
+        auto cols = [&](const PrimExpr& extent) {
+          return Loop("sj", extent, ForKind::kVectorized, [&](const PrimExpr& jj) {
+            return g.store(b, io * MR + ii, jo * NR + jj, Load(acc, {ii, q, jj}));
+          });
+        };
+        if (n_const != nullptr && *n_const % nr == 0) return cols(NR);
+        return IfThenElse(LE((jo + 1) * NR, N), cols(NR), cols(N - jo * NR));
+      });
+    };
+    Stmt store = pc == 1 ? store_panel(PrimExpr(0))
+                         : Loop("sq", Min(PC, nj - jg * PC), ForKind::kSerial, store_panel);
     return Allocate(acc, Seq({zero, kloop, store}));
   });
   if (direct_b) return compute;

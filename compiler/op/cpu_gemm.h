@@ -10,7 +10,9 @@
 // row block, column panel) triple -- the parallel loop, panels innermost --
 // runs an MR x NR micro-kernel: MR x NR accumulators in a kLocal tile
 // (emitted as vector registers), MR rows unrolled, NR columns vectorized,
-// the k loop innermost. Rows past M read a clamped row and are not stored;
+// the k loop innermost. With few rows a task covers up to 4 adjacent
+// panels (a matrix-vector product's MR x NR accumulators alone would be two
+// FMA chains). Rows past M read a clamped row and are not stored;
 // columns past N are zeros in the panel and are not stored.
 //
 // Thread contract: free functions over immutable IR; thread-safe.

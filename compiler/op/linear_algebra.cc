@@ -302,9 +302,19 @@ absl::StatusOr<Stmt> ScheduleMatmulPacked(const LowerContext& ctx,
   g.k = A->shape.back();
   g.acc_t = acc_t;
   g.b_of = [](const PrimExpr&) { return PrimExpr(0); };
+  // B is one matrix for every batch, so A's batches are rows of one
+  // product: [..., M, K] as [prod(...) * M, K] (a recurrent layer's input
+  // projection, [seq, 1, K], is then one GEMM, not seq vector products).
+  std::vector<PrimExpr> rows = batch;
+  const bool flat = !a_vec && !batch.empty();
+  if (flat) {
+    rows.push_back(g.m);
+    g.batches = PrimExpr(1);
+    g.m = Product(rows);
+  }
   g.a = [&](const PrimExpr& b, const PrimExpr& m, const PrimExpr& k) {
-    std::vector<PrimExpr> idx = Unflatten(b, batch);
-    if (!a_vec) idx.push_back(m);
+    std::vector<PrimExpr> idx = flat ? Unflatten(m, rows) : Unflatten(b, batch);
+    if (!a_vec && !flat) idx.push_back(m);
     idx.push_back(k);
     return Cast(acc_t, Load(A, idx));
   };
@@ -312,8 +322,8 @@ absl::StatusOr<Stmt> ScheduleMatmulPacked(const LowerContext& ctx,
     return Cast(acc_t, Load(Bp, {jo, k, jj}));
   };
   g.store = [&](const PrimExpr& b, const PrimExpr& m, const PrimExpr& n, const PrimExpr& v) {
-    std::vector<PrimExpr> ci = Unflatten(b, batch);
-    if (!a_vec) ci.push_back(m);
+    std::vector<PrimExpr> ci = flat ? Unflatten(m, rows) : Unflatten(b, batch);
+    if (!a_vec && !flat) ci.push_back(m);
     ci.push_back(n);
     PrimExpr cv = Cast(C->dtype, v);
     return Store(C, ci, epilogue ? epilogue(cv, ci) : cv);

@@ -56,8 +56,23 @@ Expr Packed(const Expr& value, const absl::flat_hash_map<const VarNode*, Expr>& 
       a->shape->back().as_int() == nullptr) {
     return value;
   }
-  const Tensor& wt = w->data;
-  if (wt->ndim() != 2 || !wt->dtype().is_float() || a->dtype != wt->dtype()) return value;
+  // A weight with leading unit dims ([1, K, N], a recurrent layer's R^T)
+  // is its [K, N] matrix when A has at least as many dims (the output's
+  // batch dims are then A's).
+  Tensor wt = w->data;
+  if (wt->ndim() < 2 || wt->ndim() > a->ndim || !wt->dtype().is_float() ||
+      a->dtype != wt->dtype()) {
+    return value;
+  }
+  for (int i = 0; i + 2 < wt->ndim(); ++i) {
+    if (wt->shape()[i] != 1) return value;
+  }
+  if (wt->ndim() > 2) {
+    const int64_t kn[] = {wt->shape()[wt->ndim() - 2], wt->shape()[wt->ndim() - 1]};
+    absl::StatusOr<Tensor> view = wt.CreateView(kn, wt->dtype());
+    if (!view.ok()) return value;
+    wt = *view;
+  }
   absl::StatusOr<Tensor> panels = PackGemmPanels(wt);
   if (!panels.ok()) return value;
   Expr packed = MakeCall(GetOp("relax.matmul_packed"), {call->args[0], MakeConstant(*panels)},

@@ -116,6 +116,52 @@ TEST(PipelineEndToEndTest, ConstantWeightsArePackedAtCompileTime) {
   }
 }
 
+// A recurrent layer's weight, [1, K, N], is packed too when A has as many
+// dims; the rows of all of A's batches are then one product (a [seq, 1, K]
+// input projection runs as a [seq, K] GEMM, not seq vector products), and
+// a vector product covers several column panels a task. Results match the
+// unpacked product everywhere, partial panel groups included.
+TEST(PipelineEndToEndTest, UnitBatchWeightsArePackedAndBatchRowsAreOneProduct) {
+  const int64_t k = 40, n = 200;  // 7 panels of 32 columns, the last of 8
+  std::vector<float> w = Iota(k * n, 0.11f, 0.1f);
+  struct Case {
+    std::vector<int64_t> x, w;
+    bool packed;
+    const char* parallel;  // the product's parallel loop
+  };
+  const Case cases[] = {
+      {{5, 1, k}, {1, k, n}, true, "T.parallel(7)"},  // 5 rows x 7 panels, not 5 x 7 tasks
+      {{1, k}, {k, n}, true, "T.parallel(2)"},        // 1 row: 4 panels a task, 4 + 3
+      {{3, k}, {1, k, n}, false, nullptr},            // output [1, 3, n]: not a 2-D product
+  };
+  for (const Case& c : cases) {
+    const int64_t rows = c.x[0] * (c.x.size() == 3 ? c.x[1] : 1);
+    std::vector<float> x = Iota(rows * k, 0.37f, 0);
+    RawFunction f;
+    std::vector<PrimExpr> dims(c.x.begin(), c.x.end());
+    Expr xv = f.Param("x", F32(dims));
+    Expr gv = f.Output("gv", Op("relax.matmul", {xv, testing::ConstF32(c.w, w)}));
+    IRModule module = ModuleOf(f.Finish(gv));
+    absl::StatusOr<std::string> lowered = EmitLoweredIR(module, BuildOptions());
+    ASSERT_TRUE(lowered.ok()) << lowered.status();
+    EXPECT_EQ(lowered->find("matmul_packed") != std::string::npos, c.packed) << *lowered;
+    if (c.parallel != nullptr) {
+      EXPECT_THAT(*lowered, ::testing::HasSubstr(c.parallel)) << *lowered;
+    }
+    std::vector<float> want(rows * n);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t j = 0; j < n; ++j) {
+        float acc = 0;
+        for (int64_t i = 0; i < k; ++i) acc += x[r * k + i] * w[i * n + j];
+        want[r * n + j] = acc;
+      }
+    }
+    std::vector<float> got = BuildAndRun(module, "default", {MakeFloatTensor(c.x, x)});
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-3) << i;
+  }
+}
+
 // A 1x1 convolution of a constant weight on 1x1 images (squeeze-excite) is
 // the packed product of w^T between two views; a padded one is not.
 TEST(PipelineEndToEndTest, PointwiseConvolutionsOnOnePixelBecomePackedProducts) {
