@@ -13,7 +13,7 @@
 // The parallel loop runs over batch x channel-block x output row; each task
 // walks its row in tiles of `wt` output columns, accumulating a wt x kBlock
 // kLocal tile (columns unrolled, output channels vectorized) over ic, kh, kw.
-// The rows schedule (unit column stride, constant sizes, and few output
+// The rows schedule (column stride 1 or 2, constant sizes, and few output
 // channels or short rows: image stems, small feature maps, depthwise)
 // vectorizes over the output columns of a row with a block of output
 // channels in registers, reads the OIHW weights in place, and pads the few
@@ -188,7 +188,8 @@ absl::StatusOr<StructInfo> InferConv2dPacked(const CallNode& call) {
 // shared by the tile's channels, and multiplies it by one weight per
 // channel (a broadcast scalar read straight from the OIHW weight, so nothing
 // is packed). The stores are whole output rows, so the epilogue runs on
-// contiguous vectors. Needs unit column stride and a constant output width;
+// contiguous vectors. Needs a column stride of 1 or 2 (2 through the strip)
+// and a constant output width;
 // the last column tile of a row is shifted left to end at the row's end
 // (recomputing a few columns) rather than masked.
 struct RowsTile {
@@ -223,14 +224,19 @@ RowsTile ChooseRowsTile(int64_t ow, int64_t og) {
   return t;
 }
 
-// Whether the rows schedule suits the convolution: unit column stride and
-// constant sizes (it tiles rows with constant-length vectors), rows of at
-// least half a vector, and either few output channels (the wide schedule's
-// channel block would be mostly empty) or short rows (there the wide
-// schedule's column tiles are short and its stores scatter across channels).
+// Whether the rows schedule suits the convolution: a column stride of 1 or
+// 2 (2 through a strip whose columns are split by parity, see
+// ScheduleConv2dRows; rows of at most kRowsMaxWidth there) and constant sizes (it tiles rows with
+// constant-length vectors), rows of at least half a vector, and either few output channels (the
+// wide schedule's channel block would be mostly empty) or short rows (there the wide schedule's
+// column tiles are short and its stores scatter across channels).
 bool UseRowsSchedule(const int64_t* ow, const int64_t* og, int64_t stride_w) {
-  if (ow == nullptr || og == nullptr || stride_w != 1) return false;
+  if (ow == nullptr || og == nullptr || (stride_w != 1 && stride_w != 2)) return false;
   if (*ow < kRowsLanes / 2) return false;
+  // A stride-2 row longer than one tile costs more in its strip (copied and
+  // split per output row) than the narrow schedule's strided reads (a 3x3
+  // depthwise convolution 112 -> 56 wide: 2.5x slower).
+  if (stride_w == 2 && *ow > kRowsMaxWidth) return false;
   return *og < kBlock || *ow <= kRowsMaxWidth;
 }
 
@@ -259,7 +265,7 @@ Stmt ScheduleConv2dRows(const Buffer& X, const Buffer& W, const Buffer& Y, DataT
   const PrimExpr OH = Y->shape[2], OW = Y->shape[3];
   const PrimExpr G(p.groups);
   const PrimExpr Og = FloorDiv(O, G);
-  const int64_t sh = p.strides[0], dh = p.dilation[0], dw = p.dilation[1];
+  const int64_t sh = p.strides[0], sw = p.strides[1], dh = p.dilation[0], dw = p.dilation[1];
   const int64_t pt = strip ? p.padding[0] : 0, pl = strip ? p.padding[1] : 0;
   const int64_t pr = strip ? p.padding[3] : 0;
   const PrimExpr VW(tile.vw), OB(tile.ob);
@@ -271,42 +277,80 @@ Stmt ScheduleConv2dRows(const Buffer& X, const Buffer& W, const Buffer& Y, DataT
     std::vector<PrimExpr> i = Unflatten(t, {N, G * obg, OH});
     PrimExpr n = i[0], gob = i[1], oh = i[2];
     PrimExpr g = FloorDiv(gob, obg), ob = FloorMod(gob, obg);
-    // The reduction's input: element (c, kh, padded column) of this task.
-    std::function<PrimExpr(const PrimExpr&, const PrimExpr&, const PrimExpr&)> in;
+    // The reduction's input: tap (c, kh, kw) of output column ow of this task.
+    std::function<PrimExpr(const PrimExpr&, const PrimExpr&, const PrimExpr&, const PrimExpr&)> in;
     Stmt fill;
     Buffer rows;
-    if (strip) {
-      const PrimExpr Wp = Wd + PrimExpr(pl + pr);
+    // Input row (c, kh) of this task zero-padded to `width` columns (pl
+    // zeros, the row, zeros to `width`; all zeros where the row is outside
+    // the input), as put(column, value).
+    const PrimExpr Wp = Wd + PrimExpr(pl + pr);
+    auto padded_row = [&](const PrimExpr& c, const PrimExpr& kh, const PrimExpr& width,
+                          const std::function<Stmt(const PrimExpr&, const PrimExpr&)>& put) {
+      PrimExpr ih = oh * PrimExpr(sh) + kh * PrimExpr(dh) - PrimExpr(pt);
+      PrimExpr valid = And(GE(ih, 0), LT(ih, H));
+      PrimExpr ihc = Max(Min(ih, H - 1), 0);
+      std::vector<Stmt> parts;
+      if (pl > 0) {
+        parts.push_back(Loop("fl", PrimExpr(pl), ForKind::kVectorized,
+                             [&](const PrimExpr& w) { return put(w, MakeConst(acc_t, 0)); }));
+      }
+      parts.push_back(Loop("fw", Wd, ForKind::kVectorized, [&](const PrimExpr& w) {
+        PrimExpr v = Cast(acc_t, Load(X, {n, g * Cg + c, ihc, w}));
+        return put(w + PrimExpr(pl), Select(valid, v, MakeConst(acc_t, 0)));
+      }));
+      const PrimExpr right = width - Wd - PrimExpr(pl);
+      if (!IsConst(right, 0)) {
+        parts.push_back(Loop("fr", right, ForKind::kVectorized, [&](const PrimExpr& w) {
+          return put(w + Wd + PrimExpr(pl), MakeConst(acc_t, 0));
+        }));
+      }
+      return Seq(std::move(parts));
+    };
+    if (strip && sw == 2) {
+      // Column 2 * ow + kw * dw of the padded rows is element
+      // ow + (kw * dw) / 2 of phase (kw * dw) % 2: the strip keeps the even
+      // and the odd columns apart, so a tile's taps are contiguous vectors.
+      // Each input row is first copied whole (contiguous, no per-column
+      // bounds) into a padded line (one more zero where the padded width is
+      // odd), then split by parity.
+      const PrimExpr half = FloorDiv(Wp + 1, PrimExpr(2));
+      rows = MakeBuffer("conv_rows", acc_t, {Cg, KH, PrimExpr(2), half}, BufferNode::Scope::kLocal);
+      Buffer line = MakeBuffer("conv_line", acc_t, {half * PrimExpr(2)}, BufferNode::Scope::kLocal);
+      fill = Loop("fc", Cg, ForKind::kSerial, [&](const PrimExpr& c) {
+        return Loop("fh", KH, ForKind::kSerial, [&](const PrimExpr& kh) {
+          Stmt copy = padded_row(
+              c, kh, half * PrimExpr(2),
+              [&](const PrimExpr& col, const PrimExpr& v) { return Store(line, {col}, v); });
+          Stmt split = Loop("fp", PrimExpr(2), ForKind::kUnrolled, [&](const PrimExpr& ph) {
+            return Loop("fs", half, ForKind::kVectorized, [&](const PrimExpr& j) {
+              return Store(rows, {c, kh, ph, j}, Load(line, {j * PrimExpr(2) + ph}));
+            });
+          });
+          return Seq({copy, split});
+        });
+      });
+      fill = Allocate(line, fill);
+      in = [&](const PrimExpr& c, const PrimExpr& kh, const PrimExpr& ow, const PrimExpr& kw) {
+        PrimExpr tap = kw * PrimExpr(dw);
+        return Load(rows, {c, kh, FloorMod(tap, PrimExpr(2)), ow + FloorDiv(tap, PrimExpr(2))});
+      };
+    } else if (strip) {
       rows = MakeBuffer("conv_rows", acc_t, {Cg, KH, Wp}, BufferNode::Scope::kLocal);
       fill = Loop("fc", Cg, ForKind::kSerial, [&](const PrimExpr& c) {
         return Loop("fh", KH, ForKind::kSerial, [&](const PrimExpr& kh) {
-          PrimExpr ih = oh * PrimExpr(sh) + kh * PrimExpr(dh) - PrimExpr(pt);
-          PrimExpr valid = And(GE(ih, 0), LT(ih, H));
-          PrimExpr ihc = Max(Min(ih, H - 1), 0);
-          std::vector<Stmt> parts;
-          if (pl > 0) {
-            parts.push_back(Loop("fl", PrimExpr(pl), ForKind::kVectorized, [&](const PrimExpr& w) {
-              return Store(rows, {c, kh, w}, MakeConst(acc_t, 0));
-            }));
-          }
-          parts.push_back(Loop("fw", Wd, ForKind::kVectorized, [&](const PrimExpr& w) {
-            PrimExpr v = Cast(acc_t, Load(X, {n, g * Cg + c, ihc, w}));
-            return Store(rows, {c, kh, w + PrimExpr(pl)}, Select(valid, v, MakeConst(acc_t, 0)));
-          }));
-          if (pr > 0) {
-            parts.push_back(Loop("fr", PrimExpr(pr), ForKind::kVectorized, [&](const PrimExpr& w) {
-              return Store(rows, {c, kh, w + Wd + PrimExpr(pl)}, MakeConst(acc_t, 0));
-            }));
-          }
-          return Seq(std::move(parts));
+          return padded_row(c, kh, Wp, [&](const PrimExpr& col, const PrimExpr& v) {
+            return Store(rows, {c, kh, col}, v);
+          });
         });
       });
-      in = [&](const PrimExpr& c, const PrimExpr& kh, const PrimExpr& col) {
-        return Load(rows, {c, kh, col});
+      in = [&](const PrimExpr& c, const PrimExpr& kh, const PrimExpr& ow, const PrimExpr& kw) {
+        return Load(rows, {c, kh, ow + kw * PrimExpr(dw)});
       };
     } else {
-      in = [&](const PrimExpr& c, const PrimExpr& kh, const PrimExpr& col) {
-        return Cast(acc_t, Load(X, {n, g * Cg + c, oh * PrimExpr(sh) + kh * PrimExpr(dh), col}));
+      in = [&](const PrimExpr& c, const PrimExpr& kh, const PrimExpr& ow, const PrimExpr& kw) {
+        return Cast(acc_t, Load(X, {n, g * Cg + c, oh * PrimExpr(sh) + kh * PrimExpr(dh),
+                                    ow + kw * PrimExpr(dw)}));
       };
     }
     Stmt tiles = Loop("wo", CeilDiv(OW, tile.vw), ForKind::kSerial, [&](const PrimExpr& wo) {
@@ -322,7 +366,7 @@ Stmt ScheduleConv2dRows(const Buffer& X, const Buffer& W, const Buffer& Y, DataT
         return Loop("rh", KH, ForKind::kSerial, [&](const PrimExpr& kh) {
           return Loop("rw", KW, kw_kind, [&](const PrimExpr& kw) {
             Stmt load = Loop("lw", VW, ForKind::kVectorized, [&](const PrimExpr& w) {
-              return Store(xv, {w}, in(c, kh, ow0 + w + kw * PrimExpr(dw)));
+              return Store(xv, {w}, in(c, kh, ow0 + w, kw));
             });
             Stmt fma = Loop("o", OB, ForKind::kUnrolled, [&](const PrimExpr& o) {
               PrimExpr oc = g * Og + Min(ob * OB + o, Og - 1);
@@ -542,12 +586,16 @@ absl::StatusOr<Stmt> ScheduleConv2d(const LowerContext& ctx, const std::vector<B
   const int64_t* og_const = Og.as_int();
   const int64_t* ow_const = OW.as_int();
   Stmt compute;
-  if (!prepacked && UseRowsSchedule(ow_const, og_const, sw)) {
+  // A column stride of 2 needs the strip (its columns split by parity);
+  // where the strip would not fit, such a convolution takes the narrow or
+  // wide schedule.
+  const bool strip_fits = RowsStripShape(Cg, KH, sw == 2 ? Wp + PrimExpr(1) : Wp).has_value();
+  if (!prepacked && UseRowsSchedule(ow_const, og_const, sw) && (sw == 1 || strip_fits)) {
     const RowsTile tile = ChooseRowsTile(*ow_const, *og_const);
-    if (!padded) return ScheduleConv2dRows(X, W, Y, acc_t, *p, tile, /*strip=*/false, epilogue);
-    if (RowsStripShape(Cg, KH, Wp).has_value()) {
-      return ScheduleConv2dRows(X, W, Y, acc_t, *p, tile, /*strip=*/true, epilogue);
+    if (!padded && sw == 1) {
+      return ScheduleConv2dRows(X, W, Y, acc_t, *p, tile, /*strip=*/false, epilogue);
     }
+    if (strip_fits) return ScheduleConv2dRows(X, W, Y, acc_t, *p, tile, /*strip=*/true, epilogue);
     compute = ScheduleConv2dRows(Xp, W, Y, acc_t, *p, tile, /*strip=*/false, epilogue);
   } else if (prepacked || og_const == nullptr || *og_const >= kWideMinChannels) {
     // Wide: packed weights (packed here, or at compile time), wt x bo

@@ -253,10 +253,36 @@ TEST(Conv2dScheduleTest, ThinConvolutionsUseTheRowsSchedule) {
   // Many channels on a wide row keep the channel-vectorized schedule.
   std::string wide = Conv2dKernelText({1, 64, 8, 56}, {64, 64, 3, 3}, p);
   EXPECT_NE(wide.find("conv_packed_w"), std::string::npos) << wide;
-  // Column stride 2 is not the rows schedule's (its loads would gather).
+  // Column stride 2 through a strip split by parity (contiguous taps), for
+  // rows of up to one tile; longer ones take the narrow schedule.
   p.strides = {2, 2};
   std::string strided = Conv2dKernelText({1, 3, 32, 32}, {16, 3, 3, 3}, p);
-  EXPECT_EQ(strided.find("conv_rows"), std::string::npos) << strided;
+  EXPECT_NE(strided.find("conv_line"), std::string::npos) << strided;
+  EXPECT_EQ(strided.find("conv_padded"), std::string::npos) << strided;
+  Conv depthwise = p;
+  depthwise.groups = 8;
+  std::string long_rows = Conv2dKernelText({1, 8, 16, 112}, {8, 1, 3, 3}, depthwise);
+  EXPECT_EQ(long_rows.find("conv_rows"), std::string::npos) << long_rows;
+}
+
+TEST(Conv2dScheduleTest, RowsColumnStrideTwo) {
+  Conv p;
+  p.strides = {2, 2};
+  p.groups = 8;  // depthwise 5x5, an odd padded width (25)
+  p.padding = {2, 2, 2, 2};
+  ExpectConv({1, 8, 20, 21}, {8, 1, 5, 5}, p, 40);
+  p = Conv{};
+  p.strides = {2, 2};
+  p.dilation = {1, 2};  // odd and even taps of a dilated row
+  p.padding = {1, 2, 1, 2};
+  ExpectConv({1, 4, 15, 40}, {6, 4, 3, 3}, p, 41);
+  p = Conv{};
+  p.strides = {1, 2};
+  p.padding = {0, 4, 0, 4};  // 9 taps: a loop, not unrolled
+  ExpectConv({1, 2, 6, 40}, {3, 2, 1, 9}, p, 42);
+  p = Conv{};
+  p.strides = {2, 2};  // no padding: the strip still splits the columns
+  ExpectConv({2, 3, 8, 33}, {4, 3, 3, 3}, p, 43);
 }
 
 TEST(Conv2dScheduleTest, RowsThinInputChannels) {
