@@ -184,8 +184,15 @@ ConvertResult ConvertPow(ConvertContext& ctx) {
 
 // ---- Unary ----
 
-Converter Unary(std::string relax_op) {
-  return [relax_op](ConvertContext& ctx) -> ConvertResult {
+// `fold`, where given, computes an import-time integer input's result (a
+// shape computation's Neg or Abs stays known).
+Converter Unary(std::string relax_op, std::function<PrimExpr(PrimExpr)> fold = nullptr) {
+  return [relax_op, fold](ConvertContext& ctx) -> ConvertResult {
+    if (std::optional<KnownInts> k = fold ? ctx.KnownInput(0) : std::nullopt;
+        k.has_value() && k->dtype.is_int()) {
+      for (PrimExpr& v : k->values) v = fold(v);
+      return OneKnown(*k);
+    }
     ASSIGN_OR_RETURN(Expr x, ctx.Input(0));
     ASSIGN_OR_RETURN(Expr out, ctx.EmitOp(relax_op, {x}));
     return One(out);
@@ -722,8 +729,6 @@ void RegisterElementwiseConverters() {
                                                         {"Sqrt", "relax.sqrt"},
                                                         {"Exp", "relax.exp"},
                                                         {"Log", "relax.log"},
-                                                        {"Abs", "relax.abs"},
-                                                        {"Neg", "relax.negative"},
                                                         {"Floor", "relax.floor"},
                                                         {"Ceil", "relax.ceil"},
                                                         {"Sin", "relax.sin"},
@@ -733,6 +738,10 @@ void RegisterElementwiseConverters() {
                                                         {"Atan", "relax.atan"}}) {
     RegisterConverter(onnx, 1, Unary(relax));
   }
+  RegisterConverter("Abs", 1,
+                    Unary("relax.abs", [](const PrimExpr& v) { return Max(v, PrimExpr(0) - v); }));
+  RegisterConverter("Neg", 1,
+                    Unary("relax.negative", [](const PrimExpr& v) { return PrimExpr(0) - v; }));
   RegisterConverter("Round", 11, Composed(RoundEven));
   RegisterConverter("Reciprocal", 1, Composed(Reciprocal));
   RegisterConverter("Sign", 9, Composed(Sign));

@@ -106,6 +106,18 @@ ConvertResult ConvertConstantOfShape(ConvertContext& ctx) {
       return ctx.Invalid(absl::StrCat("negative dim ", *c, " in the shape"));
     }
   }
+  // A small 0-D or 1-D integer result of a known shape stays known (a shape
+  // computation's ConstantOfShape, as in an expanded LayerNormalization).
+  const std::optional<std::vector<int64_t>> dims = ConstValues(*shape);
+  if (dims.has_value() && dims->size() <= 1 && value->dtype().is_int()) {
+    const int64_t count = dims->empty() ? 1 : (*dims)[0];
+    std::optional<std::vector<int64_t>> v = IntsFromTensor(value);
+    if (count <= kMaxKnownInts && v.has_value() && v->size() == 1) {
+      return std::vector<OnnxValue>{
+          OnnxValue::Known(MakeKnownInts(std::vector<int64_t>(static_cast<size_t>(count), (*v)[0]),
+                                         dims->empty(), value->dtype()))};
+    }
+  }
   absl::StatusOr<Expr> out =
       ctx.EmitOp("relax.full", {MakeShapeExpr(shape->values), MakeConstant(value)},
                  {{"dtype", value->dtype()}});
