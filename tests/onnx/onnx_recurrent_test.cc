@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "compiler/build.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/onnx/onnx_test_util.h"
@@ -481,6 +482,34 @@ TEST(OnnxRecurrentTest, RnnOneActivationListServesBothDirections) {
 }
 
 // ---- Shapes and outputs ----
+
+// The steps read their projections from one split, so their kernels are
+// identical and emitted once: the lowered module has as many step-matmul
+// kernels for 12 steps as for 2 (not one per step offset).
+TEST(OnnxRecurrentTest, StepsShareTheirKernels) {
+  auto step_kernels = [](int64_t steps) -> int {
+    RecurrentCase c = MakeCase("LSTM", "forward", 53, steps, 2);
+    absl::StatusOr<ImportedModel> imported =
+        ImportNode(c.op, Inputs(c), Attrs(c), NumOutputs(c), 14);
+    EXPECT_TRUE(imported.ok()) << imported.status();
+    if (!imported.ok()) return -1;
+    absl::StatusOr<std::string> ir = EmitLoweredIR(imported->module, BuildOptions());
+    EXPECT_TRUE(ir.ok()) << ir.status();
+    if (!ir.ok()) return -1;
+    int n = 0;
+    for (size_t at = ir->find("def fused_"); at != std::string::npos;
+         at = ir->find("def fused_", at + 1)) {
+      const size_t end = ir->find('(', at);
+      if (ir->substr(at, end - at).find("matmul") != std::string::npos) ++n;
+    }
+    return n;
+  };
+  const int two = step_kernels(2);
+  EXPECT_GT(two, 0);
+  EXPECT_EQ(step_kernels(12), two);
+  RecurrentCase c = MakeCase("LSTM", "forward", 54, 12, 2);
+  ExpectMatchesReference(c);
+}
 
 TEST(OnnxRecurrentTest, SymbolicBatch) {
   RecurrentCase c = BidirectionalLstmWithLengths(51);

@@ -7,8 +7,9 @@
 // X is made time-major, [seq, batch, input], and X * W^T for every step and
 // direction is one matmul against W reshaped to [dirs * gates * hidden,
 // input] and transposed, with the input-side bias (Wb + Rb, less GRU's Rbh
-// under linear_before_reset) added once. Each step then slices its
-// [1, batch, gates * hidden] block of that product, adds the step's only
+// under linear_before_reset) added once. One relax.split per direction
+// cuts that product into the steps' [1, batch, gates * hidden] blocks (the
+// steps' kernels are then identical, emitted once). Each step adds its only
 // matmul H(t-1) * R^T, and applies the equations of the ONNX spec: RNN
 // Ht = f(.); GRU with its gates in the order z, r, h in W, R and B, and
 // linear_before_reset; LSTM with its gates in the order i, o, f, c, the
@@ -624,11 +625,26 @@ ConvertResult ConvertRecurrent(ConvertContext& ctx, Cell cell) {
     if (cell == Cell::kLstm) {
       TETHER_ASSIGN_OR_RETURN(state.c, InitialState(ctx, ops, ops.c0, d));
     }
+    // The direction's projections, split into steps by one operator: every
+    // step's cell then reads its own tensor, so the steps' kernels are
+    // identical (one kernel, deduplicated, not one per step offset).
+    Expr xw_d = xw_all;
+    if (ops.dirs > 1) {
+      TETHER_ASSIGN_OR_RETURN(xw_d, Slice(ctx, xw_all, 2, d * gh, (d + 1) * gh));
+    }
+    Expr steps = xw_d;
+    if (ops.seq > 1) {
+      TETHER_ASSIGN_OR_RETURN(
+          steps, ctx.EmitOp("relax.split", {xw_d},
+                            {{"indices_or_sections", AttrValue(ops.seq)}, {"axis", int64_t{0}}}));
+    }
     std::vector<Expr> y(static_cast<size_t>(ops.seq));
     for (int64_t k = 0; k < ops.seq; ++k) {
       const int64_t t = ops.reversed(d) ? ops.seq - 1 - k : k;
-      TETHER_ASSIGN_OR_RETURN(Expr xw,
-                              SliceAxes(ctx, xw_all, {0, 2}, {t, d * gh}, {t + 1, (d + 1) * gh}));
+      Expr xw = steps;
+      if (ops.seq > 1) {
+        TETHER_ASSIGN_OR_RETURN(xw, ctx.Emit(MakeTupleGetItem(steps, static_cast<int>(t))));
+      }
       absl::StatusOr<State> next = cell == Cell::kRnn   ? RnnStep(ctx, ops, dw, xw, state)
                                    : cell == Cell::kGru ? GruStep(ctx, ops, dw, xw, state)
                                                         : LstmStep(ctx, ops, dw, xw, state);
