@@ -199,6 +199,26 @@ absl::Status Parser::ParsePrimFunc(IRModule* module) {
     kernel_params.push_back(p.param);
   }
   tir_matched_.clear();
+  // A declared symbolic size takes its value from a parameter's buffer
+  // shape at the call; one that no parameter has would be unbound.
+  std::set<const Object*> bound;
+  for (const KernelParam& p : kernel_params) {
+    if (p.is_tensor()) {
+      for (const PrimExpr& d : p.buffer->shape) {
+        if (d.as<PrimVarNode>() != nullptr) bound.insert(d.get());
+      }
+    }
+  }
+  std::vector<std::pair<Token, Var>> declared = std::move(tir_declared_sizes_);
+  tir_declared_sizes_.clear();
+  for (const auto& [tok, size] : declared) {
+    if (bound.count(size.get()) == 0) {
+      return ErrorAt(tok, absl::StrCat("symbolic size '", tok.text,
+                                       "' is not a dimension of any parameter's buffer (nothing "
+                                       "binds its value; use it in a T.Buffer or T.match_buffer "
+                                       "shape)"));
+    }
+  }
   const int outputs = CountOutputs(kernel_params, body);
   module->kernels[name] = MakeKernelFunc(name, std::move(kernel_params), body, outputs);
   kernel_spans_[name] = SpanOf(name_tok);
@@ -719,7 +739,9 @@ absl::Status Parser::ParseTirAssign(TirStmt* out) {
                                         fn.text));
       }
       for (int i = 0; i < 5; ++i) Next();
-      tir_scopes_.front()[name.text] = TirName{Var(name.text), Buffer()};
+      Var size(name.text);
+      tir_scopes_.front()[name.text] = TirName{size, Buffer()};
+      tir_declared_sizes_.emplace_back(name, size);
       return ExpectTirEndOfLine("the declaration");
     }
   }

@@ -195,6 +195,9 @@ class Parser {
   std::vector<TirBlock> tir_blocks_;
   std::map<std::string, bool> tir_handles_;
   std::map<std::string, Buffer> tir_matched_;
+  // The kernel's `n = T.int64()` declarations, checked at its end: each must
+  // be a dim of a parameter's buffer (nothing else gives it a value).
+  std::vector<std::pair<Token, Var>> tir_declared_sizes_;
   std::map<std::string, Span> kernel_spans_;
 };
 

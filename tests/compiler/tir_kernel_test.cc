@@ -328,6 +328,12 @@ TEST(TirKernelTextTest, ErrorsNameThePlaceAndTheMismatch) {
        "in an expression"},
       {Kernel(buf, "        for i in T.spin(4):\n            B[i] = A[i]\n"),
        "k.rx:5:18: expected a loop kind"},
+      // Found by the text fuzzer: a declared size that no parameter's
+      // shape binds parsed, printed without its declaration, and the
+      // printed text did not parse.
+      {Kernel(buf, "        m = T.int64()\n        for i in range(m):\n            B[i] = A[i]\n"),
+       "k.rx:5:9: symbolic size 'm' is not a dimension of any parameter's buffer (nothing binds "
+       "its value; use it in a T.Buffer or T.match_buffer shape)"},
       {Kernel(buf, "        for i in range(4):\n            B[i] = A[i]\n",
               "R.call_tir(cls.k, (x,), out_sinfo=R.Tensor((5,), \"float32\"))"),
        "k.rx:10:13: call to kernel 'k': output 0 is R.Tensor((5,), \"float32\"), but parameter "
