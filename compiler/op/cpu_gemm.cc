@@ -83,8 +83,11 @@ Stmt CpuGemmSchedule(const CpuGemm& g) {
   // chains to hide the FMA latency (a matrix-vector product, MR = 1, would
   // run two), so MR x pc x NR of them are at least kMinAccumulators values.
   // A group past the last panel reads a clamped panel and stores nothing.
-  const int64_t pc =
+  // No more panels than there are (a narrow product would compute clamped
+  // copies of its one panel).
+  int64_t pc =
       std::max<int64_t>(1, std::min<int64_t>(kMaxPanelGroup, kMinAccumulators / (mr * nr)));
+  if (n_const != nullptr) pc = std::min(pc, (*n_const + nr - 1) / nr);
   const PrimExpr PC(pc);
   const PrimExpr ng = CeilDiv(nj, pc);
   const bool rows_inner = BIsLarger(g);

@@ -122,19 +122,22 @@ TEST(PipelineEndToEndTest, ConstantWeightsArePackedAtCompileTime) {
 // a vector product covers several column panels a task. Results match the
 // unpacked product everywhere, partial panel groups included.
 TEST(PipelineEndToEndTest, UnitBatchWeightsArePackedAndBatchRowsAreOneProduct) {
-  const int64_t k = 40, n = 200;  // 7 panels of 32 columns, the last of 8
-  std::vector<float> w = Iota(k * n, 0.11f, 0.1f);
+  const int64_t k = 40;
   struct Case {
     std::vector<int64_t> x, w;
     bool packed;
-    const char* parallel;  // the product's parallel loop
+    const char* parallel;  // the product's parallel loop (or its accumulators)
   };
+  // n = 200: 7 panels of 32 columns, the last of 8.
   const Case cases[] = {
-      {{5, 1, k}, {1, k, n}, true, "T.parallel(7)"},  // 5 rows x 7 panels, not 5 x 7 tasks
-      {{1, k}, {k, n}, true, "T.parallel(2)"},        // 1 row: 4 panels a task, 4 + 3
-      {{3, k}, {1, k, n}, false, nullptr},            // output [1, 3, n]: not a 2-D product
+      {{5, 1, k}, {1, k, 200}, true, "T.parallel(7)"},  // 5 rows x 7 panels, not 5 x 7 tasks
+      {{1, k}, {k, 200}, true, "T.parallel(2)"},        // 1 row: 4 panels a task, 4 + 3
+      {{3, k}, {1, k, 200}, false, nullptr},            // output [1, 3, n]: not a 2-D product
+      {{1, k}, {k, 7}, true, "(1, 1, 7)"},              // one narrow panel: no group of copies
   };
   for (const Case& c : cases) {
+    const int64_t n = c.w.back();
+    std::vector<float> w = Iota(k * n, 0.11f, 0.1f);
     const int64_t rows = c.x[0] * (c.x.size() == 3 ? c.x[1] : 1);
     std::vector<float> x = Iota(rows * k, 0.37f, 0);
     RawFunction f;
