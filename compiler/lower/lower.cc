@@ -193,6 +193,16 @@ Stmt BlockFold(const std::string& name, DataType dtype, const PrimExpr& init,
   return Seq(std::move(steps));
 }
 
+// fold(value), with each(value) first where given (value then a let,
+// computed once).
+Stmt FoldValue(const std::string& name, DataType dtype, const PrimExpr& value,
+               const std::function<Stmt(const PrimExpr&)>& each,
+               const std::function<Stmt(const PrimExpr&)>& fold) {
+  if (!each) return fold(value);
+  Var v(name + "_v", dtype);
+  return LetStmt(v, value, Seq({each(v), fold(v)}));
+}
+
 // for i in T.unroll(RowSlots(length)): body(slot i of thread t), the slots
 // past the row skipped.
 Stmt ThreadSlots(const std::string& name, const PrimExpr& t, int64_t length,
@@ -218,9 +228,10 @@ Stmt BlockReduce(const std::string& name, const PrimExpr& extent, DataType dtype
                  const Buffer& red, const ElementStmt& each) {
   return BlockFold(name, dtype, init, combine, red, [&](const PrimExpr& t, const auto& fold) {
     return ThreadShare(name, t, extent, [&](const PrimExpr& r) {
-      if (!each) return fold(reader(r));
-      Var v(name + "_v", dtype);
-      return LetStmt(v, reader(r), Seq({each(r, v), fold(v)}));
+      return FoldValue(name, dtype, reader(r),
+                       each ? [&](const PrimExpr& v) { return each(r, v); }
+                            : std::function<Stmt(const PrimExpr&)>(),
+                       fold);
     });
   });
 }
@@ -244,9 +255,10 @@ Stmt BlockSlotReduce(const std::string& name, int64_t length, DataType dtype, co
                      const Buffer& red, const SlotStmt& each) {
   return BlockFold(name, dtype, init, combine, red, [&](const PrimExpr& t, const auto& fold) {
     return ThreadSlots(name, t, length, [&](const RowSlot& s) {
-      if (!each) return fold(reader(s));
-      Var v(name + "_v", dtype);
-      return LetStmt(v, reader(s), Seq({each(s, v), fold(v)}));
+      return FoldValue(name, dtype, reader(s),
+                       each ? [&](const PrimExpr& v) { return each(s, v); }
+                            : std::function<Stmt(const PrimExpr&)>(),
+                       fold);
     });
   });
 }

@@ -121,6 +121,19 @@ class CudaKernelLibraryGpuTest : public ::testing::Test {
     return out;
   }
 
+  // `add` (the library's add kernel) runs on the GPU: [1, 2] + [10, 20].
+  static void ExpectAddsOnGpu(const Function& add) {
+    ASSERT_TRUE(add);
+    Tensor a = OnGpu({1.0f, 2.0f});
+    Tensor b = OnGpu({10.0f, 20.0f});
+    absl::StatusOr<Tensor> c =
+        Tensor::Empty(std::vector<int64_t>{2}, DataType::Float(32), Device::Cuda(0));
+    ASSERT_TRUE(c.ok());
+    absl::StatusOr<Value> r = add.Call(a, b, *c);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(ToHost(*c), (std::vector<float>{11.0f, 22.0f}));
+  }
+
   static std::vector<float> Ramp(size_t n, float scale) {
     std::vector<float> v(n);
     for (size_t i = 0; i < n; ++i) v[i] = scale * static_cast<float>(i % 1000) + 0.25f;
@@ -175,15 +188,7 @@ TEST_F(CudaKernelLibraryGpuTest, PicksTheNewestImageTheGpuRuns) {
                                ".visible .entry add_k0 garbage\n"
                                ".visible .entry store_null_k0\n"}}),
                         "add");
-  ASSERT_TRUE(add);
-  Tensor a = OnGpu({1.0f, 2.0f});
-  Tensor b = OnGpu({10.0f, 20.0f});
-  absl::StatusOr<Tensor> c =
-      Tensor::Empty(std::vector<int64_t>{2}, DataType::Float(32), Device::Cuda(0));
-  ASSERT_TRUE(c.ok());
-  absl::StatusOr<Value> r = add.Call(a, b, *c);
-  ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(ToHost(*c), (std::vector<float>{11.0f, 22.0f}));
+  ExpectAddsOnGpu(add);
 }
 
 TEST_F(CudaKernelLibraryGpuTest, ArchSpecificImageOfAnotherArchitectureIsSkipped) {
@@ -202,15 +207,7 @@ TEST_F(CudaKernelLibraryGpuTest, ArchSpecificImageOfAnotherArchitectureIsSkipped
                                                     "a\n.visible .entry add_k0 garbage\n"
                                                     ".visible .entry store_null_k0\n")}}),
                         "add");
-  ASSERT_TRUE(add);
-  Tensor a = OnGpu({1.0f, 2.0f});
-  Tensor b = OnGpu({10.0f, 20.0f});
-  absl::StatusOr<Tensor> c =
-      Tensor::Empty(std::vector<int64_t>{2}, DataType::Float(32), Device::Cuda(0));
-  ASSERT_TRUE(c.ok());
-  absl::StatusOr<Value> r = add.Call(a, b, *c);
-  ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(ToHost(*c), (std::vector<float>{11.0f, 22.0f}));
+  ExpectAddsOnGpu(add);
 }
 
 TEST_F(CudaKernelLibraryGpuTest, ImageForAFutureGpuOnlyIsFailedPrecondition) {
