@@ -21,6 +21,10 @@
 // transformation divides by. ONNX Resize given `scales` transforms with
 // those, not with out/in (a 4-wide axis scaled by 0.6 has 2 outputs but
 // maps x to (x + 0.5) / 0.6 - 0.5); absent, the scale is out/in, as TVM.
+// The scales may instead come as an optional second argument, a 1-D float
+// tensor of two values (h, w) read when the kernel runs (an ONNX `scales`
+// fed at run time); then `size` holds the output extents that the caller
+// computed from them.
 //
 // The semantics are ONNX's (onnx/reference/ops/op_resize.py): each axis maps
 // an output index to a real input coordinate, whose floor x0 and fraction t
@@ -42,6 +46,8 @@
 #include "absl/strings/str_join.h"
 #include "compiler/op/op.h"
 #include "compiler/op/op_common.h"
+#include "compiler/tir/arith.h"
+#include "runtime/core/error.h"
 
 namespace tether::compiler {
 
@@ -186,11 +192,23 @@ absl::StatusOr<ResizeParams> ParseResizeAttrs(const CallNode& call) {
 }
 
 absl::StatusOr<StructInfo> InferResize2d(const CallNode& call) {
-  if (absl::Status s = CheckNumArgs(call, 1); !s.ok()) return s;
+  if (call.args.size() != 1 && call.args.size() != 2) {
+    return OpError(call,
+                   absl::StrCat("expects 1 or 2 arguments (data, scale), got ", call.args.size()));
+  }
   absl::StatusOr<const TensorStructInfoNode*> x = TensorArg(call, 0);
   if (!x.ok()) return x.status();
   absl::StatusOr<ResizeParams> p = ParseResizeAttrs(call);
   if (!p.ok()) return p.status();
+  if (call.args.size() == 2) {
+    TETHER_ASSIGN_OR_RETURN(const TensorStructInfoNode* sc, TensorArg(call, 1));
+    const bool two = sc->ndim == 1 && (!sc->shape.has_value() || AsConstInt((*sc->shape)[0]) == 2);
+    if (!two || (sc->dtype.has_value() && !sc->dtype->is_float()) || p->scale.has_value()) {
+      return OpError(call, absl::StrCat("scale must be a float tensor of 2 values (h, w) "
+                                        "without a scale attribute, got ",
+                                        ToString(call.args[1].struct_info())));
+    }
+  }
   if ((*x)->ndim != -1 && (*x)->ndim != 4) {
     return OpError(call, absl::StrCat("data must have 4 dims (NCHW), got ", (*x)->ndim));
   }
@@ -323,8 +341,12 @@ PrimExpr ComputeResize2d(const LowerContext& ctx, const std::vector<PrimExpr>& i
   for (int k = 0; k < 2; ++k) {
     axes[k].in = in[2 + k];
     axes[k].out = out[2 + k];
-    axes[k].scale =
-        p->scale.has_value() ? F64((*p->scale)[k]) : ToF64(axes[k].out) / ToF64(axes[k].in);
+    if (ctx.inputs.size() > 1) {
+      axes[k].scale = ToF64(ctx.inputs[1]({PrimExpr(int64_t{k})}));
+    } else {
+      axes[k].scale =
+          p->scale.has_value() ? F64((*p->scale)[k]) : ToF64(axes[k].out) / ToF64(axes[k].in);
+    }
     axes[k].roi_start = p->roi[k];
     axes[k].roi_end = p->roi[2 + k];
   }
@@ -358,7 +380,7 @@ void RegisterImageOps() {
   OpInfo info;
   info.name = kResize2d;
   info.pattern = OpPattern::kInjective;
-  info.num_args = 1;
+  info.num_args = -1;  // data, and the optional run-time scale
   info.infer = InferResize2d;
   info.compute = ComputeResize2d;
   RegisterOp(std::move(info));

@@ -15,18 +15,6 @@
 namespace tether::compiler {
 namespace {
 
-// The values of a shape argument (a ShapeExpr, or anything whose struct info
-// knows its values).
-absl::StatusOr<std::vector<PrimExpr>> ShapeArg(const CallNode& call, size_t i) {
-  if (i >= call.args.size()) return OpError(call, absl::StrCat("missing argument ", i));
-  if (const auto* se = call.args[i].as<ShapeExprNode>()) return se->values;
-  const StructInfo& s = call.args[i].struct_info();
-  if (const auto* sh = s.as<ShapeStructInfoNode>(); sh != nullptr && sh->values.has_value()) {
-    return *sh->values;
-  }
-  return OpError(call, absl::StrCat("argument ", i, " must be a shape with known values"));
-}
-
 // Axes given as an int or a list of ints; nullopt when absent.
 absl::StatusOr<std::optional<std::vector<int64_t>>> AxesAttr(const CallNode& call,
                                                              const std::string& key) {

@@ -37,6 +37,16 @@ absl::StatusOr<const TensorStructInfoNode*> TensorArg(const CallNode& call, size
   return t;
 }
 
+absl::StatusOr<std::vector<PrimExpr>> ShapeArg(const CallNode& call, size_t i) {
+  if (i >= call.args.size()) return OpError(call, absl::StrCat("missing argument ", i));
+  if (const auto* se = call.args[i].as<ShapeExprNode>()) return se->values;
+  const StructInfo& s = call.args[i].struct_info();
+  if (const auto* sh = s.as<ShapeStructInfoNode>(); sh != nullptr && sh->values.has_value()) {
+    return *sh->values;
+  }
+  return OpError(call, absl::StrCat("argument ", i, " must be a shape with known values"));
+}
+
 absl::StatusOr<std::optional<std::vector<PrimExpr>>> BroadcastShapes(const CallNode& call,
                                                                      const std::vector<PrimExpr>& a,
                                                                      const std::vector<PrimExpr>& b,

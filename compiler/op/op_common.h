@@ -30,6 +30,10 @@ absl::Status CheckNumArgs(const CallNode& call, size_t n);
 // operator when it is missing or not a tensor.
 absl::StatusOr<const TensorStructInfoNode*> TensorArg(const CallNode& call, size_t i);
 
+// The values of shape argument `i` (a ShapeExpr, or anything whose struct
+// info knows its values); INVALID_ARGUMENT naming the operator otherwise.
+absl::StatusOr<std::vector<PrimExpr>> ShapeArg(const CallNode& call, size_t i);
+
 // The numpy broadcast of two shapes; dims are compared with ProveEqual and
 // size-1 dims stretch. nullopt (shape unknown, rank known) when a pair of
 // symbolic dims cannot be proven equal; INVALID_ARGUMENT naming the operator

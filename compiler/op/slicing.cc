@@ -2,7 +2,9 @@
 // through the readers LowerCallToKernel appends after the call's arguments),
 // split (several outputs: a kOpaque `schedule`), strided_slice (numpy
 // semantics: negative begin/end count from the end, out-of-range values
-// clamp), take and gather_elements (indices int32/int64; a negative index
+// clamp), dynamic_slice (begin, extent and strides as shapes of
+// expressions evaluated when the model runs, its reads clamped), take and
+// gather_elements (indices int32/int64; a negative index
 // counts from the end once, and any index still out of range is clamped to
 // the nearest valid one, so a bad index never reads outside the tensor),
 // and scatter_elements (indices as gather_elements', clamped the same way).
@@ -15,6 +17,7 @@
 #include "compiler/lower/lower.h"
 #include "compiler/op/op_common.h"
 #include "compiler/tir/arith.h"
+#include "runtime/core/error.h"
 
 namespace tether::compiler {
 namespace {
@@ -278,6 +281,39 @@ PrimExpr ComputeStridedSlice(const LowerContext& ctx, const std::vector<PrimExpr
   return ctx.inputs[0](in_idx);
 }
 
+// ---- dynamic_slice ----
+
+// relax.dynamic_slice(x, begin, extent, strides): three shapes of x's rank,
+// already resolved (clamped, negative indices counted from the end) by
+// whoever built them -- the ONNX Slice of run-time starts, ends, axes or
+// steps -- and evaluated when the model runs: out[i] = x[begin + i *
+// strides], out of shape `extent`. An index still outside x is clamped,
+// never a wild read.
+absl::StatusOr<StructInfo> InferDynamicSlice(const CallNode& call) {
+  if (absl::Status s = CheckNumArgs(call, 4); !s.ok()) return s;
+  TETHER_ASSIGN_OR_RETURN(const TensorStructInfoNode* t, TensorArg(call, 0));
+  std::vector<PrimExpr> parts[3];
+  for (size_t k = 0; k < 3; ++k) {
+    TETHER_ASSIGN_OR_RETURN(parts[k], ShapeArg(call, k + 1));
+    if (t->ndim >= 0 && static_cast<int64_t>(parts[k].size()) != t->ndim) {
+      return OpError(call, absl::StrCat("begin, extent and strides must have ", t->ndim,
+                                        " values (the input's rank), got ", parts[k].size()));
+    }
+  }
+  return TensorSInfo(SimplifyShape(parts[1]), t->dtype, t->vdevice);
+}
+
+PrimExpr ComputeDynamicSlice(const LowerContext& ctx, const std::vector<PrimExpr>& idx) {
+  const std::vector<PrimExpr>& xs = ArgShape(ctx, 0);
+  const std::vector<PrimExpr> begin = *ShapeArg(*ctx.call, 1);
+  const std::vector<PrimExpr> strides = *ShapeArg(*ctx.call, 3);
+  std::vector<PrimExpr> in_idx(idx.size());
+  for (size_t k = 0; k < idx.size(); ++k) {
+    in_idx[k] = Max(Min(begin[k] + idx[k] * strides[k], xs[k] - 1), PrimExpr(0));
+  }
+  return ctx.inputs[0](in_idx);
+}
+
 // ---- take ----
 
 // Argument `i` as a tensor of integer indices (take, gather_elements,
@@ -487,6 +523,8 @@ void RegisterSlicingOps() {
   RegisterComputeOp("relax.concat", OpPattern::kInjective, 1, InferConcat, ComputeConcat);
   RegisterComputeOp("relax.strided_slice", OpPattern::kInjective, 1, InferStridedSlice,
                     ComputeStridedSlice);
+  RegisterComputeOp("relax.dynamic_slice", OpPattern::kInjective, 4, InferDynamicSlice,
+                    ComputeDynamicSlice);
   RegisterComputeOp("relax.take", OpPattern::kInjective, 2, InferTake, ComputeTake);
   RegisterComputeOp("relax.gather_elements", OpPattern::kInjective, 2, InferGatherElements,
                     ComputeGatherElements);

@@ -124,10 +124,13 @@ TEST(OnnxDynamicShapeTest, TextModelRunsAtAnySequenceLength) {
 // Shapes, sizes and bounds fed as graph inputs are read when the model runs
 // (into symbolic vars), so one build serves every value. Each run is
 // compared with an import where that input is frozen to the same value
-// (OnnxImportOptions::frozen_inputs: the import-time path).
+// (OnnxImportOptions::frozen_inputs: the import-time path): the integer
+// inputs, or with `data_inputs` >= 0 every input after the first
+// `data_inputs` (float scales and bounds).
 void ExpectRunTimeValuesMatchFrozen(const ::onnx::ModelProto& model,
                                     const std::vector<std::string>& names,
-                                    const std::vector<std::vector<Tensor>>& runs) {
+                                    const std::vector<std::vector<Tensor>>& runs,
+                                    int data_inputs = -1) {
   absl::StatusOr<ImportedModel> imported = ImportOnnxBytes(model.SerializeAsString());
   ASSERT_TRUE(imported.ok()) << imported.status();
   absl::StatusOr<Ref<vm::Executable>> exec = Build(imported->module, {});
@@ -139,7 +142,9 @@ void ExpectRunTimeValuesMatchFrozen(const ::onnx::ModelProto& model,
     OnnxImportOptions frozen;
     std::vector<Tensor> rest;
     for (size_t i = 0; i < names.size(); ++i) {
-      if (runs[r][i]->dtype().is_int()) {
+      const bool freeze =
+          data_inputs >= 0 ? static_cast<int>(i) >= data_inputs : runs[r][i]->dtype().is_int();
+      if (freeze) {
         frozen.frozen_inputs[names[i]] = runs[r][i];
       } else {
         rest.push_back(runs[r][i]);
@@ -214,6 +219,167 @@ TEST(OnnxRunTimeValuesTest, RangeOverASymbolicLengthInADynamicBuild) {
   m.Node("Cast", {"pos"}, {"posf"}, {MakeIntAttr("to", 1)});
   m.Node("Add", {"x", "posf"}, {"y"}).Output("y");
   ExpectOneBuildServesEveryShape(m.model(), "x", {{2, 7}, {1, 1}, {3, 40}});
+}
+
+TEST(OnnxRunTimeValuesTest, SliceWithEveryInputReadAtRunTime) {
+  ModelBuilder m(13);
+  const DataType i64 = DataType::Int(64);
+  m.Input("x", kF32, {"3", "4", "5"}).Input("starts", i64, {"2"}).Input("ends", i64, {"2"});
+  m.Input("axes", i64, {"2"}).Input("steps", i64, {"2"});
+  m.Node("Slice", {"x", "starts", "ends", "axes", "steps"}, {"y"}).Output("y");
+  const Tensor x = Random({3, 4, 5}, 21);
+  // Forward and backward steps, negative axes and indices, bounds past the
+  // ends (clamped), and a slice that selects nothing.
+  ExpectRunTimeValuesMatchFrozen(
+      m.model(), {"x", "starts", "ends", "axes", "steps"},
+      {{x, Ints({0, 1}), Ints({2, 5}), Ints({0, 2}), Ints({1, 2})},
+       {x, Ints({-1, 4}), Ints({-100, 0}), Ints({-1, 1}), Ints({-2, -1})},
+       {x, Ints({1, -1000}), Ints({1000, 1000}), Ints({1, 0}), Ints({1, 1})},
+       {x, Ints({2, 0}), Ints({2, 5}), Ints({2, 1}), Ints({1, 3})}});
+}
+
+TEST(OnnxRunTimeValuesTest, SqueezeUnsqueezeTileAndSplitWithRunTimeValues) {
+  ModelBuilder m(13);
+  const DataType i64 = DataType::Int(64);
+  m.Input("x", kF32, {"2", "1", "3"}).Input("sq", i64, {"1"}).Input("unsq", i64, {"2"});
+  m.Input("reps", i64, {"3"}).Input("parts", i64, {"2"});
+  m.Node("Squeeze", {"x", "sq"}, {"a"}).Node("Unsqueeze", {"a", "unsq"}, {"b"});
+  m.Node("Tile", {"x", "reps"}, {"c"});
+  m.Node("Split", {"x", "parts"}, {"d0", "d1"}, {MakeIntAttr("axis", 2)});
+  m.Output("b").Output("c").Output("d0").Output("d1");
+  const Tensor x = Random({2, 1, 3}, 22);
+  ExpectRunTimeValuesMatchFrozen(m.model(), {"x", "sq", "unsq", "reps", "parts"},
+                                 {{x, Ints({1}), Ints({0, 3}), Ints({1, 2, 1}), Ints({1, 2})},
+                                  {x, Ints({-2}), Ints({-1, 1}), Ints({3, 1, 2}), Ints({3, 0})},
+                                  {x, Ints({1}), Ints({2, 0}), Ints({1, 1, 1}), Ints({0, 3})}});
+}
+
+TEST(OnnxRunTimeValuesTest, ReductionsTopKAndCumSumOverRunTimeAxes) {
+  ModelBuilder m(13);
+  const DataType i64 = DataType::Int(64);
+  m.Input("x", kF32, {"2", "3", "4"}).Input("axes", i64, {"2"}).Input("k", i64, {"1"});
+  m.Input("axis", i64, {});
+  m.Node("ReduceSum", {"x", "axes"}, {"keep"}, {MakeIntAttr("keepdims", 1)});
+  m.Node("ReduceSum", {"x", "axes"}, {"drop"}, {MakeIntAttr("keepdims", 0)});
+  m.Node("TopK", {"x", "k"}, {"values", "indices"}, {MakeIntAttr("axis", 1)});
+  m.Node("CumSum", {"x", "axis"}, {"cum"}, {MakeIntAttr("reverse", 1)});
+  m.Output("keep").Output("drop").Output("values").Output("indices").Output("cum");
+  const Tensor x = Random({2, 3, 4}, 23);
+  auto one = [](int64_t v) { return MakeTensor<int64_t>({}, {v}); };
+  ExpectRunTimeValuesMatchFrozen(m.model(), {"x", "axes", "k", "axis"},
+                                 {{x, Ints({0, 2}), Ints({2}), one(1)},
+                                  {x, Ints({-1, 1}), Ints({3}), one(-3)},
+                                  {x, Ints({2, 0}), Ints({0}), one(2)}});
+}
+
+TEST(OnnxRunTimeValuesTest, ResizeWithRunTimeScalesOrSizes) {
+  const DataType i64 = DataType::Int(64);
+  ModelBuilder scaled(13);
+  scaled.Input("x", kF32, {"1", "2", "4", "6"}).Input("scales", kF32, {"4"});
+  scaled.Initializer("roi", MakeTensor<float>({0}, {}));
+  scaled.Node("Resize", {"x", "roi", "scales"}, {"y"},
+              {MakeStringAttr("mode", "linear"),
+               MakeStringAttr("coordinate_transformation_mode", "half_pixel")});
+  scaled.Output("y");
+  const Tensor x = Random({1, 2, 4, 6}, 24);
+  auto f4 = [](float a, float b, float c, float d) { return MakeTensor<float>({4}, {a, b, c, d}); };
+  // A scale of 0.6 on a 6-wide axis gives 3 columns but maps coordinates by
+  // 0.6, not 3/6: the kernel reads the scales themselves.
+  ExpectRunTimeValuesMatchFrozen(scaled.model(), {"x", "scales"},
+                                 {{x, f4(1, 1, 2, 0.6f)}, {x, f4(1, 1, 0.5f, 1.5f)}}, 1);
+  ModelBuilder sized(13);
+  sized.Input("x", kF32, {"1", "2", "4", "6"}).Input("sizes", i64, {"4"});
+  sized.Initializer("roi", MakeTensor<float>({0}, {}))
+      .Initializer("sc", MakeTensor<float>({0}, {}));
+  sized.Node("Resize", {"x", "roi", "sc", "sizes"}, {"y"}, {MakeStringAttr("mode", "cubic")});
+  sized.Output("y");
+  ExpectRunTimeValuesMatchFrozen(sized.model(), {"x", "sizes"},
+                                 {{x, Ints({1, 2, 3, 9})}, {x, Ints({1, 2, 8, 2})}});
+}
+
+TEST(OnnxRunTimeValuesTest, TriluOneHotAndFloatRangeWithRunTimeValues) {
+  ModelBuilder m(14);
+  const DataType i64 = DataType::Int(64);
+  m.Input("x", kF32, {"3", "5"}).Input("k", i64, {}).Input("idx", i64, {"3"});
+  m.Input("depth", kF32, {}).Input("start", kF32, {}).Input("limit", kF32, {});
+  m.Input("delta", kF32, {});
+  m.Initializer("onoff", MakeTensor<float>({2}, {-1, 7}));
+  m.Node("Trilu", {"x", "k"}, {"upper"})
+      .Node("Trilu", {"x", "k"}, {"lower"}, {MakeIntAttr("upper", 0)});
+  m.Node("OneHot", {"idx", "depth", "onoff"}, {"hot"}, {MakeIntAttr("axis", 0)});
+  m.Node("Range", {"start", "limit", "delta"}, {"range"});
+  m.Output("upper").Output("lower").Output("hot").Output("range");
+  const Tensor x = Random({3, 5}, 25);
+  auto i = [](int64_t v) { return MakeTensor<int64_t>({}, {v}); };
+  auto f = [](float v) { return MakeTensor<float>({}, {v}); };
+  ExpectRunTimeValuesMatchFrozen(m.model(), {"x", "k", "idx", "depth", "start", "limit", "delta"},
+                                 {{x, i(1), Ints({0, 2, -1}), f(4), f(0), f(2.5f), f(0.5f)},
+                                  {x, i(-2), Ints({5, -4, 3}), f(6), f(3), f(-1), f(-0.75f)},
+                                  {x, i(9), Ints({1, 1, 1}), f(2), f(1), f(1), f(1)}},
+                                 1);
+}
+
+// A run-time value an operator cannot take is an INVALID_ARGUMENT when the
+// model runs, never a wrong shape or a read outside the input.
+TEST(OnnxRunTimeValuesTest, InvalidRunTimeValuesAreClearErrors) {
+  const DataType i64 = DataType::Int(64);
+  struct Case {
+    const char* what;
+    ::onnx::ModelProto model;
+    std::vector<Tensor> inputs;
+  };
+  const Tensor x = Random({2, 3}, 26);
+  std::vector<Case> cases;
+  {
+    ModelBuilder m(13);
+    m.Input("x", kF32, {"2", "3"}).Input("a", i64, {"1"});
+    m.Node("Unsqueeze", {"x", "a"}, {"y"}).Output("y");
+    cases.push_back({"unsqueeze axis out of range", m.model(), {x, Ints({5})}});
+    cases.push_back({"unsqueeze axis out of range", m.model(), {x, Ints({-4})}});
+  }
+  {
+    ModelBuilder m(13);
+    m.Input("x", kF32, {"2", "3"}).Input("a", i64, {"1"});
+    m.Node("Squeeze", {"x", "a"}, {"y"}).Output("y");
+    cases.push_back({"squeeze a dim that is not 1", m.model(), {x, Ints({1})}});
+  }
+  {
+    ModelBuilder m(13);
+    m.Input("x", kF32, {"2", "3"}).Input("s", i64, {"1"}).Input("e", i64, {"1"});
+    m.Input("a", i64, {"1"}).Input("st", i64, {"1"});
+    m.Node("Slice", {"x", "s", "e", "a", "st"}, {"y"}).Output("y");
+    cases.push_back({"slice step 0", m.model(), {x, Ints({0}), Ints({2}), Ints({1}), Ints({0})}});
+  }
+  {
+    ModelBuilder m(13);
+    m.Input("x", kF32, {"2", "3"}).Input("p", i64, {"2"});
+    m.Node("Split", {"x", "p"}, {"y0", "y1"}, {MakeIntAttr("axis", 1)}).Output("y0").Output("y1");
+    cases.push_back({"split sizes that do not sum", m.model(), {x, Ints({1, 1})}});
+  }
+  {
+    ModelBuilder m(13);
+    m.Input("x", kF32, {"2", "3"}).Input("k", i64, {"1"});
+    m.Node("TopK", {"x", "k"}, {"v", "i"}).Output("v").Output("i");
+    cases.push_back({"topk k past the axis", m.model(), {x, Ints({4})}});
+  }
+  {
+    ModelBuilder m(14);
+    m.Input("x", kF32, {"2", "3"}).Input("a", i64, {});
+    m.Node("CumSum", {"x", "a"}, {"y"}).Output("y");
+    cases.push_back({"cumsum axis out of range", m.model(), {x, MakeTensor<int64_t>({}, {2})}});
+  }
+  {
+    ModelBuilder m(13);
+    m.Input("x", kF32, {"2", "3"}).Input("a", i64, {"1"});
+    m.Node("ReduceSum", {"x", "a"}, {"y"}, {MakeIntAttr("keepdims", 0)}).Output("y");
+    cases.push_back({"reduce axis out of range", m.model(), {x, Ints({3})}});
+  }
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    absl::StatusOr<std::vector<Tensor>> out = RunModel(c.model, c.inputs);
+    ASSERT_FALSE(out.ok());
+    EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument) << out.status();
+  }
 }
 
 // Output shapes that only the run time knows: the VM's host builtins, their

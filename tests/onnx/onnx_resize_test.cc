@@ -194,24 +194,32 @@ TEST(OnnxResizeTest, FusesBetweenElementwiseOps) {
   EXPECT_TRUE(TensorsNear((*out)[0], MakeTensor<float>({1, 1, 3, 3}, {1, 2, 3, 3, 4, 5, 5, 6, 7})));
 }
 
-TEST(OnnxResizeTest, RunTimeScalesOrSizesAreUnimplemented) {
-  auto s = testing::ImportNode(
-      "Resize",
-      {In("x", Iota({1, 1, 2, 2})), Absent(), In("scales", MakeTensor<float>({4}, {1, 1, 2, 2}))},
-      {}, 1, 13);
-  ASSERT_EQ(s.status().code(), absl::StatusCode::kUnimplemented) << s.status();
-  EXPECT_NE(s.status().message().find("input 2 (scales) must be known at import time"),
-            std::string::npos)
-      << s.status();
-  EXPECT_NE(s.status().message().find("(Resize, opset 13)"), std::string::npos) << s.status();
-  s = testing::ImportNode("Resize",
-                          {In("x", Iota({1, 1, 2, 2})), Absent(), Absent(),
-                           In("sizes", MakeTensor<int64_t>({4}, {1, 1, 4, 4}))},
-                          {}, 1, 13);
-  ASSERT_EQ(s.status().code(), absl::StatusCode::kUnimplemented) << s.status();
-  EXPECT_NE(s.status().message().find("input 3 (sizes) must be known at import time"),
-            std::string::npos)
-      << s.status();
+TEST(OnnxResizeTest, RunTimeScalesOrSizesAreReadWhenTheModelRuns) {
+  // Scales and sizes fed at run time give what the same values as
+  // initializers give.
+  const Tensor scales = MakeTensor<float>({4}, {1, 1, 2, 1.5f});
+  const Tensor sizes = MakeTensor<int64_t>({4}, {1, 1, 4, 3});
+  auto run_scales =
+      RunNode("Resize", {In("x", Iota({1, 1, 2, 2})), Absent(), In("scales", scales)}, {}, 1, 13);
+  auto init_scales =
+      RunNode("Resize", {In("x", Iota({1, 1, 2, 2})), Absent(), Init("scales", scales)}, {}, 1, 13);
+  ASSERT_TRUE(run_scales.ok()) << run_scales.status();
+  ASSERT_TRUE(init_scales.ok()) << init_scales.status();
+  EXPECT_TRUE(TensorsNear((*run_scales)[0], (*init_scales)[0]));
+  auto run_sizes = RunNode(
+      "Resize", {In("x", Iota({1, 1, 2, 2})), Absent(), Absent(), In("sizes", sizes)}, {}, 1, 13);
+  auto init_sizes = RunNode(
+      "Resize", {In("x", Iota({1, 1, 2, 2})), Absent(), Absent(), Init("sizes", sizes)}, {}, 1, 13);
+  ASSERT_TRUE(run_sizes.ok()) << run_sizes.status();
+  ASSERT_TRUE(init_sizes.ok()) << init_sizes.status();
+  EXPECT_TRUE(TensorsNear((*run_sizes)[0], (*init_sizes)[0]));
+  // A run-time size that changes a leading dim is refused when it runs.
+  auto leading = RunNode("Resize",
+                         {In("x", Iota({1, 1, 2, 2})), Absent(), Absent(),
+                          In("sizes", MakeTensor<int64_t>({4}, {1, 2, 4, 4}))},
+                         {}, 1, 13);
+  ASSERT_FALSE(leading.ok());
+  EXPECT_EQ(leading.status().code(), absl::StatusCode::kInvalidArgument) << leading.status();
   // roi matters only to tf_crop_and_resize: a run-time roi is fine otherwise.
   auto ok = RunNode(
       "Resize",

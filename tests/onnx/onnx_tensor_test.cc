@@ -144,18 +144,23 @@ TEST(OnnxRangeTest, ZeroDeltaIsInvalidAndRuntimeBoundsAreRead) {
                                    Init("c", MakeTensorOf(DataType::Int(64), {}, {0}))});
   EXPECT_EQ(zero.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(zero.status().message(), HasSubstr("delta is 0"));
-  // Integer bounds fed at run time are read when the model runs; float ones
-  // decide the length and must be known at import time.
+  // Bounds fed at run time are read when the model runs, float ones too
+  // (their length computed in the graph).
   auto dynamic = RunNode("Range", {In("a", MakeTensorOf(DataType::Int(64), {}, {1})),
                                    Init("b", MakeTensorOf(DataType::Int(64), {}, {4})),
                                    Init("c", MakeTensorOf(DataType::Int(64), {}, {1}))});
   ASSERT_TRUE(dynamic.ok()) << dynamic.status();
   EXPECT_TRUE(TensorsNear((*dynamic)[0], MakeTensor<int64_t>({3}, {1, 2, 3})));
-  auto floats = ImportNode("Range", {In("a", MakeTensorOf(DataType::Float(32), {}, {0})),
-                                     Init("b", MakeTensorOf(DataType::Float(32), {}, {4})),
-                                     Init("c", MakeTensorOf(DataType::Float(32), {}, {1}))});
-  EXPECT_EQ(floats.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(floats.status().message(), HasSubstr("must be known at import time"));
+  auto floats = RunNode("Range", {In("a", MakeTensorOf(DataType::Float(32), {}, {0.5})),
+                                  Init("b", MakeTensorOf(DataType::Float(32), {}, {4})),
+                                  Init("c", MakeTensorOf(DataType::Float(32), {}, {1.5}))});
+  ASSERT_TRUE(floats.ok()) << floats.status();
+  EXPECT_TRUE(TensorsNear((*floats)[0], MakeTensor<float>({3}, {0.5f, 2.0f, 3.5f})));
+  // A run-time delta of 0 gives no valid length: an error when it runs.
+  auto stuck = RunNode("Range", {In("a", MakeTensorOf(DataType::Float(32), {}, {0})),
+                                 Init("b", MakeTensorOf(DataType::Float(32), {}, {4})),
+                                 In("c", MakeTensorOf(DataType::Float(32), {}, {0}))});
+  EXPECT_FALSE(stuck.ok());
 }
 
 TEST(OnnxIdentityTest, PassesValuesThrough) {

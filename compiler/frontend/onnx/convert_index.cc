@@ -12,7 +12,10 @@
 #include "absl/strings/str_cat.h"
 #include "compiler/frontend/onnx/convert_shape_util.h"
 #include "compiler/frontend/onnx/converter.h"
+#include "compiler/frontend/onnx/known_ints.h"
 #include "compiler/tir/arith.h"
+#include "onnx/onnx_pb.h"
+#include "runtime/core/error.h"
 
 namespace tether::compiler::onnx_frontend {
 namespace {
@@ -57,13 +60,37 @@ absl::StatusOr<int64_t> ScalarInt(ConvertContext& ctx, int i, absl::string_view 
 
 // one_hot = where(expand_dims(idx, axis) == iota, on, off), where iota is a
 // constant [depth] laid along `axis` and negative indices count from the end.
+// The depth of a OneHot: a constant, or a 0-D/1-element tensor of any
+// numeric dtype read when the model runs. `tensor` is it as an int64 scalar
+// tensor, `n` as a PrimExpr.
+struct OneHotDepth {
+  Expr tensor;
+  PrimExpr n;
+};
+
+absl::StatusOr<OneHotDepth> DepthOf(ConvertContext& ctx) {
+  if (ctx.ConstantInput(1).has_value()) {
+    TETHER_ASSIGN_OR_RETURN(int64_t depth, ScalarInt(ctx, 1, "depth"));
+    if (depth <= 0) return ctx.Invalid(absl::StrCat("depth ", depth, " must be positive"));
+    TETHER_ASSIGN_OR_RETURN(Expr t, Int64Constant({}, {depth}));
+    return OneHotDepth{t, PrimExpr(depth)};
+  }
+  TETHER_ASSIGN_OR_RETURN(const TensorStructInfoNode* info, ctx.InputTensorInfo(1));
+  if (info->ndim > 1) return ctx.Invalid("input 1 (depth) must be a scalar or have one element");
+  TETHER_ASSIGN_OR_RETURN(Expr t, ctx.Input(1));
+  TETHER_ASSIGN_OR_RETURN(t, ctx.EmitOp("relax.reshape", {t, MakeShapeExpr({})}));
+  if (info->dtype != DataType::Int(64)) {
+    TETHER_ASSIGN_OR_RETURN(t, ctx.EmitOp("relax.astype", {t}, {{"dtype", DataType::Int(64)}}));
+  }
+  TETHER_ASSIGN_OR_RETURN(KnownInts k, ctx.RunTimeInts(t, ctx.node().input(1)));
+  return OneHotDepth{t, k.values[0]};
+}
+
 ConvertResult ConvertOneHot(ConvertContext& ctx) {
   absl::StatusOr<const TensorStructInfoNode*> info = ctx.InputTensorInfo(0);
   if (!info.ok()) return info.status();
   if ((*info)->ndim < 0) return ctx.Unsupported("one-hot of indices of unknown rank");
-  absl::StatusOr<int64_t> depth = ScalarInt(ctx, 1, "depth");
-  if (!depth.ok()) return depth.status();
-  if (*depth <= 0) return ctx.Invalid(absl::StrCat("depth ", *depth, " must be positive"));
+  TETHER_ASSIGN_OR_RETURN(OneHotDepth depth, DepthOf(ctx));
   const int64_t out_rank = (*info)->ndim + 1;
   absl::StatusOr<int64_t> axis = NormalizeOnnxAxis(ctx, ctx.AttrInt("axis", -1), out_rank, "axis");
   if (!axis.ok()) return axis.status();
@@ -78,26 +105,30 @@ ConvertResult ConvertOneHot(ConvertContext& ctx) {
   absl::StatusOr<Expr> values = ctx.Input(2);
   if (!values.ok()) return values.status();
 
+  // Indices in [-depth, 0) count from the end; any other index out of
+  // [0, depth) matches no position and gives all `off`.
   absl::StatusOr<Expr> idx = ctx.EmitOp("relax.astype", {*indices}, {{"dtype", DataType::Int(64)}});
   if (!idx.ok()) return idx.status();
   absl::StatusOr<Expr> zero = Int64Constant({}, {0});
-  absl::StatusOr<Expr> depth_c = Int64Constant({}, {*depth});
-  if (!zero.ok() || !depth_c.ok()) return zero.ok() ? depth_c.status() : zero.status();
+  if (!zero.ok()) return zero.status();
   absl::StatusOr<Expr> neg = ctx.EmitOp("relax.less", {*idx, *zero});
   if (!neg.ok()) return neg.status();
-  absl::StatusOr<Expr> wrapped = ctx.EmitOp("relax.add", {*idx, *depth_c});
+  absl::StatusOr<Expr> wrapped = ctx.EmitOp("relax.add", {*idx, depth.tensor});
   if (!wrapped.ok()) return wrapped.status();
   idx = ctx.EmitOp("relax.where", {*neg, *wrapped, *idx});
   if (!idx.ok()) return idx.status();
   idx = ctx.EmitOp("relax.expand_dims", {*idx}, {{"axis", std::vector<int64_t>{*axis}}});
   if (!idx.ok()) return idx.status();
 
-  std::vector<int64_t> iota_shape(static_cast<size_t>(out_rank), 1), iota(*depth);
-  iota_shape[*axis] = *depth;
-  for (int64_t k = 0; k < *depth; ++k) iota[k] = k;
-  absl::StatusOr<Expr> iota_c = Int64Constant(iota_shape, iota);
-  if (!iota_c.ok()) return iota_c.status();
-  absl::StatusOr<Expr> hot = ctx.EmitOp("relax.equal", {*idx, *iota_c});
+  std::vector<PrimExpr> iota_shape(static_cast<size_t>(out_rank), PrimExpr(1));
+  iota_shape[*axis] = depth.n;
+  TETHER_ASSIGN_OR_RETURN(
+      Expr iota_c,
+      ctx.EmitOp("relax.arange",
+                 {MakePrimValue(PrimExpr(0)), MakePrimValue(depth.n), MakePrimValue(PrimExpr(1))},
+                 {{"dtype", DataType::Int(64)}}));
+  TETHER_ASSIGN_OR_RETURN(iota_c, ctx.EmitOp("relax.reshape", {iota_c, MakeShapeExpr(iota_shape)}));
+  absl::StatusOr<Expr> hot = ctx.EmitOp("relax.equal", {*idx, iota_c});
   if (!hot.ok()) return hot.status();
 
   absl::StatusOr<Expr> off_i = Int64Constant({}, {0});
@@ -198,38 +229,99 @@ ConvertResult ConvertGatherElements(ConvertContext& ctx) {
   return One(ctx.EmitOp("relax.gather_elements", {*x, *ind}, {{"axis", *axis}}));
 }
 
+// Trilu with k read when the model runs: x[..., i, j] kept where j - i >= k
+// (upper) or j - i <= k (lower), else 0; one fused elementwise kernel.
+ConvertResult RunTimeTrilu(ConvertContext& ctx, const TensorStructInfoNode* info, bool upper) {
+  if (!info->shape.has_value() || !info->dtype.has_value()) {
+    return ctx.Unsupported("trilu of a tensor of unknown shape with a run-time k");
+  }
+  const std::vector<PrimExpr>& shape = *info->shape;
+  const PrimExpr rows = shape[shape.size() - 2], cols = shape[shape.size() - 1];
+  auto iota = [&](const PrimExpr& n) {
+    return ctx.EmitOp("relax.arange",
+                      {MakePrimValue(PrimExpr(0)), MakePrimValue(n), MakePrimValue(PrimExpr(1))},
+                      {{"dtype", DataType::Int(64)}});
+  };
+  TETHER_ASSIGN_OR_RETURN(Expr i, iota(rows));
+  TETHER_ASSIGN_OR_RETURN(i, ctx.EmitOp("relax.reshape", {i, MakeShapeExpr({rows, PrimExpr(1)})}));
+  TETHER_ASSIGN_OR_RETURN(Expr j, iota(cols));
+  TETHER_ASSIGN_OR_RETURN(Expr diff, ctx.EmitOp("relax.subtract", {j, i}));
+  TETHER_ASSIGN_OR_RETURN(const TensorStructInfoNode* kinfo, ctx.InputTensorInfo(1));
+  if (kinfo->ndim > 1) return ctx.Invalid("input 1 (k) must be a scalar");
+  TETHER_ASSIGN_OR_RETURN(Expr k, ctx.Input(1));
+  if (kinfo->dtype != DataType::Int(64)) {
+    TETHER_ASSIGN_OR_RETURN(k, ctx.EmitOp("relax.astype", {k}, {{"dtype", DataType::Int(64)}}));
+  }
+  TETHER_ASSIGN_OR_RETURN(
+      Expr keep, ctx.EmitOp(upper ? "relax.greater_equal" : "relax.less_equal", {diff, k}));
+  TETHER_ASSIGN_OR_RETURN(Expr x, ctx.Input(0));
+  TETHER_ASSIGN_OR_RETURN(Expr zero, ScalarConstant(*info->dtype, 0));
+  return One(ctx.EmitOp("relax.where", {keep, x, zero}));
+}
+
 ConvertResult ConvertTrilu(ConvertContext& ctx) {
   absl::StatusOr<const TensorStructInfoNode*> info = ctx.InputTensorInfo(0);
   if (!info.ok()) return info.status();
   if ((*info)->ndim >= 0 && (*info)->ndim < 2) {
     return ctx.Invalid(absl::StrCat("input must have at least 2 dims, got ", (*info)->ndim));
   }
+  const bool upper = ctx.AttrInt("upper", 1) != 0;
   int64_t k = 0;
   if (ctx.HasInput(1)) {
+    if (!ctx.ConstantInput(1).has_value()) return RunTimeTrilu(ctx, *info, upper);
     absl::StatusOr<int64_t> v = ScalarInt(ctx, 1, "k");
     if (!v.ok()) return v.status();
     k = *v;
   }
   absl::StatusOr<Expr> x = ctx.Input(0);
   if (!x.ok()) return x.status();
-  const bool upper = ctx.AttrInt("upper", 1) != 0;
   return One(ctx.EmitOp(upper ? "relax.triu" : "relax.tril", {*x}, {{"k", k}}));
+}
+
+// CumSum along an axis read when the model runs: the input viewed as
+// [outer, n, inner] (outer the dims before the axis, inner those after,
+// picked with Selects), summed along its middle dim, viewed back. An axis
+// out of range makes the first view's element count wrong, which the view
+// refuses when the model runs.
+ConvertResult RunTimeCumSum(ConvertContext& ctx, const TensorStructInfoNode* info, Attrs attrs) {
+  if (!info->shape.has_value() || !info->dtype.has_value()) {
+    return ctx.Unsupported("cumsum of a tensor of unknown shape along a run-time axis");
+  }
+  TETHER_ASSIGN_OR_RETURN(KnownInts a, ctx.KnownOrRunTimeInts(1, "axis"));
+  if (a.values.size() != 1) return ctx.Invalid("input 1 (axis) must be a scalar");
+  const std::vector<PrimExpr>& shape = *info->shape;
+  const PrimExpr raw = Cast(DataType::Int(64), a.values[0]);
+  const PrimExpr rank(static_cast<int64_t>(shape.size()));
+  const PrimExpr axis = Select(LT(raw, PrimExpr(0)), raw + rank, raw);
+  PrimExpr outer(1), n(0), inner(1);
+  for (size_t k = 0; k < shape.size(); ++k) {
+    const PrimExpr kk(static_cast<int64_t>(k));
+    outer = outer * Select(LT(kk, axis), shape[k], PrimExpr(1));
+    n = n + Select(EQ(kk, axis), shape[k], PrimExpr(0));
+    inner = inner * Select(GT(kk, axis), shape[k], PrimExpr(1));
+  }
+  TETHER_ASSIGN_OR_RETURN(Expr x, ctx.Input(0));
+  TETHER_ASSIGN_OR_RETURN(Expr x3, EmitRunTimeView(ctx, x, {outer, n, inner}, *info->dtype));
+  attrs["axis"] = int64_t{1};
+  TETHER_ASSIGN_OR_RETURN(Expr y3, ctx.EmitOp("relax.cumsum", {x3}, std::move(attrs)));
+  return One(EmitRunTimeView(ctx, y3, shape, *info->dtype));
 }
 
 ConvertResult ConvertCumSum(ConvertContext& ctx) {
   absl::StatusOr<const TensorStructInfoNode*> info = ctx.InputTensorInfo(0);
   if (!info.ok()) return info.status();
   if ((*info)->ndim < 1) return ctx.Unsupported("cumsum of a scalar or a tensor of unknown rank");
+  Attrs attrs = {{"exclusive", ctx.AttrInt("exclusive", 0) != 0},
+                 {"reverse", ctx.AttrInt("reverse", 0) != 0}};
+  if (!ctx.ConstantInput(1).has_value()) return RunTimeCumSum(ctx, *info, std::move(attrs));
   absl::StatusOr<int64_t> raw_axis = ScalarInt(ctx, 1, "axis");
   if (!raw_axis.ok()) return raw_axis.status();
   absl::StatusOr<int64_t> axis = NormalizeOnnxAxis(ctx, *raw_axis, (*info)->ndim, "axis");
   if (!axis.ok()) return axis.status();
   absl::StatusOr<Expr> x = ctx.Input(0);
   if (!x.ok()) return x.status();
-  return One(ctx.EmitOp("relax.cumsum", {*x},
-                        {{"axis", *axis},
-                         {"exclusive", ctx.AttrInt("exclusive", 0) != 0},
-                         {"reverse", ctx.AttrInt("reverse", 0) != 0}}));
+  attrs["axis"] = *axis;
+  return One(ctx.EmitOp("relax.cumsum", {*x}, std::move(attrs)));
 }
 
 // ---- ScatterElements (and the older Scatter), GatherND ----

@@ -3,14 +3,15 @@
 // ReduceLogSumExp, ReduceSumSquare, ArgMax and ArgMin, and TopK.
 //
 // The reduced axes come from the `axes` attribute, or (ReduceSum from
-// opset 13, the others from opset 18) from the optional second input, which
-// must then be known at import time. No axes reduces everything unless
+// opset 13, the others from opset 18) from the optional second input, known
+// at import time or read when the model runs. No axes reduces everything unless
 // noop_with_empty_axes is set (then the node is an identity). The composite
 // reductions are built from relax.sum / relax.max and elementwise ops;
 // LogSumExp subtracts the maximum first so large inputs do not overflow.
 // ArgMax/ArgMin with select_last_index reverse the axis (a strided slice)
-// and map the index back. TopK is relax.topk (compiler/op/sorting.cc), its k
-// known at import time.
+// and map the index back. TopK is relax.topk (compiler/op/sorting.cc).
+// Axes and K read when the model runs are handled by EmitReduce and
+// RunTimeTopK.
 #include <limits>
 #include <string>
 #include <vector>
@@ -18,7 +19,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "compiler/frontend/onnx/convert_nn_util.h"
+#include "compiler/frontend/onnx/convert_shape_util.h"
 #include "compiler/frontend/onnx/converter.h"
+#include "compiler/tir/arith.h"
 #include "onnx/onnx_pb.h"
 #include "runtime/core/error.h"
 
@@ -32,24 +35,55 @@ using nn_convert::NormalizeAxis;
 
 enum class Reduce { kSum, kMean, kMax, kMin, kProd, kL1, kL2, kLogSum, kLogSumExp, kSumSquare };
 
-// The reduce attributes of a node: "axis" (absent: all) and "keepdims";
-// nullopt for an identity (empty axes with noop_with_empty_axes).
-absl::StatusOr<std::optional<Attrs>> ReduceAttrs(ConvertContext& ctx, int since_axes_input) {
+// How a node reduces: `attrs` ("axis", absent: all, and "keepdims") for
+// axes known at import time; for axes read when the model runs, `reduced`
+// holds per dim whether it is reduced (a boolean evaluated then) and
+// `count` the number of axes. nullopt attrs and empty `reduced`: an
+// identity (empty axes with noop_with_empty_axes).
+struct ReducePlan {
+  std::optional<Attrs> attrs;
+  std::vector<PrimExpr> reduced;
+  int64_t count = 0;
+  bool keepdims = true;
+  bool identity() const { return !attrs.has_value() && reduced.empty(); }
+};
+
+absl::StatusOr<ReducePlan> PlanReduce(ConvertContext& ctx, int since_axes_input) {
   TETHER_ASSIGN_OR_RETURN(int rank, InputRank(ctx, 0));
+  ReducePlan plan;
+  plan.keepdims = ctx.AttrInt("keepdims", 1) != 0;
   std::vector<int64_t> axes;
   if (ctx.opset() >= since_axes_input) {
-    if (ctx.HasInput(1)) {
+    if (ctx.HasInput(1) && !ctx.ConstantInput(1).has_value()) {
+      TETHER_ASSIGN_OR_RETURN(KnownInts k, ctx.KnownOrRunTimeInts(1, "axes"));
+      if (k.scalar) return ctx.Invalid("input 1 (axes) must be 1-D");
+      for (int64_t d = 0; d < rank && !k.values.empty(); ++d) {
+        PrimExpr hit;
+        for (const PrimExpr& v : k.values) {
+          const PrimExpr a = Cast(DataType::Int(64), v);
+          const PrimExpr is_d =
+              EQ(Select(LT(a, PrimExpr(0)), a + PrimExpr(int64_t{rank}), a), PrimExpr(d));
+          hit = hit.defined() ? Or(hit, is_d) : is_d;
+        }
+        plan.reduced.push_back(hit);
+      }
+      plan.count = static_cast<int64_t>(k.values.size());
+      if (plan.count > rank) {
+        return ctx.Invalid(absl::StrCat(plan.count, " axes for a tensor of ", rank, " dims"));
+      }
+      if (!k.values.empty()) return plan;
+    } else if (ctx.HasInput(1)) {
       TETHER_ASSIGN_OR_RETURN(axes, ctx.ConstantInts(1, "axes"));
     }
   } else {
     axes = ctx.AttrInts("axes");
   }
-  const bool keepdims = ctx.AttrInt("keepdims", 1) != 0;
   if (axes.empty()) {
     if (ctx.opset() >= since_axes_input && ctx.AttrInt("noop_with_empty_axes", 0) != 0) {
-      return std::optional<Attrs>();
+      return plan;
     }
-    return std::optional<Attrs>(Attrs{{"keepdims", keepdims}});
+    plan.attrs = Attrs{{"keepdims", plan.keepdims}};
+    return plan;
   }
   std::vector<int64_t> normalized;
   for (int64_t a : axes) {
@@ -61,44 +95,98 @@ absl::StatusOr<std::optional<Attrs>> ReduceAttrs(ConvertContext& ctx, int since_
     }
     normalized.push_back(n);
   }
-  return std::optional<Attrs>(Attrs{{"axis", normalized}, {"keepdims", keepdims}});
+  plan.attrs = Attrs{{"axis", normalized}, {"keepdims", plan.keepdims}};
+  return plan;
+}
+
+// The reduction `op` (relax.sum, relax.max, ...) of `x` by `plan`, with
+// keepdims overridden by `keepdims`. Axes read when the model runs reduce
+// one dim at a time: the reduction along d (kept as a dim of 1) and the
+// unreduced value are concatenated along d and a relax.dynamic_slice picks
+// one of them, so every kernel has a static rank; without keepdims the
+// result is then viewed without the reduced dims (a view that refuses
+// axes out of range or repeated).
+absl::StatusOr<Expr> EmitReduce(ConvertContext& ctx, const char* op, const Expr& x,
+                                const ReducePlan& plan, bool keepdims) {
+  if (plan.attrs.has_value()) {
+    Attrs attrs = *plan.attrs;
+    attrs["keepdims"] = keepdims;
+    return ctx.EmitOp(op, {x}, std::move(attrs));
+  }
+  const auto* info = x.struct_info().as<TensorStructInfoNode>();
+  if (info == nullptr || !info->shape.has_value() || !info->dtype.has_value()) {
+    return ctx.Unsupported("a reduction over run-time axes of a tensor of unknown shape");
+  }
+  std::vector<PrimExpr> shape = *info->shape;
+  Expr cur = x;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    const int64_t axis = static_cast<int64_t>(d);
+    TETHER_ASSIGN_OR_RETURN(
+        Expr r, ctx.EmitOp(op, {cur}, {{"axis", std::vector<int64_t>{axis}}, {"keepdims", true}}));
+    TETHER_ASSIGN_OR_RETURN(Expr both,
+                            ctx.EmitOp("relax.concat", {MakeTuple({r, cur})}, {{"axis", axis}}));
+    std::vector<PrimExpr> begin(shape.size(), PrimExpr(0)), strides(shape.size(), PrimExpr(1));
+    begin[d] = Select(plan.reduced[d], PrimExpr(0), PrimExpr(1));
+    shape[d] = Simplify(Select(plan.reduced[d], PrimExpr(1), shape[d]));
+    TETHER_ASSIGN_OR_RETURN(
+        cur, ctx.EmitOp("relax.dynamic_slice", {both, MakeShapeExpr(begin), MakeShapeExpr(shape),
+                                                MakeShapeExpr(strides)}));
+  }
+  if (keepdims) return cur;
+  // Output dim j: the j-th dim not reduced.
+  const int64_t out_rank = static_cast<int64_t>(shape.size()) - plan.count;
+  std::vector<PrimExpr> out;
+  for (int64_t j = 0; j < out_rank; ++j) {
+    PrimExpr dim(0), kept(0);
+    for (size_t m = 0; m < shape.size(); ++m) {
+      const PrimExpr keep = Not(plan.reduced[m]);
+      dim = Select(And(keep, EQ(kept, PrimExpr(j))), (*info->shape)[m], dim);
+      kept = kept + Select(keep, PrimExpr(1), PrimExpr(0));
+    }
+    out.push_back(Simplify(dim));
+  }
+  const auto* cinfo = cur.struct_info().as<TensorStructInfoNode>();
+  return EmitRunTimeView(ctx, cur, out, *cinfo->dtype);
 }
 
 ConvertResult ConvertReduce(ConvertContext& ctx, Reduce kind, int since_axes_input) {
-  TETHER_ASSIGN_OR_RETURN(std::optional<Attrs> attrs, ReduceAttrs(ctx, since_axes_input));
+  TETHER_ASSIGN_OR_RETURN(ReducePlan plan, PlanReduce(ctx, since_axes_input));
   TETHER_ASSIGN_OR_RETURN(Expr x, ctx.Input(0));
-  if (!attrs.has_value()) return One(x);
+  if (plan.identity()) return One(x);
+  auto reduce = [&](const char* op, const Expr& v) {
+    return EmitReduce(ctx, op, v, plan, plan.keepdims);
+  };
   Expr y;
   switch (kind) {
     case Reduce::kSum: {
-      TETHER_ASSIGN_OR_RETURN(y, ctx.EmitOp("relax.sum", {x}, *attrs));
+      TETHER_ASSIGN_OR_RETURN(y, reduce("relax.sum", x));
       break;
     }
     case Reduce::kMean: {
-      TETHER_ASSIGN_OR_RETURN(y, ctx.EmitOp("relax.mean", {x}, *attrs));
+      TETHER_ASSIGN_OR_RETURN(y, reduce("relax.mean", x));
       break;
     }
     case Reduce::kMax: {
-      TETHER_ASSIGN_OR_RETURN(y, ctx.EmitOp("relax.max", {x}, *attrs));
+      TETHER_ASSIGN_OR_RETURN(y, reduce("relax.max", x));
       break;
     }
     case Reduce::kMin: {
-      TETHER_ASSIGN_OR_RETURN(y, ctx.EmitOp("relax.min", {x}, *attrs));
+      TETHER_ASSIGN_OR_RETURN(y, reduce("relax.min", x));
       break;
     }
     case Reduce::kProd: {
-      TETHER_ASSIGN_OR_RETURN(y, ctx.EmitOp("relax.prod", {x}, *attrs));
+      TETHER_ASSIGN_OR_RETURN(y, reduce("relax.prod", x));
       break;
     }
     case Reduce::kL1: {
       TETHER_ASSIGN_OR_RETURN(Expr a, ctx.EmitOp("relax.abs", {x}));
-      TETHER_ASSIGN_OR_RETURN(y, ctx.EmitOp("relax.sum", {a}, *attrs));
+      TETHER_ASSIGN_OR_RETURN(y, reduce("relax.sum", a));
       break;
     }
     case Reduce::kL2:
     case Reduce::kSumSquare: {
       TETHER_ASSIGN_OR_RETURN(Expr sq, ctx.EmitOp("relax.multiply", {x, x}));
-      TETHER_ASSIGN_OR_RETURN(y, ctx.EmitOp("relax.sum", {sq}, *attrs));
+      TETHER_ASSIGN_OR_RETURN(y, reduce("relax.sum", sq));
       if (kind == Reduce::kL2) {
         TETHER_ASSIGN_OR_RETURN(DataType dtype, InputDType(ctx, 0));
         if (dtype.is_float()) {
@@ -114,22 +202,20 @@ ConvertResult ConvertReduce(ConvertContext& ctx, Reduce kind, int since_axes_inp
       break;
     }
     case Reduce::kLogSum: {
-      TETHER_ASSIGN_OR_RETURN(Expr s, ctx.EmitOp("relax.sum", {x}, *attrs));
+      TETHER_ASSIGN_OR_RETURN(Expr s, reduce("relax.sum", x));
       TETHER_ASSIGN_OR_RETURN(y, ctx.EmitOp("relax.log", {s}));
       break;
     }
     case Reduce::kLogSumExp: {
       // log(sum(exp(x - m))) + m with m the maximum (kept dims for the subtraction).
-      Attrs keep = *attrs;
-      keep["keepdims"] = true;
-      TETHER_ASSIGN_OR_RETURN(Expr m_keep, ctx.EmitOp("relax.max", {x}, keep));
+      TETHER_ASSIGN_OR_RETURN(Expr m_keep, EmitReduce(ctx, "relax.max", x, plan, true));
       TETHER_ASSIGN_OR_RETURN(Expr d, ctx.EmitOp("relax.subtract", {x, m_keep}));
       TETHER_ASSIGN_OR_RETURN(d, ctx.EmitOp("relax.exp", {d}));
-      TETHER_ASSIGN_OR_RETURN(Expr s, ctx.EmitOp("relax.sum", {d}, *attrs));
+      TETHER_ASSIGN_OR_RETURN(Expr s, reduce("relax.sum", d));
       TETHER_ASSIGN_OR_RETURN(s, ctx.EmitOp("relax.log", {s}));
       Expr m = m_keep;
-      if (!GetBoolAttr(*attrs, "keepdims", true)) {
-        TETHER_ASSIGN_OR_RETURN(m, ctx.EmitOp("relax.max", {x}, *attrs));
+      if (!plan.keepdims) {
+        TETHER_ASSIGN_OR_RETURN(m, reduce("relax.max", x));
       }
       TETHER_ASSIGN_OR_RETURN(y, ctx.EmitOp("relax.add", {s, m}));
       break;
@@ -178,7 +264,48 @@ void RegisterReduce(const std::string& op, Reduce kind, int since_axes_input) {
 
 // Values and int64 indices of the k largest (or smallest) along `axis`,
 // sorted; k is attribute `k` (opset 1) or input 1 (opset 10 on).
+// TopK with K read when the model runs, over an axis of constant size:
+// the whole axis sorted by relax.topk, viewed with the axis as max(K, size)
+// (a view that refuses K > size), and the first K kept by a
+// relax.dynamic_slice.
+ConvertResult RunTimeTopK(ConvertContext& ctx) {
+  TETHER_ASSIGN_OR_RETURN(KnownInts ks, ctx.KnownOrRunTimeInts(1, "K"));
+  if (ks.values.size() != 1) return ctx.Invalid("input 1 (K) must hold one value");
+  TETHER_ASSIGN_OR_RETURN(int rank, InputRank(ctx, 0));
+  TETHER_ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(ctx, ctx.AttrInt("axis", -1), rank, "axis"));
+  TETHER_ASSIGN_OR_RETURN(std::vector<PrimExpr> shape, InputShape(ctx, 0));
+  TETHER_ASSIGN_OR_RETURN(DataType dt, InputDType(ctx, 0));
+  const int64_t* size = shape[axis].as_int();
+  if (size == nullptr) {
+    return ctx.Unsupported(
+        absl::StrCat("a run-time K over the symbolic dim ", ToString(shape[axis])));
+  }
+  const bool largest = ctx.AttrInt("largest", 1) != 0;
+  TETHER_ASSIGN_OR_RETURN(Expr x, ctx.Input(0));
+  TETHER_ASSIGN_OR_RETURN(
+      Expr both,
+      ctx.EmitOp("relax.topk", {x}, {{"k", *size}, {"axis", axis}, {"largest", largest}}));
+  const PrimExpr k = Cast(DataType::Int(64), ks.values[0]);
+  std::vector<PrimExpr> checked = shape, begin(shape.size(), PrimExpr(0)), extent = shape,
+                        strides(shape.size(), PrimExpr(1));
+  checked[axis] = Max(k, shape[axis]);
+  extent[axis] = k;
+  std::vector<OnnxValue> out;
+  for (int i = 0; i < 2; ++i) {
+    TETHER_ASSIGN_OR_RETURN(Expr v, ctx.Emit(MakeTupleGetItem(both, i)));
+    TETHER_ASSIGN_OR_RETURN(v, EmitRunTimeView(ctx, v, checked, i == 0 ? dt : DataType::Int(64)));
+    TETHER_ASSIGN_OR_RETURN(
+        v, ctx.EmitOp("relax.dynamic_slice",
+                      {v, MakeShapeExpr(begin), MakeShapeExpr(extent), MakeShapeExpr(strides)}));
+    out.push_back(OnnxValue::Of(v));
+  }
+  return out;
+}
+
 ConvertResult ConvertTopK(ConvertContext& ctx) {
+  if (ctx.opset() >= 10 && ctx.HasInput(1) && !ctx.ConstantInput(1).has_value()) {
+    return RunTimeTopK(ctx);
+  }
   int64_t k = ctx.AttrInt("k", -1);
   if (ctx.opset() >= 10) {
     TETHER_ASSIGN_OR_RETURN(std::vector<int64_t> ks, ctx.ConstantInts(1, "K"));

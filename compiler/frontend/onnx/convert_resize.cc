@@ -2,11 +2,15 @@
 // onto relax.image.resize2d (compiler/op/image.cc).
 //
 // The output shape comes from `sizes` or from `scales` (floor(in * scale), as
-// ONNX's reference), so those inputs -- and `roi` for tf_crop_and_resize --
-// must be known at import time: initializers, Constants or shape-derived
-// values (`sizes` may then be symbolic). A run-time value is UNIMPLEMENTED
-// with "must be known at import time", the message the conformance runner
-// recognizes. Only the last two dims may be resized; other ranks than 4 are
+// ONNX's reference). Both may be known at import time (initializers,
+// Constants, shape-derived values, maybe symbolic) or read when the model
+// runs: run-time sizes become symbolic vars; run-time scales become sizes
+// computed in the graph plus a tensor argument of relax.image.resize2d that
+// the kernel reads its coordinate scales from. `roi` for tf_crop_and_resize
+// and the scales of Resize-10/Upsample (whose rounding depends on their
+// values) must be known at import time: UNIMPLEMENTED "must be known at
+// import time" otherwise, the message the conformance runner recognizes.
+// Only the last two dims may be resized; other ranks than 4 are
 // reshaped to (prod(leading dims), 1, H, W) and back. When `scales` is
 // given, the op's `scale` attribute carries it, because ONNX transforms
 // coordinates with the given scale, not with out / in.
@@ -22,6 +26,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "compiler/frontend/onnx/convert_nn_util.h"
+#include "compiler/frontend/onnx/convert_shape_util.h"
 #include "compiler/frontend/onnx/converter.h"
 #include "compiler/frontend/onnx/known_ints.h"
 #include "compiler/tir/arith.h"
@@ -61,6 +66,60 @@ absl::StatusOr<std::optional<std::vector<double>>> ConstantFloats(ConvertContext
   return v;
 }
 
+// A `scales` input read when the model runs, checked: a float tensor of
+// one value per dim of `in`.
+absl::StatusOr<Expr> RunTimeScales(ConvertContext& ctx, int i, const std::vector<PrimExpr>& in) {
+  TETHER_ASSIGN_OR_RETURN(Expr scales, ctx.Input(i));
+  TETHER_ASSIGN_OR_RETURN(const TensorStructInfoNode* info, ctx.InputTensorInfo(i));
+  const bool fits = info->ndim == 1 && info->shape.has_value() &&
+                    AsConstInt((*info->shape)[0]) == static_cast<int64_t>(in.size());
+  if (!fits || !info->dtype.has_value() || !info->dtype->is_float()) {
+    return ctx.Invalid(absl::StrCat("input ", i, " (scales) must be a float tensor of ", in.size(),
+                                    " values, got ", ToString(scales.struct_info())));
+  }
+  return scales;
+}
+
+// The output extents floor(in * scale) of run-time scales, computed in
+// float64 when the model runs (as ONNX's reference) and read into symbolic
+// vars. The input's dims must be constants.
+absl::StatusOr<std::vector<PrimExpr>> ScaledSizes(ConvertContext& ctx, int i,
+                                                  const std::vector<PrimExpr>& in) {
+  std::vector<double> dims;
+  for (const PrimExpr& d : in) {
+    const int64_t* v = d.as_int();
+    if (v == nullptr) {
+      return ctx.Unsupported(absl::StrCat("run-time scales over the symbolic dim ", ToString(d)));
+    }
+    dims.push_back(static_cast<double>(*v));
+  }
+  const DataType f64 = DataType::Float(64);
+  TETHER_ASSIGN_OR_RETURN(Expr scales, ctx.Input(i));
+  TETHER_ASSIGN_OR_RETURN(scales, ctx.EmitOp("relax.astype", {scales}, {{"dtype", f64}}));
+  TETHER_ASSIGN_OR_RETURN(Tensor t,
+                          TensorFromDoubles(dims, {static_cast<int64_t>(dims.size())}, f64));
+  TETHER_ASSIGN_OR_RETURN(Expr out, ctx.EmitOp("relax.multiply", {scales, MakeConstant(t)}));
+  TETHER_ASSIGN_OR_RETURN(out, ctx.EmitOp("relax.floor", {out}));
+  TETHER_ASSIGN_OR_RETURN(out, ctx.EmitOp("relax.astype", {out}, {{"dtype", DataType::Int(64)}}));
+  TETHER_ASSIGN_OR_RETURN(KnownInts k, ctx.RunTimeInts(out, ctx.node().input(i)));
+  return k.values;
+}
+
+// The (h, w) scales the kernel reads: the last two of `scales` (1 and the
+// only one for rank 1).
+absl::StatusOr<Expr> SpatialScales(ConvertContext& ctx, const Expr& scales, size_t rank) {
+  if (rank >= 2) {
+    TETHER_ASSIGN_OR_RETURN(
+        Tensor idx, TensorFromInts({static_cast<int64_t>(rank) - 2, static_cast<int64_t>(rank) - 1},
+                                   {2}, DataType::Int(64)));
+    return ctx.EmitOp("relax.take", {scales, MakeConstant(idx)}, {{"axis", int64_t{0}}});
+  }
+  const auto* info = scales.struct_info().as<TensorStructInfoNode>();
+  TETHER_ASSIGN_OR_RETURN(Tensor one, TensorFromDoubles({1.0}, {1}, *info->dtype));
+  return ctx.EmitOp("relax.concat", {MakeTuple({MakeConstant(one), scales})},
+                    {{"axis", int64_t{0}}});
+}
+
 std::string ModeOf(ConvertContext& ctx, const ResizeForm& form) {
   if (form.legacy) return "asymmetric";
   const std::string mode = ctx.AttrString("coordinate_transformation_mode", "half_pixel");
@@ -96,25 +155,32 @@ ConvertResult ConvertResize(ConvertContext& ctx, const ResizeForm& form) {
     return ctx.Invalid(absl::StrCat("coordinate_transformation_mode '", ctm, "' is unknown"));
   }
 
-  // Scales or sizes.
+  // Scales or sizes. Sizes read when the model runs are symbolic vars;
+  // scales read then become sizes (floor(in * scale), computed in the graph)
+  // and a tensor the kernel reads its coordinate scales from.
   std::optional<std::vector<double>> scales;
+  std::optional<Expr> run_time_scale;  // (h, w), for relax.image.resize2d
+  bool run_time_sizes = false;
   if (form.scales < 0) {
     if (!ctx.HasAttr("scales")) return ctx.Invalid("the scales attribute is required");
     std::vector<float> f = ctx.AttrFloats("scales");
     scales = std::vector<double>(f.begin(), f.end());
+  } else if (ctx.HasInput(form.scales) && !ctx.ConstantInput(form.scales).has_value() &&
+             !form.legacy) {
+    TETHER_ASSIGN_OR_RETURN(run_time_scale, RunTimeScales(ctx, form.scales, in));
   } else {
     TETHER_ASSIGN_OR_RETURN(
         scales, ConstantFloats(ctx, form.scales, "scales", "the output shape depends on it"));
   }
   std::optional<std::vector<PrimExpr>> sizes;
-  if (form.sizes >= 0 && ctx.HasInput(form.sizes)) {
-    std::optional<KnownInts> k = ctx.KnownInput(form.sizes);
-    if (!k.has_value()) {
-      return ctx.Unsupported(absl::StrCat("input ", form.sizes,
-                                          " (sizes) must be known at import time (the output "
-                                          "shape is its value)"));
-    }
-    if (!k->values.empty()) sizes = k->values;
+  if (run_time_scale.has_value()) {
+    TETHER_ASSIGN_OR_RETURN(sizes, ScaledSizes(ctx, form.scales, in));
+    TETHER_ASSIGN_OR_RETURN(run_time_scale, SpatialScales(ctx, *run_time_scale, rank));
+    run_time_sizes = true;
+  } else if (form.sizes >= 0 && ctx.HasInput(form.sizes)) {
+    run_time_sizes = !ctx.KnownInput(form.sizes).has_value();
+    TETHER_ASSIGN_OR_RETURN(KnownInts k, ctx.KnownOrRunTimeInts(form.sizes, "sizes"));
+    if (!k.values.empty()) sizes = k.values;
   }
   if (scales.has_value() && sizes.has_value()) {
     return ctx.Invalid("scales and sizes are both given (only one may be)");
@@ -153,9 +219,17 @@ ConvertResult ConvertResize(ConvertContext& ctx, const ResizeForm& form) {
     }
   }
 
-  // Only the last two dims (the last one for rank 1) may change.
+  // Only the last two dims (the last one for rank 1) may change. Sizes read
+  // when the model runs are checked then: the result is viewed with each
+  // leading dim as itself when its size matches, else 0, a view whose
+  // element count differs.
   const size_t first_spatial = rank >= 2 ? rank - 2 : 0;
+  std::vector<PrimExpr> checked_lead;
   for (size_t d = 0; d < first_spatial; ++d) {
+    if (run_time_sizes) {
+      checked_lead.push_back(Select(EQ((*sizes)[d], in[d]), in[d], PrimExpr(0)));
+      continue;
+    }
     const bool same = scales.has_value() ? (*scales)[d] == 1.0 : ProveEqual((*sizes)[d], in[d]);
     const int64_t* dim = in[d].as_int();
     const bool roi_identity =
@@ -254,12 +328,21 @@ ConvertResult ConvertResize(ConvertContext& ctx, const ResizeForm& form) {
         ctx.EmitOp("relax.reshape",
                    {x, MakeShapeExpr({Simplify(Product(lead)), PrimExpr(1), in_hw[0], in_hw[1]})}));
   }
-  TETHER_ASSIGN_OR_RETURN(Expr y, ctx.EmitOp("relax.image.resize2d", {x}, std::move(attrs)));
+  std::vector<Expr> args{x};
+  if (run_time_scale.has_value()) args.push_back(*run_time_scale);
+  TETHER_ASSIGN_OR_RETURN(Expr y,
+                          ctx.EmitOp("relax.image.resize2d", std::move(args), std::move(attrs)));
   if (rank != 4) {
     std::vector<PrimExpr> out_shape(in.begin(),
                                     in.begin() + static_cast<std::ptrdiff_t>(first_spatial));
     for (size_t k = rank == 1 ? 1 : 0; k < 2; ++k) out_shape.push_back(out_hw[k]);
     TETHER_ASSIGN_OR_RETURN(y, ctx.EmitOp("relax.reshape", {y, MakeShapeExpr(out_shape)}));
+  }
+  if (!checked_lead.empty()) {
+    const auto* info = y.struct_info().as<TensorStructInfoNode>();
+    std::vector<PrimExpr> shape = *info->shape;
+    for (size_t d = 0; d < checked_lead.size(); ++d) shape[d] = checked_lead[d];
+    TETHER_ASSIGN_OR_RETURN(y, EmitRunTimeView(ctx, y, shape, *info->dtype));
   }
   return One(y);
 }

@@ -7,7 +7,10 @@
 // Concat, Slice, Squeeze, Unsqueeze or Reshape is a KnownInts value (a
 // shape, maybe symbolic), the result is KnownInts too and no code is
 // emitted, so PyTorch's Shape -> Gather -> Unsqueeze -> Concat -> Reshape
-// chains end in a relax.reshape with a symbolic ShapeExpr.
+// chains end in a relax.reshape with a symbolic ShapeExpr. Slice, Split,
+// Squeeze, Unsqueeze and Tile also take their starts, sizes, axes or
+// repeats from values read when the model runs (RunTimeSlice and the
+// like: expressions with Selects over symbolic vars).
 #include <algorithm>
 #include <cstdint>
 #include <optional>
@@ -20,6 +23,7 @@
 #include "compiler/frontend/onnx/converter.h"
 #include "compiler/tir/arith.h"
 #include "onnx/onnx_pb.h"
+#include "runtime/core/error.h"
 
 namespace tether::compiler::onnx_frontend {
 namespace {
@@ -114,9 +118,7 @@ ConvertResult RunTimeReshape(ConvertContext& ctx, const std::vector<PrimExpr>& t
   }
   absl::StatusOr<Expr> x = ctx.Input(0);
   if (!x.ok()) return x.status();
-  return One(ctx.Emit(MakeCall(GetOp("relax.call_pure_packed"),
-                               {MakeExternFunc("vm.builtin.reshape"), *x, MakeShapeExpr(out)}, {},
-                               {TensorSInfo(out, *(*info)->dtype)})));
+  return One(EmitRunTimeView(ctx, *x, out, *(*info)->dtype));
 }
 
 ConvertResult ConvertReshape(ConvertContext& ctx) {
@@ -191,7 +193,87 @@ ConvertResult ConvertFlatten(ConvertContext& ctx) {
 
 // ---- Squeeze, Unsqueeze ----
 
+// Axes of Squeeze/Unsqueeze fed from a run-time value (opset 13 input 1).
+bool RunTimeAxes(ConvertContext& ctx) {
+  return ctx.opset() >= 13 && ctx.HasInput(1) && !ctx.ConstantInput(1).has_value();
+}
+
+// `axes` (maybe symbolic) made non-negative for `rank` dims when the model
+// runs.
+std::vector<PrimExpr> NormalizedAxes(const KnownInts& axes, int64_t rank) {
+  std::vector<PrimExpr> out;
+  for (const PrimExpr& v : axes.values) {
+    const PrimExpr a = Cast(DataType::Int(64), v);
+    out.push_back(Select(LT(a, PrimExpr(0)), a + PrimExpr(rank), a));
+  }
+  return out;
+}
+
+// How many of `axes` equal `d` (a count, evaluated when the model runs).
+PrimExpr CountEqual(const std::vector<PrimExpr>& axes, const PrimExpr& d) {
+  PrimExpr n(0);
+  for (const PrimExpr& a : axes) n = n + Select(EQ(a, d), PrimExpr(1), PrimExpr(0));
+  return n;
+}
+
+// `shape[index]` for an index known only when the model runs (0 when out of range).
+PrimExpr DimAt(const std::vector<PrimExpr>& shape, const PrimExpr& index) {
+  PrimExpr out(0);
+  for (size_t m = 0; m < shape.size(); ++m) {
+    out = Select(EQ(index, PrimExpr(static_cast<int64_t>(m))), shape[m], out);
+  }
+  return out;
+}
+
+// Squeeze or Unsqueeze with axes read when the model runs: the output rank
+// follows from the number of axes, each output dim is picked with Selects,
+// and the data is viewed at that shape. Axes out of range or repeated give
+// dims whose element count differs, which the view refuses; so does
+// squeezing a dim that is not 1.
+ConvertResult RunTimeSqueeze(ConvertContext& ctx, bool squeeze) {
+  TETHER_ASSIGN_OR_RETURN(const TensorStructInfoNode* info, ctx.InputTensorInfo(0));
+  if (!info->shape.has_value() || !info->dtype.has_value()) {
+    return ctx.Unsupported("run-time axes on a tensor of unknown shape");
+  }
+  TETHER_ASSIGN_OR_RETURN(KnownInts k, ctx.KnownOrRunTimeInts(1, "axes"));
+  if (k.scalar) return ctx.Invalid("input 1 (axes) must be 1-D");
+  const std::vector<PrimExpr>& in = *info->shape;
+  const int64_t rank = static_cast<int64_t>(in.size());
+  const int64_t n = static_cast<int64_t>(k.values.size());
+  if (!squeeze && n == 0) return ctx.Invalid("axes must be given and non-empty");
+  if (squeeze && n > rank) {
+    return ctx.Invalid(absl::StrCat(n, " axes to squeeze from a tensor of ", rank, " dims"));
+  }
+  const int64_t out_rank = squeeze ? rank - n : rank + n;
+  const std::vector<PrimExpr> axes = NormalizedAxes(k, squeeze ? rank : out_rank);
+  std::vector<PrimExpr> out;
+  if (squeeze) {
+    // Output dim j is input dim m, the j-th one not squeezed.
+    for (int64_t j = 0; j < out_rank; ++j) {
+      PrimExpr dim(0), kept(0);
+      for (int64_t m = 0; m < rank; ++m) {
+        const PrimExpr keep = EQ(CountEqual(axes, PrimExpr(m)), PrimExpr(0));
+        dim = Select(And(keep, EQ(kept, PrimExpr(j))), in[m], dim);
+        kept = kept + Select(keep, PrimExpr(1), PrimExpr(0));
+      }
+      out.push_back(Simplify(dim));
+    }
+  } else {
+    // Output dim j is 1 when it is an axis, else input dim j - (axes before j).
+    for (int64_t j = 0; j < out_rank; ++j) {
+      PrimExpr before(0);
+      for (const PrimExpr& a : axes)
+        before = before + Select(LT(a, PrimExpr(j)), PrimExpr(1), PrimExpr(0));
+      out.push_back(Simplify(Select(GT(CountEqual(axes, PrimExpr(j)), PrimExpr(0)), PrimExpr(1),
+                                    DimAt(in, PrimExpr(j) - before))));
+    }
+  }
+  TETHER_ASSIGN_OR_RETURN(Expr x, ctx.Input(0));
+  return One(EmitRunTimeView(ctx, x, out, *info->dtype));
+}
+
 ConvertResult ConvertSqueeze(ConvertContext& ctx) {
+  if (RunTimeAxes(ctx)) return RunTimeSqueeze(ctx, true);
   absl::StatusOr<std::optional<std::vector<int64_t>>> axes = AxesAttrOrInput(ctx, 13, 1, "axes");
   if (!axes.ok()) return axes.status();
   if (std::optional<KnownInts> data = ctx.KnownInput(0);
@@ -224,6 +306,7 @@ ConvertResult ConvertSqueeze(ConvertContext& ctx) {
 }
 
 ConvertResult ConvertUnsqueeze(ConvertContext& ctx) {
+  if (RunTimeAxes(ctx)) return RunTimeSqueeze(ctx, false);
   absl::StatusOr<std::optional<std::vector<int64_t>>> axes = AxesAttrOrInput(ctx, 13, 1, "axes");
   if (!axes.ok()) return axes.status();
   if (!axes->has_value() || (*axes)->empty())
@@ -285,6 +368,40 @@ ConvertResult ConvertConcat(ConvertContext& ctx) {
   return One(ctx.EmitOp("relax.concat", {MakeTuple(std::move(fields))}, {{"axis", *a}}));
 }
 
+// Split with sizes read when the model runs: the input viewed with the
+// split axis as the sum of the sizes (a view that refuses sizes which do not
+// sum to the axis), then one relax.dynamic_slice per output.
+ConvertResult RunTimeSplit(ConvertContext& ctx, const TensorStructInfoNode* info, int64_t axis,
+                           int num_outputs) {
+  TETHER_ASSIGN_OR_RETURN(KnownInts k, ctx.KnownOrRunTimeInts(1, "split"));
+  if (static_cast<int>(k.values.size()) != num_outputs) {
+    return ctx.Invalid(
+        absl::StrCat("split has ", k.values.size(), " sizes for ", num_outputs, " outputs"));
+  }
+  if (!info->dtype.has_value()) return ctx.Unsupported("split of a tensor of unknown dtype");
+  std::vector<PrimExpr> shape = *info->shape;
+  PrimExpr total(0);
+  for (const PrimExpr& v : k.values) total = total + Max(Cast(DataType::Int(64), v), PrimExpr(0));
+  shape[axis] = Simplify(total);
+  TETHER_ASSIGN_OR_RETURN(Expr x, ctx.Input(0));
+  TETHER_ASSIGN_OR_RETURN(x, EmitRunTimeView(ctx, x, shape, *info->dtype));
+  std::vector<OnnxValue> out;
+  PrimExpr offset(0);
+  for (const PrimExpr& v : k.values) {
+    const PrimExpr size = Simplify(Max(Cast(DataType::Int(64), v), PrimExpr(0)));
+    std::vector<PrimExpr> begin(shape.size(), PrimExpr(0)), extent = shape,
+                                                            strides(shape.size(), PrimExpr(1));
+    begin[axis] = Simplify(offset);
+    extent[axis] = size;
+    TETHER_ASSIGN_OR_RETURN(Expr part, ctx.EmitOp("relax.dynamic_slice",
+                                                  {x, MakeShapeExpr(begin), MakeShapeExpr(extent),
+                                                   MakeShapeExpr(strides)}));
+    out.push_back(OnnxValue::Of(part));
+    offset = offset + size;
+  }
+  return out;
+}
+
 ConvertResult ConvertSplit(ConvertContext& ctx) {
   const int num_outputs = ctx.node().output_size();
   if (num_outputs < 1) return ctx.Invalid("split has no outputs");
@@ -298,6 +415,8 @@ ConvertResult ConvertSplit(ConvertContext& ctx) {
   std::vector<int64_t> sizes;
   if (ctx.opset() < 13) {
     sizes = ctx.AttrInts("split");
+  } else if (ctx.HasInput(1) && !ctx.ConstantInput(1).has_value()) {
+    return RunTimeSplit(ctx, *info, *axis, num_outputs);
   } else if (ctx.HasInput(1)) {
     absl::StatusOr<std::vector<int64_t>> s = ctx.ConstantInts(1, "split");
     if (!s.ok()) return s.status();
@@ -364,7 +483,79 @@ std::vector<int64_t> SliceIndices(int64_t dim, int64_t start, int64_t end, int64
   return out;
 }
 
+// Slice with starts, ends, axes or steps read when the model runs: every
+// dim gets a begin, an extent and a stride, computed with Selects by the
+// rules of SliceIndices (numpy clamping, negative indices from the end) and
+// evaluated when the model runs, and one relax.dynamic_slice reads them. A
+// step of 0 divides by zero in the shape computation, which the VM
+// refuses.
+ConvertResult RunTimeSlice(ConvertContext& ctx) {
+  TETHER_ASSIGN_OR_RETURN(const TensorStructInfoNode* info, ctx.InputTensorInfo(0));
+  if (!info->shape.has_value()) return ctx.Unsupported("slice of a tensor of unknown shape");
+  const std::vector<PrimExpr>& shape = *info->shape;
+  const int64_t rank = static_cast<int64_t>(shape.size());
+  TETHER_ASSIGN_OR_RETURN(KnownInts starts, ctx.KnownOrRunTimeInts(1, "starts"));
+  TETHER_ASSIGN_OR_RETURN(KnownInts ends, ctx.KnownOrRunTimeInts(2, "ends"));
+  const size_t n = starts.values.size();
+  KnownInts axes, steps;
+  if (ctx.HasInput(3)) {
+    TETHER_ASSIGN_OR_RETURN(axes, ctx.KnownOrRunTimeInts(3, "axes"));
+  } else {
+    for (size_t i = 0; i < n; ++i) axes.values.push_back(PrimExpr(static_cast<int64_t>(i)));
+  }
+  if (ctx.HasInput(4)) {
+    TETHER_ASSIGN_OR_RETURN(steps, ctx.KnownOrRunTimeInts(4, "steps"));
+  } else {
+    steps.values.assign(n, PrimExpr(1));
+  }
+  if (ends.values.size() != n || axes.values.size() != n || steps.values.size() != n) {
+    return ctx.Invalid(absl::StrCat("starts, ends, axes and steps have different lengths: ", n,
+                                    ", ", ends.values.size(), ", ", axes.values.size(), ", ",
+                                    steps.values.size()));
+  }
+  const std::vector<PrimExpr> norm_axes = NormalizedAxes(axes, rank);
+  std::vector<PrimExpr> begin(shape.size(), PrimExpr(0)), extent = shape,
+                                                          strides(shape.size(), PrimExpr(1));
+  constexpr int64_t kBig = int64_t{1} << 60;
+  for (size_t i = 0; i < n; ++i) {
+    const PrimExpr s = Cast(DataType::Int(64), steps.values[i]);
+    for (int64_t d = 0; d < rank; ++d) {
+      const PrimExpr dim = shape[d];
+      auto from_end = [&](const PrimExpr& raw) {
+        const PrimExpr v = Min(Max(Cast(DataType::Int(64), raw), PrimExpr(-kBig)), PrimExpr(kBig));
+        return Select(LT(v, PrimExpr(0)), v + dim, v);
+      };
+      const PrimExpr b0 = from_end(starts.values[i]), e0 = from_end(ends.values[i]);
+      const PrimExpr b_up = Min(Max(b0, PrimExpr(0)), dim);
+      const PrimExpr e_up = Min(Max(e0, PrimExpr(0)), dim);
+      const PrimExpr b_down = Min(Max(b0, PrimExpr(-1)), dim - 1);
+      const PrimExpr e_down = Min(Max(e0, PrimExpr(-1)), dim - 1);
+      const PrimExpr up = GT(s, PrimExpr(0));
+      const PrimExpr ext =
+          Select(up, Max(FloorDiv(e_up - b_up + s - 1, s), PrimExpr(0)),
+                 Max(FloorDiv(b_down - e_down - s - 1, PrimExpr(0) - s), PrimExpr(0)));
+      const PrimExpr hit = EQ(norm_axes[i], PrimExpr(d));
+      begin[d] = Simplify(Select(hit, Select(up, b_up, b_down), begin[d]));
+      extent[d] = Simplify(Select(hit, ext, extent[d]));
+      strides[d] = Simplify(Select(hit, s, strides[d]));
+    }
+  }
+  TETHER_ASSIGN_OR_RETURN(Expr x, ctx.Input(0));
+  return One(ctx.EmitOp("relax.dynamic_slice",
+                        {x, MakeShapeExpr(begin), MakeShapeExpr(extent), MakeShapeExpr(strides)}));
+}
+
+// Whether any of Slice's inputs 1..4 is present and not a constant.
+bool SliceReadsRunTimeValues(ConvertContext& ctx) {
+  if (ctx.opset() < 10) return false;
+  for (int i = 1; i <= 4; ++i) {
+    if (ctx.HasInput(i) && !ctx.ConstantInput(i).has_value()) return true;
+  }
+  return false;
+}
+
 ConvertResult ConvertSlice(ConvertContext& ctx) {
+  if (SliceReadsRunTimeValues(ctx) && !ctx.KnownInput(0).has_value()) return RunTimeSlice(ctx);
   std::vector<int64_t> starts, ends, axes, steps;
   if (ctx.opset() < 10) {
     starts = ctx.AttrInts("starts");
@@ -507,28 +698,32 @@ ConvertResult ConvertTile(ConvertContext& ctx) {
   absl::StatusOr<const TensorStructInfoNode*> info = ctx.InputTensorInfo(0);
   if (!info.ok()) return info.status();
   if (!(*info)->shape.has_value()) return ctx.Unsupported("tile of a tensor of unknown shape");
-  absl::StatusOr<std::vector<int64_t>> repeats = ctx.ConstantInts(1, "repeats");
+  // Repeats read when the model runs are symbolic; a negative one gives a
+  // negative dim, which the allocation refuses.
+  absl::StatusOr<KnownInts> repeats = ctx.KnownOrRunTimeInts(1, "repeats");
   if (!repeats.ok()) return repeats.status();
   const std::vector<PrimExpr>& in = *(*info)->shape;
-  if (repeats->size() != in.size()) {
-    return ctx.Invalid(absl::StrCat("repeats has ", repeats->size(), " entries for a tensor of ",
-                                    in.size(), " dims"));
+  if (repeats->values.size() != in.size()) {
+    return ctx.Invalid(absl::StrCat("repeats has ", repeats->values.size(),
+                                    " entries for a tensor of ", in.size(), " dims"));
   }
   absl::StatusOr<Expr> x = ctx.Input(0);
   if (!x.ok()) return x.status();
   bool identity = true;
-  for (int64_t r : *repeats) {
-    if (r < 0) return ctx.Invalid(absl::StrCat("repeat ", r, " is negative"));
-    identity = identity && r == 1;
+  for (const PrimExpr& r : repeats->values) {
+    std::optional<int64_t> c = AsConstInt(r);
+    if (c.has_value() && *c < 0) return ctx.Invalid(absl::StrCat("repeat ", *c, " is negative"));
+    identity = identity && c == 1;
   }
   if (identity) return One(*x);
   std::vector<int64_t> new_axes;
   std::vector<PrimExpr> wide, out;
   for (size_t k = 0; k < in.size(); ++k) {
+    const PrimExpr r = Cast(DataType::Int(64), repeats->values[k]);
     new_axes.push_back(static_cast<int64_t>(2 * k));
-    wide.push_back((*repeats)[k]);
+    wide.push_back(r);
     wide.push_back(in[k]);
-    out.push_back(Simplify(in[k] * (*repeats)[k]));
+    out.push_back(Simplify(in[k] * r));
   }
   absl::StatusOr<Expr> e = ctx.EmitOp("relax.expand_dims", {*x}, {{"axis", new_axes}});
   if (!e.ok()) return e.status();

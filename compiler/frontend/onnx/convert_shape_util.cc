@@ -46,4 +46,11 @@ absl::StatusOr<std::optional<std::vector<int64_t>>> AxesAttrOrInput(ConvertConte
   return std::optional<std::vector<int64_t>>(*std::move(v));
 }
 
+absl::StatusOr<Expr> EmitRunTimeView(ConvertContext& ctx, const Expr& x,
+                                     const std::vector<PrimExpr>& shape, DataType dtype) {
+  return ctx.Emit(MakeCall(GetOp("relax.call_pure_packed"),
+                           {MakeExternFunc("vm.builtin.reshape"), x, MakeShapeExpr(shape)}, {},
+                           {TensorSInfo(shape, dtype)}));
+}
+
 }  // namespace tether::compiler::onnx_frontend

@@ -35,6 +35,11 @@ absl::StatusOr<std::optional<std::vector<int64_t>>> AxesAttrOrInput(ConvertConte
                                                                     int input_index,
                                                                     absl::string_view name);
 
+// `x` viewed as `shape` (dims computed when the model runs, maybe with
+// Selects): vm.builtin.reshape, which refuses an element count that differs.
+absl::StatusOr<Expr> EmitRunTimeView(ConvertContext& ctx, const Expr& x,
+                                     const std::vector<PrimExpr>& shape, DataType dtype);
+
 // Registers GatherElements, Trilu, CumSum, OneHot, DepthToSpace and
 // SpaceToDepth (convert_index.cc); called by RegisterShapeConverters.
 void RegisterIndexConverters();

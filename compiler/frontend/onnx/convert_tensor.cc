@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "compiler/frontend/onnx/convert_shape_util.h"
 #include "compiler/frontend/onnx/converter.h"
 #include "compiler/frontend/onnx/known_ints.h"
 #include "compiler/frontend/onnx/tensor_proto.h"
@@ -127,20 +128,53 @@ ConvertResult ConvertConstantOfShape(ConvertContext& ctx) {
 
 // Range of integers some of whose inputs are symbolic or read at run time:
 // relax.arange over the symbolic length.
+// A float Range whose bounds are read when the model runs: its length
+// max(ceil((limit - start) / delta), 0) computed in the graph and read into
+// a symbolic var, then start + i * delta over arange(length). Whether delta
+// is 0 is read with it, and the result is viewed at a length one longer when
+// it is, a view whose element count differs: INVALID_ARGUMENT when it runs.
+ConvertResult RunTimeFloatRange(ConvertContext& ctx, DataType dtype) {
+  Expr v[3];
+  for (int i = 0; i < 3; ++i) {
+    TETHER_ASSIGN_OR_RETURN(const TensorStructInfoNode* info, ctx.InputTensorInfo(i));
+    if (info->ndim > 1 || info->dtype != dtype) {
+      return ctx.Invalid(absl::StrCat("input ", i, " must be a ", dtype.ToString(), " scalar"));
+    }
+    TETHER_ASSIGN_OR_RETURN(v[i], ctx.Input(i));
+    TETHER_ASSIGN_OR_RETURN(v[i], ctx.EmitOp("relax.reshape", {v[i], MakeShapeExpr({})}));
+  }
+  TETHER_ASSIGN_OR_RETURN(Expr n, ctx.EmitOp("relax.subtract", {v[1], v[0]}));
+  TETHER_ASSIGN_OR_RETURN(n, ctx.EmitOp("relax.divide", {n, v[2]}));
+  TETHER_ASSIGN_OR_RETURN(n, ctx.EmitOp("relax.ceil", {n}));
+  TETHER_ASSIGN_OR_RETURN(Expr zero, ScalarConstant(dtype, 0));
+  TETHER_ASSIGN_OR_RETURN(n, ctx.EmitOp("relax.maximum", {n, zero}));
+  TETHER_ASSIGN_OR_RETURN(Expr stuck, ctx.EmitOp("relax.equal", {v[2], zero}));
+  TETHER_ASSIGN_OR_RETURN(n, ctx.EmitOp("relax.where", {stuck, zero, n}));
+  Expr pair[2] = {n, stuck};
+  for (Expr& e : pair) {
+    TETHER_ASSIGN_OR_RETURN(e, ctx.EmitOp("relax.astype", {e}, {{"dtype", DataType::Int(64)}}));
+    TETHER_ASSIGN_OR_RETURN(e, ctx.EmitOp("relax.reshape", {e, MakeShapeExpr({PrimExpr(1)})}));
+  }
+  TETHER_ASSIGN_OR_RETURN(Expr both, ctx.EmitOp("relax.concat", {MakeTuple({pair[0], pair[1]})},
+                                                {{"axis", int64_t{0}}}));
+  TETHER_ASSIGN_OR_RETURN(KnownInts len, ctx.RunTimeInts(both, ctx.node().output(0)));
+  TETHER_ASSIGN_OR_RETURN(Expr i,
+                          ctx.EmitOp("relax.arange",
+                                     {MakePrimValue(PrimExpr(0)), MakePrimValue(len.values[0]),
+                                      MakePrimValue(PrimExpr(1))},
+                                     {{"dtype", dtype}}));
+  TETHER_ASSIGN_OR_RETURN(i, ctx.EmitOp("relax.multiply", {i, v[2]}));
+  TETHER_ASSIGN_OR_RETURN(Expr range, ctx.EmitOp("relax.add", {v[0], i}));
+  const PrimExpr checked = Select(EQ(len.values[1], PrimExpr(0)), len.values[0], PrimExpr(1));
+  return One(EmitRunTimeView(ctx, range, {checked}, dtype));
+}
+
 ConvertResult SymbolicRange(ConvertContext& ctx) {
   static constexpr const char* kNames[] = {"start", "limit", "delta"};
   absl::StatusOr<const TensorStructInfoNode*> info = ctx.InputTensorInfo(0);
   if (!info.ok()) return info.status();
   const DataType dtype = (*info)->dtype.value_or(DataType::Float(32));
-  if (!dtype.is_int()) {
-    for (int i = 0; i < 3; ++i) {
-      if (!ctx.ConstantInput(i).has_value()) {
-        return ctx.Unsupported(absl::StrCat("input ", i, " (", kNames[i], ") of a ",
-                                            dtype.ToString(),
-                                            " Range must be known at import time"));
-      }
-    }
-  }
+  if (!dtype.is_int()) return RunTimeFloatRange(ctx, dtype);
   std::vector<Expr> args;
   std::vector<PrimExpr> v;
   const bool shape_derived = ctx.KnownInput(1).has_value();

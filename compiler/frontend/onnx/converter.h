@@ -92,6 +92,11 @@ class ConvertContext {
   // (the same vars on later calls). UNIMPLEMENTED "input 1 (shape) must be
   // known at import time" for anything else.
   virtual absl::StatusOr<KnownInts> KnownOrRunTimeInts(int i, absl::string_view what) = 0;
+  // The elements of `value`, a 0-D or 1-D tensor of an integer dtype and
+  // static length (at most kMaxRunTimeInts) computed in the graph, read when
+  // the model runs into fresh symbolic vars named after `name` (as
+  // KnownOrRunTimeInts, not cached). INVALID_ARGUMENT for any other value.
+  virtual absl::StatusOr<KnownInts> RunTimeInts(const Expr& value, absl::string_view name) = 0;
 
   // Attributes (defaults when absent; a present attribute of the wrong type
   // is INVALID_ARGUMENT through CheckAttrs, which the importer runs first).

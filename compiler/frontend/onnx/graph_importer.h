@@ -56,6 +56,7 @@ class NodeContext final : public ConvertContext {
   std::optional<KnownInts> KnownInput(int i) const override;
   absl::StatusOr<std::vector<int64_t>> ConstantInts(int i, absl::string_view what) override;
   absl::StatusOr<KnownInts> KnownOrRunTimeInts(int i, absl::string_view what) override;
+  absl::StatusOr<KnownInts> RunTimeInts(const Expr& value, absl::string_view name) override;
 
   bool HasAttr(absl::string_view name) const override { return FindAttr(name) != nullptr; }
   int64_t AttrInt(absl::string_view name, int64_t def) const override;

@@ -227,34 +227,47 @@ absl::StatusOr<KnownInts> NodeContext::KnownOrRunTimeInts(int i, absl::string_vi
   if (cached != importer_->runtime_ints().end()) return cached->second;
   absl::StatusOr<const TensorStructInfoNode*> info = InputTensorInfo(i);
   if (!info.ok() || !(*info)->dtype.has_value() || !(*info)->dtype->is_int()) return unknown();
-  int64_t length = 1;
-  if ((*info)->ndim == 1 && (*info)->shape.has_value()) {
-    const int64_t* n = (*(*info)->shape)[0].as_int();
-    length = n == nullptr ? -1 : *n;
-  } else if ((*info)->ndim != 0) {
-    return unknown();
-  }
-  if (length < 0 || length > kMaxRunTimeInts) return unknown();
   absl::StatusOr<Expr> x = Input(i);
-  if (x.ok() && (*info)->ndim == 0) {
-    x = EmitOp("relax.reshape", {*x, MakeShapeExpr({PrimExpr(1)})}, {});
+  if (!x.ok()) return x.status();
+  absl::StatusOr<KnownInts> k = RunTimeInts(*x, name);
+  if (!k.ok()) return absl::IsInvalidArgument(k.status()) ? unknown() : k.status();
+  importer_->runtime_ints()[name] = *k;
+  return k;
+}
+
+absl::StatusOr<KnownInts> NodeContext::RunTimeInts(const Expr& value, absl::string_view name) {
+  const auto* info = value.struct_info().as<TensorStructInfoNode>();
+  if (info == nullptr || !info->dtype.has_value() || !info->dtype->is_int()) {
+    return Invalid(absl::StrCat(name, " must be an integer tensor to be read at run time"));
   }
-  const DataType dtype = *(*info)->dtype;
+  int64_t length = 1;
+  if (info->ndim == 1 && info->shape.has_value()) {
+    const int64_t* n = (*info->shape)[0].as_int();
+    length = n == nullptr ? -1 : *n;
+  } else if (info->ndim != 0) {
+    length = -1;
+  }
+  if (length < 0 || length > kMaxRunTimeInts) {
+    return Invalid(absl::StrCat(name, " must be 0-D or 1-D of a static length up to ",
+                                kMaxRunTimeInts, " to be read at run time"));
+  }
+  absl::StatusOr<Expr> x = value;
+  if (info->ndim == 0) x = EmitOp("relax.reshape", {*x, MakeShapeExpr({PrimExpr(1)})}, {});
+  const DataType dtype = *info->dtype;
   if (x.ok() && dtype.bits() != 64 && dtype.bits() != 32 && dtype.bits() != 16) {
     x = EmitOp("relax.astype", {*x}, {{"dtype", DataType::Int(64)}});
   }
   absl::StatusOr<Expr> shape = x.ok() ? EmitOp("relax.tensor_to_shape", {*x}, {}) : x;
   if (!shape.ok()) return shape.status();
   KnownInts k;
-  k.scalar = (*info)->ndim == 0;
+  k.scalar = info->ndim == 0;
   k.dtype = dtype;
   for (int64_t e = 0; e < length; ++e) {
     k.values.push_back(Var(SymbolName(absl::StrCat(name, "_", e))));
   }
-  absl::StatusOr<Expr> cast =
-      importer_->builder().EmitMatchCast(*shape, ShapeSInfo(k.values), SymbolName(name));
+  absl::StatusOr<Expr> cast = importer_->builder().EmitMatchCast(*shape, ShapeSInfo(k.values),
+                                                                 SymbolName(std::string(name)));
   if (!cast.ok()) return cast.status();
-  importer_->runtime_ints()[name] = k;
   return k;
 }
 
