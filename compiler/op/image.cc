@@ -374,6 +374,162 @@ PrimExpr ComputeResize2d(const LowerContext& ctx, const std::vector<PrimExpr>& i
   return Cast(out_t, value);
 }
 
+// ---- grid_sample -----------------------------------------------------------
+
+// relax.image.grid_sample(data [N, C, H, W], grid [N, Ho, Wo, 2]) ->
+// [N, C, Ho, Wo]: each output element samples data[n, c] at the grid's
+// (x, y), normalized to [-1, 1] (-1 the left/top edge: the first pixel's
+// centre with align_corners, its outer edge without). Attributes, with
+// PyTorch's semantics (which ONNX GridSample-16 follows):
+//   method: "bilinear" (default), "nearest" (round half to even), "bicubic"
+//     (A = -0.75, the 4x4 taps each placed by the padding mode);
+//   padding_mode: "zeros" (taps outside read 0), "border" (coordinates
+//     clamped to the edge), "reflection" (reflected at the border, then
+//     clamped);
+//   align_corners: bool.
+struct GridSampleParams {
+  std::string method;
+  std::string padding;
+  bool align = false;
+};
+
+absl::StatusOr<GridSampleParams> ParseGridSampleAttrs(const CallNode& call) {
+  GridSampleParams p;
+  p.method = GetStringAttr(call.attrs, "method", "bilinear");
+  p.padding = GetStringAttr(call.attrs, "padding_mode", "zeros");
+  p.align = GetBoolAttr(call.attrs, "align_corners", false);
+  if (p.method != "bilinear" && p.method != "nearest" && p.method != "bicubic") {
+    return OpError(
+        call, absl::StrCat("method '", p.method, "' is not one of bilinear, nearest, bicubic"));
+  }
+  if (p.padding != "zeros" && p.padding != "border" && p.padding != "reflection") {
+    return OpError(call, absl::StrCat("padding_mode '", p.padding,
+                                      "' is not one of zeros, border, reflection"));
+  }
+  return p;
+}
+
+absl::StatusOr<StructInfo> InferGridSample(const CallNode& call) {
+  if (absl::Status s = CheckNumArgs(call, 2); !s.ok()) return s;
+  TETHER_ASSIGN_OR_RETURN(const TensorStructInfoNode* x, TensorArg(call, 0));
+  TETHER_ASSIGN_OR_RETURN(const TensorStructInfoNode* g, TensorArg(call, 1));
+  TETHER_RETURN_IF_ERROR(ParseGridSampleAttrs(call).status());
+  if ((x->ndim != -1 && x->ndim != 4) || (g->ndim != -1 && g->ndim != 4)) {
+    return OpError(call, absl::StrCat("data must be 4-D (N, C, H, W) and grid 4-D (N, H_out, "
+                                      "W_out, 2), got ",
+                                      ToString(call.args[0].struct_info()), " and ",
+                                      ToString(call.args[1].struct_info())));
+  }
+  for (const TensorStructInfoNode* t : {x, g}) {
+    if (t->dtype.has_value() && !t->dtype->is_float()) {
+      return OpError(call,
+                     absl::StrCat("data and grid must be floats, got ", t->dtype->ToString()));
+    }
+  }
+  if (!x->shape.has_value() || !g->shape.has_value()) return TensorSInfoOfRank(4, x->dtype);
+  const std::vector<PrimExpr>& xs = *x->shape;
+  const std::vector<PrimExpr>& gs = *g->shape;
+  if (std::optional<int64_t> two = AsConstInt(gs[3]); two.has_value() && *two != 2) {
+    return OpError(call, absl::StrCat("grid's last dim must be 2 (x, y), got ", *two));
+  }
+  std::optional<int64_t> xn = AsConstInt(xs[0]), gn = AsConstInt(gs[0]);
+  if (xn.has_value() && gn.has_value() && *xn != *gn) {
+    return OpError(call, absl::StrCat("data has batch ", *xn, " but grid has ", *gn));
+  }
+  return TensorSInfo({xs[0], xs[1], gs[1], gs[2]}, x->dtype, x->vdevice);
+}
+
+// |x| - min folded into [0, span) with every other fold mirrored, as
+// PyTorch's reflect_coordinates(x, twice_low, twice_high).
+PrimExpr Reflect(const PrimExpr& x, double twice_low, const PrimExpr& twice_high) {
+  const PrimExpr min = F64(twice_low / 2);
+  const PrimExpr span = (twice_high - F64(twice_low)) / F64(2.0);
+  const PrimExpr a = Select(LT(x - min, F64(0.0)), min - x, x - min);
+  const PrimExpr flips = FloorF(a / span);
+  const PrimExpr extra = a - flips * span;
+  const PrimExpr even = EQ(FloorMod(Cast(DataType::Int(64), flips), PrimExpr(2)), PrimExpr(0));
+  return Select(LE(span, F64(0.0)), F64(0.0), Select(even, extra + min, span - extra + min));
+}
+
+// A coordinate placed by the padding mode (PyTorch's compute_coordinates).
+PrimExpr PadCoordinate(const GridSampleParams& p, const PrimExpr& x, const PrimExpr& size) {
+  const PrimExpr last = ToF64(size) - F64(1.0);
+  auto clip = [&](const PrimExpr& v) { return Max(Min(v, last), F64(0.0)); };
+  if (p.padding == "border") return clip(x);
+  if (p.padding == "reflection") {
+    return clip(p.align ? Reflect(x, 0.0, F64(2.0) * last)
+                        : Reflect(x, -1.0, F64(2.0) * ToF64(size) - F64(1.0)));
+  }
+  return x;
+}
+
+PrimExpr ComputeGridSample(const LowerContext& ctx, const std::vector<PrimExpr>& idx) {
+  const GridSampleParams p = *ParseGridSampleAttrs(*ctx.call);
+  const std::vector<PrimExpr>& xs = ArgShape(ctx, 0);
+  const PrimExpr& h = xs[2];
+  const PrimExpr& w = xs[3];
+  const DataType out_t = ctx.out_sinfo.as<TensorStructInfoNode>()->dtype.value_or(kF64);
+  const TensorReader& data = ctx.inputs[0];
+  const TensorReader& grid = ctx.inputs[1];
+  auto unnormalize = [&](const PrimExpr& g, const PrimExpr& size) {
+    const PrimExpr s = ToF64(size);
+    return p.align ? (g + F64(1.0)) / F64(2.0) * (s - F64(1.0))
+                   : ((g + F64(1.0)) * s - F64(1.0)) / F64(2.0);
+  };
+  const PrimExpr gx = unnormalize(ToF64(grid({idx[0], idx[2], idx[3], PrimExpr(0)})), w);
+  const PrimExpr gy = unnormalize(ToF64(grid({idx[0], idx[2], idx[3], PrimExpr(1)})), h);
+  // data[n, c, yi, xi] as float64, or 0 outside (the read itself clamped).
+  auto read = [&](const PrimExpr& yi, const PrimExpr& xi) {
+    const PrimExpr inside = And(And(GE(yi, 0), LT(yi, h)), And(GE(xi, 0), LT(xi, w)));
+    return Select(inside, ToF64(data({idx[0], idx[1], Clamp(yi, h), Clamp(xi, w)})), F64(0.0));
+  };
+  const DataType i64 = DataType::Int(64);
+  PrimExpr value;
+  if (p.method == "nearest") {
+    // Round half to even (nearbyint).
+    auto nearest = [&](const PrimExpr& v) {
+      const PrimExpr f = FloorF(v);
+      const PrimExpr i = Cast(i64, f);
+      const PrimExpr t = v - f;
+      return Select(LT(t, F64(0.5)), i,
+                    Select(GT(t, F64(0.5)), i + 1,
+                           Select(EQ(FloorMod(i, PrimExpr(2)), PrimExpr(0)), i, i + 1)));
+    };
+    value = read(nearest(PadCoordinate(p, gy, h)), nearest(PadCoordinate(p, gx, w)));
+  } else if (p.method == "bilinear") {
+    const PrimExpr x = PadCoordinate(p, gx, w), y = PadCoordinate(p, gy, h);
+    const PrimExpr xf = FloorF(x), yf = FloorF(y);
+    const PrimExpr x0 = Cast(i64, xf), y0 = Cast(i64, yf);
+    const PrimExpr tx = x - xf, ty = y - yf;
+    value = (F64(1.0) - ty) * ((F64(1.0) - tx) * read(y0, x0) + tx * read(y0, x0 + 1)) +
+            ty * ((F64(1.0) - tx) * read(y0 + 1, x0) + tx * read(y0 + 1, x0 + 1));
+  } else {
+    // Bicubic: the unpadded coordinate's 4x4 taps, each tap's index placed
+    // by the padding mode.
+    const double A = -0.75;
+    const PrimExpr xf = FloorF(gx), yf = FloorF(gy);
+    const PrimExpr tx = gx - xf, ty = gy - yf;
+    auto weights = [&](const PrimExpr& t) {
+      return std::vector<PrimExpr>{CubicFar(t + F64(1.0), A), CubicNear(t, A),
+                                   CubicNear(F64(1.0) - t, A), CubicFar(F64(2.0) - t, A)};
+    };
+    const std::vector<PrimExpr> wx = weights(tx), wy = weights(ty);
+    auto tap = [&](const PrimExpr& base, int k, const PrimExpr& size) {
+      return Cast(i64, PadCoordinate(p, base + F64(k - 1), size));
+    };
+    for (int j = 0; j < 4; ++j) {
+      PrimExpr row;
+      for (int i = 0; i < 4; ++i) {
+        PrimExpr term = wx[i] * read(tap(yf, j, h), tap(xf, i, w));
+        row = row.defined() ? row + term : term;
+      }
+      PrimExpr term = wy[j] * row;
+      value = value.defined() ? value + term : term;
+    }
+  }
+  return Cast(out_t, value);
+}
+
 }  // namespace
 
 void RegisterImageOps() {
@@ -384,6 +540,8 @@ void RegisterImageOps() {
   info.infer = InferResize2d;
   info.compute = ComputeResize2d;
   RegisterOp(std::move(info));
+  RegisterComputeOp("relax.image.grid_sample", OpPattern::kInjective, 2, InferGridSample,
+                    ComputeGridSample);
 }
 
 }  // namespace tether::compiler

@@ -333,5 +333,47 @@ INSTANTIATE_TEST_SUITE_P(
         "test_resize_upsample_sizes_nearest_round_prefer_ceil_asymmetric",
         "test_upsample_nearest"));
 
+// GridSample on a 1 x 4 row [0, 1, 2, 3] at points whose values follow by
+// hand (PyTorch's rules, which ONNX follows): nearest rounds half to even,
+// reflection folds at the border (at -0.5 and 3.5 without align_corners, at
+// 0 and 3 with it), border clamps, zeros reads 0 past the edge. The grid's
+// x values are exact in binary, and y maps to row 0.
+TEST(OnnxGridSampleTest, ModesAndPaddingAtHandComputedPoints) {
+  struct Case {
+    const char* mode;
+    const char* padding;
+    int64_t align;
+    std::vector<float> x;
+    std::vector<float> want;
+  };
+  const Case cases[] = {
+      {"nearest", "zeros", 0, {-0.5f, 0.0f, 0.5f}, {0, 2, 2}},  // 0.5, 1.5, 2.5 unnormalized
+      {"bilinear", "reflection", 0, {1.5f, -1.5f}, {2.5f, 0.5f}},
+      {"bilinear", "border", 0, {1.75f}, {3}},
+      {"bilinear", "zeros", 0, {1.0f}, {1.5f}},
+      {"bilinear", "reflection", 1, {1.5f}, {2.25f}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(absl::StrCat(c.mode, " ", c.padding, " align_corners=", c.align));
+    const int64_t n = static_cast<int64_t>(c.x.size());
+    std::vector<float> grid;
+    for (float x : c.x) grid.insert(grid.end(), {x, 0.0f});
+    auto out = RunNode("GridSample",
+                       {In("X", MakeTensor<float>({1, 1, 1, 4}, {0, 1, 2, 3})),
+                        In("grid", MakeTensor<float>({1, 1, n, 2}, grid))},
+                       {MakeStringAttr("mode", c.mode), MakeStringAttr("padding_mode", c.padding),
+                        MakeIntAttr("align_corners", c.align)},
+                       1, 16);
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_TRUE(TensorsNear((*out)[0], MakeTensor<float>({1, 1, 1, n}, c.want), 1e-6, 1e-6));
+  }
+  auto bad = testing::ImportNode("GridSample",
+                                 {In("X", MakeTensor<float>({1, 1, 1, 4}, {0, 1, 2, 3})),
+                                  In("grid", MakeTensor<float>({1, 1, 1, 3}, {0, 0, 0}))},
+                                 {}, 1, 16);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument) << bad.status();
+}
+
 }  // namespace
 }  // namespace tether::compiler::onnx_frontend

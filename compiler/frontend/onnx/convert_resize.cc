@@ -1,5 +1,6 @@
 // ONNX converters for Resize (opsets 10, 11, 13) and Upsample (opsets 7, 9),
-// onto relax.image.resize2d (compiler/op/image.cc).
+// onto relax.image.resize2d, and for GridSample (opset 16) onto
+// relax.image.grid_sample (compiler/op/image.cc).
 //
 // The output shape comes from `sizes` or from `scales` (floor(in * scale), as
 // ONNX's reference). Both may be known at import time (initializers,
@@ -347,9 +348,34 @@ ConvertResult ConvertResize(ConvertContext& ctx, const ResizeForm& form) {
   return One(y);
 }
 
+// GridSample-16 (4-D) onto relax.image.grid_sample: mode bilinear, nearest
+// or bicubic, padding_mode zeros, border or reflection, align_corners.
+ConvertResult ConvertGridSample(ConvertContext& ctx) {
+  TETHER_ASSIGN_OR_RETURN(const TensorStructInfoNode* x, ctx.InputTensorInfo(0));
+  if (x->ndim != 4) {
+    return ctx.Unsupported(absl::StrCat("a ", x->ndim, "-D input (only 4-D, N x C x H x W)"));
+  }
+  const std::string mode = ctx.AttrString("mode", "bilinear");
+  const std::string padding = ctx.AttrString("padding_mode", "zeros");
+  if (mode != "bilinear" && mode != "nearest" && mode != "bicubic") {
+    return ctx.Invalid(absl::StrCat("mode '", mode, "' is not one of bilinear, nearest, bicubic"));
+  }
+  if (padding != "zeros" && padding != "border" && padding != "reflection") {
+    return ctx.Invalid(
+        absl::StrCat("padding_mode '", padding, "' is not one of zeros, border, reflection"));
+  }
+  TETHER_ASSIGN_OR_RETURN(Expr data, ctx.Input(0));
+  TETHER_ASSIGN_OR_RETURN(Expr grid, ctx.Input(1));
+  return One(ctx.EmitOp("relax.image.grid_sample", {data, grid},
+                        {{"method", mode},
+                         {"padding_mode", padding},
+                         {"align_corners", ctx.AttrInt("align_corners", 0) != 0}}));
+}
+
 }  // namespace
 
 void RegisterResizeConverters() {
+  RegisterConverter("GridSample", 16, ConvertGridSample);
   RegisterConverter("Upsample", 7, [](ConvertContext& ctx) {
     return ConvertResize(ctx, ResizeForm{-1, -1, -1, true});
   });

@@ -159,7 +159,7 @@ void RegisterShapeConverters();          // convert_shape.cc: Reshape, Transpose
                                          // Expand, Tile, ...
 void RegisterLossConverters();           // convert_loss.cc: NegativeLogLikelihoodLoss,
                                          // SoftmaxCrossEntropyLoss
-void RegisterResizeConverters();         // convert_resize.cc: Resize, Upsample
+void RegisterResizeConverters();         // convert_resize.cc: Resize, Upsample, GridSample
 void RegisterSequenceConverters();       // convert_sequence.cc: Sequence*, ConcatFromSequence,
                                          // SplitToSequence (import-time tuples)
 void RegisterRecurrentConverters();      // convert_recurrent.cc: RNN, GRU, LSTM (unrolled)
