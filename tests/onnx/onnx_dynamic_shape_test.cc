@@ -319,6 +319,24 @@ TEST(OnnxRunTimeValuesTest, TriluOneHotAndFloatRangeWithRunTimeValues) {
                                  1);
 }
 
+TEST(OnnxRunTimeValuesTest, PadWithRunTimePadsAndValue) {
+  ModelBuilder m(13);
+  m.Input("x", kF32, {"3", "4"}).Input("pads", DataType::Int(64), {"4"});
+  m.Input("value", kF32, {});
+  m.Node("Pad", {"x", "pads", "value"}, {"c"});
+  m.Node("Pad", {"x", "pads"}, {"e"}, {MakeStringAttr("mode", "edge")});
+  m.Node("Pad", {"x", "pads"}, {"r"}, {MakeStringAttr("mode", "reflect")});
+  m.Output("c").Output("e").Output("r");
+  const Tensor x = Random({3, 4}, 27);
+  auto v = [](float f) { return MakeTensor<float>({}, {f}); };
+  // Widths on both sides, none, and a negative one that crops.
+  ExpectRunTimeValuesMatchFrozen(m.model(), {"x", "pads", "value"},
+                                 {{x, Ints({1, 2, 2, 1}), v(-3)},
+                                  {x, Ints({0, 0, 0, 0}), v(5)},
+                                  {x, Ints({2, -1, 0, 3}), v(0.5f)}},
+                                 1);
+}
+
 // A run-time value an operator cannot take is an INVALID_ARGUMENT when the
 // model runs, never a wrong shape or a read outside the input.
 TEST(OnnxRunTimeValuesTest, InvalidRunTimeValuesAreClearErrors) {
@@ -373,6 +391,12 @@ TEST(OnnxRunTimeValuesTest, InvalidRunTimeValuesAreClearErrors) {
     m.Input("x", kF32, {"2", "3"}).Input("a", i64, {"1"});
     m.Node("ReduceSum", {"x", "a"}, {"y"}, {MakeIntAttr("keepdims", 0)}).Output("y");
     cases.push_back({"reduce axis out of range", m.model(), {x, Ints({3})}});
+  }
+  {
+    ModelBuilder m(13);
+    m.Input("x", kF32, {"2", "3"}).Input("p", i64, {"4"});
+    m.Node("Pad", {"x", "p"}, {"y"}).Output("y");
+    cases.push_back({"pads that crop more than a dim", m.model(), {x, Ints({0, -2, 0, -2})}});
   }
   for (const Case& c : cases) {
     SCOPED_TRACE(c.what);

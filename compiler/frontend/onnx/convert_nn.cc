@@ -512,6 +512,46 @@ ConvertResult ConvertConvTranspose(ConvertContext& ctx) {
 
 // ---- Pad -----------------------------------------------------------------------
 
+// Pad-11 and later whose pads or constant_value are fed at run time: the
+// widths as symbolic vars in relax.nn.pad's shape argument, the value as its
+// tensor argument. The input's dims must be constants (not 0): a width
+// that crops more than a dim gives a negative dim, which the allocation
+// refuses.
+ConvertResult RunTimePad(ConvertContext& ctx, int rank, DataType dtype) {
+  TETHER_ASSIGN_OR_RETURN(std::vector<PrimExpr> shape, InputShape(ctx, 0));
+  for (const PrimExpr& d : shape) {
+    const int64_t* v = d.as_int();
+    if (v == nullptr || *v == 0) {
+      return ctx.Unsupported(absl::StrCat("run-time pads on the dim ", ToString(d),
+                                          " (only constant, non-empty dims)"));
+    }
+  }
+  TETHER_ASSIGN_OR_RETURN(KnownInts pads, ctx.KnownOrRunTimeInts(1, "pads"));
+  if (static_cast<int>(pads.values.size()) != 2 * rank) {
+    return ctx.Invalid(absl::StrCat("pads has ", pads.values.size(), " values for an input of ",
+                                    rank, " dims, expected ", 2 * rank));
+  }
+  const std::string mode = ctx.AttrString("mode", "constant");
+  if (mode != "constant" && mode != "edge" && mode != "reflect") {
+    return ctx.Unsupported(absl::StrCat("mode '", mode, "'"));
+  }
+  std::vector<PrimExpr> width;
+  for (int k = 0; k < rank; ++k) {
+    width.push_back(Cast(DataType::Int(64), pads.values[k]));
+    width.push_back(Cast(DataType::Int(64), pads.values[rank + k]));
+  }
+  TETHER_ASSIGN_OR_RETURN(Expr x, ctx.Input(0));
+  std::vector<Expr> args{x, MakeShapeExpr(width)};
+  Attrs attrs{{"pad_mode", mode}};
+  if (ctx.HasInput(2)) {
+    TETHER_ASSIGN_OR_RETURN(Expr v, ctx.Input(2));
+    TETHER_ASSIGN_OR_RETURN(v, ctx.EmitOp("relax.reshape", {v, MakeShapeExpr({})}));
+    TETHER_ASSIGN_OR_RETURN(v, ctx.EmitOp("relax.astype", {v}, {{"dtype", dtype}}));
+    args.push_back(v);
+  }
+  return One(ctx.EmitOp("relax.nn.pad", std::move(args), std::move(attrs)));
+}
+
 // Pads from the attribute (before opset 11) or the input, [x1_begin, x2_begin,
 // ..., x1_end, x2_end], to relax.nn.pad's interleaved (before, after) pairs.
 ConvertResult ConvertPad(ConvertContext& ctx) {
@@ -523,6 +563,10 @@ ConvertResult ConvertPad(ConvertContext& ctx) {
     pads = ctx.AttrInts("pads");
     value = ctx.AttrFloat("value", 0.0f);
   } else {
+    if (ctx.HasInput(3)) return ctx.Unsupported("the axes input of Pad");
+    const bool run_time =
+        !ctx.ConstantInput(1).has_value() || (ctx.HasInput(2) && !ctx.ConstantInput(2).has_value());
+    if (run_time) return RunTimePad(ctx, rank, dtype);
     TETHER_ASSIGN_OR_RETURN(pads, ctx.ConstantInts(1, "pads"));
     if (ctx.HasInput(2)) {
       std::optional<Tensor> v = ctx.ConstantInput(2);
