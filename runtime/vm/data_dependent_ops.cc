@@ -15,6 +15,14 @@
 //     NonMaxSuppression defines it (boxes [batches, boxes, 4] as corners or
 //     as centre and size; scores [batches, classes, boxes]; the three
 //     thresholds one-element tensors, max_output 0 selecting nothing).
+//   vm.builtin.unique(x, axis, sorted) -> (y, indices, inverse, counts):
+//     the distinct slices of x along `axis` (an int; -1 after flattening x
+//     when ONNX gives none), in ascending order when `sorted` (slices
+//     compared element by element, as numpy.unique) else in the order of
+//     their first occurrence; indices: each one's first occurrence;
+//     inverse: per slice of x, its position in y; counts: how often each
+//     occurs (ONNX Unique). Slices are compared by their bytes for order of
+//     first occurrence and by value for sorting.
 //
 // Inputs on another device are read through a host copy; the result goes
 // back to the first input's device.
@@ -139,6 +147,91 @@ absl::StatusOr<Value> Compress(const Tensor& x, const Tensor& condition, int64_t
   return ToDeviceOf(x, out);
 }
 
+absl::StatusOr<Value> Unique(const Tensor& x, int64_t axis, int64_t sorted) {
+  constexpr absl::string_view kName = "vm.builtin.unique";
+  TETHER_ASSIGN_OR_RETURN(Tensor host, OnHost(x));
+  std::vector<int64_t> shape(host->shape().begin(), host->shape().end());
+  if (axis == -1) shape = {host->NumElements()};
+  const int64_t a = axis == -1 ? 0 : axis;
+  if (a < 0 || a >= static_cast<int64_t>(shape.size())) {
+    return IndexError(kName, ": axis ", axis, " out of range for ", x.ToString());
+  }
+  const int64_t len = shape[static_cast<size_t>(a)];
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < a; ++d) outer *= shape[static_cast<size_t>(d)];
+  for (size_t d = static_cast<size_t>(a) + 1; d < shape.size(); ++d) inner *= shape[d];
+  // Slice k is the `outer` runs of `inner` elements at (o * len + k) * inner.
+  auto element = [&](int64_t k, int64_t j) {
+    const int64_t o = j / inner, i = j % inner;
+    return (o * len + k) * inner + i;
+  };
+  const int64_t width = outer * inner;
+  std::vector<std::vector<double>> values(static_cast<size_t>(len));
+  for (int64_t k = 0; k < len; ++k) {
+    values[static_cast<size_t>(k)].resize(static_cast<size_t>(width));
+    for (int64_t j = 0; j < width; ++j) {
+      TETHER_ASSIGN_OR_RETURN(values[static_cast<size_t>(k)][static_cast<size_t>(j)],
+                              ElementAsDouble(host, element(k, j), kName));
+    }
+  }
+  // The first occurrence of each distinct slice, in order of appearance.
+  std::vector<int64_t> first, inverse(static_cast<size_t>(len)), counts;
+  for (int64_t k = 0; k < len; ++k) {
+    size_t u = 0;
+    while (u < first.size() &&
+           values[static_cast<size_t>(first[u])] != values[static_cast<size_t>(k)]) {
+      ++u;
+    }
+    if (u == first.size()) {
+      first.push_back(k);
+      counts.push_back(0);
+    }
+    ++counts[u];
+    inverse[static_cast<size_t>(k)] = static_cast<int64_t>(u);
+  }
+  std::vector<size_t> order(first.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  if (sorted != 0) {
+    std::stable_sort(order.begin(), order.end(), [&](size_t p, size_t q) {
+      return values[static_cast<size_t>(first[p])] < values[static_cast<size_t>(first[q])];
+    });
+  }
+  std::vector<int64_t> rank(order.size());
+  for (size_t r = 0; r < order.size(); ++r) rank[order[r]] = static_cast<int64_t>(r);
+  const int64_t n = static_cast<int64_t>(first.size());
+  std::vector<int64_t> out_shape = shape;
+  out_shape[static_cast<size_t>(a)] = n;
+  TETHER_ASSIGN_OR_RETURN(Tensor y, Tensor::Empty(out_shape, host->dtype(), Device::Cpu()));
+  const int64_t bytes = host->dtype().bytes();
+  const char* src = static_cast<const char*>(host->element_data());
+  char* dst = static_cast<char*>(y->element_data());
+  std::vector<int64_t> indices(order.size()), sorted_counts(order.size());
+  for (size_t r = 0; r < order.size(); ++r) {
+    const int64_t k = first[order[r]];
+    indices[r] = k;
+    sorted_counts[r] = counts[order[r]];
+    for (int64_t j = 0; j < width; ++j) {
+      const int64_t o = j / inner, i = j % inner;
+      std::memcpy(dst + ((o * n + static_cast<int64_t>(r)) * inner + i) * bytes,
+                  src + element(k, j) * bytes, static_cast<size_t>(bytes));
+    }
+  }
+  for (int64_t& v : inverse) v = rank[static_cast<size_t>(v)];
+  auto ints = [](const std::vector<int64_t>& v) {
+    const int64_t shape1[1] = {static_cast<int64_t>(v.size())};
+    return Tensor::FromBytes(shape1, DataType::Int(64), v.data(), v.size() * sizeof(int64_t));
+  };
+  std::vector<Value> fields;
+  TETHER_ASSIGN_OR_RETURN(Value yv, ToDeviceOf(x, y));
+  fields.push_back(yv);
+  for (const std::vector<int64_t>* v : {&indices, &inverse, &sorted_counts}) {
+    TETHER_ASSIGN_OR_RETURN(Tensor t, ints(*v));
+    TETHER_ASSIGN_OR_RETURN(Value tv, ToDeviceOf(x, t));
+    fields.push_back(tv);
+  }
+  return MakeTuple(std::move(fields));
+}
+
 struct Box {
   double y1, x1, y2, x2;
 };
@@ -245,6 +338,7 @@ void Check(absl::Status s) {
 void RegisterDataDependentOps() {
   Check(Registry::RegisterTyped("vm.builtin.nonzero", NonZero));
   Check(Registry::RegisterTyped("vm.builtin.compress", Compress));
+  Check(Registry::RegisterTyped("vm.builtin.unique", Unique));
   Check(Registry::RegisterPacked("vm.builtin.non_max_suppression", NonMaxSuppression));
 }
 

@@ -420,6 +420,38 @@ TEST(OnnxDataDependentTest, NonZeroFeedsLaterOperatorsIncludingWhenEmpty) {
   EXPECT_EQ(ShapeOf((*none)[0]), (std::vector<int64_t>{0, 2}));
 }
 
+TEST(OnnxDataDependentTest, UniqueSortedOrNotFeedsLaterOperators) {
+  for (int64_t sorted : {1, 0}) {
+    SCOPED_TRACE(absl::StrCat("sorted=", sorted));
+    ModelBuilder m(13);
+    m.Input("x", kF32, {"5"});
+    m.Node("Unique", {"x"}, {"u", "first", "inverse", "counts"}, {MakeIntAttr("sorted", sorted)});
+    m.Node("Add", {"u", "u"}, {"twice"});
+    m.Output("twice").Output("first").Output("inverse").Output("counts");
+    auto out = RunModel(m.model(), {MakeTensor<float>({5}, {2, 1, 1, 3, 2})});
+    ASSERT_TRUE(out.ok()) << out.status();
+    if (sorted != 0) {
+      EXPECT_TRUE(TensorsNear((*out)[0], MakeTensor<float>({3}, {2, 4, 6})));
+      EXPECT_TRUE(TensorsNear((*out)[1], MakeTensor<int64_t>({3}, {1, 0, 3})));
+      EXPECT_TRUE(TensorsNear((*out)[2], MakeTensor<int64_t>({5}, {1, 0, 0, 2, 1})));
+    } else {
+      EXPECT_TRUE(TensorsNear((*out)[0], MakeTensor<float>({3}, {4, 2, 6})));
+      EXPECT_TRUE(TensorsNear((*out)[1], MakeTensor<int64_t>({3}, {0, 1, 3})));
+      EXPECT_TRUE(TensorsNear((*out)[2], MakeTensor<int64_t>({5}, {0, 1, 1, 2, 0})));
+    }
+    EXPECT_TRUE(TensorsNear((*out)[3], MakeTensor<int64_t>({3}, {2, 2, 1})));
+  }
+  // An empty input has no distinct values.
+  ModelBuilder e(13);
+  e.Input("x", kF32, {"0"});
+  e.Node("Unique", {"x"}, {"u", "first", "inverse", "counts"});
+  e.Output("u").Output("counts");
+  auto empty = RunModel(e.model(), {MakeTensor<float>({0}, {})});
+  ASSERT_TRUE(empty.ok()) << empty.status();
+  EXPECT_EQ(ShapeOf((*empty)[0]), (std::vector<int64_t>{0}));
+  EXPECT_EQ(ShapeOf((*empty)[1]), (std::vector<int64_t>{0}));
+}
+
 TEST(OnnxDataDependentTest, CompressWithAShortConditionAndAWrongOneIsAnError) {
   ModelBuilder m(13);
   m.Input("x", kF32, {"3", "2"}).Input("c", DataType::Bool(), {"?"});

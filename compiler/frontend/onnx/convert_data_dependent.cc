@@ -1,5 +1,5 @@
 // ONNX converters for operators whose output shape depends on input
-// values: NonZero, Compress and NonMaxSuppression. Each is a call of a VM
+// values: NonZero, Compress, Unique and NonMaxSuppression. Each is a call of a VM
 // builtin that runs on the host (runtime/vm/data_dependent_ops.cc) through
 // R.call_pure_packed; its result's unknown dims become fresh symbolic vars
 // with a match cast ("<output>_n"), so the rest of the model is compiled
@@ -13,6 +13,7 @@
 #include "compiler/frontend/onnx/converter.h"
 #include "compiler/frontend/onnx/graph_importer.h"
 #include "compiler/frontend/onnx/known_ints.h"
+#include "compiler/tir/arith.h"
 #include "runtime/core/error.h"
 
 namespace tether::compiler::onnx_frontend {
@@ -67,6 +68,53 @@ ConvertResult ConvertCompress(ConvertContext& ctx) {
                          *info->dtype));
 }
 
+// Unique-11: vm.builtin.unique returns (y, indices, inverse, counts); y's
+// length along the axis and the counts' length are one fresh var, the
+// inverse is as long as the input's axis.
+ConvertResult ConvertUnique(ConvertContext& ctx) {
+  TETHER_ASSIGN_OR_RETURN(const TensorStructInfoNode* info, ctx.InputTensorInfo(0));
+  TETHER_ASSIGN_OR_RETURN(std::vector<PrimExpr> shape, InputShape(ctx, 0));
+  const int64_t rank = static_cast<int64_t>(shape.size());
+  int64_t axis = -1;
+  std::vector<PrimExpr> y_dims;
+  PrimExpr len;
+  const std::string& out = ctx.node().output(0);
+  const Var n(SymbolName(absl::StrCat(out.empty() ? "unique" : out, "_n")));
+  if (ctx.HasAttr("axis")) {
+    axis = ctx.AttrInt("axis", 0);
+    if (axis < -rank || axis >= rank) {
+      return ctx.Invalid(absl::StrCat("axis ", axis, " out of range for rank ", rank));
+    }
+    if (axis < 0) axis += rank;
+    y_dims = shape;
+    len = shape[static_cast<size_t>(axis)];
+    y_dims[static_cast<size_t>(axis)] = n;
+  } else {
+    len = Simplify(Product(shape));
+    y_dims = {n};
+  }
+  const int64_t sorted = ctx.AttrInt("sorted", 1);
+  TETHER_ASSIGN_OR_RETURN(Expr x, ctx.Input(0));
+  const DataType i64 = DataType::Int(64);
+  const StructInfo raw_sinfo =
+      TupleSInfo({TensorSInfoOfRank(static_cast<int>(y_dims.size()), *info->dtype),
+                  TensorSInfoOfRank(1, i64), TensorSInfoOfRank(1, i64), TensorSInfoOfRank(1, i64)});
+  TETHER_ASSIGN_OR_RETURN(
+      Expr raw, ctx.Emit(MakeCall(GetOp("relax.call_pure_packed"),
+                                  {MakeExternFunc("vm.builtin.unique"), x,
+                                   MakePrimValue(PrimExpr(axis)), MakePrimValue(PrimExpr(sorted))},
+                                  {}, {raw_sinfo})));
+  const StructInfo field[4] = {TensorSInfo(y_dims, *info->dtype), TensorSInfo({n}, i64),
+                               TensorSInfo({len}, i64), TensorSInfo({n}, i64)};
+  std::vector<OnnxValue> outs;
+  for (int i = 0; i < 4; ++i) {
+    TETHER_ASSIGN_OR_RETURN(Expr item, ctx.Emit(MakeTupleGetItem(raw, i)));
+    TETHER_ASSIGN_OR_RETURN(item, ctx.EmitMatchCast(item, field[i]));
+    outs.push_back(OnnxValue::Of(item));
+  }
+  return outs;
+}
+
 // inputs: boxes, scores, max_output_boxes_per_class, iou_threshold,
 // score_threshold (the last three optional: 0, 0 and no threshold).
 ConvertResult ConvertNonMaxSuppression(ConvertContext& ctx) {
@@ -98,6 +146,7 @@ ConvertResult ConvertNonMaxSuppression(ConvertContext& ctx) {
 void RegisterDataDependentConverters() {
   RegisterConverter("NonZero", 9, ConvertNonZero);
   RegisterConverter("Compress", 9, ConvertCompress);
+  RegisterConverter("Unique", 11, ConvertUnique);
   RegisterConverter("NonMaxSuppression", 10, ConvertNonMaxSuppression);
 }
 

@@ -1,6 +1,7 @@
 // Index-driven data-movement converters of the ONNX importer: OneHot,
 // DepthToSpace, SpaceToDepth and GatherND (compositions of reshape,
-// permute_dims, arithmetic, where and take), ScatterND (flattened onto
+// permute_dims, arithmetic, where and take), ReverseSequence (a
+// gather_elements with a computed index), ScatterND (flattened onto
 // scatter_elements), and GatherElements, Trilu, CumSum and ScatterElements
 // (one Relax operator each). Registered from RegisterShapeConverters.
 #include <cstdint>
@@ -227,6 +228,48 @@ ConvertResult ConvertGatherElements(ConvertContext& ctx) {
   absl::StatusOr<Expr> ind = ctx.Input(1);
   if (!ind.ok()) return ind.status();
   return One(ctx.EmitOp("relax.gather_elements", {*x, *ind}, {{"axis", *axis}}));
+}
+
+// ReverseSequence-10: along time_axis, the first sequence_lens[b] steps of
+// batch b reversed, the rest kept: a gather_elements whose index is
+// len - 1 - t for t < len, else t (an index past the axis, from a length
+// longer than it, is clamped by the gather, never read outside).
+ConvertResult ConvertReverseSequence(ConvertContext& ctx) {
+  TETHER_ASSIGN_OR_RETURN(const TensorStructInfoNode* info, ctx.InputTensorInfo(0));
+  if (!info->shape.has_value() || info->ndim < 2) {
+    return ctx.Unsupported("reverse_sequence of a tensor of unknown shape or fewer than 2 dims");
+  }
+  const int64_t time = ctx.AttrInt("time_axis", 0), batch = ctx.AttrInt("batch_axis", 1);
+  if ((time != 0 && time != 1) || (batch != 0 && batch != 1) || time == batch) {
+    return ctx.Invalid(absl::StrCat("time_axis ", time, " and batch_axis ", batch,
+                                    " must be 0 and 1 in some order"));
+  }
+  const std::vector<PrimExpr>& shape = *info->shape;
+  const DataType i64 = DataType::Int(64);
+  TETHER_ASSIGN_OR_RETURN(const TensorStructInfoNode* linfo, ctx.InputTensorInfo(1));
+  if (linfo->ndim != 1) return ctx.Invalid("sequence_lens must be 1-D");
+  auto along = [&](int64_t axis, const PrimExpr& n) {
+    std::vector<PrimExpr> s(shape.size(), PrimExpr(1));
+    s[static_cast<size_t>(axis)] = n;
+    return MakeShapeExpr(s);
+  };
+  TETHER_ASSIGN_OR_RETURN(Expr t,
+                          ctx.EmitOp("relax.arange",
+                                     {MakePrimValue(PrimExpr(0)), MakePrimValue(shape[time]),
+                                      MakePrimValue(PrimExpr(1))},
+                                     {{"dtype", i64}}));
+  TETHER_ASSIGN_OR_RETURN(t, ctx.EmitOp("relax.reshape", {t, along(time, shape[time])}));
+  TETHER_ASSIGN_OR_RETURN(Expr len, ctx.Input(1));
+  TETHER_ASSIGN_OR_RETURN(len, ctx.EmitOp("relax.astype", {len}, {{"dtype", i64}}));
+  TETHER_ASSIGN_OR_RETURN(len, ctx.EmitOp("relax.reshape", {len, along(batch, shape[batch])}));
+  TETHER_ASSIGN_OR_RETURN(Expr one, Int64Constant({}, {1}));
+  TETHER_ASSIGN_OR_RETURN(Expr last, ctx.EmitOp("relax.subtract", {len, one}));
+  TETHER_ASSIGN_OR_RETURN(Expr rev, ctx.EmitOp("relax.subtract", {last, t}));
+  TETHER_ASSIGN_OR_RETURN(Expr inside, ctx.EmitOp("relax.less", {t, len}));
+  TETHER_ASSIGN_OR_RETURN(Expr idx, ctx.EmitOp("relax.where", {inside, rev, t}));
+  TETHER_ASSIGN_OR_RETURN(idx, ctx.EmitOp("relax.broadcast_to", {idx, MakeShapeExpr(shape)}));
+  TETHER_ASSIGN_OR_RETURN(Expr x, ctx.Input(0));
+  return One(ctx.EmitOp("relax.gather_elements", {x, idx}, {{"axis", time}}));
 }
 
 // Trilu with k read when the model runs: x[..., i, j] kept where j - i >= k
@@ -521,6 +564,7 @@ void RegisterIndexConverters() {
   RegisterConverter("DepthToSpace", 1, ConvertDepthToSpace);
   RegisterConverter("SpaceToDepth", 1, ConvertSpaceToDepth);
   RegisterConverter("GatherElements", 11, ConvertGatherElements);
+  RegisterConverter("ReverseSequence", 10, ConvertReverseSequence);
   RegisterConverter("Trilu", 14, ConvertTrilu);
   RegisterConverter("CumSum", 11, ConvertCumSum);
   RegisterConverter("Scatter", 9, ConvertScatterElements);
