@@ -530,6 +530,141 @@ PrimExpr ComputeGridSample(const LowerContext& ctx, const std::vector<PrimExpr>&
   return Cast(out_t, value);
 }
 
+// ---- roi_align ---------------------------------------------------------------
+
+// relax.image.roi_align(data [N, C, H, W], rois [R, 4] (x1, y1, x2, y2),
+// batch_indices [R] ints) -> [R, C, output_height, output_width]: each bin
+// averages (mode "avg") or takes the largest weighted corner of (mode
+// "max", ONNX Runtime's definition) sampling_ratio x sampling_ratio
+// bilinear samples, as ONNX RoiAlign-16. Attributes: output_height,
+// output_width, sampling_ratio (> 0: the count must be static, so the
+// adaptive ceil(roi / bins) of sampling_ratio 0 is not supported),
+// spatial_scale, mode, half_pixel (coordinates shifted by half a pixel; else
+// rois are at least 1 x 1). A sample more than a pixel outside the input
+// counts 0; a batch index out of range is clamped (never a wild read).
+struct RoiAlignParams {
+  int64_t out_h = 1, out_w = 1, ratio = 0;
+  double scale = 1.0;
+  bool max = false;
+  bool half_pixel = true;
+};
+
+absl::StatusOr<RoiAlignParams> ParseRoiAlignAttrs(const CallNode& call) {
+  RoiAlignParams p;
+  p.out_h = GetIntAttr(call.attrs, "output_height", 1);
+  p.out_w = GetIntAttr(call.attrs, "output_width", 1);
+  p.ratio = GetIntAttr(call.attrs, "sampling_ratio", 0);
+  p.scale = GetFloatAttr(call.attrs, "spatial_scale", 1.0);
+  const std::string mode = GetStringAttr(call.attrs, "mode", "avg");
+  p.max = mode == "max";
+  p.half_pixel = GetBoolAttr(call.attrs, "half_pixel", true);
+  if (p.out_h < 1 || p.out_w < 1) {
+    return OpError(call,
+                   absl::StrCat("output size ", p.out_h, " x ", p.out_w, " must be positive"));
+  }
+  if (p.ratio < 1 || p.ratio > 16) {
+    return OpError(call, absl::StrCat("sampling_ratio must be 1 to 16, got ", p.ratio));
+  }
+  if (mode != "avg" && mode != "max") {
+    return OpError(call, absl::StrCat("mode '", mode, "' is not avg or max"));
+  }
+  return p;
+}
+
+absl::StatusOr<StructInfo> InferRoiAlign(const CallNode& call) {
+  if (absl::Status s = CheckNumArgs(call, 3); !s.ok()) return s;
+  TETHER_ASSIGN_OR_RETURN(const TensorStructInfoNode* x, TensorArg(call, 0));
+  TETHER_ASSIGN_OR_RETURN(const TensorStructInfoNode* rois, TensorArg(call, 1));
+  TETHER_ASSIGN_OR_RETURN(const TensorStructInfoNode* idx, TensorArg(call, 2));
+  TETHER_ASSIGN_OR_RETURN(RoiAlignParams p, ParseRoiAlignAttrs(call));
+  if ((x->ndim != -1 && x->ndim != 4) || (rois->ndim != -1 && rois->ndim != 2) ||
+      (idx->ndim != -1 && idx->ndim != 1)) {
+    return OpError(call, absl::StrCat("data must be 4-D, rois 2-D and batch_indices 1-D, got ",
+                                      ToString(call.args[0].struct_info()), ", ",
+                                      ToString(call.args[1].struct_info()), " and ",
+                                      ToString(call.args[2].struct_info())));
+  }
+  if ((x->dtype.has_value() && !x->dtype->is_float()) ||
+      (rois->dtype.has_value() && !rois->dtype->is_float()) ||
+      (idx->dtype.has_value() && !idx->dtype->is_int())) {
+    return OpError(call, "data and rois must be floats, batch_indices integers");
+  }
+  if (!x->shape.has_value() || !rois->shape.has_value()) return TensorSInfoOfRank(4, x->dtype);
+  if (std::optional<int64_t> four = AsConstInt((*rois->shape)[1]); four.has_value() && *four != 4) {
+    return OpError(call,
+                   absl::StrCat("rois must have 4 values (x1, y1, x2, y2) per row, got ", *four));
+  }
+  if (idx->shape.has_value()) {
+    std::optional<int64_t> r = AsConstInt((*rois->shape)[0]), i = AsConstInt((*idx->shape)[0]);
+    if (r.has_value() && i.has_value() && *r != *i) {
+      return OpError(call, absl::StrCat(*r, " rois but ", *i, " batch indices"));
+    }
+  }
+  return TensorSInfo({(*rois->shape)[0], (*x->shape)[1], PrimExpr(p.out_h), PrimExpr(p.out_w)},
+                     x->dtype, x->vdevice);
+}
+
+PrimExpr ComputeRoiAlign(const LowerContext& ctx, const std::vector<PrimExpr>& idx) {
+  const RoiAlignParams p = *ParseRoiAlignAttrs(*ctx.call);
+  const std::vector<PrimExpr>& xs = ArgShape(ctx, 0);
+  const PrimExpr &h = xs[2], &w = xs[3];
+  const DataType out_t = ctx.out_sinfo.as<TensorStructInfoNode>()->dtype.value_or(kF64);
+  const DataType i64 = DataType::Int(64);
+  const PrimExpr& r = idx[0];
+  const PrimExpr b = Clamp(Cast(i64, ctx.inputs[2]({r})), xs[0]);
+  auto roi = [&](int k) {
+    return ToF64(ctx.inputs[1]({r, PrimExpr(int64_t{k})})) * F64(p.scale) -
+           F64(p.half_pixel ? 0.5 : 0.0);
+  };
+  const PrimExpr x1 = roi(0), y1 = roi(1);
+  PrimExpr rw = roi(2) - x1, rh = roi(3) - y1;
+  if (!p.half_pixel) {
+    rw = Max(rw, F64(1.0));
+    rh = Max(rh, F64(1.0));
+  }
+  const PrimExpr bin_h = rh / F64(static_cast<double>(p.out_h));
+  const PrimExpr bin_w = rw / F64(static_cast<double>(p.out_w));
+  const PrimExpr hf = ToF64(h), wf = ToF64(w);
+  // One bilinear sample (ONNX Runtime's rules): 0 beyond a pixel outside,
+  // else the corners' weighted values (clamped to the last row/column).
+  auto sample = [&](const PrimExpr& yy, const PrimExpr& xx) {
+    const PrimExpr outside =
+        Or(Or(LT(yy, F64(-1.0)), GT(yy, hf)), Or(LT(xx, F64(-1.0)), GT(xx, wf)));
+    const PrimExpr y = Max(yy, F64(0.0)), x = Max(xx, F64(0.0));
+    const PrimExpr y0 = Cast(i64, FloorF(y)), x0 = Cast(i64, FloorF(x));
+    const PrimExpr y_edge = GE(y0, h - 1), x_edge = GE(x0, w - 1);
+    const PrimExpr ylo = Select(y_edge, h - 1, y0), xlo = Select(x_edge, w - 1, x0);
+    const PrimExpr yhi = Select(y_edge, h - 1, y0 + 1), xhi = Select(x_edge, w - 1, x0 + 1);
+    const PrimExpr ly = Select(y_edge, F64(0.0), y - ToF64(y0));
+    const PrimExpr lx = Select(x_edge, F64(0.0), x - ToF64(x0));
+    auto v = [&](const PrimExpr& yi, const PrimExpr& xi) {
+      return ToF64(ctx.inputs[0]({b, idx[1], Clamp(yi, h), Clamp(xi, w)}));
+    };
+    const PrimExpr hy = F64(1.0) - ly, hx = F64(1.0) - lx;
+    std::vector<PrimExpr> terms = {hy * hx * v(ylo, xlo), hy * lx * v(ylo, xhi),
+                                   ly * hx * v(yhi, xlo), ly * lx * v(yhi, xhi)};
+    PrimExpr out;
+    for (const PrimExpr& t : terms) {
+      out = !out.defined() ? t : (p.max ? Max(out, t) : out + t);
+    }
+    return Select(outside, F64(0.0), out);
+  };
+  const double g = static_cast<double>(p.ratio);
+  PrimExpr acc;
+  for (int64_t iy = 0; iy < p.ratio; ++iy) {
+    const PrimExpr yy =
+        y1 + ToF64(idx[2]) * bin_h + F64((static_cast<double>(iy) + 0.5) / g) * bin_h;
+    for (int64_t ix = 0; ix < p.ratio; ++ix) {
+      const PrimExpr xx =
+          x1 + ToF64(idx[3]) * bin_w + F64((static_cast<double>(ix) + 0.5) / g) * bin_w;
+      const PrimExpr s = sample(yy, xx);
+      acc = !acc.defined() ? s : (p.max ? Max(acc, s) : acc + s);
+    }
+  }
+  if (!p.max) acc = acc / F64(g * g);
+  return Cast(out_t, acc);
+}
+
 }  // namespace
 
 void RegisterImageOps() {
@@ -542,6 +677,8 @@ void RegisterImageOps() {
   RegisterOp(std::move(info));
   RegisterComputeOp("relax.image.grid_sample", OpPattern::kInjective, 2, InferGridSample,
                     ComputeGridSample);
+  RegisterComputeOp("relax.image.roi_align", OpPattern::kInjective, 3, InferRoiAlign,
+                    ComputeRoiAlign);
 }
 
 }  // namespace tether::compiler

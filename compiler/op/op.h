@@ -27,7 +27,7 @@ void RegisterPoolingOps();        // pooling.cc: max_pool2d, avg_pool2d, adaptiv
 void RegisterPool3dOps();         // pool3d.cc: max_pool3d, avg_pool3d
 void RegisterNormalizationOps();  // normalization.cc: batch_norm, layer_norm, softmax, log_softmax
 void RegisterNNOps();             // nn.cc: pad
-void RegisterImageOps();          // image.cc: resize2d, grid_sample
+void RegisterImageOps();          // image.cc: resize2d, grid_sample, roi_align
 void RegisterSortingOps();        // sorting.cc: topk
 void RegisterBuiltinOps();        // builtin.cc: call_tir, call_dps_packed, call_pure_packed,
                                   // shape_of, ...

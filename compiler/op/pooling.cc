@@ -1,5 +1,6 @@
 // relax.nn.max_pool2d, relax.nn.avg_pool2d and relax.nn.adaptive_avg_pool2d
-// (NCHW), with their schedules.
+// (NCHW), with their schedules, and relax.nn.max_pool2d_indices (the
+// argmax of max_pool2d's windows, a per-element compute).
 //
 // Window pools run in parallel over batch x channel x output row; each task
 // walks its row in tiles of kTile output columns held in kLocal arrays and
@@ -19,6 +20,8 @@
 #include "compiler/lower/lower.h"
 #include "compiler/op/nn_common.h"
 #include "compiler/op/op.h"
+#include "compiler/op/op_common.h"
+#include "runtime/core/error.h"
 
 namespace tether::compiler {
 namespace {
@@ -281,6 +284,60 @@ absl::StatusOr<Stmt> ScheduleAdaptive(const LowerContext& ctx, const std::vector
   });
 }
 
+// relax.nn.max_pool2d_indices(data): max_pool2d's attributes, the int64
+// flat index into data of each window's maximum (the first one on ties;
+// padding taps never win), row-major ((n * C + c) * H + h) * W + w, or
+// with storage_order 1 column-major within the image, (n * C + c) * H * W
+// + w * H + h (ONNX MaxPool's Indices). A per-element compute over the
+// unrolled window, so the window may have at most kMaxArgmaxTaps taps.
+constexpr int64_t kMaxArgmaxTaps = 64;
+
+absl::StatusOr<StructInfo> InferPoolIndices(const CallNode& call) {
+  constexpr absl::string_view kOp = "relax.nn.max_pool2d_indices";
+  TETHER_ASSIGN_OR_RETURN(PoolParams p, ParsePoolAttrs(call.attrs, kOp));
+  if (p.pool[0] * p.pool[1] > kMaxArgmaxTaps) {
+    return absl::InvalidArgumentError(absl::StrCat(kOp, ": a window of ", p.pool[0], " x ",
+                                                   p.pool[1], " has more than ", kMaxArgmaxTaps,
+                                                   " taps"));
+  }
+  TETHER_ASSIGN_OR_RETURN(StructInfo s, InferPool(call, kOp));
+  const auto* t = s.as<TensorStructInfoNode>();
+  if (t->shape.has_value()) return TensorSInfo(*t->shape, DataType::Int(64));
+  return TensorSInfoOfRank(4, DataType::Int(64));
+}
+
+PrimExpr ComputePoolIndices(const LowerContext& ctx, const std::vector<PrimExpr>& idx) {
+  const PoolParams p = *ParsePoolAttrs(ctx.call->attrs, "relax.nn.max_pool2d_indices");
+  const std::vector<PrimExpr>& in = ArgShape(ctx, 0);
+  const bool column_major = GetIntAttr(ctx.call->attrs, "storage_order", 0) != 0;
+  struct Tap {
+    PrimExpr valid, value, index;
+  };
+  std::vector<Tap> taps;
+  for (int64_t a = 0; a < p.pool[0]; ++a) {
+    for (int64_t b = 0; b < p.pool[1]; ++b) {
+      const PrimExpr h = idx[2] * p.strides[0] + (a * p.dilation[0] - p.padding[0]);
+      const PrimExpr w = idx[3] * p.strides[1] + (b * p.dilation[1] - p.padding[1]);
+      const PrimExpr valid = And(And(GE(h, 0), LT(h, in[2])), And(GE(w, 0), LT(w, in[3])));
+      const PrimExpr hc = Max(Min(h, in[2] - 1), 0), wc = Max(Min(w, in[3] - 1), 0);
+      const PrimExpr plane = (idx[0] * in[1] + idx[1]) * in[2] * in[3];
+      taps.push_back({valid, ctx.inputs[0]({idx[0], idx[1], hc, wc}),
+                      plane + (column_major ? wc * in[2] + hc : hc * in[3] + wc)});
+    }
+  }
+  // The window's maximum over the valid taps, then the first tap holding it.
+  PrimExpr best;
+  for (const Tap& t : taps) {
+    const PrimExpr v = Select(t.valid, t.value, nn_internal::LowestValue(t.value.dtype()));
+    best = best.defined() ? Max(best, v) : v;
+  }
+  PrimExpr out = taps.back().index;
+  for (size_t k = taps.size(); k-- > 0;) {
+    out = Select(And(taps[k].valid, EQ(taps[k].value, best)), taps[k].index, out);
+  }
+  return Cast(DataType::Int(64), out);
+}
+
 }  // namespace
 
 void RegisterPoolingOps() {
@@ -297,6 +354,8 @@ void RegisterPoolingOps() {
     };
     RegisterOp(std::move(info));
   }
+  RegisterComputeOp("relax.nn.max_pool2d_indices", OpPattern::kInjective, 1, InferPoolIndices,
+                    ComputePoolIndices);
   OpInfo info;
   info.name = kAdaptive;
   info.pattern = OpPattern::kOutEWiseFusable;

@@ -246,6 +246,37 @@ TEST(OnnxNNTest, MaxPoolCeilModeKeepsPartialWindow) {
                                                            window_max(2, 0), window_max(2, 2)})));
 }
 
+// MaxPool's Indices on an all-negative 2 x 2 input padded by 1: a padding
+// tap never wins (it would be 0 > -1), a tie goes to the first tap, and
+// MaxUnpool puts the values back at those indices.
+TEST(OnnxNNTest, MaxPoolIndicesSkipPaddingAndTakeTheFirstTie) {
+  const Tensor x = MakeTensor<float>({1, 1, 2, 2}, {-1, -1, -3, -4});
+  auto out =
+      RunNode("MaxPool", {In("x", x)},
+              {MakeIntsAttr("kernel_shape", {2, 2}), MakeIntsAttr("pads", {1, 1, 1, 1})}, 2, 12);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_TRUE(TensorsNear((*out)[0],
+                          MakeTensor<float>({1, 1, 3, 3}, {-1, -1, -1, -1, -1, -1, -3, -3, -4})));
+  EXPECT_TRUE(
+      TensorsNear((*out)[1], MakeTensor<int64_t>({1, 1, 3, 3}, {0, 0, 1, 0, 0, 1, 2, 2, 3})));
+  auto column = RunNode("MaxPool", {In("x", x)},
+                        {MakeIntsAttr("kernel_shape", {2, 2}), MakeIntsAttr("pads", {1, 1, 1, 1}),
+                         MakeIntAttr("storage_order", 1)},
+                        2, 12);
+  ASSERT_TRUE(column.ok()) << column.status();
+  // Column-major within the image: (h, w) is h + 2 w.
+  EXPECT_TRUE(
+      TensorsNear((*column)[1], MakeTensor<int64_t>({1, 1, 3, 3}, {0, 0, 2, 0, 0, 2, 1, 1, 3})));
+  auto unpooled =
+      RunNode("MaxUnpool",
+              {In("v", MakeTensor<float>({1, 1, 1, 2}, {7, 8})),
+               In("i", MakeTensor<int64_t>({1, 1, 1, 2}, {2, 1}))},
+              {MakeIntsAttr("kernel_shape", {2, 2}), MakeIntsAttr("strides", {2, 2})}, 1, 11);
+  ASSERT_TRUE(unpooled.ok()) << unpooled.status();
+  EXPECT_TRUE(
+      TensorsNear((*unpooled)[0], MakeTensor<float>({1, 1, 2, 4}, {0, 8, 7, 0, 0, 0, 0, 0})));
+}
+
 TEST(OnnxNNTest, AveragePoolCountIncludePad) {
   // 2x2 input of ones plus 10, kernel 2, pads 1: corner windows see one element.
   std::vector<float> x = {1, 2, 3, 4};
@@ -271,12 +302,13 @@ TEST(OnnxNNTest, AveragePool1dSameUpper) {
   EXPECT_TRUE(TensorsNear((*out)[0], MakeTensor<float>({1, 1, 3}, {1.5f, 3.5f, 5})));
 }
 
-TEST(OnnxNNTest, MaxPoolIndicesOutputIsUnsupported) {
-  auto imported = ImportNode("MaxPool", {In("x", MakeTensor<float>({1, 1, 2, 2}, {1, 2, 3, 4}))},
-                             {MakeIntsAttr("kernel_shape", {2, 2})}, /*num_outputs=*/2);
+TEST(OnnxNNTest, MaxPoolIndicesOfA3dPoolAreUnsupported) {
+  auto imported =
+      ImportNode("MaxPool", {In("x", MakeTensor<float>({1, 1, 2, 2, 2}, {1, 2, 3, 4, 5, 6, 7, 8}))},
+                 {MakeIntsAttr("kernel_shape", {2, 2, 2})}, /*num_outputs=*/2);
   ASSERT_FALSE(imported.ok());
   EXPECT_EQ(imported.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(imported.status().message(), HasSubstr("the Indices output of MaxPool"));
+  EXPECT_THAT(imported.status().message(), HasSubstr("the Indices output of a MaxPool"));
 }
 
 TEST(OnnxNNTest, PoolWithoutKernelShapeIsInvalid) {

@@ -375,5 +375,30 @@ TEST(OnnxGridSampleTest, ModesAndPaddingAtHandComputedPoints) {
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument) << bad.status();
 }
 
+// RoiAlign on [[1, 2], [3, 4]] with the whole image as one roi (no
+// half-pixel shift), 2 x 2 samples at 0.5 and 1.5: 2.5, 3, 3.5 and 4 (the
+// last row and column clamp), so avg 3.25; max mode takes each sample's
+// largest weighted corner, then the largest sample: 4. A roi outside the
+// image samples nothing (0).
+TEST(OnnxRoiAlignTest, AverageMaxAndOutsideAtHandComputedValues) {
+  const Tensor x = MakeTensor<float>({1, 1, 2, 2}, {1, 2, 3, 4});
+  const Tensor rois = MakeTensor<float>({2, 4}, {0, 0, 2, 2, 10, 10, 12, 12});
+  const Tensor batch = MakeTensor<int64_t>({2}, {0, 0});
+  for (const char* mode : {"avg", "max"}) {
+    SCOPED_TRACE(mode);
+    auto out = RunNode("RoiAlign", {In("X", x), In("rois", rois), In("batch_indices", batch)},
+                       {MakeStringAttr("mode", mode), MakeIntAttr("sampling_ratio", 2),
+                        MakeStringAttr("coordinate_transformation_mode", "output_half_pixel")},
+                       1, 16);
+    ASSERT_TRUE(out.ok()) << out.status();
+    const float first = std::string(mode) == "avg" ? 3.25f : 4.0f;
+    EXPECT_TRUE(TensorsNear((*out)[0], MakeTensor<float>({2, 1, 1, 1}, {first, 0}), 1e-6, 1e-6));
+  }
+  auto adaptive = testing::ImportNode(
+      "RoiAlign", {In("X", x), In("rois", rois), In("batch_indices", batch)}, {}, 1, 16);
+  ASSERT_FALSE(adaptive.ok());
+  EXPECT_EQ(adaptive.status().code(), absl::StatusCode::kUnimplemented) << adaptive.status();
+}
+
 }  // namespace
 }  // namespace tether::compiler::onnx_frontend

@@ -125,6 +125,25 @@ TEST(OnnxShapeOpTest, ConstantOfShapeOfARunTimeShape) {
   EXPECT_TRUE(TensorsNear((*m)[0], MakeTensor<float>({2, 1}, {0, 0})));
 }
 
+// DFT of the real signal [1, 2, 3, 4]: [10, -2+2i, -2, -2-2i]; onesided
+// keeps the first 3; a dft_length of 2 uses [1, 2]: [3, -1]; the inverse of
+// the full transform gives the signal back.
+TEST(OnnxDFTTest, OnesidedTruncatedAndInverse) {
+  const Tensor x = MakeTensor<float>({1, 4, 1}, {1, 2, 3, 4});
+  auto onesided = RunNode("DFT", {In("x", x)}, {MakeIntAttr("onesided", 1)}, 1, 17);
+  ASSERT_TRUE(onesided.ok()) << onesided.status();
+  EXPECT_TRUE(
+      TensorsNear((*onesided)[0], MakeTensor<float>({1, 3, 2}, {10, 0, -2, 2, -2, 0}), 1e-5, 1e-5));
+  auto cut = RunNode("DFT", {In("x", x), Init("n", MakeTensor<int64_t>({}, {2}))}, {}, 1, 17);
+  ASSERT_TRUE(cut.ok()) << cut.status();
+  EXPECT_TRUE(TensorsNear((*cut)[0], MakeTensor<float>({1, 2, 2}, {3, 0, -1, 0}), 1e-5, 1e-5));
+  auto back = RunNode("DFT", {In("x", MakeTensor<float>({1, 4, 2}, {10, 0, -2, 2, -2, 0, -2, -2}))},
+                      {MakeIntAttr("inverse", 1)}, 1, 17);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_TRUE(
+      TensorsNear((*back)[0], MakeTensor<float>({1, 4, 2}, {1, 0, 2, 0, 3, 0, 4, 0}), 1e-5, 1e-5));
+}
+
 TEST(OnnxRangeTest, IntAndFloatRanges) {
   auto i = RunNode("Range", {Init("a", MakeTensorOf(DataType::Int(32), {}, {10})),
                              Init("b", MakeTensorOf(DataType::Int(32), {}, {4})),

@@ -260,11 +260,10 @@ ConvertResult ConvertConv(ConvertContext& ctx) {
 // ---- Pools -------------------------------------------------------------------
 
 ConvertResult ConvertPool(ConvertContext& ctx, bool is_max) {
-  if (is_max && nn_convert::WantsOutput(ctx, 1)) {
-    return ctx.Unsupported("the Indices output of MaxPool");
-  }
+  const bool indices = is_max && nn_convert::WantsOutput(ctx, 1);
   TETHER_ASSIGN_OR_RETURN(std::vector<PrimExpr> in, SpatialDims(ctx, 0));
   const size_t sp = in.size();
+  if (indices && sp != 2) return ctx.Unsupported("the Indices output of a MaxPool that is not 2-D");
   if (!ctx.HasAttr("kernel_shape")) return ctx.Invalid("missing attribute kernel_shape");
   std::vector<int64_t> kernel = ctx.AttrInts("kernel_shape");
   if (kernel.size() != sp) {
@@ -284,17 +283,64 @@ ConvertResult ConvertPool(ConvertContext& ctx, bool is_max) {
   const bool same = ctx.AttrString("auto_pad", "NOTSET").rfind("SAME", 0) == 0;
   const std::string op =
       absl::StrCat(is_max ? "relax.nn.max_pool" : "relax.nn.avg_pool", sp == 3 ? "3d" : "2d");
-  TETHER_ASSIGN_OR_RETURN(Expr y, ctx.EmitOp(op, {x},
-                                             {{"pool_size", w.kernel},
-                                              {"strides", w.strides},
-                                              {"padding", PaddingAttr(w)},
-                                              {"dilation", w.dilations},
-                                              {"ceil_mode", ceil_mode && !same},
-                                              {"count_include_pad", count_include_pad}}));
+  Attrs attrs = {{"pool_size", w.kernel},           {"strides", w.strides},
+                 {"padding", PaddingAttr(w)},       {"dilation", w.dilations},
+                 {"ceil_mode", ceil_mode && !same}, {"count_include_pad", count_include_pad}};
+  TETHER_ASSIGN_OR_RETURN(Expr y, ctx.EmitOp(op, {x}, attrs));
   if (sp == 1) {
     TETHER_ASSIGN_OR_RETURN(y, Squeeze(ctx, y, {2}));
   }
-  return One(y);
+  if (!indices) return One(y);
+  attrs["storage_order"] = ctx.AttrInt("storage_order", 0);
+  TETHER_ASSIGN_OR_RETURN(Expr i, ctx.EmitOp("relax.nn.max_pool2d_indices", {x}, attrs));
+  return std::vector<OnnxValue>{OnnxValue::Of(y), OnnxValue::Of(i)};
+}
+
+// MaxUnpool-11 (2-D): each value of X written at its index I (flat, as
+// MaxPool's Indices) of a zero output of the natural unpooled shape,
+// (in - 1) * stride + kernel - pads: relax.zeros and a scatter_elements over
+// the flattened tensors (indices out of range are clamped by the scatter,
+// never written outside). An output_shape input (known at import time or
+// read when the model runs) then pads or crops that result at the end of
+// each dim, as ONNX Runtime (the indices keep addressing the natural shape).
+ConvertResult ConvertMaxUnpool(ConvertContext& ctx) {
+  TETHER_ASSIGN_OR_RETURN(const TensorStructInfoNode* info, ctx.InputTensorInfo(0));
+  TETHER_ASSIGN_OR_RETURN(std::vector<PrimExpr> shape, InputShape(ctx, 0));
+  if (shape.size() != 4 || !info->dtype.has_value()) {
+    return ctx.Unsupported("MaxUnpool of an input that is not 4-D (N, C, H, W)");
+  }
+  const std::vector<int64_t> kernel = ctx.AttrInts("kernel_shape");
+  const std::vector<int64_t> strides = ctx.AttrInts("strides", {1, 1});
+  const std::vector<int64_t> pads = ctx.AttrInts("pads", {0, 0, 0, 0});
+  if (kernel.size() != 2 || strides.size() != 2 || pads.size() != 4) {
+    return ctx.Invalid("kernel_shape, strides and pads must fit 2 spatial dims");
+  }
+  std::vector<PrimExpr> natural = shape;
+  for (size_t k = 0; k < 2; ++k) {
+    natural[2 + k] =
+        Simplify((shape[2 + k] - 1) * strides[k] + (kernel[k] - pads[k] - pads[2 + k]));
+  }
+  const DataType i64 = DataType::Int(64);
+  TETHER_ASSIGN_OR_RETURN(Expr x, ctx.Input(0));
+  TETHER_ASSIGN_OR_RETURN(Expr ind, ctx.Input(1));
+  const PrimExpr in_n = Simplify(Product(shape)), out_n = Simplify(Product(natural));
+  TETHER_ASSIGN_OR_RETURN(x, ctx.EmitOp("relax.reshape", {x, MakeShapeExpr({in_n})}));
+  TETHER_ASSIGN_OR_RETURN(ind, ctx.EmitOp("relax.astype", {ind}, {{"dtype", i64}}));
+  TETHER_ASSIGN_OR_RETURN(ind, ctx.EmitOp("relax.reshape", {ind, MakeShapeExpr({in_n})}));
+  TETHER_ASSIGN_OR_RETURN(
+      Expr zeros, ctx.EmitOp("relax.zeros", {MakeShapeExpr({out_n})}, {{"dtype", *info->dtype}}));
+  TETHER_ASSIGN_OR_RETURN(Expr y, ctx.EmitOp("relax.scatter_elements", {zeros, ind, x},
+                                             {{"axis", int64_t{0}}, {"reduction", "update"}}));
+  TETHER_ASSIGN_OR_RETURN(y, ctx.EmitOp("relax.reshape", {y, MakeShapeExpr(natural)}));
+  if (!ctx.HasInput(2)) return One(y);
+  TETHER_ASSIGN_OR_RETURN(KnownInts o, ctx.KnownOrRunTimeInts(2, "output_shape"));
+  if (o.values.size() != 4) return ctx.Invalid("output_shape must have 4 values");
+  std::vector<PrimExpr> width;
+  for (size_t k = 0; k < 4; ++k) {
+    width.push_back(PrimExpr(0));
+    width.push_back(Simplify(Cast(i64, o.values[k]) - natural[k]));
+  }
+  return One(ctx.EmitOp("relax.nn.pad", {y, MakeShapeExpr(width)}, {{"pad_mode", "constant"}}));
 }
 
 ConvertResult ConvertGlobalPool(ConvertContext& ctx, bool is_max) {
@@ -631,6 +677,7 @@ void RegisterNNConverters() {
                     [](ConvertContext& ctx) { return ConvertGlobalPool(ctx, true); });
   RegisterConverter("ConvTranspose", 1, ConvertConvTranspose);
   RegisterConverter("Pad", 1, ConvertPad);
+  RegisterConverter("MaxUnpool", 11, ConvertMaxUnpool);
   RegisterNormConverters();
   RegisterReduceConverters();
   RegisterEinsumConverter();

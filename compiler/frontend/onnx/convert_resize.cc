@@ -1,6 +1,7 @@
 // ONNX converters for Resize (opsets 10, 11, 13) and Upsample (opsets 7, 9),
-// onto relax.image.resize2d, and for GridSample (opset 16) onto
-// relax.image.grid_sample (compiler/op/image.cc).
+// onto relax.image.resize2d, and for GridSample (opset 16) and RoiAlign
+// (opsets 10, 16) onto relax.image.grid_sample and relax.image.roi_align
+// (compiler/op/image.cc).
 //
 // The output shape comes from `sizes` or from `scales` (floor(in * scale), as
 // ONNX's reference). Both may be known at import time (initializers,
@@ -372,9 +373,40 @@ ConvertResult ConvertGridSample(ConvertContext& ctx) {
                          {"align_corners", ctx.AttrInt("align_corners", 0) != 0}}));
 }
 
+// RoiAlign-10/16 onto relax.image.roi_align. Opset 10 has no
+// coordinate_transformation_mode: it is output_half_pixel (no half-pixel
+// shift). sampling_ratio 0 (adaptive, a count per roi) is UNIMPLEMENTED.
+ConvertResult ConvertRoiAlign(ConvertContext& ctx) {
+  const int64_t ratio = ctx.AttrInt("sampling_ratio", 0);
+  if (ratio == 0) {
+    return ctx.Unsupported("sampling_ratio 0 (adaptive sample counts; give a fixed ratio)");
+  }
+  const std::string ctm = ctx.opset() >= 16
+                              ? ctx.AttrString("coordinate_transformation_mode", "half_pixel")
+                              : std::string("output_half_pixel");
+  if (ctm != "half_pixel" && ctm != "output_half_pixel") {
+    return ctx.Invalid(absl::StrCat("coordinate_transformation_mode '", ctm,
+                                    "' is not half_pixel or output_half_pixel"));
+  }
+  std::vector<Expr> args;
+  for (int i = 0; i < 3; ++i) {
+    TETHER_ASSIGN_OR_RETURN(Expr e, ctx.Input(i));
+    args.push_back(e);
+  }
+  return One(
+      ctx.EmitOp("relax.image.roi_align", std::move(args),
+                 {{"output_height", ctx.AttrInt("output_height", 1)},
+                  {"output_width", ctx.AttrInt("output_width", 1)},
+                  {"sampling_ratio", ratio},
+                  {"spatial_scale", static_cast<double>(ctx.AttrFloat("spatial_scale", 1.0f))},
+                  {"mode", ctx.AttrString("mode", "avg")},
+                  {"half_pixel", ctm == "half_pixel"}}));
+}
+
 }  // namespace
 
 void RegisterResizeConverters() {
+  RegisterConverter("RoiAlign", 10, ConvertRoiAlign);
   RegisterConverter("GridSample", 16, ConvertGridSample);
   RegisterConverter("Upsample", 7, [](ConvertContext& ctx) {
     return ConvertResize(ctx, ResizeForm{-1, -1, -1, true});

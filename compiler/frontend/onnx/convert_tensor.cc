@@ -1,8 +1,10 @@
 // ONNX tensor converters: Constant, Shape, Size, ConstantOfShape, Range,
-// Identity, Dropout (inference), EyeLike, and the Hann, Hamming and Blackman
-// windows. Shape and Size produce import-time
+// Identity, Dropout (inference), EyeLike, the Hann, Hamming and Blackman
+// windows, and DFT (matrix products). Shape and Size produce import-time
 // values (KnownInts, symbolic when the input's dims are); Range and EyeLike
-// are computed at import time from constant inputs.
+// are computed at import time from constant inputs, Range's bounds else read
+// when the model runs.
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -337,6 +339,102 @@ ConvertResult ConvertWindow(ConvertContext& ctx, double a0, double a1, double a2
 
 }  // namespace
 
+// DFT-17 as matrix products: the signal axis moved last, the real and
+// imaginary parts multiplied by constant cos and sin matrices of
+// [samples, frequencies] (a dft_length known at import time truncates or
+// zero-pads; onesided keeps the first length / 2 + 1 frequencies; inverse
+// flips the sign of the sines and divides by the length), moved back, and
+// stacked as the last dim [real, imag]. The shape must be static.
+ConvertResult ConvertDFT(ConvertContext& ctx) {
+  TETHER_ASSIGN_OR_RETURN(const TensorStructInfoNode* info, ctx.InputTensorInfo(0));
+  if (!info->shape.has_value() || !info->dtype.has_value() || !info->dtype->is_float() ||
+      info->ndim < 2) {
+    return ctx.Unsupported("DFT of a tensor of unknown shape, rank below 2 or not float");
+  }
+  std::vector<int64_t> shape;
+  for (const PrimExpr& d : *info->shape) {
+    const int64_t* v = d.as_int();
+    if (v == nullptr)
+      return ctx.Unsupported(absl::StrCat("DFT over the symbolic dim ", ToString(d)));
+    shape.push_back(*v);
+  }
+  const int64_t rank = static_cast<int64_t>(shape.size());
+  const int64_t parts = shape.back();
+  if (parts != 1 && parts != 2) {
+    return ctx.Invalid(absl::StrCat("the last dim must be 1 (real) or 2 (complex), got ", parts));
+  }
+  int64_t axis = ctx.AttrInt("axis", 1);
+  if (axis < 0) axis += rank;
+  if (axis < 0 || axis >= rank - 1) {
+    return ctx.Invalid(
+        absl::StrCat("axis ", ctx.AttrInt("axis", 1), " is not a signal axis of ", rank, " dims"));
+  }
+  const bool inverse = ctx.AttrInt("inverse", 0) != 0;
+  const bool onesided = ctx.AttrInt("onesided", 0) != 0;
+  if (onesided && parts == 2) return ctx.Invalid("onesided needs a real input");
+  const int64_t n = shape[static_cast<size_t>(axis)];
+  int64_t length = n;
+  if (ctx.HasInput(1)) {
+    TETHER_ASSIGN_OR_RETURN(std::vector<int64_t> l, ctx.ConstantInts(1, "dft_length"));
+    if (l.size() != 1 || l[0] < 1) return ctx.Invalid("dft_length must be one positive value");
+    length = l[0];
+  }
+  const int64_t used = std::min(n, length);
+  const int64_t freqs = onesided ? length / 2 + 1 : length;
+  std::vector<double> cosv, sinv;
+  const double norm = inverse ? 1.0 / static_cast<double>(length) : 1.0;
+  for (int64_t i = 0; i < used; ++i) {
+    for (int64_t k = 0; k < freqs; ++k) {
+      // (i * k) mod length keeps the angle small and exact.
+      const double theta =
+          2 * M_PI * static_cast<double>((i * k) % length) / static_cast<double>(length);
+      cosv.push_back(std::cos(theta) * norm);
+      sinv.push_back(std::sin(theta) * (inverse ? -norm : 1.0));
+    }
+  }
+  const DataType dt = *info->dtype;
+  TETHER_ASSIGN_OR_RETURN(Tensor ct, TensorFromDoubles(cosv, {used, freqs}, dt));
+  TETHER_ASSIGN_OR_RETURN(Tensor st, TensorFromDoubles(sinv, {used, freqs}, dt));
+  const Expr c = MakeConstant(ct), sn = MakeConstant(st);
+  std::vector<int64_t> perm, back(static_cast<size_t>(rank - 1));
+  for (int64_t d = 0; d < rank - 1; ++d) {
+    if (d != axis) perm.push_back(d);
+  }
+  perm.push_back(axis);
+  for (size_t k = 0; k < perm.size(); ++k)
+    back[static_cast<size_t>(perm[k])] = static_cast<int64_t>(k);
+  TETHER_ASSIGN_OR_RETURN(Expr x, ctx.Input(0));
+  // Part p of the signal, its first `used` samples, the signal axis last.
+  auto part = [&](int64_t p) -> absl::StatusOr<Expr> {
+    TETHER_ASSIGN_OR_RETURN(Expr v, ctx.EmitOp("relax.strided_slice", {x},
+                                               {{"axes", std::vector<int64_t>{rank - 1, axis}},
+                                                {"begin", std::vector<int64_t>{p, 0}},
+                                                {"end", std::vector<int64_t>{p + 1, used}},
+                                                {"strides", std::vector<int64_t>{1, 1}}}));
+    TETHER_ASSIGN_OR_RETURN(
+        v, ctx.EmitOp("relax.squeeze", {v}, {{"axis", std::vector<int64_t>{rank - 1}}}));
+    return ctx.EmitOp("relax.permute_dims", {v}, {{"axes", perm}});
+  };
+  TETHER_ASSIGN_OR_RETURN(Expr re, part(0));
+  TETHER_ASSIGN_OR_RETURN(Expr yr, ctx.EmitOp("relax.matmul", {re, c}));
+  TETHER_ASSIGN_OR_RETURN(Expr rs, ctx.EmitOp("relax.matmul", {re, sn}));
+  TETHER_ASSIGN_OR_RETURN(Expr yi, ctx.EmitOp("relax.negative", {rs}));
+  if (parts == 2) {
+    TETHER_ASSIGN_OR_RETURN(Expr im, part(1));
+    TETHER_ASSIGN_OR_RETURN(Expr is, ctx.EmitOp("relax.matmul", {im, sn}));
+    TETHER_ASSIGN_OR_RETURN(yr, ctx.EmitOp("relax.add", {yr, is}));
+    TETHER_ASSIGN_OR_RETURN(Expr ic, ctx.EmitOp("relax.matmul", {im, c}));
+    TETHER_ASSIGN_OR_RETURN(yi, ctx.EmitOp("relax.add", {yi, ic}));
+  }
+  Expr out[2] = {yr, yi};
+  for (Expr& e : out) {
+    TETHER_ASSIGN_OR_RETURN(e, ctx.EmitOp("relax.permute_dims", {e}, {{"axes", back}}));
+    TETHER_ASSIGN_OR_RETURN(
+        e, ctx.EmitOp("relax.expand_dims", {e}, {{"axis", std::vector<int64_t>{rank - 1}}}));
+  }
+  return One(ctx.EmitOp("relax.concat", {MakeTuple({out[0], out[1]})}, {{"axis", rank - 1}}));
+}
+
 void RegisterTensorConverters() {
   RegisterConverter("Constant", 1, ConvertConstant);
   RegisterConverter("Shape", 1, ConvertShape);
@@ -346,6 +444,7 @@ void RegisterTensorConverters() {
   RegisterConverter("Identity", 1, ConvertIdentity);
   RegisterConverter("Dropout", 1, ConvertDropout);
   RegisterConverter("EyeLike", 9, ConvertEyeLike);
+  RegisterConverter("DFT", 17, ConvertDFT);
   RegisterConverter("HannWindow", 17,
                     [](ConvertContext& ctx) { return ConvertWindow(ctx, 0.5, 0.5, 0); });
   RegisterConverter("HammingWindow", 17, [](ConvertContext& ctx) {

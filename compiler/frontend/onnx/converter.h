@@ -147,22 +147,22 @@ inline ConvertResult One(absl::StatusOr<Expr> e) {
 void RegisterConverter(std::string op_type, int since_opset, Converter fn);
 
 // One function per family, each in its own file, called once by the importer.
-void RegisterElementwiseConverters();    // convert_elementwise.cc: arithmetic, math, activations,
-                                         // logic, compare, Where, Clip, Cast
-void RegisterTensorConverters();         // convert_tensor.cc: Constant, Shape, Size,
-                                         // ConstantOfShape, Range, Identity, Dropout
-void RegisterNNConverters();             // convert_nn.cc: MatMul, Gemm, Conv, pools, norms,
-                                         // Softmax/LogSoftmax, reductions, ArgMax/ArgMin, TopK,
-                                         // Einsum
-void RegisterShapeConverters();          // convert_shape.cc: Reshape, Transpose, Flatten,
-                                         // Squeeze, Unsqueeze, Concat, Split, Slice, Gather,
-                                         // Expand, Tile, ...
-void RegisterLossConverters();           // convert_loss.cc: NegativeLogLikelihoodLoss,
-                                         // SoftmaxCrossEntropyLoss
-void RegisterResizeConverters();         // convert_resize.cc: Resize, Upsample, GridSample
-void RegisterSequenceConverters();       // convert_sequence.cc: Sequence*, ConcatFromSequence,
-                                         // SplitToSequence (import-time tuples)
-void RegisterRecurrentConverters();      // convert_recurrent.cc: RNN, GRU, LSTM (unrolled)
+void RegisterElementwiseConverters();  // convert_elementwise.cc: arithmetic, math, activations,
+                                       // logic, compare, Where, Clip, Cast
+void RegisterTensorConverters();       // convert_tensor.cc: Constant, Shape, Size,
+                                       // ConstantOfShape, Range, Identity, Dropout
+void RegisterNNConverters();           // convert_nn.cc: MatMul, Gemm, Conv, pools, norms,
+                                       // Softmax/LogSoftmax, reductions, ArgMax/ArgMin, TopK,
+                                       // Einsum
+void RegisterShapeConverters();        // convert_shape.cc: Reshape, Transpose, Flatten,
+                                       // Squeeze, Unsqueeze, Concat, Split, Slice, Gather,
+                                       // Expand, Tile, ...
+void RegisterLossConverters();         // convert_loss.cc: NegativeLogLikelihoodLoss,
+                                       // SoftmaxCrossEntropyLoss
+void RegisterResizeConverters();       // convert_resize.cc: Resize, Upsample, GridSample, RoiAlign
+void RegisterSequenceConverters();     // convert_sequence.cc: Sequence*, ConcatFromSequence,
+                                       // SplitToSequence (import-time tuples)
+void RegisterRecurrentConverters();    // convert_recurrent.cc: RNN, GRU, LSTM (unrolled)
 void RegisterDataDependentConverters();  // convert_data_dependent.cc: NonZero, Compress,
                                          // NonMaxSuppression (run-time output shapes)
 void RegisterQuantizeConverters();       // convert_quantize.cc: Quantize/DequantizeLinear,
