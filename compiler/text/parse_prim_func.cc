@@ -559,7 +559,12 @@ absl::Status Parser::ParseTirWith(TirStmt* out) {
     TETHER_RETURN_IF_ERROR(ExpectPunct("(", "after T.block"));
     std::string name = "block";
     if (Peek().kind == TokenKind::kString) name = Next().text;
-    while (!TryPunct(")")) TETHER_RETURN_IF_ERROR(SkipTirValue());
+    // Other arguments are ignored; SkipTirValue stops before a ',' so the
+    // loop takes it (without, "T.block("C", x)" never ends: a fuzz find).
+    while (!TryPunct(")")) {
+      TETHER_RETURN_IF_ERROR(SkipTirValue());
+      TryPunct(",");
+    }
     TETHER_RETURN_IF_ERROR(ExpectPunct(":", "after T.block(...)"));
     tir_blocks_.push_back(TirBlock{name, {}, PrimExpr(), false});
     absl::StatusOr<Stmt> body = ParseTirSuite(absl::StrCat("block '", name, "'"));

@@ -165,6 +165,30 @@ TEST(TextParserErrorTest, RefusesCallTirToWhatIsNotAKernel) {
       "bad.rx:9:17: expected a relax function, got kernel 'add': call kernels with R.call_tir");
 }
 
+// T.block's arguments after the name are skipped one by one, commas
+// included: "T.block("C", x=1)" once looped forever (a fuzz find, the seed
+// tests/fuzz/corpus/text/regression-block-extra-arguments.rx).
+TEST(TextParserErrorTest, BlockArgumentsAfterTheNameAreSkipped) {
+  const std::string text =
+      "from tvm.script import ir as I\n"
+      "from tvm.script import tir as T\n"
+      "@I.ir_module\n"
+      "class Module:\n"
+      "    @T.prim_func\n"
+      "    def k(A: T.Buffer((4,), \"float32\")):\n"
+      "        for i in T.serial(4):\n"
+      "            with T.block(\"A\", annotations={\"a\": 1}, x=(1, 2)):\n"
+      "                vi = T.axis.spatial(4, i)\n"
+      "                A[vi] = T.float32(0)\n";
+  absl::StatusOr<IRModule> m = ParseModule(text, "block.rx");
+  EXPECT_TRUE(m.ok()) << m.status();
+  // Unterminated: an error, not a hang.
+  EXPECT_PARSE_ERROR(
+      "from tvm.script import tir as T\n@T.prim_func\ndef k(A: T.Buffer((4,), \"float32\")):\n"
+      "    for i in T.serial(4):\n        with T.block(\"A\" x, y=R.shape([1]))\n",
+      "bad.rx");
+}
+
 TEST(TextParserErrorTest, BoundsNestingDepth) {
   std::string deep = "@R.function\ndef main():\n    y = R.prim_value(" + std::string(100000, '(') +
                      "1" + std::string(100000, ')') + ")\n    return y\n";
