@@ -23,13 +23,19 @@
 //     inverse: per slice of x, its position in y; counts: how often each
 //     occurs (ONNX Unique). Slices are compared by their bytes for order of
 //     first occurrence and by value for sorting.
+//   vm.builtin.det(x) -> [...]: the determinant of each square matrix of
+//     x [..., M, M] (float32/float64; LU with partial pivoting in float64,
+//     ONNX Det). Its shape is static: it is here as the one other operator
+//     the VM runs on the host (a rare op; no kernel is worth it).
 //
 // Inputs on another device are read through a host copy; the result goes
 // back to the first input's device.
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <numeric>
+#include <span>
 #include <vector>
 
 #include "runtime/core/error.h"
@@ -232,6 +238,63 @@ absl::StatusOr<Value> Unique(const Tensor& x, int64_t axis, int64_t sorted) {
   return MakeTuple(std::move(fields));
 }
 
+// Det: the determinant of each M x M matrix of [..., M, M] (float32 or
+// float64), by LU decomposition with partial pivoting in float64.
+absl::StatusOr<Value> Det(const Tensor& x) {
+  constexpr absl::string_view kName = "vm.builtin.det";
+  TETHER_ASSIGN_OR_RETURN(Tensor host, OnHost(x));
+  const DataType dt = host->dtype();
+  if (dt != DataType::Float(32) && dt != DataType::Float(64)) {
+    return TypeError(kName, ": float32 or float64 only, got ", dt.ToString());
+  }
+  const std::span<const int64_t> shape = host->shape();
+  const size_t nd = shape.size();
+  if (nd < 2 || shape[nd - 1] != shape[nd - 2]) {
+    return ValueError(kName, ": the last two dims must be equal (square matrices), got ",
+                      x.ToString());
+  }
+  const int64_t m = shape[nd - 1];
+  const std::vector<int64_t> out_shape(shape.begin(), shape.end() - 2);
+  TETHER_ASSIGN_OR_RETURN(Tensor out, Tensor::Empty(out_shape, dt, Device::Cpu()));
+  const int64_t batch = m == 0 ? out->NumElements() : host->NumElements() / (m * m);
+  std::vector<double> a(static_cast<size_t>(m * m));
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t e = 0; e < m * m; ++e) {
+      TETHER_ASSIGN_OR_RETURN(a[static_cast<size_t>(e)],
+                              ElementAsDouble(host, b * m * m + e, kName));
+    }
+    auto at = [&](int64_t r, int64_t c) -> double& { return a[static_cast<size_t>(r * m + c)]; };
+    double det = 1.0;
+    for (int64_t k = 0; k < m && det != 0.0; ++k) {
+      int64_t p = k;
+      for (int64_t r = k + 1; r < m; ++r) {
+        if (std::fabs(at(r, k)) > std::fabs(at(p, k))) p = r;
+      }
+      if (at(p, k) == 0.0) {
+        det = 0.0;
+        break;
+      }
+      if (p != k) {
+        for (int64_t c = 0; c < m; ++c) std::swap(at(p, c), at(k, c));
+        det = -det;
+      }
+      det *= at(k, k);
+      for (int64_t r = k + 1; r < m; ++r) {
+        const double f = at(r, k) / at(k, k);
+        for (int64_t c = k; c < m; ++c) at(r, c) -= f * at(k, c);
+      }
+    }
+    char* dst = static_cast<char*>(out->element_data()) + b * dt.bytes();
+    if (dt == DataType::Float(32)) {
+      const float v = static_cast<float>(det);
+      std::memcpy(dst, &v, sizeof(v));
+    } else {
+      std::memcpy(dst, &det, sizeof(det));
+    }
+  }
+  return ToDeviceOf(x, out);
+}
+
 struct Box {
   double y1, x1, y2, x2;
 };
@@ -339,6 +402,7 @@ void RegisterDataDependentOps() {
   Check(Registry::RegisterTyped("vm.builtin.nonzero", NonZero));
   Check(Registry::RegisterTyped("vm.builtin.compress", Compress));
   Check(Registry::RegisterTyped("vm.builtin.unique", Unique));
+  Check(Registry::RegisterTyped("vm.builtin.det", Det));
   Check(Registry::RegisterPacked("vm.builtin.non_max_suppression", NonMaxSuppression));
 }
 

@@ -337,6 +337,17 @@ TEST(OnnxRunTimeValuesTest, PadWithRunTimePadsAndValue) {
                                  1);
 }
 
+TEST(OnnxRunTimeValuesTest, StftWithRunTimeStepAndLength) {
+  ModelBuilder m(17);
+  const DataType i64 = DataType::Int(64);
+  m.Input("x", kF32, {"1", "40", "1"}).Input("step", i64, {}).Input("len", i64, {});
+  m.Node("STFT", {"x", "step", "", "len"}, {"y"}).Output("y");
+  const Tensor x = Random({1, 40, 1}, 28);
+  auto i = [](int64_t v) { return MakeTensor<int64_t>({}, {v}); };
+  ExpectRunTimeValuesMatchFrozen(m.model(), {"x", "step", "len"},
+                                 {{x, i(8), i(16)}, {x, i(5), i(7)}, {x, i(40), i(40)}});
+}
+
 // A run-time value an operator cannot take is an INVALID_ARGUMENT when the
 // model runs, never a wrong shape or a read outside the input.
 TEST(OnnxRunTimeValuesTest, InvalidRunTimeValuesAreClearErrors) {
@@ -450,6 +461,19 @@ TEST(OnnxDataDependentTest, UniqueSortedOrNotFeedsLaterOperators) {
   ASSERT_TRUE(empty.ok()) << empty.status();
   EXPECT_EQ(ShapeOf((*empty)[0]), (std::vector<int64_t>{0}));
   EXPECT_EQ(ShapeOf((*empty)[1]), (std::vector<int64_t>{0}));
+}
+
+// Det on the host: a swap of rows flips the sign (pivoting), a singular
+// matrix is 0, and a batch keeps its leading dims.
+TEST(OnnxDataDependentTest, DetPivotsAndHandlesSingularMatrices) {
+  ModelBuilder m(13);
+  m.Input("x", kF32, {"3", "3", "3"});
+  m.Node("Det", {"x"}, {"d"}).Output("d");
+  auto out = RunModel(m.model(), {MakeTensor<float>({3, 3, 3}, {0, 1, 0, 1, 0, 0, 0, 0, 1,  //
+                                                                1, 2, 3, 2, 4, 6, 1, 1, 1,  //
+                                                                2, 0, 1, 1, 3, 2, 1, 1, 2})});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_TRUE(TensorsNear((*out)[0], MakeTensor<float>({3}, {-1, 0, 6}), 1e-5, 1e-5));
 }
 
 TEST(OnnxDataDependentTest, CompressWithAShortConditionAndAWrongOneIsAnError) {

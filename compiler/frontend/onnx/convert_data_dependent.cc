@@ -1,5 +1,6 @@
-// ONNX converters for operators whose output shape depends on input
-// values: NonZero, Compress, Unique and NonMaxSuppression. Each is a call of a VM
+// ONNX converters for the operators the VM runs on the host: NonZero,
+// Compress, Unique and NonMaxSuppression, whose output shape depends on
+// input values, and Det. Each is a call of a VM
 // builtin that runs on the host (runtime/vm/data_dependent_ops.cc) through
 // R.call_pure_packed; its result's unknown dims become fresh symbolic vars
 // with a match cast ("<output>_n"), so the rest of the model is compiled
@@ -19,6 +20,7 @@
 namespace tether::compiler::onnx_frontend {
 namespace {
 
+using nn_convert::DimsMayMatch;
 using nn_convert::InputRank;
 using nn_convert::InputShape;
 
@@ -115,6 +117,26 @@ ConvertResult ConvertUnique(ConvertContext& ctx) {
   return outs;
 }
 
+// Det-11: vm.builtin.det on the host, [..., M, M] -> [...].
+ConvertResult ConvertDet(ConvertContext& ctx) {
+  TETHER_ASSIGN_OR_RETURN(const TensorStructInfoNode* info, ctx.InputTensorInfo(0));
+  TETHER_ASSIGN_OR_RETURN(std::vector<PrimExpr> shape, InputShape(ctx, 0));
+  if (shape.size() < 2 || !info->dtype.has_value() ||
+      (*info->dtype != DataType::Float(32) && *info->dtype != DataType::Float(64))) {
+    return ctx.Unsupported("Det of other than float32/float64 matrices [..., M, M]");
+  }
+  if (!DimsMayMatch(shape[shape.size() - 1], shape[shape.size() - 2])) {
+    return ctx.Invalid(absl::StrCat("the matrices must be square, got ",
+                                    ToString(shape[shape.size() - 2]), " x ",
+                                    ToString(shape.back())));
+  }
+  shape.resize(shape.size() - 2);
+  TETHER_ASSIGN_OR_RETURN(Expr x, ctx.Input(0));
+  return One(
+      ctx.Emit(MakeCall(GetOp("relax.call_pure_packed"), {MakeExternFunc("vm.builtin.det"), x}, {},
+                        {TensorSInfo(shape, *info->dtype)})));
+}
+
 // inputs: boxes, scores, max_output_boxes_per_class, iou_threshold,
 // score_threshold (the last three optional: 0, 0 and no threshold).
 ConvertResult ConvertNonMaxSuppression(ConvertContext& ctx) {
@@ -147,6 +169,7 @@ void RegisterDataDependentConverters() {
   RegisterConverter("NonZero", 9, ConvertNonZero);
   RegisterConverter("Compress", 9, ConvertCompress);
   RegisterConverter("Unique", 11, ConvertUnique);
+  RegisterConverter("Det", 11, ConvertDet);
   RegisterConverter("NonMaxSuppression", 10, ConvertNonMaxSuppression);
 }
 

@@ -1,11 +1,13 @@
 // ONNX tensor converters: Constant, Shape, Size, ConstantOfShape, Range,
 // Identity, Dropout (inference), EyeLike, the Hann, Hamming and Blackman
-// windows, and DFT (matrix products). Shape and Size produce import-time
+// windows, DFT and STFT (matrix products). Shape and Size produce import-time
 // values (KnownInts, symbolic when the input's dims are); Range and EyeLike
 // are computed at import time from constant inputs, Range's bounds else read
 // when the model runs.
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -339,6 +341,30 @@ ConvertResult ConvertWindow(ConvertContext& ctx, double a0, double a1, double a2
 
 }  // namespace
 
+// The real and imaginary parts of a signal times (c - i sn) along its last
+// axis, by matrix products: re c + im sn and im c - re sn. part(0) gives the
+// real part, part(1) the imaginary one when `parts` is 2.
+struct Complex {
+  Expr re, im;
+};
+
+absl::StatusOr<Complex> TransformBy(ConvertContext& ctx, int64_t parts,
+                                    const std::function<absl::StatusOr<Expr>(int64_t)>& part,
+                                    const Expr& c, const Expr& sn) {
+  TETHER_ASSIGN_OR_RETURN(Expr re, part(0));
+  TETHER_ASSIGN_OR_RETURN(Expr yr, ctx.EmitOp("relax.matmul", {re, c}));
+  TETHER_ASSIGN_OR_RETURN(Expr rs, ctx.EmitOp("relax.matmul", {re, sn}));
+  TETHER_ASSIGN_OR_RETURN(Expr yi, ctx.EmitOp("relax.negative", {rs}));
+  if (parts == 2) {
+    TETHER_ASSIGN_OR_RETURN(Expr im, part(1));
+    TETHER_ASSIGN_OR_RETURN(Expr is, ctx.EmitOp("relax.matmul", {im, sn}));
+    TETHER_ASSIGN_OR_RETURN(yr, ctx.EmitOp("relax.add", {yr, is}));
+    TETHER_ASSIGN_OR_RETURN(Expr ic, ctx.EmitOp("relax.matmul", {im, c}));
+    TETHER_ASSIGN_OR_RETURN(yi, ctx.EmitOp("relax.add", {yi, ic}));
+  }
+  return Complex{yr, yi};
+}
+
 // DFT-17 as matrix products: the signal axis moved last, the real and
 // imaginary parts multiplied by constant cos and sin matrices of
 // [samples, frequencies] (a dft_length known at import time truncates or
@@ -415,24 +441,113 @@ ConvertResult ConvertDFT(ConvertContext& ctx) {
         v, ctx.EmitOp("relax.squeeze", {v}, {{"axis", std::vector<int64_t>{rank - 1}}}));
     return ctx.EmitOp("relax.permute_dims", {v}, {{"axes", perm}});
   };
-  TETHER_ASSIGN_OR_RETURN(Expr re, part(0));
-  TETHER_ASSIGN_OR_RETURN(Expr yr, ctx.EmitOp("relax.matmul", {re, c}));
-  TETHER_ASSIGN_OR_RETURN(Expr rs, ctx.EmitOp("relax.matmul", {re, sn}));
-  TETHER_ASSIGN_OR_RETURN(Expr yi, ctx.EmitOp("relax.negative", {rs}));
-  if (parts == 2) {
-    TETHER_ASSIGN_OR_RETURN(Expr im, part(1));
-    TETHER_ASSIGN_OR_RETURN(Expr is, ctx.EmitOp("relax.matmul", {im, sn}));
-    TETHER_ASSIGN_OR_RETURN(yr, ctx.EmitOp("relax.add", {yr, is}));
-    TETHER_ASSIGN_OR_RETURN(Expr ic, ctx.EmitOp("relax.matmul", {im, c}));
-    TETHER_ASSIGN_OR_RETURN(yi, ctx.EmitOp("relax.add", {yi, ic}));
-  }
-  Expr out[2] = {yr, yi};
+  TETHER_ASSIGN_OR_RETURN(Complex y, TransformBy(ctx, parts, part, c, sn));
+  Expr out[2] = {y.re, y.im};
   for (Expr& e : out) {
     TETHER_ASSIGN_OR_RETURN(e, ctx.EmitOp("relax.permute_dims", {e}, {{"axes", back}}));
     TETHER_ASSIGN_OR_RETURN(
         e, ctx.EmitOp("relax.expand_dims", {e}, {{"axis", std::vector<int64_t>{rank - 1}}}));
   }
   return One(ctx.EmitOp("relax.concat", {MakeTuple({out[0], out[1]})}, {{"axis", rank - 1}}));
+}
+
+// STFT-17: frames of frame_length samples every frame_step (both known at
+// import time or read when the model runs; the length may come from the
+// window instead), times the window, each transformed as by DFT (onesided
+// by default): [batch, frames, bins, 2]. The cos and sin matrices are
+// computed in the graph from arange((i * k) mod length), in float64, so
+// they follow a run-time length; with constants they fold at compile time.
+ConvertResult ConvertSTFT(ConvertContext& ctx) {
+  TETHER_ASSIGN_OR_RETURN(const TensorStructInfoNode* info, ctx.InputTensorInfo(0));
+  if (!info->shape.has_value() || !info->dtype.has_value() || !info->dtype->is_float() ||
+      info->ndim != 3) {
+    return ctx.Unsupported("STFT of a signal that is not [batch, length, 1 or 2] of floats");
+  }
+  const std::vector<PrimExpr>& shape = *info->shape;
+  const std::optional<int64_t> parts = AsConstInt(shape[2]);
+  if (parts != 1 && parts != 2) {
+    return ctx.Invalid(
+        absl::StrCat("the last dim must be 1 (real) or 2 (complex), got ", ToString(shape[2])));
+  }
+  const bool onesided = ctx.AttrInt("onesided", 1) != 0;
+  if (onesided && parts == 2) return ctx.Invalid("onesided needs a real signal");
+  const DataType i64 = DataType::Int(64), f64 = DataType::Float(64), dt = *info->dtype;
+  TETHER_ASSIGN_OR_RETURN(KnownInts step_k, ctx.KnownOrRunTimeInts(1, "frame_step"));
+  if (step_k.values.size() != 1) return ctx.Invalid("frame_step must be one value");
+  const PrimExpr step = Cast(i64, step_k.values[0]);
+  PrimExpr length;
+  std::optional<Expr> window;
+  if (ctx.HasInput(2)) {
+    TETHER_ASSIGN_OR_RETURN(const TensorStructInfoNode* w, ctx.InputTensorInfo(2));
+    if (w->ndim != 1 || !w->shape.has_value()) return ctx.Invalid("the window must be 1-D");
+    length = (*w->shape)[0];
+    TETHER_ASSIGN_OR_RETURN(Expr wv, ctx.Input(2));
+    TETHER_ASSIGN_OR_RETURN(wv, ctx.EmitOp("relax.astype", {wv}, {{"dtype", dt}}));
+    window = wv;
+  }
+  if (ctx.HasInput(3)) {
+    TETHER_ASSIGN_OR_RETURN(KnownInts l, ctx.KnownOrRunTimeInts(3, "frame_length"));
+    if (l.values.size() != 1) return ctx.Invalid("frame_length must be one value");
+    if (!length.defined()) length = Cast(i64, l.values[0]);
+  }
+  if (!length.defined()) return ctx.Invalid("neither a window nor a frame_length is given");
+  const PrimExpr frames = Simplify(FloorDiv(shape[1] - length, step) + 1);
+  const PrimExpr bins = onesided ? Simplify(FloorDiv(length, PrimExpr(2)) + 1) : length;
+  auto iota = [&](const PrimExpr& n, const std::vector<PrimExpr>& as) -> absl::StatusOr<Expr> {
+    TETHER_ASSIGN_OR_RETURN(Expr a, ctx.EmitOp("relax.arange",
+                                               {MakePrimValue(PrimExpr(0)), MakePrimValue(n),
+                                                MakePrimValue(PrimExpr(1))},
+                                               {{"dtype", i64}}));
+    return ctx.EmitOp("relax.reshape", {a, MakeShapeExpr(as)});
+  };
+  auto scalar = [&](const PrimExpr& v, DataType t) {
+    return ctx.EmitOp("relax.full", {MakeShapeExpr({}), MakePrimValue(v)}, {{"dtype", t}});
+  };
+  // Sample index of each frame's taps: frame * step + tap, [frames, length].
+  TETHER_ASSIGN_OR_RETURN(Expr f, iota(frames, {frames, PrimExpr(1)}));
+  TETHER_ASSIGN_OR_RETURN(Expr s, scalar(step, i64));
+  TETHER_ASSIGN_OR_RETURN(f, ctx.EmitOp("relax.multiply", {f, s}));
+  TETHER_ASSIGN_OR_RETURN(Expr tap, iota(length, {PrimExpr(1), length}));
+  TETHER_ASSIGN_OR_RETURN(Expr idx, ctx.EmitOp("relax.add", {f, tap}));
+  // cos and sin of 2 pi ((i * k) mod length) / length, [length, bins].
+  TETHER_ASSIGN_OR_RETURN(Expr i, iota(length, {length, PrimExpr(1)}));
+  TETHER_ASSIGN_OR_RETURN(Expr k, iota(bins, {PrimExpr(1), bins}));
+  TETHER_ASSIGN_OR_RETURN(Expr ik, ctx.EmitOp("relax.multiply", {i, k}));
+  TETHER_ASSIGN_OR_RETURN(Expr len_i, scalar(length, i64));
+  TETHER_ASSIGN_OR_RETURN(Expr wraps, ctx.EmitOp("relax.floor_divide", {ik, len_i}));
+  TETHER_ASSIGN_OR_RETURN(wraps, ctx.EmitOp("relax.multiply", {wraps, len_i}));
+  TETHER_ASSIGN_OR_RETURN(ik, ctx.EmitOp("relax.subtract", {ik, wraps}));
+  TETHER_ASSIGN_OR_RETURN(Expr theta, ctx.EmitOp("relax.astype", {ik}, {{"dtype", f64}}));
+  TETHER_ASSIGN_OR_RETURN(Expr len_f, scalar(length, f64));
+  TETHER_ASSIGN_OR_RETURN(Expr two_pi, ScalarConstant(f64, 2 * M_PI));
+  TETHER_ASSIGN_OR_RETURN(theta, ctx.EmitOp("relax.multiply", {theta, two_pi}));
+  TETHER_ASSIGN_OR_RETURN(theta, ctx.EmitOp("relax.divide", {theta, len_f}));
+  TETHER_ASSIGN_OR_RETURN(Expr c, ctx.EmitOp("relax.cos", {theta}));
+  TETHER_ASSIGN_OR_RETURN(c, ctx.EmitOp("relax.astype", {c}, {{"dtype", dt}}));
+  TETHER_ASSIGN_OR_RETURN(Expr sn, ctx.EmitOp("relax.sin", {theta}));
+  TETHER_ASSIGN_OR_RETURN(sn, ctx.EmitOp("relax.astype", {sn}, {{"dtype", dt}}));
+  TETHER_ASSIGN_OR_RETURN(Expr x, ctx.Input(0));
+  // Part p of the signal framed: [batch, frames, length], windowed.
+  auto framed = [&](int64_t p) -> absl::StatusOr<Expr> {
+    TETHER_ASSIGN_OR_RETURN(Expr v, ctx.EmitOp("relax.strided_slice", {x},
+                                               {{"axes", std::vector<int64_t>{2}},
+                                                {"begin", std::vector<int64_t>{p}},
+                                                {"end", std::vector<int64_t>{p + 1}},
+                                                {"strides", std::vector<int64_t>{1}}}));
+    TETHER_ASSIGN_OR_RETURN(v,
+                            ctx.EmitOp("relax.squeeze", {v}, {{"axis", std::vector<int64_t>{2}}}));
+    TETHER_ASSIGN_OR_RETURN(v, ctx.EmitOp("relax.take", {v, idx}, {{"axis", int64_t{1}}}));
+    if (window.has_value()) {
+      TETHER_ASSIGN_OR_RETURN(v, ctx.EmitOp("relax.multiply", {v, *window}));
+    }
+    return v;
+  };
+  TETHER_ASSIGN_OR_RETURN(Complex y, TransformBy(ctx, *parts, framed, c, sn));
+  for (Expr* e : {&y.re, &y.im}) {
+    TETHER_ASSIGN_OR_RETURN(
+        *e, ctx.EmitOp("relax.expand_dims", {*e}, {{"axis", std::vector<int64_t>{3}}}));
+  }
+  return One(ctx.EmitOp("relax.concat", {MakeTuple({y.re, y.im})}, {{"axis", int64_t{3}}}));
 }
 
 void RegisterTensorConverters() {
@@ -445,6 +560,7 @@ void RegisterTensorConverters() {
   RegisterConverter("Dropout", 1, ConvertDropout);
   RegisterConverter("EyeLike", 9, ConvertEyeLike);
   RegisterConverter("DFT", 17, ConvertDFT);
+  RegisterConverter("STFT", 17, ConvertSTFT);
   RegisterConverter("HannWindow", 17,
                     [](ConvertContext& ctx) { return ConvertWindow(ctx, 0.5, 0.5, 0); });
   RegisterConverter("HammingWindow", 17, [](ConvertContext& ctx) {
