@@ -436,6 +436,9 @@ absl::StatusOr<StructInfo> InferGridSample(const CallNode& call) {
   if (xn.has_value() && gn.has_value() && *xn != *gn) {
     return OpError(call, absl::StrCat("data has batch ", *xn, " but grid has ", *gn));
   }
+  if (AsConstInt(xs[2]) == 0 || AsConstInt(xs[3]) == 0) {
+    return OpError(call, "cannot sample an empty image (height or width 0)");
+  }
   return TensorSInfo({xs[0], xs[1], gs[1], gs[2]}, x->dtype, x->vdevice);
 }
 
@@ -593,6 +596,10 @@ absl::StatusOr<StructInfo> InferRoiAlign(const CallNode& call) {
   if (std::optional<int64_t> four = AsConstInt((*rois->shape)[1]); four.has_value() && *four != 4) {
     return OpError(call,
                    absl::StrCat("rois must have 4 values (x1, y1, x2, y2) per row, got ", *four));
+  }
+  if (AsConstInt((*x->shape)[0]) == 0 || AsConstInt((*x->shape)[2]) == 0 ||
+      AsConstInt((*x->shape)[3]) == 0) {
+    return OpError(call, "cannot align rois on an empty input (batch, height or width 0)");
   }
   if (idx->shape.has_value()) {
     std::optional<int64_t> r = AsConstInt((*rois->shape)[0]), i = AsConstInt((*idx->shape)[0]);

@@ -367,6 +367,12 @@ TEST(OnnxGridSampleTest, ModesAndPaddingAtHandComputedPoints) {
     ASSERT_TRUE(out.ok()) << out.status();
     EXPECT_TRUE(TensorsNear((*out)[0], MakeTensor<float>({1, 1, 1, n}, c.want), 1e-6, 1e-6));
   }
+  auto empty = testing::ImportNode("GridSample",
+                                   {In("X", MakeTensor<float>({1, 1, 0, 4}, {})),
+                                    In("grid", MakeTensor<float>({1, 1, 1, 2}, {0, 0}))},
+                                   {}, 1, 16);
+  ASSERT_FALSE(empty.ok());
+  EXPECT_EQ(empty.status().code(), absl::StatusCode::kInvalidArgument) << empty.status();
   auto bad = testing::ImportNode("GridSample",
                                  {In("X", MakeTensor<float>({1, 1, 1, 4}, {0, 1, 2, 3})),
                                   In("grid", MakeTensor<float>({1, 1, 1, 3}, {0, 0, 0}))},
