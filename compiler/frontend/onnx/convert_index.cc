@@ -123,12 +123,7 @@ ConvertResult ConvertOneHot(ConvertContext& ctx) {
 
   std::vector<PrimExpr> iota_shape(static_cast<size_t>(out_rank), PrimExpr(1));
   iota_shape[*axis] = depth.n;
-  TETHER_ASSIGN_OR_RETURN(
-      Expr iota_c,
-      ctx.EmitOp("relax.arange",
-                 {MakePrimValue(PrimExpr(0)), MakePrimValue(depth.n), MakePrimValue(PrimExpr(1))},
-                 {{"dtype", DataType::Int(64)}}));
-  TETHER_ASSIGN_OR_RETURN(iota_c, ctx.EmitOp("relax.reshape", {iota_c, MakeShapeExpr(iota_shape)}));
+  TETHER_ASSIGN_OR_RETURN(Expr iota_c, EmitIota(ctx, depth.n, iota_shape));
   absl::StatusOr<Expr> hot = ctx.EmitOp("relax.equal", {*idx, iota_c});
   if (!hot.ok()) return hot.status();
 
@@ -251,17 +246,13 @@ ConvertResult ConvertReverseSequence(ConvertContext& ctx) {
   auto along = [&](int64_t axis, const PrimExpr& n) {
     std::vector<PrimExpr> s(shape.size(), PrimExpr(1));
     s[static_cast<size_t>(axis)] = n;
-    return MakeShapeExpr(s);
+    return s;
   };
-  TETHER_ASSIGN_OR_RETURN(Expr t,
-                          ctx.EmitOp("relax.arange",
-                                     {MakePrimValue(PrimExpr(0)), MakePrimValue(shape[time]),
-                                      MakePrimValue(PrimExpr(1))},
-                                     {{"dtype", i64}}));
-  TETHER_ASSIGN_OR_RETURN(t, ctx.EmitOp("relax.reshape", {t, along(time, shape[time])}));
+  TETHER_ASSIGN_OR_RETURN(Expr t, EmitIota(ctx, shape[time], along(time, shape[time])));
   TETHER_ASSIGN_OR_RETURN(Expr len, ctx.Input(1));
   TETHER_ASSIGN_OR_RETURN(len, ctx.EmitOp("relax.astype", {len}, {{"dtype", i64}}));
-  TETHER_ASSIGN_OR_RETURN(len, ctx.EmitOp("relax.reshape", {len, along(batch, shape[batch])}));
+  TETHER_ASSIGN_OR_RETURN(
+      len, ctx.EmitOp("relax.reshape", {len, MakeShapeExpr(along(batch, shape[batch]))}));
   TETHER_ASSIGN_OR_RETURN(Expr one, Int64Constant({}, {1}));
   TETHER_ASSIGN_OR_RETURN(Expr last, ctx.EmitOp("relax.subtract", {len, one}));
   TETHER_ASSIGN_OR_RETURN(Expr rev, ctx.EmitOp("relax.subtract", {last, t}));
@@ -280,14 +271,8 @@ ConvertResult RunTimeTrilu(ConvertContext& ctx, const TensorStructInfoNode* info
   }
   const std::vector<PrimExpr>& shape = *info->shape;
   const PrimExpr rows = shape[shape.size() - 2], cols = shape[shape.size() - 1];
-  auto iota = [&](const PrimExpr& n) {
-    return ctx.EmitOp("relax.arange",
-                      {MakePrimValue(PrimExpr(0)), MakePrimValue(n), MakePrimValue(PrimExpr(1))},
-                      {{"dtype", DataType::Int(64)}});
-  };
-  TETHER_ASSIGN_OR_RETURN(Expr i, iota(rows));
-  TETHER_ASSIGN_OR_RETURN(i, ctx.EmitOp("relax.reshape", {i, MakeShapeExpr({rows, PrimExpr(1)})}));
-  TETHER_ASSIGN_OR_RETURN(Expr j, iota(cols));
+  TETHER_ASSIGN_OR_RETURN(Expr i, EmitIota(ctx, rows, {rows, PrimExpr(1)}));
+  TETHER_ASSIGN_OR_RETURN(Expr j, EmitIota(ctx, cols, {cols}));
   TETHER_ASSIGN_OR_RETURN(Expr diff, ctx.EmitOp("relax.subtract", {j, i}));
   TETHER_ASSIGN_OR_RETURN(const TensorStructInfoNode* kinfo, ctx.InputTensorInfo(1));
   if (kinfo->ndim > 1) return ctx.Invalid("input 1 (k) must be a scalar");
@@ -333,9 +318,7 @@ ConvertResult RunTimeCumSum(ConvertContext& ctx, const TensorStructInfoNode* inf
   TETHER_ASSIGN_OR_RETURN(KnownInts a, ctx.KnownOrRunTimeInts(1, "axis"));
   if (a.values.size() != 1) return ctx.Invalid("input 1 (axis) must be a scalar");
   const std::vector<PrimExpr>& shape = *info->shape;
-  const PrimExpr raw = Cast(DataType::Int(64), a.values[0]);
-  const PrimExpr rank(static_cast<int64_t>(shape.size()));
-  const PrimExpr axis = Select(LT(raw, PrimExpr(0)), raw + rank, raw);
+  const PrimExpr axis = RunTimeAxis(a.values[0], static_cast<int64_t>(shape.size()));
   PrimExpr outer(1), n(0), inner(1);
   for (size_t k = 0; k < shape.size(); ++k) {
     const PrimExpr kk(static_cast<int64_t>(k));

@@ -57,16 +57,7 @@ absl::StatusOr<ReducePlan> PlanReduce(ConvertContext& ctx, int since_axes_input)
     if (ctx.HasInput(1) && !ctx.ConstantInput(1).has_value()) {
       TETHER_ASSIGN_OR_RETURN(KnownInts k, ctx.KnownOrRunTimeInts(1, "axes"));
       if (k.scalar) return ctx.Invalid("input 1 (axes) must be 1-D");
-      for (int64_t d = 0; d < rank && !k.values.empty(); ++d) {
-        PrimExpr hit;
-        for (const PrimExpr& v : k.values) {
-          const PrimExpr a = Cast(DataType::Int(64), v);
-          const PrimExpr is_d =
-              EQ(Select(LT(a, PrimExpr(0)), a + PrimExpr(int64_t{rank}), a), PrimExpr(d));
-          hit = hit.defined() ? Or(hit, is_d) : is_d;
-        }
-        plan.reduced.push_back(hit);
-      }
+      if (!k.values.empty()) plan.reduced = AxisMask(RunTimeAxes(k, rank), rank);
       plan.count = static_cast<int64_t>(k.values.size());
       if (plan.count > rank) {
         return ctx.Invalid(absl::StrCat(plan.count, " axes for a tensor of ", rank, " dims"));
@@ -133,18 +124,8 @@ absl::StatusOr<Expr> EmitReduce(ConvertContext& ctx, const char* op, const Expr&
                                                 MakeShapeExpr(strides)}));
   }
   if (keepdims) return cur;
-  // Output dim j: the j-th dim not reduced.
-  const int64_t out_rank = static_cast<int64_t>(shape.size()) - plan.count;
-  std::vector<PrimExpr> out;
-  for (int64_t j = 0; j < out_rank; ++j) {
-    PrimExpr dim(0), kept(0);
-    for (size_t m = 0; m < shape.size(); ++m) {
-      const PrimExpr keep = Not(plan.reduced[m]);
-      dim = Select(And(keep, EQ(kept, PrimExpr(j))), (*info->shape)[m], dim);
-      kept = kept + Select(keep, PrimExpr(1), PrimExpr(0));
-    }
-    out.push_back(Simplify(dim));
-  }
+  const std::vector<PrimExpr> out =
+      KeptDims(*info->shape, plan.reduced, static_cast<int64_t>(shape.size()) - plan.count);
   const auto* cinfo = cur.struct_info().as<TensorStructInfoNode>();
   return EmitRunTimeView(ctx, cur, out, *cinfo->dtype);
 }

@@ -198,24 +198,6 @@ bool RunTimeAxes(ConvertContext& ctx) {
   return ctx.opset() >= 13 && ctx.HasInput(1) && !ctx.ConstantInput(1).has_value();
 }
 
-// `axes` (maybe symbolic) made non-negative for `rank` dims when the model
-// runs.
-std::vector<PrimExpr> NormalizedAxes(const KnownInts& axes, int64_t rank) {
-  std::vector<PrimExpr> out;
-  for (const PrimExpr& v : axes.values) {
-    const PrimExpr a = Cast(DataType::Int(64), v);
-    out.push_back(Select(LT(a, PrimExpr(0)), a + PrimExpr(rank), a));
-  }
-  return out;
-}
-
-// How many of `axes` equal `d` (a count, evaluated when the model runs).
-PrimExpr CountEqual(const std::vector<PrimExpr>& axes, const PrimExpr& d) {
-  PrimExpr n(0);
-  for (const PrimExpr& a : axes) n = n + Select(EQ(a, d), PrimExpr(1), PrimExpr(0));
-  return n;
-}
-
 // `shape[index]` for an index known only when the model runs (0 when out of range).
 PrimExpr DimAt(const std::vector<PrimExpr>& shape, const PrimExpr& index) {
   PrimExpr out(0);
@@ -245,27 +227,19 @@ ConvertResult RunTimeSqueeze(ConvertContext& ctx, bool squeeze) {
     return ctx.Invalid(absl::StrCat(n, " axes to squeeze from a tensor of ", rank, " dims"));
   }
   const int64_t out_rank = squeeze ? rank - n : rank + n;
-  const std::vector<PrimExpr> axes = NormalizedAxes(k, squeeze ? rank : out_rank);
+  const std::vector<PrimExpr> axes = RunTimeAxes(k, squeeze ? rank : out_rank);
   std::vector<PrimExpr> out;
   if (squeeze) {
-    // Output dim j is input dim m, the j-th one not squeezed.
-    for (int64_t j = 0; j < out_rank; ++j) {
-      PrimExpr dim(0), kept(0);
-      for (int64_t m = 0; m < rank; ++m) {
-        const PrimExpr keep = EQ(CountEqual(axes, PrimExpr(m)), PrimExpr(0));
-        dim = Select(And(keep, EQ(kept, PrimExpr(j))), in[m], dim);
-        kept = kept + Select(keep, PrimExpr(1), PrimExpr(0));
-      }
-      out.push_back(Simplify(dim));
-    }
+    out = KeptDims(in, AxisMask(axes, rank), out_rank);
   } else {
     // Output dim j is 1 when it is an axis, else input dim j - (axes before j).
+    const std::vector<PrimExpr> added = AxisMask(axes, out_rank);
     for (int64_t j = 0; j < out_rank; ++j) {
       PrimExpr before(0);
-      for (const PrimExpr& a : axes)
+      for (const PrimExpr& a : axes) {
         before = before + Select(LT(a, PrimExpr(j)), PrimExpr(1), PrimExpr(0));
-      out.push_back(Simplify(Select(GT(CountEqual(axes, PrimExpr(j)), PrimExpr(0)), PrimExpr(1),
-                                    DimAt(in, PrimExpr(j) - before))));
+      }
+      out.push_back(Simplify(Select(added[j], PrimExpr(1), DimAt(in, PrimExpr(j) - before))));
     }
   }
   TETHER_ASSIGN_OR_RETURN(Expr x, ctx.Input(0));
@@ -513,7 +487,7 @@ ConvertResult RunTimeSlice(ConvertContext& ctx) {
                                     ", ", ends.values.size(), ", ", axes.values.size(), ", ",
                                     steps.values.size()));
   }
-  const std::vector<PrimExpr> norm_axes = NormalizedAxes(axes, rank);
+  const std::vector<PrimExpr> norm_axes = RunTimeAxes(axes, rank);
   std::vector<PrimExpr> begin(shape.size(), PrimExpr(0)), extent = shape,
                                                           strides(shape.size(), PrimExpr(1));
   constexpr int64_t kBig = int64_t{1} << 60;

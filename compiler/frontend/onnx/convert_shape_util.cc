@@ -5,6 +5,8 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "compiler/tir/arith.h"
+#include "runtime/core/error.h"
 
 namespace tether::compiler::onnx_frontend {
 
@@ -44,6 +46,52 @@ absl::StatusOr<std::optional<std::vector<int64_t>>> AxesAttrOrInput(ConvertConte
   absl::StatusOr<std::vector<int64_t>> v = ctx.ConstantInts(input_index, name);
   if (!v.ok()) return v.status();
   return std::optional<std::vector<int64_t>>(*std::move(v));
+}
+
+PrimExpr RunTimeAxis(const PrimExpr& axis, int64_t rank) {
+  const PrimExpr a = Cast(DataType::Int(64), axis);
+  return Select(LT(a, PrimExpr(0)), a + PrimExpr(rank), a);
+}
+
+std::vector<PrimExpr> RunTimeAxes(const KnownInts& axes, int64_t rank) {
+  std::vector<PrimExpr> out;
+  for (const PrimExpr& v : axes.values) out.push_back(RunTimeAxis(v, rank));
+  return out;
+}
+
+std::vector<PrimExpr> AxisMask(const std::vector<PrimExpr>& axes, int64_t rank) {
+  std::vector<PrimExpr> mask;
+  for (int64_t d = 0; d < rank; ++d) {
+    PrimExpr hit = BoolImm(false);
+    for (const PrimExpr& a : axes) hit = Or(hit, EQ(a, PrimExpr(d)));
+    mask.push_back(Simplify(hit));
+  }
+  return mask;
+}
+
+std::vector<PrimExpr> KeptDims(const std::vector<PrimExpr>& shape,
+                               const std::vector<PrimExpr>& removed, int64_t out_rank) {
+  std::vector<PrimExpr> out;
+  for (int64_t j = 0; j < out_rank; ++j) {
+    PrimExpr dim(0), kept(0);
+    for (size_t m = 0; m < shape.size(); ++m) {
+      const PrimExpr keep = Not(removed[m]);
+      dim = Select(And(keep, EQ(kept, PrimExpr(j))), shape[m], dim);
+      kept = kept + Select(keep, PrimExpr(1), PrimExpr(0));
+    }
+    out.push_back(Simplify(dim));
+  }
+  return out;
+}
+
+absl::StatusOr<Expr> EmitIota(ConvertContext& ctx, const PrimExpr& n,
+                              const std::vector<PrimExpr>& shape) {
+  TETHER_ASSIGN_OR_RETURN(
+      Expr a, ctx.EmitOp("relax.arange",
+                         {MakePrimValue(PrimExpr(0)), MakePrimValue(n), MakePrimValue(PrimExpr(1))},
+                         {{"dtype", DataType::Int(64)}}));
+  if (shape.size() == 1) return a;
+  return ctx.EmitOp("relax.reshape", {a, MakeShapeExpr(shape)});
 }
 
 absl::StatusOr<Expr> EmitRunTimeView(ConvertContext& ctx, const Expr& x,

@@ -35,6 +35,22 @@ absl::StatusOr<std::optional<std::vector<int64_t>>> AxesAttrOrInput(ConvertConte
                                                                     int input_index,
                                                                     absl::string_view name);
 
+// Axes read when the model runs (symbolic), made non-negative for `rank`
+// dims with a Select; evaluated then.
+PrimExpr RunTimeAxis(const PrimExpr& axis, int64_t rank);
+std::vector<PrimExpr> RunTimeAxes(const KnownInts& axes, int64_t rank);
+// Per dim of a `rank`-dim tensor, whether it is one of `axes` (booleans).
+std::vector<PrimExpr> AxisMask(const std::vector<PrimExpr>& axes, int64_t rank);
+// The `out_rank` dims of `shape` whose `removed` is false, in order, each
+// picked with Selects (0 where fewer remain).
+std::vector<PrimExpr> KeptDims(const std::vector<PrimExpr>& shape,
+                               const std::vector<PrimExpr>& removed, int64_t out_rank);
+
+// int64 [0, n) (n maybe symbolic) reshaped to `shape`, whose dims multiply
+// to n (a 1 on each side of n places it on an axis).
+absl::StatusOr<Expr> EmitIota(ConvertContext& ctx, const PrimExpr& n,
+                              const std::vector<PrimExpr>& shape);
+
 // `x` viewed as `shape` (dims computed when the model runs, maybe with
 // Selects): vm.builtin.reshape, which refuses an element count that differs.
 absl::StatusOr<Expr> EmitRunTimeView(ConvertContext& ctx, const Expr& x,

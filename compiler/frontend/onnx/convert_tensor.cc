@@ -493,25 +493,18 @@ ConvertResult ConvertSTFT(ConvertContext& ctx) {
   if (!length.defined()) return ctx.Invalid("neither a window nor a frame_length is given");
   const PrimExpr frames = Simplify(FloorDiv(shape[1] - length, step) + 1);
   const PrimExpr bins = onesided ? Simplify(FloorDiv(length, PrimExpr(2)) + 1) : length;
-  auto iota = [&](const PrimExpr& n, const std::vector<PrimExpr>& as) -> absl::StatusOr<Expr> {
-    TETHER_ASSIGN_OR_RETURN(Expr a, ctx.EmitOp("relax.arange",
-                                               {MakePrimValue(PrimExpr(0)), MakePrimValue(n),
-                                                MakePrimValue(PrimExpr(1))},
-                                               {{"dtype", i64}}));
-    return ctx.EmitOp("relax.reshape", {a, MakeShapeExpr(as)});
-  };
   auto scalar = [&](const PrimExpr& v, DataType t) {
     return ctx.EmitOp("relax.full", {MakeShapeExpr({}), MakePrimValue(v)}, {{"dtype", t}});
   };
   // Sample index of each frame's taps: frame * step + tap, [frames, length].
-  TETHER_ASSIGN_OR_RETURN(Expr f, iota(frames, {frames, PrimExpr(1)}));
+  TETHER_ASSIGN_OR_RETURN(Expr f, EmitIota(ctx, frames, {frames, PrimExpr(1)}));
   TETHER_ASSIGN_OR_RETURN(Expr s, scalar(step, i64));
   TETHER_ASSIGN_OR_RETURN(f, ctx.EmitOp("relax.multiply", {f, s}));
-  TETHER_ASSIGN_OR_RETURN(Expr tap, iota(length, {PrimExpr(1), length}));
+  TETHER_ASSIGN_OR_RETURN(Expr tap, EmitIota(ctx, length, {PrimExpr(1), length}));
   TETHER_ASSIGN_OR_RETURN(Expr idx, ctx.EmitOp("relax.add", {f, tap}));
   // cos and sin of 2 pi ((i * k) mod length) / length, [length, bins].
-  TETHER_ASSIGN_OR_RETURN(Expr i, iota(length, {length, PrimExpr(1)}));
-  TETHER_ASSIGN_OR_RETURN(Expr k, iota(bins, {PrimExpr(1), bins}));
+  TETHER_ASSIGN_OR_RETURN(Expr i, EmitIota(ctx, length, {length, PrimExpr(1)}));
+  TETHER_ASSIGN_OR_RETURN(Expr k, EmitIota(ctx, bins, {PrimExpr(1), bins}));
   TETHER_ASSIGN_OR_RETURN(Expr ik, ctx.EmitOp("relax.multiply", {i, k}));
   TETHER_ASSIGN_OR_RETURN(Expr len_i, scalar(length, i64));
   TETHER_ASSIGN_OR_RETURN(Expr wraps, ctx.EmitOp("relax.floor_divide", {ik, len_i}));
