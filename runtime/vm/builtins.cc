@@ -514,6 +514,7 @@ void RegisterBuiltins() {
         }));
     Check(Registry::RegisterTyped("vm.builtin.read_if_cond", ReadIfCond));
     RegisterDataDependentOps();
+    RegisterSequenceOps();
     Check(Registry::RegisterPacked("vm.builtin.make_tuple",
                                    [](ArgSpan args) -> absl::StatusOr<Value> {
                                      return MakeTuple(std::vector<Value>(args.begin(), args.end()));

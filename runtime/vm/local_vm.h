@@ -250,6 +250,10 @@ void RegisterBuiltins();
 // The operators with data-dependent output shapes (data_dependent_ops.cc:
 // nonzero, compress, non_max_suppression); RegisterBuiltins calls it.
 void RegisterDataDependentOps();
+// Sequences and optionals of run-time structure (sequence_ops.cc:
+// sequence_length, sequence_at, ..., optional_get_element); RegisterBuiltins
+// calls it.
+void RegisterSequenceOps();
 
 }  // namespace tether::vm
 

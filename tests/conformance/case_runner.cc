@@ -25,6 +25,7 @@
 #include "compiler/build.h"
 #include "compiler/frontend/onnx/importer.h"
 #include "compiler/frontend/onnx/tensor_proto.h"
+#include "onnx/onnx-data_pb.h"
 #include "onnx/onnx_pb.h"
 #include "runtime/core/value.h"
 #include "runtime/vm/local_vm.h"
@@ -73,9 +74,11 @@ CaseResult FromStatus(CaseResult result, absl::string_view stage, const absl::St
 // What the runner needs from the model besides the import: its op types (for
 // grouping) and the declared element types of graph inputs and outputs.
 struct ModelInfo {
-  std::string ops;               // distinct op types, in order of first use
-  std::vector<int> input_types;  // non-initializer graph inputs, in order
-  std::vector<int> output_types;
+  std::string ops;  // distinct op types, in order of first use
+  // The declared types of the non-initializer graph inputs and of the
+  // outputs, in order.
+  std::vector<onnx::TypeProto> input_types;
+  std::vector<onnx::TypeProto> output_types;
 };
 
 absl::StatusOr<ModelInfo> ReadModelInfo(const std::string& path) {
@@ -99,12 +102,10 @@ absl::StatusOr<ModelInfo> ReadModelInfo(const std::string& path) {
   for (const onnx::TensorProto& t : model.graph().initializer()) initializers.insert(t.name());
   for (const onnx::ValueInfoProto& v : model.graph().input()) {
     if (initializers.count(v.name()) > 0) continue;
-    info.input_types.push_back(v.type().has_tensor_type() ? v.type().tensor_type().elem_type() : 0);
+    info.input_types.push_back(v.type());
   }
-  for (const onnx::ValueInfoProto& v : model.graph().output()) {
-    info.output_types.push_back(v.type().has_tensor_type() ? v.type().tensor_type().elem_type()
-                                                           : 0);
-  }
+  for (const onnx::ValueInfoProto& v : model.graph().output())
+    info.output_types.push_back(v.type());
   return info;
 }
 
@@ -116,6 +117,74 @@ absl::StatusOr<Tensor> AsDeclaredType(const Tensor& t, int declared_onnx_type) {
     return t;
   }
   return t.CreateView(t->shape(), DataType::BFloat16());
+}
+
+// The element type of a declared tensor type (0 for any other type).
+int TensorElemType(const onnx::TypeProto& type) {
+  return type.has_tensor_type() ? type.tensor_type().elem_type() : 0;
+}
+
+absl::StatusOr<Value> ValueFromSequence(const onnx::SequenceProto& seq,
+                                        const onnx::TypeProto& declared);
+
+absl::StatusOr<Value> ValueFromTensor(const onnx::TensorProto& proto,
+                                      const onnx::TypeProto& declared) {
+  absl::StatusOr<Tensor> t = compiler::onnx_frontend::TensorFromProto(proto, "");
+  if (t.ok()) t = AsDeclaredType(*t, TensorElemType(declared));
+  if (!t.ok()) return t.status();
+  return Value(*t);
+}
+
+// A sequence as the VM holds one: a Tuple of its tensors.
+absl::StatusOr<Value> ValueFromSequence(const onnx::SequenceProto& seq,
+                                        const onnx::TypeProto& declared) {
+  if (seq.elem_type() != onnx::SequenceProto::TENSOR && seq.tensor_values_size() == 0 &&
+      seq.elem_type() != onnx::SequenceProto::UNDEFINED) {
+    return absl::UnimplementedError("a sequence of anything but tensors");
+  }
+  const onnx::TypeProto& elem = declared.sequence_type().elem_type();
+  std::vector<Value> fields;
+  for (const onnx::TensorProto& t : seq.tensor_values()) {
+    absl::StatusOr<Value> v = ValueFromTensor(t, elem);
+    if (!v.ok()) return v.status();
+    fields.push_back(*v);
+  }
+  return MakeTuple(std::move(fields));
+}
+
+// A data file as the value `declared` says it holds: a TensorProto, a
+// SequenceProto (a Tuple) or an OptionalProto (None when empty).
+absl::StatusOr<Value> ReadValueFile(const std::string& file, const onnx::TypeProto& declared) {
+  if (declared.has_tensor_type() || declared.value_case() == onnx::TypeProto::VALUE_NOT_SET) {
+    absl::StatusOr<Tensor> t = ReadTensorProtoFile(file);
+    if (t.ok()) t = AsDeclaredType(*t, TensorElemType(declared));
+    if (!t.ok()) return t.status();
+    return Value(*t);
+  }
+  std::ifstream in(file, std::ios::binary);
+  if (declared.has_sequence_type()) {
+    onnx::SequenceProto seq;
+    if (!in || !seq.ParseFromIstream(&in)) {
+      return absl::InvalidArgumentError("not an onnx SequenceProto");
+    }
+    return ValueFromSequence(seq, declared);
+  }
+  if (declared.has_optional_type()) {
+    onnx::OptionalProto opt;
+    if (!in || !opt.ParseFromIstream(&in)) {
+      return absl::InvalidArgumentError("not an onnx OptionalProto");
+    }
+    const onnx::TypeProto& elem = declared.optional_type().elem_type();
+    if (opt.has_tensor_value()) return ValueFromTensor(opt.tensor_value(), elem);
+    if (opt.has_sequence_value()) return ValueFromSequence(opt.sequence_value(), elem);
+    if (opt.elem_type() == onnx::OptionalProto::UNDEFINED ||
+        opt.elem_type() == onnx::OptionalProto::TENSOR ||
+        opt.elem_type() == onnx::OptionalProto::SEQUENCE) {
+      return Value();  // empty
+    }
+    return absl::UnimplementedError("an optional of anything but a tensor or a sequence");
+  }
+  return absl::UnimplementedError("a value that is not a tensor, a sequence or an optional");
 }
 
 // input_0.pb, input_1.pb, ... (or output_N.pb) while they exist.
@@ -173,10 +242,58 @@ absl::StatusOr<CaseVm> MakeVm(const Ref<vm::Executable>& exec, const CaseOptions
   return out;
 }
 
-// The outputs of main as a flat list: a tuple's fields, or the one value.
-std::vector<Value> FlattenOutputs(const Value& value) {
-  if (!value.is_tuple()) return {value};
+// The outputs of main as a list: the fields of its tuple when the graph has
+// several outputs, else the one value (which may itself be a sequence).
+std::vector<Value> FlattenOutputs(const Value& value, size_t num_outputs) {
+  if (num_outputs == 1 || !value.is_tuple()) return {value};
   return value.AsRef<TupleObj>()->fields;
+}
+
+std::string Describe(const Value& v) {
+  if (v.is_none()) return "an empty optional";
+  if (v.is_tuple()) {
+    return absl::StrCat("a sequence of ", v.AsRef<TupleObj>()->fields.size(), " tensors");
+  }
+  return absl::StrCat("a ", v.TypeName());
+}
+
+// "" when `got` matches `want`: tensors within the dtype's tolerance,
+// sequences element by element, an empty optional with an empty one; else
+// what differs.
+absl::StatusOr<std::string> Mismatch(const Value& want, const Value& got) {
+  if (want.is_none() || want.is_tuple()) {
+    if (want.is_none() != got.is_none() || want.is_tuple() != got.is_tuple()) {
+      return absl::StrCat("main returned ", Describe(got), ", expected ", Describe(want));
+    }
+    if (want.is_none()) return std::string();
+    const std::vector<Value>& w = want.AsRef<TupleObj>()->fields;
+    const std::vector<Value>& g = got.AsRef<TupleObj>()->fields;
+    if (w.size() != g.size()) {
+      return absl::StrCat("main returned ", Describe(got), ", expected ", Describe(want));
+    }
+    for (size_t k = 0; k < w.size(); ++k) {
+      absl::StatusOr<std::string> m = Mismatch(w[k], g[k]);
+      if (!m.ok() || !m->empty()) {
+        if (!m.ok()) return m;
+        return absl::StrCat("sequence element ", k, ": ", *m);
+      }
+    }
+    return std::string();
+  }
+  if (!got.is_tensor()) {
+    return absl::StrCat("main returned ", Describe(got), ", expected a tensor");
+  }
+  Tensor expected(want.AsRef<TensorObj>());
+  Tensor actual(got.AsRef<TensorObj>());
+  if (actual->device().type != kDLCPU) {
+    absl::StatusOr<Tensor> host = actual.CopyTo(Device::Cpu());
+    if (!host.ok()) return host.status();
+    actual = *host;
+  }
+  Comparison cmp;
+  absl::Status s = CompareTensors(expected, actual, ToleranceFor(expected->dtype()), &cmp);
+  if (!s.ok()) return s;
+  return cmp.match ? std::string() : cmp.detail;
 }
 
 // Runs main on one data set and compares its outputs. `arg_inputs` are the
@@ -205,15 +322,14 @@ std::optional<CaseResult> RunDataSet(const CaseResult& base, const ModelInfo& in
   std::vector<Value> args;
   for (size_t i : arg_inputs) {
     const std::string& file = input_files[i];
-    absl::StatusOr<Tensor> t = ReadTensorProtoFile(file);
-    if (t.ok()) t = AsDeclaredType(*t, info.input_types[i]);
-    if (!t.ok()) {
+    absl::StatusOr<Value> v = ReadValueFile(file, info.input_types[i]);
+    if (!v.ok()) {
       return FromStatus(
           base, "data",
-          absl::Status(t.status().code(), absl::StrCat(fs::path(file).filename().string(), ": ",
-                                                       t.status().message())));
+          absl::Status(v.status().code(), absl::StrCat(fs::path(file).filename().string(), ": ",
+                                                       v.status().message())));
     }
-    args.push_back(*t);
+    args.push_back(*v);
   }
   // As a TVM user runs a model on a device: set_input copies the inputs to
   // the VM's device (a direct call never moves its arguments), then
@@ -226,7 +342,7 @@ std::optional<CaseResult> RunDataSet(const CaseResult& base, const ModelInfo& in
         base, "run",
         absl::Status(out.status().code(), absl::StrCat(set_name, ": ", out.status().message())));
   }
-  std::vector<Value> outputs = FlattenOutputs(*out);
+  std::vector<Value> outputs = FlattenOutputs(*out, output_files.size());
   if (outputs.size() != output_files.size()) {
     return Finish(base, Outcome::kFail, "compare",
                   absl::StrCat(set_name, ": main returned ", outputs.size(), " outputs, expected ",
@@ -236,34 +352,21 @@ std::optional<CaseResult> RunDataSet(const CaseResult& base, const ModelInfo& in
     const std::string label = absl::StrCat(
         set_name, " output ", i,
         i < imported.output_names.size() ? absl::StrCat(" (", imported.output_names[i], ")") : "");
-    absl::StatusOr<Tensor> want = ReadTensorProtoFile(output_files[i]);
-    if (want.ok() && i < info.output_types.size()) {
-      want = AsDeclaredType(*want, info.output_types[i]);
-    }
+    absl::StatusOr<Value> want = ReadValueFile(
+        output_files[i], i < info.output_types.size() ? info.output_types[i] : onnx::TypeProto());
     if (!want.ok()) {
       return FromStatus(
           base, "data",
           absl::Status(want.status().code(), absl::StrCat(label, ": ", want.status().message())));
     }
-    if (!outputs[i].is_tensor()) {
-      return Finish(
-          base, Outcome::kFail, "compare",
-          absl::StrCat(label, ": main returned a ", outputs[i].TypeName(), ", expected a tensor"));
-    }
-    Tensor got(outputs[i].AsRef<TensorObj>());
-    if (got->device().type != kDLCPU) {
-      absl::StatusOr<Tensor> host = got.CopyTo(Device::Cpu());
-      if (!host.ok()) return FromStatus(base, "run", host.status());
-      got = *host;
-    }
-    Comparison cmp;
-    absl::Status s = CompareTensors(*want, got, ToleranceFor((*want)->dtype()), &cmp);
-    if (!s.ok()) {
+    absl::StatusOr<std::string> mismatch = Mismatch(*want, outputs[i]);
+    if (!mismatch.ok()) {
       return FromStatus(base, "compare",
-                        absl::Status(s.code(), absl::StrCat(label, ": ", s.message())));
+                        absl::Status(mismatch.status().code(),
+                                     absl::StrCat(label, ": ", mismatch.status().message())));
     }
-    if (!cmp.match) {
-      return Finish(base, Outcome::kFail, "compare", absl::StrCat(label, ": ", cmp.detail));
+    if (!mismatch->empty()) {
+      return Finish(base, Outcome::kFail, "compare", absl::StrCat(label, ": ", *mismatch));
     }
   }
   return std::nullopt;

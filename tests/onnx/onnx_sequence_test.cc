@@ -1,8 +1,8 @@
 // Tests of the ONNX sequence converters (convert_sequence.cc): sequences
 // built, edited and read at import time (Relax tuples), ConcatFromSequence
 // and SplitToSequence run on the local VM against values computed here, and
-// the errors for bad or run-time positions and for sequence graph inputs and
-// outputs.
+// the errors for bad positions. Sequences and optionals of run-time
+// structure: onnx_runtime_sequence_test.cc.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -137,28 +137,30 @@ TEST(OnnxSequenceInsertTest, RejectsElementOfAnotherDtype) {
   EXPECT_THAT(imported.status().message(), HasSubstr("is int64, the sequence holds float32"));
 }
 
-TEST(OnnxSequenceInsertTest, RunTimePositionMustBeKnownAtImportTime) {
+TEST(OnnxSequenceInsertTest, RunTimePositionIsReadWhenTheModelRuns) {
   ModelBuilder b(17);
   b.Input("a", A()).Input("b", B()).Input("pos", DataType::Int(64), {});
   b.Node("SequenceConstruct", {"a"}, {"s"});
   b.Node("SequenceInsert", {"s", "b", "pos"}, {"s2"}, {}, "ins");
   b.Node("ConcatFromSequence", {"s2"}, {"out"}, {MakeIntAttr("axis", 0)});
   b.Output("out");
-  auto imported = ImportOnnxBytes(b.Bytes());
-  ASSERT_EQ(imported.status().code(), absl::StatusCode::kUnimplemented) << imported.status();
-  EXPECT_THAT(imported.status().message(),
-              HasSubstr("node 'ins' (SequenceInsert, opset 17): input 2 (position 'pos') must be "
-                        "known at import time"));
-
-  // Frozen (as the conformance runner binds it), the same model imports and runs.
-  OnnxImportOptions options;
-  options.frozen_inputs["pos"] = Scalar64(0);
-  auto out = RunModel(b.model(), {A(), B()}, options);
-  ASSERT_TRUE(out.ok()) << out.status();
-  std::vector<float> want;
-  for (int i = 0; i < 6; ++i) want.push_back(10 + i);
-  for (int i = 0; i < 6; ++i) want.push_back(i);
-  EXPECT_TRUE(TensorsNear((*out)[0], MakeTensor<float>({4, 3}, want)));
+  std::vector<float> b_then_a, a_then_b;
+  for (int i = 0; i < 6; ++i) b_then_a.push_back(10 + i);
+  for (int i = 0; i < 6; ++i) b_then_a.push_back(i);
+  for (int i = 0; i < 6; ++i) a_then_b.push_back(i);
+  for (int i = 0; i < 6; ++i) a_then_b.push_back(10 + i);
+  for (auto [pos, want] :
+       {std::pair{0, b_then_a}, std::pair{1, a_then_b}, std::pair{-1, b_then_a}}) {
+    auto out = RunModel(b.model(), {A(), B(), Scalar64(pos)});
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_TRUE(TensorsNear((*out)[0], MakeTensor<float>({4, 3}, want))) << "pos " << pos;
+  }
+  // Past the end (a sequence of 1 takes positions -1 to 1): refused when it runs.
+  auto out = RunModel(b.model(), {A(), B(), Scalar64(2)});
+  ASSERT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument) << out.status();
+  EXPECT_THAT(out.status().message(),
+              HasSubstr("vm.builtin.sequence_insert: position 2 is out of range for a sequence "
+                        "of 1 tensors (valid: -1 to 1)"));
 }
 
 // ---- SequenceErase ----
@@ -406,33 +408,6 @@ TEST(OnnxSplitToSequenceTest, RunTimeSplitMustBeKnownAtImportTime) {
   ASSERT_EQ(imported.status().code(), absl::StatusCode::kUnimplemented) << imported.status();
   EXPECT_THAT(imported.status().message(),
               HasSubstr("input 1 (split 'split') must be known at import time"));
-}
-
-// ---- Sequences at the graph boundary ----
-
-TEST(OnnxSequenceGraphTest, RejectsSequenceGraphOutput) {
-  ModelBuilder b(17);
-  b.Input("a", A());
-  b.Node("SequenceConstruct", {"a"}, {"s"});
-  b.Output("s");
-  auto imported = ImportOnnxBytes(b.Bytes());
-  ASSERT_EQ(imported.status().code(), absl::StatusCode::kUnimplemented) << imported.status();
-  EXPECT_THAT(imported.status().message(),
-              HasSubstr("graph output 's' is a sequence (only tensor outputs are supported)"));
-}
-
-TEST(OnnxSequenceGraphTest, RejectsSequenceGraphInput) {
-  ModelBuilder b(17);
-  ::onnx::ValueInfoProto seq;
-  seq.set_name("s");
-  *seq.mutable_type()->mutable_sequence_type()->mutable_elem_type() =
-      MakeValueInfo("", DataType::Float(32), {"2"}).type();
-  *b.mutable_model().mutable_graph()->add_input() = seq;
-  b.Node("SequenceLength", {"s"}, {"len"});
-  b.Output("len");
-  auto imported = ImportOnnxBytes(b.Bytes());
-  ASSERT_EQ(imported.status().code(), absl::StatusCode::kUnimplemented) << imported.status();
-  EXPECT_THAT(imported.status().message(), HasSubstr("graph input 's' is a sequence"));
 }
 
 }  // namespace

@@ -346,6 +346,21 @@ inline absl::StatusOr<std::vector<Tensor>> RunModel(const ::onnx::ModelProto& mo
   return OutputTensors(*out);
 }
 
+// Imports `model`, builds it for the host and runs "main" on `inputs` (any
+// values: a sequence is a Tuple, an empty optional None); its result as the
+// VM returns it (a Tuple for several outputs).
+inline absl::StatusOr<Value> RunModelValues(const ::onnx::ModelProto& model,
+                                            const std::vector<Value>& inputs) {
+  absl::StatusOr<ImportedModel> imported = ImportOnnxBytes(model.SerializeAsString());
+  if (!imported.ok()) return imported.status();
+  absl::StatusOr<Ref<vm::Executable>> exec = Build(imported->module, BuildOptions());
+  if (!exec.ok()) return exec.status();
+  absl::StatusOr<std::unique_ptr<vm::LocalVirtualMachine>> vm =
+      vm::LocalVirtualMachine::Create(*exec, {Device::Cpu()});
+  if (!vm.ok()) return vm.status();
+  return (*vm)->Invoke("main", inputs);
+}
+
 // MakeNodeModel + RunModel.
 inline absl::StatusOr<std::vector<Tensor>> RunNode(
     const std::string& op_type, const std::vector<NodeInput>& inputs,

@@ -131,15 +131,42 @@ absl::StatusOr<Expr> IntConstant(int64_t value) {
   return ScalarConstant(DataType::Int(64), static_cast<double>(value));
 }
 
+// The type of a loop-carried value when it is a sequence or an optional (the
+// loop carries it as R.Object): as the body declares its input, else as the
+// initial value's type or static tuple gives it; nullopt for a tensor.
+absl::StatusOr<std::optional<DynamicType>> CarriedType(const std::optional<DynamicType>& init_type,
+                                                       const Expr& init,
+                                                       const ::onnx::TypeProto& declared,
+                                                       const std::string& what,
+                                                       std::map<std::string, Var>* dim_vars) {
+  std::optional<DynamicType> type = init_type;
+  if (!type.has_value() && init.struct_info().as<TupleStructInfoNode>() != nullptr) {
+    type = SequenceTypeOfTuple(init.struct_info());
+  }
+  if (declared.value_case() != ::onnx::TypeProto::VALUE_NOT_SET && !declared.has_tensor_type()) {
+    TETHER_ASSIGN_OR_RETURN(std::optional<DynamicType> d, DynamicTypeOf(declared, what, dim_vars));
+    if (type.has_value()) {
+      d->optional |= type->optional;
+      if (!d->dtype.has_value()) d->dtype = type->dtype;
+      if (d->ndim < 0) {
+        d->ndim = type->ndim;
+        d->dims = type->dims;
+      }
+    }
+    type = d;
+  }
+  return type;
+}
+
 }  // namespace
 
 bool IsControlFlowOp(const ::onnx::NodeProto& node) {
   if (!node.domain().empty() && node.domain() != "ai.onnx") return false;
   const std::string& op = node.op_type();
-  return op == "If" || op == "Loop" || op == "Scan";
+  return op == "If" || op == "Loop" || op == "Scan" || op == "SequenceMap";
 }
 
-std::vector<std::string> ControlFlowOps() { return {"If", "Loop", "Scan"}; }
+std::vector<std::string> ControlFlowOps() { return {"If", "Loop", "Scan", "SequenceMap"}; }
 
 absl::Status GraphImporter::CheckInputsDefined(const NodeContext& ctx) const {
   const ::onnx::NodeProto& node = ctx.node();
@@ -152,7 +179,8 @@ absl::Status GraphImporter::CheckInputsDefined(const NodeContext& ctx) const {
 }
 
 absl::StatusOr<std::vector<Expr>> GraphImporter::ConvertGraph(const ::onnx::GraphProto& graph,
-                                                              std::vector<BindingBlock>* blocks) {
+                                                              std::vector<BindingBlock>* blocks,
+                                                              DynamicTypes* dynamic) {
   const std::set<std::string> escaping = EscapingValues(graph);
   auto close = [&] {
     BindingBlock block = bb_.EndBlock();
@@ -180,11 +208,19 @@ absl::StatusOr<std::vector<Expr>> GraphImporter::ConvertGraph(const ::onnx::Grap
             ? absl::InvalidArgumentError(
                   absl::StrCat("onnx: graph output '", out.name(), "' is not produced by any node"))
             : Materialize(out.name(), nullptr);
-    if (e.ok() &&
-        (out.type().has_sequence_type() || e->struct_info().as<TupleStructInfoNode>() != nullptr)) {
-      e = absl::UnimplementedError(
-          absl::StrCat("onnx: graph output '", out.name(),
-                       "' is a sequence (only tensor outputs are supported)"));
+    if (dynamic != nullptr && e.ok()) {
+      // A sequence or an optional: its type as the value has it, else as a
+      // static tuple's fields give it, else as the graph declares it.
+      std::optional<DynamicType> type = Find(out.name())->dynamic;
+      if (!type.has_value() && e->struct_info().as<TupleStructInfoNode>() != nullptr) {
+        type = SequenceTypeOfTuple(e->struct_info());
+      }
+      if (!type.has_value()) {
+        absl::StatusOr<std::optional<DynamicType>> declared =
+            DynamicTypeOf(out.type(), absl::StrCat("graph output '", out.name(), "'"));
+        if (declared.ok()) type = *declared;
+      }
+      dynamic->push_back(type);
     }
     absl::StatusOr<Expr> gv = e.ok() ? bb_.EmitOutput(*e, SymbolName(out.name())) : e;
     if (!gv.ok()) {
@@ -214,10 +250,15 @@ absl::Status GraphImporter::AddSubgraphInitializers(const ::onnx::GraphProto& gr
   return absl::OkStatus();
 }
 
-void GraphImporter::BindOutputs(const ::onnx::NodeProto& node, const std::vector<Expr>& outs) {
+void GraphImporter::BindOutputs(const ::onnx::NodeProto& node, const std::vector<Expr>& outs,
+                                const DynamicTypes& dynamic) {
   for (size_t k = 0; k < outs.size() && k < static_cast<size_t>(node.output_size()); ++k) {
     const std::string& name = node.output(static_cast<int>(k));
-    if (!name.empty()) values_[name] = OnnxValue::Of(outs[k]);
+    if (name.empty()) continue;
+    values_[name] = OnnxValue::Of(outs[k]);
+    if (k < dynamic.size() && outs[k].struct_info().kind() == StructInfoKind::kObject) {
+      values_[name].dynamic = dynamic[k];
+    }
   }
 }
 
@@ -230,6 +271,9 @@ absl::Status GraphImporter::ConvertControlFlow(const ::onnx::NodeProto& node,
     s = ConvertIf(ctx, blocks);
   } else if (node.op_type() == "Loop") {
     s = ConvertLoop(ctx, blocks);
+  } else if (node.op_type() == "SequenceMap") {
+    s = opset_ < 17 ? ctx.Unsupported("unsupported operator (supported from opset 17)")
+                    : ConvertSequenceMap(ctx, blocks);
   } else if (opset_ < 9) {
     // Scan-8 has a batch axis and sequence_lens; Scan-9 is the one in use.
     s = ctx.Unsupported("unsupported operator (supported from opset 9)");
@@ -240,12 +284,13 @@ absl::Status GraphImporter::ConvertControlFlow(const ::onnx::NodeProto& node,
   return s;
 }
 
-absl::StatusOr<Expr> GraphImporter::ConvertBranch(const ::onnx::GraphProto& graph) {
+absl::StatusOr<Expr> GraphImporter::ConvertBranch(const ::onnx::GraphProto& graph,
+                                                  DynamicTypes* dynamic) {
   Scope saved = SaveScope();
   std::vector<BindingBlock> blocks;
   absl::Status s = AddSubgraphInitializers(graph);
   absl::StatusOr<std::vector<Expr>> outs =
-      s.ok() ? ConvertGraph(graph, &blocks) : absl::StatusOr<std::vector<Expr>>(s);
+      s.ok() ? ConvertGraph(graph, &blocks, dynamic) : absl::StatusOr<std::vector<Expr>>(s);
   RestoreScope(std::move(saved));
   if (!outs.ok()) return outs.status();
   Expr body = outs->size() == 1 ? (*outs)[0] : MakeTuple(*outs);
@@ -278,17 +323,30 @@ absl::Status GraphImporter::ConvertIf(NodeContext& ctx, std::vector<BindingBlock
     const ::onnx::GraphProto& chosen = (*v)[0] != 0 ? *then_graph : *else_graph;
     Scope saved = SaveScope();
     absl::Status s = AddSubgraphInitializers(chosen);
+    DynamicTypes dynamic;
     absl::StatusOr<std::vector<Expr>> outs =
-        s.ok() ? ConvertGraph(chosen, blocks) : absl::StatusOr<std::vector<Expr>>(s);
+        s.ok() ? ConvertGraph(chosen, blocks, &dynamic) : absl::StatusOr<std::vector<Expr>>(s);
     RestoreScope(std::move(saved));
     if (!outs.ok()) return outs.status();
-    BindOutputs(node, *outs);
+    BindOutputs(node, *outs, dynamic);
     return absl::OkStatus();
   }
 
   TETHER_ASSIGN_OR_RETURN(Expr cond, ctx.Input(0));
-  TETHER_ASSIGN_OR_RETURN(Expr then_body, ConvertBranch(*then_graph));
-  TETHER_ASSIGN_OR_RETURN(Expr else_body, ConvertBranch(*else_graph));
+  DynamicTypes then_types, else_types;
+  TETHER_ASSIGN_OR_RETURN(Expr then_body, ConvertBranch(*then_graph, &then_types));
+  TETHER_ASSIGN_OR_RETURN(Expr else_body, ConvertBranch(*else_graph, &else_types));
+  // A sequence or optional output: the type either branch knows best (an
+  // optional when either branch's is).
+  DynamicTypes dynamic = then_types;
+  for (size_t k = 0; k < dynamic.size() && k < else_types.size(); ++k) {
+    if (!dynamic[k].has_value()) dynamic[k] = else_types[k];
+    if (!dynamic[k].has_value() || !else_types[k].has_value()) continue;
+    const DynamicType& other = *else_types[k];
+    dynamic[k]->optional |= other.optional;
+    if (!dynamic[k]->dtype.has_value()) dynamic[k]->dtype = other.dtype;
+    if (dynamic[k]->ndim < 0) dynamic[k]->ndim = other.ndim;
+  }
   bb_.BeginBindingBlock();
   std::vector<Expr> outs;
   absl::StatusOr<Expr> result = ctx.Emit(MakeIf(cond, then_body, else_body));
@@ -303,7 +361,7 @@ absl::Status GraphImporter::ConvertIf(NodeContext& ctx, std::vector<BindingBlock
   }
   blocks->push_back(bb_.EndBlock());
   if (!result.ok()) return result.status();
-  BindOutputs(node, outs);
+  BindOutputs(node, outs, dynamic);
   return absl::OkStatus();
 }
 
@@ -345,6 +403,12 @@ absl::Status GraphImporter::ConvertLoop(NodeContext& ctx, std::vector<BindingBlo
     }
     TETHER_ASSIGN_OR_RETURN(Expr init, ctx.Input(2 + j));
     spec.carried.push_back(init);
+    TETHER_ASSIGN_OR_RETURN(
+        std::optional<DynamicType> type,
+        CarriedType(ctx.InputDynamicType(2 + j), init, body->input(2 + j).type(),
+                    absl::StrCat("the body's input '", body->input(2 + j).name(), "'"),
+                    &dim_vars_));
+    spec.carried_dynamic.push_back(type);
   }
   spec.scan_prepend.assign(static_cast<size_t>(num_scans), false);
   CollectFreeNames(*body, &spec.captures);
@@ -352,13 +416,15 @@ absl::Status GraphImporter::ConvertLoop(NodeContext& ctx, std::vector<BindingBlo
   spec.body = [&, body, num_carried, has_cond](
                   const Expr& iter, const Expr& cond, const std::vector<Expr>& carried,
                   std::vector<BindingBlock>* body_blocks) -> absl::StatusOr<LoopStep> {
-    auto bind = [&](int i, const Expr& e) {
+    auto bind = [&](int i, const Expr& e, std::optional<DynamicType> type = std::nullopt) {
       const std::string& name = body->input(i).name();
-      if (!name.empty()) values_[name] = OnnxValue::Of(e);
+      if (!name.empty()) values_[name] = OnnxValue{e, std::nullopt, std::move(type)};
     };
     bind(0, iter);
     bind(1, cond);
-    for (int j = 0; j < num_carried; ++j) bind(2 + j, carried[static_cast<size_t>(j)]);
+    for (int j = 0; j < num_carried; ++j) {
+      bind(2 + j, carried[static_cast<size_t>(j)], spec.carried_dynamic[static_cast<size_t>(j)]);
+    }
     TETHER_RETURN_IF_ERROR(AddSubgraphInitializers(*body));
     TETHER_ASSIGN_OR_RETURN(std::vector<Expr> outs, ConvertGraph(*body, body_blocks));
     LoopStep step;
@@ -370,8 +436,139 @@ absl::Status GraphImporter::ConvertLoop(NodeContext& ctx, std::vector<BindingBlo
     return step;
   };
   TETHER_ASSIGN_OR_RETURN(std::vector<Expr> outs, EmitLoop(ctx, spec, blocks));
-  BindOutputs(node, outs);
+  BindOutputs(node, outs, spec.carried_dynamic);
   return absl::OkStatus();
+}
+
+namespace {
+
+::onnx::NodeProto MakeNodeProto(const std::string& op, std::vector<std::string> inputs,
+                                std::vector<std::string> outputs) {
+  ::onnx::NodeProto n;
+  n.set_op_type(op);
+  for (std::string& in : inputs) n.add_input(std::move(in));
+  for (std::string& out : outputs) n.add_output(std::move(out));
+  return n;
+}
+
+// A graph input or output `name` of a scalar tensor of ONNX element type `elem`.
+::onnx::ValueInfoProto ScalarInfo(const std::string& name, int elem) {
+  ::onnx::ValueInfoProto v;
+  v.set_name(name);
+  v.mutable_type()->mutable_tensor_type()->set_elem_type(elem);
+  v.mutable_type()->mutable_tensor_type()->mutable_shape();
+  return v;
+}
+
+// A graph input or output `name` of a sequence of `elem`-typed tensors.
+::onnx::ValueInfoProto SequenceInfo(const std::string& name, const ::onnx::TypeProto& elem) {
+  ::onnx::ValueInfoProto v;
+  v.set_name(name);
+  *v.mutable_type()->mutable_sequence_type()->mutable_elem_type() = elem;
+  return v;
+}
+
+}  // namespace
+
+// SequenceMap as ONNX defines it (its function body): a Loop over the first
+// sequence's length whose body reads element `iter` of every sequence input
+// (tensor inputs as they are), runs the body graph and appends each of its
+// outputs to a sequence carried through the loop, starting empty.
+absl::Status GraphImporter::ConvertSequenceMap(NodeContext& ctx,
+                                               std::vector<BindingBlock>* blocks) {
+  const ::onnx::NodeProto& node = ctx.node();
+  TETHER_ASSIGN_OR_RETURN(const ::onnx::GraphProto* body, ctx.AttrGraph("body"));
+  if (!ctx.HasInput(0)) return ctx.Invalid("input 0 (input_sequence) is absent");
+  if (body->input_size() != node.input_size()) {
+    return ctx.Invalid(absl::StrCat("the body declares ", body->input_size(), " inputs for the ",
+                                    node.input_size(), " inputs of the node"));
+  }
+  if (node.output_size() == 0 || body->output_size() != node.output_size()) {
+    return ctx.Invalid(absl::StrCat("the body has ", body->output_size(), " outputs, the node ",
+                                    node.output_size()));
+  }
+  std::vector<bool> is_sequence;
+  for (int i = 0; i < node.input_size(); ++i) {
+    if (!ctx.HasInput(i)) return ctx.Invalid(absl::StrCat("input ", i, " is absent"));
+    TETHER_ASSIGN_OR_RETURN(Expr e, ctx.Input(i));
+    std::optional<DynamicType> type = ctx.InputDynamicType(i);
+    if (type.has_value() && type->optional) {
+      return ctx.Invalid(absl::StrCat("input ", i, " ('", node.input(i),
+                                      "') is an optional, not a sequence or a tensor"));
+    }
+    is_sequence.push_back(type.has_value() || e.struct_info().as<TupleStructInfoNode>() != nullptr);
+  }
+  if (!is_sequence[0]) return ctx.Invalid("input 0 (input_sequence) is not a sequence");
+
+  const std::string p =
+      absl::StrCat("__", SymbolName(node.name().empty() ? node.output(0) : node.name()), "_map_");
+  std::vector<::onnx::NodeProto> before;
+  before.push_back(MakeNodeProto("SequenceLength", {node.input(0)}, {p + "len"}));
+  before.push_back(MakeNodeProto("Constant", {}, {p + "cond"}));
+  {
+    ::onnx::AttributeProto* value = before.back().add_attribute();
+    value->set_name("value");
+    value->set_type(::onnx::AttributeProto::TENSOR);
+    value->mutable_t()->set_data_type(::onnx::TensorProto::BOOL);
+    value->mutable_t()->add_int32_data(1);
+  }
+  ::onnx::NodeProto loop = MakeNodeProto("Loop", {p + "len", p + "cond"}, {});
+  loop.set_name(node.name());
+  ::onnx::GraphProto* g = nullptr;
+  {
+    ::onnx::AttributeProto* a = loop.add_attribute();
+    a->set_name("body");
+    a->set_type(::onnx::AttributeProto::GRAPH);
+    g = a->mutable_g();
+  }
+  g->set_name(body->name());
+  *g->add_input() = ScalarInfo(p + "iter", ::onnx::TensorProto::INT64);
+  *g->add_input() = ScalarInfo(p + "cond_in", ::onnx::TensorProto::BOOL);
+  *g->add_output() = ScalarInfo(p + "cond_out", ::onnx::TensorProto::BOOL);
+  for (int i = 0; i < node.input_size(); ++i) {
+    *g->add_node() =
+        is_sequence[static_cast<size_t>(i)]
+            ? MakeNodeProto("SequenceAt", {node.input(i), p + "iter"}, {body->input(i).name()})
+            : MakeNodeProto("Identity", {node.input(i)}, {body->input(i).name()});
+  }
+  for (const auto& n : body->node()) *g->add_node() = n;
+  for (const auto& init : body->initializer()) *g->add_initializer() = init;
+  *g->add_node() = MakeNodeProto("Identity", {p + "cond_in"}, {p + "cond_out"});
+  for (int k = 0; k < node.output_size(); ++k) {
+    const std::string empty = absl::StrCat(p, "empty", k), in = absl::StrCat(p, "out_in", k),
+                      out = absl::StrCat(p, "out_out", k);
+    const ::onnx::TypeProto& elem = body->output(k).type();
+    before.push_back(MakeNodeProto("SequenceEmpty", {}, {empty}));
+    if (elem.has_tensor_type() && elem.tensor_type().elem_type() != 0) {
+      ::onnx::AttributeProto* dtype = before.back().add_attribute();
+      dtype->set_name("dtype");
+      dtype->set_type(::onnx::AttributeProto::INT);
+      dtype->set_i(elem.tensor_type().elem_type());
+    }
+    loop.add_input(empty);
+    loop.add_output(node.output(k));
+    *g->add_input() = SequenceInfo(in, elem);
+    *g->add_node() = MakeNodeProto("SequenceInsert", {in, body->output(k).name()}, {out});
+    *g->add_output() = SequenceInfo(out, elem);
+  }
+
+  // The length, the condition and the empty sequences, then the loop.
+  std::set<std::string> escaping;
+  for (const auto& n : before) escaping.insert(n.output(0));
+  bb_.BeginDataflowBlock();
+  for (const auto& n : before) {
+    absl::Status s = ConvertNode(n, escaping);
+    if (!s.ok()) {
+      bb_.EndBlock();
+      return s;
+    }
+  }
+  BindingBlock block = bb_.EndBlock();
+  if (!block.bindings.empty()) blocks->push_back(std::move(block));
+  NodeContext loop_ctx(this, loop, opset_);
+  absl::Status s = ConvertLoop(loop_ctx, blocks);
+  if (!loop_ctx.attr_error().ok()) return loop_ctx.attr_error();
+  return s;
 }
 
 absl::Status GraphImporter::ConvertScan(NodeContext& ctx, std::vector<BindingBlock>* blocks) {
@@ -437,6 +634,7 @@ absl::Status GraphImporter::ConvertScan(NodeContext& ctx, std::vector<BindingBlo
   for (int j = 0; j < num_states; ++j) {
     TETHER_ASSIGN_OR_RETURN(Expr init, ctx.Input(j));
     spec.carried.push_back(init);
+    spec.carried_dynamic.push_back(std::nullopt);
   }
   for (int64_t d : out_dirs) spec.scan_prepend.push_back(d == 1);
   CollectFreeNames(*body, &spec.captures);
@@ -512,10 +710,16 @@ absl::StatusOr<std::vector<Expr>> GraphImporter::EmitLoop(NodeContext& ctx, cons
 
   std::vector<StructInfo> carried_sinfo;
   for (size_t j = 0; j < num_carried; ++j) {
+    // A sequence or an optional is carried as R.Object: its length (or
+    // presence) may change from one iteration to the next.
+    if (spec.carried_dynamic[j].has_value()) {
+      carried_sinfo.push_back(ObjectSInfo());
+      continue;
+    }
     if (TensorInfo(spec.carried[j]) == nullptr) {
-      return ctx.Unsupported(
-          absl::StrCat("loop-carried value ", j, " is ", ToString(spec.carried[j].struct_info()),
-                       ", not a tensor (sequences carried through a loop are not supported)"));
+      return ctx.Unsupported(absl::StrCat("loop-carried value ", j, " is ",
+                                          ToString(spec.carried[j].struct_info()),
+                                          ", not a tensor, a sequence or an optional"));
     }
     carried_sinfo.push_back(spec.carried[j].struct_info());
   }
@@ -527,14 +731,18 @@ absl::StatusOr<std::vector<Expr>> GraphImporter::EmitLoop(NodeContext& ctx, cons
   // Captured values that need a parameter: vars of the enclosing function.
   std::vector<std::string> captured_names;
   std::vector<Expr> captured;
+  DynamicTypes captured_dynamic;
   for (const std::string& n : spec.captures) {
     const OnnxValue* v = Find(n);
     if (v == nullptr) {
       return ctx.Invalid(absl::StrCat("the body reads undefined value '", n, "'"));
     }
-    if (v->expr.kind() == ExprKind::kVar || v->expr.kind() == ExprKind::kDataflowVar) {
+    // A static tuple (a sequence) may hold vars of the enclosing function.
+    if (v->expr.kind() == ExprKind::kVar || v->expr.kind() == ExprKind::kDataflowVar ||
+        v->expr.kind() == ExprKind::kTuple) {
       captured_names.push_back(n);
       captured.push_back(v->expr);
+      captured_dynamic.push_back(v->dynamic);
     }
   }
 
@@ -571,7 +779,8 @@ absl::StatusOr<std::vector<Expr>> GraphImporter::EmitLoop(NodeContext& ctx, cons
     std::vector<Expr> captured_params;
     for (size_t k = 0; k < captured.size(); ++k) {
       captured_params.push_back(MakeVar(SymbolName(captured_names[k]), captured[k].struct_info()));
-      values_[captured_names[k]] = OnnxValue::Of(captured_params.back());
+      values_[captured_names[k]] =
+          OnnxValue{captured_params.back(), std::nullopt, captured_dynamic[k]};
     }
     Expr cond_in = cond;
     if (!cond_in.defined()) {
@@ -597,6 +806,15 @@ absl::StatusOr<std::vector<Expr>> GraphImporter::EmitLoop(NodeContext& ctx, cons
     for (size_t j = 0; j < num_carried; ++j) {
       const TensorStructInfoNode* in = carried_sinfo[j].as<TensorStructInfoNode>();
       const TensorStructInfoNode* out = TensorInfo(step->carried[j]);
+      if (in == nullptr) {  // a sequence or an optional
+        if (out != nullptr) {
+          rollback();
+          return ctx.Invalid(absl::StrCat("loop-carried value ", j,
+                                          " enters as a sequence or an optional and leaves the "
+                                          "body as a tensor"));
+        }
+        continue;
+      }
       if (out == nullptr) {
         rollback();
         return ctx.Unsupported(absl::StrCat("the body's loop-carried output ", j, " is ",

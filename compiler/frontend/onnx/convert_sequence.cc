@@ -1,18 +1,26 @@
-// The ONNX sequence operators (SequenceEmpty, SequenceConstruct,
-// SequenceInsert, SequenceErase, SequenceAt, SequenceLength,
-// ConcatFromSequence, SplitToSequence) for sequences whose length is known
-// at import time.
+// The ONNX sequence and optional operators: SequenceEmpty,
+// SequenceConstruct, SequenceInsert, SequenceErase, SequenceAt,
+// SequenceLength, ConcatFromSequence, SplitToSequence, Optional,
+// OptionalHasElement and OptionalGetElement (SequenceMap is expanded into a
+// Loop by the importer: control_flow.cc).
 //
-// Such a sequence is a Relax tuple of tensors held as an unbound R.tuple of
-// leaves (its fields are vars or constants, its struct info a
-// TupleStructInfo), so Insert, Erase and At only rearrange fields and emit no
-// code, SequenceLength is a known int64 scalar, and only ConcatFromSequence
-// and SplitToSequence emit operators (relax.concat, relax.split). Positions
-// must therefore be known at import time; a run-time position is
-// UNIMPLEMENTED ("must be known at import time"), an out-of-range one
-// INVALID_ARGUMENT. Sequences as graph inputs or outputs, SequenceMap and
-// Loop-carried sequences are not supported (the length would be a run-time
-// value).
+// A sequence whose length is known at import time is a Relax tuple of
+// tensors held as an unbound R.tuple of leaves (its fields are vars or
+// constants, its struct info a TupleStructInfo), so Insert, Erase and At at
+// known positions only rearrange fields and emit no code, SequenceLength is
+// a known int64 scalar, and only ConcatFromSequence and SplitToSequence
+// emit operators (relax.concat, relax.split).
+//
+// A sequence whose length only the run time knows -- a graph input, a value
+// carried through a Loop, an If's output whose branches differ -- is an
+// R.Object holding a Tuple value of any length, with its tensors' dtype and
+// rank on the side (OnnxValue::dynamic). Operators on it, and Insert, Erase
+// and At at a position read at run time, are calls of the VM's sequence
+// builtins (runtime/vm/sequence_ops.cc) through R.call_pure_packed: a tensor
+// read out of a sequence gets fresh symbolic dims with a match cast, and
+// the length comes back as a shape, read into a symbolic var. An optional
+// is its value, or None when empty; Optional, OptionalHasElement and
+// OptionalGetElement on a value known to be present emit no code.
 #include <algorithm>
 #include <cstdint>
 #include <optional>
@@ -23,10 +31,12 @@
 #include "absl/strings/str_join.h"
 #include "compiler/frontend/onnx/convert_shape_util.h"
 #include "compiler/frontend/onnx/converter.h"
+#include "compiler/frontend/onnx/graph_importer.h"
 #include "compiler/frontend/onnx/known_ints.h"
 #include "compiler/frontend/onnx/tensor_proto.h"
 #include "compiler/tir/arith.h"
 #include "onnx/onnx_pb.h"
+#include "runtime/core/error.h"
 
 namespace tether::compiler::onnx_frontend {
 namespace {
@@ -34,6 +44,77 @@ namespace {
 // A sequence value: an unbound tuple of leaves.
 ConvertResult Sequence(std::vector<Expr> fields) {
   return std::vector<OnnxValue>{OnnxValue::Of(MakeTuple(std::move(fields)))};
+}
+
+bool IsObject(const Expr& e) { return e.struct_info().kind() == StructInfoKind::kObject; }
+
+// Whether input `i` is a sequence of run-time length (an R.Object).
+bool IsRunTimeSequence(ConvertContext& ctx, int i) {
+  if (!ctx.HasInput(i)) return false;
+  absl::StatusOr<Expr> e = ctx.Input(i);
+  return e.ok() && IsObject(*e);
+}
+
+// The type of sequence input `i`: its run-time type, or its static tuple's.
+absl::StatusOr<DynamicType> SequenceType(ConvertContext& ctx, int i) {
+  if (std::optional<DynamicType> t = ctx.InputDynamicType(i); t.has_value()) {
+    if (t->optional) {
+      return ctx.Invalid(absl::StrCat("input ", i, " ('", ctx.node().input(i),
+                                      "') is an optional, not a sequence"));
+    }
+    return *t;
+  }
+  TETHER_ASSIGN_OR_RETURN(Expr e, ctx.Input(i));
+  if (e.struct_info().as<TupleStructInfoNode>() == nullptr) {
+    return ctx.Invalid(absl::StrCat("input ", i, " ('", ctx.node().input(i),
+                                    "') is not a sequence but ", ToString(e.struct_info())));
+  }
+  return SequenceTypeOfTuple(e.struct_info());
+}
+
+// R.call_pure_packed(builtin, args...) returning `sinfo`.
+absl::StatusOr<Expr> CallSequenceBuiltin(ConvertContext& ctx, const std::string& builtin,
+                                         std::vector<Expr> args, StructInfo sinfo) {
+  std::vector<Expr> call_args = {MakeExternFunc(builtin)};
+  call_args.insert(call_args.end(), args.begin(), args.end());
+  return ctx.Emit(
+      MakeCall(GetOp("relax.call_pure_packed"), std::move(call_args), {}, {std::move(sinfo)}));
+}
+
+// `object`, a tensor of `type`'s dtype and rank read out of a run-time
+// sequence or optional, cast to fresh symbolic dims ("<output>_d<k>").
+absl::StatusOr<Expr> CastToElement(ConvertContext& ctx, const Expr& object, const DynamicType& type,
+                                   absl::string_view what) {
+  if (type.ndim < 0 || !type.dtype.has_value()) {
+    return ctx.Unsupported(absl::StrCat(what, " holds tensors of unknown ",
+                                        type.ndim < 0 ? "rank" : "dtype",
+                                        " (the model does not declare it)"));
+  }
+  const std::string& out = ctx.node().output(0);
+  std::vector<PrimExpr> dims;
+  for (int d = 0; d < type.ndim; ++d) {
+    const size_t k = static_cast<size_t>(d);
+    dims.push_back(
+        k < type.dims.size() && type.dims[k].defined()
+            ? type.dims[k]
+            : PrimExpr(Var(SymbolName(absl::StrCat(out.empty() ? "elem" : out, "_d", d)))));
+  }
+  return ctx.EmitMatchCast(object, TensorSInfo(std::move(dims), type.dtype));
+}
+
+// A count the VM returns as a one-dim shape (a sequence's length, whether an
+// optional holds a value), as a 0-D tensor of `dtype` whose value is also
+// known as a symbolic var.
+ConvertResult RunTimeCount(ConvertContext& ctx, const Expr& shape, DataType dtype) {
+  const std::string& out = ctx.node().output(0);
+  Var n(SymbolName(absl::StrCat(out.empty() ? "count" : out, "_n")));
+  TETHER_ASSIGN_OR_RETURN(Expr cast, ctx.EmitMatchCast(shape, ShapeSInfo({n})));
+  (void)cast;
+  TETHER_ASSIGN_OR_RETURN(
+      Expr t, ctx.EmitOp("relax.full", {MakeShapeExpr({}), MakePrimValue(n)}, {{"dtype", dtype}}));
+  OnnxValue v = OnnxValue::Of(t);
+  if (dtype == DataType::Int(64)) v.known = KnownInts{{n}, /*scalar=*/true, dtype};
+  return std::vector<OnnxValue>{v};
 }
 
 // The tensor fields of the sequence input `i`. A tuple bound to a var (not
@@ -139,7 +220,46 @@ ConvertResult ConvertSequenceConstruct(ConvertContext& ctx) {
   return Sequence(std::move(fields));
 }
 
+// Insert or Erase on a run-time sequence, or at a run-time position: the
+// builtin, its result a run-time sequence of the input's type (with the
+// inserted tensor's dtype and rank when the input's are unknown).
+ConvertResult RunTimeEdit(ConvertContext& ctx, const std::string& builtin, int pos_input,
+                          int tensor_input) {
+  TETHER_ASSIGN_OR_RETURN(DynamicType type, SequenceType(ctx, 0));
+  TETHER_ASSIGN_OR_RETURN(Expr seq, ctx.Input(0));
+  std::vector<Expr> args = {seq};
+  if (tensor_input >= 0) {
+    if (!ctx.HasInput(tensor_input)) return ctx.Invalid("input 1 (tensor) is absent");
+    TETHER_ASSIGN_OR_RETURN(const TensorStructInfoNode* info, ctx.InputTensorInfo(tensor_input));
+    if (type.dtype.has_value() && info->dtype.has_value() && *type.dtype != *info->dtype) {
+      return ctx.Invalid(absl::StrCat("input ", tensor_input, " ('", ctx.node().input(tensor_input),
+                                      "') is ", info->dtype->ToString(), ", the sequence holds ",
+                                      type.dtype->ToString()));
+    }
+    if (!type.dtype.has_value()) type.dtype = info->dtype;
+    if (type.ndim < 0) type.ndim = info->ndim;
+    TETHER_ASSIGN_OR_RETURN(Expr x, ctx.Input(tensor_input));
+    args.push_back(x);
+  }
+  if (ctx.HasInput(pos_input)) {
+    TETHER_ASSIGN_OR_RETURN(Expr pos, ctx.Input(pos_input));
+    args.push_back(pos);
+  }
+  TETHER_ASSIGN_OR_RETURN(Expr out, CallSequenceBuiltin(ctx, builtin, args, ObjectSInfo()));
+  return std::vector<OnnxValue>{OnnxValue::Dynamic(out, type)};
+}
+
+// Whether input `i` (a position) is present and not known at import time.
+bool RunTimePosition(ConvertContext& ctx, int i) {
+  if (!ctx.HasInput(i)) return false;
+  std::optional<KnownInts> k = ctx.KnownInput(i);
+  return !k.has_value() || !ConstValues(*k).has_value();
+}
+
 ConvertResult ConvertSequenceInsert(ConvertContext& ctx) {
+  if (IsRunTimeSequence(ctx, 0) || RunTimePosition(ctx, 2)) {
+    return RunTimeEdit(ctx, "vm.builtin.sequence_insert", 2, 1);
+  }
   absl::StatusOr<std::vector<Expr>> fields = SequenceInput(ctx, 0);
   if (!fields.ok()) return fields.status();
   if (!ctx.HasInput(1)) return ctx.Invalid("input 1 (tensor) is absent");
@@ -158,6 +278,9 @@ ConvertResult ConvertSequenceInsert(ConvertContext& ctx) {
 }
 
 ConvertResult ConvertSequenceErase(ConvertContext& ctx) {
+  if (IsRunTimeSequence(ctx, 0) || RunTimePosition(ctx, 1)) {
+    return RunTimeEdit(ctx, "vm.builtin.sequence_erase", 1, -1);
+  }
   absl::StatusOr<std::vector<Expr>> fields = SequenceInput(ctx, 0);
   if (!fields.ok()) return fields.status();
   if (fields->empty()) return ctx.Invalid("cannot erase from an empty sequence");
@@ -176,9 +299,17 @@ ConvertResult ConvertSequenceErase(ConvertContext& ctx) {
 // ---- Reading sequences ----
 
 ConvertResult ConvertSequenceAt(ConvertContext& ctx) {
+  if (!ctx.HasInput(1)) return ctx.Invalid("input 1 (position) is absent");
+  if (IsRunTimeSequence(ctx, 0) || RunTimePosition(ctx, 1)) {
+    TETHER_ASSIGN_OR_RETURN(DynamicType type, SequenceType(ctx, 0));
+    TETHER_ASSIGN_OR_RETURN(Expr seq, ctx.Input(0));
+    TETHER_ASSIGN_OR_RETURN(Expr pos, ctx.Input(1));
+    TETHER_ASSIGN_OR_RETURN(
+        Expr elem, CallSequenceBuiltin(ctx, "vm.builtin.sequence_at", {seq, pos}, ObjectSInfo()));
+    return One(CastToElement(ctx, elem, type, "the sequence"));
+  }
   absl::StatusOr<std::vector<Expr>> fields = SequenceInput(ctx, 0);
   if (!fields.ok()) return fields.status();
-  if (!ctx.HasInput(1)) return ctx.Invalid("input 1 (position) is absent");
   absl::StatusOr<int64_t> pos = PositionInput(ctx, 1);
   if (!pos.ok()) return pos.status();
   absl::StatusOr<int64_t> norm = NormalizePosition(ctx, *pos, fields->size(), 0);
@@ -187,6 +318,13 @@ ConvertResult ConvertSequenceAt(ConvertContext& ctx) {
 }
 
 ConvertResult ConvertSequenceLength(ConvertContext& ctx) {
+  if (IsRunTimeSequence(ctx, 0)) {
+    TETHER_RETURN_IF_ERROR(SequenceType(ctx, 0).status());
+    TETHER_ASSIGN_OR_RETURN(Expr seq, ctx.Input(0));
+    TETHER_ASSIGN_OR_RETURN(
+        Expr n, CallSequenceBuiltin(ctx, "vm.builtin.sequence_length", {seq}, ShapeSInfoOfRank(1)));
+    return RunTimeCount(ctx, n, DataType::Int(64));
+  }
   absl::StatusOr<std::vector<Expr>> fields = SequenceInput(ctx, 0);
   if (!fields.ok()) return fields.status();
   return std::vector<OnnxValue>{
@@ -199,6 +337,19 @@ ConvertResult ConvertConcatFromSequence(ConvertContext& ctx) {
   const int64_t new_axis = ctx.AttrInt("new_axis", 0);
   if (new_axis != 0 && new_axis != 1) {
     return ctx.Invalid(absl::StrCat("new_axis is ", new_axis, ", expected 0 or 1"));
+  }
+  if (IsRunTimeSequence(ctx, 0)) {
+    TETHER_ASSIGN_OR_RETURN(DynamicType type, SequenceType(ctx, 0));
+    if (type.ndim < 0) return ctx.Unsupported("concat of a sequence of tensors of unknown rank");
+    TETHER_ASSIGN_OR_RETURN(int64_t a, NormalizeOnnxAxis(ctx, axis, type.ndim + new_axis, "axis"));
+    TETHER_ASSIGN_OR_RETURN(Expr seq, ctx.Input(0));
+    TETHER_ASSIGN_OR_RETURN(Expr out, CallSequenceBuiltin(ctx, "vm.builtin.sequence_concat",
+                                                          {seq, MakePrimValue(PrimExpr(a)),
+                                                           MakePrimValue(PrimExpr(new_axis))},
+                                                          ObjectSInfo()));
+    type.ndim += static_cast<int>(new_axis);
+    type.dims.clear();  // the concatenated axis differs
+    return One(CastToElement(ctx, out, type, "the sequence"));
   }
   absl::StatusOr<std::vector<Expr>> fields = SequenceInput(ctx, 0);
   if (!fields.ok()) return fields.status();
@@ -331,7 +482,88 @@ ConvertResult ConvertSplitToSequence(ConvertContext& ctx) {
   return Sequence(std::move(fields));
 }
 
+// ---- Optionals ----
+
+// Optional(x): x itself (an optional that holds a value is its value);
+// without an input, None of the `type` attribute's type.
+ConvertResult ConvertOptional(ConvertContext& ctx) {
+  if (ctx.HasInput(0)) {
+    TETHER_ASSIGN_OR_RETURN(Expr x, ctx.Input(0));
+    OnnxValue v = OnnxValue::Of(x);
+    if (std::optional<DynamicType> t = ctx.InputDynamicType(0); t.has_value()) {
+      if (t->optional) return ctx.Invalid("input 0 is an optional already");
+      v.dynamic = *t;
+      v.dynamic->optional = true;
+    }
+    return std::vector<OnnxValue>{v};
+  }
+  const ::onnx::AttributeProto* type_attr = nullptr;
+  for (const auto& a : ctx.node().attribute()) {
+    if (a.name() == "type") type_attr = &a;
+  }
+  if (type_attr == nullptr || type_attr->type() != ::onnx::AttributeProto::TYPE_PROTO) {
+    return ctx.Invalid("an Optional without an input needs the attribute type (a TypeProto)");
+  }
+  ::onnx::TypeProto optional_type;
+  *optional_type.mutable_optional_type()->mutable_elem_type() = type_attr->tp();
+  TETHER_ASSIGN_OR_RETURN(std::optional<DynamicType> type,
+                          DynamicTypeOf(optional_type, "the attribute type"));
+  TETHER_ASSIGN_OR_RETURN(Expr none,
+                          CallSequenceBuiltin(ctx, "vm.builtin.null_value", {}, ObjectSInfo()));
+  return std::vector<OnnxValue>{OnnxValue::Dynamic(none, *type)};
+}
+
+ConvertResult ConvertOptionalHasElement(ConvertContext& ctx) {
+  auto constant = [&](bool value) -> ConvertResult {
+    TETHER_ASSIGN_OR_RETURN(Tensor t, TensorFromInts({value ? 1 : 0}, {}, DataType::Bool()));
+    return One(MakeConstant(t));
+  };
+  if (!ctx.HasInput(0)) return constant(false);  // opset 18: an absent input is empty
+  TETHER_ASSIGN_OR_RETURN(Expr x, ctx.Input(0));
+  if (!IsObject(x)) return constant(true);
+  TETHER_ASSIGN_OR_RETURN(Expr has, CallSequenceBuiltin(ctx, "vm.builtin.optional_has_element", {x},
+                                                        ShapeSInfoOfRank(1)));
+  return RunTimeCount(ctx, has, DataType::Bool());
+}
+
+ConvertResult ConvertOptionalGetElement(ConvertContext& ctx) {
+  if (!ctx.HasInput(0)) return ctx.Invalid("input 0 (optional) is absent");
+  TETHER_ASSIGN_OR_RETURN(Expr x, ctx.Input(0));
+  std::optional<DynamicType> type = ctx.InputDynamicType(0);
+  // A value known to be present (a tensor, a static sequence; opset 18 also
+  // takes a plain tensor or sequence) is its own element.
+  if (!IsObject(x)) return One(x);
+  if (!type.has_value()) return ctx.Invalid("input 0 is not an optional");
+  TETHER_ASSIGN_OR_RETURN(
+      Expr elem, CallSequenceBuiltin(ctx, "vm.builtin.optional_get_element", {x}, ObjectSInfo()));
+  type->optional = false;
+  if (type->sequence) return std::vector<OnnxValue>{OnnxValue::Dynamic(elem, *type)};
+  return One(CastToElement(ctx, elem, *type, "the optional"));
+}
+
 }  // namespace
+
+DynamicType SequenceTypeOfTuple(const StructInfo& tuple) {
+  DynamicType type;
+  type.sequence = true;
+  const auto* info = tuple.as<TupleStructInfoNode>();
+  if (info == nullptr) return type;
+  bool first = true;
+  for (const StructInfo& f : info->fields) {
+    const auto* t = f.as<TensorStructInfoNode>();
+    std::optional<DataType> dtype = t == nullptr ? std::nullopt : t->dtype;
+    const int ndim = t == nullptr ? -1 : t->ndim;
+    if (first) {
+      type.dtype = dtype;
+      type.ndim = ndim;
+      first = false;
+      continue;
+    }
+    if (type.dtype != dtype) type.dtype = std::nullopt;
+    if (type.ndim != ndim) type.ndim = -1;
+  }
+  return type;
+}
 
 void RegisterSequenceConverters() {
   RegisterConverter("SequenceEmpty", 11, ConvertSequenceEmpty);
@@ -342,6 +574,9 @@ void RegisterSequenceConverters() {
   RegisterConverter("SequenceLength", 11, ConvertSequenceLength);
   RegisterConverter("ConcatFromSequence", 11, ConvertConcatFromSequence);
   RegisterConverter("SplitToSequence", 11, ConvertSplitToSequence);
+  RegisterConverter("Optional", 15, ConvertOptional);
+  RegisterConverter("OptionalHasElement", 15, ConvertOptionalHasElement);
+  RegisterConverter("OptionalGetElement", 15, ConvertOptionalGetElement);
 }
 
 }  // namespace tether::compiler::onnx_frontend

@@ -243,6 +243,10 @@ ConvertResult ConvertIdentity(ConvertContext& ctx) {
   }
   absl::StatusOr<Expr> x = ctx.Input(0);
   if (!x.ok()) return x.status();
+  // A sequence or an optional of run-time structure keeps its type.
+  if (std::optional<DynamicType> t = ctx.InputDynamicType(0); t.has_value()) {
+    return std::vector<OnnxValue>{OnnxValue::Dynamic(*x, *t)};
+  }
   return One(*x);
 }
 

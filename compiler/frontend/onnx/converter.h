@@ -48,13 +48,35 @@ struct KnownInts {
   DataType dtype = DataType::Int(64);
 };
 
+// The ONNX type of a sequence or optional whose structure only the run time
+// knows (its expr is R.Object; a sequence is a Tuple value of any length, an
+// empty optional None: docs/design/onnx-conformance.md, "Sequences").
+struct DynamicType {
+  bool optional = false;          // optional(...): maybe None
+  bool sequence = false;          // a sequence of tensors (inside the optional, when optional)
+  std::optional<DataType> dtype;  // of the tensors, when known
+  int ndim = -1;                  // of the tensors, -1 when unknown
+  // With a known ndim, the declared dims of the tensors: a constant, the
+  // importer's var of a dim_param, or undefined (a fresh var when read).
+  std::vector<PrimExpr> dims;
+};
+
+// The type of a sequence held as a static tuple (TupleStructInfo): a
+// sequence whose tensors' dtype and rank are those all its fields share.
+// Defined in convert_sequence.cc.
+DynamicType SequenceTypeOfTuple(const StructInfo& tuple);
+
 // One value of the ONNX graph.
 struct OnnxValue {
-  Expr expr;                       // a Relax leaf (var or constant) with struct info; may be
-                                   // null when `known` is set (materialized on demand)
-  std::optional<KnownInts> known;  // set for import-time integer values
-  static OnnxValue Of(Expr e) { return OnnxValue{std::move(e), std::nullopt}; }
-  static OnnxValue Known(KnownInts k) { return OnnxValue{Expr(), std::move(k)}; }
+  Expr expr;                           // a Relax leaf (var or constant) with struct info; may be
+                                       // null when `known` is set (materialized on demand)
+  std::optional<KnownInts> known;      // set for import-time integer values
+  std::optional<DynamicType> dynamic;  // set for R.Object sequences and optionals
+  static OnnxValue Of(Expr e) { return OnnxValue{std::move(e), std::nullopt, std::nullopt}; }
+  static OnnxValue Known(KnownInts k) { return OnnxValue{Expr(), std::move(k), std::nullopt}; }
+  static OnnxValue Dynamic(Expr e, DynamicType t) {
+    return OnnxValue{std::move(e), std::nullopt, std::move(t)};
+  }
 };
 
 class ConvertContext {
@@ -75,6 +97,9 @@ class ConvertContext {
   // The input's tensor struct info (dtype, ndim, shape maybe symbolic);
   // INVALID_ARGUMENT when absent or not a tensor.
   virtual absl::StatusOr<const TensorStructInfoNode*> InputTensorInfo(int i) = 0;
+  // The input's type when it is a sequence or optional of run-time structure
+  // (an R.Object value); nullopt for anything else or an absent input.
+  virtual std::optional<DynamicType> InputDynamicType(int i) const = 0;
   // The input's concrete value when it is an initializer, a Constant's
   // output or known ints with no symbolic element; else nullopt.
   virtual std::optional<Tensor> ConstantInput(int i) const = 0;

@@ -34,7 +34,17 @@ namespace tether::compiler::onnx_frontend {
 // A name usable as a symbolic var or function name in the text format.
 std::string SymbolName(const std::string& name);
 
+// The DynamicType of a sequence(tensor), optional(tensor) or
+// optional(sequence(tensor)) type; nullopt for a tensor type; UNIMPLEMENTED
+// naming `what` for anything else (maps, nested sequences). A dim_param is
+// the var `dim_vars` holds for it (added when new), or undefined without.
+absl::StatusOr<std::optional<DynamicType>> DynamicTypeOf(
+    const ::onnx::TypeProto& type, absl::string_view what,
+    std::map<std::string, Var>* dim_vars = nullptr);
+
 class GraphImporter;
+
+using DynamicTypes = std::vector<std::optional<DynamicType>>;
 
 // The ConvertContext of one node.
 class NodeContext final : public ConvertContext {
@@ -53,6 +63,7 @@ class NodeContext final : public ConvertContext {
   absl::StatusOr<Expr> Input(int i) override;
   absl::StatusOr<const TensorStructInfoNode*> InputTensorInfo(int i) override;
   std::optional<Tensor> ConstantInput(int i) const override;
+  std::optional<DynamicType> InputDynamicType(int i) const override;
   std::optional<KnownInts> KnownInput(int i) const override;
   absl::StatusOr<std::vector<int64_t>> ConstantInts(int i, absl::string_view what) override;
   absl::StatusOr<KnownInts> KnownOrRunTimeInts(int i, absl::string_view what) override;
@@ -126,6 +137,8 @@ class GraphImporter {
   // converters still see those values as tensors.
   std::map<std::string, KnownInts>& runtime_ints() { return runtime_ints_; }
   BlockBuilder& builder() { return bb_; }
+  // The vars of the model's dim_params, by name.
+  std::map<std::string, Var>* dim_vars() { return &dim_vars_; }
 
  private:
   // One iteration of a loop function (control_flow.cc): the values the body
@@ -138,9 +151,12 @@ class GraphImporter {
   // What EmitLoop builds (control_flow.cc).
   struct LoopSpec {
     std::string name_hint;
-    Expr trip_count;                 // an int64 tensor of one element, or undefined
-    Expr cond;                       // a bool tensor of one element, or undefined
-    std::vector<Expr> carried;       // initial values
+    Expr trip_count;            // an int64 tensor of one element, or undefined
+    Expr cond;                  // a bool tensor of one element, or undefined
+    std::vector<Expr> carried;  // initial values
+    // Per carried value: its type when it is a sequence or an optional (then
+    // the loop function takes and returns it as R.Object).
+    std::vector<std::optional<DynamicType>> carried_dynamic;
     std::vector<bool> scan_prepend;  // per scan output: newest element first
     std::set<std::string> captures;  // outer values the body reads
     // Converts the body into `blocks`, given the iteration number (an int64
@@ -177,23 +193,29 @@ class GraphImporter {
   // control_flow.cc.
   // Converts the nodes of `graph` (whose inputs are already bound) into
   // `blocks` and returns its outputs, each an output var of the last block.
+  // With `dynamic`, also the type of each output that is a sequence or an
+  // optional (nullopt for the others).
   absl::StatusOr<std::vector<Expr>> ConvertGraph(const ::onnx::GraphProto& graph,
-                                                 std::vector<BindingBlock>* blocks);
+                                                 std::vector<BindingBlock>* blocks,
+                                                 DynamicTypes* dynamic = nullptr);
   absl::Status AddSubgraphInitializers(const ::onnx::GraphProto& graph);
   absl::Status ConvertControlFlow(const ::onnx::NodeProto& node, std::vector<BindingBlock>* blocks);
   absl::Status ConvertIf(NodeContext& ctx, std::vector<BindingBlock>* blocks);
   absl::Status ConvertLoop(NodeContext& ctx, std::vector<BindingBlock>* blocks);
   absl::Status ConvertScan(NodeContext& ctx, std::vector<BindingBlock>* blocks);
+  absl::Status ConvertSequenceMap(NodeContext& ctx, std::vector<BindingBlock>* blocks);
   // A branch of an If in its own scope, as a SeqExpr (a tuple of the outputs
   // when there are several).
-  absl::StatusOr<Expr> ConvertBranch(const ::onnx::GraphProto& graph);
+  absl::StatusOr<Expr> ConvertBranch(const ::onnx::GraphProto& graph, DynamicTypes* dynamic);
   // A loop function added to the module and its call, emitted into a binding
   // block of `blocks`: the final carried values, then each scan output
   // stacked along a new axis 0.
   absl::StatusOr<std::vector<Expr>> EmitLoop(NodeContext& ctx, const LoopSpec& spec,
                                              std::vector<BindingBlock>* blocks);
-  // Binds the outputs of a control-flow node.
-  void BindOutputs(const ::onnx::NodeProto& node, const std::vector<Expr>& outs);
+  // Binds the outputs of a control-flow node; those of R.Object struct info
+  // get their type from `dynamic`.
+  void BindOutputs(const ::onnx::NodeProto& node, const std::vector<Expr>& outs,
+                   const DynamicTypes& dynamic = {});
 
   const ::onnx::ModelProto& model_;
   const OnnxImportOptions& options_;

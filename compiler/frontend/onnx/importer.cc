@@ -197,6 +197,12 @@ std::optional<Tensor> NodeContext::ConstantInput(int i) const {
   return std::nullopt;
 }
 
+std::optional<DynamicType> NodeContext::InputDynamicType(int i) const {
+  const OnnxValue* v = Value(i);
+  if (v == nullptr) return std::nullopt;
+  return v->dynamic;
+}
+
 std::optional<KnownInts> NodeContext::KnownInput(int i) const {
   const OnnxValue* v = Value(i);
   if (v == nullptr) return std::nullopt;
@@ -360,16 +366,43 @@ absl::StatusOr<Expr> GraphImporter::Materialize(const std::string& name, const N
   OnnxValue& v = it->second;
   if (v.expr.defined()) return v.expr;
   std::optional<Tensor> t = TensorFromKnownInts(*v.known);
-  if (!t.has_value()) {
-    std::vector<std::string> elems;
-    for (const PrimExpr& e : v.known->values) elems.push_back(ToString(e));
-    std::string what = absl::StrCat("value '", name, "' = [", absl::StrJoin(elems, ", "),
-                                    "] has symbolic elements and is used as a tensor");
-    if (ctx != nullptr) return ctx->Unsupported(what);
-    return absl::UnimplementedError(absl::StrCat("onnx: ", what));
+  if (t.has_value()) {
+    v.expr = MakeConstant(*t);
+    return v.expr;
   }
-  v.expr = MakeConstant(*t);
-  return v.expr;
+  // Symbolic elements (a Shape of a dynamic input used as data): one
+  // relax.full per element, concatenated, in the open block. Not cached: a
+  // subgraph may read the value in another function.
+  const KnownInts& k = *v.known;
+  if (bb_.InDataflowBlock()) {
+    std::vector<Expr> parts;
+    absl::Status s;
+    auto emit = [&](const char* op, std::vector<Expr> args, Attrs attrs) -> Expr {
+      absl::StatusOr<Expr> e =
+          s.ok() ? bb_.Emit(MakeCall(GetOp(op), std::move(args), std::move(attrs)))
+                 : absl::StatusOr<Expr>(s);
+      if (!e.ok()) s = e.status();
+      return e.ok() ? *e : Expr();
+    };
+    std::vector<PrimExpr> one_shape;
+    if (!k.scalar) one_shape.push_back(PrimExpr(1));
+    for (const PrimExpr& e : k.values) {
+      parts.push_back(emit("relax.full",
+                           {MakeShapeExpr(one_shape), MakePrimValue(Cast(DataType::Int(64), e))},
+                           {{"dtype", k.dtype}}));
+    }
+    Expr out = parts.size() == 1 || k.scalar
+                   ? parts[0]
+                   : emit("relax.concat", {MakeTuple(parts)}, {{"axis", int64_t{0}}});
+    if (s.ok() && !parts.empty()) return out;
+    if (!s.ok()) return s;
+  }
+  std::vector<std::string> elems;
+  for (const PrimExpr& e : k.values) elems.push_back(ToString(e));
+  std::string what = absl::StrCat("value '", name, "' = [", absl::StrJoin(elems, ", "),
+                                  "] has symbolic elements and is used as a tensor");
+  if (ctx != nullptr) return ctx->Unsupported(what);
+  return absl::UnimplementedError(absl::StrCat("onnx: ", what));
 }
 
 absl::Status GraphImporter::ReadOpset() {
@@ -429,15 +462,66 @@ absl::Status GraphImporter::AddInitializers() {
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::optional<DynamicType>> DynamicTypeOf(const ::onnx::TypeProto& type,
+                                                         absl::string_view what,
+                                                         std::map<std::string, Var>* dim_vars) {
+  if (type.has_tensor_type()) return std::optional<DynamicType>();
+  DynamicType out;
+  const ::onnx::TypeProto* inner = &type;
+  if (inner->has_optional_type()) {
+    out.optional = true;
+    inner = &inner->optional_type().elem_type();
+  }
+  if (inner->has_sequence_type()) {
+    out.sequence = true;
+    inner = &inner->sequence_type().elem_type();
+  }
+  if (!inner->has_tensor_type() || (!out.optional && !out.sequence)) {
+    return absl::UnimplementedError(absl::StrCat(
+        "onnx: ", what,
+        " is not a tensor, a sequence of tensors or an optional of either (maps, sparse tensors "
+        "and nested sequences are not supported)"));
+  }
+  const auto& tt = inner->tensor_type();
+  if (tt.elem_type() != ::onnx::TensorProto::UNDEFINED) {
+    absl::StatusOr<DataType> dtype = DataTypeFromOnnx(tt.elem_type());
+    if (!dtype.ok()) {
+      return absl::Status(dtype.status().code(),
+                          absl::StrCat("onnx: ", what, ": ",
+                                       absl::StripPrefix(dtype.status().message(), "onnx: ")));
+    }
+    out.dtype = *dtype;
+  }
+  if (tt.has_shape()) {
+    out.ndim = tt.shape().dim_size();
+    for (const auto& dim : tt.shape().dim()) {
+      if (dim.has_dim_value() && dim.dim_value() >= 0) {
+        out.dims.push_back(PrimExpr(dim.dim_value()));
+      } else if (dim.has_dim_param() && !dim.dim_param().empty() && dim_vars != nullptr) {
+        auto [it, inserted] = dim_vars->emplace(dim.dim_param(), Var());
+        if (inserted) it->second = Var(SymbolName(dim.dim_param()));
+        out.dims.push_back(it->second);
+      } else {
+        out.dims.push_back(PrimExpr());
+      }
+    }
+  }
+  return std::optional<DynamicType>(out);
+}
+
 absl::StatusOr<StructInfo> GraphImporter::InputStructInfo(const ::onnx::ValueInfoProto& input) {
   const std::string& name = input.name();
-  if (input.type().has_sequence_type()) {
-    return absl::UnimplementedError(absl::StrCat(
-        "onnx: graph input '", name, "' is a sequence (only tensor inputs are supported)"));
-  }
   if (!input.type().has_tensor_type()) {
-    return absl::UnimplementedError(absl::StrCat("onnx: graph input '", name,
-                                                 "' is not a tensor (only tensors are supported)"));
+    // A sequence or an optional: its structure is a run-time value.
+    absl::StatusOr<std::optional<DynamicType>> dynamic =
+        DynamicTypeOf(input.type(), absl::StrCat("graph input '", name, "'"));
+    if (!dynamic.ok()) return dynamic.status();
+    if (options_.input_shapes.count(name) || options_.frozen_inputs.count(name)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "onnx: graph input '", name,
+          "' is a sequence or an optional; input_shapes and frozen_inputs take tensors only"));
+    }
+    return ObjectSInfo();
   }
   const auto& tt = input.type().tensor_type();
   absl::StatusOr<DataType> dtype = DataTypeFromOnnx(tt.elem_type());
@@ -577,6 +661,11 @@ absl::Status GraphImporter::AddInputs() {
     Expr var = MakeVar(input.name(), *sinfo);
     params_.push_back(var);
     values_[input.name()] = OnnxValue::Of(var);
+    if (!input.type().has_tensor_type()) {
+      absl::StatusOr<std::optional<DynamicType>> dynamic =
+          DynamicTypeOf(input.type(), "", &dim_vars_);
+      values_[input.name()].dynamic = *dynamic;  // checked by InputStructInfo
+    }
     result_.input_names.push_back(input.name());
   }
   return absl::OkStatus();
