@@ -513,6 +513,14 @@ void RegisterBuiltins() {
           return Value(out);
         }));
     Check(Registry::RegisterTyped("vm.builtin.read_if_cond", ReadIfCond));
+    // require(value, ok, message): value when ok != 0, else ValueError(message)
+    // (the compiler's check of a condition on values read at run time).
+    Check(Registry::RegisterTyped(
+        "vm.builtin.require",
+        [](Value value, int64_t ok, std::string message) -> absl::StatusOr<Value> {
+          if (ok == 0) return ValueError(message);
+          return value;
+        }));
     RegisterDataDependentOps();
     RegisterSequenceOps();
     Check(Registry::RegisterPacked("vm.builtin.make_tuple",

@@ -12,11 +12,14 @@
 
 #include "compiler/build.h"
 #include "compiler/frontend/onnx/importer.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/onnx/onnx_test_util.h"
 
 namespace tether::compiler::onnx_frontend::testing {
 namespace {
+
+using ::testing::HasSubstr;
 
 const DataType kF32 = DataType::Float(32);
 
@@ -414,6 +417,38 @@ TEST(OnnxRunTimeValuesTest, InvalidRunTimeValuesAreClearErrors) {
     absl::StatusOr<std::vector<Tensor>> out = RunModel(c.model, c.inputs);
     ASSERT_FALSE(out.ok());
     EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument) << out.status();
+  }
+}
+
+// Values no view catches -- a reduction keeping its dims over axes out of
+// range or repeated, a negative split size the others make up for -- are
+// refused by name when the model runs.
+TEST(OnnxRunTimeValuesTest, RequiredConditionsNameTheNode) {
+  const DataType i64 = DataType::Int(64);
+  const Tensor x = Random({2, 3}, 27);
+  {
+    ModelBuilder m(13);
+    m.Input("x", kF32, {"2", "3"}).Input("a", i64, {"2"});
+    m.Node("ReduceSum", {"x", "a"}, {"y"}, {MakeIntAttr("keepdims", 1)}, "sum").Output("y");
+    for (const Tensor& axes : {Ints({0, 2}), Ints({1, -1})}) {
+      absl::StatusOr<std::vector<Tensor>> out = RunModel(m.model(), {x, axes});
+      ASSERT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument) << out.status();
+      EXPECT_THAT(out.status().message(),
+                  HasSubstr("node 'sum' (ReduceSum, opset 13): axes out of range or repeated (2 "
+                            "axes for a tensor of 2 dims)"));
+    }
+    absl::StatusOr<std::vector<Tensor>> ok = RunModel(m.model(), {x, Ints({1, -2})});
+    ASSERT_TRUE(ok.ok()) << ok.status();
+  }
+  {
+    ModelBuilder m(13);
+    m.Input("x", kF32, {"2", "3"}).Input("p", i64, {"3"});
+    m.Node("Split", {"x", "p"}, {"y0", "y1", "y2"}, {MakeIntAttr("axis", 1)}, "split");
+    m.Output("y0").Output("y1").Output("y2");
+    absl::StatusOr<std::vector<Tensor>> out = RunModel(m.model(), {x, Ints({-1, 1, 2})});
+    ASSERT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument) << out.status();
+    EXPECT_THAT(out.status().message(), HasSubstr("node 'split' (Split, opset 13): a split size "
+                                                  "is negative"));
   }
 }
 

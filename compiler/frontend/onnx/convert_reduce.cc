@@ -123,6 +123,13 @@ absl::StatusOr<Expr> EmitReduce(ConvertContext& ctx, const char* op, const Expr&
         cur, ctx.EmitOp("relax.dynamic_slice", {both, MakeShapeExpr(begin), MakeShapeExpr(shape),
                                                 MakeShapeExpr(strides)}));
   }
+  // Every axis must hit a dim of its own: as many dims reduced as axes given.
+  PrimExpr hits(0);
+  for (const PrimExpr& r : plan.reduced) hits = hits + Select(r, PrimExpr(1), PrimExpr(0));
+  TETHER_ASSIGN_OR_RETURN(
+      cur, EmitRequire(ctx, cur, EQ(hits, PrimExpr(plan.count)),
+                       absl::StrCat("axes out of range or repeated (", plan.count,
+                                    " axes for a tensor of ", shape.size(), " dims)")));
   if (keepdims) return cur;
   const std::vector<PrimExpr> out =
       KeptDims(*info->shape, plan.reduced, static_cast<int64_t>(shape.size()) - plan.count);

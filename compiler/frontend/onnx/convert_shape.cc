@@ -358,6 +358,11 @@ ConvertResult RunTimeSplit(ConvertContext& ctx, const TensorStructInfoNode* info
   for (const PrimExpr& v : k.values) total = total + Max(Cast(DataType::Int(64), v), PrimExpr(0));
   shape[axis] = Simplify(total);
   TETHER_ASSIGN_OR_RETURN(Expr x, ctx.Input(0));
+  PrimExpr non_negative = BoolImm(true);
+  for (const PrimExpr& v : k.values) {
+    non_negative = And(non_negative, GE(Cast(DataType::Int(64), v), PrimExpr(0)));
+  }
+  TETHER_ASSIGN_OR_RETURN(x, EmitRequire(ctx, x, non_negative, "a split size is negative"));
   TETHER_ASSIGN_OR_RETURN(x, EmitRunTimeView(ctx, x, shape, *info->dtype));
   std::vector<OnnxValue> out;
   PrimExpr offset(0);

@@ -101,4 +101,14 @@ absl::StatusOr<Expr> EmitRunTimeView(ConvertContext& ctx, const Expr& x,
                            {TensorSInfo(shape, dtype)}));
 }
 
+absl::StatusOr<Expr> EmitRequire(ConvertContext& ctx, const Expr& x, const PrimExpr& ok,
+                                 absl::string_view what) {
+  const PrimExpr cond = Simplify(Cast(DataType::Int(64), ok));
+  if (const int64_t* c = cond.as_int(); c != nullptr && *c != 0) return x;
+  return ctx.Emit(MakeCall(GetOp("relax.call_pure_packed"),
+                           {MakeExternFunc("vm.builtin.require"), x, MakePrimValue(cond),
+                            MakeStringImm(absl::StrCat(ctx.Describe(), ": ", what))},
+                           {}, {x.struct_info()}));
+}
+
 }  // namespace tether::compiler::onnx_frontend

@@ -56,6 +56,12 @@ absl::StatusOr<Expr> EmitIota(ConvertContext& ctx, const PrimExpr& n,
 absl::StatusOr<Expr> EmitRunTimeView(ConvertContext& ctx, const Expr& x,
                                      const std::vector<PrimExpr>& shape, DataType dtype);
 
+// `x` itself when `ok` (a boolean of symbolic vars) holds when the model
+// runs; otherwise the run fails with INVALID_ARGUMENT "<node>: `what`"
+// (vm.builtin.require). For values read at run time that no view catches.
+absl::StatusOr<Expr> EmitRequire(ConvertContext& ctx, const Expr& x, const PrimExpr& ok,
+                                 absl::string_view what);
+
 // Registers GatherElements, Trilu, CumSum, OneHot, DepthToSpace and
 // SpaceToDepth (convert_index.cc); called by RegisterShapeConverters.
 void RegisterIndexConverters();
