@@ -17,6 +17,7 @@ namespace tether::bench {
 struct Figure {
   double anchor = 0, ours = 0;
   std::string unit;
+  std::string anchor_name;  // which library gave `anchor`, when several compete
 };
 
 inline std::map<std::string, Figure>& Figures() {
@@ -26,10 +27,12 @@ inline std::map<std::string, Figure>& Figures() {
 
 // One row per key that has a figure; the ratio is 0 without an anchor.
 inline void PrintFigures() {
-  std::printf("\n%-30s %8s %12s %12s %8s\n", "kernel", "unit", "anchor", "tether", "ratio");
+  std::printf("\n%-30s %8s %12s %16s %12s %8s\n", "kernel", "unit", "anchor", "anchor is", "tether",
+              "ratio");
   for (const auto& [key, f] : Figures()) {
     if (f.anchor <= 0 && f.ours <= 0) continue;
-    std::printf("%-30s %8s %12.2f %12.2f %8.2f\n", key.c_str(), f.unit.c_str(), f.anchor, f.ours,
+    std::printf("%-30s %8s %12.2f %16s %12.2f %8.2f\n", key.c_str(), f.unit.c_str(), f.anchor,
+                f.anchor_name.empty() ? "-" : f.anchor_name.c_str(), f.ours,
                 f.anchor > 0 ? f.ours / f.anchor : 0.0);
   }
 }

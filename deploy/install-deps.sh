@@ -33,7 +33,7 @@ packages=(
   llvm-19-dev liblld-19-dev lld-19 zlib1g-dev libzstd-dev libedit-dev libxml2-dev libffi-dev libcurl4-openssl-dev
   # tests and benchmarks; clang-19 with its sanitizer and libFuzzer runtimes
   # for the sanitizer, thread-safety and fuzzing build
-  libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev openssl clang-19 libclang-rt-19-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev libblis-dev libdnnl-dev openssl clang-19 libclang-rt-19-dev
   # ONNX: generated classes, test data, and Python for example generation
   libonnx-dev libonnx-testdata python3-onnx python3-numpy
   # the Python package (python/) and its tests
