@@ -541,7 +541,7 @@ PrimExpr ComputeGridSample(const LowerContext& ctx, const std::vector<PrimExpr>&
 // "max", ONNX Runtime's definition) sampling_ratio x sampling_ratio
 // bilinear samples, as ONNX RoiAlign-16. Attributes: output_height,
 // output_width, sampling_ratio (> 0: the count must be static, so the
-// adaptive ceil(roi / bins) of sampling_ratio 0 is not supported),
+// adaptive ceil(roi / bins) of sampling_ratio 0 is vm.builtin.roi_align's),
 // spatial_scale, mode, half_pixel (coordinates shifted by half a pixel; else
 // rois are at least 1 x 1). A sample more than a pixel outside the input
 // counts 0; a batch index out of range is clamped (never a wild read).

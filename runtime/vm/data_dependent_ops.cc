@@ -27,6 +27,13 @@
 //     x [..., M, M] (float32/float64; LU with partial pivoting in float64,
 //     ONNX Det). Its shape is static: it is here as the one other operator
 //     the VM runs on the host (a rare op; no kernel is worth it).
+//   vm.builtin.roi_align(x [N, C, H, W], rois [R, 4], batch_indices [R],
+//     out_h, out_w, spatial_scale, max_mode, half_pixel) -> [R, C, out_h,
+//     out_w]: ONNX RoiAlign with sampling_ratio 0, whose sample grid is
+//     ceil(roi size / bins) per roi -- a loop bound only the rois' values
+//     give, which relax.image.roi_align (a fixed grid) cannot express. The
+//     same sampling rules as that operator (ONNX Runtime's); float32 or
+//     float64; a batch index out of range is INVALID_ARGUMENT.
 //
 // Inputs on another device are read through a host copy; the result goes
 // back to the first input's device.
@@ -392,6 +399,114 @@ absl::StatusOr<Value> NonMaxSuppression(ArgSpan args) {
   return ToDeviceOf(boxes_in, t);
 }
 
+absl::StatusOr<Value> RoiAlignAdaptive(ArgSpan args) {
+  constexpr absl::string_view kName = "vm.builtin.roi_align";
+  Tensor x_in, rois_in, idx_in;
+  int64_t out_h = 0, out_w = 0, max_mode = 0, half_pixel = 0;
+  double scale = 0;
+  if (args.size() != 8 || !ValueTraits<Tensor>::From(args[0], &x_in) ||
+      !ValueTraits<Tensor>::From(args[1], &rois_in) ||
+      !ValueTraits<Tensor>::From(args[2], &idx_in) ||
+      !ValueTraits<int64_t>::From(args[3], &out_h) ||
+      !ValueTraits<int64_t>::From(args[4], &out_w) || !ValueTraits<double>::From(args[5], &scale) ||
+      !ValueTraits<int64_t>::From(args[6], &max_mode) ||
+      !ValueTraits<int64_t>::From(args[7], &half_pixel)) {
+    return TypeError(kName, " expects (x, rois, batch_indices, out_h, out_w, spatial_scale, ",
+                     "max_mode, half_pixel)");
+  }
+  TETHER_ASSIGN_OR_RETURN(Tensor x, OnHost(x_in));
+  TETHER_ASSIGN_OR_RETURN(Tensor rois, OnHost(rois_in));
+  TETHER_ASSIGN_OR_RETURN(Tensor idx, OnHost(idx_in));
+  const DataType dt = x->dtype();
+  if ((dt != DataType::Float(32) && dt != DataType::Float(64)) || x->ndim() != 4 ||
+      rois->ndim() != 2 || rois->shape()[1] != 4 || idx->ndim() != 1 ||
+      idx->shape()[0] != rois->shape()[0] || out_h < 1 || out_w < 1) {
+    return ValueError(kName, ": expected float x [N, C, H, W], rois [R, 4], batch_indices [R] ",
+                      "and a positive output size, got ", x_in.ToString(), ", ", rois_in.ToString(),
+                      ", ", idx_in.ToString());
+  }
+  const int64_t n = x->shape()[0], c = x->shape()[1], h = x->shape()[2], w = x->shape()[3];
+  const int64_t r_count = rois->shape()[0];
+  const int64_t out_shape[4] = {r_count, c, out_h, out_w};
+  TETHER_ASSIGN_OR_RETURN(Tensor out, Tensor::Empty(out_shape, dt, Device::Cpu()));
+  auto read = [&](const Tensor& t, int64_t i) { return ElementAsDouble(t, i, kName); };
+  for (int64_t r = 0; r < r_count; ++r) {
+    TETHER_ASSIGN_OR_RETURN(double bd, read(idx, r));
+    const int64_t b = static_cast<int64_t>(bd);
+    if (b < 0 || b >= n) {
+      return ValueError(kName, ": batch index ", b, " of roi ", r, " is out of range for ", n,
+                        " images");
+    }
+    double roi[4];
+    for (int k = 0; k < 4; ++k) {
+      TETHER_ASSIGN_OR_RETURN(roi[k], read(rois, r * 4 + k));
+      roi[k] = roi[k] * scale - (half_pixel != 0 ? 0.5 : 0.0);
+    }
+    double rw = roi[2] - roi[0], rh = roi[3] - roi[1];
+    if (half_pixel == 0) {
+      rw = std::max(rw, 1.0);
+      rh = std::max(rh, 1.0);
+    }
+    const double bin_h = rh / static_cast<double>(out_h), bin_w = rw / static_cast<double>(out_w);
+    const int64_t grid_h = static_cast<int64_t>(std::ceil(rh / static_cast<double>(out_h)));
+    const int64_t grid_w = static_cast<int64_t>(std::ceil(rw / static_cast<double>(out_w)));
+    const double count = static_cast<double>(std::max<int64_t>(grid_h * grid_w, 1));
+    for (int64_t ch = 0; ch < c; ++ch) {
+      const int64_t plane = (b * c + ch) * h * w;
+      for (int64_t ph = 0; ph < out_h; ++ph) {
+        for (int64_t pw = 0; pw < out_w; ++pw) {
+          double acc = 0;
+          bool first = true;
+          for (int64_t iy = 0; iy < grid_h; ++iy) {
+            const double yy = roi[1] + static_cast<double>(ph) * bin_h +
+                              (static_cast<double>(iy) + 0.5) * bin_h / static_cast<double>(grid_h);
+            for (int64_t ix = 0; ix < grid_w; ++ix) {
+              const double xx =
+                  roi[0] + static_cast<double>(pw) * bin_w +
+                  (static_cast<double>(ix) + 0.5) * bin_w / static_cast<double>(grid_w);
+              double s = 0;
+              if (!(yy < -1.0 || yy > static_cast<double>(h) || xx < -1.0 ||
+                    xx > static_cast<double>(w))) {
+                const double y = std::max(yy, 0.0), xq = std::max(xx, 0.0);
+                int64_t y0 = static_cast<int64_t>(std::floor(y));
+                int64_t x0 = static_cast<int64_t>(std::floor(xq));
+                int64_t y1 = y0 + 1, x1 = x0 + 1;
+                double ly = y - static_cast<double>(y0), lx = xq - static_cast<double>(x0);
+                if (y0 >= h - 1) {
+                  y0 = y1 = h - 1;
+                  ly = 0;
+                }
+                if (x0 >= w - 1) {
+                  x0 = x1 = w - 1;
+                  lx = 0;
+                }
+                double v[4];
+                const int64_t at[4] = {y0 * w + x0, y0 * w + x1, y1 * w + x0, y1 * w + x1};
+                for (int k = 0; k < 4; ++k) {
+                  TETHER_ASSIGN_OR_RETURN(v[k], read(x, plane + at[k]));
+                }
+                const double t[4] = {(1 - ly) * (1 - lx) * v[0], (1 - ly) * lx * v[1],
+                                     ly * (1 - lx) * v[2], ly * lx * v[3]};
+                s = max_mode != 0 ? std::max({t[0], t[1], t[2], t[3]}) : t[0] + t[1] + t[2] + t[3];
+              }
+              acc = first ? s : (max_mode != 0 ? std::max(acc, s) : acc + s);
+              first = false;
+            }
+          }
+          if (max_mode == 0) acc /= count;
+          const int64_t o = ((r * c + ch) * out_h + ph) * out_w + pw;
+          if (dt == DataType::Float(32)) {
+            static_cast<float*>(out->element_data())[o] = static_cast<float>(acc);
+          } else {
+            static_cast<double*>(out->element_data())[o] = acc;
+          }
+        }
+      }
+    }
+  }
+  return ToDeviceOf(x_in, out);
+}
+
 void Check(absl::Status s) {
   if (!s.ok()) internal::DieOnRegistrationError(s);
 }
@@ -404,6 +519,7 @@ void RegisterDataDependentOps() {
   Check(Registry::RegisterTyped("vm.builtin.unique", Unique));
   Check(Registry::RegisterTyped("vm.builtin.det", Det));
   Check(Registry::RegisterPacked("vm.builtin.non_max_suppression", NonMaxSuppression));
+  Check(Registry::RegisterPacked("vm.builtin.roi_align", RoiAlignAdaptive));
 }
 
 }  // namespace tether::vm

@@ -9,10 +9,13 @@
 #include <vector>
 
 #include "compiler/frontend/onnx/tensor_proto.h"
+#include "gmock/gmock.h"
 #include "tests/onnx/onnx_test_util.h"
 
 namespace tether::compiler::onnx_frontend {
 namespace {
+
+using ::testing::HasSubstr;
 
 using testing::Absent;
 using testing::In;
@@ -400,10 +403,61 @@ TEST(OnnxRoiAlignTest, AverageMaxAndOutsideAtHandComputedValues) {
     const float first = std::string(mode) == "avg" ? 3.25f : 4.0f;
     EXPECT_TRUE(TensorsNear((*out)[0], MakeTensor<float>({2, 1, 1, 1}, {first, 0}), 1e-6, 1e-6));
   }
-  auto adaptive = testing::ImportNode(
-      "RoiAlign", {In("X", x), In("rois", rois), In("batch_indices", batch)}, {}, 1, 16);
-  ASSERT_FALSE(adaptive.ok());
-  EXPECT_EQ(adaptive.status().code(), absl::StatusCode::kUnimplemented) << adaptive.status();
+}
+
+// sampling_ratio 0 takes ceil(roi / bins) samples per bin side, per roi (on
+// the host): each roi's row must equal the fixed-ratio operator's with that
+// roi's count -- here 1, 2 and 3 -- in both modes and both coordinate modes.
+TEST(OnnxRoiAlignTest, AdaptiveSamplingMatchesTheFixedRatioOfEachRoi) {
+  std::vector<float> xv;
+  for (int i = 0; i < 2 * 3 * 7 * 8; ++i) xv.push_back(static_cast<float>((i * 37) % 23) - 11.f);
+  const Tensor x = MakeTensor<float>({2, 3, 7, 8}, xv);
+  // Output 2 x 2: rois of about 2, 4 and 6 pixels per side give counts 1, 2 and 3.
+  const std::vector<std::vector<float>> boxes = {
+      {1.2f, 0.7f, 3.1f, 2.6f}, {0.5f, 1.0f, 4.4f, 4.9f}, {0.3f, 0.1f, 6.2f, 5.9f}};
+  const std::vector<int64_t> counts = {1, 2, 3};
+  std::vector<float> rv;
+  for (const auto& b : boxes) rv.insert(rv.end(), b.begin(), b.end());
+  const Tensor rois = MakeTensor<float>({3, 4}, rv);
+  const Tensor batch = MakeTensor<int64_t>({3}, {1, 0, 1});
+  for (const char* mode : {"avg", "max"}) {
+    for (const char* ctm : {"half_pixel", "output_half_pixel"}) {
+      SCOPED_TRACE(absl::StrCat(mode, " ", ctm));
+      auto attrs = [&](int64_t ratio) {
+        return std::vector<::onnx::AttributeProto>{
+            MakeStringAttr("mode", mode),
+            MakeIntAttr("sampling_ratio", ratio),
+            MakeIntAttr("output_height", 2),
+            MakeIntAttr("output_width", 2),
+            MakeFloatAttr("spatial_scale", 1.0f),
+            MakeStringAttr("coordinate_transformation_mode", ctm)};
+      };
+      auto adaptive = RunNode(
+          "RoiAlign", {In("X", x), In("rois", rois), In("batch_indices", batch)}, attrs(0), 1, 16);
+      ASSERT_TRUE(adaptive.ok()) << adaptive.status();
+      ASSERT_EQ(ShapeOf((*adaptive)[0]), (std::vector<int64_t>{3, 3, 2, 2}));
+      const std::vector<float> got = ReadTensor<float>((*adaptive)[0]);
+      for (size_t r = 0; r < boxes.size(); ++r) {
+        const Tensor one_roi = MakeTensor<float>({1, 4}, boxes[r]);
+        const Tensor one_batch = MakeTensor<int64_t>({1}, {ReadTensor<int64_t>(batch)[r]});
+        auto fixed =
+            RunNode("RoiAlign", {In("X", x), In("rois", one_roi), In("batch_indices", one_batch)},
+                    attrs(counts[r]), 1, 16);
+        ASSERT_TRUE(fixed.ok()) << fixed.status();
+        const std::vector<float> row(got.begin() + static_cast<int64_t>(r * 12),
+                                     got.begin() + static_cast<int64_t>((r + 1) * 12));
+        EXPECT_TRUE(TensorsNear(MakeTensor<float>({1, 3, 2, 2}, row), (*fixed)[0], 1e-5, 1e-5))
+            << "roi " << r;
+      }
+    }
+  }
+  // A batch index out of range is refused when it runs.
+  auto bad = RunNode(
+      "RoiAlign",
+      {In("X", x), In("rois", rois), In("batch_indices", MakeTensor<int64_t>({3}, {0, 2, 0}))}, {},
+      1, 16);
+  ASSERT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument) << bad.status();
+  EXPECT_THAT(bad.status().message(), HasSubstr("batch index 2 of roi 1 is out of range for 2"));
 }
 
 }  // namespace

@@ -375,12 +375,11 @@ ConvertResult ConvertGridSample(ConvertContext& ctx) {
 
 // RoiAlign-10/16 onto relax.image.roi_align. Opset 10 has no
 // coordinate_transformation_mode: it is output_half_pixel (no half-pixel
-// shift). sampling_ratio 0 (adaptive, a count per roi) is UNIMPLEMENTED.
+// shift). sampling_ratio 0 (adaptive: ceil(roi size / bins) samples per bin
+// side, a count per roi) runs on the host as vm.builtin.roi_align.
 ConvertResult ConvertRoiAlign(ConvertContext& ctx) {
   const int64_t ratio = ctx.AttrInt("sampling_ratio", 0);
-  if (ratio == 0) {
-    return ctx.Unsupported("sampling_ratio 0 (adaptive sample counts; give a fixed ratio)");
-  }
+  if (ratio < 0) return ctx.Invalid(absl::StrCat("sampling_ratio ", ratio, " is negative"));
   const std::string ctm = ctx.opset() >= 16
                               ? ctx.AttrString("coordinate_transformation_mode", "half_pixel")
                               : std::string("output_half_pixel");
@@ -393,13 +392,46 @@ ConvertResult ConvertRoiAlign(ConvertContext& ctx) {
     TETHER_ASSIGN_OR_RETURN(Expr e, ctx.Input(i));
     args.push_back(e);
   }
+  const int64_t out_h = ctx.AttrInt("output_height", 1), out_w = ctx.AttrInt("output_width", 1);
+  const std::string mode = ctx.AttrString("mode", "avg");
+  if (ratio == 0) {
+    TETHER_ASSIGN_OR_RETURN(const TensorStructInfoNode* x, ctx.InputTensorInfo(0));
+    TETHER_ASSIGN_OR_RETURN(const TensorStructInfoNode* rois, ctx.InputTensorInfo(1));
+    if (x->ndim != 4 || rois->ndim != 2 || !x->shape.has_value() || !rois->shape.has_value() ||
+        !x->dtype.has_value() ||
+        !(x->dtype->is_float() && (x->dtype->bits() == 32 || x->dtype->bits() == 64))) {
+      return ctx.Unsupported(
+          "sampling_ratio 0 (adaptive) on data that is not float32/float64 [N, C, H, W] with rois "
+          "[R, 4] of known rank");
+    }
+    if (out_h < 1 || out_w < 1) {
+      return ctx.Invalid(absl::StrCat("output size ", out_h, " x ", out_w, " must be positive"));
+    }
+    if (mode != "avg" && mode != "max") {
+      return ctx.Invalid(absl::StrCat("mode '", mode, "' is not avg or max"));
+    }
+    std::vector<Expr> call = {
+        MakeExternFunc("vm.builtin.roi_align"),
+        args[0],
+        args[1],
+        args[2],
+        MakePrimValue(PrimExpr(out_h)),
+        MakePrimValue(PrimExpr(out_w)),
+        MakePrimValue(FloatImm(DataType::Float(64), ctx.AttrFloat("spatial_scale", 1.0f))),
+        MakePrimValue(PrimExpr(int64_t{mode == "max"})),
+        MakePrimValue(PrimExpr(int64_t{ctm == "half_pixel"}))};
+    const std::vector<PrimExpr> shape = {(*rois->shape)[0], (*x->shape)[1], PrimExpr(out_h),
+                                         PrimExpr(out_w)};
+    return One(ctx.Emit(MakeCall(GetOp("relax.call_pure_packed"), std::move(call), {},
+                                 {TensorSInfo(shape, x->dtype)})));
+  }
   return One(
       ctx.EmitOp("relax.image.roi_align", std::move(args),
-                 {{"output_height", ctx.AttrInt("output_height", 1)},
-                  {"output_width", ctx.AttrInt("output_width", 1)},
+                 {{"output_height", out_h},
+                  {"output_width", out_w},
                   {"sampling_ratio", ratio},
                   {"spatial_scale", static_cast<double>(ctx.AttrFloat("spatial_scale", 1.0f))},
-                  {"mode", ctx.AttrString("mode", "avg")},
+                  {"mode", mode},
                   {"half_pixel", ctm == "half_pixel"}}));
 }
 
