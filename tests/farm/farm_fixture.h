@@ -161,17 +161,32 @@ class FarmTest : public ::testing::Test {
   std::string url() const { return absl::StrCat("etcd://", etcd_address()); }
   std::string data_dir() const { return (dir_ / "etcd-data").string(); }
 
-  // Starts etcd on the test's ports and data dir (again after StopEtcd).
-  void StartEtcd() {
-    const std::string client = absl::StrCat("http://", etcd_address());
+  // Starts etcd on the test's ports and data dir (again after StopEtcd),
+  // with `extra` flags; `tls`: its clients' URL is https (the certificate
+  // flags are in `extra`).
+  void StartEtcd(std::vector<std::string> extra = {}, bool tls = false) {
+    const std::string client = absl::StrCat(tls ? "https://" : "http://", etcd_address());
     const std::string peer = absl::StrCat("http://127.0.0.1:", peer_port_);
-    etcd_process_ = std::make_unique<Child>(
-        std::vector<std::string>{ETCD_PATH, "--name", "farm-test", "--data-dir", data_dir(),
-                                 "--listen-client-urls", client, "--advertise-client-urls", client,
-                                 "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-                                 "--initial-cluster", absl::StrCat("farm-test=", peer),
-                                 "--log-level", "warn"},
-        (dir_ / absl::StrCat("etcd-", ++etcd_starts_)).string());
+    std::vector<std::string> argv = {ETCD_PATH,
+                                     "--name",
+                                     "farm-test",
+                                     "--data-dir",
+                                     data_dir(),
+                                     "--listen-client-urls",
+                                     client,
+                                     "--advertise-client-urls",
+                                     client,
+                                     "--listen-peer-urls",
+                                     peer,
+                                     "--initial-advertise-peer-urls",
+                                     peer,
+                                     "--initial-cluster",
+                                     absl::StrCat("farm-test=", peer),
+                                     "--log-level",
+                                     "warn"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    etcd_process_ =
+        std::make_unique<Child>(argv, (dir_ / absl::StrCat("etcd-", ++etcd_starts_)).string());
   }
   void StopEtcd(int sig = SIGTERM) {
     if (etcd_process_) etcd_process_->Kill(sig);

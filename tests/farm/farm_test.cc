@@ -23,6 +23,7 @@
 #include "runtime/profiling/json.h"
 #include "server/farm_probe.h"
 #include "tests/farm/farm_fixture.h"
+#include "tests/testing/certificates.h"
 #include "tests/testing/status_matchers.h"
 
 namespace tether::farm::testing {
@@ -494,6 +495,122 @@ TEST_F(FarmTest, WhereSelectsByLabelAndListShowsTheFarm) {
             (dir_ / "bad").string());
   EXPECT_NE(bad.Reap(), 0);
   EXPECT_THAT(bad.err(), HasSubstr("should be etcd://HOST:PORT"));
+}
+
+// etcd serving clients over TLS only, requiring their certificates, with
+// password authentication on (set up with etcdctl): a daemon given the CA,
+// a client certificate and a user registers, and `tether farm list` with the
+// same flags lists it; a wrong password, no password and no certificate are
+// refused with errors that say so, and a daemon with a wrong password says
+// why it is not registered.
+TEST_F(FarmTest, SecuredEtcdWithMutualTlsAndAPassword) {
+  if (!std::filesystem::exists(ETCDCTL_PATH)) {
+    GTEST_SKIP() << "no etcdctl at " << ETCDCTL_PATH << " (apt-get install etcd-client)";
+  }
+  tether::testing::Certificates certs;
+  ASSERT_EQ(certs.Generate(), "");
+  StopEtcd();
+  StartEtcd({"--cert-file", certs.path("server.pem"), "--key-file", certs.path("server.key"),
+             "--client-cert-auth", "--trusted-ca-file", certs.path("ca.pem")},
+            /*tls=*/true);
+  auto etcdctl = [&](std::vector<std::string> args, const std::string& log) {
+    std::vector<std::string> argv = {ETCDCTL_PATH,
+                                     "--endpoints",
+                                     absl::StrCat("https://", etcd_address()),
+                                     "--cacert",
+                                     certs.path("ca.pem"),
+                                     "--cert",
+                                     certs.path("client.pem"),
+                                     "--key",
+                                     certs.path("client.key"),
+                                     "--dial-timeout",
+                                     "2s"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    Child c(argv, (dir_ / log).string());
+    const int status = c.Reap();
+    return std::make_pair(status, c.err());
+  };
+  ASSERT_TRUE(WaitFor([&] {
+    return etcdctl({"endpoint", "health"}, "health").first == 0;
+  })) << etcd_process_->err();
+  auto [added, add_err] = etcdctl({"user", "add", "root:s3cret"}, "user-add");
+  ASSERT_EQ(added, 0) << add_err;
+  auto [enabled, enable_err] = etcdctl({"auth", "enable"}, "auth-enable");
+  ASSERT_EQ(enabled, 0) << enable_err;
+  const std::string password = (dir_ / "password").string();
+  const std::string wrong = (dir_ / "wrong-password").string();
+  std::ofstream(password) << "s3cret\n";
+  std::ofstream(wrong) << "guess\n";
+  const std::string secure_url = absl::StrCat("etcds://", etcd_address());
+
+  EtcdOptions secured;
+  ASSERT_TRUE(ParseFarmUrl(secure_url, &secured).ok());
+  secured.ca_file = certs.path("ca.pem");
+  secured.cert_file = certs.path("client.pem");
+  secured.key_file = certs.path("client.key");
+  secured.user = "root";
+  secured.password_file = password;
+  secured.call_timeout = absl::Seconds(2);
+  auto client = [](const EtcdOptions& options) {
+    absl::StatusOr<std::unique_ptr<EtcdClient>> c = EtcdClient::Create(options);
+    EXPECT_TRUE(c.ok()) << c.status();
+    return c.ok() ? std::move(*c) : nullptr;
+  };
+  std::unique_ptr<EtcdClient> etcd = client(secured);
+  ASSERT_NE(etcd, nullptr);
+
+  const std::vector<std::string> flags = {"--farm-tls-ca",        certs.path("ca.pem"),
+                                          "--farm-tls-cert",      certs.path("client.pem"),
+                                          "--farm-tls-key",       certs.path("client.key"),
+                                          "--farm-user",          "root",
+                                          "--farm-password-file", password};
+  std::vector<std::string> extra = {"--farm", secure_url};
+  extra.insert(extra.end(), flags.begin(), flags.end());
+  Child& daemon = StartDaemon("secure-box", "s", extra);
+  ASSERT_TRUE(WaitFor([&] {
+    absl::StatusOr<FarmSnapshot> s = ReadFarm(*etcd, "s");
+    return s.ok() && s->devices.contains("secure-box") && s->devices.at("secure-box").registered();
+  })) << daemon.err();
+  std::vector<std::string> list = {TETHER_CLI_PATH, "farm",  "list", "--farm",
+                                   secure_url,      "--key", "s",    "--json"};
+  list.insert(list.end(), flags.begin(), flags.end());
+  Child lister(list, (dir_ / "list").string());
+  ASSERT_EQ(lister.Reap(), 0) << lister.err();
+  EXPECT_THAT(lister.out(), HasSubstr("\"id\": \"secure-box\""));
+
+  // A wrong password.
+  EtcdOptions bad = secured;
+  bad.password_file = wrong;
+  std::unique_ptr<EtcdClient> guessing = client(bad);
+  ASSERT_NE(guessing, nullptr);
+  absl::Status refused = ReadFarm(*guessing, "s").status();
+  EXPECT_FALSE(refused.ok());
+  EXPECT_THAT(refused.message(), HasSubstr("authenticating as root"));
+  // No user: etcd takes the certificate's name (tether-client), no user of its.
+  bad = secured;
+  bad.user.clear();
+  bad.password_file.clear();
+  std::unique_ptr<EtcdClient> anonymous = client(bad);
+  ASSERT_NE(anonymous, nullptr);
+  EXPECT_FALSE(ReadFarm(*anonymous, "s").ok());
+  // No client certificate: the TLS handshake fails.
+  bad = secured;
+  bad.cert_file.clear();
+  bad.key_file.clear();
+  std::unique_ptr<EtcdClient> no_cert = client(bad);
+  ASSERT_NE(no_cert, nullptr);
+  EXPECT_THAT(ReadFarm(*no_cert, "s").status(), StatusIs(absl::StatusCode::kUnavailable));
+
+  // A daemon with the wrong password is not registered and says why.
+  for (std::string& f : extra) {
+    if (f == password) f = wrong;
+  }
+  Child& guesser = StartDaemon("guessing-box", "s", extra);
+  EXPECT_TRUE(WaitFor([&] { return absl::StrContains(guesser.err(), "authenticating as root"); }))
+      << guesser.err();
+  absl::StatusOr<FarmSnapshot> snapshot = ReadFarm(*etcd, "s");
+  ASSERT_TRUE(snapshot.ok()) << snapshot.status();
+  EXPECT_FALSE(snapshot->devices.contains("guessing-box"));
 }
 
 }  // namespace

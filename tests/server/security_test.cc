@@ -18,6 +18,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "server/daemon.h"
+#include "tests/testing/certificates.h"
 #include "tests/testing/session_program.h"
 #include "tests/testing/test_functions.h"
 
@@ -27,53 +28,7 @@ namespace {
 using ::testing::HasSubstr;
 namespace fs = std::filesystem;
 
-// A CA, a server certificate for localhost / 127.0.0.1 and a client
-// certificate, all signed by the CA, in a fresh temporary directory.
-class Certificates {
- public:
-  Certificates() {
-    std::string tmpl = (fs::temp_directory_path() / "tether-tls-test-XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) != nullptr) dir_ = tmpl;
-  }
-  ~Certificates() {
-    if (!dir_.empty()) fs::remove_all(dir_);
-  }
-
-  // Empty on success, otherwise what failed.
-  std::string Generate() {
-    if (dir_.empty()) return "cannot create a temporary directory";
-    if (std::system("openssl version >/dev/null 2>&1") != 0) {
-      return "the openssl command is missing (deploy/install-deps.sh installs it)";
-    }
-    std::ofstream(path("server.ext"))
-        << "subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n";
-    std::ofstream(path("client.ext")) << "extendedKeyUsage=clientAuth\n";
-    const std::string d = dir_ + "/";
-    const std::string steps[] = {
-        absl::StrCat("openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=tether-test-ca",
-                     " -keyout ", d, "ca.key -out ", d, "ca.pem"),
-        absl::StrCat("openssl req -newkey rsa:2048 -nodes -subj /CN=localhost -keyout ", d,
-                     "server.key -out ", d, "server.csr"),
-        absl::StrCat("openssl x509 -req -in ", d, "server.csr -CA ", d, "ca.pem -CAkey ", d,
-                     "ca.key -CAcreateserial -days 2 -extfile ", d, "server.ext -out ", d,
-                     "server.pem"),
-        absl::StrCat("openssl req -newkey rsa:2048 -nodes -subj /CN=tether-client -keyout ", d,
-                     "client.key -out ", d, "client.csr"),
-        absl::StrCat("openssl x509 -req -in ", d, "client.csr -CA ", d, "ca.pem -CAkey ", d,
-                     "ca.key -CAcreateserial -days 2 -extfile ", d, "client.ext -out ", d,
-                     "client.pem"),
-    };
-    for (const std::string& step : steps) {
-      if (std::system((step + " >/dev/null 2>&1").c_str()) != 0) return "failed: " + step;
-    }
-    return "";
-  }
-
-  std::string path(const std::string& name) const { return dir_ + "/" + name; }
-
- private:
-  std::string dir_;
-};
+using ::tether::testing::Certificates;
 
 class SecurityTest : public ::testing::Test {
  protected:
