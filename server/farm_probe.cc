@@ -76,7 +76,7 @@ class ProbeSession {
       grpc::ClientContext context;
       Prepare(&context);
       v1::OpenSessionRequest request;
-      request.set_client_name("tetherd-farm-probe");
+      request.set_client_name(options_.client_name);
       request.set_idle_timeout_ms(60000);
       v1::OpenSessionResponse response;
       if (absl::Status s = Step("canary session", stub_->OpenSession(&context, request, &response));
@@ -171,8 +171,16 @@ absl::Status ProbeDaemon(const ProbeOptions& options) {
   const absl::Time deadline = absl::Now() + options.deadline;
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(64 << 20);
+  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+  if (options.tls) {
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = options.tls_ca_pem;
+    ssl.pem_cert_chain = options.tls_cert_pem;
+    ssl.pem_private_key = options.tls_key_pem;
+    credentials = grpc::SslCredentials(ssl);
+  }
   std::shared_ptr<grpc::Channel> channel =
-      grpc::CreateCustomChannel(options.target, grpc::InsecureChannelCredentials(), args);
+      grpc::CreateCustomChannel(options.target, credentials, args);
   if (absl::Status s = CheckHealth(channel, deadline); !s.ok()) return s;
   ProbeSession session(options, channel, deadline);
   return session.Run();

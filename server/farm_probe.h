@@ -23,7 +23,12 @@ inline constexpr float kCanaryOutput[4] = {1.0f, -2.5f, 3.25f, 42.0f};
 struct ProbeOptions {
   std::string target;      // the daemon's gRPC address ("unix:/path", "127.0.0.1:PORT")
   std::string auth_token;  // sent as the bearer token when non-empty
-  std::string canary;      // executable bytes; `main` is called with no arguments
+  // TLS to the daemon (a prober from another machine): the CA of its
+  // certificate (PEM text; empty: plaintext), and a client certificate.
+  bool tls = false;
+  std::string tls_ca_pem, tls_cert_pem, tls_key_pem;
+  std::string client_name = "tetherd-farm-probe";  // the session's, as the daemon logs it
+  std::string canary;  // executable bytes; `main` is called with no arguments
   // Check that main returned kCanaryOutput (the built-in canary).
   bool expect_builtin_output = false;
   absl::Duration deadline = absl::Seconds(20);  // the whole probe

@@ -31,7 +31,7 @@ int RunBench(const std::vector<std::string>& args);
 int RunProfile(const std::vector<std::string>& args);
 int RunCompile(const std::vector<std::string>& args);
 int RunCompare(const std::vector<std::string>& args);
-// `tether farm list|acquire|quarantine|release` (farm_commands.cc; in a
+// `tether farm list|acquire|quarantine|release|probe` (farm_commands.cc; in a
 // tether built without the farm, without_farm.cc says so).
 int RunFarm(const std::vector<std::string>& args);
 

@@ -1,4 +1,4 @@
-// `tether farm list|acquire|quarantine|release` and the acquisition behind
+// `tether farm list|acquire|quarantine|release|probe` and the acquisition behind
 // `tether run|bench|profile --farm` (docs/design/farm.md): the client side
 // of the device farm over farm/ (etcd).
 #include <signal.h>
@@ -6,14 +6,18 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <map>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -23,6 +27,8 @@
 #include "farm/records.h"
 #include "farm/snapshot.h"
 #include "runtime/core/error.h"
+#include "runtime/core/file.h"
+#include "server/farm_probe.h"
 
 extern char** environ;
 
@@ -428,6 +434,201 @@ int RunQuarantine(const std::vector<std::string>& args, bool quarantine) {
   return 0;
 }
 
+// --- probe --------------------------------------------------------------------
+
+// `tether farm probe`: the farm's prober, from outside the daemons. Each
+// round reads the key and probes every registered device nobody holds at the
+// address its record advertises (server::ProbeDaemon: gRPC health, then the
+// built-in canary run through a session, as a client runs it) -- what a
+// daemon's probe of itself over its private socket cannot see: an address
+// that does not reach it, a listener others cannot use. A device failing
+// --failures probes in a row is quarantined `by: prober` (no lease: it
+// stays if the prober stops); a device that passes again has the prober's
+// quarantine lifted, never another's.
+int RunProbe(const std::vector<std::string>& args) {
+  constexpr char kName[] = "farm probe";
+  FarmFlags flags;
+  int rounds = 1, failures_to_quarantine = 3;
+  double interval_s = 30;
+  std::string token_file, tls_ca, tls_cert, tls_key;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--help" || a == "-h") {
+      std::printf(
+          "usage: tether farm probe --farm URL --key KEY [--rounds N] [--interval SECS]\n"
+          "           [--failures N] [--token-file FILE] [--tls-ca PEM [--tls-cert PEM "
+          "--tls-key PEM]]\n"
+          "Probes every registered device of KEY that nobody holds, at its advertised address:\n"
+          "gRPC health, then a canary model run through a session. A device that fails\n"
+          "--failures probes in a row (default 3) is quarantined by the prober; one that\n"
+          "passes again is released from the prober's quarantine. --rounds N (default 1; 0:\n"
+          "until stopped) rounds, --interval SECS apart (default 30). Exit code: 0 when the\n"
+          "last round's probes all passed, 1 when one failed.\n"
+          "  --token-file FILE      the daemons' bearer token\n"
+          "  --tls-ca PEM           the CA of the daemons' certificates (for daemons serving "
+          "TLS)\n%s",
+          kFarmFlagsHelp);
+      return 0;
+    }
+    auto value = [&]() -> const std::string* {
+      if (i + 1 >= args.size()) {
+        std::fprintf(stderr, "tether %s: %s needs a value\n", kName, a.c_str());
+        return nullptr;
+      }
+      return &args[++i];
+    };
+    if (a == "--rounds" || a == "--failures" || a == "--interval") {
+      const std::string* v = value();
+      if (v == nullptr) return 2;
+      int n = 0;
+      double d = 0;
+      const bool ok = a == "--interval"
+                          ? absl::SimpleAtod(*v, &d) && d >= 0
+                          : absl::SimpleAtoi(*v, &n) && n >= (a == "--rounds" ? 0 : 1);
+      if (!ok) {
+        std::fprintf(stderr, "tether %s: bad %s %s\n", kName, a.c_str(), v->c_str());
+        return 2;
+      }
+      if (a == "--rounds") rounds = n;
+      if (a == "--failures") failures_to_quarantine = n;
+      if (a == "--interval") interval_s = d;
+      continue;
+    }
+    if (a == "--token-file" || a == "--tls-ca" || a == "--tls-cert" || a == "--tls-key") {
+      const std::string* v = value();
+      if (v == nullptr) return 2;
+      (a == "--token-file" ? token_file
+       : a == "--tls-ca"   ? tls_ca
+       : a == "--tls-cert" ? tls_cert
+                           : tls_key) = *v;
+      continue;
+    }
+    int parsed = ParseFarmFlag(kName, args, &i, &flags);
+    if (parsed < 0) return 2;
+    if (parsed == 0) {
+      std::fprintf(stderr, "tether %s: unexpected argument %s\n", kName, a.c_str());
+      return 2;
+    }
+  }
+  if (flags.key.empty()) {
+    std::fprintf(stderr, "tether %s: --key KEY (the farm key) is required\n", kName);
+    return 2;
+  }
+  server::ProbeOptions base;
+  base.client_name = "tether-farm-prober";
+  base.expect_builtin_output = true;
+  base.deadline = absl::Seconds(10);
+  auto read = [&](const std::string& path, const char* what, std::string* out) -> absl::Status {
+    if (path.empty()) return absl::OkStatus();
+    absl::StatusOr<std::string> text = ReadFileToString(path);
+    if (!text.ok()) {
+      return absl::Status(text.status().code(),
+                          absl::StrCat(what, " ", path, ": ", text.status().message()));
+    }
+    *out = *text;
+    return absl::OkStatus();
+  };
+  std::string token;
+  for (absl::Status s :
+       {read(token_file, "token file", &token), read(tls_ca, "CA file", &base.tls_ca_pem),
+        read(tls_cert, "client certificate", &base.tls_cert_pem),
+        read(tls_key, "client key", &base.tls_key_pem)}) {
+    if (!s.ok()) return Fail(kName, s);
+  }
+  base.auth_token = std::string(absl::StripAsciiWhitespace(token));
+  absl::StatusOr<std::string> canary = server::BuildCanaryExecutable();
+  if (!canary.ok()) return Fail(kName, canary.status());
+  base.canary = *canary;
+  auto etcd = OpenEtcd(flags);
+  if (!etcd.ok()) return Fail(kName, etcd.status());
+
+  std::map<std::string, int> failed;  // consecutive failures, by device
+  int rc = 0;
+  for (int round = 0; rounds == 0 || round < rounds; ++round) {
+    if (round > 0) {
+      std::this_thread::sleep_for(std::chrono::duration<double>(interval_s));
+    }
+    auto snapshot = farm::ReadFarm(**etcd, flags.key);
+    if (!snapshot.ok()) return Fail(kName, snapshot.status());
+    rc = 0;
+    for (const auto& [id, device] : snapshot->devices) {
+      if (!device.registered() || !device.record.has_value()) continue;
+      if (device.held()) {
+        std::printf("%s %s: held, not probed\n", id.c_str(), device.record->address().c_str());
+        continue;
+      }
+      server::ProbeOptions probe = base;
+      probe.target = device.record->address();
+      probe.tls = device.record->tls();
+      if (probe.tls && probe.tls_ca_pem.empty()) {
+        std::printf("%s %s: serves TLS; give --tls-ca to probe it\n", id.c_str(),
+                    probe.target.c_str());
+        rc = 1;
+        continue;
+      }
+      const absl::Time start = absl::Now();
+      const absl::Status result = server::ProbeDaemon(probe);
+      const double ms = absl::ToDoubleMilliseconds(absl::Now() - start);
+      const std::string qkey = farm::QuarantineKey(flags.key, id);
+      if (result.ok()) {
+        failed.erase(id);
+        std::printf("%s %s: ok (%.0f ms)\n", id.c_str(), probe.target.c_str(), ms);
+        if (device.quarantine.has_value() && device.quarantine->by() == "prober") {
+          // Lifted only if it is still the prober's (an operator may have
+          // replaced it since the snapshot).
+          etcdserverpb::RangeRequest get;
+          get.set_key(qkey);
+          auto found = (*etcd)->Range(get);
+          if (found.ok() && found->kvs_size() == 1) {
+            fv1::QuarantineRecord current;
+            if (farm::FromJson(found->kvs(0).value(), qkey, &current).ok() &&
+                current.by() == "prober") {
+              etcdserverpb::TxnRequest txn;
+              etcdserverpb::Compare* same = txn.add_compare();
+              same->set_key(qkey);
+              same->set_target(etcdserverpb::Compare::MOD);
+              same->set_result(etcdserverpb::Compare::EQUAL);
+              same->set_mod_revision(found->kvs(0).mod_revision());
+              txn.add_success()->mutable_request_delete_range()->set_key(qkey);
+              auto done = (*etcd)->Txn(txn);
+              if (done.ok() && done->succeeded()) {
+                std::printf("%s: released from the prober's quarantine\n", id.c_str());
+              }
+            }
+          }
+        }
+        continue;
+      }
+      rc = 1;
+      const int n = ++failed[id];
+      std::printf("%s %s: FAILED (%d of %d): %s\n", id.c_str(), probe.target.c_str(), n,
+                  failures_to_quarantine, std::string(result.message()).c_str());
+      if (n < failures_to_quarantine || device.quarantine.has_value()) continue;
+      fv1::QuarantineRecord record;
+      record.set_by("prober");
+      record.set_reason(absl::StrCat(n, " failed probes from the prober at ", probe.target, ": ",
+                                     result.message()));
+      record.set_since_unix_ms(absl::ToUnixMillis(absl::Now()));
+      etcdserverpb::TxnRequest txn;  // only where no quarantine exists
+      etcdserverpb::Compare* none = txn.add_compare();
+      none->set_key(qkey);
+      none->set_target(etcdserverpb::Compare::CREATE);
+      none->set_result(etcdserverpb::Compare::EQUAL);
+      none->set_create_revision(0);
+      etcdserverpb::PutRequest* put = txn.add_success()->mutable_request_put();
+      put->set_key(qkey);
+      put->set_value(farm::ToJson(record));  // no lease: it stays if the prober stops
+      auto done = (*etcd)->Txn(txn);
+      if (!done.ok()) return Fail(kName, done.status());
+      if (done->succeeded()) {
+        std::printf("%s: quarantined by the prober\n", id.c_str());
+      }
+    }
+    std::fflush(stdout);
+  }
+  return rc;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<FarmClaim>> ClaimFarmDevice(const FarmFlags& flags) {
@@ -442,14 +643,18 @@ int RunFarm(const std::vector<std::string>& args) {
   if (sub == "acquire") return RunAcquire(rest);
   if (sub == "quarantine") return RunQuarantine(rest, true);
   if (sub == "release") return RunQuarantine(rest, false);
+  if (sub == "probe") return RunProbe(rest);
   std::fprintf(sub == "--help" || sub == "-h" ? stdout : stderr,
-               "usage: tether farm list|acquire|quarantine|release --farm URL [--key KEY] ...\n"
+               "usage: tether farm list|acquire|quarantine|release|probe --farm URL [--key KEY] "
+               "...\n"
                "  list        devices, their state (free, held by whom and how long, "
                "quarantined),\n"
                "              health, labels and the waiting queue ([--json])\n"
                "  acquire     take a device (fair priority queue), print its fencing token\n"
                "  quarantine  keep a device from being handed out (DEVICE [--reason TEXT])\n"
                "  release     lift a device's quarantine (DEVICE)\n"
+               "  probe       probe the free devices at their addresses; quarantine those that\n"
+               "              keep failing, release those that pass again\n"
                "Run `tether farm <command> --help` for the options of one command.\n");
   return sub == "--help" || sub == "-h" ? 0 : 2;
 }

@@ -613,5 +613,58 @@ TEST_F(FarmTest, SecuredEtcdWithMutualTlsAndAPassword) {
   EXPECT_FALSE(snapshot->devices.contains("guessing-box"));
 }
 
+// The prober probes each free device at the address its record advertises:
+// a daemon advertising an address that reaches nothing passes its own probe
+// (over its private socket) but fails the prober's, and is quarantined by
+// the prober after --failures rounds; restarted at a good address it passes
+// and the prober lifts its own quarantine, never an operator's.
+TEST_F(FarmTest, TheProberQuarantinesADeviceItCannotReach) {
+  StartDaemon("good", "p");
+  StartDaemon("unreachable", "p", {"--farm-address", absl::StrCat("127.0.0.1:", FreePort())});
+  ASSERT_TRUE(WaitFor([&] { return Registered("p", "good") && Registered("p", "unreachable"); }));
+  auto probe = [&](const std::string& log, std::vector<std::string> extra) {
+    std::vector<std::string> argv = {TETHER_CLI_PATH, "farm", "probe",      "--farm", url(),
+                                     "--key",         "p",    "--interval", "0.1"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    auto child = std::make_unique<Child>(argv, (dir_ / log).string());
+    const int status = child->Reap();
+    return std::make_pair(status, child->out() + child->err());
+  };
+  auto [failed, failed_out] = probe("probe-1", {"--rounds", "2", "--failures", "2"});
+  EXPECT_TRUE(WIFEXITED(failed) && WEXITSTATUS(failed) == 1) << failed_out;
+  EXPECT_THAT(failed_out, HasSubstr("good 127.0.0.1:"));
+  EXPECT_THAT(failed_out, HasSubstr(": ok ("));
+  EXPECT_THAT(failed_out, HasSubstr("unreachable 127.0.0.1:"));
+  EXPECT_THAT(failed_out, HasSubstr("FAILED (2 of 2): health check"));
+  EXPECT_THAT(failed_out, HasSubstr("unreachable: quarantined by the prober"));
+  FarmSnapshot snapshot = Snapshot("p");
+  ASSERT_TRUE(snapshot.devices["unreachable"].quarantine.has_value());
+  EXPECT_EQ(snapshot.devices["unreachable"].quarantine->by(), "prober");
+  EXPECT_FALSE(snapshot.devices["good"].quarantine.has_value());
+  // Acquisition passes the quarantined device over.
+  auto lease = DeviceLease::Acquire(etcd_.get(), Want("p"));
+  ASSERT_TRUE(lease.ok()) << lease.status();
+  EXPECT_EQ((*lease)->device_id(), "good");
+  ASSERT_TRUE((*lease)->Release().ok());
+
+  // Back at an address that reaches it: the prober lifts its quarantine. An
+  // operator's quarantine of the good device stays.
+  daemons_["unreachable"]->Kill(SIGKILL);
+  ASSERT_TRUE(WaitFor([&] { return !Registered("p", "unreachable"); }));
+  StartDaemon("unreachable", "p");
+  ASSERT_TRUE(WaitFor([&] { return Registered("p", "unreachable"); }));
+  Child operator_quarantine({TETHER_CLI_PATH, "farm", "quarantine", "--farm", url(), "--key", "p",
+                             "good", "--reason", "maintenance"},
+                            (dir_ / "operator").string());
+  ASSERT_EQ(operator_quarantine.Reap(), 0) << operator_quarantine.err();
+  auto [passed, passed_out] = probe("probe-2", {});
+  EXPECT_TRUE(WIFEXITED(passed) && WEXITSTATUS(passed) == 0) << passed_out;
+  EXPECT_THAT(passed_out, HasSubstr("unreachable: released from the prober's quarantine"));
+  snapshot = Snapshot("p");
+  EXPECT_FALSE(snapshot.devices["unreachable"].quarantine.has_value());
+  ASSERT_TRUE(snapshot.devices["good"].quarantine.has_value());
+  EXPECT_EQ(snapshot.devices["good"].quarantine->by(), "operator");
+}
+
 }  // namespace
 }  // namespace tether::farm::testing
