@@ -80,3 +80,34 @@ def test_onnx_models_compile_from_python(session, tmp_path):
     np.testing.assert_allclose(vm["main"](x7), np.maximum(x7 @ w + b, 0), rtol=1e-5, atol=1e-5)
     with pytest.raises(ValueError):
         tether.compile(b"not an onnx model", format="onnx")
+
+
+def test_onnx_sequence_and_optional_inputs_from_python(session, tmp_path):
+    """An ONNX model whose inputs are a sequence and an optional: a list goes
+    in as the sequence (any length), None as an empty optional; a sequence
+    output comes back as a list."""
+    if not tether.has_compiler:
+        pytest.skip("built without the compiler")
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+    seq = helper.make_tensor_sequence_value_info("s", TensorProto.FLOAT, ["n"])
+    opt = helper.make_value_info(
+        "o", helper.make_optional_type_proto(helper.make_tensor_type_proto(TensorProto.FLOAT, [2])))
+    graph = helper.make_graph(
+        [helper.make_node("SequenceInsert", ["s", "x"], ["s2"]),
+         helper.make_node("SequenceLength", ["s"], ["n"]),
+         helper.make_node("OptionalHasElement", ["o"], ["has"])],
+        "seq", [seq, helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n"]), opt],
+        [helper.make_tensor_sequence_value_info("s2", TensorProto.FLOAT, ["n"]),
+         helper.make_tensor_value_info("n", TensorProto.INT64, []),
+         helper.make_tensor_value_info("has", TensorProto.BOOL, [])])
+    path = tmp_path / "seq.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 16)]), str(path))
+    vm = tether.VirtualMachine(tether.compile(path), session.cpu())
+    a, b, x = (np.full(3, v, np.float32) for v in (1, 2, 3))
+    s2, n, has = vm["main"]([a, b], x, None)
+    assert len(s2) == 3
+    np.testing.assert_array_equal(s2[2], x)
+    assert int(n) == 2 and not bool(has)
+    s2, n, has = vm["main"]([], x, np.zeros(2, np.float32))
+    assert len(s2) == 1 and int(n) == 0 and bool(has)

@@ -32,8 +32,14 @@ absl::StatusOr<std::vector<OnnxInputInfo>> ReadOnnxInputs(absl::string_view byte
   for (const onnx::ValueInfoProto& in : model.graph().input()) {
     if (initializers.contains(in.name())) continue;
     if (!in.type().has_tensor_type()) {
-      return absl::UnimplementedError(
-          absl::StrCat("onnx: graph input '", in.name(), "' is not a tensor"));
+      const bool sequence_or_optional =
+          in.type().has_sequence_type() || in.type().has_optional_type();
+      return absl::UnimplementedError(absl::StrCat(
+          "onnx: graph input '", in.name(), "' is not a tensor",
+          sequence_or_optional
+              ? " but a sequence or an optional: the CLI feeds .npy tensors only; feed it from "
+                "Python (a list, or None) or the client library (a Tuple, or None)"
+              : ""));
     }
     const onnx::TypeProto::Tensor& tt = in.type().tensor_type();
     OnnxInputInfo info;
