@@ -17,12 +17,18 @@
 //     on a new axis when new_axis is 1 (ONNX ConcatFromSequence). They must
 //     agree in dtype, rank and every other dim; the result goes to the first
 //     tensor's device.
+//   vm.builtin.split_to_sequence(x, axis, split, keepdims) -> a sequence of
+//     the pieces of x along `axis` (ONNX SplitToSequence): `split` None gives
+//     pieces of 1 (squeezed when keepdims is 0), a one-element tensor pieces
+//     of that size (the last smaller), a 1-D tensor those sizes (which must
+//     be non-negative and sum to the axis). The pieces go to x's device.
 //   vm.builtin.optional_has_element(x) -> Shape [1] when x holds a value,
 //     Shape [0] when it is None.
 //   vm.builtin.optional_get_element(x) -> x; INVALID_ARGUMENT when None.
 //
 // A position out of range, a value that is not a sequence and tensors that
 // do not concatenate are INVALID_ARGUMENT naming the builtin.
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -206,6 +212,88 @@ absl::StatusOr<Value> SequenceConcat(ArgSpan args) {
   return Value(moved);
 }
 
+absl::StatusOr<Value> SplitToSequence(ArgSpan args) {
+  constexpr absl::string_view kName = "vm.builtin.split_to_sequence";
+  if (args.size() != 4 || !args[0].is_tensor() || !args[1].is_int() || !args[3].is_int() ||
+      !(args[2].is_none() || args[2].is_tensor())) {
+    return ValueError(kName, " expects (tensor, axis, split or None, keepdims)");
+  }
+  Tensor x(args[0].AsRef<TensorObj>());
+  const Device device = x->device();
+  if (device.type != kDLCPU) {
+    TETHER_ASSIGN_OR_RETURN(x, x.CopyTo(Device::Cpu()));
+  }
+  const int64_t axis = args[1].int_value();
+  const bool keepdims = args[3].int_value() != 0;
+  std::vector<int64_t> shape(x->shape().begin(), x->shape().end());
+  if (axis < 0 || axis >= static_cast<int64_t>(shape.size())) {
+    return ValueError(kName, ": axis ", axis, " out of range for ", x.ToString());
+  }
+  const int64_t len = shape[static_cast<size_t>(axis)];
+  std::vector<int64_t> sizes;
+  if (args[2].is_none()) {
+    sizes.assign(static_cast<size_t>(len), 1);
+  } else {
+    Tensor split(args[2].AsRef<TensorObj>());
+    if (split->device().type != kDLCPU) {
+      TETHER_ASSIGN_OR_RETURN(split, split.CopyTo(Device::Cpu()));
+    }
+    const DataType dt = split->dtype();
+    if (!(dt == DataType::Int(64) || dt == DataType::Int(32)) || split->ndim() > 1) {
+      return ValueError(kName, ": split must be an int32 or int64 scalar or 1-D tensor, got ",
+                        split.ToString());
+    }
+    std::vector<int64_t> values;
+    for (int64_t i = 0; i < split->NumElements(); ++i) {
+      values.push_back(dt == DataType::Int(64)
+                           ? static_cast<const int64_t*>(split->element_data())[i]
+                           : static_cast<const int32_t*>(split->element_data())[i]);
+    }
+    if (split->ndim() == 0) {
+      const int64_t chunk = values[0];
+      if (chunk <= 0) return ValueError(kName, ": split ", chunk, " is not positive");
+      for (int64_t done = 0; done < len; done += chunk)
+        sizes.push_back(std::min(chunk, len - done));
+    } else {
+      int64_t sum = 0;
+      for (int64_t v : values) {
+        if (v < 0) return ValueError(kName, ": split size ", v, " is negative");
+        sum += v;
+      }
+      if (sum != len) {
+        return ValueError(kName, ": split sizes sum to ", sum, ", but axis ", axis, " has size ",
+                          len);
+      }
+      sizes = values;
+    }
+  }
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d) outer *= shape[static_cast<size_t>(d)];
+  for (size_t d = static_cast<size_t>(axis) + 1; d < shape.size(); ++d) inner *= shape[d];
+  const int64_t elem = x->dtype().bytes();
+  const bool squeeze = !keepdims && args[2].is_none();
+  std::vector<Value> pieces;
+  int64_t offset = 0;
+  for (int64_t size : sizes) {
+    std::vector<int64_t> piece_shape = shape;
+    piece_shape[static_cast<size_t>(axis)] = size;
+    if (squeeze) piece_shape.erase(piece_shape.begin() + axis);
+    TETHER_ASSIGN_OR_RETURN(Tensor piece, Tensor::Empty(piece_shape, x->dtype(), Device::Cpu()));
+    const int64_t row = size * inner * elem;
+    for (int64_t o = 0; o < outer; ++o) {
+      std::memcpy(static_cast<char*>(piece->element_data()) + o * row,
+                  static_cast<const char*>(x->element_data()) + (o * len + offset) * inner * elem,
+                  static_cast<size_t>(row));
+    }
+    offset += size;
+    if (device.type != kDLCPU) {
+      TETHER_ASSIGN_OR_RETURN(piece, piece.CopyTo(device));
+    }
+    pieces.push_back(Value(piece));
+  }
+  return MakeTuple(std::move(pieces));
+}
+
 absl::StatusOr<Value> OptionalHasElement(ArgSpan args) {
   if (args.size() != 1) {
     return ValueError("vm.builtin.optional_has_element expects 1 argument, got ", args.size());
@@ -232,6 +320,7 @@ void RegisterSequenceOps() {
   Check(Registry::RegisterPacked("vm.builtin.sequence_insert", SequenceInsert));
   Check(Registry::RegisterPacked("vm.builtin.sequence_erase", SequenceErase));
   Check(Registry::RegisterPacked("vm.builtin.sequence_concat", SequenceConcat));
+  Check(Registry::RegisterPacked("vm.builtin.split_to_sequence", SplitToSequence));
   Check(Registry::RegisterPacked("vm.builtin.optional_has_element", OptionalHasElement));
   Check(Registry::RegisterPacked("vm.builtin.optional_get_element", OptionalGetElement));
 }

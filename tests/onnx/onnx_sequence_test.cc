@@ -398,16 +398,44 @@ TEST(OnnxSplitToSequenceTest, ListSplitWorksOnASymbolicDim) {
   EXPECT_TRUE(TensorsNear((*out)[1], MakeTensor<float>({2}, {1, 2})));
 }
 
-TEST(OnnxSplitToSequenceTest, RunTimeSplitMustBeKnownAtImportTime) {
+TEST(OnnxSplitToSequenceTest, RunTimeSplitGivesARunTimeSequence) {
   ModelBuilder b(17);
   b.Input("x", DataType::Float(32), {"6"}).Input("split", DataType::Int(64), {"3"});
+  b.Initializer("p", Scalar64(2));
   b.Node("SplitToSequence", {"x", "split"}, {"s"}, {}, "sts");
   b.Node("SequenceLength", {"s"}, {"len"});
-  b.Output("len");
-  auto imported = ImportOnnxBytes(b.Bytes());
-  ASSERT_EQ(imported.status().code(), absl::StatusCode::kUnimplemented) << imported.status();
-  EXPECT_THAT(imported.status().message(),
-              HasSubstr("input 1 (split 'split') must be known at import time"));
+  b.Node("SequenceAt", {"s", "p"}, {"last"});
+  b.Output("len").Output("last");
+  auto out = RunModel(b.model(), {Iota({6}, 0), MakeTensor<int64_t>({3}, {1, 2, 3})});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_TRUE(TensorsNear((*out)[0], Scalar64(3)));
+  EXPECT_TRUE(TensorsNear((*out)[1], MakeTensor<float>({3}, {3, 4, 5})));
+  // Sizes that do not sum to the axis, or a negative one: refused when it runs.
+  for (const auto& [split, what] :
+       {std::pair{std::vector<int64_t>{1, 1, 1}, "split sizes sum to 3, but axis 0 has size 6"},
+        std::pair{std::vector<int64_t>{-1, 4, 3}, "split size -1 is negative"}}) {
+    auto bad = RunModel(b.model(), {Iota({6}, 0), MakeTensor<int64_t>({3}, split)});
+    ASSERT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument) << bad.status();
+    EXPECT_THAT(bad.status().message(), HasSubstr(what));
+  }
+}
+
+// Chunks of 1 along an axis of symbolic size, squeezed: as many scalars as
+// the axis is long, however long it is.
+TEST(OnnxSplitToSequenceTest, ChunksOfASymbolicAxis) {
+  ModelBuilder b(17);
+  b.Input("x", DataType::Float(32), {"n"});
+  b.Initializer("p", Scalar64(-1));
+  b.Node("SplitToSequence", {"x"}, {"s"}, {MakeIntAttr("keepdims", 0)});
+  b.Node("SequenceLength", {"s"}, {"len"});
+  b.Node("SequenceAt", {"s", "p"}, {"last"});
+  b.Output("len").Output("last");
+  for (int64_t n : {1, 4}) {
+    auto out = RunModel(b.model(), {Iota({n}, 10)});
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_TRUE(TensorsNear((*out)[0], Scalar64(n)));
+    EXPECT_TRUE(TensorsNear((*out)[1], MakeTensor<float>({}, {static_cast<float>(9 + n)})));
+  }
 }
 
 }  // namespace

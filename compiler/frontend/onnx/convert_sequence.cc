@@ -12,7 +12,8 @@
 // emit operators (relax.concat, relax.split).
 //
 // A sequence whose length only the run time knows -- a graph input, a value
-// carried through a Loop, an If's output whose branches differ -- is an
+// carried through a Loop, an If's output whose branches differ, a split into
+// a number of pieces read at run time -- is an
 // R.Object holding a Tuple value of any length, with its tensors' dtype and
 // rank on the side (OnnxValue::dynamic). Operators on it, and Insert, Erase
 // and At at a position read at run time, are calls of the VM's sequence
@@ -451,9 +452,30 @@ ConvertResult ConvertSplitToSequence(ConvertContext& ctx) {
   const bool squeeze = keepdims == 0 && !ctx.HasInput(1);
   absl::StatusOr<std::vector<int64_t>> sizes =
       SplitSizes(ctx, (*(*info)->shape)[static_cast<size_t>(*axis)], *axis);
-  if (!sizes.ok()) return sizes.status();
   absl::StatusOr<Expr> x = ctx.Input(0);
   if (!x.ok()) return x.status();
+  if (!sizes.ok() && sizes.status().code() == absl::StatusCode::kUnimplemented) {
+    // The number of pieces is only known at run time (a split read then, or
+    // chunks of an axis of symbolic size): a run-time sequence.
+    std::vector<Expr> args = {*x, MakePrimValue(PrimExpr(*axis))};
+    if (ctx.HasInput(1)) {
+      TETHER_ASSIGN_OR_RETURN(Expr split, ctx.Input(1));
+      args.push_back(split);
+    } else {
+      TETHER_ASSIGN_OR_RETURN(Expr none,
+                              CallSequenceBuiltin(ctx, "vm.builtin.null_value", {}, ObjectSInfo()));
+      args.push_back(none);
+    }
+    args.push_back(MakePrimValue(PrimExpr(keepdims)));
+    TETHER_ASSIGN_OR_RETURN(
+        Expr seq, CallSequenceBuiltin(ctx, "vm.builtin.split_to_sequence", args, ObjectSInfo()));
+    DynamicType type;
+    type.sequence = true;
+    type.dtype = (*info)->dtype;
+    type.ndim = static_cast<int>((*info)->ndim) - (squeeze ? 1 : 0);
+    return std::vector<OnnxValue>{OnnxValue::Dynamic(seq, type)};
+  }
+  if (!sizes.ok()) return sizes.status();
 
   std::vector<Expr> fields;
   if (sizes->size() == 1) {
