@@ -1,5 +1,10 @@
 // Control flow in the ONNX importer: If, Loop and Scan, whose bodies are
-// subgraphs that may read any value of the scopes around them.
+// subgraphs that may read any value of the scopes around them, and
+// SequenceMap, converted as the Loop its ONNX function body is. Sequences
+// and optionals of run-time structure (convert_sequence.cc) are carried
+// through a Loop as R.Object, and an If whose branches return them in
+// different structures gives an R.Object; their types (OnnxValue::dynamic)
+// come from the values, else from the subgraphs' declared types.
 //
 // - If: a condition known at import time inlines the chosen branch;
 //   otherwise the node becomes a Relax If whose branches are the two

@@ -1,6 +1,7 @@
 // The ONNX importer's internals, shared by its two files: importer.cc (the
 // graph walk, node contexts, inputs and initializers) and control_flow.cc
-// (If, Loop and Scan: subgraphs, outer-scope captures, loop functions).
+// (If, Loop, Scan and SequenceMap: subgraphs, outer-scope captures, loop
+// functions).
 // Not part of the library's interface; converters see only converter.h.
 //
 // A graph -- the model's, or a subgraph of If/Loop/Scan -- is converted into
