@@ -124,9 +124,6 @@ int TensorElemType(const onnx::TypeProto& type) {
   return type.has_tensor_type() ? type.tensor_type().elem_type() : 0;
 }
 
-absl::StatusOr<Value> ValueFromSequence(const onnx::SequenceProto& seq,
-                                        const onnx::TypeProto& declared);
-
 absl::StatusOr<Value> ValueFromTensor(const onnx::TensorProto& proto,
                                       const onnx::TypeProto& declared) {
   absl::StatusOr<Tensor> t = compiler::onnx_frontend::TensorFromProto(proto, "");

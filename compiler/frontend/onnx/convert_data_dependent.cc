@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "compiler/frontend/onnx/convert_nn_util.h"
+#include "compiler/frontend/onnx/convert_shape_util.h"
 #include "compiler/frontend/onnx/converter.h"
 #include "compiler/frontend/onnx/graph_importer.h"
 #include "compiler/frontend/onnx/known_ints.h"
@@ -29,12 +30,9 @@ using nn_convert::InputShape;
 absl::StatusOr<Expr> CallBuiltin(ConvertContext& ctx, const std::string& builtin,
                                  std::vector<Expr> args, std::vector<PrimExpr> dims,
                                  DataType dtype) {
-  std::vector<Expr> call_args = {MakeExternFunc(builtin)};
-  call_args.insert(call_args.end(), args.begin(), args.end());
   const int ndim = static_cast<int>(dims.size());
   TETHER_ASSIGN_OR_RETURN(
-      Expr raw, ctx.Emit(MakeCall(GetOp("relax.call_pure_packed"), std::move(call_args), {},
-                                  {TensorSInfoOfRank(ndim, dtype)})));
+      Expr raw, EmitPackedCall(ctx, builtin, std::move(args), TensorSInfoOfRank(ndim, dtype)));
   const std::string& out = ctx.node().output(0);
   for (PrimExpr& d : dims) {
     if (!d.defined()) d = Var(SymbolName(absl::StrCat(out.empty() ? "dyn" : out, "_n")));
@@ -102,10 +100,9 @@ ConvertResult ConvertUnique(ConvertContext& ctx) {
       TupleSInfo({TensorSInfoOfRank(static_cast<int>(y_dims.size()), *info->dtype),
                   TensorSInfoOfRank(1, i64), TensorSInfoOfRank(1, i64), TensorSInfoOfRank(1, i64)});
   TETHER_ASSIGN_OR_RETURN(
-      Expr raw, ctx.Emit(MakeCall(GetOp("relax.call_pure_packed"),
-                                  {MakeExternFunc("vm.builtin.unique"), x,
-                                   MakePrimValue(PrimExpr(axis)), MakePrimValue(PrimExpr(sorted))},
-                                  {}, {raw_sinfo})));
+      Expr raw, EmitPackedCall(ctx, "vm.builtin.unique",
+                               {x, MakePrimValue(PrimExpr(axis)), MakePrimValue(PrimExpr(sorted))},
+                               raw_sinfo));
   const StructInfo field[4] = {TensorSInfo(y_dims, *info->dtype), TensorSInfo({n}, i64),
                                TensorSInfo({len}, i64), TensorSInfo({n}, i64)};
   std::vector<OnnxValue> outs;
@@ -132,9 +129,7 @@ ConvertResult ConvertDet(ConvertContext& ctx) {
   }
   shape.resize(shape.size() - 2);
   TETHER_ASSIGN_OR_RETURN(Expr x, ctx.Input(0));
-  return One(
-      ctx.Emit(MakeCall(GetOp("relax.call_pure_packed"), {MakeExternFunc("vm.builtin.det"), x}, {},
-                        {TensorSInfo(shape, *info->dtype)})));
+  return One(EmitPackedCall(ctx, "vm.builtin.det", {x}, TensorSInfo(shape, *info->dtype)));
 }
 
 // inputs: boxes, scores, max_output_boxes_per_class, iou_threshold,

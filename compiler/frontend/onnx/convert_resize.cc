@@ -411,7 +411,6 @@ ConvertResult ConvertRoiAlign(ConvertContext& ctx) {
       return ctx.Invalid(absl::StrCat("mode '", mode, "' is not avg or max"));
     }
     std::vector<Expr> call = {
-        MakeExternFunc("vm.builtin.roi_align"),
         args[0],
         args[1],
         args[2],
@@ -422,8 +421,8 @@ ConvertResult ConvertRoiAlign(ConvertContext& ctx) {
         MakePrimValue(PrimExpr(int64_t{ctm == "half_pixel"}))};
     const std::vector<PrimExpr> shape = {(*rois->shape)[0], (*x->shape)[1], PrimExpr(out_h),
                                          PrimExpr(out_w)};
-    return One(ctx.Emit(MakeCall(GetOp("relax.call_pure_packed"), std::move(call), {},
-                                 {TensorSInfo(shape, x->dtype)})));
+    return One(
+        EmitPackedCall(ctx, "vm.builtin.roi_align", std::move(call), TensorSInfo(shape, x->dtype)));
   }
   return One(
       ctx.EmitOp("relax.image.roi_align", std::move(args),

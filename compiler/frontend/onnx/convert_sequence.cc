@@ -73,15 +73,6 @@ absl::StatusOr<DynamicType> SequenceType(ConvertContext& ctx, int i) {
   return SequenceTypeOfTuple(e.struct_info());
 }
 
-// R.call_pure_packed(builtin, args...) returning `sinfo`.
-absl::StatusOr<Expr> CallSequenceBuiltin(ConvertContext& ctx, const std::string& builtin,
-                                         std::vector<Expr> args, StructInfo sinfo) {
-  std::vector<Expr> call_args = {MakeExternFunc(builtin)};
-  call_args.insert(call_args.end(), args.begin(), args.end());
-  return ctx.Emit(
-      MakeCall(GetOp("relax.call_pure_packed"), std::move(call_args), {}, {std::move(sinfo)}));
-}
-
 // `object`, a tensor of `type`'s dtype and rank read out of a run-time
 // sequence or optional, cast to fresh symbolic dims ("<output>_d<k>").
 absl::StatusOr<Expr> CastToElement(ConvertContext& ctx, const Expr& object, const DynamicType& type,
@@ -109,8 +100,7 @@ absl::StatusOr<Expr> CastToElement(ConvertContext& ctx, const Expr& object, cons
 ConvertResult RunTimeCount(ConvertContext& ctx, const Expr& shape, DataType dtype) {
   const std::string& out = ctx.node().output(0);
   Var n(SymbolName(absl::StrCat(out.empty() ? "count" : out, "_n")));
-  TETHER_ASSIGN_OR_RETURN(Expr cast, ctx.EmitMatchCast(shape, ShapeSInfo({n})));
-  (void)cast;
+  TETHER_RETURN_IF_ERROR(ctx.EmitMatchCast(shape, ShapeSInfo({n})).status());
   TETHER_ASSIGN_OR_RETURN(
       Expr t, ctx.EmitOp("relax.full", {MakeShapeExpr({}), MakePrimValue(n)}, {{"dtype", dtype}}));
   OnnxValue v = OnnxValue::Of(t);
@@ -246,7 +236,7 @@ ConvertResult RunTimeEdit(ConvertContext& ctx, const std::string& builtin, int p
     TETHER_ASSIGN_OR_RETURN(Expr pos, ctx.Input(pos_input));
     args.push_back(pos);
   }
-  TETHER_ASSIGN_OR_RETURN(Expr out, CallSequenceBuiltin(ctx, builtin, args, ObjectSInfo()));
+  TETHER_ASSIGN_OR_RETURN(Expr out, EmitPackedCall(ctx, builtin, args, ObjectSInfo()));
   return std::vector<OnnxValue>{OnnxValue::Dynamic(out, type)};
 }
 
@@ -306,7 +296,7 @@ ConvertResult ConvertSequenceAt(ConvertContext& ctx) {
     TETHER_ASSIGN_OR_RETURN(Expr seq, ctx.Input(0));
     TETHER_ASSIGN_OR_RETURN(Expr pos, ctx.Input(1));
     TETHER_ASSIGN_OR_RETURN(
-        Expr elem, CallSequenceBuiltin(ctx, "vm.builtin.sequence_at", {seq, pos}, ObjectSInfo()));
+        Expr elem, EmitPackedCall(ctx, "vm.builtin.sequence_at", {seq, pos}, ObjectSInfo()));
     return One(CastToElement(ctx, elem, type, "the sequence"));
   }
   absl::StatusOr<std::vector<Expr>> fields = SequenceInput(ctx, 0);
@@ -323,7 +313,7 @@ ConvertResult ConvertSequenceLength(ConvertContext& ctx) {
     TETHER_RETURN_IF_ERROR(SequenceType(ctx, 0).status());
     TETHER_ASSIGN_OR_RETURN(Expr seq, ctx.Input(0));
     TETHER_ASSIGN_OR_RETURN(
-        Expr n, CallSequenceBuiltin(ctx, "vm.builtin.sequence_length", {seq}, ShapeSInfoOfRank(1)));
+        Expr n, EmitPackedCall(ctx, "vm.builtin.sequence_length", {seq}, ShapeSInfoOfRank(1)));
     return RunTimeCount(ctx, n, DataType::Int(64));
   }
   absl::StatusOr<std::vector<Expr>> fields = SequenceInput(ctx, 0);
@@ -344,10 +334,10 @@ ConvertResult ConvertConcatFromSequence(ConvertContext& ctx) {
     if (type.ndim < 0) return ctx.Unsupported("concat of a sequence of tensors of unknown rank");
     TETHER_ASSIGN_OR_RETURN(int64_t a, NormalizeOnnxAxis(ctx, axis, type.ndim + new_axis, "axis"));
     TETHER_ASSIGN_OR_RETURN(Expr seq, ctx.Input(0));
-    TETHER_ASSIGN_OR_RETURN(Expr out, CallSequenceBuiltin(ctx, "vm.builtin.sequence_concat",
-                                                          {seq, MakePrimValue(PrimExpr(a)),
-                                                           MakePrimValue(PrimExpr(new_axis))},
-                                                          ObjectSInfo()));
+    TETHER_ASSIGN_OR_RETURN(Expr out, EmitPackedCall(ctx, "vm.builtin.sequence_concat",
+                                                     {seq, MakePrimValue(PrimExpr(a)),
+                                                      MakePrimValue(PrimExpr(new_axis))},
+                                                     ObjectSInfo()));
     type.ndim += static_cast<int>(new_axis);
     type.dims.clear();  // the concatenated axis differs
     return One(CastToElement(ctx, out, type, "the sequence"));
@@ -463,12 +453,12 @@ ConvertResult ConvertSplitToSequence(ConvertContext& ctx) {
       args.push_back(split);
     } else {
       TETHER_ASSIGN_OR_RETURN(Expr none,
-                              CallSequenceBuiltin(ctx, "vm.builtin.null_value", {}, ObjectSInfo()));
+                              EmitPackedCall(ctx, "vm.builtin.null_value", {}, ObjectSInfo()));
       args.push_back(none);
     }
     args.push_back(MakePrimValue(PrimExpr(keepdims)));
     TETHER_ASSIGN_OR_RETURN(
-        Expr seq, CallSequenceBuiltin(ctx, "vm.builtin.split_to_sequence", args, ObjectSInfo()));
+        Expr seq, EmitPackedCall(ctx, "vm.builtin.split_to_sequence", args, ObjectSInfo()));
     DynamicType type;
     type.sequence = true;
     type.dtype = (*info)->dtype;
@@ -531,7 +521,7 @@ ConvertResult ConvertOptional(ConvertContext& ctx) {
   TETHER_ASSIGN_OR_RETURN(std::optional<DynamicType> type,
                           DynamicTypeOf(optional_type, "the attribute type"));
   TETHER_ASSIGN_OR_RETURN(Expr none,
-                          CallSequenceBuiltin(ctx, "vm.builtin.null_value", {}, ObjectSInfo()));
+                          EmitPackedCall(ctx, "vm.builtin.null_value", {}, ObjectSInfo()));
   return std::vector<OnnxValue>{OnnxValue::Dynamic(none, *type)};
 }
 
@@ -543,8 +533,8 @@ ConvertResult ConvertOptionalHasElement(ConvertContext& ctx) {
   if (!ctx.HasInput(0)) return constant(false);  // opset 18: an absent input is empty
   TETHER_ASSIGN_OR_RETURN(Expr x, ctx.Input(0));
   if (!IsObject(x)) return constant(true);
-  TETHER_ASSIGN_OR_RETURN(Expr has, CallSequenceBuiltin(ctx, "vm.builtin.optional_has_element", {x},
-                                                        ShapeSInfoOfRank(1)));
+  TETHER_ASSIGN_OR_RETURN(
+      Expr has, EmitPackedCall(ctx, "vm.builtin.optional_has_element", {x}, ShapeSInfoOfRank(1)));
   return RunTimeCount(ctx, has, DataType::Bool());
 }
 
@@ -557,7 +547,7 @@ ConvertResult ConvertOptionalGetElement(ConvertContext& ctx) {
   if (!IsObject(x)) return One(x);
   if (!type.has_value()) return ctx.Invalid("input 0 is not an optional");
   TETHER_ASSIGN_OR_RETURN(
-      Expr elem, CallSequenceBuiltin(ctx, "vm.builtin.optional_get_element", {x}, ObjectSInfo()));
+      Expr elem, EmitPackedCall(ctx, "vm.builtin.optional_get_element", {x}, ObjectSInfo()));
   type->optional = false;
   if (type->sequence) return std::vector<OnnxValue>{OnnxValue::Dynamic(elem, *type)};
   return One(CastToElement(ctx, elem, *type, "the optional"));

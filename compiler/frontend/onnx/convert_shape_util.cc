@@ -94,21 +94,27 @@ absl::StatusOr<Expr> EmitIota(ConvertContext& ctx, const PrimExpr& n,
   return ctx.EmitOp("relax.reshape", {a, MakeShapeExpr(shape)});
 }
 
+absl::StatusOr<Expr> EmitPackedCall(ConvertContext& ctx, const std::string& builtin,
+                                    std::vector<Expr> args, StructInfo sinfo) {
+  args.insert(args.begin(), MakeExternFunc(builtin));
+  return ctx.Emit(
+      MakeCall(GetOp("relax.call_pure_packed"), std::move(args), {}, {std::move(sinfo)}));
+}
+
 absl::StatusOr<Expr> EmitRunTimeView(ConvertContext& ctx, const Expr& x,
                                      const std::vector<PrimExpr>& shape, DataType dtype) {
-  return ctx.Emit(MakeCall(GetOp("relax.call_pure_packed"),
-                           {MakeExternFunc("vm.builtin.reshape"), x, MakeShapeExpr(shape)}, {},
-                           {TensorSInfo(shape, dtype)}));
+  return EmitPackedCall(ctx, "vm.builtin.reshape", {x, MakeShapeExpr(shape)},
+                        TensorSInfo(shape, dtype));
 }
 
 absl::StatusOr<Expr> EmitRequire(ConvertContext& ctx, const Expr& x, const PrimExpr& ok,
                                  absl::string_view what) {
   const PrimExpr cond = Simplify(Cast(DataType::Int(64), ok));
   if (const int64_t* c = cond.as_int(); c != nullptr && *c != 0) return x;
-  return ctx.Emit(MakeCall(GetOp("relax.call_pure_packed"),
-                           {MakeExternFunc("vm.builtin.require"), x, MakePrimValue(cond),
-                            MakeStringImm(absl::StrCat(ctx.Describe(), ": ", what))},
-                           {}, {x.struct_info()}));
+  return EmitPackedCall(
+      ctx, "vm.builtin.require",
+      {x, MakePrimValue(cond), MakeStringImm(absl::StrCat(ctx.Describe(), ": ", what))},
+      x.struct_info());
 }
 
 }  // namespace tether::compiler::onnx_frontend

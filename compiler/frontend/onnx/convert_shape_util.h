@@ -51,6 +51,11 @@ std::vector<PrimExpr> KeptDims(const std::vector<PrimExpr>& shape,
 absl::StatusOr<Expr> EmitIota(ConvertContext& ctx, const PrimExpr& n,
                               const std::vector<PrimExpr>& shape);
 
+// R.call_pure_packed(builtin, args...) returning `sinfo`: a VM builtin run
+// on the host (the data-dependent ops, the sequence builtins, checks).
+absl::StatusOr<Expr> EmitPackedCall(ConvertContext& ctx, const std::string& builtin,
+                                    std::vector<Expr> args, StructInfo sinfo);
+
 // `x` viewed as `shape` (dims computed when the model runs, maybe with
 // Selects): vm.builtin.reshape, which refuses an element count that differs.
 absl::StatusOr<Expr> EmitRunTimeView(ConvertContext& ctx, const Expr& x,
