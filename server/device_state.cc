@@ -1,5 +1,5 @@
-// ReadDeviceState: small files of /proc and /sys, and the GPUs' attributes
-// from the device API.
+// ReadDeviceState: small files of /proc and /sys, the GPUs' attributes from
+// the device API, and their temperatures, clocks and power from NVML.
 #include "server/device_state.h"
 
 #include <dirent.h>
@@ -17,6 +17,7 @@
 #include "runtime/core/file.h"
 #include "runtime/device/device_api.h"
 #include "runtime/device/host_target.h"
+#include "server/nvml.h"
 
 namespace tether::server {
 namespace {
@@ -152,6 +153,8 @@ void ReadGpus(v1::DeviceState* out) {
     g->set_memory_clock_khz(AttrInt(*api, id, DeviceAttr::kMemoryClockRate));
     g->set_total_memory_bytes(static_cast<uint64_t>(
         std::max<int64_t>(0, AttrInt(*api, id, DeviceAttr::kTotalGlobalMemory))));
+    g->set_pci_bus_id(AttrText(*api, id, DeviceAttr::kPciBusId));
+    if (const Nvml* nvml = Nvml::System(); nvml != nullptr) nvml->Read(g->pci_bus_id(), g);
   }
 }
 

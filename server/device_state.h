@@ -1,6 +1,7 @@
 // The state of the daemon's machine when a measurement ends — CPU model,
 // frequency policies (governor, clocks), boost, temperatures, load, and each
-// GPU's name, driver and clocks — read where the device is and returned with
+// GPU's name, driver, clocks, and (through NVML, server/nvml.h) temperature,
+// current clocks, power and clock limits — read where the device is and returned with
 // the result (v1::DeviceState, docs/design/rpc-protocol.md "Device state"),
 // so a stored benchmark says which machine, in which condition, produced it.
 // Everything comes from /proc, /sys and the device API; what a machine does

@@ -13,6 +13,19 @@
 #include "client/results/json_writer.h"
 
 namespace tether::cli {
+namespace {
+
+// `key`: the value, or null where the daemon could not read it.
+void OptionalDouble(results::JsonWriter& w, const char* key, bool has, double value) {
+  w.Key(key);
+  if (has) {
+    w.Double(value);
+  } else {
+    w.Null();
+  }
+}
+
+}  // namespace
 
 std::string DeviceStateJson(const v1::DeviceState& s) {
   results::JsonWriter w;
@@ -47,6 +60,15 @@ std::string DeviceStateJson(const v1::DeviceState& s) {
     w.Key("max_clock_khz").Int(g.max_clock_khz());
     w.Key("memory_clock_khz").Int(g.memory_clock_khz());
     w.Key("total_memory_bytes").Int(static_cast<int64_t>(g.total_memory_bytes()));
+    w.Key("pci_bus_id").String(g.pci_bus_id());
+    w.Key("driver_release").String(g.driver_release());
+    OptionalDouble(w, "temperature_celsius", g.has_temperature_celsius(),
+                   g.temperature_celsius());
+    w.Key("sm_clock_khz").Int(g.sm_clock_khz());
+    w.Key("memory_clock_current_khz").Int(g.memory_clock_current_khz());
+    OptionalDouble(w, "power_watts", g.has_power_watts(), g.power_watts());
+    w.Key("performance_state").String(g.performance_state());
+    w.Key("clock_limits").String(g.clock_limits());
     w.EndObject();
   }
   w.EndArray();

@@ -10,6 +10,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "runtime/core/error.h"
@@ -210,6 +211,13 @@ class CudaDeviceAPIImpl final : public DeviceAPI {
         TETHER_RETURN_IF_ERROR(
             Call(driver_->cuMemGetInfo_v2(&free_bytes, &total_bytes), "cuMemGetInfo", device));
         return Value(static_cast<int64_t>(free_bytes));
+      }
+      case DeviceAttr::kPciBusId: {
+        // As cuDeviceGetPCIBusId writes it, and NVML and nvidia-smi read it.
+        TETHER_ASSIGN_OR_RETURN(int64_t domain, int_attr(cuda::CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID));
+        TETHER_ASSIGN_OR_RETURN(int64_t bus, int_attr(cuda::CU_DEVICE_ATTRIBUTE_PCI_BUS_ID));
+        TETHER_ASSIGN_OR_RETURN(int64_t slot, int_attr(cuda::CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID));
+        return Value(absl::StrFormat("%04x:%02x:%02x.0", domain, bus, slot));
       }
       default:
         return Value();

@@ -15,7 +15,7 @@
 namespace tether {
 namespace {
 
-constexpr std::array<DeviceAttrName, 19> kDeviceAttrNames = {{
+constexpr std::array<DeviceAttrName, 20> kDeviceAttrNames = {{
     {DeviceAttr::kExist, "exist"},
     {DeviceAttr::kMaxThreadsPerBlock, "max_threads_per_block"},
     {DeviceAttr::kWarpSize, "warp_size"},
@@ -35,6 +35,7 @@ constexpr std::array<DeviceAttrName, 19> kDeviceAttrNames = {{
     {DeviceAttr::kMaxThreadsPerMultiProcessor, "max_threads_per_multi_processor"},
     {DeviceAttr::kMaxRegistersPerBlock, "max_registers_per_block"},
     {DeviceAttr::kMaxGridDimensions, "max_grid_dimensions"},
+    {DeviceAttr::kPciBusId, "pci_bus_id"},
 }};
 
 }  // namespace

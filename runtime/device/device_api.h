@@ -41,6 +41,7 @@ enum class DeviceAttr : int {
   kMaxThreadsPerMultiProcessor = 16,
   kMaxRegistersPerBlock = 17,
   kMaxGridDimensions = 18,  // Shape [x, y, z]
+  kPciBusId = 19,           // string "0000:3b:00.0" (not in the reference: which card)
 };
 
 struct DeviceAttrName {

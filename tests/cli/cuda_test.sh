@@ -65,6 +65,12 @@ import json
 r = json.load(open('$dir/bench.json'))
 assert len(r['samples']) == 5 and 0 < r['min'] <= r['median'] <= r['max'], r
 print('bench transformer on cuda:0: median', r['median'], 's')
+# The card's condition at the end of the measurement, from NVML.
+g = r['provenance']['device_state']['gpus'][0]
+assert g['device'] == 'cuda:0' and g['pci_bus_id'] and g['driver_release'], g
+assert g['temperature_celsius'] is not None and g['sm_clock_khz'] > 0, g
+print('cuda:0 after the bench:', g['temperature_celsius'], 'C,', g['sm_clock_khz'] // 1000, 'MHz SM,',
+      g['power_watts'], 'W,', g['performance_state'], 'limits:', g['clock_limits'] or 'none')
 " || fail "bench json: $(cat "$dir/bench.json")"
 "$tether" bench "$dir/transformer.onnx" --remote "$remote" --device cuda:0 \
   --input "x=@$dir/transformer.x.npy" --number 50 --repeat 5

@@ -38,7 +38,8 @@ TEST(DeviceAttrTest, NamesFollowTheReferenceInEnumOrder) {
           "compute_version", "device_name", "max_clock_rate", "multi_processor_count",
           "max_thread_dimensions", "api_version", "driver_version", "total_global_memory",
           "available_global_memory", "l2_cache_size_bytes", "memory_clock_rate", "memory_bus_width",
-          "max_threads_per_multi_processor", "max_registers_per_block", "max_grid_dimensions"));
+          "max_threads_per_multi_processor", "max_registers_per_block", "max_grid_dimensions",
+          "pci_bus_id"));
 }
 
 TEST(DeviceAPITest, GetReturnsOneInstancePerType) {

@@ -1,15 +1,17 @@
 // ReadDeviceState (server/device_state.h) against a fake /proc and /sys
-// tree, and on this machine.
+// tree, and on this machine; Nvml without a card.
 #include "server/device_state.h"
 
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <string>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/nvml.h"
 
 namespace tether::server {
 namespace {
@@ -102,6 +104,29 @@ TEST(DeviceStateTest, CompressesCpuLists) {
   EXPECT_EQ(CompressCpuList("7"), "7");
   EXPECT_EQ(CompressCpuList(""), "");
   EXPECT_EQ(CompressCpuList("3 1 2 8 9"), "1-3,8-9");
+}
+
+// NVML's readings of a card are tested in tests/gpu/device_state_gpu_test.cc
+// (against the stand-in NVML in CI); here what needs no card.
+TEST(NvmlTest, AMissingLibraryIsUnavailableNamingIt) {
+  absl::StatusOr<std::unique_ptr<Nvml>> nvml = Nvml::Open("libno-such-nvml.so.1");
+  ASSERT_FALSE(nvml.ok());
+  EXPECT_EQ(nvml.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(nvml.status().message(), ::testing::HasSubstr("libno-such-nvml.so.1"));
+}
+
+TEST(NvmlTest, ALibraryWithoutNvmlIsUnavailable) {
+  absl::StatusOr<std::unique_ptr<Nvml>> nvml = Nvml::Open("libm.so.6");
+  ASSERT_FALSE(nvml.ok());
+  EXPECT_EQ(nvml.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(nvml.status().message(), ::testing::HasSubstr("nvmlInit_v2"));
+}
+
+TEST(NvmlTest, NamesTheReasonsClocksAreHeldDown) {
+  EXPECT_EQ(Nvml::ClockLimitNames(0), "");
+  EXPECT_EQ(Nvml::ClockLimitNames(0x1), "idle");
+  EXPECT_EQ(Nvml::ClockLimitNames(0x4 | 0x40), "sw_power_cap,hw_thermal_slowdown");
+  EXPECT_EQ(Nvml::ClockLimitNames(0x100 | (1ULL << 12)), "display_clocks,0x1000");
 }
 
 }  // namespace

@@ -86,6 +86,16 @@ CUresult cuDeviceGetAttribute(int* v, int a, int d) {
     case 97:
       *v = kSharedOptin;
       break;
+    case 13:  // clock rate (kHz), an H200's
+      *v = 1980000;
+      break;
+    case 33:  // PCI bus: the card is 0000:3b:00.0 (fake_libnvidia_ml.c knows it)
+      *v = 0x3b;
+      break;
+    case 34:  // PCI device
+    case 50:  // PCI domain
+      *v = 0;
+      break;
     default:
       *v = 65536;
   }
