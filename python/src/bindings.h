@@ -28,6 +28,7 @@
 #include "client/remote_session.h"
 #include "client/remote_vm.h"
 #include "runtime/core/device.h"
+#include "runtime/core/error.h"
 #include "runtime/core/tensor.h"
 #include "runtime/core/value.h"
 #include "runtime/module/param_dict.h"
@@ -159,10 +160,21 @@ void InitInterrupts();
 // stopped the scope's call.
 void RaiseIfInterrupted(InterruptScope& scope);
 
+// Whether this thread is running a Python instrument (vm.set_instrument with
+// a callable, vm.cc): the VM call that runs it waits for it, so a call to the
+// daemon from there would wait for that call, forever.
+inline thread_local bool in_python_instrument = false;
+
 // Runs `op` (a call into the client library for `session`) without the GIL,
 // Ctrl-C stopping it: then KeyboardInterrupt instead of its CANCELLED.
+// RuntimeError from inside a Python instrument.
 template <typename Op>
 auto Blocking(const SessionPtr& session, Op&& op) {
+  if (in_python_instrument) {
+    ThrowStatus(
+        RuntimeError("an instrument cannot call the daemon (its VM call waits for it): "
+                     "read the arguments it is given, as numpy arrays"));
+  }
   InterruptScope scope(session);
   try {
     py::gil_scoped_release release;

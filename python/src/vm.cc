@@ -1,21 +1,25 @@
 // tether.VirtualMachine over client::RemoteVM, with the seed's method names
 // and arguments, and the BenchmarkResult and Report classes it returns.
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "client/remote_vm.h"
 #include "client/stateful_stream.h"
 #include "python/src/bindings.h"
 #include "runtime/core/error.h"
 #include "runtime/core/file.h"
+#include "runtime/core/registry.h"
 #include "runtime/profiling/benchmark_result.h"
 #include "runtime/profiling/report.h"
 #include "runtime/profiling/time_evaluator.h"
+#include "runtime/vm/virtual_machine.h"
 
 namespace tether::python {
 
@@ -36,6 +40,120 @@ py::object PyVM::Invoke(const std::string& name, const py::args& args) {
 }
 
 namespace {
+
+// --- Python instruments (vm.set_instrument(callable)) -----------------------
+//
+// A tether.local() session's daemon runs in this process, so its VM can call
+// a Python function: set_instrument registers a one-off factory for it in the
+// process's registry (remote-callable, as SetInstrument requires), installs
+// it by name and removes the factory again. The instrument runs on the
+// daemon's thread with the GIL taken, while the caller waits without it.
+
+// A Python object that may be dropped on a thread without the GIL.
+std::shared_ptr<py::object> KeepWithGil(py::object obj) {
+  return std::shared_ptr<py::object>(new py::object(std::move(obj)), [](py::object* p) {
+    if (!Py_IsInitialized() || _Py_IsFinalizing()) {
+      p->release();  // the interpreter is gone: nothing to drop
+    } else {
+      py::gil_scoped_acquire gil;
+      p->release().dec_ref();
+    }
+    delete p;
+  });
+}
+
+// One VM value as the instrument sees it: tensors as numpy arrays (copied to
+// the CPU first where they live elsewhere), a function as a Python callable
+// of numpy arrays, scalars, strings, shapes and devices as FromValue makes
+// them, and what Python has no form for (closures, storage) as None.
+py::object InstrumentArg(const Value& v) {
+  if (v.is_tensor()) {
+    Tensor t(v.AsRef<TensorObj>());
+    if (t->device().type != kDLCPU) t = ValueOrThrow(t.CopyTo(Device::Cpu()));
+    return NumpyFromTensor(t);
+  }
+  if (v.is_function()) {
+    Function f(v.AsRef<FunctionObj>());
+    return py::cpp_function(
+        [f](const py::args& args) {
+          std::vector<Value> values;
+          for (py::handle a : args) values.push_back(ToValue(a, nullptr));
+          absl::StatusOr<Value> out;
+          {
+            py::gil_scoped_release release;
+            out = f(values);
+          }
+          return InstrumentArg(ValueOrThrow(std::move(out)));
+        },
+        py::name(f.name().c_str()));
+  }
+  if (v.is_tuple()) {
+    py::list out;
+    for (const Value& field : v.AsRef<TupleObj>()->fields) out.append(InstrumentArg(field));
+    return out;
+  }
+  if (v.is_none() || v.is_bool() || v.is_int() || v.is_float() || v.is_string() || v.is_dtype() ||
+      v.is_device() || v.is_shape()) {
+    return FromValue(v, nullptr);
+  }
+  return py::none();  // closures, storage, pointers: nothing Python can use
+}
+
+// The status a Python exception from the instrument becomes: the error kind
+// of its class, so the caller gets the same class back.
+absl::Status InstrumentError(const py::error_already_set& e) {
+  const std::string what = absl::StrCat("the instrument raised ", e.what());
+  if (e.matches(PyExc_ValueError)) return ValueError(what);
+  if (e.matches(PyExc_TypeError)) return TypeError(what);
+  if (e.matches(PyExc_IndexError)) return IndexError(what);
+  return RuntimeError(what);
+}
+
+Function PythonInstrument(std::shared_ptr<py::object> fn) {
+  return Function::FromPacked("python_instrument", [fn](ArgSpan call) -> absl::StatusOr<Value> {
+    if (!Py_IsInitialized() || _Py_IsFinalizing()) return Value();
+    py::gil_scoped_acquire gil;
+    in_python_instrument = true;
+    absl::Cleanup leave = [] { in_python_instrument = false; };
+    try {
+      py::tuple args(call.size());
+      for (size_t i = 0; i < call.size(); ++i) args[i] = InstrumentArg(call[i]);
+      py::object action = (*fn)(*args);
+      // VMInstrumentReturnKind.SKIP_RUN (1); anything else is NO_OP.
+      if (py::isinstance<py::int_>(action) && !py::isinstance<py::bool_>(action) &&
+          action.cast<int64_t>() == static_cast<int64_t>(vm::InstrumentReturnKind::kSkipRun)) {
+        return Value(static_cast<int64_t>(vm::InstrumentReturnKind::kSkipRun));
+      }
+      return Value();
+    } catch (py::error_already_set& e) {
+      return InstrumentError(e);
+    } catch (const StatusError& e) {
+      return e.status;
+    } catch (const std::exception& e) {
+      return RuntimeError("the instrument failed: ", e.what());
+    }
+  });
+}
+
+void SetPythonInstrument(PyVM& vm, py::object fn) {
+  if (!vm.session()->daemon) {
+    ThrowStatus(TypeError(
+        "a Python function runs as an instrument only in a tether.local() session, whose "
+        "daemon is this process; a remote daemon takes the name of an instrument it has "
+        "(\"trace\", \"skip\" with patterns, or a registered factory), as TVM's RPC does"));
+  }
+  static std::atomic<uint64_t> next{0};
+  const std::string factory = absl::StrCat("tether.python.instrument.", next++);
+  Function instrument = PythonInstrument(KeepWithGil(std::move(fn)));
+  ThrowIfError(Registry::RegisterPacked(
+      factory, [instrument](ArgSpan) -> absl::StatusOr<Value> { return Value(instrument); }));
+  ThrowIfError(Registry::SetRemoteCallable(factory));
+  absl::Cleanup remove = [&factory] { Registry::Remove(factory); };
+  vm.Run([&](client::RemoteVM& v) {
+    ThrowIfError(v.SetInstrumentByName(factory, {}));
+    return 0;
+  });
+}
 
 // The parameter index of a name or an index.
 int ParamIndex(const std::vector<std::string>& params, const py::handle& key) {
@@ -456,7 +574,21 @@ void RegisterVM(py::module_& m) {
           py::arg("func_name"), "The parameter names of `func_name`.")
       .def(
           "set_instrument",
-          [](PyVM& vm, const std::string& factory_name, const py::args& args) {
+          [](PyVM& vm, const py::object& instrument, const py::args& args) {
+            if (!py::isinstance<py::str>(instrument) && PyCallable_Check(instrument.ptr())) {
+              if (!args.empty()) {
+                ThrowStatus(TypeError("a Python instrument takes no factory arguments"));
+              }
+              SetPythonInstrument(vm, instrument);
+              return;
+            }
+            if (!py::isinstance<py::str>(instrument)) {
+              ThrowStatus(
+                  TypeError("set_instrument takes a function or an instrument's name, "
+                            "not ",
+                            py::str(py::type::of(instrument)).cast<std::string>()));
+            }
+            const std::string factory_name = instrument.cast<std::string>();
             std::vector<Value> values = vm.Args(args);
             vm.Run([&](client::RemoteVM& v) {
               ThrowIfError(v.SetInstrumentByName(factory_name, values));
@@ -464,10 +596,14 @@ void RegisterVM(py::module_& m) {
             });
           },
           py::arg("instrument"),
-          "Installs an instrument on the daemon by name: \"trace\" (records every call; "
-          "get_trace), \"skip\" with symbol patterns (the seed's SKIP_RUN: matching calls do "
-          "not run, the rest are traced), \"\" to remove it, or a factory of the daemon's "
-          "registry.")
+          "Installs an instrument. A function `instrument(func, func_symbol, before_run, "
+          "ret_value, *args)` is called before and after every call the VM makes (the seed's "
+          "signature; tensors come as numpy arrays, `func` as a callable of numpy arrays); "
+          "returning VMInstrumentReturnKind.SKIP_RUN before a call skips it. Functions run in "
+          "tether.local() sessions only (the daemon is this process) and may not call the "
+          "daemon. By name, on any daemon: \"trace\" (records every call; get_trace), "
+          "\"skip\" with symbol patterns (SKIP_RUN for matching calls, the rest traced), "
+          "\"\" to remove it, or a factory of the daemon's registry.")
       .def(
           "get_trace",
           [](PyVM& vm, bool clear) {

@@ -15,6 +15,7 @@ and its VirtualMachine runs on the daemon named by TETHER_REMOTE
 ("HOST:PORT"), or on one started inside this process when that is unset
 (see default_session).
 """
+import enum as _enum
 import os as _os
 import threading as _threading
 
@@ -104,6 +105,15 @@ def _session_of(device):
                 return s
         return None
     return getattr(device, "session", None) if isinstance(device, Device) else None
+
+
+class VMInstrumentReturnKind(_enum.IntEnum):
+    """What an instrument function returns before a call (the seed's
+    relax.VMInstrumentReturnKind): NO_OP runs it, SKIP_RUN skips it (its
+    result is None, and the after-call is not made)."""
+
+    NO_OP = 0
+    SKIP_RUN = 1
 
 
 class VirtualMachine(_NativeVirtualMachine):

@@ -330,8 +330,11 @@ class VirtualMachine:
         """How many parameters `func_name` takes."""
     def get_function_param_names(self, func_name: str) -> list[str]:
         """The parameter names of `func_name`."""
-    def set_instrument(self, instrument: str, *args: _Arg) -> None:
-        """Installs the instrument the daemon's function registry makes under this name."""
+    def set_instrument(self, instrument: Union[str, Callable[..., Any]], *args: _Arg) -> None:
+        """Installs an instrument: a function instrument(func, func_symbol, before_run,
+        ret_value, *args) called around every VM call (tether.local() sessions only;
+        SKIP_RUN before a call skips it), or the name of one the daemon makes
+        ("trace", "skip" with patterns, a registered factory; "" removes it)."""
     def get_trace(self, clear: bool = False) -> Report:
         """What the "trace" or "skip" instrument recorded, a row per call."""
     def time_evaluator(self, func_name: str, dev: _DeviceLike, number: int = 10,

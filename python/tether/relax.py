@@ -1,9 +1,9 @@
 """tether.relax: the names of tvm.relax a VM script uses (build,
-VirtualMachine, Executable), so `from tether import relax` stands in for
+VirtualMachine, VMInstrumentReturnKind, Executable), so `from tether import relax` stands in for
 `from tvm import relax`."""
 import os
 
-from . import Executable, VirtualMachine  # noqa: F401
+from . import Executable, VirtualMachine, VMInstrumentReturnKind  # noqa: F401
 from . import compile as _compile
 from .script import IRModule
 

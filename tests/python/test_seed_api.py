@@ -263,6 +263,118 @@ class MatmulSoftmax:
         return z
 
 
+@I.ir_module
+class TwoDenseRelu:
+    @R.function
+    def main(data: R.Tensor((1, 64), "float32"), w1: R.Tensor((64, 64), "float32"),
+             w2: R.Tensor((64, 64), "float32")):
+        with R.dataflow():
+            a = R.nn.relu(R.matmul(data, w1))
+            b = R.nn.relu(R.matmul(a, w2))
+            R.output(b)
+        return b
+
+
+def two_dense_relu_args():
+    data_np = np.random.randn(1, 64).astype("float32")
+    return [data_np] + [np.random.randn(64, 64).astype("float32") for _ in range(2)]
+
+
+def test_seed_instrument_function_counts_and_skip_run():
+    # tests/python/relax/test_vm_instrument.py's test_conv2d_cpu, with the
+    # weights passed as arguments: a Python instrument runs where the daemon
+    # is this process, a tether.local() session. Our compiler fuses each
+    # matmul with its relu (TVM's test sees them apart), so the fused kernel
+    # is skipped, and the builtin that allocates its output is the call seen
+    # before and after.
+    if not tvm.has_compiler:
+        pytest.skip("built without the compiler")
+    with tvm.local() as local:
+        vm = relax.VirtualMachine(relax.build(TwoDenseRelu), local.cpu())
+        hit_count = {}
+
+        def instrument(func, name, before_run, ret_val, *args):
+            if (name, before_run) not in hit_count:
+                hit_count[(name, before_run)] = 0
+            hit_count[(name, before_run)] += 1
+            assert callable(func)
+            if before_run:
+                assert ret_val is None
+            if name == "fused_matmul_relu":
+                return relax.VMInstrumentReturnKind.SKIP_RUN
+
+        vm.set_instrument(instrument)
+        vm["main"](*two_dense_relu_args())
+        assert hit_count[("fused_matmul_relu", True)] == 2
+        assert ("fused_matmul_relu", False) not in hit_count
+        assert hit_count[("vm.builtin.alloc_tensor", True)] == 1
+        assert hit_count[("vm.builtin.alloc_tensor", False)] == 1
+        assert hit_count[("vm.builtin.alloc_tensor_for_shape", False)] == 1
+
+
+def test_instrument_sees_numpy_arguments_and_can_call_the_kernel():
+    # What TVM's LibCompareVMInstrument does: run each kernel again on the
+    # arguments the VM gave it, and compare with the result it produced.
+    if not tvm.has_compiler:
+        pytest.skip("built without the compiler")
+    with tvm.local() as local:
+        vm = relax.VirtualMachine(relax.build(TwoDenseRelu), local.cpu())
+        data_np, w1, w2 = two_dense_relu_args()
+        seen = []
+
+        def compare(func, name, before_run, ret_val, *args):
+            if before_run or name.startswith("vm.builtin."):
+                return None
+            assert all(isinstance(a, np.ndarray) for a in args), args
+            # Destination-passing kernels: the last argument is the output.
+            again = [a.copy() for a in args]
+            func(*again)
+            np.testing.assert_array_equal(again[-1], args[-1])
+            seen.append((name, args[-1].shape))
+            return None
+
+        vm.set_instrument(compare)
+        out = vm["main"](data_np, w1, w2)
+        want = np.maximum(np.maximum(data_np @ w1, 0) @ w2, 0)
+        np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
+        assert seen == [("fused_matmul_relu", (1, 64))] * 2, seen
+
+
+def test_instrument_errors_reach_the_caller_and_the_vm_goes_on(session):
+    if not tvm.has_compiler:
+        pytest.skip("built without the compiler")
+    exe = relax.build(MatmulSoftmax)
+    x = np.ones((8, 8), np.float32)
+    with tvm.local() as local:
+        vm = relax.VirtualMachine(exe, local.cpu())
+
+        def bad(func, name, before_run, ret_val, *args):
+            if name == "softmax":
+                raise ValueError("softmax is not wanted here")
+
+        vm.set_instrument(bad)
+        with pytest.raises(ValueError, match="softmax is not wanted here"):
+            vm["main"](x)
+
+        def calls_the_daemon(func, name, before_run, ret_val, *args):
+            local.array(np.ones(2, np.float32))  # would wait for the call that waits for it
+
+        vm.set_instrument(calls_the_daemon)
+        with pytest.raises(RuntimeError, match="cannot call the daemon"):
+            vm["main"](x)
+        vm.set_instrument("")
+        np.testing.assert_allclose(vm["main"](x), np.full((8, 8), 1 / 8, np.float32), rtol=1e-6)
+        with pytest.raises(TypeError):
+            vm.set_instrument(42)
+        with pytest.raises(TypeError):
+            vm.set_instrument(bad, "an argument")
+    # A remote daemon cannot call back into this process: a clear refusal.
+    remote_vm = relax.VirtualMachine(exe, session.cpu())
+    with pytest.raises(TypeError, match="tether.local"):
+        remote_vm.set_instrument(bad)
+    assert remote_vm["main"](x).shape == (8, 8)
+
+
 def trace_names(vm):
     import json
     return [row["Name"]["string"] for row in json.loads(vm.get_trace(clear=True).json())["calls"]]
