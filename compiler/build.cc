@@ -14,6 +14,7 @@
 #include "compiler/backend/llvm/llvm_codegen.h"
 #include "compiler/backend/llvm/target.h"
 #include "compiler/backend/vm/vm_codegen.h"
+#include "compiler/build_id.h"
 #include "compiler/relax/bind.h"
 #include "compiler/relax/block_builder.h"
 #include "compiler/relax/kernel_call.h"
@@ -233,6 +234,7 @@ absl::StatusOr<BuildOutput> BuildModel(IRModule module, const BuildOptions& opti
   exec->metadata["source_hash"] = source_hash;
   if (compiled) exec->metadata["exec_mode"] = "compiled";
   exec->metadata["compiler_version"] = kCompilerVersion;
+  exec->metadata["compiler_build"] = CompilerBuildId();
   exec->metadata["pipeline"] =
       options.relax_pipeline.has_value()
           ? absl::StrCat("custom: ", absl::StrJoin(options.relax_pipeline->PassNames(), ", "))

@@ -75,7 +75,8 @@ struct ModelOptions {
   std::string target = "llvm";
   // ONNX builds are cached on disk (TETHER_CACHE_DIR, else
   // $XDG_CACHE_HOME/tether, else ~/.cache/tether), keyed by the model's
-  // SHA-256, the target, the shapes and the compiler version.
+  // SHA-256, the target, the shapes, the compiler version and its build
+  // (compiler/build_id.h).
   bool use_cache = true;
   // No progress lines on stderr.
   bool quiet = false;

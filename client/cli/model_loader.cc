@@ -18,6 +18,7 @@
 #include "client/cli/commands.h"
 #include "compiler/backend/llvm/target.h"
 #include "compiler/build.h"
+#include "compiler/build_id.h"
 #include "compiler/frontend/onnx/importer.h"
 #include "compiler/text/parser.h"
 #include "proto/codec/sha256.h"
@@ -46,10 +47,12 @@ std::filesystem::path CacheDir() {
 }
 
 // What a cached build depends on: the model bytes, the target, the fixed
-// shapes and the compiler.
+// shapes and the compiler — its build, not only its version, so that a
+// rebuilt or upgraded tether never runs the old compiler's executables.
 std::string CacheKey(absl::string_view model_bytes, const ModelOptions& options) {
-  std::string key = absl::StrCat(rpc::Sha256Hex(model_bytes), "\n", options.target, "\n",
-                                 compiler::kCompilerVersion, "\n");
+  std::string key =
+      absl::StrCat(rpc::Sha256Hex(model_bytes), "\n", options.target, "\n",
+                   compiler::kCompilerVersion, "\n", compiler::CompilerBuildId(), "\n");
   if (options.separate_params) key += "separate-params\n";
   if (options.exec_mode != "bytecode") absl::StrAppend(&key, "exec_mode=", options.exec_mode, "\n");
   for (const auto& [name, dims] : options.shapes) {

@@ -8,6 +8,7 @@
 #include <random>
 
 #include "compiler/build.h"
+#include "compiler/build_id.h"
 #include "compiler/text/parser.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -148,6 +149,10 @@ TEST_F(BuildTest, SavedExecutableRunsAfterLoading) {
   auto loaded = vm::Executable::LoadFromBytes(exec->SaveToBytes());
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   EXPECT_EQ((*loaded)->metadata.at("compiler_version"), kCompilerVersion);
+  // Which build: this test binary's GNU build ID (Debian's linker writes a
+  // 160-bit one), the key of the CLI's compile cache.
+  EXPECT_THAT((*loaded)->metadata.at("compiler_build"), ::testing::MatchesRegex("[0-9a-f]{40}"));
+  EXPECT_EQ((*loaded)->metadata.at("compiler_build"), CompilerBuildId());
   EXPECT_EQ((*loaded)->metadata.at("source_hash").size(), 16u);
   EXPECT_THAT((*loaded)->metadata.at("signature.main"), HasSubstr("x: R.Tensor((n, 4)"));
   auto vm = Load(*loaded);
