@@ -224,6 +224,27 @@ TEST(Conv2dScheduleTest, GroupedAndDepthwise) {
   ExpectConv({1, 6, 10, 9}, {6, 1, 3, 3}, p, 9);  // depthwise
 }
 
+// The depthwise schedule (rows of up to 32 outputs): channel blocks of 16
+// with a tail, strides, dilation, uneven padding, batches, bands of rows,
+// and float16 (converted in the strip).
+TEST(Conv2dScheduleTest, DepthwiseChannelBlocks) {
+  Conv p;
+  p.groups = 20;
+  p.padding = {1, 2, 0, 1};
+  ExpectConv({2, 20, 9, 11}, {20, 1, 3, 3}, p, 21);  // a 4-channel tail, uneven padding
+  p.groups = 33;
+  p.padding = {2, 2, 2, 2};
+  p.strides = {2, 1};
+  p.dilation = {1, 2};
+  ExpectConv({1, 33, 14, 15}, {33, 1, 5, 3}, p, 22);  // two blocks and a tail, strides, dilation
+  p.groups = 16;
+  p.padding = {1, 1, 1, 1};
+  p.strides = {1, 1};
+  p.dilation = {1, 1};
+  ExpectConv({1, 16, 70, 30}, {16, 1, 3, 3}, p, 23);  // 70 rows: two bands
+  ExpectConv({1, 16, 7, 7}, {16, 1, 3, 3}, p, 24, kF16);
+}
+
 TEST(Conv2dScheduleTest, Float16) {
   Conv p;
   p.padding = {1, 1, 1, 1};
@@ -240,6 +261,20 @@ std::string Conv2dKernelText(const Shape& xs, const Shape& ws, const Conv& p) {
   absl::StatusOr<KernelFunc> kernel = LowerCallToKernel(*call->as<CallNode>(), "conv");
   if (!kernel.ok()) return std::string(kernel.status().message());
   return ToString(*kernel);
+}
+
+TEST(Conv2dScheduleTest, ShortDepthwiseRowsUseTheChannelBlocks) {
+  Conv p;
+  p.padding = {2, 2, 2, 2};
+  p.groups = 960;
+  std::string small = Conv2dKernelText({1, 960, 7, 7}, {960, 1, 5, 5}, p);
+  EXPECT_NE(small.find("dw_strip"), std::string::npos) << small;
+  EXPECT_EQ(small.find("conv_padded"), std::string::npos) << small;
+  // Long rows keep the row-wise schedules (there the strip's copy costs more).
+  p.padding = {1, 1, 1, 1};
+  p.groups = 16;
+  std::string wide = Conv2dKernelText({1, 16, 112, 112}, {16, 1, 3, 3}, p);
+  EXPECT_EQ(wide.find("dw_strip"), std::string::npos) << wide;
 }
 
 TEST(Conv2dScheduleTest, ThinConvolutionsUseTheRowsSchedule) {
