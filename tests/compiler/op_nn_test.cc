@@ -245,6 +245,24 @@ TEST(Conv2dScheduleTest, DepthwiseChannelBlocks) {
   ExpectConv({1, 16, 7, 7}, {16, 1, 3, 3}, p, 24, kF16);
 }
 
+// Thin groups with column stride 2 on rows longer than the rows schedule
+// takes (the narrow schedule).
+TEST(Conv2dScheduleTest, NarrowScheduleWithColumnStrideTwo) {
+  Conv p;
+  p.groups = 3;
+  p.strides = {2, 2};
+  p.padding = {1, 1, 1, 0};
+  ExpectConv({1, 3, 9, 71}, {3, 1, 3, 3}, p, 31);  // depthwise, 35 columns out
+  p.groups = 4;
+  p.strides = {1, 2};
+  p.dilation = {1, 2};
+  p.padding = {0, 2, 1, 1};
+  ExpectConv({2, 8, 6, 80}, {8, 2, 3, 3}, p, 32);  // 2 channels per group, dilated taps
+  p.dilation = {1, 1};
+  p.padding = {1, 1, 1, 1};
+  ExpectConv({1, 8, 5, 81}, {8, 2, 3, 3}, p, 33);  // odd taps: both phases
+}
+
 TEST(Conv2dScheduleTest, Float16) {
   Conv p;
   p.padding = {1, 1, 1, 1};
