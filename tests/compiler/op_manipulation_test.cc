@@ -96,6 +96,43 @@ TEST(ManipulationOpTest, PermuteDimsMatchesReference) {
   ExpectClose(t[0], Reshaped(y, {1, 65}));
 }
 
+// Both channel orders, unequal blocks, odd widths, a batch; the kernel is a
+// schedule (rows of r2 interleaved planes), so every lane is checked.
+TEST(ManipulationOpTest, DepthToSpaceMatchesReference) {
+  HostTensor x = Random({2, 12, 3, 5}, kF32, 41);
+  for (const std::string mode : {"CRD", "DCR"}) {
+    SCOPED_TRACE(mode);
+    OP_TEST_ASSERT_OK_AND_ASSIGN(
+        out, RunOp("relax.nn.depth_to_space", {x},
+                   {{"block_size", std::vector<int64_t>{2, 3}}, {"mode", mode}}));
+    ExpectClose(out[0], GatherRef(x, {2, 2, 6, 15}, [&](const Shape& i) {
+                  const int64_t a = i[2] % 2, b = i[3] % 3, c = i[1];
+                  const int64_t ch = mode == "CRD" ? (c * 2 + a) * 3 + b : (a * 3 + b) * 2 + c;
+                  return Shape{i[0], ch, i[2] / 2, i[3] / 3};
+                }));
+  }
+  HostTensor y = Random({1, 4, 2, 33}, kI64, 42, -9, 9);
+  OP_TEST_ASSERT_OK_AND_ASSIGN(
+      o, RunOp("relax.nn.depth_to_space", {y}, {{"block_size", std::vector<int64_t>{2, 2}}}));
+  ExpectClose(o[0], GatherRef(y, {1, 1, 4, 66}, [](const Shape& i) {
+                return Shape{0, (i[2] % 2) * 2 + i[3] % 2, i[2] / 2, i[3] / 2};
+              }));
+}
+
+TEST(ManipulationOpTest, DepthToSpaceRejectsBadBlocks) {
+  absl::StatusOr<StructInfo> s =
+      InferOp("relax.nn.depth_to_space", {TensorVar("x", {1, 6, 2, 2}, kF32)},
+              {{"block_size", std::vector<int64_t>{2, 2}}});
+  ASSERT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.status().message().find("not a multiple of 4"), std::string::npos) << s.status();
+  s = InferOp("relax.nn.depth_to_space", {TensorVar("x", {1, 4, 2, 2}, kF32)},
+              {{"block_size", std::vector<int64_t>{2, 2}}, {"mode", std::string("XYZ")}});
+  ASSERT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  s = InferOp("relax.nn.depth_to_space", {TensorVar("x", {1, 4, 2, 2}, kF32)},
+              {{"block_size", std::vector<int64_t>{0, 2}}});
+  ASSERT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(ManipulationOpTest, PermuteDimsRejectsWrongAxes) {
   absl::StatusOr<StructInfo> s = InferOp("relax.permute_dims", {TensorVar("x", {2, 3}, kF32)},
                                          {{"axes", std::vector<int64_t>{0, 0}}});

@@ -180,6 +180,13 @@ ConvertResult ConvertDepthToSpace(ConvertContext& ctx) {
   if (std::optional<int64_t> c = AsConstInt(s->c); c.has_value() && *c % (b * b) != 0) {
     return ctx.Invalid(absl::StrCat(*c, " channels do not divide by blocksize^2 = ", b * b));
   }
+  if (AsConstInt(s->c).has_value()) {
+    // One pass writing whole output rows (relax.nn.depth_to_space).
+    absl::StatusOr<Expr> x = ctx.Input(0);
+    if (!x.ok()) return x.status();
+    return One(ctx.EmitOp("relax.nn.depth_to_space", {*x},
+                          {{"block_size", std::vector<int64_t>{b, b}}, {"mode", mode}}));
+  }
   const PrimExpr c = FloorDiv(s->c, b * b);
   std::vector<PrimExpr> last{s->n, c, s->h * b, s->w * b};
   if (mode == "DCR") {

@@ -390,15 +390,15 @@ bool IsDepthToSpace(size_t sp, int64_t group, const std::vector<int64_t>& kernel
 
 // The non-overlapping transposed convolution as a product and a
 // depth-to-space: Z = conv2d(x, W') 1x1 with W'[(o, a, b), c] = w[c, o, a,
-// b] (the CPU GEMM schedule; the weight side folds), then Z viewed as
-// (N, O, KH, KW, H, W), permuted to (N, O, H, KH, W, KW) and viewed as
-// (N, O, H * KH, W * KW). The permutation is one pass over the output,
-// which the elementwise ops after it (bias, BatchNorm, activation) fuse into.
+// b] (the CPU GEMM schedule; the weight side folds), then
+// relax.nn.depth_to_space(Z, [KH, KW], "CRD"): output (n, o, h * KH + a,
+// w * KW + b) is Z's channel (o, a, b) at (h, w). That is one pass over the
+// output, which the elementwise ops after it (bias, BatchNorm, activation)
+// fuse into.
 ConvertResult ConvTransposeAsDepthToSpace(ConvertContext& ctx, const Expr& x, Expr w,
                                           const std::vector<PrimExpr>& xshape, int64_t cout,
                                           const std::vector<int64_t>& kernel) {
-  const int64_t n = *xshape[0].as_int(), c = *xshape[1].as_int(), h = *xshape[2].as_int(),
-                wd = *xshape[3].as_int(), kh = kernel[0], kw = kernel[1];
+  const int64_t c = *xshape[1].as_int(), kh = kernel[0], kw = kernel[1];
   auto shape = [](std::vector<int64_t> dims) {
     std::vector<PrimExpr> v;
     for (int64_t d : dims) v.emplace_back(d);
@@ -408,11 +408,9 @@ ConvertResult ConvTransposeAsDepthToSpace(ConvertContext& ctx, const Expr& x, Ex
       w, ctx.EmitOp("relax.permute_dims", {w}, {{"axes", std::vector<int64_t>{1, 2, 3, 0}}}));
   TETHER_ASSIGN_OR_RETURN(w, ctx.EmitOp("relax.reshape", {w, shape({cout * kh * kw, c, 1, 1})}));
   TETHER_ASSIGN_OR_RETURN(Expr z, ctx.EmitOp("relax.nn.conv2d", {x, w}, {}));
-  TETHER_ASSIGN_OR_RETURN(z, ctx.EmitOp("relax.reshape", {z, shape({n, cout, kh, kw, h, wd})}));
-  TETHER_ASSIGN_OR_RETURN(
-      z, ctx.EmitOp("relax.permute_dims", {z}, {{"axes", std::vector<int64_t>{0, 1, 4, 2, 5, 3}}}));
-  TETHER_ASSIGN_OR_RETURN(Expr y,
-                          ctx.EmitOp("relax.reshape", {z, shape({n, cout, h * kh, wd * kw})}));
+  TETHER_ASSIGN_OR_RETURN(Expr y, ctx.EmitOp("relax.nn.depth_to_space", {z},
+                                             {{"block_size", std::vector<int64_t>{kh, kw}},
+                                              {"mode", std::string("CRD")}}));
   if (ctx.HasInput(2)) {
     TETHER_ASSIGN_OR_RETURN(Expr bias, ctx.Input(2));
     TETHER_ASSIGN_OR_RETURN(bias, ExpandDims(ctx, bias, {1, 2}));
