@@ -299,6 +299,22 @@ TEST(Resize2dTest, CubicWithAndWithoutExcludeOutside) {
 
 // ONNX's scales: 0.6 on a 4-wide axis gives 2 outputs read at (x + 0.5) / 0.6
 // - 0.5, not at (x + 0.5) * 2 - 0.5.
+// torch's F.interpolate(scale_factor=k, mode="nearest"): whole factors take
+// integer indices (image.cc, WholeUpscale); the same result as the float
+// coordinates, which a size that is not in * k still takes.
+TEST(Resize2dTest, NearestWholeUpscaleTakesIntegerIndices) {
+  Resize p;
+  p.method = "nearest_neighbor";
+  p.rounding = "floor";
+  p.mode = "asymmetric";
+  p.scale = {2.0, 3.0};
+  p.out_h = 10;
+  p.out_w = 21;
+  ExpectResize({2, 3, 5, 7}, p, 11);
+  p.out_w = 20;  // not 7 * 3: the float path
+  ExpectResize({1, 2, 5, 7}, p, 12);
+}
+
 TEST(Resize2dTest, GivenScaleDrivesTheCoordinates) {
   Resize p;
   p.out_h = 1;
