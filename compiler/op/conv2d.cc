@@ -21,8 +21,9 @@
 // one parallel loop with contiguous stores. The narrow schedule (other thin
 // groups, column strides) vectorizes over output columns one channel at a
 // time. A depthwise convolution (one channel per group) with constant sizes
-// takes none of these: the depthwise schedule vectorizes across blocks of
-// channels held channel-last in a stack strip (ScheduleConv2dDepthwise).
+// and rows of at most kRowsMaxWidth outputs takes none of these: the
+// depthwise schedule vectorizes across blocks of channels held channel-last
+// in a stack strip (ScheduleConv2dDepthwise).
 // All apply the epilogue at the final store.
 //
 // For a GPU (LowerContext::gpu) there is no packing and no padded copy.
