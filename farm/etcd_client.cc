@@ -71,6 +71,20 @@ absl::Status ParseFarmUrl(absl::string_view url, EtcdOptions* options) {
   return absl::OkStatus();
 }
 
+etcdserverpb::TxnRequest PutIfAbsent(std::string key, std::string value, int64_t lease) {
+  etcdserverpb::TxnRequest txn;
+  etcdserverpb::Compare* absent = txn.add_compare();
+  absent->set_key(key);
+  absent->set_target(etcdserverpb::Compare::CREATE);
+  absent->set_result(etcdserverpb::Compare::EQUAL);
+  absent->set_create_revision(0);
+  etcdserverpb::PutRequest* put = txn.add_success()->mutable_request_put();
+  put->set_key(std::move(key));
+  put->set_value(std::move(value));
+  if (lease != 0) put->set_lease(lease);
+  return txn;
+}
+
 std::string PrefixEnd(absl::string_view prefix) {
   std::string end(prefix);
   while (!end.empty()) {

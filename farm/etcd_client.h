@@ -53,6 +53,10 @@ absl::Status ParseFarmUrl(absl::string_view url, EtcdOptions* options);
 // The key just past every key with `prefix` (etcd's range_end for a prefix).
 std::string PrefixEnd(absl::string_view prefix);
 
+// A transaction that writes `value` at `key` (bound to `lease`, 0 for none)
+// only where the key does not exist: it succeeds when it wrote.
+etcdserverpb::TxnRequest PutIfAbsent(std::string key, std::string value, int64_t lease = 0);
+
 // What a watch reports: the events of one response and the store revision
 // they bring it to. `resync` is set (with no events) when the watch could not
 // resume where it stopped (etcd compacted that history, or the watch was

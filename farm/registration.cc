@@ -128,18 +128,9 @@ absl::Status Registration::Quarantine(int64_t lease, absl::string_view by, std::
   record.set_by(std::string(by));
   record.set_reason(std::move(reason));
   record.set_since_unix_ms(NowUnixMs());
-  const std::string key = QuarantineKey(options_.key, options_.record.id());
-  etcdserverpb::TxnRequest txn;
-  etcdserverpb::Compare* absent = txn.add_compare();
-  absent->set_key(key);
-  absent->set_target(etcdserverpb::Compare::CREATE);
-  absent->set_result(etcdserverpb::Compare::EQUAL);
-  absent->set_create_revision(0);
-  etcdserverpb::PutRequest* put = txn.add_success()->mutable_request_put();
-  put->set_key(key);
-  put->set_value(ToJson(record));
-  put->set_lease(lease);  // the daemon's own quarantine goes with it
-  absl::StatusOr<etcdserverpb::TxnResponse> done = etcd_->Txn(txn);
+  // Bound to the daemon's lease: its own quarantine goes with it.
+  absl::StatusOr<etcdserverpb::TxnResponse> done = etcd_->Txn(
+      PutIfAbsent(QuarantineKey(options_.key, options_.record.id()), ToJson(record), lease));
   if (!done.ok()) return done.status();
   if (done->succeeded()) {
     absl::MutexLock lock(&mu_);

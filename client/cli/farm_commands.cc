@@ -609,16 +609,8 @@ int RunProbe(const std::vector<std::string>& args) {
       record.set_reason(absl::StrCat(n, " failed probes from the prober at ", probe.target, ": ",
                                      result.message()));
       record.set_since_unix_ms(absl::ToUnixMillis(absl::Now()));
-      etcdserverpb::TxnRequest txn;  // only where no quarantine exists
-      etcdserverpb::Compare* none = txn.add_compare();
-      none->set_key(qkey);
-      none->set_target(etcdserverpb::Compare::CREATE);
-      none->set_result(etcdserverpb::Compare::EQUAL);
-      none->set_create_revision(0);
-      etcdserverpb::PutRequest* put = txn.add_success()->mutable_request_put();
-      put->set_key(qkey);
-      put->set_value(farm::ToJson(record));  // no lease: it stays if the prober stops
-      auto done = (*etcd)->Txn(txn);
+      // Only where no quarantine exists; no lease: it stays if the prober stops.
+      auto done = (*etcd)->Txn(farm::PutIfAbsent(qkey, farm::ToJson(record)));
       if (!done.ok()) return Fail(kName, done.status());
       if (done->succeeded()) {
         std::printf("%s: quarantined by the prober\n", id.c_str());

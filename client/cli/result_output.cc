@@ -62,8 +62,7 @@ std::string DeviceStateJson(const v1::DeviceState& s) {
     w.Key("total_memory_bytes").Int(static_cast<int64_t>(g.total_memory_bytes()));
     w.Key("pci_bus_id").String(g.pci_bus_id());
     w.Key("driver_release").String(g.driver_release());
-    OptionalDouble(w, "temperature_celsius", g.has_temperature_celsius(),
-                   g.temperature_celsius());
+    OptionalDouble(w, "temperature_celsius", g.has_temperature_celsius(), g.temperature_celsius());
     w.Key("sm_clock_khz").Int(g.sm_clock_khz());
     w.Key("memory_clock_current_khz").Int(g.memory_clock_current_khz());
     OptionalDouble(w, "power_watts", g.has_power_watts(), g.power_watts());

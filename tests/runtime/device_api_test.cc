@@ -31,15 +31,14 @@ TEST(DeviceAttrTest, NamesFollowTheReferenceInEnumOrder) {
     EXPECT_EQ(static_cast<int>(a.attr), expected++);
     names.emplace_back(a.name);
   }
-  EXPECT_THAT(
-      names,
-      ::testing::ElementsAre(
-          "exist", "max_threads_per_block", "warp_size", "max_shared_memory_per_block",
-          "compute_version", "device_name", "max_clock_rate", "multi_processor_count",
-          "max_thread_dimensions", "api_version", "driver_version", "total_global_memory",
-          "available_global_memory", "l2_cache_size_bytes", "memory_clock_rate", "memory_bus_width",
-          "max_threads_per_multi_processor", "max_registers_per_block", "max_grid_dimensions",
-          "pci_bus_id"));
+  EXPECT_THAT(names,
+              ::testing::ElementsAre(
+                  "exist", "max_threads_per_block", "warp_size", "max_shared_memory_per_block",
+                  "compute_version", "device_name", "max_clock_rate", "multi_processor_count",
+                  "max_thread_dimensions", "api_version", "driver_version", "total_global_memory",
+                  "available_global_memory", "l2_cache_size_bytes", "memory_clock_rate",
+                  "memory_bus_width", "max_threads_per_multi_processor", "max_registers_per_block",
+                  "max_grid_dimensions", "pci_bus_id"));
 }
 
 TEST(DeviceAPITest, GetReturnsOneInstancePerType) {
