@@ -366,6 +366,79 @@ TEST(CodegenTest, WrongDtypeOrNdimNamesTheArgument) {
   EXPECT_THAT(r.status().message(), HasSubstr("takes 3 arguments, got 2"));
 }
 
+// The kernel's own checks, for a caller of the C symbol that skips the
+// runtime's manifest checks: each names the argument and what is wrong.
+TEST(CodegenTest, KernelEntryChecksEachArgumentItself) {
+  Var n("n");
+  Buffer a = MakeBuffer("A", kF32, {2, n});
+  Buffer b = MakeBuffer("B", kF32, {2, n});
+  Var i("i"), j("j");
+  Stmt body = For(i, 0, 2, ForKind::kSerial,
+                  For(j, 0, n, ForKind::kSerial, Store(b, {i, j}, Load(a, {i, j}) * 2)));
+  absl::StatusOr<Ref<Module>> lib = BuildAndLoad(
+      {MakeKernelFunc("rows", {KernelParam::Tensor(a), KernelParam::Tensor(b)}, body)});
+  ASSERT_TRUE(lib.ok()) << lib.status();
+  auto* kernels = dynamic_cast<KernelLibraryModule*>(lib->get());
+  ASSERT_NE(kernels, nullptr);
+  auto fn = reinterpret_cast<TetherKernelFn>(kernels->FindSymbol("rows"));
+  ASSERT_NE(fn, nullptr);
+  std::string error;
+  TetherKernelServices services{};
+  services.abi_version = TETHER_KERNEL_ABI_VERSION;
+  services.ctx = &error;
+  services.set_error = [](void* ctx, const char* message) {
+    *static_cast<std::string*>(ctx) = message;
+  };
+  std::vector<float> x = {1, 2, 3, 4, 5, 6, 7, 8};
+  std::vector<float> y(8, 0);
+  std::vector<int64_t> shape_a = {2, 4}, shape_b = {2, 4};
+  DLTensor ta{x.data(), {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, shape_a.data(), nullptr, 0};
+  DLTensor tb{y.data(), {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, shape_b.data(), nullptr, 0};
+  auto call = [&](DLTensor* first, DLTensor* second) {
+    error.clear();
+    TetherKernelArg args[2];
+    args[0].tensor = first;
+    args[1].tensor = second;
+    return fn(args, 2, &services);
+  };
+  ASSERT_EQ(call(&ta, &tb), TETHER_KERNEL_OK) << error;
+  EXPECT_EQ(y, (std::vector<float>{2, 4, 6, 8, 10, 12, 14, 16}));
+  std::vector<int64_t> compact = {4, 1};
+  ta.strides = compact.data();
+  EXPECT_EQ(call(&ta, &tb), TETHER_KERNEL_OK) << error;
+
+  EXPECT_EQ(call(nullptr, &tb), TETHER_KERNEL_INVALID_ARGUMENT);
+  EXPECT_EQ(error, "kernel rows: argument 0 (A) is null");
+  std::vector<int64_t> padded = {5, 1};
+  ta.strides = padded.data();
+  EXPECT_EQ(call(&ta, &tb), TETHER_KERNEL_INVALID_ARGUMENT);
+  EXPECT_EQ(error, "kernel rows: argument 0 (A) is not compact row-major");
+  ta.strides = nullptr;
+  tb.device.device_type = kDLCUDA;
+  EXPECT_EQ(call(&ta, &tb), TETHER_KERNEL_INVALID_ARGUMENT);
+  EXPECT_EQ(error, "kernel rows: argument 1 (B) is not on the cpu (device type 2)");
+  tb.device.device_type = kDLCPU;
+  tb.ndim = 1;
+  EXPECT_EQ(call(&ta, &tb), TETHER_KERNEL_INVALID_ARGUMENT);
+  EXPECT_EQ(error, "kernel rows: argument 1 (B) has 1 dims, expected 2");
+  tb.ndim = 2;
+  tb.dtype = {kDLInt, 32, 1};
+  EXPECT_EQ(call(&ta, &tb), TETHER_KERNEL_INVALID_ARGUMENT);
+  EXPECT_EQ(error, "kernel rows: argument 1 (B) has the wrong dtype, expected float32");
+  tb.dtype = {kDLFloat, 32, 2};
+  EXPECT_EQ(call(&ta, &tb), TETHER_KERNEL_INVALID_ARGUMENT);
+  EXPECT_EQ(error, "kernel rows: argument 1 (B) has the wrong dtype, expected float32");
+  tb.dtype = {kDLFloat, 32, 1};
+  shape_a = {3, 4};
+  EXPECT_EQ(call(&ta, &tb), TETHER_KERNEL_INVALID_ARGUMENT);
+  EXPECT_EQ(error, "kernel rows: argument 0 dim 0 is 3, expected 2");
+  shape_a = {2, 4};
+  shape_b = {2, 3};
+  EXPECT_EQ(call(&ta, &tb), TETHER_KERNEL_INVALID_ARGUMENT);
+  EXPECT_EQ(error, "kernel rows: argument 1 dim 1 is 3, expected n = 4");
+  EXPECT_EQ(y, (std::vector<float>{2, 4, 6, 8, 10, 12, 14, 16}));  // no failed call wrote
+}
+
 TEST(CodegenTest, ScalarParameterIsPassedAsInt) {
   Var n("n"), k("k");
   Buffer a = MakeBuffer("A", DataType::Int(64), {n});

@@ -65,13 +65,20 @@ inline bool IsCIdentifier(absl::string_view s) {
   return true;
 }
 
-// A piece of a runtime error message: text, or an i64 value printed in decimal.
+// A piece of a runtime error message: text, an i64 value printed in
+// decimal, or (String) a NUL-terminated string the code points to.
 struct MsgPart {
   std::string text;
   llvm::Value* value = nullptr;
+  bool value_is_string = false;
   MsgPart(std::string t) : text(std::move(t)) {}  // NOLINT
   MsgPart(const char* t) : text(t) {}             // NOLINT
   MsgPart(llvm::Value* v) : value(v) {}           // NOLINT
+  static MsgPart String(llvm::Value* p) {
+    MsgPart part(p);
+    part.value_is_string = true;
+    return part;
+  }
 };
 
 class Emitter {
@@ -141,6 +148,16 @@ class Emitter {
   // i64 append_i64(ptr buf, i64 pos, i64 v): decimal digits.
   llvm::Function* AppendI64Fn();
   llvm::Function* NewHelper(const char* name, std::vector<llvm::Type*> params);
+  // i32 check_tensor(ptr services, ptr tensor, ptr desc): the checks of a
+  // tensor argument that need nothing but the argument (non-NULL, on the
+  // CPU, ndim, dtype, compact strides, the dims that are constants), against
+  // `desc` (TensorCheckDesc); 0, or the error set and
+  // TETHER_KERNEL_INVALID_ARGUMENT. One per module: the kernels' entries call
+  // it instead of carrying the checks inline, which kept half of every
+  // kernel's code in argument checks and their messages.
+  llvm::Function* CheckTensorFn();
+  // The constant descriptor of parameter `i` (a tensor) of `k` for CheckTensorFn.
+  llvm::Constant* TensorCheckDesc(const KernelFunc& k, int i);
 
   // ---- half <-> float: the GPU's cvt instructions, in integer IR on a CPU ----
   llvm::Value* HalfToFloat(llvm::Value* h16);
@@ -284,6 +301,10 @@ class Emitter {
   llvm::StructType* services_ty_;
   llvm::Function* append_str_ = nullptr;
   llvm::Function* append_i64_ = nullptr;
+  llvm::Function* check_tensor_ = nullptr;
+  // CheckTensorFn's descriptor, {ndim, dtype (code | bits << 8 | lanes << 16),
+  // argument text, dim text, dtype name, dims (-1: not a constant)}.
+  llvm::StructType* check_desc_ty_ = nullptr;
   int parallel_count_ = 0;
   bool device_ = false;  // emitting PTX entries (RunDevice)
   int sm_ = 0;           // their architecture

@@ -52,7 +52,9 @@ void Emitter::EmitFail(const std::vector<MsgPart>& parts, int32_t code) {
   llvm::Value* buf = EntryAlloca(llvm::ArrayType::get(i8_, kMessageBytes), "msg");
   llvm::Value* pos = b_.getInt64(0);
   for (const MsgPart& p : parts) {
-    if (p.value != nullptr) {
+    if (p.value_is_string) {
+      pos = b_.CreateCall(AppendStrFn(), {buf, pos, p.value});
+    } else if (p.value != nullptr) {
       pos = b_.CreateCall(AppendI64Fn(), {buf, pos, b_.CreateSExtOrTrunc(p.value, i64_)});
     } else {
       pos = b_.CreateCall(AppendStrFn(), {buf, pos, b_.CreateGlobalStringPtr(p.text)});

@@ -119,7 +119,6 @@ absl::StatusOr<llvm::Function*> Emitter::EmitKernel(const KernelFunc& k) {
              entry->getArg(1)},
             TETHER_KERNEL_INVALID_ARGUMENT);
 
-  std::vector<Capture> caps;  // data pointers and bound vars, in binding order
   std::vector<std::vector<llvm::Value*>> dims(num_params);
   for (int i = 0; i < num_params; ++i) {
     const KernelParam& p = k->params[i];
@@ -131,50 +130,26 @@ absl::StatusOr<llvm::Function*> Emitter::EmitKernel(const KernelFunc& k) {
       continue;
     }
     const Buffer& buf = p.buffer;
-    std::string arg = absl::StrCat("kernel ", name, ": argument ", i, " (", buf->name, ")");
     llvm::Value* t = b_.CreateLoad(ptr_, slot);
-    EmitCheck(b_.CreateIsNotNull(t), {arg + " is null"}, TETHER_KERNEL_INVALID_ARGUMENT);
-    llvm::Value* dev = b_.CreateLoad(i32_, b_.CreateStructGEP(dltensor_ty_, t, kDLDevice));
-    EmitCheck(b_.CreateICmpEQ(dev, b_.getInt32(kDLCPU)),
-              {arg + " is not on the cpu (device type ", dev, ")"}, TETHER_KERNEL_INVALID_ARGUMENT);
-    int ndim = static_cast<int>(buf->shape.size());
-    llvm::Value* nd = b_.CreateLoad(i32_, b_.CreateStructGEP(dltensor_ty_, t, kDLNdim));
-    EmitCheck(b_.CreateICmpEQ(nd, b_.getInt32(ndim)),
-              {arg + " has ", nd, absl::StrCat(" dims, expected ", ndim)},
-              TETHER_KERNEL_INVALID_ARGUMENT);
-    llvm::Value* dt = b_.CreateStructGEP(dltensor_ty_, t, kDLDtype);
-    llvm::Type* dt_ty = llvm::StructType::get(ctx_, {i8_, i8_, i16_});
-    llvm::Value* code = b_.CreateLoad(i8_, b_.CreateStructGEP(dt_ty, dt, 0));
-    llvm::Value* bits = b_.CreateLoad(i8_, b_.CreateStructGEP(dt_ty, dt, 1));
-    llvm::Value* lanes = b_.CreateLoad(i16_, b_.CreateStructGEP(dt_ty, dt, 2));
-    llvm::Value* dtype_ok =
-        b_.CreateAnd(b_.CreateAnd(b_.CreateICmpEQ(code, b_.getInt8(buf->dtype.code())),
-                                  b_.CreateICmpEQ(bits, b_.getInt8(buf->dtype.bits()))),
-                     b_.CreateICmpEQ(lanes, b_.getInt16(buf->dtype.lanes())));
-    EmitCheck(dtype_ok, {arg + " has the wrong dtype, expected " + buf->dtype.ToString()},
-              TETHER_KERNEL_INVALID_ARGUMENT);
-    llvm::Value* shape = b_.CreateLoad(ptr_, b_.CreateStructGEP(dltensor_ty_, t, kDLShape));
+    // Null, device, ndim, dtype, strides and the constant dims: one call
+    // of the module's checker with this parameter's descriptor.
+    llvm::Value* rc = b_.CreateCall(CheckTensorFn(), {fs_.services, t, TensorCheckDesc(k, i)});
+    auto* fail = llvm::BasicBlock::Create(ctx_, "arg.fail", entry);
+    auto* cont = llvm::BasicBlock::Create(ctx_, "arg.ok", entry);
+    b_.CreateCondBr(b_.CreateICmpEQ(rc, b_.getInt32(0)), cont, fail,
+                    llvm::MDBuilder(ctx_).createBranchWeights(1 << 20, 1));
+    b_.SetInsertPoint(fail);
+    b_.CreateRet(rc);
+    b_.SetInsertPoint(cont);
+    const int ndim = static_cast<int>(buf->shape.size());
+    llvm::Value* shape = nullptr;
+    dims[i].assign(ndim, nullptr);
     for (int d = 0; d < ndim; ++d) {
-      dims[i].push_back(b_.CreateLoad(i64_, b_.CreateInBoundsGEP(i64_, shape, b_.getInt64(d))));
-    }
-    // Compact row-major strides (or none).
-    llvm::Value* strides = b_.CreateLoad(ptr_, b_.CreateStructGEP(dltensor_ty_, t, kDLStrides));
-    if (ndim > 0) {
-      auto* check_bb = llvm::BasicBlock::Create(ctx_, "strides", entry);
-      auto* done_bb = llvm::BasicBlock::Create(ctx_, "strides.ok", entry);
-      b_.CreateCondBr(b_.CreateIsNull(strides), done_bb, check_bb);
-      b_.SetInsertPoint(check_bb);
-      llvm::Value* expected = b_.getInt64(1);
-      llvm::Value* ok = b_.getTrue();
-      for (int d = ndim - 1; d >= 0; --d) {
-        llvm::Value* st = b_.CreateLoad(i64_, b_.CreateInBoundsGEP(i64_, strides, b_.getInt64(d)));
-        ok = b_.CreateAnd(ok, b_.CreateOr(b_.CreateICmpEQ(dims[i][d], b_.getInt64(1)),
-                                          b_.CreateICmpEQ(st, expected)));
-        expected = b_.CreateMul(expected, dims[i][d]);
+      if (buf->shape[d].as_int() != nullptr) continue;  // checked by the checker
+      if (shape == nullptr) {
+        shape = b_.CreateLoad(ptr_, b_.CreateStructGEP(dltensor_ty_, t, kDLShape));
       }
-      EmitCheck(ok, {arg + " is not compact row-major"}, TETHER_KERNEL_INVALID_ARGUMENT);
-      b_.CreateBr(done_bb);
-      b_.SetInsertPoint(done_bb);
+      dims[i][d] = b_.CreateLoad(i64_, b_.CreateInBoundsGEP(i64_, shape, b_.getInt64(d)));
     }
     llvm::Value* data = b_.CreateLoad(ptr_, b_.CreateStructGEP(dltensor_ty_, t, kDLData));
     llvm::Value* offset = b_.CreateLoad(i64_, b_.CreateStructGEP(dltensor_ty_, t, kDLByteOffset));
@@ -193,7 +168,7 @@ absl::StatusOr<llvm::Function*> Emitter::EmitKernel(const KernelFunc& k) {
     if (!p.is_tensor()) continue;
     for (size_t d = 0; d < p.buffer->shape.size(); ++d) {
       const PrimExpr& e = p.buffer->shape[d];
-      if (e.kind() == PrimKind::kVar) continue;
+      if (e.kind() == PrimKind::kVar || e.as_int() != nullptr) continue;
       absl::StatusOr<llvm::Value*> expected = EmitIndex(e);
       if (!expected.ok()) {
         return absl::InvalidArgumentError(
@@ -201,13 +176,8 @@ absl::StatusOr<llvm::Function*> Emitter::EmitKernel(const KernelFunc& k) {
                          ToString(e), ") uses a variable no parameter binds"));
       }
       std::vector<MsgPart> msg = {
-          absl::StrCat("kernel ", name, ": argument ", i, " dim ", d, " is "), dims[i][d]};
-      if (e.as_int() != nullptr) {
-        msg.push_back(absl::StrCat(", expected ", *e.as_int()));
-      } else {
-        msg.push_back(absl::StrCat(", expected ", ToString(e), " = "));
-        msg.push_back(*expected);
-      }
+          absl::StrCat("kernel ", name, ": argument ", i, " dim ", d, " is "), dims[i][d],
+          absl::StrCat(", expected ", ToString(e), " = "), *expected};
       EmitCheck(b_.CreateICmpEQ(dims[i][d], *expected), msg, TETHER_KERNEL_INVALID_ARGUMENT);
     }
   }
@@ -342,6 +312,125 @@ absl::Status Emitter::BindOrCheck(const PrimExpr& var, llvm::Value* value,
   msg.push_back(bound);
   EmitCheck(b_.CreateICmpEQ(value, bound), msg, TETHER_KERNEL_INVALID_ARGUMENT);
   return absl::OkStatus();
+}
+
+llvm::Function* Emitter::CheckTensorFn() {
+  if (check_tensor_ != nullptr) return check_tensor_;
+  check_desc_ty_ = llvm::StructType::create(
+      ctx_, {i32_, i32_, ptr_, ptr_, ptr_, llvm::ArrayType::get(i64_, 0)}, "TetherTensorCheck");
+  llvm::Function* f =
+      llvm::Function::Create(llvm::FunctionType::get(i32_, {ptr_, ptr_, ptr_}, false),
+                             llvm::GlobalValue::InternalLinkage, "tether.check_tensor", *module_);
+  f->addFnAttr(llvm::Attribute::NoInline);
+  f->addFnAttr(llvm::Attribute::NoUnwind);
+  check_tensor_ = f;
+  // Emitted with the kernel machinery (EmitCheck), as a function of its own.
+  FnState saved = std::move(fs_);
+  llvm::IRBuilderBase::InsertPoint ip = b_.saveIP();
+  fs_ = FnState();
+  fs_.fn = f;
+  fs_.services = f->getArg(0);
+  b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", f));
+  llvm::Value* t = f->getArg(1);
+  llvm::Value* desc = f->getArg(2);
+  auto field = [&](unsigned i, llvm::Type* ty) {
+    return b_.CreateLoad(ty, b_.CreateStructGEP(check_desc_ty_, desc, i));
+  };
+  llvm::Value* ndim = field(0, i32_);
+  llvm::Value* dtype = field(1, i32_);
+  MsgPart arg = MsgPart::String(field(2, ptr_));
+  constexpr int32_t kInvalid = TETHER_KERNEL_INVALID_ARGUMENT;
+  EmitCheck(b_.CreateIsNotNull(t), {arg, " is null"}, kInvalid);
+  llvm::Value* dev = b_.CreateLoad(i32_, b_.CreateStructGEP(dltensor_ty_, t, kDLDevice));
+  EmitCheck(b_.CreateICmpEQ(dev, b_.getInt32(kDLCPU)),
+            {arg, " is not on the cpu (device type ", dev, ")"}, kInvalid);
+  llvm::Value* nd = b_.CreateLoad(i32_, b_.CreateStructGEP(dltensor_ty_, t, kDLNdim));
+  EmitCheck(b_.CreateICmpEQ(nd, ndim), {arg, " has ", nd, " dims, expected ", ndim}, kInvalid);
+  llvm::Value* dt = b_.CreateStructGEP(dltensor_ty_, t, kDLDtype);
+  llvm::Type* dt_ty = llvm::StructType::get(ctx_, {i8_, i8_, i16_});
+  auto dt_field = [&](unsigned i, llvm::Type* ty, int shift) {
+    llvm::Value* v = b_.CreateZExt(b_.CreateLoad(ty, b_.CreateStructGEP(dt_ty, dt, i)), i32_);
+    return b_.CreateShl(v, shift);
+  };
+  llvm::Value* word =
+      b_.CreateOr(b_.CreateOr(dt_field(0, i8_, 0), dt_field(1, i8_, 8)), dt_field(2, i16_, 16));
+  EmitCheck(b_.CreateICmpEQ(word, dtype),
+            {arg, " has the wrong dtype, expected ", MsgPart::String(field(4, ptr_))}, kInvalid);
+  llvm::Value* shape = b_.CreateLoad(ptr_, b_.CreateStructGEP(dltensor_ty_, t, kDLShape));
+  llvm::Value* strides = b_.CreateLoad(ptr_, b_.CreateStructGEP(dltensor_ty_, t, kDLStrides));
+  llvm::Value* n = b_.CreateZExt(ndim, i64_);
+  auto dim_of = [&](llvm::Value* d) {
+    return b_.CreateLoad(i64_, b_.CreateInBoundsGEP(i64_, shape, d));
+  };
+  // Compact row-major strides (or none): from the last dim down, each
+  // stride is the product of the dims after it, or its dim is 1.
+  auto* stride_loop = llvm::BasicBlock::Create(ctx_, "strides", f);
+  auto* stride_body = llvm::BasicBlock::Create(ctx_, "strides.body", f);
+  auto* dims_entry = llvm::BasicBlock::Create(ctx_, "dims", f);
+  llvm::BasicBlock* pre = b_.GetInsertBlock();
+  b_.CreateCondBr(b_.CreateIsNull(strides), dims_entry, stride_loop);
+  b_.SetInsertPoint(stride_loop);
+  llvm::PHINode* left = b_.CreatePHI(i64_, 2);
+  llvm::PHINode* expected = b_.CreatePHI(i64_, 2);
+  left->addIncoming(n, pre);
+  expected->addIncoming(b_.getInt64(1), pre);
+  b_.CreateCondBr(b_.CreateICmpSGT(left, b_.getInt64(0)), stride_body, dims_entry);
+  b_.SetInsertPoint(stride_body);
+  llvm::Value* d = b_.CreateSub(left, b_.getInt64(1));
+  llvm::Value* dim = dim_of(d);
+  llvm::Value* st = b_.CreateLoad(i64_, b_.CreateInBoundsGEP(i64_, strides, d));
+  EmitCheck(b_.CreateOr(b_.CreateICmpEQ(dim, b_.getInt64(1)), b_.CreateICmpEQ(st, expected)),
+            {arg, " is not compact row-major"}, kInvalid);
+  left->addIncoming(d, b_.GetInsertBlock());
+  expected->addIncoming(b_.CreateMul(expected, dim), b_.GetInsertBlock());
+  b_.CreateBr(stride_loop);
+  // The constant dims.
+  b_.SetInsertPoint(dims_entry);
+  auto* dims_loop = llvm::BasicBlock::Create(ctx_, "dims.loop", f);
+  auto* dims_body = llvm::BasicBlock::Create(ctx_, "dims.body", f);
+  auto* done = llvm::BasicBlock::Create(ctx_, "done", f);
+  b_.CreateBr(dims_loop);
+  b_.SetInsertPoint(dims_loop);
+  llvm::PHINode* i = b_.CreatePHI(i64_, 2);
+  i->addIncoming(b_.getInt64(0), dims_entry);
+  b_.CreateCondBr(b_.CreateICmpSLT(i, n), dims_body, done);
+  b_.SetInsertPoint(dims_body);
+  llvm::Value* want = b_.CreateLoad(
+      i64_, b_.CreateInBoundsGEP(i64_, b_.CreateStructGEP(check_desc_ty_, desc, 5), i));
+  llvm::Value* got = dim_of(i);
+  EmitCheck(b_.CreateOr(b_.CreateICmpSLT(want, b_.getInt64(0)), b_.CreateICmpEQ(got, want)),
+            {MsgPart::String(field(3, ptr_)), i, " is ", got, ", expected ", want}, kInvalid);
+  i->addIncoming(b_.CreateAdd(i, b_.getInt64(1)), b_.GetInsertBlock());
+  b_.CreateBr(dims_loop);
+  b_.SetInsertPoint(done);
+  b_.CreateRet(b_.getInt32(0));
+  fs_ = std::move(saved);
+  b_.restoreIP(ip);
+  return f;
+}
+
+llvm::Constant* Emitter::TensorCheckDesc(const KernelFunc& k, int i) {
+  const Buffer& buf = k->params[i].buffer;
+  std::vector<llvm::Constant*> dims;
+  for (const PrimExpr& e : buf->shape) {
+    const int64_t* c = e.as_int();
+    dims.push_back(b_.getInt64(c != nullptr ? *c : -1));
+  }
+  const DataType dt = buf->dtype;
+  const uint32_t word = static_cast<uint32_t>(dt.code()) | (static_cast<uint32_t>(dt.bits()) << 8) |
+                        (static_cast<uint32_t>(dt.lanes()) << 16);
+  std::string arg = absl::StrCat("kernel ", k->name, ": argument ", i);
+  llvm::Constant* init = llvm::ConstantStruct::getAnon(
+      {b_.getInt32(static_cast<uint32_t>(dims.size())), b_.getInt32(word),
+       b_.CreateGlobalStringPtr(absl::StrCat(arg, " (", buf->name, ")")),
+       b_.CreateGlobalStringPtr(absl::StrCat(arg, " dim ")),
+       b_.CreateGlobalStringPtr(dt.ToString()),
+       llvm::ConstantArray::get(llvm::ArrayType::get(i64_, dims.size()), dims)});
+  auto* gv = new llvm::GlobalVariable(*module_, init->getType(), /*isConstant=*/true,
+                                      llvm::GlobalValue::PrivateLinkage, init,
+                                      absl::StrCat(k->name, ".arg", i));
+  gv->setUnnamedAddr(llvm::GlobalValue::UnnamedAddr::Global);
+  return gv;
 }
 
 void Emitter::EmitMemoryBuiltins() {
