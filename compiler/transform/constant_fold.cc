@@ -40,12 +40,14 @@ bool IsConstPrim(const PrimExpr& e) {
 
 // Folding runs in waves: each wave walks the bindings in order, folds what
 // needs no kernel (shape_of, TupleGetItem) on the spot, and lowers every
-// call whose tensor arguments are all constants now; the wave's kernels,
-// identical ones once, are compiled as one library (at opt level 1: they
-// run once) and run. Their results make the next wave's candidates. A
-// model's constant subgraphs (BatchNorm statistics folded into scales,
-// reshaped biases, transposed weights) are a few levels deep, so a few
-// compilations do what one compilation per call did.
+// call whose tensor arguments are all constants now or results of calls
+// lowered before it in the same wave (lowering needs only their struct
+// info); the wave's kernels, identical ones once, are compiled as one
+// library (at opt level 1: they run once) and run in binding order, each
+// on the results before it. A model's constant subgraphs (BatchNorm
+// statistics folded into scales, reshaped biases, transposed weights) are
+// a few levels deep, and all of them are one compilation; the next wave
+// only finds what the first made foldable in place.
 class Folder {
  public:
   explicit Folder(const ConstantFoldingOptions& options) : options_(options) {}
@@ -56,6 +58,7 @@ class Folder {
     bool changed = false;
     for (;;) {
       std::vector<Pending> wave;
+      planned_.clear();
       for (BindingBlock& block : blocks) {
         for (Binding& b : block.bindings) {
           if (b.is_match_cast()) continue;
@@ -81,11 +84,13 @@ class Folder {
 
  private:
   // A call lowered for evaluation: its kernel, the constant inputs, and the
-  // binding its result replaces.
+  // binding its result replaces. An input that is the result of an earlier
+  // call of the wave is empty until that call has run.
   struct Pending {
     Binding* binding;
     KernelFunc kernel;
     std::vector<Value> inputs;
+    std::vector<std::pair<size_t, size_t>> from_wave;  // (input, earlier call of the wave)
     std::string name;  // of the compiled kernel (shared by identical ones)
   };
 
@@ -132,13 +137,16 @@ class Folder {
     auto bytes = StaticBytes(b.value.struct_info());
     if (!bytes.has_value() || *bytes > options_.max_result_bytes) return std::nullopt;
     std::vector<Expr> args;
-    Pending p{&b, KernelFunc(), {}, ""};
+    Pending p{&b, KernelFunc(), {}, {}, ""};
     for (const Expr& arg : call->args) {
       Expr a = Resolve(arg);
       if (a.struct_info().as<TensorStructInfoNode>() != nullptr) {
         const auto* c = a.as<ConstantNode>();
-        if (c == nullptr) return std::nullopt;
-        p.inputs.push_back(c->data);
+        auto earlier = c == nullptr && a.as<VarNode>() != nullptr ? planned_.find(a.as<VarNode>())
+                                                                  : planned_.end();
+        if (c == nullptr && earlier == planned_.end()) return std::nullopt;
+        if (c == nullptr) p.from_wave.emplace_back(p.inputs.size(), earlier->second);
+        p.inputs.push_back(c != nullptr ? Value(c->data) : Value());
       } else if (const auto* s = a.as<ShapeExprNode>()) {
         for (const PrimExpr& d : s->values) {
           if (!IsConstPrim(d)) return std::nullopt;
@@ -158,6 +166,8 @@ class Folder {
     absl::StatusOr<KernelFunc> kernel = LowerCallToKernel(*resolved.as<CallNode>(), "folded_call");
     if (!kernel.ok() || (*kernel)->params.size() != p.inputs.size() + 1) return std::nullopt;
     p.kernel = *std::move(kernel);
+    const size_t index = planned_.size();  // in the wave, which gets p next
+    planned_[b.var.as<VarNode>()] = index;
     return p;
   }
 
@@ -181,24 +191,35 @@ class Folder {
     CodegenOptions codegen;
     codegen.opt_level = 1;
     absl::StatusOr<Ref<Module>> lib = BuildAndLoad(kernels, codegen);
+    if (options_.libraries_built != nullptr) ++*options_.libraries_built;
     std::map<std::string, Ref<Module>> alone;
     if (!lib.ok()) {
       for (const KernelFunc& k : kernels) {
+        if (options_.libraries_built != nullptr) ++*options_.libraries_built;
         if (absl::StatusOr<Ref<Module>> one = BuildAndLoad({k}, codegen); one.ok()) {
           alone[k->name] = *std::move(one);
         }
       }
     }
     bool changed = false;
-    for (Pending& p : *wave) {
+    std::vector<std::optional<Tensor>> results(wave->size());
+    for (size_t w = 0; w < wave->size(); ++w) {
+      Pending& p = (*wave)[w];
       Module* module = lib.ok() ? lib->get() : nullptr;
       if (module == nullptr) {
         auto it = alone.find(p.name);
         if (it == alone.end()) continue;
         module = it->second.get();
       }
-      if (std::optional<Tensor> out = Call(*module, p); out.has_value()) {
-        p.binding->value = MakeConstant(*out);
+      bool ready = true;
+      for (const auto& [input, earlier] : p.from_wave) {
+        ready &= results[earlier].has_value();
+        if (ready) p.inputs[input] = *results[earlier];
+      }
+      if (!ready) continue;  // an input's call did not fold: nor does this one
+      results[w] = Call(*module, p);
+      if (results[w].has_value()) {
+        p.binding->value = MakeConstant(*results[w]);
         changed = true;
       }
     }
@@ -221,6 +242,9 @@ class Folder {
   const ConstantFoldingOptions& options_;
   absl::flat_hash_map<const VarNode*, Expr> known_;
   absl::flat_hash_set<const VarNode*> tried_;  // lowered once (folded or not)
+  // The calls of the wave being gathered, by the var each binds: their
+  // index in the wave.
+  absl::flat_hash_map<const VarNode*, size_t> planned_;
 };
 
 }  // namespace

@@ -2,7 +2,8 @@
 // tensor arguments are all constants are evaluated at compile time — the
 // call is lowered to a kernel (compiler/lower/lower.h), compiled for the
 // host and run in this process (compiler/backend/llvm/jit.h), in waves of
-// one library each — and the binding becomes an R.const. Also folds R.shape_of of a tensor with a
+// one library each, a constant subgraph of any depth in one wave — and the
+// binding becomes an R.const. Also folds R.shape_of of a tensor with a
 // static shape into R.shape([...]) and TupleGetItem of a literal tuple whose field is a literal
 // (constant, shape, prim value). Folding cascades: a binding folded to a constant makes its users
 // candidates.
@@ -28,6 +29,9 @@ struct ConstantFoldingOptions {
   // Results larger than this stay computed at run time (the constant would
   // be stored in the executable).
   int64_t max_result_bytes = int64_t{256} << 20;
+  // When set, incremented once per kernel library compiled (what folding
+  // costs, for tests and timing).
+  int* libraries_built = nullptr;
 };
 
 // INVALID_ARGUMENT when a function is not normalized.

@@ -70,7 +70,8 @@ TEST(ConstantFoldingTest, FoldingCascadesThroughBindings) {
 
 // One wave compiles its calls as one library, identical kernels once: the
 // two adds of the same shapes share a kernel yet fold to their own values,
-// and a wave's results feed the next (e reads c and d).
+// and calls on the results of earlier calls run in the same wave (e reads
+// c and d, gv reads e): the whole subgraph is one compilation.
 TEST(ConstantFoldingTest, CallsOfOneWaveShareKernelsAndKeepTheirValues) {
   RawFunction f;
   Expr c = f.Bind("c", Op("relax.add", {ConstF32({2}, {1, 2}), ConstF32({2}, {10, 20})}));
@@ -78,7 +79,15 @@ TEST(ConstantFoldingTest, CallsOfOneWaveShareKernelsAndKeepTheirValues) {
   Expr s = f.Bind("s", Op("relax.subtract", {ConstF32({2}, {5, 5}), ConstF32({2}, {1, 2})}));
   Expr e = f.Bind("e", Op("relax.multiply", {c, d}));
   Expr gv = f.Output("gv", Op("relax.add", {e, s}));
-  IRModule m = Folded(f.Finish(gv));
+  auto normalized = NormalizedModule(f.Finish(gv));
+  ASSERT_TRUE(normalized.ok()) << normalized.status();
+  int libraries = 0;
+  ConstantFoldingOptions options;
+  options.libraries_built = &libraries;
+  auto folded = ConstantFolding(*normalized, options);
+  ASSERT_TRUE(folded.ok()) << folded.status();
+  EXPECT_EQ(libraries, 1);
+  const IRModule& m = *folded;
   auto floats = [&](const std::string& name) {
     const auto* k = ValueOf(m, name).as<ConstantNode>();
     return k == nullptr ? std::vector<float>{} : ReadFloats(k->data);
@@ -88,6 +97,29 @@ TEST(ConstantFoldingTest, CallsOfOneWaveShareKernelsAndKeepTheirValues) {
   EXPECT_THAT(floats("s"), Pointwise(FloatNear(1e-6), std::vector<float>{4, 3}));
   EXPECT_THAT(floats("e"), Pointwise(FloatNear(1e-4), std::vector<float>{363, 968}));
   EXPECT_THAT(floats("gv"), Pointwise(FloatNear(1e-4), std::vector<float>{367, 971}));
+}
+
+// A call of a wave whose result is over the limit is not folded, and
+// neither is a call on its result; a call beside them still is.
+TEST(ConstantFoldingTest, CallsOnAnUnfoldedResultStayInTheSameWave) {
+  RawFunction f;
+  Expr big =
+      f.Bind("big", Op("relax.add", {ConstF32({4}, {1, 2, 3, 4}), ConstF32({4}, {1, 1, 1, 1})}));
+  Expr first = f.Bind("first", Op("relax.sum", {big}));
+  Expr small = f.Bind("small", Op("relax.multiply", {ConstF32({1}, {3}), ConstF32({1}, {5})}));
+  Expr gv = f.Output("gv", Op("relax.add", {first, small}));
+  auto m = NormalizedModule(f.Finish(gv));
+  ASSERT_TRUE(m.ok()) << m.status();
+  ConstantFoldingOptions options;
+  options.max_result_bytes = 8;
+  auto out = ConstantFolding(*m, options);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(CalledOpName(ValueOf(*out, "big")), "relax.add");
+  EXPECT_EQ(CalledOpName(ValueOf(*out, "first")), "relax.sum");
+  const auto* k = ValueOf(*out, "small").as<ConstantNode>();
+  ASSERT_NE(k, nullptr);
+  EXPECT_THAT(ReadFloats(k->data), ElementsAre(15));
+  EXPECT_EQ(CalledOpName(ValueOf(*out, "gv")), "relax.add");
 }
 
 TEST(ConstantFoldingTest, ShapeOfStaticTensorBecomesShapeExpr) {
