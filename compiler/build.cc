@@ -4,11 +4,14 @@
 #include "compiler/build.h"
 
 #include <algorithm>
+#include <functional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "compiler/backend/cuda/device_split.h"
 #include "compiler/backend/cuda/simulate_on_cpu.h"
 #include "compiler/backend/llvm/llvm_codegen.h"
@@ -55,7 +58,40 @@ CodegenOptions KernelOptions(const BuildOptions& options) {
   return c;
 }
 
+// The kernel code generation's row and, for a CPU target, its parts.
+void AddCodegenRows(absl::Duration wall, const CodegenStats& stats, BuildTimings* timings) {
+  timings->Add(
+      "kernel code generation", absl::ToDoubleSeconds(wall),
+      stats.shards > 0
+          ? absl::StrCat(stats.kernels, stats.kernels == 1 ? " kernel, " : " kernels, ",
+                         stats.shards, stats.shards == 1 ? " module" : " modules in parallel")
+          : "");
+  if (stats.shards == 0) return;
+  timings->Add("  LLVM IR", stats.emit_seconds, "thread seconds", true);
+  timings->Add("  optimization", stats.optimize_seconds, "thread seconds", true);
+  timings->Add("  machine code", stats.machine_code_seconds, "thread seconds", true);
+  timings->Add("  link", stats.link_seconds, "", true);
+}
+
 }  // namespace
+
+void BuildTimings::Add(std::string step, double seconds, std::string note, bool part) {
+  rows.push_back(Row{std::move(step), seconds, std::move(note), part});
+}
+
+std::string BuildTimings::Format() const {
+  size_t width = 5;  // "total"
+  for (const Row& r : rows) width = std::max(width, r.step.size());
+  double total = 0;
+  std::string out;
+  for (const Row& r : rows) {
+    if (!r.part) total += r.seconds;
+    absl::StrAppendFormat(&out, "%-*s %8.3f s%s%s\n", static_cast<int>(width), r.step, r.seconds,
+                          r.note.empty() ? "" : "   ", r.note);
+  }
+  absl::StrAppendFormat(&out, "%-*s %8.3f s\n", static_cast<int>(width), "total", total);
+  return out;
+}
 
 std::string SourceHash(const IRModule& module) {
   std::string text = PrintModule(module);
@@ -110,14 +146,21 @@ absl::StatusOr<IRModule> Lower(IRModule module, const BuildOptions& options, Par
       TETHER_ASSIGN_OR_RETURN(it->second, BindParams(it->second, options.params));
     }
   }
+  std::function<void(const std::string&, double)> after_pass;
+  if (options.timings != nullptr) {
+    after_pass = [&options](const std::string& name, double seconds) {
+      options.timings->Add(name, seconds);
+    };
+  }
   if (options.relax_pipeline.has_value()) {
-    TETHER_ASSIGN_OR_RETURN(module, (*options.relax_pipeline)(std::move(module)));
+    TETHER_ASSIGN_OR_RETURN(module, options.relax_pipeline->Run(std::move(module), after_pass));
   } else {
-    TETHER_ASSIGN_OR_RETURN(PipelineOptions pipeline, PipelineOptionsFor(options));
-    TETHER_ASSIGN_OR_RETURN(module, RunPipeline(std::move(module), options.pipeline, pipeline));
+    TETHER_ASSIGN_OR_RETURN(PipelineOptions pipeline_options, PipelineOptionsFor(options));
+    TETHER_ASSIGN_OR_RETURN(Pipeline pipeline, GetPipeline(options.pipeline, pipeline_options));
+    TETHER_ASSIGN_OR_RETURN(module, pipeline.Run(std::move(module), after_pass));
   }
   if (options.tir_pipeline.has_value()) {
-    TETHER_ASSIGN_OR_RETURN(module, (*options.tir_pipeline)(std::move(module)));
+    TETHER_ASSIGN_OR_RETURN(module, options.tir_pipeline->Run(std::move(module), after_pass));
   }
   return module;
 }
@@ -217,13 +260,21 @@ absl::StatusOr<BuildOutput> BuildModel(IRModule module, const BuildOptions& opti
         "needs a CPU target without system_lib, got \"",
         kernel_target.ToString(), "\"", options.system_lib ? " with system_lib" : ""));
   }
+  absl::Time start = absl::Now();
   TETHER_ASSIGN_OR_RETURN(Ref<vm::Executable> exec, VMCodegen(lowered, {}));
+  if (options.timings != nullptr) {
+    options.timings->Add("VM code generation", absl::ToDoubleSeconds(absl::Now() - start));
+  }
   if (!kernels.empty() || compiled) {
     CodegenOptions codegen = KernelOptions(options);
     if (compiled) codegen.vm_functions = exec.get();
+    CodegenStats stats;
+    codegen.stats = &stats;
+    start = absl::Now();
     TETHER_ASSIGN_OR_RETURN(vm::KernelLibraryBlob lib,
                             BuildKernelLibrary(kernels, kernel_target, codegen));
     exec->kernel_libraries.push_back(std::move(lib));
+    if (options.timings != nullptr) AddCodegenRows(absl::Now() - start, stats, options.timings);
   }
   if (compiled) DropBytecode(exec.get());
   exec->metadata["target"] = kernel_target.ToString();

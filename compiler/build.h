@@ -14,6 +14,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "compiler/relax/module.h"
@@ -26,6 +27,22 @@ namespace tether::compiler {
 
 // The version recorded in every executable's "compiler_version" metadata.
 inline constexpr char kCompilerVersion[] = "tether-compiler 0.1.0";
+
+// Where a build's time went (`tether compile --time-passes`): one row per
+// step, in order, with its wall seconds. The kernel code generation's parts
+// are thread seconds summed over the shards it compiled in parallel.
+struct BuildTimings {
+  struct Row {
+    std::string step;
+    double seconds = 0;
+    std::string note;   // e.g. "68 kernels, 2 shards"
+    bool part = false;  // a part of the row before it, not counted in the total
+  };
+  std::vector<Row> rows;
+  void Add(std::string step, double seconds, std::string note = "", bool part = false);
+  // The rows as an aligned table, ending with the total of the steps.
+  std::string Format() const;
+};
 
 struct BuildOptions {
   // "llvm" (the host), "llvm -mtriple=... -mcpu=... -mattr=..." or
@@ -77,6 +94,8 @@ struct BuildOptions {
   // conformance runner's --simulate-gpu). Its "target" metadata is the host;
   // "simulated_target" names the cuda target.
   int simulate_gpu_threads = 0;
+  // When set, Build adds a row per step (each pass, code generation).
+  BuildTimings* timings = nullptr;
 };
 
 // What a build makes: the executable and, with separate_params, the

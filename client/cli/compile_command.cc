@@ -8,6 +8,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "client/cli/commands.h"
 #include "client/cli/model_loader.h"
 #include "compiler/build.h"
@@ -25,7 +27,7 @@ constexpr char kCompileUsage[] =
     "usage: tether compile MODEL.rx|MODEL.onnx [-o OUT.tx|OUT.so] [--target TARGET]\n"
     "                      [--emit ir|bytecode|asm] [--shape NAME=DIMS] [--pipeline default|zero]\n"
     "                      [--system-lib PREFIX] [--num-threads N] [--exec-mode MODE]\n"
-    "                      [--params FILE] [--separate-params]\n"
+    "                      [--params FILE] [--separate-params] [--time-passes]\n"
     "Parses MODEL.rx (or imports MODEL.onnx), runs the pipeline, generates the kernels\n"
     "for TARGET and the bytecode, and writes the executable to OUT.tx. --emit prints\n"
     "the lowered IR, the bytecode listing or the kernels' assembly to stdout.\n"
@@ -50,13 +52,17 @@ constexpr char kCompileUsage[] =
     "  --separate-params   keep the weights (an ONNX model's initializers, and --params)\n"
     "                      as parameters of main and write them to OUT.params beside\n"
     "                      OUT.tx: `tether run OUT.tx --params OUT.params` keeps them on\n"
-    "                      the daemon, so new weights or new code upload only what changed\n";
+    "                      the daemon, so new weights or new code upload only what changed\n"
+    "  --time-passes       print where the compile's time went to stderr: the import,\n"
+    "                      each pass, the VM code and the kernels' code generation (its\n"
+    "                      LLVM IR, optimization, machine code and link), and writing\n";
 
 }  // namespace
 
 int RunCompile(const std::vector<std::string>& args) {
   std::string input, output, emit, params_file;
   compiler::BuildOptions options;
+  compiler::BuildTimings timings;
   ModelOptions model;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
@@ -106,6 +112,8 @@ int RunCompile(const std::vector<std::string>& args) {
     } else if (a == "--separate-params") {
       options.separate_params = true;
       model.separate_params = true;
+    } else if (a == "--time-passes") {
+      options.timings = &timings;
     } else if (a == "--num-threads") {
       std::string v;
       if (!value(&v)) return 2;
@@ -133,8 +141,11 @@ int RunCompile(const std::vector<std::string>& args) {
     return 2;
   }
   model.target = options.target;
+  absl::Time start = absl::Now();
   auto module = LoadModelSource(input, model, &options.params);
   if (!module.ok()) return Fail(input, module.status());
+  timings.Add(absl::EndsWith(input, ".onnx") ? "ONNX import" : "parse",
+              absl::ToDoubleSeconds(absl::Now() - start));
   if (!params_file.empty()) {
     // The file's weights win over an ONNX model's initializers of the same name.
     absl::StatusOr<ParamList> weights = LoadParamDictFromFile(params_file);
@@ -148,8 +159,10 @@ int RunCompile(const std::vector<std::string>& args) {
   }
 
   if (emit == "ir" || emit == "asm") {
-    auto text = emit == "ir" ? compiler::EmitLoweredIR(*module, options)
-                             : compiler::EmitKernelAssembly(*module, options);
+    compiler::BuildOptions untimed = options;
+    untimed.timings = nullptr;
+    auto text = emit == "ir" ? compiler::EmitLoweredIR(*module, untimed)
+                             : compiler::EmitKernelAssembly(*module, untimed);
     if (!text.ok()) return Fail(input, text.status());
     std::printf("%s", text->c_str());
     if (output.empty()) return 0;
@@ -161,9 +174,11 @@ int RunCompile(const std::vector<std::string>& args) {
   if (!output.empty()) {
     // OUT.so: the executable exported as a shared library (export_library).
     const bool library = absl::EndsWith(output, ".so");
+    start = absl::Now();
     absl::Status s =
         library ? compiler::ExportLibrary(exec->get(), output) : (*exec)->SaveToFile(output);
     if (!s.ok()) return Fail(output, s);
+    timings.Add("write", absl::ToDoubleSeconds(absl::Now() - start));
     std::fprintf(stderr, "tether compile: wrote %s (%s, target %s, %zu kernel libraries)\n",
                  output.c_str(),
                  library ? "a shared library carrying the executable" : "executable",
@@ -201,6 +216,10 @@ int RunCompile(const std::vector<std::string>& args) {
                    params_out.c_str(), built->params.size(), static_cast<long long>(bytes),
                    params_out.c_str());
     }
+  }
+  if (options.timings != nullptr) {
+    std::fprintf(stderr, "tether compile: where the time of %s went (wall seconds)\n%s",
+                 input.c_str(), timings.Format().c_str());
   }
   return 0;
 }

@@ -7,6 +7,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "compiler/relax/block_builder.h"
 #include "compiler/transform/constant_fold.h"
 #include "compiler/transform/dead_code.h"
@@ -97,10 +99,17 @@ absl::Status Pipeline::InsertBefore(absl::string_view anchor, Pass pass) {
 }
 
 absl::StatusOr<IRModule> Pipeline::operator()(IRModule module) const {
+  return Run(std::move(module), nullptr);
+}
+
+absl::StatusOr<IRModule> Pipeline::Run(
+    IRModule module, const std::function<void(const std::string&, double)>& after_pass) const {
   for (const Pass& pass : passes_) {
     if (!pass.run) return absl::InvalidArgumentError(absl::StrCat(pass.name, ": an empty pass"));
+    absl::Time start = absl::Now();
     absl::StatusOr<IRModule> next = pass.run(std::move(module));
     if (!next.ok()) return Annotate(next.status(), pass.name, ": ");
+    if (after_pass) after_pass(pass.name, absl::ToDoubleSeconds(absl::Now() - start));
     module = *std::move(next);
   }
   return module;

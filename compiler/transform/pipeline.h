@@ -68,6 +68,10 @@ class Pipeline {
   // Runs the passes in order; the first failing pass's error, prefixed
   // with its name ("LegalizeOps: main: ...").
   [[nodiscard]] absl::StatusOr<IRModule> operator()(IRModule module) const;
+  // The same, calling `after_pass(name, wall seconds)` after each pass that
+  // succeeded (`tether compile --time-passes`).
+  [[nodiscard]] absl::StatusOr<IRModule> Run(
+      IRModule module, const std::function<void(const std::string&, double)>& after_pass) const;
 
  private:
   std::vector<Pass> passes_;

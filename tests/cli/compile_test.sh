@@ -88,6 +88,27 @@ grep -q "vm.builtin.match_shape" "$dir/bytecode.txt" || fail "bytecode: $(cat "$
 grep -q "def main" "$dir/ir.txt" || fail "ir: $(cat "$dir/ir.txt")"
 "$tether" compile "$dir/mlp.rx" --emit asm > "$dir/asm.txt" || fail "emit asm"
 [ -s "$dir/asm.txt" ] || fail "empty assembly"
+# --time-passes: a row per step in order, the codegen's parts, and a total
+# that is the sum of the steps.
+"$tether" compile "$dir/mlp.rx" -o "$dir/timed.tx" --time-passes 2> "$dir/timed.log" \
+  || fail "compile --time-passes: $(cat "$dir/timed.log")"
+$py - "$dir/timed.log" <<'PY' || fail "time-passes report: $(cat "$dir/timed.log")"
+import re, sys
+rows = []
+for line in open(sys.argv[1]):
+    m = re.match(r"^(\S.*?|  \S.*?)\s+(\d+\.\d{3}) s(\s.*)?$", line.rstrip("\n"))
+    if m:
+        rows.append((m.group(1), float(m.group(2))))
+steps = [name for name, _ in rows]
+want = ["parse", "NormalizeModule", "ConstantFolding", "PackConstantWeights", "FuseOps",
+        "LegalizeOps", "DeadCodeElimination", "StaticPlanBlockMemory", "VM code generation",
+        "kernel code generation", "  LLVM IR", "  optimization", "  machine code", "  link",
+        "write", "total"]
+assert steps == want, steps
+total = sum(s for name, s in rows if not name.startswith(" ") and name != "total")
+assert abs(total - rows[-1][1]) <= 0.002 * len(rows), (total, rows[-1])
+assert dict(rows)["  optimization"] > 0 and dict(rows)["kernel code generation"] > 0, rows
+PY
 "$tether" compile "$dir/mlp.rx" --pipeline zero -o "$dir/zero.tx" 2> /dev/null || fail "zero pipeline"
 "$tether" run "$dir/zero.tx" --input x=@"$dir/x.npy" $inputs --output-dir "$dir/out_zero" > /dev/null 2>&1 \
   || fail "run zero-pipeline executable"

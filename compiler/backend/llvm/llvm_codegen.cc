@@ -18,6 +18,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "compiler/backend/cuda/device_split.h"
 #include "compiler/backend/cuda/wgmma.h"
 #include "compiler/backend/llvm/kernel_emitter.h"
@@ -156,18 +158,25 @@ absl::StatusOr<std::unique_ptr<llvm::TargetMachine>> CreateTargetMachine(const T
 
 absl::Status Optimize(llvm::Module& module_ref, llvm::TargetMachine* tm, int opt_level);
 
+double SecondsSince(absl::Time start) { return absl::ToDoubleSeconds(absl::Now() - start); }
+
 // Lowers, verifies and optimizes `kernels` into a module for `tm`.
 // `emit` selects the kernels (and globals) of one shard; default: all.
-absl::StatusOr<std::unique_ptr<llvm::Module>> BuildModule(llvm::LLVMContext& context,
-                                                          const std::vector<KernelFunc>& kernels,
-                                                          llvm::TargetMachine* tm,
-                                                          const CodegenOptions& options,
-                                                          codegen::EmitOptions emit = {}) {
+// Adds its times to `stats` when given.
+absl::StatusOr<std::unique_ptr<llvm::Module>> BuildModule(
+    llvm::LLVMContext& context, const std::vector<KernelFunc>& kernels, llvm::TargetMachine* tm,
+    const CodegenOptions& options, codegen::EmitOptions emit = {}, CodegenStats* stats = nullptr) {
   emit.system_lib = options.system_lib;
   emit.system_lib_prefix = options.system_lib_prefix;
+  absl::Time start = absl::Now();
   TETHER_ASSIGN_OR_RETURN(std::unique_ptr<llvm::Module> module,
                           codegen::EmitKernels(context, kernels, emit));
+  absl::Time emitted = absl::Now();
   TETHER_RETURN_IF_ERROR(Optimize(*module, tm, options.opt_level));
+  if (stats != nullptr) {
+    stats->emit_seconds += absl::ToDoubleSeconds(emitted - start);
+    stats->optimize_seconds += SecondsSince(emitted);
+  }
   return module;
 }
 
@@ -337,40 +346,52 @@ std::vector<std::vector<bool>> AssignShards(const std::vector<KernelFunc>& kerne
 }
 
 // One shard: its own context and target machine (so shards run on
-// threads), compiled to an object file.
+// threads), compiled to an object file; its times go to `stats`.
 absl::StatusOr<std::string> CompileShard(const std::vector<KernelFunc>& kernels,
                                          const Target& target, const CodegenOptions& options,
-                                         codegen::EmitOptions emit) {
+                                         codegen::EmitOptions emit, CodegenStats* stats) {
   TETHER_ASSIGN_OR_RETURN(std::unique_ptr<llvm::TargetMachine> tm,
                           CreateTargetMachine(target, options.opt_level));
   std::unique_ptr<llvm::LLVMContext> context = MakeContext();
-  TETHER_ASSIGN_OR_RETURN(std::unique_ptr<llvm::Module> module,
-                          BuildModule(*context, kernels, tm.get(), options, std::move(emit)));
-  return EmitMachineCode(*module, tm.get(), llvm::CodeGenFileType::ObjectFile);
+  TETHER_ASSIGN_OR_RETURN(
+      std::unique_ptr<llvm::Module> module,
+      BuildModule(*context, kernels, tm.get(), options, std::move(emit), stats));
+  absl::Time start = absl::Now();
+  absl::StatusOr<std::string> object =
+      EmitMachineCode(*module, tm.get(), llvm::CodeGenFileType::ObjectFile);
+  stats->machine_code_seconds += SecondsSince(start);
+  return object;
 }
 
 // Compiles the kernels as up to `threads` modules in parallel and links
 // the objects, after `parts`, into one shared object.
 absl::StatusOr<std::string> BuildSharedObject(const std::vector<KernelFunc>& kernels,
                                               const Target& target, const CodegenOptions& options,
-                                              int threads, std::vector<std::string> parts) {
+                                              int threads, std::vector<std::string> parts,
+                                              CodegenStats* stats) {
   std::vector<std::vector<bool>> masks = AssignShards(kernels, threads);
   std::vector<absl::StatusOr<std::string>> objects(masks.size(), absl::UnknownError("not run"));
+  std::vector<CodegenStats> shard_stats(masks.size());
   std::vector<std::thread> workers;
   for (size_t s = 0; s < masks.size(); ++s) {
     codegen::EmitOptions emit;
     emit.emit = masks[s];
     emit.library_globals = s == 0;
     workers.emplace_back([&, s, emit = std::move(emit)] {
-      objects[s] = CompileShard(kernels, target, options, emit);
+      objects[s] = CompileShard(kernels, target, options, emit, &shard_stats[s]);
     });
   }
   for (std::thread& t : workers) t.join();
+  for (const CodegenStats& s : shard_stats) stats->Add(s);
+  stats->shards += static_cast<int>(masks.size());
   for (absl::StatusOr<std::string>& o : objects) {
     if (!o.ok()) return o.status();
     parts.push_back(std::move(*o));
   }
-  return LinkSharedObject(parts);
+  absl::Time start = absl::Now();
+  absl::StatusOr<std::string> so = LinkSharedObject(parts);
+  stats->link_seconds += SecondsSince(start);
+  return so;
 }
 
 // The device launches of `kernels` and their manifest entries.
@@ -446,6 +467,9 @@ absl::StatusOr<vm::KernelLibraryBlob> BuildKernelLibrary(const std::vector<Kerne
         "compiled VM functions go into a CPU kernel library of format \"so\" only");
   }
   if (target.is_cuda()) return BuildCudaLibrary(kernels, target, options);
+  CodegenStats ignored;
+  CodegenStats* stats = options.stats != nullptr ? options.stats : &ignored;
+  stats->kernels += static_cast<int>(kernels.size());
   TETHER_ASSIGN_OR_RETURN(std::unique_ptr<llvm::TargetMachine> tm,
                           CreateTargetMachine(target, options.opt_level));
   if (!tm->getTargetTriple().isOSBinFormatELF()) {
@@ -471,14 +495,18 @@ absl::StatusOr<vm::KernelLibraryBlob> BuildKernelLibrary(const std::vector<Kerne
     blob.target = RecordedTarget(target);
     blob.format = "so";
     TETHER_ASSIGN_OR_RETURN(blob.data,
-                            BuildSharedObject(kernels, target, options, threads, vm_object));
+                            BuildSharedObject(kernels, target, options, threads, vm_object, stats));
     return blob;
   }
   std::unique_ptr<llvm::LLVMContext> context = MakeContext();
   TETHER_ASSIGN_OR_RETURN(std::unique_ptr<llvm::Module> module,
-                          BuildModule(*context, kernels, tm.get(), options));
+                          BuildModule(*context, kernels, tm.get(), options, {}, stats));
+  absl::Time start = absl::Now();
   TETHER_ASSIGN_OR_RETURN(std::string object,
                           EmitMachineCode(*module, tm.get(), llvm::CodeGenFileType::ObjectFile));
+  stats->machine_code_seconds += SecondsSince(start);
+  stats->shards += 1;
+  start = absl::Now();
   vm::KernelLibraryBlob blob;
   blob.target = RecordedTarget(target);
   if (options.system_lib) {
@@ -489,6 +517,7 @@ absl::StatusOr<vm::KernelLibraryBlob> BuildKernelLibrary(const std::vector<Kerne
     vm_object.push_back(std::move(object));
     TETHER_ASSIGN_OR_RETURN(blob.data, LinkSharedObject(vm_object));
   }
+  stats->link_seconds += SecondsSince(start);
   return blob;
 }
 
@@ -533,6 +562,15 @@ absl::StatusOr<std::string> EmitAssembly(const std::vector<KernelFunc>& kernels,
   TETHER_ASSIGN_OR_RETURN(std::unique_ptr<llvm::Module> module,
                           BuildModule(*context, kernels, tm.get(), CodegenOptions()));
   return EmitMachineCode(*module, tm.get(), llvm::CodeGenFileType::AssemblyFile);
+}
+
+void CodegenStats::Add(const CodegenStats& other) {
+  kernels += other.kernels;
+  shards += other.shards;
+  emit_seconds += other.emit_seconds;
+  optimize_seconds += other.optimize_seconds;
+  machine_code_seconds += other.machine_code_seconds;
+  link_seconds += other.link_seconds;
 }
 
 }  // namespace tether::compiler

@@ -19,6 +19,18 @@
 
 namespace tether::compiler {
 
+// What BuildKernelLibrary spent on a CPU target, in thread seconds summed
+// over its shards (`tether compile --time-passes`).
+struct CodegenStats {
+  int kernels = 0;
+  int shards = 0;                   // modules compiled in parallel
+  double emit_seconds = 0;          // kernel IR to LLVM IR
+  double optimize_seconds = 0;      // LLVM's optimization pipeline
+  double machine_code_seconds = 0;  // instruction selection to object code
+  double link_seconds = 0;          // lld (or the archive)
+  void Add(const CodegenStats& other);
+};
+
 struct CodegenOptions {
   int opt_level = 3;              // 0..3
   bool system_lib = false;        // a static archive with a registration function
@@ -31,6 +43,8 @@ struct CodegenOptions {
   // compiled into the library too, as "__vmtir__<name>"
   // (vm_function_emitter.h). Shared objects only.
   const vm::Executable* vm_functions = nullptr;
+  // When set, BuildKernelLibrary adds what it spent (CPU targets).
+  CodegenStats* stats = nullptr;
 };
 inline constexpr int kMaxCodegenThreads = 8;
 
