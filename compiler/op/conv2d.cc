@@ -7,12 +7,14 @@
 // schedule of cpu_gemm.h, as matmul does. The others:
 //
 // The wide schedule (8 or more output channels per group): weights are
-// packed into Wp[group * blocks][ic][kh][kw][kBlock] (output channels of a
-// block contiguous, zero past the group's channels) and the input is copied
-// once into a zero-padded buffer, so the inner loops have no bounds checks.
-// The parallel loop runs over batch x channel-block x output row; each task
-// walks its row in tiles of `wt` output columns, accumulating a wt x kBlock
-// kLocal tile (columns unrolled, output channels vectorized) over ic, kh, kw.
+// packed into Wp[group * blocks][ic][kh][kw][BO] (output channels of a
+// block contiguous, zero past the group's channels; BO = WideBlock: 32, or
+// 48 where that wastes fewer lanes) and the input is copied once into a
+// zero-padded buffer, so the inner loops have no bounds checks. The
+// parallel loop runs over batch x channel-block x output row; each task
+// walks its row in tiles of `wt` output columns, accumulating a wt x BO
+// kLocal tile (columns unrolled, output channels vectorized a vector of 16
+// at a time) over ic, kh, kw.
 // The rows schedule (column stride 1 or 2, constant sizes, and few output
 // channels or short rows: image stems, small feature maps, depthwise)
 // vectorizes over the output columns of a row with a block of output
@@ -60,11 +62,12 @@ using nn_internal::Loop;
 using nn_internal::ShapeString;
 
 constexpr char kConv2d[] = "relax.nn.conv2d";
-constexpr int64_t kBlock = 32;                 // output channels per packed block (wide schedule)
-constexpr int64_t kNarrowTile = 64;            // output columns per tile (narrow schedule)
-constexpr int64_t kRowsMaxWidth = 32;          // output columns per tile (rows schedule)
-constexpr int64_t kRowsLanes = 16;             // floats per vector register assumed (rows schedule)
-constexpr int64_t kRowsAccVectors = 16;        // accumulator vectors per tile (rows schedule)
+constexpr int64_t kBlock = 32;           // output channels per packed block (wide schedule)
+constexpr int64_t kWideBlock48 = 48;     // the other block: 3 vectors x 8 columns = 24 accumulators
+constexpr int64_t kNarrowTile = 64;      // output columns per tile (narrow schedule)
+constexpr int64_t kRowsMaxWidth = 32;    // output columns per tile (rows schedule)
+constexpr int64_t kRowsLanes = 16;       // floats per vector register assumed (rows schedule)
+constexpr int64_t kRowsAccVectors = 16;  // accumulator vectors per tile (rows schedule)
 constexpr int64_t kRowsMaxStripFloats = 8192;  // per-task padded input rows (rows schedule)
 constexpr int64_t kWideMinChannels = 8;        // output channels per group (wide schedule)
 constexpr int64_t kGemmMinPixels = 16;         // output pixels per image (1x1 as a GEMM)
@@ -157,6 +160,16 @@ absl::StatusOr<StructInfo> InferConv2d(const CallNode& call) {
                        nn_internal::TensorArg(call, 1, kConv2d));
 }
 
+// Output channels per packed block of the wide schedule for `og` per group:
+// all of them up to kBlock, else kBlock, or kWideBlock48 where that wastes
+// fewer lanes (48 channels: one block of three vectors instead of 32 and a
+// half-empty 32, which computed 64 channels for 48).
+int64_t WideBlock(int64_t og) {
+  if (og <= kBlock) return og;
+  auto waste = [og](int64_t b) { return (og + b - 1) / b * b - og; };
+  return waste(kWideBlock48) < waste(kBlock) ? kWideBlock48 : kBlock;
+}
+
 // relax.nn.conv2d_packed(x, wp, out_channels=O, <conv2d's attributes>): the
 // convolution with its constant weight packed at compile time
 // (PackConv2dWeights) into the wide schedule's blocks
@@ -175,7 +188,7 @@ absl::StatusOr<StructInfo> InferConv2dPacked(const CallNode& call) {
   bool packed = o >= 1 && g >= 1 && o % g == 0 && ws.has_value() && ws->size() == 5;
   for (size_t i = 0; packed && i < 5; ++i) packed = (*ws)[i].as_int() != nullptr;
   if (packed) {
-    const int64_t og = o / g, bo = std::min(kBlock, og);
+    const int64_t og = o / g, bo = WideBlock(og);
     packed = *(*ws)[4].as_int() == bo && *(*ws)[0].as_int() == g * ((og + bo - 1) / bo);
   }
   if (!packed) {
@@ -555,9 +568,6 @@ bool IsPointwiseGemm(const std::vector<PrimExpr>& ws, const std::vector<PrimExpr
   return oh == nullptr || ow == nullptr || *oh * *ow >= kGemmMinPixels;
 }
 
-// Output channels per packed block of the wide schedule for `og` per group.
-int64_t WideBlock(int64_t og) { return std::min(kBlock, og); }
-
 // Per image, Y[o][pixel] = sum_c W[o][c] * X[c][pixel]: the pixels of an
 // image are contiguous in X and Y, so B (the image) is read in place or
 // packed like a matrix's, and the epilogue runs at the product's store.
@@ -782,8 +792,20 @@ absl::StatusOr<Stmt> ScheduleConv2d(const LowerContext& ctx, const std::vector<B
       PrimExpr g = FloorDiv(gob, obg), ob = FloorMod(gob, obg);
       return Loop("wo", CeilDiv(OW, wt), ForKind::kSerial, [&](const PrimExpr& wo) {
         Buffer acc = MakeBuffer("conv_acc", acc_t, {WT, BO}, BufferNode::Scope::kLocal);
+        // Blocks of more than one vector: a vector loop per vector of lanes,
+        // so each accumulator row is kRowsLanes-lane values the register
+        // allocator keeps.
+        const int64_t lanes = bo > kRowsLanes && bo % kRowsLanes == 0 ? kRowsLanes : bo;
+        auto lane_loop = [&](const char* name, const std::function<Stmt(const PrimExpr&)>& f) {
+          if (lanes == bo) return Loop(name, BO, ForKind::kVectorized, f);
+          return Loop(absl::StrCat(name, "v"), bo / lanes, ForKind::kUnrolled,
+                      [&](const PrimExpr& v) {
+                        return Loop(name, lanes, ForKind::kVectorized,
+                                    [&](const PrimExpr& l) { return f(v * PrimExpr(lanes) + l); });
+                      });
+        };
         Stmt zero = Loop("zw", WT, ForKind::kUnrolled, [&](const PrimExpr& w) {
-          return Loop("zo", BO, ForKind::kVectorized, [&](const PrimExpr& o) {
+          return lane_loop("zo", [&](const PrimExpr& o) {
             return Store(acc, {w, o}, MakeConst(acc_t, 0));
           });
         });
@@ -793,7 +815,7 @@ absl::StatusOr<Stmt> ScheduleConv2d(const LowerContext& ctx, const std::vector<B
               return Loop("w", WT, ForKind::kUnrolled, [&](const PrimExpr& w) {
                 PrimExpr ow = Min(wo * WT + w, OW - 1);
                 PrimExpr xv = input(n, g * Cg + c, oh, kh, ow, kw);
-                return Loop("o", BO, ForKind::kVectorized, [&](const PrimExpr& o) {
+                return lane_loop("o", [&](const PrimExpr& o) {
                   return Store(
                       acc, {w, o},
                       Load(acc, {w, o}) + xv * Cast(acc_t, Load(Wpk, {gob, c, kh, kw, o})));

@@ -447,6 +447,29 @@ TEST(Conv2dScheduleTest, PointwiseGemmAppliesEpilogueAtEveryPixel) {
   optest::ExpectClose(out[0], expected, 1e-3);
 }
 
+// The wide schedule's channel blocks: 48 channels are one block of three
+// vectors, 40 one block of 48 with 8 lanes empty, 144 three blocks of 48,
+// 80 blocks of 32 (48 would waste as much), each against the reference.
+TEST(Conv2dScheduleTest, WideChannelBlocksOf32And48) {
+  Conv p;
+  p.padding = {1, 1, 1, 1};
+  for (const auto& [xs, ws, block] :
+       {std::tuple<Shape, Shape, std::string>{{1, 6, 3, 35}, {48, 6, 3, 3}, "(1, 6, 3, 3, 48)"},
+        {{1, 5, 4, 36}, {40, 5, 3, 3}, "(1, 5, 3, 3, 48)"},
+        {{1, 3, 2, 34}, {144, 3, 3, 3}, "(3, 3, 3, 3, 48)"},
+        {{1, 4, 3, 33}, {80, 4, 3, 3}, "(3, 4, 3, 3, 32)"}}) {
+    std::string text = Conv2dKernelText(xs, ws, p);
+    EXPECT_NE(text.find("conv_packed_w = T.alloc_buffer(" + block), std::string::npos) << text;
+  }
+  ExpectConv({1, 6, 3, 35}, {48, 6, 3, 3}, p, 11);
+  ExpectConv({1, 5, 4, 36}, {40, 5, 3, 3}, p, 12);
+  ExpectConv({1, 3, 2, 34}, {144, 3, 3, 3}, p, 13);
+  ExpectConv({1, 4, 3, 33}, {80, 4, 3, 3}, p, 14);
+  Conv grouped = p;
+  grouped.groups = 2;
+  ExpectConv({1, 4, 2, 34}, {96, 2, 3, 3}, grouped, 15);
+}
+
 // PackConv2dWeights: blocks of BO = min(32, Og) output channels of a
 // group, [groups * blocks, Cg, KH, KW, BO], zero past the group's channels;
 // only calls that run the wide schedule pack.
@@ -488,10 +511,15 @@ TEST(Conv2dScheduleTest, PackedWeightBlocksAndWhichCallsPack) {
                             optest::TensorVar("wp", optest::Dims(wp), kF32)},
                            attrs);
   };
-  absl::StatusOr<StructInfo> ok = infer({2, 8, 3, 3, 32}, 40);
+  // 40 channels: one block of 48 (8 lanes empty) rather than 32 and a
+  // block of 32 holding 8; 64: two of 32.
+  absl::StatusOr<StructInfo> ok = infer({1, 8, 3, 3, 48}, 40);
   ASSERT_TRUE(ok.ok()) << ok.status();
   EXPECT_EQ(ToString(*ok), "R.Tensor((1, 40, 4, 38), \"float32\")");
-  for (const Shape& bad : {Shape{1, 8, 3, 3, 32}, Shape{2, 8, 3, 3, 16}, Shape{2, 8, 3, 3}}) {
+  ok = infer({2, 8, 3, 3, 32}, 64);
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  for (const Shape& bad :
+       {Shape{2, 8, 3, 3, 32}, Shape{1, 8, 3, 3, 32}, Shape{3, 8, 3, 3, 16}, Shape{1, 8, 3, 3}}) {
     absl::StatusOr<StructInfo> s = infer(bad, 40);
     EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument) << ToString(*s);
   }

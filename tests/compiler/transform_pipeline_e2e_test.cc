@@ -199,11 +199,13 @@ TEST(PipelineEndToEndTest, PointwiseConvolutionsOnOnePixelBecomePackedProducts) 
 
 // A convolution that runs the wide schedule gets its constant weight packed
 // at compile time into that schedule's blocks (relax.nn.conv2d_packed): two
-// groups of 40 output channels (a full block of 32 and a partial one),
-// padding, a row of 40 columns. It computes what the "zero" pipeline's
-// unpacked convolution computes.
-TEST(PipelineEndToEndTest, WideConvolutionWeightsArePackedAtCompileTime) {
-  const int64_t c = 16, o = 80, h = 5, wd = 40;
+// groups of 40, 48 or 64 output channels (a block of 48 with 8 lanes empty,
+// a full block of 48, two blocks of 32), padding, a row of 40 columns. It
+// computes what the "zero" pipeline's unpacked convolution computes.
+class WidePackedConvolution : public ::testing::TestWithParam<int64_t> {};
+
+TEST_P(WidePackedConvolution, WeightsArePackedAtCompileTime) {
+  const int64_t c = 16, o = GetParam(), h = 5, wd = 40;
   std::vector<float> x = Iota(c * h * wd, 0.37f, 0), w = Iota(o * (c / 2) * 9, 0.11f, 0.1f);
   RawFunction f;
   Expr xv = f.Param("x", F32({1, c, h, wd}));
@@ -221,6 +223,9 @@ TEST(PipelineEndToEndTest, WideConvolutionWeightsArePackedAtCompileTime) {
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-3) << i;
 }
+
+INSTANTIATE_TEST_SUITE_P(PipelineEndToEndTest, WidePackedConvolution,
+                         ::testing::Values(80, 96, 128));
 
 // On a GPU the weights stay as they are: the block GEMM reads plain rows.
 TEST(PipelineEndToEndTest, GpuPipelinesDoNotPackWeights) {
