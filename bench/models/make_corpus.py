@@ -378,12 +378,15 @@ def linear(g, x, cin, cout, scope, prefix):
     return g.op("Add", [g.param(g.normal((cout,), 0.02), f"{prefix}.bias"), y], scope)
 
 
-def bert(out_dir):
-    g = Graph("bert", zlib.crc32(b"bert"))
-    seq, hidden, heads, ffn = 128, 768, 12, 3072
+BERT_SEQ, BERT_HIDDEN = 128, 768
+
+
+def bert_layer(g, x, layer, out=None):
+    """One BERT-base encoder layer on x (1, 128, 768), as torch.onnx.export writes it."""
+    seq, hidden, heads, ffn = BERT_SEQ, BERT_HIDDEN, 12, 3072
     head = hidden // heads
-    p = "encoder.layer.0"
-    s = "/encoder/layer.0/attention/self"
+    p = f"encoder.layer.{layer}"
+    s = f"/encoder/layer.{layer}/attention/self"
 
     def leading_dims(t):
         # x.size(0), x.size(1) as torch traces them: Shape, Gather, Unsqueeze each.
@@ -401,9 +404,9 @@ def bert(out_dir):
                          s, axis=0)
         return g.op("Reshape", [t, new_shape], s, allowzero=0)
 
-    q = linear(g, "x", hidden, hidden, f"{s}/query", f"{p}.attention.self.query")
-    k = linear(g, "x", hidden, hidden, f"{s}/key", f"{p}.attention.self.key")
-    v = linear(g, "x", hidden, hidden, f"{s}/value", f"{p}.attention.self.value")
+    q = linear(g, x, hidden, hidden, f"{s}/query", f"{p}.attention.self.query")
+    k = linear(g, x, hidden, hidden, f"{s}/key", f"{p}.attention.self.key")
+    v = linear(g, x, hidden, hidden, f"{s}/value", f"{p}.attention.self.value")
     k = g.op("Transpose", [split_heads(k)], s, perm=[0, 2, 3, 1])
     v = g.op("Transpose", [split_heads(v)], s, perm=[0, 2, 1, 3])
     q = g.op("Transpose", [split_heads(q)], s, perm=[0, 2, 1, 3])
@@ -419,15 +422,15 @@ def bert(out_dir):
     ctx = g.op("Transpose", [ctx], s, perm=[0, 2, 1, 3])
     merged = g.op("Concat", leading_dims(ctx) + [g.const(np.array([hidden], I64), s)], s, axis=0)
     ctx = g.op("Reshape", [ctx, merged], s, allowzero=0)
-    o = "/encoder/layer.0/attention/output"
+    o = f"/encoder/layer.{layer}/attention/output"
     a = linear(g, ctx, hidden, hidden, f"{o}/dense", f"{p}.attention.output.dense")
-    a = g.op("Add", [a, "x"], o)
+    a = g.op("Add", [a, x], o)
     a = g.op("LayerNormalization",
              [a, g.param(g.rng.uniform(0.8, 1.2, hidden).astype(F32),
                          f"{p}.attention.output.LayerNorm.weight"),
               g.param(g.normal((hidden,), 0.02), f"{p}.attention.output.LayerNorm.bias")],
              f"{o}/LayerNorm", axis=-1, epsilon=9.999999960041972e-13)
-    i = "/encoder/layer.0/intermediate"
+    i = f"/encoder/layer.{layer}/intermediate"
     f = linear(g, a, hidden, ffn, f"{i}/dense", f"{p}.intermediate.dense")
     # GELU, erf form
     ga = f"{i}/intermediate_act_fn"
@@ -436,7 +439,7 @@ def bert(out_dir):
     e = g.op("Add", [e, g.const(np.array(1.0, F32), ga)], ga)
     e = g.op("Mul", [f, e], ga)
     e = g.op("Mul", [e, g.const(np.array(0.5, F32), ga)], ga)
-    o = "/encoder/layer.0/output"
+    o = f"/encoder/layer.{layer}/output"
     f = linear(g, e, ffn, hidden, f"{o}/dense", f"{p}.output.dense")
     f = g.op("Add", [f, a], o)
     # LayerNorm decomposed, as older exporters write it.
@@ -450,9 +453,27 @@ def bert(out_dir):
     n = g.op("Div", [d, std], ln)
     n = g.op("Mul", [n, g.param(g.rng.uniform(0.8, 1.2, hidden).astype(F32),
                                 f"{p}.output.LayerNorm.weight")], ln)
-    g.op("Add", [n, g.param(g.normal((hidden,), 0.02), f"{p}.output.LayerNorm.bias")], ln,
-         out="y")
-    g.save(out_dir, g.rng.standard_normal((1, seq, hidden), dtype=F32), [1, seq, hidden], TORCH)
+    return g.op("Add", [n, g.param(g.normal((hidden,), 0.02), f"{p}.output.LayerNorm.bias")],
+                ln, out=out)
+
+
+def bert(out_dir):
+    """One encoder layer (99 nodes)."""
+    g = Graph("bert", zlib.crc32(b"bert"))
+    bert_layer(g, "x", 0, out="y")
+    shape = [1, BERT_SEQ, BERT_HIDDEN]
+    g.save(out_dir, g.rng.standard_normal(shape, dtype=F32), shape, TORCH)
+
+
+def bert12(out_dir):
+    """BERT-base's twelve encoder layers (1,188 nodes, 85M weights): the compile-time
+    budget's 1,000-node transformer. Not in the default corpus (340 MB)."""
+    g = Graph("bert12", zlib.crc32(b"bert12"))
+    x = "x"
+    for layer in range(12):
+        x = bert_layer(g, x, layer, out="y" if layer == 11 else None)
+    shape = [1, BERT_SEQ, BERT_HIDDEN]
+    g.save(out_dir, g.rng.standard_normal(shape, dtype=F32), shape, TORCH)
 
 
 def lstm(out_dir):
@@ -481,11 +502,13 @@ def lstm(out_dir):
 
 
 MODELS = {m.__name__: m for m in (mobilenetv3, dbnet, resnet50, bert, lstm)}
+EXTRA_MODELS = {m.__name__: m for m in (bert12,)}
 
 if __name__ == "__main__":
-    if len(sys.argv) < 2 or any(n not in MODELS for n in sys.argv[2:]):
-        sys.exit(f"usage: {sys.argv[0]} OUT_DIR [{'|'.join(MODELS)}...]")
+    known = {**MODELS, **EXTRA_MODELS}
+    if len(sys.argv) < 2 or any(n not in known for n in sys.argv[2:]):
+        sys.exit(f"usage: {sys.argv[0]} OUT_DIR [{'|'.join(known)}...]")
     os.makedirs(sys.argv[1], exist_ok=True)
     for name in sys.argv[2:] or MODELS:
-        MODELS[name](sys.argv[1])
+        known[name](sys.argv[1])
         print(f"wrote {sys.argv[1]}/{name}.onnx")

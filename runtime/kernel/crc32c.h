@@ -14,6 +14,10 @@ namespace tether::vm {
 // Crc32c("123456789") == 0xE3069283. Thread-safe.
 uint32_t Crc32c(absl::string_view data);
 
+// The table-driven computation, which Crc32c uses where the CPU has no
+// CRC-32C instruction (tests hold the two to the same values).
+uint32_t SoftwareCrc32cForTesting(absl::string_view data);
+
 }  // namespace tether::vm
 
 #endif  // TETHER_RUNTIME_KERNEL_CRC32C_H_

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
 #include "runtime/core/error.h"
 #include "runtime/core/tensor.h"
@@ -31,6 +32,12 @@ absl::string_view KindName(FunctionKind kind) {
 template <typename T>
 void AppendRaw(std::string* key, const T& v) {
   key->append(reinterpret_cast<const char*>(&v), sizeof(v));
+}
+
+// The bytes of a compact CPU tensor.
+absl::string_view TensorBytes(const Tensor& t) {
+  return absl::string_view(static_cast<const char*>(t->element_data()),
+                           static_cast<size_t>(t->NumBytes()));
 }
 
 // A key equal for structurally equal constants, and a canonical value to store
@@ -83,23 +90,25 @@ absl::Status ConstantKey(const Value& value, std::string* key, Value* stored) {
     return absl::OkStatus();
   }
   if (value.is_tensor()) {
+    // The key has the tensor's type, shape and a hash of its bytes, not the
+    // bytes (a model's weights are hundreds of MB): AddConstant compares the
+    // bytes of the constants whose key matches.
     Tensor t(value.AsRef<TensorObj>());
     TETHER_ASSIGN_OR_RETURN(int64_t nbytes, CheckedNumBytes(t->shape(), t->dtype()));
-    std::string bytes(static_cast<size_t>(nbytes), '\0');
-    TETHER_RETURN_IF_ERROR(t.CopyToBytes(bytes.data(), bytes.size()));
     DataType dtype = t->dtype();
+    if (t->device().type != kDLCPU || !t->IsContiguous()) {
+      std::string bytes(static_cast<size_t>(nbytes), '\0');
+      TETHER_RETURN_IF_ERROR(t.CopyToBytes(bytes.data(), bytes.size()));
+      TETHER_ASSIGN_OR_RETURN(t, Tensor::FromBytes(t->shape(), dtype, bytes.data(), bytes.size()));
+      *stored = Value(t.ref());
+    }
     key->push_back('t');
     AppendRaw(key, dtype.code());
     AppendRaw(key, dtype.bits());
     AppendRaw(key, dtype.lanes());
     AppendRaw(key, static_cast<int64_t>(t->ndim()));
     for (int64_t d : t->shape()) AppendRaw(key, d);
-    key->append(bytes);
-    if (t->device().type != kDLCPU || !t->IsContiguous()) {
-      TETHER_ASSIGN_OR_RETURN(Tensor copy,
-                              Tensor::FromBytes(t->shape(), dtype, bytes.data(), bytes.size()));
-      *stored = Value(copy.ref());
-    }
+    AppendRaw(key, absl::HashOf(TensorBytes(t)));
     return absl::OkStatus();
   }
   return ValueError("a ", value.TypeName(), " cannot be a constant");
@@ -322,12 +331,18 @@ Index ExecBuilder::AddConstant(const Value& value) {
         absl::StrCat("cannot add constant ", value.ToString(), ": ", status.message())));
     return 0;
   }
-  auto [it, inserted] = constant_dedup_.emplace(std::move(key), 0);
-  if (inserted) {
-    it->second = static_cast<Index>(constants_.size());
-    constants_.push_back(std::move(stored));
+  std::vector<Index>& same_key = constant_dedup_[key];
+  for (Index i : same_key) {
+    // Equal keys of tensors may still differ in their bytes (the key has
+    // their hash); other constants' keys are the whole value.
+    if (!stored.is_tensor() || TensorBytes(Tensor(constants_[i].AsRef<TensorObj>())) ==
+                                   TensorBytes(Tensor(stored.AsRef<TensorObj>()))) {
+      return i;
+    }
   }
-  return it->second;
+  same_key.push_back(static_cast<Index>(constants_.size()));
+  constants_.push_back(std::move(stored));
+  return same_key.back();
 }
 
 absl::StatusOr<Index> ExecBuilder::GetFunctionIndex(absl::string_view name) const {

@@ -122,7 +122,9 @@ class ExecBuilder {
   std::vector<State> states_;
   absl::flat_hash_map<std::string, Index> function_map_;
   std::vector<Value> constants_;
-  absl::flat_hash_map<std::string, Index> constant_dedup_;  // structural key -> index
+  // Structural key -> the constants with that key (tensors: a hash of their
+  // bytes, so more than one when two hash alike).
+  absl::flat_hash_map<std::string, std::vector<Index>> constant_dedup_;
   std::vector<int64_t> instr_offset_;
   std::vector<ExecWord> instr_data_;
   std::vector<KernelLibraryBlob> kernel_libraries_;

@@ -130,8 +130,20 @@ void WriteConstant(ByteWriter& w, const Value& v) {
   }
   if (v.is_tensor()) {
     Tensor t(v.AsRef<TensorObj>());
-    std::string bytes(static_cast<size_t>(std::max<int64_t>(t->NumBytes(), 0)), '\0');
-    if (t.CopyToBytes(bytes.data(), bytes.size()).ok()) {
+    const size_t nbytes = static_cast<size_t>(std::max<int64_t>(t->NumBytes(), 0));
+    // A compact CPU tensor (what ExecBuilder stores) is written from its
+    // memory; others through a copy.
+    std::string staged;
+    absl::string_view bytes;
+    bool readable = true;
+    if (t->device().type == kDLCPU && t->IsContiguous()) {
+      bytes = absl::string_view(static_cast<const char*>(t->element_data()), nbytes);
+    } else {
+      staged.resize(nbytes);
+      readable = t.CopyToBytes(staged.data(), nbytes).ok();
+      bytes = staged;
+    }
+    if (readable) {
       DataType dtype = t->dtype();
       w.U8(kTagTensor);
       w.U8(dtype.code());
@@ -516,6 +528,11 @@ std::string SaveToBytesWithEmptyLibrary(const Executable& exec, int empty_librar
   }
   {
     ByteWriter w;
+    size_t tensor_bytes = 0;
+    for (const Value& c : exec.constants) {
+      if (c.is_tensor()) tensor_bytes += std::max<int64_t>(c.AsRef<TensorObj>()->NumBytes(), 0);
+    }
+    w.out().reserve(tensor_bytes + 64 * exec.constants.size() + 4);
     w.U32(static_cast<uint32_t>(exec.constants.size()));
     for (const Value& c : exec.constants) WriteConstant(w, c);
     sections.emplace_back(kSectionConstants, std::move(w.out()));
@@ -557,6 +574,9 @@ std::string SaveToBytesWithEmptyLibrary(const Executable& exec, int empty_librar
   if (producer.size() > kMaxProducerBytes) producer.resize(kMaxProducerBytes);
 
   ByteWriter w;
+  size_t total = 64 + producer.size() + (sections.size() + 1) * kSectionEntrySize;
+  for (const auto& [id, payload] : sections) total += payload.size() + 8;
+  w.out().reserve(total);
   w.Bytes(kExecutableMagic);
   w.U16(kExecutableFormatMajor);
   w.U16(kExecutableFormatMinor);

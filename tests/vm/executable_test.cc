@@ -177,8 +177,18 @@ TEST(ExecutableFormatTest, SlicedCrcMatchesBitwiseCrc) {
   std::string s;
   for (int i = 0; i < 1000; ++i) {
     EXPECT_EQ(Crc32c(s), bitwise(s)) << "length " << s.size();
+    EXPECT_EQ(SoftwareCrc32cForTesting(s), bitwise(s)) << "length " << s.size();
     s.push_back(static_cast<char>(i * 131 + 7));
   }
+  // Starts off 8-byte alignment, and a large buffer: the CPU's instruction
+  // (where Crc32c uses it) and the tables agree.
+  for (size_t start = 1; start < 8; ++start) {
+    absl::string_view tail = absl::string_view(s).substr(start);
+    EXPECT_EQ(Crc32c(tail), bitwise(std::string(tail))) << "start " << start;
+  }
+  std::string big(3 << 20, '\0');
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>((i * 2654435761u) >> 13);
+  EXPECT_EQ(Crc32c(big), SoftwareCrc32cForTesting(big));
 }
 
 // --- Versions -----------------------------------------------------------------
