@@ -23,9 +23,10 @@
 // one parallel loop with contiguous stores. The narrow schedule (other thin
 // groups, column strides) vectorizes over output columns one channel at a
 // time. A depthwise convolution (one channel per group) with constant sizes
-// and rows of at most kRowsMaxWidth outputs takes none of these: the
-// depthwise schedule vectorizes across blocks of channels held channel-last
-// in a stack strip (ScheduleConv2dDepthwise).
+// and at least kDwLanes channels, or rows of at most kRowsMaxWidth outputs,
+// takes none of these: the depthwise schedule vectorizes across blocks of
+// channels held channel-last in stack strips, transposed on the way in and
+// out (ScheduleConv2dDepthwise).
 // All apply the epilogue at the final store.
 //
 // For a GPU (LowerContext::gpu) there is no packing and no padded copy.
@@ -51,6 +52,7 @@
 #include "compiler/op/cpu_gemm.h"
 #include "compiler/op/nn_common.h"
 #include "compiler/op/op.h"
+#include "compiler/tir/arith.h"
 #include "runtime/core/error.h"
 
 namespace tether::compiler {
@@ -72,7 +74,7 @@ constexpr int64_t kRowsMaxStripFloats = 8192;  // per-task padded input rows (ro
 constexpr int64_t kWideMinChannels = 8;        // output channels per group (wide schedule)
 constexpr int64_t kGemmMinPixels = 16;         // output pixels per image (1x1 as a GEMM)
 constexpr int64_t kDwLanes = 16;               // channels per block (depthwise schedule)
-constexpr int64_t kDwMaxStripFloats = 32768;   // per-task channel-last strip (depthwise, 128 KiB)
+constexpr int64_t kDwMaxStripFloats = 32768;   // per-task channel-last strips (depthwise, 128 KiB)
 
 struct ConvParams {
   std::vector<int64_t> strides, padding, dilation;  // padding: top, left, bottom, right
@@ -413,15 +415,16 @@ Stmt ScheduleConv2dRows(const Buffer& X, const Buffer& W, const Buffer& Y, DataT
 }
 
 // The depthwise schedule's band: output rows per task, so that the task's
-// input rows, channel-last, fit kDwMaxStripFloats (bands of even height);
-// nullopt when the convolution is not depthwise with constant sizes, has
-// rows longer than kRowsMaxWidth, or not even one output row's strip fits.
-// Long rows stay with the rows and narrow schedules: there the strip's
-// scalar, transposing copy costs more than the channel vectors save
-// (measured at one thread on an AMD EPYC, old -> this schedule, in us:
-// 16 channels 112x112 3x3 120 -> 287..400, 72 56x56 3x3 164 -> 401; while
-// 960 7x7 5x5 368 -> 66, 672 14x14 5x5 stride 2 475 -> 101, 480 14x14 3x3
-// 144 -> 75, 72 56x56 5x5 stride 2 (28 wide) 424 -> 242).
+// input rows and output rows, channel-last, fit kDwMaxStripFloats (bands of
+// even height); nullopt when the convolution is not depthwise with constant
+// sizes or not even one output row's strips fit. Fewer than kDwLanes
+// channels copy element by element (DwTransposeCopy's tiles need whole
+// blocks): there rows longer than kRowsMaxWidth stay with the rows and
+// narrow schedules, where the copy costs more than the channel vectors save
+// (measured at one thread on an AMD EPYC, old -> this schedule with scalar
+// copies, in us: 16 channels 112x112 3x3 120 -> 287..400, 72 56x56 3x3
+// 164 -> 401). With the copies in registers, MobileNetV3's 64-channel
+// 112x112 stride-2 layer went from 420 us (rows) to 180.
 struct DwBand {
   int64_t rows = 0;        // output rows per band
   int64_t strip_rows = 0;  // input rows a band reads
@@ -430,7 +433,8 @@ struct DwBand {
 std::optional<DwBand> DepthwiseBand(const ConvParams& p, const Buffer& W, const Buffer& Y) {
   const int64_t *cg = W->shape[1].as_int(), *kh = W->shape[2].as_int(), *kw = W->shape[3].as_int(),
                 *o = Y->shape[1].as_int(), *oh = Y->shape[2].as_int(), *ow = Y->shape[3].as_int();
-  if (!cg || !kh || !kw || !o || !oh || !ow || *cg != 1 || p.groups != *o || *ow > kRowsMaxWidth) {
+  if (!cg || !kh || !kw || !o || !oh || !ow || *cg != 1 || p.groups != *o ||
+      (*o<kDwLanes&& * ow> kRowsMaxWidth)) {
     return std::nullopt;
   }
   DwBand b;
@@ -440,13 +444,37 @@ std::optional<DwBand> DepthwiseBand(const ConvParams& p, const Buffer& W, const 
   };
   int64_t most = 0;
   for (int64_t rows = *oh; rows >= 1 && most == 0; --rows) {
-    if (strip_rows(rows) * b.strip_cols * kDwLanes <= kDwMaxStripFloats) most = rows;
+    if ((strip_rows(rows) * b.strip_cols + rows * *ow) * kDwLanes <= kDwMaxStripFloats) {
+      most = rows;
+    }
   }
   if (most == 0) return std::nullopt;
   const int64_t bands = (*oh + most - 1) / most;
   b.rows = (*oh + bands - 1) / bands;
   b.strip_rows = strip_rows(b.rows);
   return b;
+}
+
+// Copies `count` pixels between a channel-first tensor and a channel-last
+// strip, kDwLanes channels at a time: `copy(pixel, c)` is the store of one
+// element. From kDwLanes pixels on, in tiles of kDwLanes pixels that are
+// transpose tiles (two nested vector loops, emitted as a transpose in
+// registers: vectorize.h), the last tile overlapping the one before it
+// (copying some pixels twice); fewer pixels element by element.
+Stmt DwTransposeCopy(const std::string& name, const PrimExpr& count,
+                     const std::function<Stmt(const PrimExpr&, const PrimExpr&)>& copy) {
+  const PrimExpr L(kDwLanes);
+  Stmt tiles = Loop(name + "t", CeilDiv(count, kDwLanes), ForKind::kSerial, [&](const PrimExpr& t) {
+    PrimExpr first = Min(t * L, count - L);
+    return Loop(name + "p", L, ForKind::kVectorized, [&](const PrimExpr& p) {
+      return Loop(name + "c", L, ForKind::kVectorized,
+                  [&](const PrimExpr& c) { return copy(first + p, c); });
+    });
+  });
+  Stmt few = Loop(name + "c", L, ForKind::kSerial, [&](const PrimExpr& c) {
+    return Loop(name + "q", count, ForKind::kSerial, [&](const PrimExpr& q) { return copy(q, c); });
+  });
+  return IfThenElse(GE(count, L), tiles, few);
 }
 
 // Depthwise (one input and one output channel per group), as MLAS and
@@ -457,11 +485,14 @@ std::optional<DwBand> DepthwiseBand(const ConvParams& p, const Buffer& W, const 
 // it (channel c of column x at strip[row][x][c]) and the block's weights
 // likewise, then walks its rows in tiles of `wt` output columns,
 // accumulating a wt x kDwLanes tile over the window, and stores the tile
-// back channel by channel (the epilogue at the store). Channels past the
-// last read the last (clamped) and are not stored. In NCHW the copies are
-// scalar, but each input element is copied once per band and used by up to
-// KH x KW taps, where the row-wise schedules ran one channel's short rows
-// at a time (5-10 GFLOP/s on MobileNetV3's 7x7 and 14x14 maps).
+// (the epilogue applied) into a channel-last output strip, which goes back
+// to Y's rows at the end. Both copies are transposes in registers a
+// kDwLanes x kDwLanes tile at a time (DwTransposeCopy), since each image
+// row of a band is whole in the strip; they were scalar, and 60-90% of the
+// time of MobileNetV3's depthwise layers. A last block of fewer than
+// kDwLanes channels copies element by element and stores its tiles to Y
+// directly, channel by channel; channels past the last read the last
+// (clamped) and are not stored.
 Stmt ScheduleConv2dDepthwise(const Buffer& X, const Buffer& W, const Buffer& Y, DataType acc_t,
                              const ConvParams& p, const DwBand& band, const Epilogue& epilogue) {
   const PrimExpr N = Y->shape[0], C = Y->shape[1], H = X->shape[2], Wd = X->shape[3];
@@ -481,12 +512,19 @@ Stmt ScheduleConv2dDepthwise(const Buffer& X, const Buffer& W, const Buffer& Y, 
   // The strip's columns that hold input: from pl, Wd of them (fewer where
   // the outputs do not reach the right edge).
   const PrimExpr cols = Min(Wd, SC - PrimExpr(pl));
+  // Whole rows (cols == Wd) are contiguous pixels for the transposing fill.
+  const bool whole_rows = ProveEqual(cols, Wd);
+  // With at least kDwLanes channels every block is full, the last one
+  // overlapping the one before it (both store the same values there).
+  const bool blocked = *C.as_int() >= kDwLanes;
   const ForKind kw_kind = kw_const <= 7 ? ForKind::kUnrolled : ForKind::kSerial;
   return Loop("db", N * blocks * bands, ForKind::kParallel, [&](const PrimExpr& t) {
     std::vector<PrimExpr> i = Unflatten(t, {N, blocks, bands});
     PrimExpr n = i[0], cb = i[1], b = i[2];
+    const PrimExpr c0 = blocked ? Min(cb * L, C - L) : cb * L;  // the block's first channel
     Buffer strip = MakeBuffer("dw_strip", acc_t, {SR, SC, L}, BufferNode::Scope::kLocal);
     Buffer wts = MakeBuffer("dw_weights", acc_t, {KH, KW, L}, BufferNode::Scope::kLocal);
+    Buffer out = MakeBuffer("dw_out", Y->dtype, {BH, OW, L}, BufferNode::Scope::kLocal);
     Stmt zero = Loop("zs", SR * SC, ForKind::kSerial, [&](const PrimExpr& rx) {
       return Loop("zc", L, ForKind::kVectorized, [&](const PrimExpr& c) {
         return Store(strip, {FloorDiv(rx, SC), FloorMod(rx, SC), c}, MakeConst(acc_t, 0));
@@ -496,22 +534,32 @@ Stmt ScheduleConv2dDepthwise(const Buffer& X, const Buffer& W, const Buffer& Y, 
     PrimExpr row0 = b * BH * PrimExpr(sh) - PrimExpr(pt);
     PrimExpr r_lo = Max(PrimExpr(0), PrimExpr(0) - row0);
     PrimExpr r_hi = Min(SR, H - row0);
-    Stmt fill = Loop("fc", L, ForKind::kSerial, [&](const PrimExpr& c) {
-      PrimExpr ch = Min(cb * L + c, C - 1);
-      Stmt weights = Loop("fk", KH * KW, ForKind::kSerial, [&](const PrimExpr& k) {
+    Stmt weights = Loop("fc", L, ForKind::kSerial, [&](const PrimExpr& c) {
+      PrimExpr ch = Min(c0 + c, C - 1);
+      return Loop("fk", KH * KW, ForKind::kSerial, [&](const PrimExpr& k) {
         PrimExpr kh = FloorDiv(k, KW), kw = FloorMod(k, KW);
         return Store(wts, {kh, kw, c}, Cast(acc_t, Load(W, {ch, PrimExpr(0), kh, kw})));
       });
-      Stmt rows =
-          Loop("fr", Max(r_hi - r_lo, PrimExpr(0)), ForKind::kSerial, [&](const PrimExpr& rr) {
-            PrimExpr r = r_lo + rr;
-            return Loop("fx", cols, ForKind::kSerial, [&](const PrimExpr& x) {
-              return Store(strip, {r, x + PrimExpr(pl), c},
-                           Cast(acc_t, Load(X, {n, ch, row0 + r, x})));
-            });
-          });
-      return Seq({weights, rows});
     });
+    Stmt slow_fill = Loop("fc", L, ForKind::kSerial, [&](const PrimExpr& c) {
+      PrimExpr ch = Min(c0 + c, C - 1);
+      return Loop("fr", Max(r_hi - r_lo, PrimExpr(0)), ForKind::kSerial, [&](const PrimExpr& rr) {
+        PrimExpr r = r_lo + rr;
+        return Loop("fx", cols, ForKind::kSerial, [&](const PrimExpr& x) {
+          return Store(strip, {r, x + PrimExpr(pl), c}, Cast(acc_t, Load(X, {n, ch, row0 + r, x})));
+        });
+      });
+    });
+    Stmt fill = slow_fill;
+    if (whole_rows) {
+      Stmt fast_fill = DwTransposeCopy(
+          "f", Max(r_hi - r_lo, PrimExpr(0)) * Wd, [&](const PrimExpr& px, const PrimExpr& c) {
+            PrimExpr r = r_lo + FloorDiv(px, Wd), x = FloorMod(px, Wd);
+            return Store(strip, {r, x + PrimExpr(pl), c},
+                         Cast(acc_t, Load(X, {n, c0 + c, row0 + r, x})));
+          });
+      if (blocked) fill = fast_fill;
+    }
     Stmt compute = Loop("r", Min(BH, OH - b * BH), ForKind::kSerial, [&](const PrimExpr& r) {
       PrimExpr oh = b * BH + r;
       return Loop("wo", CeilDiv(OW, wt), ForKind::kSerial, [&](const PrimExpr& wo) {
@@ -535,17 +583,34 @@ Stmt ScheduleConv2dDepthwise(const Buffer& X, const Buffer& W, const Buffer& Y, 
             });
           });
         });
-        Stmt store = Loop("sc", Min(L, C - cb * L), ForKind::kSerial, [&](const PrimExpr& c) {
-          return Loop("sw", WT, ForKind::kUnrolled, [&](const PrimExpr& w) {
-            std::vector<PrimExpr> yi = {n, cb * L + c, oh, ow0 + w};
-            PrimExpr v = Cast(Y->dtype, Load(acc, {w, c}));
-            return Store(Y, yi, epilogue ? epilogue(v, yi) : v);
+        auto result = [&](const PrimExpr& c, const PrimExpr& w) {
+          std::vector<PrimExpr> yi = {n, c0 + c, oh, ow0 + w};
+          PrimExpr v = Cast(Y->dtype, Load(acc, {w, c}));
+          return epilogue ? epilogue(v, yi) : v;
+        };
+        Stmt to_out = Loop("ow", WT, ForKind::kUnrolled, [&](const PrimExpr& w) {
+          return Loop("oc", L, ForKind::kVectorized, [&](const PrimExpr& c) {
+            return Store(out, {r, ow0 + w, c}, result(c, w));
           });
         });
-        return Allocate(acc, Seq({clear, red, store}));
+        Stmt to_y = Loop("sc", C, ForKind::kSerial, [&](const PrimExpr& c) {
+          return Loop("sw", WT, ForKind::kUnrolled, [&](const PrimExpr& w) {
+            return Store(Y, {n, c, oh, ow0 + w}, result(c, w));
+          });
+        });
+        return Allocate(acc, Seq({clear, red, blocked ? to_out : to_y}));
       });
     });
-    return Allocate(strip, Allocate(wts, Seq({zero, fill, compute})));
+    // The band's output rows, whole, from the output strip to Y.
+    PrimExpr oh0 = b * BH;
+    Stmt write =
+        DwTransposeCopy("o", Min(BH, OH - oh0) * OW, [&](const PrimExpr& px, const PrimExpr& c) {
+          PrimExpr r = FloorDiv(px, OW), x = FloorMod(px, OW);
+          return Store(Y, {n, c0 + c, oh0 + r, x}, Load(out, {r, x, c}));
+        });
+    if (!blocked) return Allocate(strip, Allocate(wts, Seq({zero, weights, fill, compute})));
+    return Allocate(strip,
+                    Allocate(wts, Allocate(out, Seq({zero, weights, fill, compute, write}))));
   });
 }
 

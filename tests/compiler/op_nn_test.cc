@@ -224,9 +224,11 @@ TEST(Conv2dScheduleTest, GroupedAndDepthwise) {
   ExpectConv({1, 6, 10, 9}, {6, 1, 3, 3}, p, 9);  // depthwise
 }
 
-// The depthwise schedule (rows of up to 32 outputs): channel blocks of 16
-// with a tail, strides, dilation, uneven padding, batches, bands of rows,
-// and float16 (converted in the strip).
+// The depthwise schedule: channel blocks of 16 (the last overlapping the
+// one before), strides, dilation, uneven padding, batches, bands of rows,
+// tiles of 16 pixels with and without a rest, long rows, input rows the
+// outputs do not reach to the end, fewer than 16 channels, and float16
+// (converted in the strip).
 TEST(Conv2dScheduleTest, DepthwiseChannelBlocks) {
   Conv p;
   p.groups = 20;
@@ -243,6 +245,20 @@ TEST(Conv2dScheduleTest, DepthwiseChannelBlocks) {
   p.dilation = {1, 1};
   ExpectConv({1, 16, 70, 30}, {16, 1, 3, 3}, p, 23);  // 70 rows: two bands
   ExpectConv({1, 16, 7, 7}, {16, 1, 3, 3}, p, 24, kF16);
+  p.groups = 24;
+  ExpectConv({2, 24, 10, 70}, {24, 1, 3, 3}, p, 25);  // rows of 70, two images
+  p.groups = 32;
+  p.strides = {2, 2};
+  ExpectConv({1, 32, 21, 100}, {32, 1, 3, 3}, p, 26);  // 50 columns out, stride 2
+  p.groups = 16;
+  p.padding = {0, 0, 0, 0};
+  ExpectConv({1, 16, 9, 22}, {16, 1, 3, 3}, p, 27);  // the last input column unread
+  p.groups = 12;
+  p.strides = {1, 1};
+  p.padding = {1, 1, 1, 1};
+  ExpectConv({1, 12, 8, 8}, {12, 1, 3, 3}, p, 28);  // one partial block
+  p.groups = 16;
+  ExpectConv({1, 16, 3, 3}, {16, 1, 3, 3}, p, 29);  // 9 pixels: no whole tile
 }
 
 // Thin groups with column stride 2 on rows longer than the rows schedule
@@ -288,11 +304,15 @@ TEST(Conv2dScheduleTest, ShortDepthwiseRowsUseTheChannelBlocks) {
   std::string small = Conv2dKernelText({1, 960, 7, 7}, {960, 1, 5, 5}, p);
   EXPECT_NE(small.find("dw_strip"), std::string::npos) << small;
   EXPECT_EQ(small.find("conv_padded"), std::string::npos) << small;
-  // Long rows keep the row-wise schedules (there the strip's copy costs more).
+  // So do long rows of whole channel blocks, copied through transposes,
   p.padding = {1, 1, 1, 1};
   p.groups = 16;
   std::string wide = Conv2dKernelText({1, 16, 112, 112}, {16, 1, 3, 3}, p);
-  EXPECT_EQ(wide.find("dw_strip"), std::string::npos) << wide;
+  EXPECT_NE(wide.find("dw_strip"), std::string::npos) << wide;
+  // but not those of fewer channels (there the strip's scalar copy costs more).
+  p.groups = 8;
+  std::string thin = Conv2dKernelText({1, 8, 16, 112}, {8, 1, 3, 3}, p);
+  EXPECT_EQ(thin.find("dw_strip"), std::string::npos) << thin;
 }
 
 TEST(Conv2dScheduleTest, ThinConvolutionsUseTheRowsSchedule) {

@@ -237,6 +237,12 @@ class Emitter {
   // loads and stores at the lane-0 address, others gathers.
   absl::Status EmitVectorLoop(const ForNode* n, int64_t lanes);
 
+  // A transpose tile (vectorize.h): n vector loads along the load's var, a
+  // transpose in registers, n vector stores along the store's.
+  absl::Status EmitTransposeTile(const ForNode* outer, const TransposeTile& t);
+  // Rows r[i] (lane j: element (i, j)) to columns (lane i of result j).
+  std::vector<llvm::Value*> TransposeInRegisters(std::vector<llvm::Value*> r);
+
   // The address of lane 0's element of a contiguous access.
   absl::StatusOr<llvm::Value*> Lane0Address(const Buffer& buffer,
                                             const std::vector<PrimExpr>& indices);

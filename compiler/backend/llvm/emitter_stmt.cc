@@ -372,6 +372,7 @@ absl::Status Emitter::EmitRange(const Var& var, llvm::Value* begin, llvm::Value*
 
 absl::Status Emitter::EmitLoop(const ForNode* n) {
   if (n->for_kind == ForKind::kVectorized && vec_.lanes == 0 && !device_) {
+    if (std::optional<TransposeTile> t = AsTransposeTile(*n)) return EmitTransposeTile(n, *t);
     if (std::optional<int64_t> lanes = VectorizableLanes(*n)) return EmitVectorLoop(n, *lanes);
   }
   if (n->for_kind == ForKind::kUnrolled) {
@@ -412,6 +413,92 @@ absl::Status Emitter::EmitVectorLoop(const ForNode* n, int64_t lanes) {
   vars_.erase(n->var.get());
   vec_ = VecState();
   return st;
+}
+
+absl::Status Emitter::EmitTransposeTile(const ForNode* outer, const TransposeTile& t) {
+  const ForNode* inner = t.inner;
+  TETHER_ASSIGN_OR_RETURN(llvm::Value * outer_min, EmitIndex(outer->min));
+  TETHER_ASSIGN_OR_RETURN(llvm::Value * inner_min, EmitIndex(inner->min));
+  // The address of `indices` with the outer var at outer_min + o and the
+  // inner one at inner_min + i (an error leaves the vars bound; the
+  // kernel's emission fails as a whole).
+  auto address = [&](const Buffer& buffer, const std::vector<PrimExpr>& indices, int64_t o,
+                     int64_t i) -> absl::StatusOr<llvm::Value*> {
+    for (auto [loop, min, k] : {std::tuple{outer, outer_min, o}, {inner, inner_min, i}}) {
+      llvm::Value* at = b_.CreateAdd(min, b_.getInt64(k), "", false, true);
+      TETHER_ASSIGN_OR_RETURN(vars_[loop->var.get()],
+                              CastValue(at, DataType::Int(64), loop->var.dtype()));
+    }
+    return ElementAddress(buffer, indices);
+  };
+  // The n addresses of an access, the k-th at step k of the var it is not
+  // contiguous in: from the first by a constant stride where there is one.
+  auto addresses = [&](const Buffer& buffer, const std::vector<PrimExpr>& indices, bool steps_outer,
+                       std::optional<int64_t> stride) -> absl::StatusOr<std::vector<llvm::Value*>> {
+    std::vector<llvm::Value*> out;
+    TETHER_ASSIGN_OR_RETURN(llvm::Type * st, StorageType(buffer->dtype));
+    for (int64_t k = 0; k < t.lanes; ++k) {
+      if (k > 0 && stride.has_value()) {
+        out.push_back(b_.CreateInBoundsGEP(st, out[0], b_.getInt64(k * *stride)));
+        continue;
+      }
+      TETHER_ASSIGN_OR_RETURN(llvm::Value * a, steps_outer ? address(buffer, indices, k, 0)
+                                                           : address(buffer, indices, 0, k));
+      out.push_back(a);
+    }
+    return out;
+  };
+  // The casts between the load and the store, innermost first.
+  std::vector<const CastNode*> casts;
+  for (PrimExpr v = t.store->value; v.as<CastNode>() != nullptr; v = v.as<CastNode>()->value) {
+    casts.insert(casts.begin(), v.as<CastNode>());
+  }
+  const Buffer& src = t.load->buffer;
+  TETHER_ASSIGN_OR_RETURN(llvm::Type * load_t, StorageType(src->dtype));
+  auto* load_vt = llvm::FixedVectorType::get(load_t, t.lanes);
+  TETHER_ASSIGN_OR_RETURN(std::vector<llvm::Value*> from,
+                          addresses(src, t.load->indices, !t.load_along_outer, t.load_stride));
+  std::vector<llvm::Value*> rows;
+  for (llvm::Value* addr : from) {
+    llvm::Value* v = b_.CreateAlignedLoad(load_vt, addr, llvm::Align(src->dtype.bytes()));
+    DataType dt = src->dtype;
+    for (const CastNode* c : casts) {
+      TETHER_ASSIGN_OR_RETURN(v, CastValue(v, dt, c->dtype()));
+      dt = c->dtype();
+    }
+    rows.push_back(v);
+  }
+  std::vector<llvm::Value*> cols = TransposeInRegisters(std::move(rows));
+  const Buffer& dst = t.store->buffer;
+  TETHER_ASSIGN_OR_RETURN(std::vector<llvm::Value*> to,
+                          addresses(dst, t.store->indices, t.load_along_outer, t.store_stride));
+  for (int64_t k = 0; k < t.lanes; ++k) {
+    b_.CreateAlignedStore(cols[k], to[k], llvm::Align(dst->dtype.bytes()));
+  }
+  vars_.erase(outer->var.get());
+  vars_.erase(inner->var.get());
+  return absl::OkStatus();
+}
+
+// Eklundh's transpose: step s swaps the off-diagonal s x s blocks of every
+// 2s x 2s block (bit s of the row and the column index trade places), two
+// shuffles of two vectors per pair of rows.
+std::vector<llvm::Value*> Emitter::TransposeInRegisters(std::vector<llvm::Value*> r) {
+  const int n = static_cast<int>(r.size());
+  for (int s = 1; s < n; s *= 2) {
+    llvm::SmallVector<int, kMaxTransposeLanes> lo(n), hi(n);
+    for (int j = 0; j < n; ++j) {
+      lo[j] = (j & s) != 0 ? n + j - s : j;
+      hi[j] = (j & s) != 0 ? n + j : j + s;
+    }
+    for (int i = 0; i < n; ++i) {
+      if ((i & s) != 0) continue;
+      llvm::Value *a = r[i], *b = r[i + s];
+      r[i] = b_.CreateShuffleVector(a, b, lo);
+      r[i + s] = b_.CreateShuffleVector(a, b, hi);
+    }
+  }
+  return r;
 }
 
 absl::StatusOr<llvm::Value*> Emitter::Lane0Address(const Buffer& buffer,

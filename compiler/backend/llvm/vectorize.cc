@@ -89,6 +89,15 @@ bool IsVarying(const PrimExpr& e, const VaryingVars& varying) {
   });
 }
 
+std::optional<int64_t> ElementStride(const Buffer& buffer, const std::vector<PrimExpr>& indices,
+                                     const Var& var) {
+  if (indices.size() != buffer->shape.size()) return std::nullopt;
+  PrimExpr flat(int64_t{0});
+  for (size_t d = 0; d < indices.size(); ++d) flat = flat * buffer->shape[d] + indices[d];
+  VarMap next = {{var.get(), var + PrimExpr(int64_t{1})}};
+  return AsConstInt(Substitute(flat, next) - flat);
+}
+
 LaneAccess ClassifyAccess(const Buffer& buffer, const std::vector<PrimExpr>& indices,
                           const Var& loop_var, const VaryingVars& varying) {
   bool any = false;
@@ -99,11 +108,7 @@ LaneAccess ClassifyAccess(const Buffer& buffer, const std::vector<PrimExpr>& ind
   for (const PrimExpr& i : indices) {
     if (IsVarying(i, varying) && !IsVarying(i, only_loop_var)) return LaneAccess::kGather;
   }
-  if (indices.size() != buffer->shape.size()) return LaneAccess::kGather;
-  PrimExpr flat(int64_t{0});
-  for (size_t d = 0; d < indices.size(); ++d) flat = flat * buffer->shape[d] + indices[d];
-  VarMap next = {{loop_var.get(), loop_var + PrimExpr(int64_t{1})}};
-  std::optional<int64_t> stride = AsConstInt(Substitute(flat, next) - flat);
+  std::optional<int64_t> stride = ElementStride(buffer, indices, loop_var);
   if (stride == 1) return LaneAccess::kContiguous;
   if (stride == 0) return LaneAccess::kUniform;
   return LaneAccess::kGather;
@@ -119,6 +124,49 @@ std::optional<int64_t> VectorizableLanes(const ForNode& loop) {
   VaryingVars varying = {loop.var.get()};
   if (!VectorizableBody(loop.body, loop.var, &varying)) return std::nullopt;
   return lanes;
+}
+
+std::optional<TransposeTile> AsTransposeTile(const ForNode& outer) {
+  auto square = [](const ForNode& loop) -> std::optional<int64_t> {
+    if (loop.for_kind != ForKind::kVectorized) return std::nullopt;
+    if (loop.var.dtype() != DataType::Int(64) && loop.var.dtype() != DataType::Int(32)) {
+      return std::nullopt;
+    }
+    std::optional<int64_t> n = AsConstInt(loop.extent);
+    if (!n.has_value() || *n < 2 || *n > kMaxTransposeLanes || (*n & (*n - 1)) != 0) {
+      return std::nullopt;
+    }
+    return n;
+  };
+  std::optional<int64_t> n = square(outer);
+  const ForNode* inner = outer.body.as<ForNode>();
+  if (!n.has_value() || inner == nullptr || square(*inner) != n) return std::nullopt;
+  const StoreNode* store = inner->body.as<StoreNode>();
+  if (store == nullptr || !PlainDType(store->buffer->dtype)) return std::nullopt;
+  PrimExpr v = store->value;
+  while (const CastNode* c = v.as<CastNode>()) {
+    if (!PlainDType(v.dtype())) return std::nullopt;
+    v = c->value;
+  }
+  const LoadNode* load = v.as<LoadNode>();
+  if (load == nullptr || !PlainDType(load->buffer->dtype)) return std::nullopt;
+  // Each access along one var, the other held (a symbol there).
+  auto along = [](const Buffer& b, const std::vector<PrimExpr>& idx, const Var& var) {
+    return ClassifyAccess(b, idx, var, {var.get()}) == LaneAccess::kContiguous;
+  };
+  TransposeTile t{*n, inner, store, load, false, std::nullopt, std::nullopt};
+  if (along(load->buffer, load->indices, outer.var) &&
+      along(store->buffer, store->indices, inner->var)) {
+    t.load_along_outer = true;
+  } else if (!along(load->buffer, load->indices, inner->var) ||
+             !along(store->buffer, store->indices, outer.var)) {
+    return std::nullopt;
+  }
+  const Var& load_steps = t.load_along_outer ? inner->var : outer.var;
+  const Var& store_steps = t.load_along_outer ? outer.var : inner->var;
+  t.load_stride = ElementStride(load->buffer, load->indices, load_steps);
+  t.store_stride = ElementStride(store->buffer, store->indices, store_steps);
+  return t;
 }
 
 }  // namespace tether::compiler::codegen

@@ -41,6 +41,11 @@ using VaryingVars = absl::flat_hash_set<const PrimVarNode*>;
 // Whether `e` reads a varying var.
 bool IsVarying(const PrimExpr& e, const VaryingVars& varying);
 
+// The distance in elements between buffer[indices] at `var` + 1 and at
+// `var` (the other vars held), when it is a constant.
+std::optional<int64_t> ElementStride(const Buffer& buffer, const std::vector<PrimExpr>& indices,
+                                     const Var& var);
+
 // How buffer[indices] moves across the lanes of `loop_var`.
 LaneAccess ClassifyAccess(const Buffer& buffer, const std::vector<PrimExpr>& indices,
                           const Var& loop_var, const VaryingVars& varying);
@@ -51,6 +56,28 @@ LaneAccess ClassifyAccess(const Buffer& buffer, const std::vector<PrimExpr>& ind
 // single-precision version (math_f32.h); no float floor division, and no
 // float16/bfloat16/bool in memory or casts. Otherwise nullopt.
 std::optional<int64_t> VectorizableLanes(const ForNode& loop);
+
+// A transpose tile (see the file comment): `outer` and `inner` the loops,
+// `store` the inner loop's body and `load` its value under zero or more
+// casts.
+struct TransposeTile {
+  int64_t lanes = 0;
+  const ForNode* inner = nullptr;
+  const StoreNode* store = nullptr;
+  const LoadNode* load = nullptr;
+  // The load is contiguous along the outer var and the store along the
+  // inner one; false: the other way round.
+  bool load_along_outer = false;
+  // The element strides between the n loads (along the var they are not
+  // contiguous in) and between the n stores, when constant.
+  std::optional<int64_t> load_stride, store_stride;
+};
+inline constexpr int64_t kMaxTransposeLanes = 16;
+
+// `outer` as a transpose tile, when it is one (both loops kVectorized with
+// the same constant extent, a power of two in [2, kMaxTransposeLanes], int
+// vars; plain dtypes; the accesses contiguous as above); otherwise nullopt.
+std::optional<TransposeTile> AsTransposeTile(const ForNode& outer);
 
 }  // namespace tether::compiler::codegen
 
