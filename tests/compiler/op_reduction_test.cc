@@ -94,9 +94,16 @@ struct Case {
 void CheckReduce(const std::string& op, Kind kind, DataType dtype, double lo = -3, double hi = 3,
                  double tol = -1) {
   const std::vector<Case> cases = {
-      {{5}, {}, false},           {{4, 7}, {1}, false},  {{4, 7}, {0}, true},
-      {{3, 1, 9}, {0, 2}, false}, {{2, 3, 5}, {}, true}, {{130, 33}, {-1}, false},
+      {{5}, {}, false},
+      {{4, 7}, {1}, false},
+      {{4, 7}, {0}, true},
+      {{3, 1, 9}, {0, 2}, false},
+      {{2, 3, 5}, {}, true},
+      {{130, 33}, {-1}, false},
       {{1}, {0}, true},
+      // Trailing axes of 32+ elements fold in vector lanes: a tail, none.
+      {{2, 3, 7, 11}, {2, 3}, true},
+      {{2, 64}, {}, false},
   };
   uint32_t seed = 40;
   for (const Case& c : cases) {
@@ -212,6 +219,41 @@ TEST(ReductionOpTest, SymbolicKernelRunsAtTwoSizes) {
     absl::StatusOr<std::vector<HostTensor>> out = compiled.Run({x});
     ASSERT_TRUE(out.ok()) << out.status();
     ExpectClose((*out)[0], ReduceRef(x, {0}, false, Kind::kSum), 1e-4);
+  }
+}
+
+// On a CPU, reductions over trailing axes of at least 32 elements (or a
+// symbolic count) fold into a vector of 16 lanes, then the lanes and the
+// tail; others fold one element at a time.
+TEST(ReductionOpTest, TrailingAxesFoldInVectorLanes) {
+  auto text = [](const std::string& op, const std::vector<PrimExpr>& shape, int64_t axis) {
+    absl::StatusOr<Expr> call =
+        MakeOpCall(op, {TensorVar("x", shape, kF32)}, {{"axis", std::vector<int64_t>{axis}}});
+    if (!call.ok()) return std::string(call.status().message());
+    absl::StatusOr<KernelFunc> kernel = LowerCallToKernel(*call->as<CallNode>(), "reduce");
+    return kernel.ok() ? ToString(*kernel) : std::string(kernel.status().message());
+  };
+  EXPECT_NE(text("relax.mean", {8, 200}, 1).find("acc_lanes"), std::string::npos);
+  EXPECT_EQ(text("relax.mean", {200, 8}, 0).find("acc_lanes"), std::string::npos);
+  EXPECT_EQ(text("relax.mean", {8, 20}, 1).find("acc_lanes"), std::string::npos);
+  EXPECT_EQ(text("relax.argmax", {8, 200}, 1).find("acc_lanes"), std::string::npos);
+  Var n("n");
+  for (const auto& [op, kind] : std::vector<std::pair<std::string, Kind>>{
+           {"relax.sum", Kind::kSum}, {"relax.max", Kind::kMax}, {"relax.min", Kind::kMin}}) {
+    SCOPED_TRACE(op);
+    absl::StatusOr<Expr> call =
+        MakeOpCall(op, {TensorVar("x", {3, n}, kF32)}, {{"axis", std::vector<int64_t>{1}}});
+    ASSERT_TRUE(call.ok()) << call.status();
+    absl::StatusOr<KernelFunc> kernel = LowerCallToKernel(*call->as<CallNode>(), "reduce_n");
+    ASSERT_TRUE(kernel.ok()) << kernel.status();
+    EXPECT_NE(ToString(*kernel).find("acc_lanes"), std::string::npos);
+    OP_TEST_ASSERT_OK_AND_ASSIGN(compiled, CompiledKernel::Create(*kernel));
+    for (int64_t cols : {5, 16, 100}) {
+      HostTensor x = Random({3, cols}, kF32, 11);
+      absl::StatusOr<std::vector<HostTensor>> out = compiled.Run({x});
+      ASSERT_TRUE(out.ok()) << out.status();
+      ExpectClose((*out)[0], ReduceRef(x, {1}, false, kind), 1e-5);
+    }
   }
 }
 
