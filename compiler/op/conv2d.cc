@@ -43,6 +43,7 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <string>
 
@@ -75,6 +76,7 @@ constexpr int64_t kWideMinChannels = 8;        // output channels per group (wid
 constexpr int64_t kGemmMinPixels = 16;         // output pixels per image (1x1 as a GEMM)
 constexpr int64_t kDwLanes = 16;               // channels per block (depthwise schedule)
 constexpr int64_t kDwMaxStripFloats = 32768;   // per-task channel-last strips (depthwise, 128 KiB)
+constexpr int64_t kDwMaxUnitStrideWidth = 64;  // output columns at column stride 1 (depthwise)
 
 struct ConvParams {
   std::vector<int64_t> strides, padding, dilation;  // padding: top, left, bottom, right
@@ -417,14 +419,17 @@ Stmt ScheduleConv2dRows(const Buffer& X, const Buffer& W, const Buffer& Y, DataT
 // The depthwise schedule's band: output rows per task, so that the task's
 // input rows and output rows, channel-last, fit kDwMaxStripFloats (bands of
 // even height); nullopt when the convolution is not depthwise with constant
-// sizes or not even one output row's strips fit. Fewer than kDwLanes
+// sizes, not even one output row's strips fit, or its rows are long enough
+// for the rows and narrow schedules to do better. Fewer than kDwLanes
 // channels copy element by element (DwTransposeCopy's tiles need whole
-// blocks): there rows longer than kRowsMaxWidth stay with the rows and
-// narrow schedules, where the copy costs more than the channel vectors save
-// (measured at one thread on an AMD EPYC, old -> this schedule with scalar
-// copies, in us: 16 channels 112x112 3x3 120 -> 287..400, 72 56x56 3x3
-// 164 -> 401). With the copies in registers, MobileNetV3's 64-channel
-// 112x112 stride-2 layer went from 420 us (rows) to 180.
+// blocks): there that is past kRowsMaxWidth outputs (measured at one
+// thread on an AMD EPYC, old -> this schedule with scalar copies, in us: 16
+// channels 112x112 3x3 120 -> 287..400, 72 56x56 3x3 164 -> 401). With
+// the copies in registers, column stride 1 past kDwMaxUnitStrideWidth
+// (rows schedule -> this one: 16 channels 160x240 341 -> 447, 48 80x120
+// 219 -> 266; but 72 56x56 198 -> 116, 96 40x60 169 -> 127) and stride 2
+// never (64 channels 112x112 -> 56x56 420 -> 180, 24 160x240 -> 80x120
+// 588 -> 418).
 struct DwBand {
   int64_t rows = 0;        // output rows per band
   int64_t strip_rows = 0;  // input rows a band reads
@@ -433,10 +438,11 @@ struct DwBand {
 std::optional<DwBand> DepthwiseBand(const ConvParams& p, const Buffer& W, const Buffer& Y) {
   const int64_t *cg = W->shape[1].as_int(), *kh = W->shape[2].as_int(), *kw = W->shape[3].as_int(),
                 *o = Y->shape[1].as_int(), *oh = Y->shape[2].as_int(), *ow = Y->shape[3].as_int();
-  if (!cg || !kh || !kw || !o || !oh || !ow || *cg != 1 || p.groups != *o ||
-      (*o<kDwLanes&& * ow> kRowsMaxWidth)) {
-    return std::nullopt;
-  }
+  if (!cg || !kh || !kw || !o || !oh || !ow || *cg != 1 || p.groups != *o) return std::nullopt;
+  const int64_t longest = *o < kDwLanes       ? kRowsMaxWidth
+                          : p.strides[1] == 1 ? kDwMaxUnitStrideWidth
+                                              : std::numeric_limits<int64_t>::max();
+  if (*ow > longest) return std::nullopt;
   DwBand b;
   b.strip_cols = (*ow - 1) * p.strides[1] + (*kw - 1) * p.dilation[1] + 1;
   auto strip_rows = [&](int64_t rows) {

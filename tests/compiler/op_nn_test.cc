@@ -246,7 +246,7 @@ TEST(Conv2dScheduleTest, DepthwiseChannelBlocks) {
   ExpectConv({1, 16, 70, 30}, {16, 1, 3, 3}, p, 23);  // 70 rows: two bands
   ExpectConv({1, 16, 7, 7}, {16, 1, 3, 3}, p, 24, kF16);
   p.groups = 24;
-  ExpectConv({2, 24, 10, 70}, {24, 1, 3, 3}, p, 25);  // rows of 70, two images
+  ExpectConv({2, 24, 10, 62}, {24, 1, 3, 3}, p, 25);  // rows of 62, two images
   p.groups = 32;
   p.strides = {2, 2};
   ExpectConv({1, 32, 21, 100}, {32, 1, 3, 3}, p, 26);  // 50 columns out, stride 2
@@ -304,12 +304,18 @@ TEST(Conv2dScheduleTest, ShortDepthwiseRowsUseTheChannelBlocks) {
   std::string small = Conv2dKernelText({1, 960, 7, 7}, {960, 1, 5, 5}, p);
   EXPECT_NE(small.find("dw_strip"), std::string::npos) << small;
   EXPECT_EQ(small.find("conv_padded"), std::string::npos) << small;
-  // So do long rows of whole channel blocks, copied through transposes,
+  // So do rows of whole channel blocks, copied through transposes, up to
+  // 64 outputs at column stride 1 and any length at stride 2,
   p.padding = {1, 1, 1, 1};
   p.groups = 16;
+  std::string mid = Conv2dKernelText({1, 16, 56, 56}, {16, 1, 3, 3}, p);
+  EXPECT_NE(mid.find("dw_strip"), std::string::npos) << mid;
   std::string wide = Conv2dKernelText({1, 16, 112, 112}, {16, 1, 3, 3}, p);
-  EXPECT_NE(wide.find("dw_strip"), std::string::npos) << wide;
-  // but not those of fewer channels (there the strip's scalar copy costs more).
+  EXPECT_EQ(wide.find("dw_strip"), std::string::npos) << wide;
+  p.strides = {2, 2};
+  std::string strided = Conv2dKernelText({1, 16, 112, 112}, {16, 1, 3, 3}, p);
+  EXPECT_NE(strided.find("dw_strip"), std::string::npos) << strided;
+  // but not longer ones of fewer channels (the strip's scalar copy costs more).
   p.groups = 8;
   std::string thin = Conv2dKernelText({1, 8, 16, 112}, {8, 1, 3, 3}, p);
   EXPECT_EQ(thin.find("dw_strip"), std::string::npos) << thin;
