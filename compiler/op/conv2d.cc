@@ -23,10 +23,9 @@
 // one parallel loop with contiguous stores. The narrow schedule (other thin
 // groups, column strides) vectorizes over output columns one channel at a
 // time. A depthwise convolution (one channel per group) with constant sizes
-// and at least kDwLanes channels, or rows of at most kRowsMaxWidth outputs,
-// takes none of these: the depthwise schedule vectorizes across blocks of
-// channels held channel-last in stack strips, transposed on the way in and
-// out (ScheduleConv2dDepthwise).
+// and rows short enough (DepthwiseBand) takes none of these: the depthwise
+// schedule vectorizes across blocks of channels held channel-last in stack
+// strips, transposed on the way in and out (ScheduleConv2dDepthwise).
 // All apply the epilogue at the final store.
 //
 // For a GPU (LowerContext::gpu) there is no packing and no padded copy.
@@ -495,10 +494,11 @@ Stmt DwTransposeCopy(const std::string& name, const PrimExpr& count,
 // to Y's rows at the end. Both copies are transposes in registers a
 // kDwLanes x kDwLanes tile at a time (DwTransposeCopy), since each image
 // row of a band is whole in the strip; they were scalar, and 60-90% of the
-// time of MobileNetV3's depthwise layers. A last block of fewer than
-// kDwLanes channels copies element by element and stores its tiles to Y
-// directly, channel by channel; channels past the last read the last
-// (clamped) and are not stored.
+// time of MobileNetV3's depthwise layers. The last block overlaps the one
+// before it where the channels do not divide into blocks. Fewer than
+// kDwLanes channels in all are one block that copies element by element
+// and stores its tiles to Y directly, channel by channel; its lanes past
+// the last channel read the last (clamped) and are not stored.
 Stmt ScheduleConv2dDepthwise(const Buffer& X, const Buffer& W, const Buffer& Y, DataType acc_t,
                              const ConvParams& p, const DwBand& band, const Epilogue& epilogue) {
   const PrimExpr N = Y->shape[0], C = Y->shape[1], H = X->shape[2], Wd = X->shape[3];

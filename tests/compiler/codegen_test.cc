@@ -1,6 +1,7 @@
 // Kernel code generation end to end: hand-built KernelFuncs compiled with real
 // LLVM, linked with in-process lld, loaded with memfd + dlopen and called
 // through the kernel ABI.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -216,6 +217,28 @@ TEST(CodegenTest, TransposeTilesMoveThroughRegisters) {
       for (int64_t j = 0; j < px_n; ++j) {
         ASSERT_EQ(yv[j * ch_n + i], static_cast<float>(i * 1000 + j)) << i << " " << j;
         ASSERT_EQ(zv[i * px_n + j], static_cast<float>(i * 1000 + j)) << i << " " << j;
+      }
+    }
+  }
+  // Within one buffer the loops' order decides (A[c][p] = A[p][c] copies
+  // the upper triangle down, then back onto itself): not a tile.
+  {
+    Buffer a = MakeBuffer("A", kF32, {4, 4});
+    Var p("p"), c("c");
+    KernelFunc k =
+        MakeKernelFunc("mirror", {KernelParam::Tensor(a)},
+                       For(p, 0, 4, ForKind::kVectorized,
+                           For(c, 0, 4, ForKind::kVectorized, Store(a, {c, p}, Load(a, {p, c})))));
+    absl::StatusOr<Ref<Module>> lib = BuildAndLoad({k});
+    ASSERT_TRUE(lib.ok()) << lib.status();
+    std::vector<float> av(16);
+    for (size_t i = 0; i < av.size(); ++i) av[i] = static_cast<float>(i);
+    Tensor ta = MakeTensor({4, 4}, kF32, av);
+    ASSERT_TRUE(GetKernel(*lib, "mirror").Call(ta).ok());
+    std::vector<float> got = Read<float>(ta);
+    for (int i = 0; i < 4; ++i) {
+      for (int j = 0; j < 4; ++j) {
+        ASSERT_EQ(got[i * 4 + j], av[std::min(i, j) * 4 + std::max(i, j)]) << i << " " << j;
       }
     }
   }

@@ -149,7 +149,12 @@ std::optional<TransposeTile> AsTransposeTile(const ForNode& outer) {
     v = c->value;
   }
   const LoadNode* load = v.as<LoadNode>();
-  if (load == nullptr || !PlainDType(load->buffer->dtype)) return std::nullopt;
+  // Within one buffer the loads, all before the stores, could read what the
+  // loops would have overwritten.
+  if (load == nullptr || !PlainDType(load->buffer->dtype) ||
+      load->buffer.get() == store->buffer.get()) {
+    return std::nullopt;
+  }
   // Each access along one var, the other held (a symbol there).
   auto along = [](const Buffer& b, const std::vector<PrimExpr>& idx, const Var& var) {
     return ClassifyAccess(b, idx, var, {var.get()}) == LaneAccess::kContiguous;

@@ -8,6 +8,15 @@
 // the optimizer's time per kernel away. Other kVectorized loops keep the
 // vectorize metadata and LLVM's vectorizer.
 //
+// A transpose tile is two kVectorized loops nested, of the same power-of-two
+// extent n (2..16), around one store of a load (through casts) from another
+// buffer, the load reading consecutive elements along one loop's var and
+// the store writing them along the other's: a channel-first image copied
+// into a channel-last strip and back (the depthwise convolution's,
+// compiler/op/conv2d.cc). It is emitted as n vector loads, a transpose in
+// registers (n log2 n two-vector shuffles) and n vector stores, where the
+// loops would gather or scatter one element at a time.
+//
 // This file is the analysis (kernel IR only, no LLVM): which loops qualify
 // and how each memory access of the body reads across the lanes.
 //
