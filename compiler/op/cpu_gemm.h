@@ -54,6 +54,12 @@ struct CpuGemm {
 // The packing (where needed) and the parallel micro-kernel loop of `g`.
 Stmt CpuGemmSchedule(const CpuGemm& g);
 
+// Whether CpuGemmSchedule runs a thread's row blocks innermost (each B
+// panel group stays in cache while A's rows stream by) rather than its
+// column panels: unless B fits a 1 MiB cache budget and A does not, or
+// both fit (or m, n or k is symbolic) and B is not the larger.
+bool CpuGemmRowBlocksInner(const CpuGemm& g);
+
 // The column panel width of the micro-kernel for n columns (the NR of
 // CpuGemmSchedule): at most 32, n where smaller.
 int64_t CpuGemmPanelWidth(int64_t n);

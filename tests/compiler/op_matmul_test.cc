@@ -167,6 +167,26 @@ TEST(MatmulPackedInferTest, PackGemmPanelsLayout) {
   EXPECT_FALSE(PackGemmPanels(tether::testing::MakeFloatTensor({4}, {1, 2, 3, 4})).ok());
 }
 
+// Which operand streams: the row blocks run innermost unless B is the one
+// that stays in cache (it fits, A does not; or both fit and B is smaller).
+TEST(MatmulScheduleTest, RowBlocksInnerUnlessBStaysInCache) {
+  auto inner = [](PrimExpr m, PrimExpr k, PrimExpr n) {
+    CpuGemm g;
+    g.m = m;
+    g.k = k;
+    g.n = n;
+    g.acc_t = kF32;
+    return CpuGemmRowBlocksInner(g);
+  };
+  EXPECT_TRUE(inner(1024, 1024, 1024));   // neither fits: A is re-read 4x less often
+  EXPECT_FALSE(inner(512, 512, 512));     // both fit, B not larger
+  EXPECT_TRUE(inner(64, 1024, 4096));     // a weight against a few rows
+  EXPECT_TRUE(inner(64, 256, 12544));     // an image against a 1x1 convolution's weight
+  EXPECT_FALSE(inner(4096, 256, 512));    // B (512 KiB) stays, A (4 MiB) streams once
+  EXPECT_TRUE(inner(128, 3072, 768));     // A fits, B does not
+  EXPECT_FALSE(inner(Var("m"), 64, 64));  // symbolic rows: B not known larger
+}
+
 TEST(MatmulScheduleTest, SquareMultipleOfTile) { ExpectMatmul({96, 64}, {64, 64}, 1); }
 
 TEST(MatmulScheduleTest, OddSizesNotMultipleOfTile) {
