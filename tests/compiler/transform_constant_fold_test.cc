@@ -21,13 +21,20 @@ using ::testing::Pointwise;
 using testing::RawFunction;
 using tether::testing::ReadFloats;
 
-IRModule Folded(Expr main) {
+IRModule Folded(Expr main, const ConstantFoldingOptions& options = {}) {
   auto m = NormalizedModule(std::move(main));
   EXPECT_TRUE(m.ok()) << m.status();
   if (!m.ok()) return {};
-  auto out = ConstantFolding(*m);
+  auto out = ConstantFolding(*m, options);
   EXPECT_TRUE(out.ok()) << out.status();
   return out.ok() ? *out : IRModule{};
+}
+
+// Folded with results of at most `bytes` bytes.
+IRModule FoldedUpTo(Expr main, int64_t bytes) {
+  ConstantFoldingOptions options;
+  options.max_result_bytes = bytes;
+  return Folded(std::move(main), options);
 }
 
 // The value bound to `name` in main.
@@ -108,18 +115,13 @@ TEST(ConstantFoldingTest, CallsOnAnUnfoldedResultStayInTheSameWave) {
   Expr first = f.Bind("first", Op("relax.sum", {big}));
   Expr small = f.Bind("small", Op("relax.multiply", {ConstF32({1}, {3}), ConstF32({1}, {5})}));
   Expr gv = f.Output("gv", Op("relax.add", {first, small}));
-  auto m = NormalizedModule(f.Finish(gv));
-  ASSERT_TRUE(m.ok()) << m.status();
-  ConstantFoldingOptions options;
-  options.max_result_bytes = 8;
-  auto out = ConstantFolding(*m, options);
-  ASSERT_TRUE(out.ok()) << out.status();
-  EXPECT_EQ(CalledOpName(ValueOf(*out, "big")), "relax.add");
-  EXPECT_EQ(CalledOpName(ValueOf(*out, "first")), "relax.sum");
-  const auto* k = ValueOf(*out, "small").as<ConstantNode>();
+  IRModule out = FoldedUpTo(f.Finish(gv), 8);
+  EXPECT_EQ(CalledOpName(ValueOf(out, "big")), "relax.add");
+  EXPECT_EQ(CalledOpName(ValueOf(out, "first")), "relax.sum");
+  const auto* k = ValueOf(out, "small").as<ConstantNode>();
   ASSERT_NE(k, nullptr);
   EXPECT_THAT(ReadFloats(k->data), ElementsAre(15));
-  EXPECT_EQ(CalledOpName(ValueOf(*out, "gv")), "relax.add");
+  EXPECT_EQ(CalledOpName(ValueOf(out, "gv")), "relax.add");
 }
 
 TEST(ConstantFoldingTest, ShapeOfStaticTensorBecomesShapeExpr) {
@@ -160,13 +162,7 @@ TEST(ConstantFoldingTest, ResultsOverTheLimitStay) {
   RawFunction f;
   Expr c =
       f.Output("gv", Op("relax.add", {ConstF32({4}, {1, 2, 3, 4}), ConstF32({4}, {1, 1, 1, 1})}));
-  auto m = NormalizedModule(f.Finish(c));
-  ASSERT_TRUE(m.ok()) << m.status();
-  ConstantFoldingOptions options;
-  options.max_result_bytes = 8;
-  auto out = ConstantFolding(*m, options);
-  ASSERT_TRUE(out.ok()) << out.status();
-  EXPECT_EQ(CalledOpName(ValueOf(*out, "gv")), "relax.add");
+  EXPECT_EQ(CalledOpName(ValueOf(FoldedUpTo(f.Finish(c), 8), "gv")), "relax.add");
 }
 
 }  // namespace
