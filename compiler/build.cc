@@ -55,6 +55,8 @@ CodegenOptions KernelOptions(const BuildOptions& options) {
   CodegenOptions c;
   c.system_lib = options.system_lib;
   c.system_lib_prefix = options.system_lib_prefix;
+  c.cache_dir = options.kernel_cache_dir;
+  c.cache_max_bytes = options.kernel_cache_max_bytes;
   return c;
 }
 
@@ -62,11 +64,14 @@ CodegenOptions KernelOptions(const BuildOptions& options) {
 void AddCodegenRows(absl::Duration wall, const CodegenStats& stats, BuildTimings* timings) {
   timings->Add(
       "kernel code generation", absl::ToDoubleSeconds(wall),
-      stats.shards > 0
+      stats.modules > 0
           ? absl::StrCat(stats.kernels, stats.kernels == 1 ? " kernel, " : " kernels, ",
-                         stats.shards, stats.shards == 1 ? " module" : " modules in parallel")
+                         stats.modules, stats.modules == 1 ? " module" : " modules", " on ",
+                         stats.threads, stats.threads == 1 ? " thread" : " threads",
+                         stats.cached > 0 ? absl::StrCat(", ", stats.cached, " from the cache")
+                                          : std::string())
           : "");
-  if (stats.shards == 0) return;
+  if (stats.modules == 0) return;
   timings->Add("  LLVM IR", stats.emit_seconds, "thread seconds", true);
   timings->Add("  optimization", stats.optimize_seconds, "thread seconds", true);
   timings->Add("  machine code", stats.machine_code_seconds, "thread seconds", true);

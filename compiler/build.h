@@ -96,6 +96,12 @@ struct BuildOptions {
   int simulate_gpu_threads = 0;
   // When set, Build adds a row per step (each pass, code generation).
   BuildTimings* timings = nullptr;
+  // A folder of compiled kernel objects shared between builds (CPU targets,
+  // not system_lib; compiler/backend/llvm/object_cache.h): a kernel compiled
+  // before, for the same target by the same compiler build, is not compiled
+  // again. The CLI uses <its cache folder>/kernels; empty: no cache.
+  std::string kernel_cache_dir;
+  int64_t kernel_cache_max_bytes = int64_t{1} << 30;  // least recently used entries go first
 };
 
 // What a build makes: the executable and, with separate_params, the

@@ -27,7 +27,7 @@ constexpr char kCompileUsage[] =
     "usage: tether compile MODEL.rx|MODEL.onnx [-o OUT.tx|OUT.so] [--target TARGET]\n"
     "                      [--emit ir|bytecode|asm] [--shape NAME=DIMS] [--pipeline default|zero]\n"
     "                      [--system-lib PREFIX] [--num-threads N] [--exec-mode MODE]\n"
-    "                      [--params FILE] [--separate-params] [--time-passes]\n"
+    "                      [--params FILE] [--separate-params] [--time-passes] [--no-cache]\n"
     "Parses MODEL.rx (or imports MODEL.onnx), runs the pipeline, generates the kernels\n"
     "for TARGET and the bytecode, and writes the executable to OUT.tx. --emit prints\n"
     "the lowered IR, the bytecode listing or the kernels' assembly to stdout.\n"
@@ -55,7 +55,11 @@ constexpr char kCompileUsage[] =
     "                      the daemon, so new weights or new code upload only what changed\n"
     "  --time-passes       print where the compile's time went to stderr: the import,\n"
     "                      each pass, the VM code and the kernels' code generation (its\n"
-    "                      LLVM IR, optimization, machine code and link), and writing\n";
+    "                      LLVM IR, optimization, machine code and link), and writing\n"
+    "  --no-cache          compile every kernel: without it, kernels compiled before (by\n"
+    "                      this build of tether, for this target) come from the kernel\n"
+    "                      cache, TETHER_CACHE_DIR/kernels (else $XDG_CACHE_HOME/tether/\n"
+    "                      kernels, else ~/.cache/tether/kernels), at most 1 GiB\n";
 
 }  // namespace
 
@@ -112,6 +116,8 @@ int RunCompile(const std::vector<std::string>& args) {
     } else if (a == "--separate-params") {
       options.separate_params = true;
       model.separate_params = true;
+    } else if (a == "--no-cache") {
+      model.use_cache = false;
     } else if (a == "--time-passes") {
       options.timings = &timings;
     } else if (a == "--num-threads") {
@@ -141,6 +147,7 @@ int RunCompile(const std::vector<std::string>& args) {
     return 2;
   }
   model.target = options.target;
+  if (model.use_cache) options.kernel_cache_dir = KernelCacheDir();
   absl::Time start = absl::Now();
   auto module = LoadModelSource(input, model, &options.params);
   if (!module.ok()) return Fail(input, module.status());

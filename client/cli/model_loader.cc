@@ -94,6 +94,7 @@ absl::StatusOr<std::string> BuildToBytes(compiler::IRModule module, const std::s
   build.separate_params = options.separate_params;
   build.exec_mode = options.exec_mode;
   build.params = std::move(weights);
+  if (options.use_cache) build.kernel_cache_dir = KernelCacheDir();
   TETHER_ASSIGN_OR_RETURN(Ref<vm::Executable> exec, compiler::Build(std::move(module), build));
   return exec->SaveToBytes();
 }
@@ -140,6 +141,11 @@ absl::StatusOr<std::string> CompileOnnx(const std::string& path, const ModelOpti
 }  // namespace
 
 std::string CompilerVersion() { return compiler::kCompilerVersion; }
+
+std::string KernelCacheDir() {
+  std::filesystem::path dir = CacheDir();
+  return dir.empty() ? std::string() : (dir / "kernels").string();
+}
 
 absl::StatusOr<std::string> LoadOrCompileExecutable(const std::string& path,
                                                     const ModelOptions& options) {

@@ -21,6 +21,11 @@ absl::StatusOr<compiler::IRModule> LoadModelSource(
     const std::string& path, const ModelOptions& options,
     std::map<std::string, Tensor>* weights = nullptr);
 
+// The kernel object cache's folder (compiler::BuildOptions::kernel_cache_dir):
+// "kernels" in the compile cache's folder (commands.h ModelOptions), or ""
+// when no home is known.
+std::string KernelCacheDir();
+
 }  // namespace tether::cli
 
 #endif  // TETHER_CLIENT_CLI_MODEL_LOADER_H_

@@ -12,6 +12,8 @@ py=/usr/bin/python3
 rm -rf "$dir" && mkdir -p "$dir"
 # This user's default token (tetherd requires it, tether sends it), kept out of $HOME.
 export TETHER_TOKEN_FILE="$dir/user/token"
+# Kernels compiled by the CLI are cached here, not in $HOME, and fresh per run.
+export TETHER_CACHE_DIR="$dir/cache"
 fail() { echo "FAIL: $*"; [ -n "${daemon_pid:-}" ] && kill "$daemon_pid" 2>/dev/null; exit 1; }
 
 cat > "$dir/mlp.rx" <<'RX'
@@ -89,8 +91,9 @@ grep -q "def main" "$dir/ir.txt" || fail "ir: $(cat "$dir/ir.txt")"
 "$tether" compile "$dir/mlp.rx" --emit asm > "$dir/asm.txt" || fail "emit asm"
 [ -s "$dir/asm.txt" ] || fail "empty assembly"
 # --time-passes: a row per step in order, the codegen's parts, and a total
-# that is the sum of the steps.
-"$tether" compile "$dir/mlp.rx" -o "$dir/timed.tx" --time-passes 2> "$dir/timed.log" \
+# that is the sum of the steps (--no-cache: mlp.rx's kernels are in the cache
+# by now, and would not be optimized).
+"$tether" compile "$dir/mlp.rx" -o "$dir/timed.tx" --time-passes --no-cache 2> "$dir/timed.log" \
   || fail "compile --time-passes: $(cat "$dir/timed.log")"
 $py - "$dir/timed.log" <<'PY' || fail "time-passes report: $(cat "$dir/timed.log")"
 import re, sys
@@ -109,6 +112,24 @@ total = sum(s for name, s in rows if not name.startswith(" ") and name != "total
 assert abs(total - rows[-1][1]) <= 0.002 * len(rows), (total, rows[-1])
 assert dict(rows)["  optimization"] > 0 and dict(rows)["kernel code generation"] > 0, rows
 PY
+# The kernel cache: a model compiled once compiles again from it, every
+# module (its one kernel and the library's own) and byte for byte the same
+# executable; --no-cache compiles them all; a damaged entry is compiled again.
+"$tether" compile "$dir/mlp.rx" -o "$dir/cached1.tx" --time-passes 2> "$dir/cached1.log" \
+  || fail "cached compile: $(cat "$dir/cached1.log")"
+grep -q "kernel code generation .*, 2 modules on [0-9]* threads\?, 2 from the cache$" "$dir/cached1.log" \
+  || fail "second compile of mlp.rx not from the cache: $(cat "$dir/cached1.log")"
+grep -q "^  optimization *0.000 s" "$dir/cached1.log" || fail "cached kernels optimized: $(cat "$dir/cached1.log")"
+cmp -s "$dir/timed.tx" "$dir/cached1.tx" || fail "the executable from the cache differs"
+find "$dir/cache/kernels" -name '*.o' | head -1 | xargs -I{} truncate -s -1 {}
+"$tether" compile "$dir/mlp.rx" -o "$dir/cached2.tx" --time-passes 2> "$dir/cached2.log" \
+  || fail "compile with a damaged cache entry: $(cat "$dir/cached2.log")"
+grep -q ", 1 from the cache$" "$dir/cached2.log" \
+  || fail "damaged entry not compiled again: $(cat "$dir/cached2.log")"
+cmp -s "$dir/timed.tx" "$dir/cached2.tx" || fail "the executable after a damaged entry differs"
+"$tether" compile "$dir/mlp.rx" -o "$dir/uncached.tx" --time-passes --no-cache 2> "$dir/uncached.log" \
+  || fail "compile --no-cache: $(cat "$dir/uncached.log")"
+grep -q "from the cache" "$dir/uncached.log" && fail "--no-cache used the cache: $(cat "$dir/uncached.log")"
 "$tether" compile "$dir/mlp.rx" --pipeline zero -o "$dir/zero.tx" 2> /dev/null || fail "zero pipeline"
 "$tether" run "$dir/zero.tx" --input x=@"$dir/x.npy" $inputs --output-dir "$dir/out_zero" > /dev/null 2>&1 \
   || fail "run zero-pipeline executable"

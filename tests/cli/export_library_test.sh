@@ -16,6 +16,8 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 py=/usr/bin/python3
 rm -rf "$dir" && mkdir -p "$dir"
 export TETHER_TOKEN_FILE="$dir/user/token"
+# Kernels compiled by the CLI are cached here, not in $HOME, and fresh per run.
+export TETHER_CACHE_DIR="$dir/cache"
 daemon_pid=""
 fail() { echo "FAIL: $*"; [ -n "$daemon_pid" ] && kill "$daemon_pid" 2>/dev/null; exit 1; }
 same() {

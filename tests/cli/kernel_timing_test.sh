@@ -13,6 +13,8 @@ model="$root/examples/mlp.rx"
 shapes=(--random-inputs --shape x=6x784 --shape w0=784x128 --shape b0=128 --shape w1=128x10 --shape b1=10)
 rm -rf "$dir" && mkdir -p "$dir"
 export TETHER_TOKEN_FILE="$dir/user/token"
+# Kernels compiled by the CLI are cached here, not in $HOME, and fresh per run.
+export TETHER_CACHE_DIR="$dir/cache"
 fail() { echo "FAIL: $*"; [ -n "${daemon_pid:-}" ] && kill "$daemon_pid" 2>/dev/null; exit 1; }
 
 check() {  # remote flags...

@@ -12,6 +12,8 @@ py=/usr/bin/python3
 root=$(cd "$(dirname "$0")/../.." && pwd)
 rm -rf "$dir" && mkdir -p "$dir"
 export TETHER_TOKEN_FILE="$dir/user/token"
+# Kernels compiled by the CLI are cached here, not in $HOME, and fresh per run.
+export TETHER_CACHE_DIR="$dir/cache"
 fail() { echo "FAIL: $*"; [ -n "${pid:-}" ] && kill "$pid" 2>/dev/null; exit 1; }
 
 if [ "$metrics" != ON ]; then

@@ -11,6 +11,8 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 rm -rf "$dir" && mkdir -p "$dir"
 # This user's default token (tetherd requires it, tether sends it), kept out of $HOME.
 export TETHER_TOKEN_FILE="$dir/user/token"
+# Kernels compiled by the CLI are cached here, not in $HOME, and fresh per run.
+export TETHER_CACHE_DIR="$dir/cache"
 fail() { echo "FAIL: $*"; [ -n "${daemon_pid:-}" ] && kill "$daemon_pid" 2>/dev/null; exit 1; }
 
 "$tether" demo --output "$dir/mlp.tx" > /dev/null || fail "demo"

@@ -13,6 +13,8 @@ py=/usr/bin/python3
 root=$(cd "$(dirname "$0")/../.." && pwd)
 rm -rf "$dir" && mkdir -p "$dir"
 export TETHER_TOKEN_FILE="$dir/user/token"
+# Kernels compiled by the CLI are cached here, not in $HOME, and fresh per run.
+export TETHER_CACHE_DIR="$dir/cache"
 fail() { echo "FAIL: $*"; exit 1; }
 model="$root/examples/mlp.rx"
 shapes=(--random-inputs --shape x=8x784 --shape w0=784x128 --shape b0=128 --shape w1=128x10 --shape b1=10)

@@ -265,8 +265,36 @@ TEST(CodegenTest, TransposeTilesMoveThroughRegisters) {
   }
 }
 
-// Libraries of several kernels are compiled as parallel shards and linked
-// into one object: every kernel is there once and runs, with one manifest.
+// How many symbols of the ELF shared object `so` (its .symtab, where local
+// functions are listed too) are named `name`.
+int CountSymbols(const std::string& so, const std::string& name) {
+  auto read = [&](size_t at, size_t bytes) -> uint64_t {
+    uint64_t v = 0;
+    if (at + bytes <= so.size()) std::memcpy(&v, so.data() + at, bytes);  // little-endian host
+    return v;
+  };
+  const uint64_t shoff = read(0x28, 8), shentsize = read(0x3a, 2), shnum = read(0x3c, 2);
+  int count = 0;
+  for (uint64_t i = 0; i < shnum; ++i) {
+    const size_t sh = shoff + i * shentsize;
+    if (read(sh + 4, 4) != 2) continue;  // SHT_SYMTAB
+    const uint64_t off = read(sh + 0x18, 8), size = read(sh + 0x20, 8);
+    const uint64_t strtab = shoff + read(sh + 0x28, 4) * shentsize;
+    const uint64_t str_off = read(strtab + 0x18, 8);
+    for (uint64_t sym = off; sym + 24 <= off + size; sym += 24) {
+      const size_t at = str_off + read(sym, 4);
+      if (at < so.size() && so.compare(at, name.size() + 1, name.c_str(), name.size() + 1) == 0) {
+        ++count;
+      }
+    }
+  }
+  return count;
+}
+
+// Libraries of several kernels are compiled as one module per kernel on
+// parallel threads and linked into one object: every kernel is there once
+// and runs, with one manifest, and the library's helpers are compiled once
+// (in the module with the library globals), not once per module.
 TEST(CodegenTest, ShardedBuildLinksEveryKernelOnce) {
   std::vector<KernelFunc> kernels = {AddKernel("add"), AddKernel("add_again"), UnaryKernel("exp"),
                                      UnaryKernel("sqrt")};
@@ -280,6 +308,11 @@ TEST(CodegenTest, ShardedBuildLinksEveryKernelOnce) {
     ++manifests;
   }
   EXPECT_EQ(manifests, 1u);
+  for (const char* helper : {"memcpy", "memset", "memmove", "tether.check_tensor",
+                             "tether.append_str", "tether.append_i64"}) {
+    EXPECT_EQ(CountSymbols(blob->data, helper), 1) << helper;
+  }
+  EXPECT_EQ(CountSymbols(blob->data, "sqrt_kernel"), 1);
   absl::StatusOr<Ref<Module>> lib = LoadKernelLibrary(*blob);
   ASSERT_TRUE(lib.ok()) << lib.status();
   Tensor x = MakeTensor({3}, kF32, std::vector<float>{1, 4, 9});

@@ -147,7 +147,17 @@ class Emitter {
   llvm::Function* AppendStrFn();
   // i64 append_i64(ptr buf, i64 pos, i64 v): decimal digits.
   llvm::Function* AppendI64Fn();
+  // A helper of the library: a definition with an entry block, or, where
+  // HelpersElsewhere(), a declaration to leave as it is.
   llvm::Function* NewHelper(const char* name, std::vector<llvm::Type*> params);
+  // The library's helpers (the append and check functions, the memory
+  // builtins) exist once per library. In a whole library they are internal
+  // to its one module; in a sharded one (EmitOptions::emit) the module with
+  // the library globals defines them, hidden, and the others declare them,
+  // so each module's optimizer and code generator do not compile them again.
+  bool HelpersElsewhere() const { return !options_.emit.empty() && !options_.library_globals; }
+  // `name` of `type` as a helper: declared (HelpersElsewhere) or to be defined here.
+  llvm::Function* HelperFunction(llvm::FunctionType* type, const std::string& name);
   // i32 check_tensor(ptr services, ptr tensor, ptr desc): the checks of a
   // tensor argument that need nothing but the argument (non-NULL, on the
   // CPU, ndim, dtype, compact strides, the dims that are constants), against
@@ -284,8 +294,9 @@ class Emitter {
   absl::Status BindOrCheck(const PrimExpr& var, llvm::Value* value, std::vector<MsgPart> msg);
 
   // The backend lowers llvm.memset/memcpy/memmove (which the optimizer forms
-  // from loops) to calls of the C functions; the library defines its own,
-  // local and kept alive through llvm.compiler.used, so nothing is undefined.
+  // from loops) to calls of the C functions; the library defines its own
+  // (helpers: local, or hidden in a sharded library) and keeps them alive
+  // through llvm.compiler.used, so nothing is undefined.
   void EmitMemoryBuiltins();
 
   // ---- System library registration ----

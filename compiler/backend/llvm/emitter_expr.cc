@@ -92,6 +92,7 @@ llvm::Value* Emitter::EntryAlloca(llvm::Type* ty, const char* name) {
 llvm::Function* Emitter::AppendStrFn() {
   if (append_str_ != nullptr) return append_str_;
   append_str_ = NewHelper("tether.append_str", {ptr_, i64_, ptr_});
+  if (HelpersElsewhere()) return append_str_;
   llvm::IRBuilder<> h(&append_str_->getEntryBlock());
   auto* loop = llvm::BasicBlock::Create(ctx_, "loop", append_str_);
   auto* body = llvm::BasicBlock::Create(ctx_, "body", append_str_);
@@ -120,6 +121,7 @@ llvm::Function* Emitter::AppendStrFn() {
 llvm::Function* Emitter::AppendI64Fn() {
   if (append_i64_ != nullptr) return append_i64_;
   append_i64_ = NewHelper("tether.append_i64", {ptr_, i64_, i64_});
+  if (HelpersElsewhere()) return append_i64_;
   llvm::Function* f = append_i64_;
   llvm::IRBuilder<> h(&f->getEntryBlock());
   llvm::Value* digits = h.CreateAlloca(llvm::ArrayType::get(i8_, 24));
@@ -178,12 +180,20 @@ llvm::Function* Emitter::AppendI64Fn() {
 }
 
 llvm::Function* Emitter::NewHelper(const char* name, std::vector<llvm::Type*> params) {
-  auto* f = llvm::Function::Create(llvm::FunctionType::get(i64_, params, false),
-                                   llvm::GlobalValue::InternalLinkage, name, module_.get());
+  llvm::Function* f = HelperFunction(llvm::FunctionType::get(i64_, params, false), name);
   f->addFnAttr(llvm::Attribute::NoInline);
   f->addFnAttr(llvm::Attribute::Cold);
   f->addFnAttr(llvm::Attribute::NoUnwind);
-  llvm::BasicBlock::Create(ctx_, "entry", f);
+  if (!HelpersElsewhere()) llvm::BasicBlock::Create(ctx_, "entry", f);
+  return f;
+}
+
+llvm::Function* Emitter::HelperFunction(llvm::FunctionType* type, const std::string& name) {
+  const bool sharded = !options_.emit.empty();
+  auto* f = llvm::Function::Create(
+      type, sharded ? llvm::GlobalValue::ExternalLinkage : llvm::GlobalValue::InternalLinkage, name,
+      module_.get());
+  if (sharded) f->setVisibility(llvm::GlobalValue::HiddenVisibility);
   return f;
 }
 

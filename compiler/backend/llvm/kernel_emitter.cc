@@ -64,10 +64,7 @@ absl::StatusOr<std::unique_ptr<llvm::Module>> Emitter::Run(const std::vector<Ker
     TETHER_ASSIGN_OR_RETURN(llvm::Function * entry, EmitKernel(k));
     entries.push_back(entry);
   }
-  if (!options_.library_globals) {
-    EmitMemoryBuiltins();
-    return std::move(module_);
-  }
+  if (!options_.library_globals) return std::move(module_);
   std::string manifest = FormatKernelManifest(infos);
   llvm::Constant* manifest_init = llvm::ConstantDataArray::getString(ctx_, manifest, true);
   auto linkage =
@@ -79,6 +76,11 @@ absl::StatusOr<std::unique_ptr<llvm::Module>> Emitter::Run(const std::vector<Ker
                                b_.getInt32(TETHER_KERNEL_ABI_VERSION), "tether_kernel_abi_version");
   (void)version_gv;
   if (options_.system_lib) EmitRegistration(infos, entries, manifest_gv);
+  if (!options_.emit.empty()) {  // the other modules call them
+    CheckTensorFn();
+    AppendStrFn();
+    AppendI64Fn();
+  }
   EmitMemoryBuiltins();
   return std::move(module_);
 }
@@ -318,12 +320,12 @@ llvm::Function* Emitter::CheckTensorFn() {
   if (check_tensor_ != nullptr) return check_tensor_;
   check_desc_ty_ = llvm::StructType::create(
       ctx_, {i32_, i32_, ptr_, ptr_, ptr_, llvm::ArrayType::get(i64_, 0)}, "TetherTensorCheck");
-  llvm::Function* f =
-      llvm::Function::Create(llvm::FunctionType::get(i32_, {ptr_, ptr_, ptr_}, false),
-                             llvm::GlobalValue::InternalLinkage, "tether.check_tensor", *module_);
+  llvm::Function* f = HelperFunction(llvm::FunctionType::get(i32_, {ptr_, ptr_, ptr_}, false),
+                                     "tether.check_tensor");
   f->addFnAttr(llvm::Attribute::NoInline);
   f->addFnAttr(llvm::Attribute::NoUnwind);
   check_tensor_ = f;
+  if (HelpersElsewhere()) return f;
   // Emitted with the kernel machinery (EmitCheck), as a function of its own.
   FnState saved = std::move(fs_);
   llvm::IRBuilderBase::InsertPoint ip = b_.saveIP();
@@ -434,12 +436,12 @@ llvm::Constant* Emitter::TensorCheckDesc(const KernelFunc& k, int i) {
 }
 
 void Emitter::EmitMemoryBuiltins() {
+  if (HelpersElsewhere()) return;  // llvm.memcpy's calls resolve to them when linked
   llvm::SmallVector<llvm::GlobalValue*, 3> used;
   for (const char* name : {"memset", "memcpy", "memmove"}) {
     bool is_set = std::string(name) == "memset";
     std::vector<llvm::Type*> params = {ptr_, is_set ? static_cast<llvm::Type*>(i32_) : ptr_, i64_};
-    auto* f = llvm::Function::Create(llvm::FunctionType::get(ptr_, params, false),
-                                     llvm::GlobalValue::InternalLinkage, name, module_.get());
+    llvm::Function* f = HelperFunction(llvm::FunctionType::get(ptr_, params, false), name);
     f->addFnAttr("no-builtins");
     f->addFnAttr(llvm::Attribute::NoUnwind);
     f->addFnAttr(llvm::Attribute::NoInline);

@@ -27,8 +27,10 @@ struct EmitOptions {
   // Sharding, for compiling one library as several modules in parallel and
   // linking their objects together: when `emit` is not empty, only the
   // kernels i with emit[i] get code in this module (all are still checked),
-  // and the library globals (manifest, ABI version) are emitted only when
-  // `library_globals`. Not with system_lib.
+  // and the library globals (manifest, ABI version) and helpers (argument
+  // checks, message builders, memcpy/memset/memmove) are defined, hidden,
+  // only when `library_globals`; the other modules declare the helpers.
+  // Not with system_lib.
   std::vector<bool> emit;
   bool library_globals = true;
 };

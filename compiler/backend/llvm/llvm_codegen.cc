@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -23,6 +24,7 @@
 #include "compiler/backend/cuda/device_split.h"
 #include "compiler/backend/cuda/wgmma.h"
 #include "compiler/backend/llvm/kernel_emitter.h"
+#include "compiler/backend/llvm/object_cache.h"
 #include "compiler/backend/llvm/vm_function_emitter.h"
 #include "compiler/backend/llvm/work_estimate.h"
 #include "compiler/tir/arith.h"
@@ -161,7 +163,7 @@ absl::Status Optimize(llvm::Module& module_ref, llvm::TargetMachine* tm, int opt
 double SecondsSince(absl::Time start) { return absl::ToDoubleSeconds(absl::Now() - start); }
 
 // Lowers, verifies and optimizes `kernels` into a module for `tm`.
-// `emit` selects the kernels (and globals) of one shard; default: all.
+// `emit` selects the kernels (and globals) of one module; default: all.
 // Adds its times to `stats` when given.
 absl::StatusOr<std::unique_ptr<llvm::Module>> BuildModule(
     llvm::LLVMContext& context, const std::vector<KernelFunc>& kernels, llvm::TargetMachine* tm,
@@ -327,67 +329,95 @@ std::unique_ptr<llvm::LLVMContext> MakeContext() {
   return context;
 }
 
-// Splits `kernels` into at most `shards` groups of about equal cost (the
-// greedy longest-first rule), as one emit mask per non-empty group.
-std::vector<std::vector<bool>> AssignShards(const std::vector<KernelFunc>& kernels, int shards) {
-  std::vector<std::pair<int64_t, size_t>> order;
-  for (size_t i = 0; i < kernels.size(); ++i) {
-    order.emplace_back(kernels[i] ? 16 + codegen::CodeSize(kernels[i]->body) : 0, i);
-  }
-  std::sort(order.begin(), order.end(), std::greater<>());
-  std::vector<std::vector<bool>> masks(shards, std::vector<bool>(kernels.size(), false));
-  std::vector<int64_t> load(shards, 0);
-  for (const auto& [cost, i] : order) {
-    int s = static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
-    masks[s][i] = true;
-    load[s] += cost;
-  }
-  return masks;
-}
-
-// One shard: its own context and target machine (so shards run on
-// threads), compiled to an object file; its times go to `stats`.
-absl::StatusOr<std::string> CompileShard(const std::vector<KernelFunc>& kernels,
-                                         const Target& target, const CodegenOptions& options,
-                                         codegen::EmitOptions emit, CodegenStats* stats) {
+// One module of a shared object: the kernels i with emit.emit[i] (and, with
+// emit.library_globals, the library's globals and helpers), compiled to an
+// object with its own context and target machine, so modules compile on
+// threads; taken from `cache` when it has the object (cache may be null).
+// Its times go to `stats`.
+absl::StatusOr<std::string> CompileModule(const std::vector<KernelFunc>& kernels,
+                                          const Target& target, const CodegenOptions& options,
+                                          codegen::EmitOptions emit, KernelObjectCache* cache,
+                                          CodegenStats* stats) {
   TETHER_ASSIGN_OR_RETURN(std::unique_ptr<llvm::TargetMachine> tm,
                           CreateTargetMachine(target, options.opt_level));
   std::unique_ptr<llvm::LLVMContext> context = MakeContext();
-  TETHER_ASSIGN_OR_RETURN(
-      std::unique_ptr<llvm::Module> module,
-      BuildModule(*context, kernels, tm.get(), options, std::move(emit), stats));
   absl::Time start = absl::Now();
+  TETHER_ASSIGN_OR_RETURN(std::unique_ptr<llvm::Module> module,
+                          codegen::EmitKernels(*context, kernels, emit));
+  std::string key;
+  if (cache != nullptr) {
+    std::string ir;
+    llvm::raw_string_ostream os(ir);
+    module->print(os, nullptr);
+    os.flush();
+    key = KernelObjectCache::Key(tm->getTargetTriple().str(), tm->getTargetCPU().str(),
+                                 tm->getTargetFeatureString().str(), options.opt_level, ir);
+  }
+  stats->emit_seconds += SecondsSince(start);
+  if (cache != nullptr) {
+    if (std::optional<std::string> object = cache->Get(key)) {
+      ++stats->cached;
+      return std::move(*object);
+    }
+  }
+  start = absl::Now();
+  TETHER_RETURN_IF_ERROR(Optimize(*module, tm.get(), options.opt_level));
+  stats->optimize_seconds += SecondsSince(start);
+  start = absl::Now();
   absl::StatusOr<std::string> object =
       EmitMachineCode(*module, tm.get(), llvm::CodeGenFileType::ObjectFile);
   stats->machine_code_seconds += SecondsSince(start);
+  if (object.ok() && cache != nullptr) cache->Put(key, *object);
   return object;
 }
 
-// Compiles the kernels as up to `threads` modules in parallel and links
-// the objects, after `parts`, into one shared object.
+// Compiles one module per kernel and one for the library globals and
+// helpers on up to `threads` threads (the largest kernels first, so the
+// last to start are short), and links their objects, after `parts`, into
+// one shared object, in kernel order whatever the threads' timing.
 absl::StatusOr<std::string> BuildSharedObject(const std::vector<KernelFunc>& kernels,
                                               const Target& target, const CodegenOptions& options,
                                               int threads, std::vector<std::string> parts,
                                               CodegenStats* stats) {
-  std::vector<std::vector<bool>> masks = AssignShards(kernels, threads);
-  std::vector<absl::StatusOr<std::string>> objects(masks.size(), absl::UnknownError("not run"));
-  std::vector<CodegenStats> shard_stats(masks.size());
+  const size_t n = kernels.size();
+  // Module i < n is kernel i; module n the library's own.
+  std::vector<std::pair<int64_t, size_t>> order;
+  for (size_t i = 0; i < n; ++i) {
+    order.emplace_back(kernels[i] ? codegen::CodeSize(kernels[i]->body) : 0, i);
+  }
+  std::sort(order.begin(), order.end(), std::greater<>());
+  order.insert(order.begin(), {0, n});
+  std::unique_ptr<KernelObjectCache> cache;
+  if (!options.cache_dir.empty()) {
+    cache = std::make_unique<KernelObjectCache>(options.cache_dir, options.cache_max_bytes);
+  }
+  std::vector<absl::StatusOr<std::string>> objects(n + 1, absl::UnknownError("not run"));
+  std::vector<CodegenStats> thread_stats(threads);
+  std::atomic<size_t> next{0};
   std::vector<std::thread> workers;
-  for (size_t s = 0; s < masks.size(); ++s) {
-    codegen::EmitOptions emit;
-    emit.emit = masks[s];
-    emit.library_globals = s == 0;
-    workers.emplace_back([&, s, emit = std::move(emit)] {
-      objects[s] = CompileShard(kernels, target, options, emit, &shard_stats[s]);
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back([&, t] {
+      for (size_t u; (u = next++) < order.size();) {
+        const size_t m = order[u].second;
+        codegen::EmitOptions emit;
+        emit.emit.assign(n, false);
+        if (m < n) emit.emit[m] = true;
+        emit.library_globals = m == n;
+        objects[m] =
+            CompileModule(kernels, target, options, std::move(emit), cache.get(), &thread_stats[t]);
+        if (!objects[m].ok()) next = order.size();  // the build fails: stop early
+      }
     });
   }
   for (std::thread& t : workers) t.join();
-  for (const CodegenStats& s : shard_stats) stats->Add(s);
-  stats->shards += static_cast<int>(masks.size());
+  for (const CodegenStats& s : thread_stats) stats->Add(s);
+  stats->modules += static_cast<int>(n + 1);
+  stats->threads = std::max(stats->threads, threads);
   for (absl::StatusOr<std::string>& o : objects) {
     if (!o.ok()) return o.status();
     parts.push_back(std::move(*o));
   }
+  if (cache != nullptr && cache->misses() > 0) cache->Trim();
   absl::Time start = absl::Now();
   absl::StatusOr<std::string> so = LinkSharedObject(parts);
   stats->link_seconds += SecondsSince(start);
@@ -489,15 +519,16 @@ absl::StatusOr<vm::KernelLibraryBlob> BuildKernelLibrary(const std::vector<Kerne
   }
   int threads =
       options.threads > 0 ? options.threads : static_cast<int>(std::thread::hardware_concurrency());
-  threads = std::min<int>({threads, static_cast<int>(kernels.size()), kMaxCodegenThreads});
-  if (!options.system_lib && threads > 1) {
-    vm::KernelLibraryBlob blob;
-    blob.target = RecordedTarget(target);
+  threads = std::min<int>({threads, static_cast<int>(kernels.size()) + 1, kMaxCodegenThreads});
+  vm::KernelLibraryBlob blob;
+  blob.target = RecordedTarget(target);
+  if (!options.system_lib) {
     blob.format = "so";
     TETHER_ASSIGN_OR_RETURN(blob.data,
                             BuildSharedObject(kernels, target, options, threads, vm_object, stats));
     return blob;
   }
+  // A system library is one module: its registration function names every kernel.
   std::unique_ptr<llvm::LLVMContext> context = MakeContext();
   TETHER_ASSIGN_OR_RETURN(std::unique_ptr<llvm::Module> module,
                           BuildModule(*context, kernels, tm.get(), options, {}, stats));
@@ -505,18 +536,11 @@ absl::StatusOr<vm::KernelLibraryBlob> BuildKernelLibrary(const std::vector<Kerne
   TETHER_ASSIGN_OR_RETURN(std::string object,
                           EmitMachineCode(*module, tm.get(), llvm::CodeGenFileType::ObjectFile));
   stats->machine_code_seconds += SecondsSince(start);
-  stats->shards += 1;
+  stats->modules += 1;
+  stats->threads = std::max(stats->threads, 1);
   start = absl::Now();
-  vm::KernelLibraryBlob blob;
-  blob.target = RecordedTarget(target);
-  if (options.system_lib) {
-    blob.format = "static";
-    TETHER_ASSIGN_OR_RETURN(blob.data, MakeArchive(object));
-  } else {
-    blob.format = "so";
-    vm_object.push_back(std::move(object));
-    TETHER_ASSIGN_OR_RETURN(blob.data, LinkSharedObject(vm_object));
-  }
+  blob.format = "static";
+  TETHER_ASSIGN_OR_RETURN(blob.data, MakeArchive(object));
   stats->link_seconds += SecondsSince(start);
   return blob;
 }
@@ -566,7 +590,9 @@ absl::StatusOr<std::string> EmitAssembly(const std::vector<KernelFunc>& kernels,
 
 void CodegenStats::Add(const CodegenStats& other) {
   kernels += other.kernels;
-  shards += other.shards;
+  modules += other.modules;
+  cached += other.cached;
+  threads = std::max(threads, other.threads);
   emit_seconds += other.emit_seconds;
   optimize_seconds += other.optimize_seconds;
   machine_code_seconds += other.machine_code_seconds;

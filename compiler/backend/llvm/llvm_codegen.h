@@ -20,10 +20,12 @@
 namespace tether::compiler {
 
 // What BuildKernelLibrary spent on a CPU target, in thread seconds summed
-// over its shards (`tether compile --time-passes`).
+// over its modules (`tether compile --time-passes`).
 struct CodegenStats {
   int kernels = 0;
-  int shards = 0;                   // modules compiled in parallel
+  int modules = 0;                  // objects linked (one per kernel, and the library's own)
+  int cached = 0;                   // of them, found in the kernel object cache
+  int threads = 0;                  // compiling them in parallel
   double emit_seconds = 0;          // kernel IR to LLVM IR
   double optimize_seconds = 0;      // LLVM's optimization pipeline
   double machine_code_seconds = 0;  // instruction selection to object code
@@ -35,10 +37,16 @@ struct CodegenOptions {
   int opt_level = 3;              // 0..3
   bool system_lib = false;        // a static archive with a registration function
   std::string system_lib_prefix;  // C identifier suffix of tether_system_lib_register_<prefix>
-  // Shared objects are compiled as up to this many modules on as many
-  // threads, then linked into one library (0: one per hardware thread, at
-  // most kMaxCodegenThreads). System libraries are one module.
+  // A shared object is compiled as one module per kernel and one for the
+  // library's globals and helpers, on up to this many threads (0: one per
+  // hardware thread, at most kMaxCodegenThreads), and their objects are
+  // linked. A system library is one module.
   int threads = 0;
+  // A folder of compiled kernel objects (object_cache.h), shared between
+  // builds: each module of a shared object found there is not optimized
+  // or compiled again, and each one compiled is stored. Empty: none.
+  std::string cache_dir;
+  int64_t cache_max_bytes = int64_t{1} << 30;
   // exec_mode="compiled": the bytecode functions of this executable are
   // compiled into the library too, as "__vmtir__<name>"
   // (vm_function_emitter.h). Shared objects only.

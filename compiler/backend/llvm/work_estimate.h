@@ -1,5 +1,5 @@
 // Rough static estimates over kernel IR for code generation decisions:
-// how much code a statement becomes (to balance parallel compile shards) and
+// how much code a statement becomes (to start the largest kernel modules first) and
 // how much work it does when run (to run small parallel loops inline, where
 // waking the thread pool would cost more than the loop).
 //
