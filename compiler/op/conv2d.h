@@ -16,10 +16,12 @@
 
 namespace tether::compiler {
 
-// Whether the normalized relax.nn.conv2d `call` (static weight shape) runs
-// the CPU wide schedule, which packs its weight into blocks of output
-// channels on every call: not a 1x1 product, not the rows schedule, at
-// least 8 output channels per group, no out_dtype.
+// Whether the normalized relax.nn.conv2d `call` (static weight shape), its
+// weight a constant, should run the CPU wide schedule on a weight packed at
+// compile time into blocks of output channels (relax.nn.conv2d_packed): not
+// a 1x1 product, no out_dtype, and either at least 32 output channels per
+// group (a whole block) or at least 8 where the call would not run the rows
+// schedule.
 bool Conv2dPacksWeights(const CallNode& call);
 
 // Whether conv2d's attributes make it a plain product per pixel: unit

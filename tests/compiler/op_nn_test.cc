@@ -527,6 +527,18 @@ TEST(Conv2dScheduleTest, PackedWeightBlocksAndWhichCallsPack) {
   EXPECT_TRUE(packs({1, 64, 8, 56}, {64, 64, 3, 3}, pad));      // wide
   EXPECT_FALSE(packs({1, 3, 32, 32}, {16, 3, 3, 3}, pad));      // rows (a stem)
   EXPECT_FALSE(packs({1, 64, 8, 56}, {64, 64, 1, 1}, Conv{}));  // a 1x1 product
+  // Short rows with a whole block of output channels: packed for the wide
+  // schedule (a constant weight), at stride 1 and 2, 3x3 and 1x1; with
+  // fewer than 32 the rows schedule keeps them.
+  EXPECT_TRUE(packs({1, 256, 14, 14}, {256, 256, 3, 3}, pad));
+  EXPECT_TRUE(packs({1, 128, 28, 28}, {128, 128, 3, 3}, pad));
+  Conv s2 = pad;
+  s2.strides = {2, 2};
+  EXPECT_TRUE(packs({1, 256, 28, 28}, {256, 256, 3, 3}, s2));
+  Conv s2_1x1;
+  s2_1x1.strides = {2, 2};
+  EXPECT_TRUE(packs({1, 512, 28, 28}, {1024, 512, 1, 1}, s2_1x1));
+  EXPECT_FALSE(packs({1, 64, 14, 14}, {16, 64, 3, 3}, pad));
   // conv2d_packed checks the blocks against out_channels and groups: a
   // hand-written call with another layout would read past the weight.
   auto infer = [](const Shape& wp, int64_t out_channels) {
