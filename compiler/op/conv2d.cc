@@ -796,16 +796,27 @@ absl::StatusOr<Stmt> ScheduleConv2d(const LowerContext& ctx, const std::vector<B
   Buffer Xp = padded ? MakeBuffer("conv_padded", acc_t, {N, C, Hp, Wp}) : X;
   Stmt pad;
   if (padded) {
+    // Row by row: a padding row is zeros; an input row is its zero margins
+    // and a contiguous copy between them, so the copy is vector loads and
+    // stores. (One select per element with clamped indices became gathers:
+    // 7-10% of DBNet's 192-channel 80x120 convolutions, 27% of its stem.)
     pad = Loop("ph", N * C * Hp, ForKind::kParallel, [&](const PrimExpr& t) {
       std::vector<PrimExpr> i = Unflatten(t, {N * C, Hp});
       PrimExpr n = FloorDiv(i[0], C), c = FloorMod(i[0], C);
       PrimExpr ih = i[1] - PrimExpr(pt);
-      return Loop("pw", Wp, ForKind::kVectorized, [&](const PrimExpr& w) {
-        PrimExpr iw = w - PrimExpr(pl);
-        PrimExpr inside = And(And(GE(ih, 0), LT(ih, H)), And(GE(iw, 0), LT(iw, Wd)));
-        PrimExpr v = Load(X, {n, c, Max(Min(ih, H - 1), 0), Max(Min(iw, Wd - 1), 0)});
-        return Store(Xp, {n, c, i[1], w}, Select(inside, Cast(acc_t, v), MakeConst(acc_t, 0)));
-      });
+      auto zeros = [&](const char* name, const PrimExpr& from, const PrimExpr& count) {
+        return Loop(name, count, ForKind::kVectorized, [&](const PrimExpr& w) {
+          return Store(Xp, {n, c, i[1], from + w}, MakeConst(acc_t, 0));
+        });
+      };
+      std::vector<Stmt> row;
+      if (pl > 0) row.push_back(zeros("pl", PrimExpr(0), PrimExpr(pl)));
+      row.push_back(Loop("pw", Wd, ForKind::kVectorized, [&](const PrimExpr& iw) {
+        return Store(Xp, {n, c, i[1], iw + PrimExpr(pl)}, Cast(acc_t, Load(X, {n, c, ih, iw})));
+      }));
+      if (pr > 0) row.push_back(zeros("pr", Wd + PrimExpr(pl), PrimExpr(pr)));
+      if (pt == 0 && pb == 0) return Seq(row);
+      return IfThenElse(And(GE(ih, 0), LT(ih, H)), Seq(row), zeros("pz", PrimExpr(0), Wp));
     });
   }
   auto input = [&](const PrimExpr& n, const PrimExpr& c, const PrimExpr& oh, const PrimExpr& kh,
