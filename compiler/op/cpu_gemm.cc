@@ -113,6 +113,12 @@ Stmt CpuGemmSchedule(const CpuGemm& g) {
   const PrimExpr PC(pc);
   const PrimExpr ng = CeilDiv(nj, pc);
   const bool rows_inner = CpuGemmRowBlocksInner(g);
+  // The last panel of a constant N that leaves at most half of it used
+  // (N = 196: 6 panels of 32 and 4 columns) runs a micro-kernel half as
+  // wide, so it computes 16 columns for its few rather than 32.
+  const int64_t tail = n_const != nullptr ? *n_const % nr : 0;
+  const int64_t tail_width =
+      pc == 1 && nr == kCols && tail > 0 && tail <= kCols / 2 && *n_const > nr ? kCols / 2 : 0;
   Stmt compute = Loop("mb", g.batches * mi * ng, ForKind::kParallel, [&](const PrimExpr& t) {
     PrimExpr tile = FloorMod(t, mi * ng);
     PrimExpr b = FloorDiv(t, mi * ng);
@@ -127,44 +133,52 @@ Stmt CpuGemmSchedule(const CpuGemm& g) {
       if (prepacked) return g.b_panel(bb, jo, k, jj);
       return direct_b ? g.b(bb, k, jo * NR + jj) : Load(Bp, {bb, jo, k, jj});
     };
-    Buffer acc = MakeBuffer("gemm_acc", acc_t, {MR, PC, NR}, BufferNode::Scope::kLocal);
-    Stmt zero = Loop("zi", MR, ForKind::kUnrolled, [&](const PrimExpr& ii) {
-      return Loop("zq", PC, ForKind::kUnrolled, [&](const PrimExpr& q) {
-        return Loop("zj", NR, ForKind::kVectorized, [&](const PrimExpr& jj) {
-          return Store(acc, {ii, q, jj}, MakeConst(acc_t, 0));
-        });
-      });
-    });
-    Stmt kloop = Loop("k", K, ForKind::kSerial, [&](const PrimExpr& k) {
-      return Loop("ii", MR, ForKind::kUnrolled, [&](const PrimExpr& ii) {
-        PrimExpr av = g.a(b, Min(io * MR + ii, M - 1), k);
-        return Loop("q", PC, ForKind::kUnrolled, [&](const PrimExpr& q) {
-          return Loop("jj", NR, ForKind::kVectorized, [&](const PrimExpr& jj) {
-            return Store(acc, {ii, q, jj}, Load(acc, {ii, q, jj}) + av * panel(q, k, jj));
+    // The micro-kernel over `width` columns of each panel (NR, or the
+    // narrow tail's): accumulate, then store.
+    auto kernel = [&](int64_t width, const char* name) {
+      const PrimExpr Wd(width);
+      Buffer acc = MakeBuffer(name, acc_t, {MR, PC, Wd}, BufferNode::Scope::kLocal);
+      Stmt zero = Loop("zi", MR, ForKind::kUnrolled, [&](const PrimExpr& ii) {
+        return Loop("zq", PC, ForKind::kUnrolled, [&](const PrimExpr& q) {
+          return Loop("zj", Wd, ForKind::kVectorized, [&](const PrimExpr& jj) {
+            return Store(acc, {ii, q, jj}, MakeConst(acc_t, 0));
           });
         });
       });
-    });
-    // A full panel's row is stored as one constant-length vector (the
-    // kernel emitter's explicit vectors: the store's index arithmetic runs
-    // once per row, not per element, which matters where the reader's
-    // indices divide, as a convolution's pixel does); the last panel of an
-    // N that NR does not divide stores its remaining columns.
-    auto store_panel = [&](const PrimExpr& q) {
-      const PrimExpr jo = panel_of(q);
-      return Loop("si", Min(MR, M - io * MR), ForKind::kSerial, [&](const PrimExpr& ii) {
-        auto cols = [&](const PrimExpr& extent) {
-          return Loop("sj", extent, ForKind::kVectorized, [&](const PrimExpr& jj) {
-            return g.store(b, io * MR + ii, jo * NR + jj, Load(acc, {ii, q, jj}));
+      Stmt kloop = Loop("k", K, ForKind::kSerial, [&](const PrimExpr& k) {
+        return Loop("ii", MR, ForKind::kUnrolled, [&](const PrimExpr& ii) {
+          PrimExpr av = g.a(b, Min(io * MR + ii, M - 1), k);
+          return Loop("q", PC, ForKind::kUnrolled, [&](const PrimExpr& q) {
+            return Loop("jj", Wd, ForKind::kVectorized, [&](const PrimExpr& jj) {
+              return Store(acc, {ii, q, jj}, Load(acc, {ii, q, jj}) + av * panel(q, k, jj));
+            });
           });
-        };
-        if (n_const != nullptr && *n_const % nr == 0) return cols(NR);
-        return IfThenElse(LE((jo + 1) * NR, N), cols(NR), cols(N - jo * NR));
+        });
       });
+      // A full panel's row is stored as one constant-length vector (the
+      // kernel emitter's explicit vectors: the store's index arithmetic runs
+      // once per row, not per element, which matters where the reader's
+      // indices divide, as a convolution's pixel does); the last panel of an
+      // N that NR does not divide stores its remaining columns.
+      auto store_panel = [&](const PrimExpr& q) {
+        const PrimExpr jo = panel_of(q);
+        return Loop("si", Min(MR, M - io * MR), ForKind::kSerial, [&](const PrimExpr& ii) {
+          auto cols = [&](const PrimExpr& extent) {
+            return Loop("sj", extent, ForKind::kVectorized, [&](const PrimExpr& jj) {
+              return g.store(b, io * MR + ii, jo * NR + jj, Load(acc, {ii, q, jj}));
+            });
+          };
+          if (width < nr) return cols(PrimExpr(tail));
+          if (tail_width > 0 || (n_const != nullptr && *n_const % nr == 0)) return cols(NR);
+          return IfThenElse(LE((jo + 1) * NR, N), cols(NR), cols(N - jo * NR));
+        });
+      };
+      Stmt store = pc == 1 ? store_panel(PrimExpr(0))
+                           : Loop("sq", Min(PC, nj - jg * PC), ForKind::kSerial, store_panel);
+      return Allocate(acc, Seq({zero, kloop, store}));
     };
-    Stmt store = pc == 1 ? store_panel(PrimExpr(0))
-                         : Loop("sq", Min(PC, nj - jg * PC), ForKind::kSerial, store_panel);
-    return Allocate(acc, Seq({zero, kloop, store}));
+    if (tail_width == 0) return kernel(nr, "gemm_acc");
+    return IfThenElse(EQ(jg, nj - 1), kernel(tail_width, "gemm_acc_tail"), kernel(nr, "gemm_acc"));
   });
   if (direct_b) return compute;
   return Allocate(Bp, Seq({pack(), compute}));

@@ -13,7 +13,9 @@
 // the k loop innermost. With few rows a task covers up to 4 adjacent
 // panels (a matrix-vector product's MR x NR accumulators alone would be two
 // FMA chains). Rows past M read a clamped row and are not stored;
-// columns past N are zeros in the panel and are not stored.
+// columns past N are zeros in the panel and are not stored. Where the last
+// panel of a constant N holds 16 columns or fewer (N = 196: 6 x 32 + 4), it
+// runs a micro-kernel half as wide.
 //
 // Thread contract: free functions over immutable IR; thread-safe.
 #ifndef TETHER_COMPILER_OP_CPU_GEMM_H_

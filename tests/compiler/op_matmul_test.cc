@@ -187,6 +187,28 @@ TEST(MatmulScheduleTest, RowBlocksInnerUnlessBStaysInCache) {
   EXPECT_FALSE(inner(Var("m"), 64, 64));  // symbolic rows: B not known larger
 }
 
+// The last column panel of an N that leaves it at most half used runs a
+// micro-kernel half as wide (N = 196: 6 panels of 32, then 16 columns
+// computed for 4, not 32); 17 or more remaining columns keep the full one.
+TEST(MatmulScheduleTest, NarrowTailPanel) {
+  auto text = [](const Shape& as, const Shape& bs) {
+    absl::StatusOr<Expr> call =
+        optest::MakeOpCall(kOp, {optest::TensorVar("a", optest::Dims(as), kF32),
+                                 optest::TensorVar("b", optest::Dims(bs), kF32)});
+    if (!call.ok()) return std::string(call.status().message());
+    absl::StatusOr<KernelFunc> kernel = LowerCallToKernel(*call->as<CallNode>(), "mm");
+    return kernel.ok() ? ToString(*kernel) : std::string(kernel.status().message());
+  };
+  EXPECT_NE(text({24, 40}, {40, 196}).find("gemm_acc_tail"), std::string::npos);
+  EXPECT_NE(text({24, 40}, {40, 48}).find("gemm_acc_tail"), std::string::npos);
+  EXPECT_EQ(text({24, 40}, {40, 49}).find("gemm_acc_tail"), std::string::npos);  // 17 left
+  EXPECT_EQ(text({24, 40}, {40, 64}).find("gemm_acc_tail"), std::string::npos);  // no tail
+  EXPECT_EQ(text({24, 40}, {40, 20}).find("gemm_acc_tail"), std::string::npos);  // one panel
+  ExpectMatmul({24, 40}, {40, 196}, 14);
+  ExpectMatmul({9, 31}, {31, 48}, 15);
+  ExpectMatmul({2, 17, 40}, {40, 100}, 16);
+}
+
 TEST(MatmulScheduleTest, SquareMultipleOfTile) { ExpectMatmul({96, 64}, {64, 64}, 1); }
 
 TEST(MatmulScheduleTest, OddSizesNotMultipleOfTile) {
