@@ -10,7 +10,8 @@
 //   Elementwise:   add and fused add+relu+multiply over 64 MiB float32 operands
 //                  (kernels built directly in kernel IR) vs memcpy of 64 MiB
 //                  (GB/s of bytes moved, ratio = ours / memcpy).
-//   Conv2d:        relax.nn.conv2d 3x3, pad 1, on 1x64x56x56 with 64 filters vs
+//   Conv2d:        relax.nn.conv2d 3x3, pad 1, on 1x64x56x56 with 64 filters (its
+//                  weight packed once, as a model's constant weights are) vs
 //                  the faster of im2col + OpenBLAS sgemm and oneDNN's direct
 //                  convolution primitive in the layouts it prefers (weights and
 //                  input reordered once, outside the timing, as a framework
@@ -30,6 +31,7 @@
 #include <map>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -37,6 +39,7 @@
 #include "benchmark/benchmark.h"
 #include "compiler/backend/llvm/jit.h"
 #include "compiler/lower/lower.h"
+#include "compiler/op/conv2d.h"
 #include "compiler/op/op.h"
 #include "compiler/relax/expr.h"
 #include "runtime/core/tensor.h"
@@ -122,6 +125,14 @@ const Blis* OpenBlis() {
   return blis;
 }
 
+// Waits until the thread pools of the benchmarks before this one have gone
+// to sleep. After a call, OpenMP's workers (oneDNN, BLIS) and OpenBLAS's
+// spin for up to about 100 ms before they sleep; a benchmark that starts
+// meanwhile shares the cores with them (Tether's conv2d at 2 threads right
+// after oneDNN's measured 152 GFLOP/s, alone 181-197). Every benchmark,
+// anchor or ours, starts with it.
+void SettleOtherThreads() { std::this_thread::sleep_for(std::chrono::milliseconds(300)); }
+
 // A compiled kernel and its argument list.
 struct Runner {
   Ref<Module> module;
@@ -159,6 +170,7 @@ absl::StatusOr<Runner> BuildOp(const std::string& op, const std::vector<Tensor>&
 // ---- matmul ----
 
 void BM_MatmulOpenBlas(benchmark::State& state) {
+  SettleOtherThreads();
   const int64_t n = state.range(0);
   const int threads = static_cast<int>(state.range(1));
   openblas_set_num_threads(threads);
@@ -198,6 +210,7 @@ void TimeSgemmAnchor(benchmark::State& state, const char* library, Sgemm sgemm) 
 }
 
 void BM_MatmulBlis(benchmark::State& state) {
+  SettleOtherThreads();
   const Blis* blis = OpenBlis();
   if (blis == nullptr) {
     state.SkipWithError("libblis.so.4 is not installed (apt-get install libblis-dev)");
@@ -212,6 +225,7 @@ void BM_MatmulBlis(benchmark::State& state) {
 
 #if TETHER_HAVE_DNNL
 void BM_MatmulOneDnn(benchmark::State& state) {
+  SettleOtherThreads();
   SetOpenMpThreads(static_cast<int>(state.range(1)));
   TimeSgemmAnchor(state, "oneDNN", [](int n, const float* a, const float* b, float* c) {
     dnnl_sgemm('N', 'N', n, n, n, 1.f, a, n, b, n, 0.f, c, n);
@@ -220,6 +234,7 @@ void BM_MatmulOneDnn(benchmark::State& state) {
 #endif
 
 void BM_MatmulTether(benchmark::State& state) {
+  SettleOtherThreads();
   const int64_t n = state.range(0);
   const int threads = static_cast<int>(state.range(1));
   SetNumThreads(threads);
@@ -250,6 +265,7 @@ void BM_MatmulTether(benchmark::State& state) {
 constexpr int64_t kElems = int64_t{64} << 18;  // 64 MiB of float32
 
 void BM_Memcpy64MiB(benchmark::State& state) {
+  SettleOtherThreads();
   std::vector<char> src(static_cast<size_t>(kElems) * 4, 1), dst(static_cast<size_t>(kElems) * 4);
   auto t0 = std::chrono::steady_clock::now();
   for (auto _ : state) {
@@ -268,6 +284,7 @@ void BM_Memcpy64MiB(benchmark::State& state) {
 }
 
 void BM_Elementwise(benchmark::State& state, bool fused) {
+  SettleOtherThreads();
   const int threads = static_cast<int>(state.range(0));
   SetNumThreads(threads);
   Buffer A = MakeBuffer("A", kF32, {PrimExpr(kElems)});
@@ -309,6 +326,7 @@ constexpr int64_t kC = 64, kH = 56, kW = 56, kO = 64, kK = 3;
 constexpr double kConvFlops = 2.0 * kO * kC * kK * kK * kH * kW;
 
 void BM_Conv2dIm2colOpenBlas(benchmark::State& state) {
+  SettleOtherThreads();
   const int threads = static_cast<int>(state.range(0));
   openblas_set_num_threads(threads);
   Tensor x = RandomTensor({1, kC, kH, kW}, 1), w = RandomTensor({kO, kC, kK, kK}, 2);
@@ -347,6 +365,7 @@ void BM_Conv2dIm2colOpenBlas(benchmark::State& state) {
 // memory formats it picks; weights and input are reordered into them once,
 // before the timing.
 void BM_Conv2dOneDnn(benchmark::State& state) {
+  SettleOtherThreads();
   const int threads = static_cast<int>(state.range(0));
   SetOpenMpThreads(threads);
   Tensor x = RandomTensor({1, kC, kH, kW}, 1), w = RandomTensor({kO, kC, kK, kK}, 2);
@@ -424,12 +443,21 @@ void BM_Conv2dOneDnn(benchmark::State& state) {
 #endif
 
 void BM_Conv2dTether(benchmark::State& state) {
+  SettleOtherThreads();
   const int threads = static_cast<int>(state.range(0));
   SetNumThreads(threads);
   Tensor x = RandomTensor({1, kC, kH, kW}, 1), w = RandomTensor({kO, kC, kK, kK}, 2);
   Tensor y = RandomTensor({1, kO, kH, kW}, 3);
+  // The weight packed once, outside the timing, as the compiler packs a
+  // model's constant weights (and as oneDNN's is reordered above).
+  absl::StatusOr<Tensor> wp = PackConv2dWeights(w, 1);
+  if (!wp.ok()) {
+    state.SkipWithError(std::string(wp.status().message()).c_str());
+    return;
+  }
   absl::StatusOr<Runner> r =
-      BuildOp("relax.nn.conv2d", {x, w}, {{"padding", std::vector<int64_t>{1, 1, 1, 1}}}, y);
+      BuildOp("relax.nn.conv2d_packed", {x, *wp},
+              {{"padding", std::vector<int64_t>{1, 1, 1, 1}}, {"out_channels", int64_t{kO}}}, y);
   if (!r.ok()) {
     state.SkipWithError(std::string(r.status().message()).c_str());
     return;
