@@ -49,11 +49,12 @@ std::string KernelObjectCache::Key(absl::string_view triple, absl::string_view c
                                    absl::string_view features, int opt_level,
                                    absl::string_view ir) {
   llvm::SHA256 h;
+  const std::string level = absl::StrCat(opt_level);
   // Each field with its length, so no two field lists hash the same text.
   for (absl::string_view field :
        {absl::string_view("tether kernel object 1"), absl::string_view(CompilerBuildId()),
-        absl::string_view(LLVM_VERSION_STRING), triple, cpu, features,
-        absl::string_view(absl::StrCat(opt_level)), ir}) {
+        absl::string_view(LLVM_VERSION_STRING), triple, cpu, features, absl::string_view(level),
+        ir}) {
     h.update(absl::StrCat(field.size(), ":"));
     h.update(llvm::StringRef(field.data(), field.size()));
   }
