@@ -327,6 +327,27 @@ TEST(CodegenTest, ShardedBuildLinksEveryKernelOnce) {
   EXPECT_NEAR(Read<float>(y)[0], std::exp(1.0f), 1e-5);
 }
 
+// A kernel that cannot be compiled fails a library of several, whichever
+// thread meets it, with its own error (not that of a module left unbuilt).
+TEST(CodegenTest, ShardedBuildReportsTheFailingKernel) {
+  Var n("n"), unbound("unbound");
+  Buffer a = MakeBuffer("A", kF32, {n});
+  Var i("i");
+  // The largest kernel, so its module is compiled first and the others are
+  // skipped once it fails; its error is at its end.
+  std::vector<Stmt> stores(64, Store(a, {i}, Load(a, {i}) * MakeConst(kF32, 1.5)));
+  stores.push_back(Store(a, {i}, Cast(kF32, unbound)));
+  KernelFunc bad =
+      MakeKernelFunc("bad", {KernelParam::Tensor(a)}, For(i, 0, n, ForKind::kSerial, Seq(stores)));
+  std::vector<KernelFunc> kernels = {AddKernel("add"), UnaryKernel("exp"), UnaryKernel("sqrt"),
+                                     AddKernel("add_again"), bad};
+  CodegenOptions options;
+  options.threads = 2;
+  absl::StatusOr<vm::KernelLibraryBlob> blob = BuildKernelLibrary(kernels, Target::Host(), options);
+  EXPECT_EQ(blob.status().code(), absl::StatusCode::kInvalidArgument) << blob.status();
+  EXPECT_THAT(blob.status().message(), HasSubstr("kernel bad: variable unbound is not bound"));
+}
+
 TEST(CodegenTest, MathIntrinsicsMatchStd) {
   std::vector<float> xs;
   for (int i = -400; i <= 400; ++i) xs.push_back(static_cast<float>(i) * 0.0371f);

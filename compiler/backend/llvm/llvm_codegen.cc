@@ -391,9 +391,12 @@ absl::StatusOr<std::string> BuildSharedObject(const std::vector<KernelFunc>& ker
   if (!options.cache_dir.empty()) {
     cache = std::make_unique<KernelObjectCache>(options.cache_dir, options.cache_max_bytes);
   }
-  std::vector<absl::StatusOr<std::string>> objects(n + 1, absl::UnknownError("not run"));
+  std::vector<std::string> objects(n + 1);
   std::vector<CodegenStats> thread_stats(threads);
   std::atomic<size_t> next{0};
+  // The first module that fails fails the build; the others stop early.
+  absl::Mutex failure_mu;
+  absl::Status failure;
   std::vector<std::thread> workers;
   for (int t = 0; t < threads; ++t) {
     workers.emplace_back([&, t] {
@@ -403,9 +406,15 @@ absl::StatusOr<std::string> BuildSharedObject(const std::vector<KernelFunc>& ker
         emit.emit.assign(n, false);
         if (m < n) emit.emit[m] = true;
         emit.library_globals = m == n;
-        objects[m] =
+        absl::StatusOr<std::string> object =
             CompileModule(kernels, target, options, std::move(emit), cache.get(), &thread_stats[t]);
-        if (!objects[m].ok()) next = order.size();  // the build fails: stop early
+        if (object.ok()) {
+          objects[m] = std::move(*object);
+          continue;
+        }
+        next = order.size();
+        absl::MutexLock lock(&failure_mu);
+        if (failure.ok()) failure = object.status();
       }
     });
   }
@@ -413,10 +422,8 @@ absl::StatusOr<std::string> BuildSharedObject(const std::vector<KernelFunc>& ker
   for (const CodegenStats& s : thread_stats) stats->Add(s);
   stats->modules += static_cast<int>(n + 1);
   stats->threads = std::max(stats->threads, threads);
-  for (absl::StatusOr<std::string>& o : objects) {
-    if (!o.ok()) return o.status();
-    parts.push_back(std::move(*o));
-  }
+  if (!failure.ok()) return failure;
+  for (std::string& o : objects) parts.push_back(std::move(o));
   if (cache != nullptr && cache->misses() > 0) cache->Trim();
   absl::Time start = absl::Now();
   absl::StatusOr<std::string> so = LinkSharedObject(parts);
