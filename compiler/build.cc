@@ -56,6 +56,7 @@ CodegenOptions KernelOptions(const BuildOptions& options) {
   c.system_lib = options.system_lib;
   c.system_lib_prefix = options.system_lib_prefix;
   c.cache_dir = options.kernel_cache_dir;
+  c.compiler_build = CompilerBuildId();
   c.cache_max_bytes = options.kernel_cache_max_bytes;
   return c;
 }

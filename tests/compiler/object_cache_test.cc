@@ -68,6 +68,7 @@ Built Build(const std::vector<KernelFunc>& kernels, const std::string& cache_dir
   CodegenOptions options;
   options.threads = 2;
   options.cache_dir = cache_dir;
+  options.compiler_build = "test build";
   options.stats = &out.stats;
   absl::StatusOr<vm::KernelLibraryBlob> blob = BuildKernelLibrary(kernels, target, options);
   EXPECT_TRUE(blob.ok()) << blob.status();
@@ -154,24 +155,26 @@ TEST(KernelObjectCacheTest, DamagedEntriesAreCompiledAgain) {
 }
 
 TEST(KernelObjectCacheTest, KeyFollowsTargetOptimizationAndCode) {
-  const std::string base = KernelObjectCache::Key("x86_64-unknown-linux-gnu", "znver4", "+avx512f",
-                                                  3, "define void @k() { ret void }");
+  const std::string base = KernelObjectCache::Key("b", "x86_64-unknown-linux-gnu", "znver4",
+                                                  "+avx512f", 3, "define void @k() { ret void }");
   EXPECT_EQ(base.size(), 64u);
-  EXPECT_EQ(base, KernelObjectCache::Key("x86_64-unknown-linux-gnu", "znver4", "+avx512f", 3,
+  EXPECT_EQ(base, KernelObjectCache::Key("b", "x86_64-unknown-linux-gnu", "znver4", "+avx512f", 3,
                                          "define void @k() { ret void }"));
-  EXPECT_NE(base, KernelObjectCache::Key("aarch64-unknown-linux-gnu", "znver4", "+avx512f", 3,
+  EXPECT_NE(base, KernelObjectCache::Key("another build", "x86_64-unknown-linux-gnu", "znver4",
+                                         "+avx512f", 3, "define void @k() { ret void }"));
+  EXPECT_NE(base, KernelObjectCache::Key("b", "aarch64-unknown-linux-gnu", "znver4", "+avx512f", 3,
                                          "define void @k() { ret void }"));
-  EXPECT_NE(base, KernelObjectCache::Key("x86_64-unknown-linux-gnu", "skylake", "+avx512f", 3,
+  EXPECT_NE(base, KernelObjectCache::Key("b", "x86_64-unknown-linux-gnu", "skylake", "+avx512f", 3,
                                          "define void @k() { ret void }"));
-  EXPECT_NE(base, KernelObjectCache::Key("x86_64-unknown-linux-gnu", "znver4", "-avx512f", 3,
+  EXPECT_NE(base, KernelObjectCache::Key("b", "x86_64-unknown-linux-gnu", "znver4", "-avx512f", 3,
                                          "define void @k() { ret void }"));
-  EXPECT_NE(base, KernelObjectCache::Key("x86_64-unknown-linux-gnu", "znver4", "+avx512f", 2,
+  EXPECT_NE(base, KernelObjectCache::Key("b", "x86_64-unknown-linux-gnu", "znver4", "+avx512f", 2,
                                          "define void @k() { ret void }"));
-  EXPECT_NE(base, KernelObjectCache::Key("x86_64-unknown-linux-gnu", "znver4", "+avx512f", 3,
+  EXPECT_NE(base, KernelObjectCache::Key("b", "x86_64-unknown-linux-gnu", "znver4", "+avx512f", 3,
                                          "define void @j() { ret void }"));
   // Fields are delimited: moving text from one field to the next changes the key.
-  EXPECT_NE(KernelObjectCache::Key("ab", "c", "", 3, ""),
-            KernelObjectCache::Key("a", "bc", "", 3, ""));
+  EXPECT_NE(KernelObjectCache::Key("b", "ab", "c", "", 3, ""),
+            KernelObjectCache::Key("b", "a", "bc", "", 3, ""));
 
   // A build for another CPU compiles its own objects.
   TempFolder dir;
@@ -211,6 +214,18 @@ TEST(KernelObjectCacheTest, TrimEvictsLeastRecentlyUsedFirst) {
   cache.Trim();
   EXPECT_TRUE(cache.Get(a).has_value());
   EXPECT_TRUE(cache.Get(b).has_value());
+}
+
+// Without the compiler's build ID the cache is not used: its objects could
+// be another build's.
+TEST(KernelObjectCacheTest, NoCompilerBuildNoCache) {
+  TempFolder dir;
+  CodegenOptions options;
+  options.cache_dir = dir.path();
+  absl::StatusOr<vm::KernelLibraryBlob> blob =
+      BuildKernelLibrary(Kernels(), Target::Host(), options);
+  ASSERT_TRUE(blob.ok()) << blob.status();
+  EXPECT_TRUE(Entries(dir.path()).empty());
 }
 
 // A folder that cannot be made leaves the build as it was.

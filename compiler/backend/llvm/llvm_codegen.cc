@@ -350,8 +350,9 @@ absl::StatusOr<std::string> CompileModule(const std::vector<KernelFunc>& kernels
     llvm::raw_string_ostream os(ir);
     module->print(os, nullptr);
     os.flush();
-    key = KernelObjectCache::Key(tm->getTargetTriple().str(), tm->getTargetCPU().str(),
-                                 tm->getTargetFeatureString().str(), options.opt_level, ir);
+    key = KernelObjectCache::Key(options.compiler_build, tm->getTargetTriple().str(),
+                                 tm->getTargetCPU().str(), tm->getTargetFeatureString().str(),
+                                 options.opt_level, ir);
   }
   stats->emit_seconds += SecondsSince(start);
   if (cache != nullptr) {
@@ -388,7 +389,7 @@ absl::StatusOr<std::string> BuildSharedObject(const std::vector<KernelFunc>& ker
   std::sort(order.begin(), order.end(), std::greater<>());
   order.insert(order.begin(), {0, n});
   std::unique_ptr<KernelObjectCache> cache;
-  if (!options.cache_dir.empty()) {
+  if (!options.cache_dir.empty() && !options.compiler_build.empty()) {
     cache = std::make_unique<KernelObjectCache>(options.cache_dir, options.cache_max_bytes);
   }
   std::vector<std::string> objects(n + 1);

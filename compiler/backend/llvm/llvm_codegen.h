@@ -44,8 +44,11 @@ struct CodegenOptions {
   int threads = 0;
   // A folder of compiled kernel objects (object_cache.h), shared between
   // builds: each module of a shared object found there is not optimized
-  // or compiled again, and each one compiled is stored. Empty: none.
+  // or compiled again, and each one compiled is stored. Used only with
+  // `compiler_build`, the compiler's build ID (compiler/build_id.h) that
+  // keeps one build's objects from another's. Empty: none.
   std::string cache_dir;
+  std::string compiler_build;
   int64_t cache_max_bytes = int64_t{1} << 30;
   // exec_mode="compiled": the bytecode functions of this executable are
   // compiled into the library too, as "__vmtir__<name>"

@@ -18,7 +18,6 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "compiler/build_id.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Config/llvm-config.h"
 #include "llvm/Support/SHA256.h"
@@ -45,16 +44,15 @@ std::array<uint8_t, 32> Sha256(absl::string_view bytes) {
 KernelObjectCache::KernelObjectCache(std::string dir, int64_t max_bytes)
     : dir_(std::move(dir)), max_bytes_(max_bytes) {}
 
-std::string KernelObjectCache::Key(absl::string_view triple, absl::string_view cpu,
-                                   absl::string_view features, int opt_level,
+std::string KernelObjectCache::Key(absl::string_view compiler_build, absl::string_view triple,
+                                   absl::string_view cpu, absl::string_view features, int opt_level,
                                    absl::string_view ir) {
   llvm::SHA256 h;
   const std::string level = absl::StrCat(opt_level);
   // Each field with its length, so no two field lists hash the same text.
-  for (absl::string_view field :
-       {absl::string_view("tether kernel object 1"), absl::string_view(CompilerBuildId()),
-        absl::string_view(LLVM_VERSION_STRING), triple, cpu, features, absl::string_view(level),
-        ir}) {
+  for (absl::string_view field : {absl::string_view("tether kernel object 1"), compiler_build,
+                                  absl::string_view(LLVM_VERSION_STRING), triple, cpu, features,
+                                  absl::string_view(level), ir}) {
     h.update(absl::StrCat(field.size(), ":"));
     h.update(llvm::StringRef(field.data(), field.size()));
   }

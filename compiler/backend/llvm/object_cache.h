@@ -34,11 +34,12 @@ class KernelObjectCache {
   explicit KernelObjectCache(std::string dir, int64_t max_bytes = kDefaultMaxBytes);
 
   // The key of a unit: SHA-256 (hex) over the cache format, the compiler's
-  // build (CompilerBuildId), LLVM's version, the target machine (`triple`,
-  // `cpu`, `features`), `opt_level` and `ir`, the unit's LLVM IR before
-  // optimization as text.
-  static std::string Key(absl::string_view triple, absl::string_view cpu,
-                         absl::string_view features, int opt_level, absl::string_view ir);
+  // build (`compiler_build`: compiler/build_id.h's CompilerBuildId()), LLVM's
+  // version, the target machine (`triple`, `cpu`, `features`), `opt_level`
+  // and `ir`, the unit's LLVM IR before optimization as text.
+  static std::string Key(absl::string_view compiler_build, absl::string_view triple,
+                         absl::string_view cpu, absl::string_view features, int opt_level,
+                         absl::string_view ir);
 
   // The object stored under `key`, or nullopt (none, unreadable, or failing
   // its checksum: that entry is removed). A hit marks the entry as used now.
