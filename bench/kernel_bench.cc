@@ -128,10 +128,20 @@ const Blis* OpenBlis() {
 // Waits until the thread pools of the benchmarks before this one have gone
 // to sleep. After a call, OpenMP's workers (oneDNN, BLIS) and OpenBLAS's
 // spin for up to about 100 ms before they sleep; a benchmark that starts
-// meanwhile shares the cores with them (Tether's conv2d at 2 threads right
-// after oneDNN's measured 152 GFLOP/s, alone 181-197). Every benchmark,
-// anchor or ours, starts with it.
-void SettleOtherThreads() { std::this_thread::sleep_for(std::chrono::milliseconds(300)); }
+// meanwhile shares the cores with them. Every benchmark, anchor or ours,
+// starts with it, named by its function and arguments: the library calls a
+// benchmark several times back to back to size its iteration count, and
+// only the first call follows another benchmark. (Tether's conv2d at 2
+// threads still varies more after the anchors, 122-202 GFLOP/s, than alone,
+// 177-197, with a 1 s wait as with this one: something besides spinning
+// threads, not found yet.)
+void SettleOtherThreads(const char* function, int64_t arg0, int64_t arg1 = 0) {
+  static std::string last;
+  std::string benchmark = absl::StrCat(function, "/", arg0, "/", arg1);
+  if (benchmark == last) return;
+  last = std::move(benchmark);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+}
 
 // A compiled kernel and its argument list.
 struct Runner {
@@ -170,7 +180,7 @@ absl::StatusOr<Runner> BuildOp(const std::string& op, const std::vector<Tensor>&
 // ---- matmul ----
 
 void BM_MatmulOpenBlas(benchmark::State& state) {
-  SettleOtherThreads();
+  SettleOtherThreads(__func__, state.range(0), state.range(1));
   const int64_t n = state.range(0);
   const int threads = static_cast<int>(state.range(1));
   openblas_set_num_threads(threads);
@@ -210,7 +220,7 @@ void TimeSgemmAnchor(benchmark::State& state, const char* library, Sgemm sgemm) 
 }
 
 void BM_MatmulBlis(benchmark::State& state) {
-  SettleOtherThreads();
+  SettleOtherThreads(__func__, state.range(0), state.range(1));
   const Blis* blis = OpenBlis();
   if (blis == nullptr) {
     state.SkipWithError("libblis.so.4 is not installed (apt-get install libblis-dev)");
@@ -225,7 +235,7 @@ void BM_MatmulBlis(benchmark::State& state) {
 
 #if TETHER_HAVE_DNNL
 void BM_MatmulOneDnn(benchmark::State& state) {
-  SettleOtherThreads();
+  SettleOtherThreads(__func__, state.range(0), state.range(1));
   SetOpenMpThreads(static_cast<int>(state.range(1)));
   TimeSgemmAnchor(state, "oneDNN", [](int n, const float* a, const float* b, float* c) {
     dnnl_sgemm('N', 'N', n, n, n, 1.f, a, n, b, n, 0.f, c, n);
@@ -234,7 +244,7 @@ void BM_MatmulOneDnn(benchmark::State& state) {
 #endif
 
 void BM_MatmulTether(benchmark::State& state) {
-  SettleOtherThreads();
+  SettleOtherThreads(__func__, state.range(0), state.range(1));
   const int64_t n = state.range(0);
   const int threads = static_cast<int>(state.range(1));
   SetNumThreads(threads);
@@ -265,7 +275,7 @@ void BM_MatmulTether(benchmark::State& state) {
 constexpr int64_t kElems = int64_t{64} << 18;  // 64 MiB of float32
 
 void BM_Memcpy64MiB(benchmark::State& state) {
-  SettleOtherThreads();
+  SettleOtherThreads(__func__, state.range(0));
   std::vector<char> src(static_cast<size_t>(kElems) * 4, 1), dst(static_cast<size_t>(kElems) * 4);
   auto t0 = std::chrono::steady_clock::now();
   for (auto _ : state) {
@@ -284,7 +294,7 @@ void BM_Memcpy64MiB(benchmark::State& state) {
 }
 
 void BM_Elementwise(benchmark::State& state, bool fused) {
-  SettleOtherThreads();
+  SettleOtherThreads(__func__, state.range(0), fused);
   const int threads = static_cast<int>(state.range(0));
   SetNumThreads(threads);
   Buffer A = MakeBuffer("A", kF32, {PrimExpr(kElems)});
@@ -326,7 +336,7 @@ constexpr int64_t kC = 64, kH = 56, kW = 56, kO = 64, kK = 3;
 constexpr double kConvFlops = 2.0 * kO * kC * kK * kK * kH * kW;
 
 void BM_Conv2dIm2colOpenBlas(benchmark::State& state) {
-  SettleOtherThreads();
+  SettleOtherThreads(__func__, state.range(0));
   const int threads = static_cast<int>(state.range(0));
   openblas_set_num_threads(threads);
   Tensor x = RandomTensor({1, kC, kH, kW}, 1), w = RandomTensor({kO, kC, kK, kK}, 2);
@@ -365,7 +375,7 @@ void BM_Conv2dIm2colOpenBlas(benchmark::State& state) {
 // memory formats it picks; weights and input are reordered into them once,
 // before the timing.
 void BM_Conv2dOneDnn(benchmark::State& state) {
-  SettleOtherThreads();
+  SettleOtherThreads(__func__, state.range(0));
   const int threads = static_cast<int>(state.range(0));
   SetOpenMpThreads(threads);
   Tensor x = RandomTensor({1, kC, kH, kW}, 1), w = RandomTensor({kO, kC, kK, kK}, 2);
@@ -443,7 +453,7 @@ void BM_Conv2dOneDnn(benchmark::State& state) {
 #endif
 
 void BM_Conv2dTether(benchmark::State& state) {
-  SettleOtherThreads();
+  SettleOtherThreads(__func__, state.range(0));
   const int threads = static_cast<int>(state.range(0));
   SetNumThreads(threads);
   Tensor x = RandomTensor({1, kC, kH, kW}, 1), w = RandomTensor({kO, kC, kK, kK}, 2);
