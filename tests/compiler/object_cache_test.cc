@@ -31,11 +31,15 @@ class TempFolder {
  public:
   TempFolder() {
     std::string templ = (fs::temp_directory_path() / "tether-object-cache-XXXXXX").string();
-    path_ = mkdtemp(templ.data());
+    if (::mkdtemp(templ.data()) == nullptr) {
+      ADD_FAILURE() << "cannot create a temporary folder from " << templ;
+      return;
+    }
+    path_ = templ;
   }
   ~TempFolder() {
     std::error_code ec;
-    fs::remove_all(path_, ec);
+    if (!path_.empty()) fs::remove_all(path_, ec);
   }
   const std::string& path() const { return path_; }
 

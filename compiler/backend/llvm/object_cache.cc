@@ -72,9 +72,9 @@ std::optional<std::string> KernelObjectCache::Get(const std::string& key) {
   }
   std::string entry((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   in.close();
-  bool whole = in.good() || in.eof();
+  // A short read shows as a size or checksum that does not match.
   uint64_t size = 0;
-  if (whole && entry.size() >= kHeaderBytes && std::memcmp(entry.data(), kMagic, 8) == 0) {
+  if (entry.size() >= kHeaderBytes && std::memcmp(entry.data(), kMagic, 8) == 0) {
     for (int i = 0; i < 8; ++i) {
       size |= static_cast<uint64_t>(static_cast<uint8_t>(entry[8 + 32 + i])) << (8 * i);
     }
