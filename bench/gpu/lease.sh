@@ -13,7 +13,10 @@
 #         default and reduce-overhead, by bench/torch/torch_bench.py: the
 #         anchor beside model-bench's PyTorch-eager and Tether rows); or
 #         sanitizer (compute-sanitizer's memcheck over the GPU tests and the
-#         example models run on cuda:0 by the CLI's embedded daemon)
+#         example models run on cuda:0 by the CLI's embedded daemon); or
+#         corpus (bench/models/make_corpus.py's real-model corpus on cuda:0
+#         against ONNX Runtime, bench/gpu/corpus.py; $CORPUS_MODELS, if set,
+#         names the models to run)
 set -u
 bundle=$1 out=$2 deadline=$3
 shift 3
@@ -60,9 +63,15 @@ for entry in "${steps[@]}"; do
       grep -E "ERROR SUMMARY|PASSED|FAILED" "$work/check/$step.log" | tail -n 20
       printf '%-12s %-44s %5d s\n' "$step" "exit $rc" $((SECONDS - start)) >> "$work/check/summary.txt"
       ;;
-    torch-matmul|torch-compile)
+    torch-matmul|torch-compile|corpus)
       start=$SECONDS
-      if [ "$step" = torch-matmul ]; then
+      if [ "$step" = corpus ]; then
+        timeout "$limit" bash -c '
+          python3 "$2/bench/models/make_corpus.py" "$1/corpus" ${CORPUS_MODELS:-} > /dev/null || exit 1
+          CORPUS_PROFILES=$1/check python3 "$2/bench/gpu/corpus.py" "$3/bin/tether" "$1/corpus" \
+            ${CORPUS_MODELS:-}' _ "$work" "$repo" "$top" \
+          > "$work/check/$step.log" 2>&1
+      elif [ "$step" = torch-matmul ]; then
         timeout "$limit" python3 "$here/torch_anchors.py" > "$work/check/$step.log" 2>&1
       else
         timeout "$limit" bash -c '
