@@ -53,6 +53,20 @@ Stmt Threads(const std::function<Stmt(const PrimExpr&)>& body) {
   return Loop("t", kThreads, ForKind::kThread, body);
 }
 
+// The skinny schedule's block (SkinnySchedule): 32 columns, one a lane, and
+// up to kSkinnyRows rows, in groups of equal size where m needs several (12
+// rows: two of 6); its 8 warps take k steps of 8, kSkinnyUnroll of them an
+// iteration.
+constexpr int64_t kSkinnyCols = kWarpThreads;
+constexpr int64_t kSkinnyLanes = kThreads / kSkinnyCols;
+constexpr int64_t kSkinnyRows = 8;
+constexpr int64_t kSkinnyUnroll = 4;
+constexpr int64_t kSkinnyStep = kSkinnyLanes * kSkinnyUnroll;
+int64_t SkinnyRows(int64_t m) {
+  const int64_t groups = (m + kSkinnyRows - 1) / kSkinnyRows;
+  return (m + groups - 1) / groups;
+}
+
 // A block's tile of C, rows x cols, as the schedule for `g` makes it.
 struct TileShape {
   int64_t rows, cols;
@@ -414,18 +428,27 @@ Stmt WarpgroupSchedule(const BlockGemm& g) {
 // extent is split into chunks, each a product of its own whose partial C
 // goes to scratch, and a second launch sums each element's partials in
 // order. Chunks divide k exactly and keep at least kMinChunkSteps steps.
+// The skinny schedule, bound by memory, aims at several blocks an SM (so
+// that every SM has loads in flight) with chunks of at least 2 steps.
 constexpr int64_t kSplitTargetBlocks = 128;  // about one block per SM
 constexpr int64_t kMinChunkSteps = 8;
+constexpr int64_t kSkinnyTargetBlocks = 4 * kSplitTargetBlocks;
+constexpr int64_t kSkinnyMinChunkSteps = 2;
 
 int64_t KSplits(const BlockGemm& g) {
-  const auto [bm, bn] = TileOf(g);
+  const bool skinny = WorthSkinnyGemm(g.m);
+  const auto [bm, bn] = skinny ? TileShape{SkinnyRows(*g.m.as_int()), kSkinnyCols} : TileOf(g);
   const int64_t* batches = g.batches.as_int();
   const int64_t *m = g.m.as_int(), *n = g.n.as_int(), *k = g.k.as_int();
   if (batches == nullptr || m == nullptr || n == nullptr || k == nullptr) return 1;
   const int64_t tiles = *batches * ((*m + bm - 1) / bm) * ((*n + bn - 1) / bn);
-  const int64_t step = UsesWarpgroupMma(g) ? kWgStepK : UsesTensorCores(g) ? kTcStepK : kStepK;
+  const int64_t step = skinny                ? kSkinnyStep
+                       : UsesWarpgroupMma(g) ? kWgStepK
+                       : UsesTensorCores(g)  ? kTcStepK
+                                             : kStepK;
   const int64_t most =
-      std::min(kSplitTargetBlocks / std::max<int64_t>(tiles, 1), *k / (step * kMinChunkSteps));
+      std::min((skinny ? kSkinnyTargetBlocks : kSplitTargetBlocks) / std::max<int64_t>(tiles, 1),
+               *k / (step * (skinny ? kSkinnyMinChunkSteps : kMinChunkSteps)));
   for (int64_t d = most; d >= 2; --d) {
     if (*k % d == 0) return d;
   }
@@ -450,6 +473,11 @@ bool UsesWarpgroupMma(const BlockGemm& g) {
   const Reader read_a = [&](const PrimExpr& r, const PrimExpr& c) { return g.a(batch, r, c); };
   const Reader read_b = [&](const PrimExpr& r, const PrimExpr& c) { return g.b(batch, r, c); };
   return Copyable(read_a, g.operand_t, g.k) && Copyable(read_b, g.operand_t, g.n);
+}
+
+bool WorthSkinnyGemm(const PrimExpr& m) {
+  const int64_t* c = m.as_int();
+  return c != nullptr && *c >= 1 && *c < kSide;
 }
 
 bool WorthBlockGemm(const PrimExpr& m, const PrimExpr& n) {
@@ -565,7 +593,67 @@ Stmt SimtSchedule(const BlockGemm& g) {
   });
 }
 
+// The skinny schedule (block_gemm.h): a block per (batch, group of up to
+// kSkinnyRows rows, kSkinnyCols columns); lane l = t % 32 of warp w = t / 32
+// owns column n0 + l and the k values w, w + 8, ... (kSkinnyUnroll of them
+// an iteration, so that several loads are in flight), accumulating every
+// row of the group in registers. A warp's loads of B are one contiguous run
+// of 32 columns; A's element is the same for the whole warp. The 8 warps'
+// partial sums meet in shared memory, summed in warp order.
+Stmt SkinnySchedule(const BlockGemm& g) {
+  const int64_t m = *g.m.as_int();
+  const int64_t rows = SkinnyRows(m), groups = (m + rows - 1) / rows;
+  const bool whole_groups = m % rows == 0;
+  const PrimExpr mt(groups), nt = CeilDiv(g.n, kSkinnyCols);
+  const PrimExpr zero = MakeConst(g.acc_t, 0);
+  return Loop("skinny_tile", g.batches * mt * nt, ForKind::kBlock, [&](const PrimExpr& tile) {
+    const std::vector<PrimExpr> i = Unflatten(tile, {g.batches, mt, nt});
+    const PrimExpr batch = i[0], m0 = i[1] * PrimExpr(rows), n0 = i[2] * PrimExpr(kSkinnyCols);
+    auto row_in = [&](const PrimExpr& r, Stmt s) {
+      return whole_groups ? s : IfThenElse(LT(m0 + r, g.m), s);
+    };
+    Buffer part = MakeBuffer("skinny_partial", g.acc_t,
+                             {PrimExpr(kSkinnyLanes), PrimExpr(rows), PrimExpr(kSkinnyCols)},
+                             BufferNode::Scope::kShared);
+    Stmt partial = Threads([&](const PrimExpr& t) {
+      const PrimExpr w = FloorDiv(t, kSkinnyCols), l = FloorMod(t, kSkinnyCols), n = n0 + l;
+      Buffer acc = MakeBuffer("skinny_acc", g.acc_t, {PrimExpr(rows)}, BufferNode::Scope::kLocal);
+      auto each_row = [&](const char* name, const std::function<Stmt(const PrimExpr&)>& body) {
+        return Loop(name, PrimExpr(rows), ForKind::kUnrolled, body);
+      };
+      Stmt clear = each_row("zr", [&](const PrimExpr& r) { return Store(acc, {r}, zero); });
+      Stmt kloop = Loop("kc", CeilDiv(g.k, kSkinnyStep), ForKind::kSerial, [&](const PrimExpr& kc) {
+        return Loop("ku", PrimExpr(kSkinnyUnroll), ForKind::kUnrolled, [&](const PrimExpr& ku) {
+          const PrimExpr k = kc * PrimExpr(kSkinnyStep) + ku * PrimExpr(kSkinnyLanes) + w;
+          Var bv("skinny_b", g.acc_t);
+          Stmt fma = each_row("r", [&](const PrimExpr& r) {
+            return row_in(
+                r, Store(acc, {r}, Load(acc, {r}) + Cast(g.acc_t, g.a(batch, m0 + r, k)) * bv));
+          });
+          return IfThenElse(And(LT(k, g.k), LT(n, g.n)),
+                            LetStmt(bv, Cast(g.acc_t, g.b(batch, k, n)), fma));
+        });
+      });
+      Stmt keep = each_row("pr", [&](const PrimExpr& r) {
+        return Store(part, {w, r, l}, Load(acc, {r}));
+      });
+      return Allocate(acc, Seq({clear, kloop, keep}));
+    });
+    // Thread t < rows * 32 sums column l of row r over the warps, in order.
+    Stmt sum = Threads([&](const PrimExpr& t) {
+      const PrimExpr r = FloorDiv(t, kSkinnyCols), l = FloorMod(t, kSkinnyCols);
+      PrimExpr total = Load(part, {PrimExpr(0), r, l});
+      for (int64_t w = 1; w < kSkinnyLanes; ++w) total = total + Load(part, {PrimExpr(w), r, l});
+      PrimExpr in = And(LT(t, PrimExpr(rows * kSkinnyCols)), LT(n0 + l, g.n));
+      if (!whole_groups) in = And(in, LT(m0 + r, g.m));
+      return IfThenElse(in, g.store(batch, m0 + r, n0 + l, total));
+    });
+    return Allocate(part, Seq({partial, sum}));
+  });
+}
+
 Stmt ScheduleOf(const BlockGemm& g) {
+  if (WorthSkinnyGemm(g.m)) return SkinnySchedule(g);
   if (UsesWarpgroupMma(g)) return WarpgroupSchedule(g);
   return UsesTensorCores(g) ? TensorCoreSchedule(g) : SimtSchedule(g);
 }
@@ -573,6 +661,18 @@ Stmt ScheduleOf(const BlockGemm& g) {
 }  // namespace
 
 Stmt BlockGemmSchedule(const BlockGemm& g) {
+  if (WorthSkinnyGemm(g.n) && !WorthSkinnyGemm(g.m)) {
+    // Few columns: C^T = B^T A^T, whose rows are few.
+    BlockGemm t = g;
+    t.m = g.n;
+    t.n = g.m;
+    t.a = [&g](const PrimExpr& b, const PrimExpr& m, const PrimExpr& k) { return g.b(b, k, m); };
+    t.b = [&g](const PrimExpr& b, const PrimExpr& k, const PrimExpr& n) { return g.a(b, n, k); };
+    t.store = [&g](const PrimExpr& b, const PrimExpr& m, const PrimExpr& n, const PrimExpr& v) {
+      return g.store(b, n, m, v);
+    };
+    return BlockGemmSchedule(t);
+  }
   const int64_t splits = KSplits(g);
   if (splits == 1) return ScheduleOf(g);
   // Chunk s of batch b is batch s * batches + b of a product over k / splits.

@@ -29,6 +29,10 @@
 // 225 KB), two steps of copies and one product in flight; the epilogue
 // goes through shared memory 64 columns at a time.
 //
+// Products of fewer than 16 rows or columns (a constant m or n) take the
+// skinny schedule instead (WorthSkinnyGemm): k split across a block's
+// warps, one column of C a lane.
+//
 // Thread contract: free functions over immutable IR; thread-safe.
 #ifndef TETHER_COMPILER_OP_BLOCK_GEMM_H_
 #define TETHER_COMPILER_OP_BLOCK_GEMM_H_
@@ -58,8 +62,22 @@ struct BlockGemm {
 bool UsesWarpgroupMma(const BlockGemm& g);
 
 // Whether a product is worth the block schedule on a GPU: m and n at least
-// 16 each, or unknown (smaller ones: one thread per output element).
+// 16 each, or unknown (fewer: the skinny schedule below).
 bool WorthBlockGemm(const PrimExpr& m, const PrimExpr& n);
+// Whether a product takes the skinny schedule instead: m a constant from 1
+// to 15 (a batch-1 fully connected layer, a recurrent step), at any n and
+// k. It used to run one thread per output element, each walking all of k:
+// ResNet-50's 1 x 2048 by 2048 x 1000 classifier took 222 us on an H200,
+// 100 times its 8 MB at the card's bandwidth (bench/gpu/NOTES.md run 8). A
+// block covers up to 8 rows and 32 columns of C: its 8 warps split k, each
+// lane reading one column of B (a warp's loads coalesce) and A's element
+// the same for the whole warp, and their partial sums are added in shared
+// memory in warp order. Split-K (BlockGemmSchedule) aims at four blocks an
+// SM, so that every SM has loads in flight. A product of few columns (n a
+// constant below 16: a matrix times a vector, a convolution of a 1x1
+// image) is the transposed one, C^T = B^T A^T, whose rows are few; there a
+// lane reads a row of A, strided, the 8 warps the 8 adjacent k of a sector.
+bool WorthSkinnyGemm(const PrimExpr& m);
 
 // Whether `g` runs on tensor cores: float16 operands and sm_70 or newer, or
 // bfloat16 and sm_80 or newer; float32 accumulation.
@@ -71,6 +89,8 @@ bool UsesTensorCores(const BlockGemm& g);
 // a kGlobal partial buffer around that loop over (k chunk, batch, tiles),
 // each chunk's product stored to its part of the buffer, then a kParallel
 // loop summing each element's partials in chunk order and storing it.
+// With WorthSkinnyGemm(g.m), or of g.n (transposed), the skinny schedule
+// instead.
 Stmt BlockGemmSchedule(const BlockGemm& g);
 
 }  // namespace tether::compiler

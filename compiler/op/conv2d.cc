@@ -35,10 +35,12 @@
 // symbolic ones), a convolution is an implicit GEMM through block_gemm.h:
 // per (image, group), C[oc][pixel] = sum over k = (channel, kh, kw) of
 // W[oc][k] (W's rows as they are) times the input tap of that pixel, zero
-// in the padding. Otherwise one parallel loop runs over the output
-// elements, each a serial reduction over its group's input channels and the
-// window into a kLocal accumulator, with taps that fall into the padding
-// skipped by bounds checks.
+// in the padding; with fewer than 16 output pixels (a squeeze-excite 1x1
+// convolution of a 1x1 image), the same product through block_gemm.h's
+// skinny schedule. Otherwise (fewer than 16 output channels per group) one
+// parallel loop runs over the output elements, each a serial reduction over
+// its group's input channels and the window into a kLocal accumulator, with
+// taps that fall into the padding skipped by bounds checks.
 #include "compiler/op/conv2d.h"
 
 #include <algorithm>
@@ -686,7 +688,7 @@ Stmt ScheduleConv2dGpu(const Buffer& X, const Buffer& W, const Buffer& Y, DataTy
   const int64_t dh = p.dilation[0], dw = p.dilation[1];
   const int64_t pt = p.padding[0], pl = p.padding[1], pb = p.padding[2], pr = p.padding[3];
   const PrimExpr OH = Y->shape[2], OW = Y->shape[3];
-  if (WorthBlockGemm(Og, OH * OW)) {
+  if (WorthBlockGemm(Og, OH * OW) || (WorthSkinnyGemm(OH * OW) && !WorthSkinnyGemm(Og))) {
     const PrimExpr G(p.groups);
     BlockGemm g;
     g.batches = X->shape[0] * G;

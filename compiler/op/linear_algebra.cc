@@ -6,8 +6,9 @@
 //
 // For a GPU (LowerContext::gpu) nothing is packed. Products of at least 16
 // rows and columns (or of unknown size) are the shared-memory block GEMM of
-// block_gemm.h, the batch dims flattened into its batch; smaller ones run
-// one thread per output element, a serial k loop each.
+// block_gemm.h, the batch dims flattened into its batch, and so are those
+// of fewer than 16 rows or columns (its skinny schedule: k split across a
+// block's warps); an empty product is one thread per output element.
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
@@ -160,7 +161,7 @@ absl::StatusOr<Stmt> ScheduleMatmul(const LowerContext& ctx, const std::vector<B
   const PrimExpr N = b_vec ? PrimExpr(1) : B->shape[bn - 1];
 
   const DataType acc_t = nn_internal::ComputeType(C->dtype);
-  if (ctx.target.gpu && WorthBlockGemm(M, N)) {
+  if (ctx.target.gpu && (WorthBlockGemm(M, N) || WorthSkinnyGemm(M) || WorthSkinnyGemm(N))) {
     const MatmulOperands op{A, B, C, a_vec, b_vec, a_batch, b_batch, out_batch};
     BlockGemm g;
     g.batches = Product(out_batch);

@@ -305,6 +305,17 @@ TEST(GpuLoweringTest, MatmulMatchesCpuOnAwkwardShapes) {
       {{2, 20, 192}, {192, 24}},  // two tiles, 3 chunks of 64, partial tiles
       // Tiles in groups of 8 tile rows: 9 x 3 tiles a batch, a group of 8 then 1.
       {{2, 1100, 8}, {8, 300}},
+      // The skinny schedule (fewer than 16 rows): k split over 8 warps, 4
+      // steps of them an iteration.
+      {{1, 300}, {300, 70}},       // a partial column tile, k not a multiple of 32
+      {{3, 2, 37}, {37, 45}},      // batched, two rows
+      {{12, 50}, {50, 40}},        // two groups of 6 rows
+      {{11, 9}, {2, 9, 33}},       // groups of 6 and 5 (row bounds), batched B
+      {{1, 3}, {3, 1024}},         // k shorter than the warps
+      {{2, 1, 2048}, {2048, 40}},  // split-K: 4 tiles, 32 chunks of 64 summed by a second launch
+      // Few columns: the transposed product through the skinny schedule.
+      {{40, 70}, {70, 3}},  // a lane a row of A
+      {{2, 50, 33}, {33}},  // batched matrix times a vector
   };
   uint32_t seed = 1;
   for (const Case& c : cases) {
@@ -477,6 +488,15 @@ TEST(GpuLoweringTest, WarpgroupMatmulKernelRoundTripsThroughText) {
   EXPECT_EQ(PrintModule(*again), printed);
 }
 
+// The kernel is one kBlock loop of `blocks` iterations.
+void ExpectBlockLaunch(const KernelFunc& gpu, int64_t blocks) {
+  const auto* loop = gpu->body.as<ForNode>();
+  ASSERT_NE(loop, nullptr) << ToString(gpu);
+  EXPECT_EQ(loop->for_kind, ForKind::kBlock) << ToString(gpu);
+  ASSERT_NE(loop->extent.as_int(), nullptr) << ToString(loop->extent);
+  EXPECT_EQ(*loop->extent.as_int(), blocks);
+}
+
 TEST(GpuLoweringTest, CpuMatmulKeepsItsPackedScheduleGpuDoesNot) {
   Expr a = optest::TensorVar("a", {PrimExpr(7), PrimExpr(13)}, kF32);
   // N = 40: 32-column panels do not tile it, so the CPU packs B.
@@ -492,11 +512,23 @@ TEST(GpuLoweringTest, CpuMatmulKeepsItsPackedScheduleGpuDoesNot) {
   absl::StatusOr<KernelFunc> gpu =
       LowerCallToKernel(*call->as<CallNode>(), "mm", KernelTarget{.gpu = true});
   ASSERT_TRUE(gpu.ok()) << gpu.status();
-  const auto* loop = (*gpu)->body.as<ForNode>();
-  ASSERT_NE(loop, nullptr) << ToString(*gpu);
-  // One iteration per output element.
-  ASSERT_NE(loop->extent.as_int(), nullptr) << ToString(loop->extent);
-  EXPECT_EQ(*loop->extent.as_int(), 7 * 40);
+  ExpectGpuFriendly(*gpu);
+  // 7 rows: the skinny schedule, a block per 32 columns (not a thread per
+  // output element, each walking all of k).
+  ExpectBlockLaunch(*gpu, 2);
+}
+
+// A matrix times a vector (16 or more rows, one column) is the transposed
+// product through the skinny schedule: a block per 32 rows.
+TEST(GpuLoweringTest, MatrixVectorProductTakesTheTransposedSkinnySchedule) {
+  Expr a = optest::TensorVar("a", {PrimExpr(40), PrimExpr(13)}, kF32);
+  Expr b = optest::TensorVar("b", {PrimExpr(13)}, kF32);
+  absl::StatusOr<Expr> call = optest::MakeOpCall("relax.matmul", {a, b});
+  ASSERT_TRUE(call.ok()) << call.status();
+  absl::StatusOr<KernelFunc> gpu =
+      LowerCallToKernel(*call->as<CallNode>(), "mv", KernelTarget{.gpu = true});
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  ExpectBlockLaunch(*gpu, 2);
 }
 
 TEST(GpuLoweringTest, SymbolicBatchMatmulLoopsOverEveryOutputElement) {
@@ -563,6 +595,10 @@ TEST(GpuLoweringTest, Conv2dMatchesCpuAcrossStridesPaddingDilationAndGroups) {
       {{1, 3, 14, 15}, {33, 3, 5, 5}, ConvAttrs({1, 1}, {2, 2, 2, 2}, {1, 1}, 1)},
       // One 16 x 16 tile and k = 64 x 3 x 3: split-K, 9 chunks of 64.
       {{1, 64, 4, 4}, {16, 64, 3, 3}, ConvAttrs({1, 1}, {1, 1, 1, 1}, {1, 1}, 1)},
+      // Fewer than 16 pixels: the skinny schedule. A squeeze-excite 1x1 of a
+      // 1x1 image; 9 pixels in two groups of 16 channels, padded, batch 2.
+      {{1, 40, 1, 1}, {24, 40, 1, 1}, ConvAttrs({1, 1}, {0, 0, 0, 0}, {1, 1}, 1)},
+      {{2, 8, 3, 3}, {32, 4, 3, 3}, ConvAttrs({1, 1}, {1, 1, 1, 1}, {1, 1}, 2)},
   };
   uint32_t seed = 20;
   for (const Case& c : cases) {
