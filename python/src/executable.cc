@@ -35,7 +35,7 @@ absl::StatusOr<Ref<vm::Executable>> CompileModel(
     const std::string& bytes, bool onnx, const std::string& source_name,
     const std::string& base_dir, const std::string& target,
     const std::map<std::string, std::vector<int64_t>>& shapes, const std::string& exec_mode,
-    const std::optional<std::string>& system_lib) {
+    const std::optional<std::string>& system_lib, const std::string& kernel_cache_dir) {
   compiler::IRModule module;
   if (onnx) {
     compiler::onnx_frontend::OnnxImportOptions import;
@@ -52,6 +52,7 @@ absl::StatusOr<Ref<vm::Executable>> CompileModel(
   build.exec_mode = exec_mode;
   build.system_lib = system_lib.has_value();
   build.system_lib_prefix = system_lib.value_or("");
+  build.kernel_cache_dir = kernel_cache_dir;
   return compiler::Build(std::move(module), build);
 }
 #endif
@@ -59,7 +60,9 @@ absl::StatusOr<Ref<vm::Executable>> CompileModel(
 PyExecutable Compile(const py::object& source, std::optional<std::string> target,
                      std::optional<std::map<std::string, std::vector<int64_t>>> shapes,
                      std::optional<std::string> format, const std::string& exec_mode,
-                     std::optional<std::string> system_lib) {
+                     std::optional<std::string> system_lib, const py::object& kernel_cache_dir) {
+  // A folder (str or os.PathLike) for the kernel object cache, or None.
+  const std::string cache_dir = kernel_cache_dir.is_none() ? "" : FsPath(kernel_cache_dir);
   std::string bytes, name = "<bytes>", base_dir, kind = format.value_or("");
   if (py::isinstance<py::bytes>(source) || py::isinstance<py::bytearray>(source)) {
     bytes = py::bytes(source).cast<std::string>();
@@ -93,9 +96,10 @@ PyExecutable Compile(const py::object& source, std::optional<std::string> target
   }
 #ifdef TETHER_PYTHON_WITH_COMPILER
   py::gil_scoped_release release;
-  return PyExecutable{ValueOrThrow(CompileModel(
-      bytes, kind == "onnx", name, base_dir, target.value_or("llvm"),
-      shapes.value_or(std::map<std::string, std::vector<int64_t>>{}), exec_mode, system_lib))};
+  return PyExecutable{
+      ValueOrThrow(CompileModel(bytes, kind == "onnx", name, base_dir, target.value_or("llvm"),
+                                shapes.value_or(std::map<std::string, std::vector<int64_t>>{}),
+                                exec_mode, system_lib, cache_dir))};
 #else
   ThrowStatus(absl::FailedPreconditionError(
       "tether.compile needs the compiler: this package was built with TETHER_BUILD_COMPILER=OFF"));
@@ -208,11 +212,15 @@ void RegisterExecutable(py::module_& m) {
   m.def("compile", &Compile, py::arg("source"), py::arg("target") = py::none(),
         py::arg("shapes") = py::none(), py::kw_only(), py::arg("format") = py::none(),
         py::arg("exec_mode") = "bytecode", py::arg("system_lib") = py::none(),
+        py::arg("kernel_cache_dir") = py::none(),
         "Compiles a .rx or .onnx model (a path, or the model's bytes) for `target` "
         "(default \"llvm\", this machine); a .tx path is loaded as it is. exec_mode "
         "\"compiled\" compiles the Relax functions to native code too (CPU targets). With "
         "system_lib=PREFIX the CPU kernels are a system library (export_library(\"m.a\") "
-        "writes it) for a program that links them, as tether compile --system-lib.");
+        "writes it) for a program that links them, as tether compile --system-lib. "
+        "kernel_cache_dir=FOLDER keeps each CPU kernel's object there and reuses it when "
+        "the same kernel is compiled again, in this model or another (the folder tether "
+        "compile uses is ~/.cache/tether/kernels); None compiles every kernel.");
 
   py::class_<PyUploadedModule>(m, "UploadedModule", "An executable stored on a session's daemon.")
       .def_property_readonly(

@@ -232,8 +232,9 @@ class UploadedModule:
 def compile(source: Union[_PathLike, bytes], target: Optional[str] = None,
             shapes: Optional[Mapping[str, Sequence[int]]] = None, *,
             format: Optional[str] = None, exec_mode: str = "bytecode",
-            system_lib: Optional[str] = None) -> Executable:
-    """Compiles a .rx or .onnx model (a path, or the model's bytes) for `target`; a .tx path is loaded as it is. exec_mode "compiled" compiles the Relax functions to native code too. With system_lib=PREFIX the CPU kernels are a system library."""
+            system_lib: Optional[str] = None,
+            kernel_cache_dir: Optional[_PathLike] = None) -> Executable:
+    """Compiles a .rx or .onnx model (a path, or the model's bytes) for `target`; a .tx path is loaded as it is. exec_mode "compiled" compiles the Relax functions to native code too. With system_lib=PREFIX the CPU kernels are a system library. kernel_cache_dir=FOLDER reuses compiled CPU kernels across builds."""
 
 class BenchmarkResult:
     """Timing samples (seconds per call, one per repeat) and their statistics."""

@@ -106,3 +106,21 @@ def test_exec_mode_compiled_runs_as_bytecode_does(session, inputs, tmp_path):
     np.testing.assert_allclose(np.asarray(mod["main"](x, w, b)), want, rtol=1e-5, atol=1e-5)
     with pytest.raises(tether.TetherValueError, match="needs a CPU target"):
         relax.build(MLP.decode(), "cuda", exec_mode="compiled")
+
+
+def test_kernel_cache_dir_keeps_the_kernels_objects_and_reuses_them(tmp_path):
+    if not tether.has_compiler:
+        pytest.skip("built without the compiler")
+    cache = tmp_path / "kernels"
+    first = tether.compile(MLP, format="rx", kernel_cache_dir=cache)
+    entries = {p: p.read_bytes() for p in cache.rglob("*") if p.is_file()}
+    assert entries, "the build keeps its kernels' objects in kernel_cache_dir"
+    # Built again from the cache (a str folder this time), the executable is
+    # the same; a damaged entry is compiled again and written whole.
+    damaged = next(iter(entries))
+    damaged.write_bytes(entries[damaged][:16])
+    again = tether.compile(MLP, format="rx", kernel_cache_dir=str(cache))
+    assert again.to_bytes() == first.to_bytes()
+    assert {p: p.read_bytes() for p in cache.rglob("*") if p.is_file()} == entries
+    # Without the option nothing is cached, and the kernels are the same.
+    assert tether.compile(MLP, format="rx").to_bytes() == first.to_bytes()
