@@ -32,6 +32,7 @@
 #include "compiler/text/printer.h"
 #include "compiler/transform/pipeline.h"
 #include "gtest/gtest.h"
+#include "runtime/cuda/cuda_kernel_library.h"
 #include "runtime/vm/local_vm.h"
 #include "tests/compiler/op_test_util.h"
 #include "tests/testing/repo_root.h"
@@ -529,6 +530,58 @@ TEST(GpuLoweringTest, MatrixVectorProductTakesTheTransposedSkinnySchedule) {
       LowerCallToKernel(*call->as<CallNode>(), "mv", KernelTarget{.gpu = true});
   ASSERT_TRUE(gpu.ok()) << gpu.status();
   ExpectBlockLaunch(*gpu, 2);
+}
+
+// A CUDA library's launches are optimized a module each, on threads, then
+// linked in launch order: the same PTX whatever the thread count, with
+// every entry once.
+TEST(GpuLoweringTest, CudaLibraryIsTheSameBuiltOnOneThreadOrMany) {
+  struct Op {
+    const char* name;
+    Shape a, b;
+  };
+  const Op ops[] = {{"relax.matmul", {1, 300}, {300, 70}},    // skinny, split-K
+                    {"relax.matmul", {40, 70}, {70, 33}},     // block GEMM
+                    {"relax.add", {64, 100}, {64, 100}},      // elementwise
+                    {"relax.matmul", {2, 9, 64}, {64, 17}}};  // skinny, batched
+  std::vector<KernelFunc> kernels;
+  for (const Op& op : ops) {
+    auto dims = [](const Shape& shape) {
+      std::vector<PrimExpr> out;
+      for (int64_t d : shape) out.push_back(PrimExpr(d));
+      return out;
+    };
+    absl::StatusOr<Expr> call = optest::MakeOpCall(
+        op.name,
+        {optest::TensorVar("a", dims(op.a), kF32), optest::TensorVar("b", dims(op.b), kF32)});
+    ASSERT_TRUE(call.ok()) << call.status();
+    absl::StatusOr<KernelFunc> k =
+        LowerCallToKernel(*call->as<CallNode>(), absl::StrCat("k", kernels.size()),
+                          KernelTarget{.gpu = true, .gpu_arch = 80});
+    ASSERT_TRUE(k.ok()) << k.status();
+    kernels.push_back(*k);
+  }
+  absl::StatusOr<Target> target = Target::Parse("cuda -arch=sm_80,sm_90");
+  ASSERT_TRUE(target.ok()) << target.status();
+  CodegenOptions one, many;
+  one.threads = 1;
+  many.threads = 3;
+  absl::StatusOr<vm::KernelLibraryBlob> a = BuildKernelLibrary(kernels, *target, one);
+  absl::StatusOr<vm::KernelLibraryBlob> b = BuildKernelLibrary(kernels, *target, many);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_TRUE(a->data == b->data);
+  absl::StatusOr<CudaBlobContents> blob = ReadCudaBlob(b->data);
+  ASSERT_TRUE(blob.ok()) << blob.status();
+  ASSERT_EQ(blob->images.size(), 2u);
+  for (const CudaImage& image : blob->images) {
+    for (size_t i = 0; i < kernels.size(); ++i) {
+      const std::string entry = absl::StrCat(".entry k", i, "_k0(");
+      const size_t at = image.ptx.find(entry);
+      EXPECT_NE(at, std::string::npos) << entry << " sm_" << image.sm;
+      EXPECT_EQ(image.ptx.find(entry, at + 1), std::string::npos) << entry << " sm_" << image.sm;
+    }
+  }
 }
 
 TEST(GpuLoweringTest, SymbolicBatchMatmulLoopsOverEveryOutputElement) {

@@ -14,6 +14,7 @@
 #include <mutex>
 #include <thread>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -29,11 +30,14 @@
 #include "compiler/backend/llvm/work_estimate.h"
 #include "compiler/tir/arith.h"
 #include "lld/Common/Driver.h"
+#include "llvm/Bitcode/BitcodeReader.h"
+#include "llvm/Bitcode/BitcodeWriter.h"
 #include "llvm/IR/DiagnosticHandler.h"
 #include "llvm/IR/DiagnosticInfo.h"
 #include "llvm/IR/LLVMContext.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Verifier.h"
+#include "llvm/Linker/Linker.h"
 #include "llvm/MC/TargetRegistry.h"
 #include "llvm/Object/ArchiveWriter.h"
 #include "llvm/Passes/PassBuilder.h"
@@ -453,15 +457,92 @@ struct CudaModule {
   std::unique_ptr<llvm::TargetMachine> tm;
   std::unique_ptr<llvm::Module> module;
 };
+
+// Launch `launch` emitted and optimized for sm_<sm> in a context of its own,
+// as bitcode; `arch_specific` says whether it needs sm_<sm>a (wgmma.h).
+absl::StatusOr<std::string> OptimizedLaunch(const KernelFunc& launch, int sm, int opt_level,
+                                            bool* arch_specific) {
+  std::unique_ptr<llvm::LLVMContext> context = MakeContext();
+  TETHER_ASSIGN_OR_RETURN(std::unique_ptr<llvm::Module> module,
+                          codegen::EmitDeviceKernels(*context, {launch}, sm));
+  *arch_specific = module->getModuleFlag(codegen::kSm90aFlag) != nullptr;
+  TETHER_ASSIGN_OR_RETURN(std::unique_ptr<llvm::TargetMachine> tm,
+                          CreateCudaTargetMachine(sm, opt_level, *arch_specific));
+  TETHER_RETURN_IF_ERROR(Optimize(*module, tm.get(), opt_level));
+  llvm::SmallVector<char, 0> bitcode;
+  llvm::raw_svector_ostream os(bitcode);
+  llvm::WriteBitcodeToFile(*module, os, /*ShouldPreserveUseListOrder=*/true);
+  return std::string(bitcode.data(), bitcode.size());
+}
+
+// The launches are emitted and optimized one module each on up to `threads`
+// threads (0: one a hardware thread; at most kMaxCodegenThreads), the
+// largest first, since the optimizer is most of a CUDA build's time and it
+// works a function at a time; then they are linked in launch order into
+// one module for code generation.
 absl::StatusOr<CudaModule> BuildCudaModule(const std::vector<KernelFunc>& launches, int sm,
-                                           int opt_level) {
+                                           int opt_level, int threads) {
+  if (threads <= 0) threads = static_cast<int>(std::thread::hardware_concurrency());
+  threads = std::clamp<int>(threads, 1, kMaxCodegenThreads);
+  threads = std::min<int>(threads, static_cast<int>(std::max<size_t>(launches.size(), 1)));
+  absl::flat_hash_set<std::string> names;
+  for (const KernelFunc& k : launches) {
+    if (k && !names.insert(k->name).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("kernel name \"", k->name, "\" is not a usable, unique PTX entry name"));
+    }
+  }
+  const size_t n = launches.size();
+  std::vector<std::pair<int64_t, size_t>> order;
+  for (size_t i = 0; i < n; ++i) {
+    order.emplace_back(launches[i] ? codegen::CodeSize(launches[i]->body) : 0, i);
+  }
+  std::sort(order.begin(), order.end(), std::greater<>());
+  std::vector<absl::StatusOr<std::string>> bitcode(n, absl::UnknownError("not run"));
+  std::vector<char> specific(n, 0);
+  std::atomic<size_t> next{0};
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back([&] {
+      for (size_t u; (u = next++) < n;) {
+        const size_t i = order[u].second;
+        bool arch_specific = false;
+        bitcode[i] = OptimizedLaunch(launches[i], sm, opt_level, &arch_specific);
+        specific[i] = arch_specific;
+        if (!bitcode[i].ok()) next = n;  // the first failure stops the others early
+      }
+    });
+  }
+  for (std::thread& t : workers) t.join();
+  // A failing launch fails the build with its error (the first in launch
+  // order of those that ran: "not run" only follows a failure).
+  for (const absl::StatusOr<std::string>& b : bitcode) {
+    if (!b.ok() && !absl::IsUnknown(b.status())) return b.status();
+  }
+  for (const absl::StatusOr<std::string>& b : bitcode) {
+    if (!b.ok()) return b.status();
+  }
+  const bool arch_specific = std::find(specific.begin(), specific.end(), 1) != specific.end();
   CudaModule m;
   m.context = MakeContext();
-  TETHER_ASSIGN_OR_RETURN(m.module, codegen::EmitDeviceKernels(*m.context, launches, sm));
-  // A module with warpgroup MMA is PTX for sm_90a (wgmma.h).
-  const bool arch_specific = m.module->getModuleFlag(codegen::kSm90aFlag) != nullptr;
   TETHER_ASSIGN_OR_RETURN(m.tm, CreateCudaTargetMachine(sm, opt_level, arch_specific));
-  TETHER_RETURN_IF_ERROR(Optimize(*m.module, m.tm.get(), opt_level));
+  m.module = std::make_unique<llvm::Module>("tether_cuda", *m.context);
+  m.module->setTargetTriple(m.tm->getTargetTriple().str());
+  m.module->setDataLayout(m.tm->createDataLayout());
+  llvm::Linker linker(*m.module);
+  for (size_t i = 0; i < n; ++i) {
+    llvm::Expected<std::unique_ptr<llvm::Module>> part =
+        llvm::parseBitcodeFile(llvm::MemoryBufferRef(*bitcode[i], launches[i]->name), *m.context);
+    if (!part) {
+      return absl::InternalError(absl::StrCat("cannot read back the optimized kernel ",
+                                              launches[i]->name, ": ",
+                                              llvm::toString(part.takeError())));
+    }
+    if (linker.linkInModule(std::move(*part))) {
+      return absl::InternalError(
+          absl::StrCat("cannot link the optimized kernel ", launches[i]->name));
+    }
+  }
   return m;
 }
 
@@ -472,25 +553,13 @@ absl::StatusOr<vm::KernelLibraryBlob> BuildCudaLibrary(const std::vector<KernelF
     return absl::InvalidArgumentError("cuda kernels cannot be built as a system library");
   }
   TETHER_ASSIGN_OR_RETURN(DeviceLaunches split, SplitAll(kernels));
-  // One architecture per thread: each has its own context and target machine.
-  std::vector<absl::StatusOr<std::string>> ptx(target.archs.size(), absl::UnknownError("not run"));
-  std::vector<std::thread> workers;
-  for (size_t i = 0; i < target.archs.size(); ++i) {
-    workers.emplace_back([&, i] {
-      absl::StatusOr<CudaModule> m =
-          BuildCudaModule(split.launches, target.archs[i], options.opt_level);
-      if (!m.ok()) {
-        ptx[i] = m.status();
-        return;
-      }
-      ptx[i] = EmitMachineCode(*m->module, m->tm.get(), llvm::CodeGenFileType::AssemblyFile);
-    });
-  }
-  for (std::thread& t : workers) t.join();
   std::vector<CudaImage> images;
-  for (size_t i = 0; i < target.archs.size(); ++i) {
-    if (!ptx[i].ok()) return ptx[i].status();
-    images.push_back(CudaImage{target.archs[i], std::move(*ptx[i])});
+  for (int sm : target.archs) {
+    TETHER_ASSIGN_OR_RETURN(
+        CudaModule m, BuildCudaModule(split.launches, sm, options.opt_level, options.threads));
+    TETHER_ASSIGN_OR_RETURN(std::string ptx, EmitMachineCode(*m.module, m.tm.get(),
+                                                             llvm::CodeGenFileType::AssemblyFile));
+    images.push_back(CudaImage{sm, std::move(ptx)});
   }
   return MakeCudaKernelLibraryBlob(target.ToString(), images, FormatCudaManifest(split.infos));
 }
@@ -557,7 +626,8 @@ absl::StatusOr<std::string> EmitLLVMIR(const std::vector<KernelFunc>& kernels,
                                        const Target& target) {
   if (target.is_cuda()) {
     TETHER_ASSIGN_OR_RETURN(DeviceLaunches split, SplitAll(kernels));
-    TETHER_ASSIGN_OR_RETURN(CudaModule m, BuildCudaModule(split.launches, target.archs.front(), 3));
+    TETHER_ASSIGN_OR_RETURN(CudaModule m,
+                            BuildCudaModule(split.launches, target.archs.front(), 3, 0));
     std::string text;
     llvm::raw_string_ostream os(text);
     m.module->print(os, nullptr);
@@ -581,7 +651,7 @@ absl::StatusOr<std::string> EmitAssembly(const std::vector<KernelFunc>& kernels,
     TETHER_ASSIGN_OR_RETURN(DeviceLaunches split, SplitAll(kernels));
     std::string out;
     for (int sm : target.archs) {
-      TETHER_ASSIGN_OR_RETURN(CudaModule m, BuildCudaModule(split.launches, sm, 3));
+      TETHER_ASSIGN_OR_RETURN(CudaModule m, BuildCudaModule(split.launches, sm, 3, 0));
       TETHER_ASSIGN_OR_RETURN(
           std::string ptx,
           EmitMachineCode(*m.module, m.tm.get(), llvm::CodeGenFileType::AssemblyFile));
