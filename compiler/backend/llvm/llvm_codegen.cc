@@ -10,6 +10,8 @@
 #include <atomic>
 #include <cstdio>
 #include <fstream>
+#include <functional>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -376,6 +378,48 @@ absl::StatusOr<std::string> CompileModule(const std::vector<KernelFunc>& kernels
   return object;
 }
 
+// Runs work(i, thread) for every i below sizes.size() on `threads` threads,
+// the largest sizes first (so the last to start are short). The first
+// failure stops the work not yet started and is the result.
+absl::Status RunLargestFirst(const std::vector<int64_t>& sizes, int threads,
+                             const std::function<absl::Status(size_t i, int thread)>& work) {
+  std::vector<std::pair<int64_t, size_t>> order;
+  for (size_t i = 0; i < sizes.size(); ++i) order.emplace_back(sizes[i], i);
+  std::sort(order.begin(), order.end(), std::greater<>());
+  std::atomic<size_t> next{0};
+  absl::Mutex failure_mu;
+  absl::Status failure;
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back([&, t] {
+      for (size_t u; (u = next++) < order.size();) {
+        absl::Status status = work(order[u].second, t);
+        if (status.ok()) continue;
+        next = order.size();
+        absl::MutexLock lock(&failure_mu);
+        if (failure.ok()) failure = std::move(status);
+      }
+    });
+  }
+  for (std::thread& t : workers) t.join();
+  return failure;
+}
+
+// Threads for `modules` modules: `requested`, or one a hardware thread when
+// 0, at most kMaxCodegenThreads and `modules`, at least 1.
+int CodegenThreads(int requested, size_t modules) {
+  int threads = requested > 0 ? requested : static_cast<int>(std::thread::hardware_concurrency());
+  threads = std::min<int>({threads, static_cast<int>(modules), kMaxCodegenThreads});
+  return std::max(threads, 1);
+}
+
+// The code size of each kernel (0 for a null one), RunLargestFirst's sizes.
+std::vector<int64_t> CodeSizes(const std::vector<KernelFunc>& kernels) {
+  std::vector<int64_t> sizes;
+  for (const KernelFunc& k : kernels) sizes.push_back(k ? codegen::CodeSize(k->body) : 0);
+  return sizes;
+}
+
 // Compiles one module per kernel and one for the library globals and
 // helpers on up to `threads` threads (the largest kernels first, so the
 // last to start are short), and links their objects, after `parts`, into
@@ -385,45 +429,24 @@ absl::StatusOr<std::string> BuildSharedObject(const std::vector<KernelFunc>& ker
                                               int threads, std::vector<std::string> parts,
                                               CodegenStats* stats) {
   const size_t n = kernels.size();
-  // Module i < n is kernel i; module n the library's own.
-  std::vector<std::pair<int64_t, size_t>> order;
-  for (size_t i = 0; i < n; ++i) {
-    order.emplace_back(kernels[i] ? codegen::CodeSize(kernels[i]->body) : 0, i);
-  }
-  std::sort(order.begin(), order.end(), std::greater<>());
-  order.insert(order.begin(), {0, n});
+  // Module i < n is kernel i; module n the library's own, started first.
+  std::vector<int64_t> sizes = CodeSizes(kernels);
+  sizes.push_back(std::numeric_limits<int64_t>::max());
   std::unique_ptr<KernelObjectCache> cache;
   if (!options.cache_dir.empty() && !options.compiler_build.empty()) {
     cache = std::make_unique<KernelObjectCache>(options.cache_dir, options.cache_max_bytes);
   }
   std::vector<std::string> objects(n + 1);
   std::vector<CodegenStats> thread_stats(threads);
-  std::atomic<size_t> next{0};
-  // The first module that fails fails the build; the others stop early.
-  absl::Mutex failure_mu;
-  absl::Status failure;
-  std::vector<std::thread> workers;
-  for (int t = 0; t < threads; ++t) {
-    workers.emplace_back([&, t] {
-      for (size_t u; (u = next++) < order.size();) {
-        const size_t m = order[u].second;
-        codegen::EmitOptions emit;
-        emit.emit.assign(n, false);
-        if (m < n) emit.emit[m] = true;
-        emit.library_globals = m == n;
-        absl::StatusOr<std::string> object =
-            CompileModule(kernels, target, options, std::move(emit), cache.get(), &thread_stats[t]);
-        if (object.ok()) {
-          objects[m] = std::move(*object);
-          continue;
-        }
-        next = order.size();
-        absl::MutexLock lock(&failure_mu);
-        if (failure.ok()) failure = object.status();
-      }
-    });
-  }
-  for (std::thread& t : workers) t.join();
+  absl::Status failure = RunLargestFirst(sizes, threads, [&](size_t m, int t) {
+    codegen::EmitOptions emit;
+    emit.emit.assign(n, false);
+    if (m < n) emit.emit[m] = true;
+    emit.library_globals = m == n;
+    TETHER_ASSIGN_OR_RETURN(objects[m], CompileModule(kernels, target, options, std::move(emit),
+                                                      cache.get(), &thread_stats[t]));
+    return absl::OkStatus();
+  });
   for (const CodegenStats& s : thread_stats) stats->Add(s);
   stats->modules += static_cast<int>(n + 1);
   stats->threads = std::max(stats->threads, threads);
@@ -476,15 +499,13 @@ absl::StatusOr<std::string> OptimizedLaunch(const KernelFunc& launch, int sm, in
 }
 
 // The launches are emitted and optimized one module each on up to `threads`
-// threads (0: one a hardware thread; at most kMaxCodegenThreads), the
-// largest first, since the optimizer is most of a CUDA build's time and it
-// works a function at a time; then they are linked in launch order into
+// threads (0: one a hardware thread; at most kMaxCodegenThreads;
+// RunLargestFirst), since the optimizer is most of a CUDA build's time and
+// it works a function at a time; then they are linked in launch order into
 // one module for code generation.
 absl::StatusOr<CudaModule> BuildCudaModule(const std::vector<KernelFunc>& launches, int sm,
                                            int opt_level, int threads) {
-  if (threads <= 0) threads = static_cast<int>(std::thread::hardware_concurrency());
-  threads = std::clamp<int>(threads, 1, kMaxCodegenThreads);
-  threads = std::min<int>(threads, static_cast<int>(std::max<size_t>(launches.size(), 1)));
+  threads = CodegenThreads(threads, launches.size());
   absl::flat_hash_set<std::string> names;
   for (const KernelFunc& k : launches) {
     if (k && !names.insert(k->name).second) {
@@ -493,35 +514,15 @@ absl::StatusOr<CudaModule> BuildCudaModule(const std::vector<KernelFunc>& launch
     }
   }
   const size_t n = launches.size();
-  std::vector<std::pair<int64_t, size_t>> order;
-  for (size_t i = 0; i < n; ++i) {
-    order.emplace_back(launches[i] ? codegen::CodeSize(launches[i]->body) : 0, i);
-  }
-  std::sort(order.begin(), order.end(), std::greater<>());
-  std::vector<absl::StatusOr<std::string>> bitcode(n, absl::UnknownError("not run"));
+  std::vector<std::string> bitcode(n);
   std::vector<char> specific(n, 0);
-  std::atomic<size_t> next{0};
-  std::vector<std::thread> workers;
-  for (int t = 0; t < threads; ++t) {
-    workers.emplace_back([&] {
-      for (size_t u; (u = next++) < n;) {
-        const size_t i = order[u].second;
-        bool arch_specific = false;
-        bitcode[i] = OptimizedLaunch(launches[i], sm, opt_level, &arch_specific);
-        specific[i] = arch_specific;
-        if (!bitcode[i].ok()) next = n;  // the first failure stops the others early
-      }
-    });
-  }
-  for (std::thread& t : workers) t.join();
-  // A failing launch fails the build with its error (the first in launch
-  // order of those that ran: "not run" only follows a failure).
-  for (const absl::StatusOr<std::string>& b : bitcode) {
-    if (!b.ok() && !absl::IsUnknown(b.status())) return b.status();
-  }
-  for (const absl::StatusOr<std::string>& b : bitcode) {
-    if (!b.ok()) return b.status();
-  }
+  TETHER_RETURN_IF_ERROR(RunLargestFirst(CodeSizes(launches), threads, [&](size_t i, int) {
+    bool arch_specific = false;
+    TETHER_ASSIGN_OR_RETURN(bitcode[i],
+                            OptimizedLaunch(launches[i], sm, opt_level, &arch_specific));
+    specific[i] = arch_specific;
+    return absl::OkStatus();
+  }));
   const bool arch_specific = std::find(specific.begin(), specific.end(), 1) != specific.end();
   CudaModule m;
   m.context = MakeContext();
@@ -532,7 +533,7 @@ absl::StatusOr<CudaModule> BuildCudaModule(const std::vector<KernelFunc>& launch
   llvm::Linker linker(*m.module);
   for (size_t i = 0; i < n; ++i) {
     llvm::Expected<std::unique_ptr<llvm::Module>> part =
-        llvm::parseBitcodeFile(llvm::MemoryBufferRef(*bitcode[i], launches[i]->name), *m.context);
+        llvm::parseBitcodeFile(llvm::MemoryBufferRef(bitcode[i], launches[i]->name), *m.context);
     if (!part) {
       return absl::InternalError(absl::StrCat("cannot read back the optimized kernel ",
                                               launches[i]->name, ": ",
@@ -594,9 +595,7 @@ absl::StatusOr<vm::KernelLibraryBlob> BuildKernelLibrary(const std::vector<Kerne
                             EmitMachineCode(*module, tm.get(), llvm::CodeGenFileType::ObjectFile));
     vm_object.push_back(std::move(object));
   }
-  int threads =
-      options.threads > 0 ? options.threads : static_cast<int>(std::thread::hardware_concurrency());
-  threads = std::min<int>({threads, static_cast<int>(kernels.size()) + 1, kMaxCodegenThreads});
+  const int threads = CodegenThreads(options.threads, kernels.size() + 1);
   vm::KernelLibraryBlob blob;
   blob.target = RecordedTarget(target);
   if (!options.system_lib) {
