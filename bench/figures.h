@@ -25,11 +25,28 @@ inline std::map<std::string, Figure>& Figures() {
   return *figures;
 }
 
+// Folds this round's figures into `best`: per key the highest anchor (with
+// its library's name) and the highest of ours, each side's best round on
+// its own (rates: higher is better). On a machine that others share, a
+// burst of their work slows whichever side runs during it; the best of
+// several rounds compares the two at their quietest.
+inline void KeepBestOfRound(std::map<std::string, Figure>& best) {
+  for (const auto& [key, f] : Figures()) {
+    Figure& b = best[key];
+    b.unit = f.unit;
+    if (f.anchor > b.anchor) {
+      b.anchor = f.anchor;
+      b.anchor_name = f.anchor_name;
+    }
+    if (f.ours > b.ours) b.ours = f.ours;
+  }
+}
+
 // One row per key that has a figure; the ratio is 0 without an anchor.
-inline void PrintFigures() {
+inline void PrintFigures(const std::map<std::string, Figure>& figures = Figures()) {
   std::printf("\n%-30s %8s %12s %16s %12s %8s\n", "kernel", "unit", "anchor", "anchor is", "tether",
               "ratio");
-  for (const auto& [key, f] : Figures()) {
+  for (const auto& [key, f] : figures) {
     if (f.anchor <= 0 && f.ours <= 0) continue;
     std::printf("%-30s %8s %12.2f %16s %12.2f %8.2f\n", key.c_str(), f.unit.c_str(), f.anchor,
                 f.anchor_name.empty() ? "-" : f.anchor_name.c_str(), f.ours,
