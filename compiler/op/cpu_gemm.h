@@ -6,7 +6,9 @@
 // It follows the GotoBLAS/BLIS shape on a small scale: B is packed once per
 // B operand into zero-padded column panels Bp[bb][jo][k][NR] (so the
 // micro-kernel reads NR contiguous values per k and never checks bounds)
-// unless the panels tile N exactly, when B is read in place. Each (batch,
+// unless the panels tile N exactly, when B is read in place (but not a B
+// whose rows are a multiple of 1 KiB apart against more than 4 row blocks:
+// those rows share few cache sets). Each (batch,
 // row block, column panel) triple -- the parallel loop, panels innermost --
 // runs an MR x NR micro-kernel: MR x NR accumulators in a kLocal tile
 // (emitted as vector registers), MR rows unrolled, NR columns vectorized,
@@ -59,7 +61,10 @@ Stmt CpuGemmSchedule(const CpuGemm& g);
 // Whether CpuGemmSchedule runs a thread's row blocks innermost (each B
 // panel group stays in cache while A's rows stream by) rather than its
 // column panels: unless B fits a 1 MiB cache budget and A does not, or
-// both fit (or m, n or k is symbolic) and B is not the larger.
+// both fit (or m, n or k is symbolic) and B is not the larger. With the
+// row blocks inner and an A over the budget, they run in groups that fit
+// half of it, every panel group meeting a group's rows before the next
+// group starts.
 bool CpuGemmRowBlocksInner(const CpuGemm& g);
 
 // The column panel width of the micro-kernel for n columns (the NR of

@@ -68,6 +68,17 @@ void ExpectMatmul(const Shape& as, const Shape& bs, uint32_t seed, DataType dtyp
   optest::ExpectClose(out[0], MatmulRef(a, b, dtype), optest::Tolerance(dtype) * (1 + k / 8));
 }
 
+// The lowered kernel of a float32 matmul of these shapes, as text (or the
+// error's message).
+std::string LoweredText(const Shape& as, const Shape& bs) {
+  absl::StatusOr<Expr> call =
+      optest::MakeOpCall(kOp, {optest::TensorVar("a", optest::Dims(as), kF32),
+                               optest::TensorVar("b", optest::Dims(bs), kF32)});
+  if (!call.ok()) return std::string(call.status().message());
+  absl::StatusOr<KernelFunc> kernel = LowerCallToKernel(*call->as<CallNode>(), "mm");
+  return kernel.ok() ? ToString(*kernel) : std::string(kernel.status().message());
+}
+
 TEST(MatmulInferTest, Shapes2dBatchedAndVectors) {
   auto check = [](Shape a, Shape b, const std::string& expected) {
     absl::StatusOr<StructInfo> s =
@@ -191,22 +202,44 @@ TEST(MatmulScheduleTest, RowBlocksInnerUnlessBStaysInCache) {
 // micro-kernel half as wide (N = 196: 6 panels of 32, then 16 columns
 // computed for 4, not 32); 17 or more remaining columns keep the full one.
 TEST(MatmulScheduleTest, NarrowTailPanel) {
-  auto text = [](const Shape& as, const Shape& bs) {
-    absl::StatusOr<Expr> call =
-        optest::MakeOpCall(kOp, {optest::TensorVar("a", optest::Dims(as), kF32),
-                                 optest::TensorVar("b", optest::Dims(bs), kF32)});
-    if (!call.ok()) return std::string(call.status().message());
-    absl::StatusOr<KernelFunc> kernel = LowerCallToKernel(*call->as<CallNode>(), "mm");
-    return kernel.ok() ? ToString(*kernel) : std::string(kernel.status().message());
-  };
-  EXPECT_NE(text({24, 40}, {40, 196}).find("gemm_acc_tail"), std::string::npos);
-  EXPECT_NE(text({24, 40}, {40, 48}).find("gemm_acc_tail"), std::string::npos);
-  EXPECT_EQ(text({24, 40}, {40, 49}).find("gemm_acc_tail"), std::string::npos);  // 17 left
-  EXPECT_EQ(text({24, 40}, {40, 64}).find("gemm_acc_tail"), std::string::npos);  // no tail
-  EXPECT_EQ(text({24, 40}, {40, 20}).find("gemm_acc_tail"), std::string::npos);  // one panel
+  EXPECT_NE(LoweredText({24, 40}, {40, 196}).find("gemm_acc_tail"), std::string::npos);
+  EXPECT_NE(LoweredText({24, 40}, {40, 48}).find("gemm_acc_tail"), std::string::npos);
+  EXPECT_EQ(LoweredText({24, 40}, {40, 49}).find("gemm_acc_tail"), std::string::npos);  // 17 left
+  EXPECT_EQ(LoweredText({24, 40}, {40, 64}).find("gemm_acc_tail"), std::string::npos);  // no tail
+  EXPECT_EQ(LoweredText({24, 40}, {40, 20}).find("gemm_acc_tail"), std::string::npos);  // one panel
   ExpectMatmul({24, 40}, {40, 196}, 14);
   ExpectMatmul({9, 31}, {31, 48}, 15);
   ExpectMatmul({2, 17, 40}, {40, 100}, 16);
+}
+
+// A B whose rows are a multiple of 1 KiB apart (N = 256, 1024, ...) maps
+// them onto a few cache sets: past 4 row blocks it is packed, not read in
+// place; 32 rows, or rows 1 KiB + 32 floats apart, read it in place.
+TEST(MatmulScheduleTest, PacksBWhoseRowsAliasInTheCache) {
+  auto packs = [](const Shape& as, const Shape& bs) {
+    return LoweredText(as, bs).find("gemm_packed_b") != std::string::npos;
+  };
+  EXPECT_TRUE(packs({40, 64}, {64, 256}));
+  EXPECT_TRUE(packs({2, 40, 64}, {64, 1024}));
+  EXPECT_FALSE(packs({32, 64}, {64, 256}));
+  EXPECT_FALSE(packs({40, 64}, {64, 288}));
+  ExpectMatmul({40, 64}, {64, 256}, 21);
+  ExpectMatmul({2, 45, 48}, {48, 512}, 22);
+}
+
+// Row blocks whose A exceeds the cache budget (1 MiB) go in groups that
+// fit half of it (the parallel loop's order is group, panel group, row
+// block): 20 row blocks of 2048 floats' reduction (64 KiB each, 8 to a
+// group) make 3 groups of 7, the last short by one. An A within the budget
+// stays ungrouped. Every row and column is computed once.
+TEST(MatmulScheduleTest, RowGroupsKeepARowsInCache) {
+  // 3 groups x 7 row blocks x 19 panels; ungrouped it would be 20 x 19 = 380.
+  EXPECT_NE(LoweredText({160, 2048}, {2048, 600}).find(" 399"), std::string::npos);
+  EXPECT_EQ(LoweredText({160, 2048}, {2048, 600}).find(" 380"), std::string::npos);
+  // 100 rows (800 KiB of A): 13 x 19 = 247 tasks, no groups.
+  EXPECT_NE(LoweredText({100, 2048}, {2048, 600}).find(" 247"), std::string::npos);
+  ExpectMatmul({160, 2048}, {2048, 600}, 23);
+  ExpectMatmul({2, 40, 8192}, {8192, 64}, 24);  // batched: 3 groups of 2 row blocks, 5 used
 }
 
 TEST(MatmulScheduleTest, SquareMultipleOfTile) { ExpectMatmul({96, 64}, {64, 64}, 1); }
