@@ -29,6 +29,15 @@ constexpr int64_t kMaxPanelGroup = 4;
 // 512 KiB, but their L3 is near).
 constexpr int64_t kCacheBudgetBytes = 1 << 20;
 
+// `e` without its casts.
+PrimExpr WithoutCasts(PrimExpr e) {
+  while (const CastNode* c = e.as<CastNode>()) {
+    PrimExpr value = c->value;
+    e = std::move(value);
+  }
+  return e;
+}
+
 }  // namespace
 
 // Whether the row blocks are the inner loop of a thread's tasks (each B
@@ -161,6 +170,15 @@ Stmt CpuGemmSchedule(const CpuGemm& g) {
       io = FloorDiv(tile, G * ng) * G + FloorMod(tile, G);
       jg = FloorMod(FloorDiv(tile, G), ng);
     }
+    // A constant weight's panels come from memory on their first pass, at
+    // the micro-kernel's pace (128 bytes per 16 FMAs): more than one core's
+    // share of DRAM bandwidth, so that pass ran at a fraction of the others'
+    // speed. With the row blocks inner each panel is read once per row
+    // block, and the micro-kernel prefetches the next panel as it goes
+    // (one panel a task: pc == 1).
+    const bool prefetch_next =
+        prepacked && rows_inner && pc == 1 && m_const != nullptr && *m_const > mr;
+    const int64_t line = std::max<int64_t>(1, 64 / std::max<int64_t>(1, acc_t.bytes()));
     PrimExpr bb = g.b_of(b);
     // Panel q of the group, clamped to the last panel for reads.
     auto panel_of = [&](const PrimExpr& q) { return pc == 1 ? jg : jg * PC + q; };
@@ -183,7 +201,7 @@ Stmt CpuGemmSchedule(const CpuGemm& g) {
         });
       });
       Stmt kloop = Loop("k", K, ForKind::kSerial, [&](const PrimExpr& k) {
-        return Loop("ii", MR, ForKind::kUnrolled, [&](const PrimExpr& ii) {
+        Stmt fma = Loop("ii", MR, ForKind::kUnrolled, [&](const PrimExpr& ii) {
           PrimExpr av = g.a(b, Min(io * MR + ii, M - 1), k);
           return Loop("q", PC, ForKind::kUnrolled, [&](const PrimExpr& q) {
             return Loop("jj", Wd, ForKind::kVectorized, [&](const PrimExpr& jj) {
@@ -191,6 +209,20 @@ Stmt CpuGemmSchedule(const CpuGemm& g) {
             });
           });
         });
+        if (!prefetch_next) return fma;
+        // The next panel's row k, a cache line at a time, while this one
+        // is computed (every row block of the panel's pass fetches it, so
+        // memory has the whole pass to deliver it).
+        std::vector<Stmt> steps;
+        const PrimExpr next = Min(jg + 1, nj - 1);
+        for (int64_t at = 0; at < nr; at += line) {
+          const PrimExpr element = WithoutCasts(g.b_panel(bb, next, k, PrimExpr(at)));
+          if (const LoadNode* l = element.as<LoadNode>()) {
+            steps.push_back(Prefetch(l->buffer, l->indices));
+          }
+        }
+        steps.push_back(fma);
+        return Seq(steps);
       });
       // A full panel's row is stored as one constant-length vector (the
       // kernel emitter's explicit vectors: the store's index arithmetic runs

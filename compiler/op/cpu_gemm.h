@@ -10,7 +10,9 @@
 // whose rows are a multiple of 1 KiB apart against more than 4 row blocks:
 // those rows share few cache sets). Each (batch,
 // row block, column panel) triple -- the parallel loop, panels innermost --
-// runs an MR x NR micro-kernel: MR x NR accumulators in a kLocal tile
+// runs an MR x NR micro-kernel (which, reading a packed constant B with
+// its row blocks inner, prefetches the next panel's row of each k step):
+// MR x NR accumulators in a kLocal tile
 // (emitted as vector registers), MR rows unrolled, NR columns vectorized,
 // the k loop innermost. With few rows a task covers up to 4 adjacent
 // panels (a matrix-vector product's MR x NR accumulators alone would be two

@@ -1203,6 +1203,14 @@ absl::StatusOr<PrimExpr> Parser::ParseTirCall(const Token& at, const std::string
     }
     return Select(LT(a[0], MakeConst(a[0].dtype(), 0)), -a[0], a[0]);
   }
+  if (fn == kPrefetchOp) {  // kernel_ir.h Prefetch: one element, its line fetched
+    TETHER_ASSIGN_OR_RETURN(std::vector<PrimExpr> a, ParseTirArgs(at, fn, 1));
+    if (a[0].as<LoadNode>() == nullptr) {
+      return ErrorAt(
+          at, absl::StrCat("T.prefetch takes one buffer element, as A[i], got ", ToString(a[0])));
+    }
+    return Call(DataType::Int(32), kPrefetchOp, std::move(a));
+  }
   if (IsMathIntrinsic(fn)) {
     TETHER_ASSIGN_OR_RETURN(std::vector<PrimExpr> a, ParseTirArgs(at, fn, fn == "pow" ? 2 : 1));
     DataType dt = a[0].dtype();

@@ -262,6 +262,10 @@ Stmt AssertStmt(PrimExpr cond, std::string message, Stmt body) {
 }
 
 Stmt Evaluate(PrimExpr value) { return MakeStmt<EvaluateNode>(std::move(value)); }
+Stmt Prefetch(Buffer buffer, std::vector<PrimExpr> indices) {
+  return Evaluate(
+      Call(DataType::Int(32), kPrefetchOp, {Load(std::move(buffer), std::move(indices))}));
+}
 
 Stmt MatrixFill(TileRef acc, PrimExpr value) {
   return MakeStmt<MatrixTileNode>(MatrixOp::kFill, std::move(acc), std::vector<TileRef>{},

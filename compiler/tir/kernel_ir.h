@@ -317,6 +317,13 @@ Stmt Seq(std::vector<Stmt> seq);
 Stmt IfThenElse(PrimExpr cond, Stmt then_case, Stmt else_case = Stmt());
 Stmt AssertStmt(PrimExpr cond, std::string message, Stmt body);
 Stmt Evaluate(PrimExpr value);
+// A hint, no effect on results: the cache line holding buffer[indices] is
+// fetched toward the L1 (a CPU's prefetch instruction; nothing on a GPU).
+// The element need not be read later, but must be in bounds. It is
+// Evaluate(PrimCall(int32, kPrefetchOp, {Load(buffer, indices)})), in the
+// text `T.evaluate(T.prefetch(A[i, j]))` (TVM's T.prefetch takes a region).
+inline constexpr char kPrefetchOp[] = "prefetch";
+Stmt Prefetch(Buffer buffer, std::vector<PrimExpr> indices);
 Stmt MatrixFill(TileRef acc, PrimExpr value);
 Stmt MatrixLoad(TileRef frag, TileRef src);
 Stmt MatrixMma(TileRef acc, TileRef a, TileRef b);

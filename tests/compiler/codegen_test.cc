@@ -171,6 +171,43 @@ TEST(CodegenTest, ShortConstantLoopsBecomeVectorCode) {
   }
 }
 
+// Prefetch (kernel_ir.h) is a hint: llvm.prefetch of the element's address
+// in a serial loop, nothing inside a vector loop; the kernel computes what
+// it computes without it. Its operand must be a buffer element.
+TEST(CodegenTest, PrefetchIsAHintThatChangesNothing) {
+  Var m("m");
+  Buffer a = MakeBuffer("A", kF32, {m});
+  Buffer c = MakeBuffer("C", kF32, {m});
+  Var i("i"), j("j");
+  Stmt serial = For(i, 0, m, ForKind::kSerial,
+                    Seq({Prefetch(a, {Min(i + PrimExpr(16), m - PrimExpr(1))}),
+                         Store(c, {i}, Load(a, {i}) * MakeConst(kF32, 2))}));
+  Stmt vector = For(j, 0, 8, ForKind::kVectorized,
+                    Seq({Prefetch(a, {j}), Store(c, {j}, Load(c, {j}) + MakeConst(kF32, 1))}));
+  KernelFunc k = MakeKernelFunc("hinted", {KernelParam::Tensor(a), KernelParam::Tensor(c)},
+                                Seq({serial, vector}));
+  absl::StatusOr<std::string> ir = EmitLLVMIR({k}, Target::Host());
+  ASSERT_TRUE(ir.ok()) << ir.status();
+  EXPECT_THAT(*ir, HasSubstr("call void @llvm.prefetch"));
+  absl::StatusOr<Ref<Module>> lib = BuildAndLoad({k});
+  ASSERT_TRUE(lib.ok()) << lib.status();
+  const int64_t n = 40;
+  std::vector<float> av(n);
+  for (int64_t x = 0; x < n; ++x) av[x] = static_cast<float>(x) - 3.5f;
+  Tensor ta = MakeTensor({n}, kF32, av), tc = MakeTensor({n}, kF32, std::vector<float>(n, 0));
+  ASSERT_TRUE(GetKernel(*lib, "hinted").Call(ta, tc).ok());
+  std::vector<float> cv = Read<float>(tc);
+  for (int64_t x = 0; x < n; ++x) ASSERT_EQ(cv[x], av[x] * 2 + (x < 8 ? 1 : 0)) << x;
+
+  KernelFunc bad =
+      MakeKernelFunc("bad", {KernelParam::Tensor(a)},
+                     Evaluate(Call(DataType::Int(32), kPrefetchOp, {MakeConst(kF32, 1)})));
+  absl::StatusOr<std::string> rejected = EmitLLVMIR({bad}, Target::Host());
+  ASSERT_FALSE(rejected.ok());
+  EXPECT_EQ(rejected.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(rejected.status().message(), HasSubstr("T.prefetch takes one buffer element"));
+}
+
 // Two nested kVectorized loops of equal power-of-two extent around a copy
 // whose load runs along one var and whose store along the other are a
 // transpose tile (vectorize.h): vector loads, shuffles and vector stores, no

@@ -226,9 +226,12 @@ TEST(TextRoundTripTest, PrintsKernelsAsPrimFuncs) {
   Buffer b = MakeBuffer("B", DataType::Float(32), {n});
   Var i("i");
   m.kernels["copy"] = MakeKernelFunc("copy", {KernelParam::Tensor(a), KernelParam::Tensor(b)},
-                                     For(i, 0, n, ForKind::kSerial, Store(b, {i}, Load(a, {i}))));
+                                     For(i, 0, n, ForKind::kSerial,
+                                         Seq({Prefetch(a, {Min(i + PrimExpr(16), n - PrimExpr(1))}),
+                                              Store(b, {i}, Load(a, {i}))})));
   std::string printed = PrintModule(m);
   EXPECT_THAT(printed, HasSubstr("class Module:\n    @T.prim_func\n    def copy("));
+  EXPECT_THAT(printed, HasSubstr("T.evaluate(T.prefetch(A[")) << printed;
   auto parsed = ParseModule(printed, "k.rx");
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   ASSERT_EQ(parsed->kernels.count("copy"), 1u);

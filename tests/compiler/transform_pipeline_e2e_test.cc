@@ -116,6 +116,41 @@ TEST(PipelineEndToEndTest, ConstantWeightsArePackedAtCompileTime) {
   }
 }
 
+// A packed weight against more than one row block: the micro-kernel
+// prefetches the next column panel as it computes one (a constant weight
+// comes from memory on its first pass), with a full last panel or a narrow
+// tail; one row block (8 rows) has nothing to hide behind and does not.
+// Results match the plain product either way.
+TEST(PipelineEndToEndTest, PackedWeightsPrefetchTheNextPanel) {
+  const int64_t k = 48;
+  struct Case {
+    int64_t rows, n;
+    bool prefetch;
+  };
+  for (const Case& c : {Case{40, 96, true}, Case{19, 100, true}, Case{8, 96, false}}) {
+    std::vector<float> x = Iota(c.rows * k, 0.37f, 0), w = Iota(k * c.n, 0.11f, 0.1f);
+    RawFunction f;
+    Expr xv = f.Param("x", F32({c.rows, k}));
+    Expr gv = f.Output("gv", Op("relax.matmul", {xv, testing::ConstF32({k, c.n}, w)}));
+    IRModule module = ModuleOf(f.Finish(gv));
+    absl::StatusOr<std::string> lowered = EmitLoweredIR(module, BuildOptions());
+    ASSERT_TRUE(lowered.ok()) << lowered.status();
+    EXPECT_THAT(*lowered, ::testing::HasSubstr("matmul_packed")) << *lowered;
+    EXPECT_EQ(lowered->find("T.prefetch(") != std::string::npos, c.prefetch)
+        << c.rows << "x" << c.n << "\n"
+        << *lowered;
+    std::vector<float> got = BuildAndRun(module, "default", {MakeFloatTensor({c.rows, k}, x)});
+    ASSERT_EQ(got.size(), static_cast<size_t>(c.rows * c.n));
+    for (int64_t r = 0; r < c.rows; ++r) {
+      for (int64_t j = 0; j < c.n; ++j) {
+        float want = 0;
+        for (int64_t i = 0; i < k; ++i) want += x[r * k + i] * w[i * c.n + j];
+        EXPECT_NEAR(got[r * c.n + j], want, 1e-3 * (1 + std::abs(want))) << r << "," << j;
+      }
+    }
+  }
+}
+
 // A recurrent layer's weight, [1, K, N], is packed too when A has as many
 // dims; the rows of all of A's batches are then one product (a [seq, 1, K]
 // input projection runs as a [seq, K] GEMM, not seq vector products), and

@@ -234,6 +234,7 @@ class Emitter {
   absl::Status EmitRange(const Var& var, llvm::Value* begin, llvm::Value* end, ForKind kind,
                          const Stmt& body);
 
+  absl::Status EmitPrefetch(const PrimCallNode& call);
   absl::Status EmitLoop(const ForNode* n);
 
   // A kUnrolled loop with a small constant extent: the body once per

@@ -56,8 +56,13 @@ absl::Status Emitter::EmitStmt(const Stmt& s) {
       vars_.erase(n->var.get());
       return st;
     }
-    case StmtKind::kEvaluate:
-      return EmitExpr(s.as<EvaluateNode>()->value).status();
+    case StmtKind::kEvaluate: {
+      const PrimExpr& value = s.as<EvaluateNode>()->value;
+      if (const PrimCallNode* c = value.as<PrimCallNode>(); c != nullptr && c->op == kPrefetchOp) {
+        return EmitPrefetch(*c);
+      }
+      return EmitExpr(value).status();
+    }
     case StmtKind::kMatrixTile:
       // On a CPU, the loops that define it.
       if (!device_) return EmitStmt(ExpandMatrixTile(*s.as<MatrixTileNode>()));
@@ -367,6 +372,22 @@ absl::Status Emitter::EmitRange(const Var& var, llvm::Value* begin, llvm::Value*
   if (llvm::MDNode* md = LoopMetadata(kind)) latch->setMetadata(llvm::LLVMContext::MD_loop, md);
   i->addIncoming(next, b_.GetInsertBlock());
   b_.SetInsertPoint(exit);
+  return absl::OkStatus();
+}
+
+// Prefetch (kernel_ir.h): llvm.prefetch of the element's address, a read
+// kept in all cache levels; nothing on a GPU or inside a vector loop.
+absl::Status Emitter::EmitPrefetch(const PrimCallNode& call) {
+  const LoadNode* l = call.args.size() == 1 ? call.args[0].as<LoadNode>() : nullptr;
+  if (l == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("kernel ", fs_.kernel, ": T.", kPrefetchOp, " takes one buffer element"));
+  }
+  if (device_ || vec_.lanes > 0) return absl::OkStatus();
+  TETHER_ASSIGN_OR_RETURN(llvm::Value * addr, ElementAddress(l->buffer, l->indices));
+  llvm::Function* prefetch =
+      llvm::Intrinsic::getDeclaration(module_.get(), llvm::Intrinsic::prefetch, {addr->getType()});
+  b_.CreateCall(prefetch, {addr, b_.getInt32(0), b_.getInt32(3), b_.getInt32(1)});
   return absl::OkStatus();
 }
 
