@@ -144,9 +144,9 @@ Stmt CpuGemmSchedule(const CpuGemm& g) {
   // row block), so A is read from memory once, not once per panel group,
   // and B once per group. A 1024^3 product read A's 4 MiB 32 times from L3
   // without groups: 87 GFLOP/s at 1 thread on an Intel Xeon (Emerald
-  // Rapids), 107-136 with them (one noisy 2-core VM). An A that fits (a batch of 64 rows against
-  // a 4096 x 1024 weight: 1 MiB) stays ungrouped: B, far larger, would be
-  // read once per group.
+  // Rapids), 107-136 with them (a noisy 2-core VM). An A that fits (a batch
+  // of 64 rows against a 4096 x 1024 weight: 1 MiB) stays ungrouped: B, far
+  // larger, would be read once per group.
   int64_t group = 0, blocks = 0;
   const int64_t* k_const = K.as_int();
   if (rows_inner && m_const != nullptr && k_const != nullptr) {
