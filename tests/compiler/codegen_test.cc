@@ -133,6 +133,41 @@ TEST(CodegenTest, ParallelVectorizedLoopNestOver2D) {
   EXPECT_NE(ir->find("llvm.loop.isvectorized"), std::string::npos);
 }
 
+// A kernel's body and each parallel loop's chunk are functions of their own
+// (noalias buffer arguments), each called from one place. They are marked
+// always-inline so that even the -O0 pipeline merges them into their callers
+// before LLVM simplifies anything: inlined later, as the default inliner
+// would, each body went through the simplification pipeline twice. Only the
+// trampoline the thread pool calls stays a function; the library built at
+// -O0 computes what the optimized one does.
+TEST(CodegenTest, OutlinedBodiesAreInlinedBeforeSimplification) {
+  Var m("m");
+  Buffer a = MakeBuffer("A", kF32, {m, 64});
+  Buffer c = MakeBuffer("C", kF32, {m, 64});
+  Var i("i"), j("j");
+  Stmt body =
+      For(i, 0, m, ForKind::kParallel,
+          For(j, 0, 64, ForKind::kSerial, Store(c, {i, j}, Load(a, {i, j}) + MakeConst(kF32, 1))));
+  KernelFunc k = MakeKernelFunc("plus1", {KernelParam::Tensor(a), KernelParam::Tensor(c)}, body);
+  absl::StatusOr<std::string> ir = EmitLLVMIR({k}, Target::Host(), /*opt_level=*/0);
+  ASSERT_TRUE(ir.ok()) << ir.status();
+  EXPECT_THAT(*ir, HasSubstr("define internal i32 @plus1.body.par0("));
+  EXPECT_THAT(*ir, Not(HasSubstr("@plus1.body(")));
+  EXPECT_THAT(*ir, Not(HasSubstr("@plus1.body.par0.inner(")));
+  CodegenOptions o0;
+  o0.opt_level = 0;
+  absl::StatusOr<Ref<Module>> lib = BuildAndLoad({k}, o0);
+  ASSERT_TRUE(lib.ok()) << lib.status();
+  const int64_t rows = 300;
+  std::vector<float> av(rows * 64);
+  for (size_t x = 0; x < av.size(); ++x) av[x] = static_cast<float>(x % 23) - 5;
+  Tensor ta = MakeTensor({rows, 64}, kF32, av);
+  Tensor tc = MakeTensor({rows, 64}, kF32, std::vector<float>(rows * 64, 0));
+  ASSERT_TRUE(GetKernel(*lib, "plus1").Call(ta, tc).ok());
+  std::vector<float> cv = Read<float>(tc);
+  for (size_t x = 0; x < av.size(); ++x) ASSERT_EQ(cv[x], av[x] + 1) << x;
+}
+
 // A short constant-extent kVectorized loop is emitted as vector code
 // (compiler/backend/llvm/vectorize.h): contiguous, uniform and gathered loads, a
 // lane-varying let, and a contiguous store, here under an unrolled loop.

@@ -621,22 +621,25 @@ absl::StatusOr<vm::KernelLibraryBlob> BuildKernelLibrary(const std::vector<Kerne
   return blob;
 }
 
-absl::StatusOr<std::string> EmitLLVMIR(const std::vector<KernelFunc>& kernels,
-                                       const Target& target) {
+absl::StatusOr<std::string> EmitLLVMIR(const std::vector<KernelFunc>& kernels, const Target& target,
+                                       int opt_level) {
   if (target.is_cuda()) {
     TETHER_ASSIGN_OR_RETURN(DeviceLaunches split, SplitAll(kernels));
     TETHER_ASSIGN_OR_RETURN(CudaModule m,
-                            BuildCudaModule(split.launches, target.archs.front(), 3, 0));
+                            BuildCudaModule(split.launches, target.archs.front(), opt_level, 0));
     std::string text;
     llvm::raw_string_ostream os(text);
     m.module->print(os, nullptr);
     os.flush();
     return text;
   }
-  TETHER_ASSIGN_OR_RETURN(std::unique_ptr<llvm::TargetMachine> tm, CreateTargetMachine(target, 3));
+  TETHER_ASSIGN_OR_RETURN(std::unique_ptr<llvm::TargetMachine> tm,
+                          CreateTargetMachine(target, opt_level));
   std::unique_ptr<llvm::LLVMContext> context = MakeContext();
+  CodegenOptions options;
+  options.opt_level = opt_level;
   TETHER_ASSIGN_OR_RETURN(std::unique_ptr<llvm::Module> module,
-                          BuildModule(*context, kernels, tm.get(), CodegenOptions()));
+                          BuildModule(*context, kernels, tm.get(), options));
   std::string text;
   llvm::raw_string_ostream os(text);
   module->print(os, nullptr);

@@ -70,10 +70,11 @@ inline constexpr int kMaxCodegenThreads = 8;
 absl::StatusOr<vm::KernelLibraryBlob> BuildKernelLibrary(const std::vector<KernelFunc>& kernels,
                                                          const Target& target,
                                                          const CodegenOptions& options = {});
-// The optimized LLVM IR of `kernels` for `target`, as .ll text (for cuda:
-// the NVPTX IR of the first architecture).
-absl::StatusOr<std::string> EmitLLVMIR(const std::vector<KernelFunc>& kernels,
-                                       const Target& target);
+// The LLVM IR of `kernels` for `target` after the optimization pipeline of
+// `opt_level`, as .ll text (for cuda: the NVPTX IR of the first
+// architecture).
+absl::StatusOr<std::string> EmitLLVMIR(const std::vector<KernelFunc>& kernels, const Target& target,
+                                       int opt_level = 3);
 // The target assembly of `kernels`, as .s text (for cuda: the PTX of every
 // architecture, each after a "// ---- sm_XY ----" line).
 absl::StatusOr<std::string> EmitAssembly(const std::vector<KernelFunc>& kernels,
