@@ -22,7 +22,9 @@
 // earlier one); a summary table names the anchor of each row. With
 // --rounds=N the list runs N times and the table holds each side's best
 // round: on a shared machine (a cloud VM whose neighbours' load comes and
-// goes) one round's ratios swing by 2x either way.
+// goes) one round's ratios swing by 2x either way. Our kernels block for
+// this machine's caches (ThisHostTarget); --l2-cache=SIZE ("1M", "512K")
+// blocks them for another L2, to see what the cache budget does.
 #include <cblas.h>
 #include <dlfcn.h>
 #include <unistd.h>
@@ -52,6 +54,11 @@
 #if TETHER_HAVE_DNNL
 #include "oneapi/dnnl/dnnl.h"
 #endif
+
+namespace tether::bench {
+// --l2-cache: the L2 our kernels block for (0: this machine's).
+int64_t g_l2_cache = 0;
+}  // namespace tether::bench
 
 namespace tether::compiler {
 namespace {
@@ -171,8 +178,11 @@ absl::StatusOr<Runner> BuildOp(const std::string& op, const std::vector<Tensor>&
   absl::StatusOr<StructInfo> s = FindOp(op)->infer(*call.as<CallNode>());
   if (!s.ok()) return s.status();
   call->set_struct_info(*s);
-  absl::StatusOr<KernelFunc> k = LowerCallToKernel(*call.as<CallNode>(), "bench_kernel",
-                                                   KernelTarget{.num_threads = NumThreads()});
+  KernelTarget target;
+  target.num_threads = NumThreads();
+  target.l2_cache_bytes =
+      bench::g_l2_cache > 0 ? bench::g_l2_cache : ThisHostTarget().l2_cache_bytes;
+  absl::StatusOr<KernelFunc> k = LowerCallToKernel(*call.as<CallNode>(), "bench_kernel", target);
   if (!k.ok()) return k.status();
   absl::StatusOr<Ref<Module>> mod = BuildAndLoad({*k});
   if (!mod.ok()) return mod.status();
@@ -551,9 +561,11 @@ void UseTheBestOpenBlasCore(char** argv) {
 #else
   absl::StrAppend(&others, ", no oneDNN (built without libdnnl-dev)");
 #endif
-  std::printf("CPU: %s (%s, %d cores); anchors: OpenBLAS core %s%s%s%s\n", host.description.c_str(),
-              host.cpu.c_str(), host.cores, core.c_str(), set ? ", OPENBLAS_CORETYPE=" : "",
-              set ? set : "", others.c_str());
+  std::printf("CPU: %s (%s, %d cores, L1d %s, L2 %s); anchors: OpenBLAS core %s%s%s%s\n",
+              host.description.c_str(), host.cpu.c_str(), host.cores,
+              FormatCacheSize(host.l1d_cache_bytes).c_str(),
+              FormatCacheSize(host.l2_cache_bytes).c_str(), core.c_str(),
+              set ? ", OPENBLAS_CORETYPE=" : "", set ? set : "", others.c_str());
 }
 
 }  // namespace tether::bench
@@ -612,12 +624,23 @@ int main(int argc, char** argv) {
   // --rounds=N: the whole list N times over, each side's best round in the
   // table (figures.h, KeepBestOfRound).
   int rounds = 1;
-  for (int i = 1; i < argc; ++i) {
-    if (std::strncmp(argv[i], "--rounds=", 9) != 0) continue;
-    rounds = std::max(1, std::atoi(argv[i] + 9));
+  for (int i = 1; i < argc;) {
+    if (std::strncmp(argv[i], "--rounds=", 9) == 0) {
+      rounds = std::max(1, std::atoi(argv[i] + 9));
+    } else if (std::strncmp(argv[i], "--l2-cache=", 11) == 0) {
+      std::optional<int64_t> size = tether::ParseCacheSize(argv[i] + 11);
+      if (!size) {
+        std::fprintf(stderr, "kernel_bench: bad --l2-cache size \"%s\" (e.g. 512K, 2M)\n",
+                     argv[i] + 11);
+        return 2;
+      }
+      tether::bench::g_l2_cache = *size;
+    } else {
+      ++i;
+      continue;
+    }
     for (int j = i; j + 1 < argc; ++j) argv[j] = argv[j + 1];
     --argc;
-    break;
   }
   benchmark::Initialize(&argc, argv);
   std::map<std::string, tether::bench::Figure> best;

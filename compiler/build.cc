@@ -24,6 +24,7 @@
 #include "compiler/text/printer.h"
 #include "compiler/tir/arith.h"
 #include "runtime/core/error.h"
+#include "runtime/device/host_target.h"
 #include "runtime/vm/param_binding.h"
 
 namespace tether::compiler {
@@ -227,6 +228,11 @@ absl::StatusOr<PipelineOptions> PipelineOptionsFor(const BuildOptions& options) 
   pipeline.target.num_threads = options.num_threads;
   pipeline.target.gpu = target.is_cuda();
   if (pipeline.target.gpu) pipeline.target.gpu_arch = target.archs.front();  // sorted: the lowest
+  // "llvm" alone is this machine: its L2, unless the text names one.
+  if (!target.is_cuda() && target.triple.empty() && target.l2_cache == 0) {
+    target.l2_cache = ThisHostTarget().l2_cache_bytes;
+  }
+  pipeline.target.l2_cache_bytes = target.l2_cache;
   return pipeline;
 }
 

@@ -647,9 +647,10 @@ bool IsPointwiseGemm(const std::vector<PrimExpr>& ws, const std::vector<PrimExpr
 // image are contiguous in X and Y, so B (the image) is read in place or
 // packed like a matrix's, and the epilogue runs at the product's store.
 Stmt ScheduleConv2dAsGemm(const Buffer& X, const Buffer& W, const Buffer& Y, DataType acc_t,
-                          const Epilogue& epilogue) {
+                          const Epilogue& epilogue, const KernelTarget& target) {
   const PrimExpr IW = X->shape[3], OW = Y->shape[3];
   CpuGemm g;
+  g.cache_budget_bytes = CpuGemmCacheBudget(target);
   g.batches = g.b_batches = Y->shape[0];
   g.m = W->shape[0];
   g.n = Y->shape[2] * OW;
@@ -775,7 +776,7 @@ absl::StatusOr<Stmt> ScheduleConv2d(const LowerContext& ctx, const std::vector<B
   }
   if (ctx.target.gpu) return ScheduleConv2dGpu(X, W, Y, acc_t, *p, epilogue, ctx.target.gpu_arch);
   if (!prepacked && IsPointwiseGemm(W->shape, Y->shape, *p)) {
-    return ScheduleConv2dAsGemm(X, W, Y, acc_t, epilogue);
+    return ScheduleConv2dAsGemm(X, W, Y, acc_t, epilogue, ctx.target);
   }
   if (!prepacked) {
     if (std::optional<DwBand> band = DepthwiseBand(*p, W, Y)) {

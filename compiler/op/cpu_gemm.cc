@@ -24,10 +24,12 @@ constexpr int64_t kCols = 32;
 constexpr int64_t kMinAccumulators = 128;
 constexpr int64_t kMaxPanelGroup = 4;
 
-// Bytes of one operand a core's cache is assumed to keep between passes: a
-// 1 MiB L2 (Zen 4's, Skylake-SP's and later Xeons' 1-2 MiB; Zen 2/3 have
-// 512 KiB, but their L3 is near).
-constexpr int64_t kCacheBudgetBytes = 1 << 20;
+// The cache budget where the target does not give its L2 (cpu_gemm.h).
+constexpr int64_t kDefaultCacheBudgetBytes = 1 << 20;
+
+int64_t Budget(const CpuGemm& g) {
+  return g.cache_budget_bytes > 0 ? g.cache_budget_bytes : kDefaultCacheBudgetBytes;
+}
 
 // `e` without its casts.
 PrimExpr WithoutCasts(PrimExpr e) {
@@ -50,14 +52,18 @@ PrimExpr WithoutCasts(PrimExpr e) {
 // or the sizes are unknown, where B is not the larger. A square 1024^3
 // product streamed B 128 times from L3 with the panels inner: 84-92
 // GFLOP/s on an AMD EPYC, 95 with the rows.
+int64_t CpuGemmCacheBudget(const KernelTarget& target) {
+  return target.l2_cache_bytes > 0 ? target.l2_cache_bytes : kDefaultCacheBudgetBytes;
+}
+
 bool CpuGemmRowBlocksInner(const CpuGemm& g) {
   const int64_t *m = g.m.as_int(), *n = g.n.as_int(), *k = g.k.as_int();
   if (m == nullptr || n == nullptr) return false;
   const bool b_larger = *n > *m;
   if (k == nullptr) return b_larger;
   const int64_t elem = std::max<int64_t>(1, g.acc_t.bytes());
-  const bool a_fits = *m * *k * elem <= kCacheBudgetBytes;
-  const bool b_fits = *k * *n * elem <= kCacheBudgetBytes;
+  const bool a_fits = *m * *k * elem <= Budget(g);
+  const bool b_fits = *k * *n * elem <= Budget(g);
   if (a_fits == b_fits) return b_fits ? b_larger : true;
   return a_fits;
 }
@@ -153,8 +159,8 @@ Stmt CpuGemmSchedule(const CpuGemm& g) {
     blocks = (*m_const + mr - 1) / mr;
     const int64_t block_bytes =
         std::max<int64_t>(1, mr * *k_const * std::max<int64_t>(1, acc_t.bytes()));
-    const int64_t fit = std::max<int64_t>(1, kCacheBudgetBytes / 2 / block_bytes);
-    if (blocks * block_bytes > kCacheBudgetBytes) {
+    const int64_t fit = std::max<int64_t>(1, Budget(g) / 2 / block_bytes);
+    if (blocks * block_bytes > Budget(g)) {
       const int64_t groups = (blocks + fit - 1) / fit;
       group = (blocks + groups - 1) / groups;  // balanced: the last group is short by < groups
     }

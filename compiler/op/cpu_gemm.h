@@ -29,6 +29,7 @@
 
 #include "absl/status/statusor.h"
 #include "compiler/tir/kernel_ir.h"
+#include "compiler/tir/kernel_target.h"
 #include "runtime/core/tensor.h"
 
 namespace tether::compiler {
@@ -55,14 +56,22 @@ struct CpuGemm {
   std::function<PrimExpr(const PrimExpr& bb, const PrimExpr& jo, const PrimExpr& k,
                          const PrimExpr& jj)>
       b_panel;
+  // Bytes of one operand a core's cache keeps between passes
+  // (CpuGemmCacheBudget); 0: the default, 1 MiB.
+  int64_t cache_budget_bytes = 0;
 };
+
+// The cache budget of a CPU GEMM on `target`: one core's L2 where the target
+// gives it, else 1 MiB (Zen 4's L2, and Skylake-SP's and later Xeons' 1-2
+// MiB; Zen 2/3 have 512 KiB, but their L3 is near).
+int64_t CpuGemmCacheBudget(const KernelTarget& target);
 
 // The packing (where needed) and the parallel micro-kernel loop of `g`.
 Stmt CpuGemmSchedule(const CpuGemm& g);
 
 // Whether CpuGemmSchedule runs a thread's row blocks innermost (each B
 // panel group stays in cache while A's rows stream by) rather than its
-// column panels: unless B fits a 1 MiB cache budget and A does not, or
+// column panels: unless B fits the cache budget and A does not, or
 // both fit (or m, n or k is symbolic) and B is not the larger. With the
 // row blocks inner and an A over the budget, they run in groups that fit
 // half of it, every panel group meeting a group's rows before the next

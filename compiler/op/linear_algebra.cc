@@ -212,6 +212,7 @@ absl::StatusOr<Stmt> ScheduleMatmul(const LowerContext& ctx, const std::vector<B
   }
   const MatmulOperands op{A, B, C, a_vec, b_vec, a_batch, b_batch, out_batch};
   CpuGemm g;
+  g.cache_budget_bytes = CpuGemmCacheBudget(ctx.target);
   g.batches = Product(out_batch);
   g.b_batches = Product(b_batch);
   g.m = M;
@@ -296,6 +297,7 @@ absl::StatusOr<Stmt> ScheduleMatmulPacked(const LowerContext& ctx,
   const std::vector<PrimExpr> batch(A->shape.begin(), A->shape.end() - (a_vec ? 1 : 2));
   const DataType acc_t = nn_internal::ComputeType(C->dtype);
   CpuGemm g;
+  g.cache_budget_bytes = CpuGemmCacheBudget(ctx.target);
   g.batches = Product(batch);
   g.b_batches = PrimExpr(1);
   g.m = a_vec ? PrimExpr(1) : A->shape[A->shape.size() - 2];

@@ -8,6 +8,8 @@
 #ifndef TETHER_COMPILER_TIR_KERNEL_TARGET_H_
 #define TETHER_COMPILER_TIR_KERNEL_TARGET_H_
 
+#include <cstdint>
+
 namespace tether::compiler {
 
 struct KernelTarget {
@@ -23,6 +25,10 @@ struct KernelTarget {
   // 0 = unknown), which decides whether tensor cores may be used (70 for
   // float16, 80 for bfloat16).
   int gpu_arch = 0;
+  // One CPU core's L2 cache in bytes (the target's -l2-cache, the host's own
+  // when it is the host); 0 = unknown. The CPU GEMM's cache budget
+  // (CpuGemmCacheBudget).
+  int64_t l2_cache_bytes = 0;
 };
 
 }  // namespace tether::compiler

@@ -9,6 +9,7 @@
 #include <thread>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -201,6 +202,12 @@ HostTarget Detect() {
 #endif
   t.cores = static_cast<int>(std::thread::hardware_concurrency());
   t.page_size = sysconf(_SC_PAGESIZE);
+#if !defined(__x86_64__)
+  if (t.description.empty()) return t;  // emulated: sysfs is another machine's
+#endif
+  CacheSizes caches = ReadCacheSizes("/sys/devices/system/cpu/cpu0/cache");
+  t.l1d_cache_bytes = caches.l1d;
+  t.l2_cache_bytes = caches.l2;
   return t;
 }
 
@@ -214,7 +221,48 @@ std::string HostTarget::CompileTarget() const {
           absl::StrAppend(o, "+", f);
         }));
   }
+  if (l1d_cache_bytes > 0) absl::StrAppend(&out, " -l1d-cache=", FormatCacheSize(l1d_cache_bytes));
+  if (l2_cache_bytes > 0) absl::StrAppend(&out, " -l2-cache=", FormatCacheSize(l2_cache_bytes));
   return out;
+}
+
+CacheSizes ReadCacheSizes(const std::string& cache_dir) {
+  CacheSizes out;
+  for (int index = 0; index < 16; ++index) {
+    const std::string dir = absl::StrCat(cache_dir, "/index", index);
+    absl::StatusOr<std::string> level = ReadFileToString(dir + "/level");
+    absl::StatusOr<std::string> type = ReadFileToString(dir + "/type");
+    absl::StatusOr<std::string> size = ReadFileToString(dir + "/size");
+    if (!level.ok() || !type.ok() || !size.ok()) continue;
+    std::optional<int64_t> bytes = ParseCacheSize(absl::StripAsciiWhitespace(*size));
+    const absl::string_view lv = absl::StripAsciiWhitespace(*level);
+    const absl::string_view ty = absl::StripAsciiWhitespace(*type);
+    if (!bytes) continue;
+    if (lv == "1" && (ty == "Data" || ty == "Unified")) out.l1d = *bytes;
+    if (lv == "2" && (ty == "Data" || ty == "Unified")) out.l2 = *bytes;
+  }
+  return out;
+}
+
+std::optional<int64_t> ParseCacheSize(absl::string_view text) {
+  int64_t scale = 1;
+  if (absl::ConsumeSuffix(&text, "K")) {
+    scale = int64_t{1} << 10;
+  } else if (absl::ConsumeSuffix(&text, "M")) {
+    scale = int64_t{1} << 20;
+  }
+  int64_t n = 0;
+  if (text.empty() || !absl::ascii_isdigit(text[0]) || !absl::SimpleAtoi(text, &n) || n <= 0 ||
+      n > (int64_t{1} << 40) / scale) {
+    return std::nullopt;
+  }
+  return n * scale;
+}
+
+std::string FormatCacheSize(int64_t bytes) {
+  if (bytes > 0 && bytes % (int64_t{1} << 20) == 0) return absl::StrCat(bytes >> 20, "M");
+  if (bytes > 0 && bytes % (int64_t{1} << 10) == 0) return absl::StrCat(bytes >> 10, "K");
+  return absl::StrCat(bytes);
 }
 
 const HostTarget& ThisHostTarget() {

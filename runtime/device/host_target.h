@@ -11,6 +11,7 @@
 #define TETHER_RUNTIME_DEVICE_HOST_TARGET_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,10 +38,16 @@ struct HostTarget {
   std::string description;
   int cores = 0;
   int64_t page_size = 0;
+  // One core's level-1 data cache and level-2 cache, in bytes (Linux's
+  // /sys/devices/system/cpu/cpu0/cache); 0 where the machine does not say.
+  // The CPU GEMM's cache budget is the L2 (compiler/op/cpu_gemm.h).
+  int64_t l1d_cache_bytes = 0;
+  int64_t l2_cache_bytes = 0;
 
   // The compile target for kernels that use all of it, as `tether compile
   // --target` takes it: "llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a72
-  // -mattr=+neon,+fullfp16".
+  // -mattr=+neon,+fullfp16 -l1d-cache=32K -l2-cache=1M" (the caches where
+  // known).
   std::string CompileTarget() const;
 };
 
@@ -56,6 +63,20 @@ std::vector<std::string> X86Features(absl::string_view cpuinfo);
 std::string X86CpuLevel(const std::vector<std::string>& features);
 std::vector<std::string> Aarch64Features(uint64_t hwcap, uint64_t hwcap2);
 std::vector<std::string> ArmFeatures(uint64_t hwcap);
+
+// The L1 data and L2 cache sizes of a sysfs cache folder
+// ("/sys/devices/system/cpu/cpu0/cache": index*/level, type, size): each 0
+// where no entry gives it.
+struct CacheSizes {
+  int64_t l1d = 0;
+  int64_t l2 = 0;
+};
+CacheSizes ReadCacheSizes(const std::string& cache_dir);
+// A cache size as sysfs and target strings write it: bytes, or a count of
+// KiB ("48K") or MiB ("2M"); nullopt for anything else, zero included.
+std::optional<int64_t> ParseCacheSize(absl::string_view text);
+// "48K", "2M", or the bytes where neither divides them.
+std::string FormatCacheSize(int64_t bytes);
 
 // Whether kernels compiled for `target` (a compile target string, e.g. a
 // kernel library's "llvm -mtriple=... -mcpu=... -mattr=+a,-b") run on

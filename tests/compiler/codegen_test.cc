@@ -747,6 +747,29 @@ TEST(CodegenTest, TargetParseRejectsUnknownKindAndFlag) {
   EXPECT_TRUE(Target::Host().is_host());
 }
 
+// A target names one core's caches, which the schedules block for; the text
+// round-trips, and a size that is not one is refused.
+TEST(CodegenTest, TargetCarriesCacheSizes) {
+  absl::StatusOr<Target> t = Target::Parse(
+      "llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a76 -l1d-cache=64K -l2-cache=512K");
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->l1d_cache, 64 << 10);
+  EXPECT_EQ(t->l2_cache, 512 << 10);
+  EXPECT_EQ(t->ToString(),
+            "llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a76 -l1d-cache=64K -l2-cache=512K");
+  EXPECT_EQ(Target::Parse("llvm -mcpu=x86-64")->l2_cache, 0);
+  for (const char* bad : {"llvm -l2-cache=", "llvm -l2-cache=0", "llvm -l2-cache=2G"}) {
+    absl::Status s = Target::Parse(bad).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(s.message(), HasSubstr("cache size")) << bad;
+  }
+  // The daemon's compile target is the host's, caches included.
+  absl::StatusOr<Target> host = Target::Parse(ThisHostTarget().CompileTarget());
+  ASSERT_TRUE(host.ok()) << host.status();
+  EXPECT_EQ(host->l2_cache, ThisHostTarget().l2_cache_bytes);
+  EXPECT_EQ(Target::Host().l2_cache, ThisHostTarget().l2_cache_bytes);
+}
+
 TEST(CodegenTest, EmitAssemblyContainsKernelName) {
   absl::StatusOr<std::string> s = EmitAssembly({AddKernel("my_add")}, Target::Host());
   ASSERT_TRUE(s.ok()) << s.status();

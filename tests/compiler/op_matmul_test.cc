@@ -70,12 +70,12 @@ void ExpectMatmul(const Shape& as, const Shape& bs, uint32_t seed, DataType dtyp
 
 // The lowered kernel of a float32 matmul of these shapes, as text (or the
 // error's message).
-std::string LoweredText(const Shape& as, const Shape& bs) {
+std::string LoweredText(const Shape& as, const Shape& bs, const KernelTarget& target = {}) {
   absl::StatusOr<Expr> call =
       optest::MakeOpCall(kOp, {optest::TensorVar("a", optest::Dims(as), kF32),
                                optest::TensorVar("b", optest::Dims(bs), kF32)});
   if (!call.ok()) return std::string(call.status().message());
-  absl::StatusOr<KernelFunc> kernel = LowerCallToKernel(*call->as<CallNode>(), "mm");
+  absl::StatusOr<KernelFunc> kernel = LowerCallToKernel(*call->as<CallNode>(), "mm", target);
   return kernel.ok() ? ToString(*kernel) : std::string(kernel.status().message());
 }
 
@@ -240,6 +240,20 @@ TEST(MatmulScheduleTest, RowGroupsKeepARowsInCache) {
   EXPECT_NE(LoweredText({100, 2048}, {2048, 600}).find(" 247"), std::string::npos);
   ExpectMatmul({160, 2048}, {2048, 600}, 23);
   ExpectMatmul({2, 40, 8192}, {8192, 64}, 24);  // batched: 3 groups of 2 row blocks, 5 used
+}
+
+// The budget is the target's L2 where it gives one (CpuGemmCacheBudget):
+// with a 2 MiB L2 the 1.25 MiB A of 160 rows fits and stays ungrouped (20
+// row blocks x 19 panels); with 512 KiB (Zen 2/3) even 100 rows (800 KiB,
+// 13 row blocks) go in groups of 4 (half the budget): 16 x 19 = 304 tasks.
+TEST(MatmulScheduleTest, CacheBudgetIsTheTargetsL2) {
+  KernelTarget l2_2m, l2_512k;
+  l2_2m.l2_cache_bytes = 2 << 20;
+  l2_512k.l2_cache_bytes = 512 << 10;
+  EXPECT_NE(LoweredText({160, 2048}, {2048, 600}, l2_2m).find(" 380"), std::string::npos);
+  EXPECT_NE(LoweredText({100, 2048}, {2048, 600}, l2_512k).find(" 304"), std::string::npos);
+  EXPECT_EQ(CpuGemmCacheBudget(l2_512k), 512 << 10);
+  EXPECT_EQ(CpuGemmCacheBudget(KernelTarget()), 1 << 20);  // unknown: 1 MiB
 }
 
 TEST(MatmulScheduleTest, SquareMultipleOfTile) { ExpectMatmul({96, 64}, {64, 64}, 1); }

@@ -5,8 +5,13 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
+#include <iterator>
+
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "runtime/core/file.h"
 
 namespace tether {
 namespace {
@@ -63,6 +68,49 @@ TEST(HostTargetTest, ArmFeaturesComeFromHwcaps) {
               ElementsAre("d32", "neon", "vfp4"));
 }
 
+// Linux's cache folders (/sys/devices/system/cpu/cpu0/cache/index*), written
+// as real files: the L1 data and the L2 cache; instruction caches, L3 and
+// entries that do not parse are passed over, and a machine without the
+// folder has none.
+TEST(HostTargetTest, CacheSizesComeFromSysfs) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string dir =
+      absl::StrCat(tmp ? tmp : "/tmp", "/tether_host_target_test_", getpid(), "_cache");
+  struct Entry {
+    const char *level, *type, *size;
+  };
+  const Entry entries[] = {{"1", "Data", "48K"},
+                           {"1", "Instruction", "32K"},
+                           {"2", "Unified", "2048K"},
+                           {"3", "Unified", "307200K"},
+                           {"2", "Unified", "lots"}};
+  for (size_t i = 0; i < std::size(entries); ++i) {
+    const std::string index = absl::StrCat(dir, "/index", i);
+    ASSERT_EQ(system(absl::StrCat("mkdir -p ", index).c_str()), 0);
+    ASSERT_TRUE(
+        WriteStringToFileAtomic(index + "/level", absl::StrCat(entries[i].level, "\n")).ok());
+    ASSERT_TRUE(WriteStringToFileAtomic(index + "/type", absl::StrCat(entries[i].type, "\n")).ok());
+    ASSERT_TRUE(WriteStringToFileAtomic(index + "/size", absl::StrCat(entries[i].size, "\n")).ok());
+  }
+  CacheSizes caches = ReadCacheSizes(dir);
+  EXPECT_EQ(caches.l1d, 48 << 10);
+  EXPECT_EQ(caches.l2, 2 << 20);
+  CacheSizes none = ReadCacheSizes(dir + "/missing");
+  EXPECT_EQ(none.l1d, 0);
+  EXPECT_EQ(none.l2, 0);
+  ASSERT_EQ(system(absl::StrCat("rm -rf ", dir).c_str()), 0);
+
+  EXPECT_EQ(ParseCacheSize("512K"), 512 << 10);
+  EXPECT_EQ(ParseCacheSize("2M"), 2 << 20);
+  EXPECT_EQ(ParseCacheSize("32768"), 32768);
+  for (const char* bad : {"", "0", "K", "-4K", "2G", "1.5M", "99999999999M"}) {
+    EXPECT_EQ(ParseCacheSize(bad), std::nullopt) << bad;
+  }
+  EXPECT_EQ(FormatCacheSize(48 << 10), "48K");
+  EXPECT_EQ(FormatCacheSize(2 << 20), "2M");
+  EXPECT_EQ(FormatCacheSize(1000), "1000");
+}
+
 TEST(HostTargetTest, ThisMachineIsRead) {
   const HostTarget& host = ThisHostTarget();
 #if defined(__x86_64__)
@@ -76,6 +124,15 @@ TEST(HostTargetTest, ThisMachineIsRead) {
   EXPECT_EQ(host.page_size, sysconf(_SC_PAGESIZE));
   EXPECT_THAT(host.CompileTarget(), StartsWith("llvm -mtriple=" + host.triple + " -mcpu="));
   EXPECT_TRUE(CheckRunsOn(host.CompileTarget(), host).ok());
+#if defined(__x86_64__)
+  // Linux describes an x86 CPU's caches (what the kernels block for).
+  if (access("/sys/devices/system/cpu/cpu0/cache/index0/size", R_OK) == 0) {
+    EXPECT_GT(host.l1d_cache_bytes, 0);
+    EXPECT_GT(host.l2_cache_bytes, host.l1d_cache_bytes);
+    EXPECT_THAT(host.CompileTarget(),
+                HasSubstr(" -l2-cache=" + FormatCacheSize(host.l2_cache_bytes)));
+  }
+#endif
 }
 
 TEST(HostTargetTest, KernelsForAnotherMachineAreRefusedNamingBoth) {

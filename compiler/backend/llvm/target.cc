@@ -2,6 +2,7 @@
 #include "compiler/backend/llvm/target.h"
 
 #include <algorithm>
+#include <optional>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -14,6 +15,7 @@
 #include "llvm/TargetParser/Triple.h"
 #include "runtime/core/error.h"
 #include "runtime/device/device_api.h"
+#include "runtime/device/host_target.h"
 
 namespace tether::compiler {
 namespace {
@@ -73,6 +75,18 @@ absl::StatusOr<Target> Target::Parse(absl::string_view text) {
   }
   for (size_t i = 1; i < words.size(); ++i) {
     absl::string_view w = words[i];
+    int64_t* cache = nullptr;
+    if (absl::StartsWith(w, "-l1d-cache=")) cache = &t.l1d_cache;
+    if (absl::StartsWith(w, "-l2-cache=")) cache = &t.l2_cache;
+    if (cache != nullptr) {
+      std::optional<int64_t> bytes = ParseCacheSize(w.substr(w.find('=') + 1));
+      if (!bytes) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "bad cache size in \"", w, "\" (expected bytes, or KiB or MiB as 48K or 2M)"));
+      }
+      *cache = *bytes;
+      continue;
+    }
     std::string* field = nullptr;
     absl::string_view value;
     for (auto [flag, dst] : {std::pair<absl::string_view, std::string*>{"-mtriple=", &t.triple},
@@ -106,6 +120,8 @@ Target Target::Host() {
   }
   std::sort(features.begin(), features.end());
   t.attrs = absl::StrJoin(features, ",");
+  t.l1d_cache = ThisHostTarget().l1d_cache_bytes;
+  t.l2_cache = ThisHostTarget().l2_cache_bytes;
   return t;
 }
 
@@ -119,6 +135,8 @@ std::string Target::ToString() const {
   if (!triple.empty()) absl::StrAppend(&out, " -mtriple=", triple);
   if (!cpu.empty()) absl::StrAppend(&out, " -mcpu=", cpu);
   if (!attrs.empty()) absl::StrAppend(&out, " -mattr=", attrs);
+  if (l1d_cache > 0) absl::StrAppend(&out, " -l1d-cache=", FormatCacheSize(l1d_cache));
+  if (l2_cache > 0) absl::StrAppend(&out, " -l2-cache=", FormatCacheSize(l2_cache));
   return out;
 }
 

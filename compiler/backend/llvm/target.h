@@ -8,6 +8,7 @@
 #ifndef TETHER_COMPILER_BACKEND_LLVM_TARGET_H_
 #define TETHER_COMPILER_BACKEND_LLVM_TARGET_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -23,16 +24,24 @@ struct Target {
   std::string cpu;         // empty = host cpu (for the host) or generic
   std::string attrs;       // "+neon,-sve"; empty = host features (for the host)
   std::vector<int> archs;  // cuda: sorted, distinct sm numbers (75, 90, ...)
+  // One core's L1 data and L2 cache in bytes; 0 = unknown. The schedules
+  // block for the L2 (KernelTarget: the host's own for the host, else the
+  // default where unknown); the L1 is carried for people and tools.
+  int64_t l1d_cache = 0;
+  int64_t l2_cache = 0;
 
-  // Parses "llvm [-mtriple=T] [-mcpu=C] [-mattr=A]" (also "cpu" as an alias of
+  // Parses "llvm [-mtriple=T] [-mcpu=C] [-mattr=A] [-l1d-cache=S]
+  // [-l2-cache=S]" (S in bytes, or "48K", "2M"; also "cpu" as an alias of
   // "llvm") and "cuda [-arch=sm_XY[,sm_AB...]]" (default sm_75, the oldest the
   // CUDA 13 toolchain supports; PTX runs on every newer GPU too).
-  // INVALID_ARGUMENT on another kind, an unknown flag, an empty value or an
+  // INVALID_ARGUMENT on another kind, an unknown flag, an empty value, a
+  // cache size that is not a positive size or an
   // architecture LLVM 19's NVPTX backend does not know (sm_50 ... sm_90).
   static absl::StatusOr<Target> Parse(absl::string_view text);
-  // The host: its triple, cpu name and features filled in.
+  // The host: its triple, cpu name, features and caches filled in.
   static Target Host();
-  // "llvm -mtriple=... -mcpu=... -mattr=..." (empty parts left out), or
+  // "llvm -mtriple=... -mcpu=... -mattr=... -l1d-cache=... -l2-cache=..."
+  // (empty and zero parts left out), or
   // "cuda -arch=sm_75,sm_90".
   std::string ToString() const;
   // No triple, or the host's triple.
