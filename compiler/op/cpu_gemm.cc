@@ -24,13 +24,6 @@ constexpr int64_t kCols = 32;
 constexpr int64_t kMinAccumulators = 128;
 constexpr int64_t kMaxPanelGroup = 4;
 
-// The cache budget where the target does not give its L2 (cpu_gemm.h).
-constexpr int64_t kDefaultCacheBudgetBytes = 1 << 20;
-
-int64_t Budget(const CpuGemm& g) {
-  return g.cache_budget_bytes > 0 ? g.cache_budget_bytes : kDefaultCacheBudgetBytes;
-}
-
 // `e` without its casts.
 PrimExpr WithoutCasts(PrimExpr e) {
   while (const CastNode* c = e.as<CastNode>()) {
@@ -53,7 +46,7 @@ PrimExpr WithoutCasts(PrimExpr e) {
 // product streamed B 128 times from L3 with the panels inner: 84-92
 // GFLOP/s on an AMD EPYC, 95 with the rows.
 int64_t CpuGemmCacheBudget(const KernelTarget& target) {
-  return target.l2_cache_bytes > 0 ? target.l2_cache_bytes : kDefaultCacheBudgetBytes;
+  return target.l2_cache_bytes > 0 ? target.l2_cache_bytes : kDefaultCpuGemmCacheBudget;
 }
 
 bool CpuGemmRowBlocksInner(const CpuGemm& g) {
@@ -62,8 +55,8 @@ bool CpuGemmRowBlocksInner(const CpuGemm& g) {
   const bool b_larger = *n > *m;
   if (k == nullptr) return b_larger;
   const int64_t elem = std::max<int64_t>(1, g.acc_t.bytes());
-  const bool a_fits = *m * *k * elem <= Budget(g);
-  const bool b_fits = *k * *n * elem <= Budget(g);
+  const bool a_fits = *m * *k * elem <= g.cache_budget_bytes;
+  const bool b_fits = *k * *n * elem <= g.cache_budget_bytes;
   if (a_fits == b_fits) return b_fits ? b_larger : true;
   return a_fits;
 }
@@ -159,8 +152,8 @@ Stmt CpuGemmSchedule(const CpuGemm& g) {
     blocks = (*m_const + mr - 1) / mr;
     const int64_t block_bytes =
         std::max<int64_t>(1, mr * *k_const * std::max<int64_t>(1, acc_t.bytes()));
-    const int64_t fit = std::max<int64_t>(1, Budget(g) / 2 / block_bytes);
-    if (blocks * block_bytes > Budget(g)) {
+    const int64_t fit = std::max<int64_t>(1, g.cache_budget_bytes / 2 / block_bytes);
+    if (blocks * block_bytes > g.cache_budget_bytes) {
       const int64_t groups = (blocks + fit - 1) / fit;
       group = (blocks + groups - 1) / groups;  // balanced: the last group is short by < groups
     }

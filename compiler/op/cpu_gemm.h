@@ -25,6 +25,7 @@
 #ifndef TETHER_COMPILER_OP_CPU_GEMM_H_
 #define TETHER_COMPILER_OP_CPU_GEMM_H_
 
+#include <cstdint>
 #include <functional>
 
 #include "absl/status/statusor.h"
@@ -33,6 +34,11 @@
 #include "runtime/core/tensor.h"
 
 namespace tether::compiler {
+
+// The cache budget where the target's L2 is unknown: 1 MiB (Zen 4's L2,
+// and Skylake-SP's and later Xeons' 1-2 MiB; Zen 2/3 have 512 KiB, but
+// their L3 is near).
+inline constexpr int64_t kDefaultCpuGemmCacheBudget = int64_t{1} << 20;
 
 struct CpuGemm {
   PrimExpr batches;    // output batches (a flat index b in [0, batches))
@@ -57,13 +63,12 @@ struct CpuGemm {
                          const PrimExpr& jj)>
       b_panel;
   // Bytes of one operand a core's cache keeps between passes
-  // (CpuGemmCacheBudget); 0: the default, 1 MiB.
-  int64_t cache_budget_bytes = 0;
+  // (CpuGemmCacheBudget).
+  int64_t cache_budget_bytes = kDefaultCpuGemmCacheBudget;
 };
 
 // The cache budget of a CPU GEMM on `target`: one core's L2 where the target
-// gives it, else 1 MiB (Zen 4's L2, and Skylake-SP's and later Xeons' 1-2
-// MiB; Zen 2/3 have 512 KiB, but their L3 is near).
+// gives it, else kDefaultCpuGemmCacheBudget.
 int64_t CpuGemmCacheBudget(const KernelTarget& target);
 
 // The packing (where needed) and the parallel micro-kernel loop of `g`.
