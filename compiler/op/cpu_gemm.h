@@ -5,8 +5,9 @@
 //
 // It follows the GotoBLAS/BLIS shape on a small scale: B is packed once per
 // B operand into zero-padded column panels Bp[bb][jo][k][NR] (so the
-// micro-kernel reads NR contiguous values per k and never checks bounds)
-// unless the panels tile N exactly, when B is read in place (but not a B
+// micro-kernel reads NR contiguous values per k and never checks bounds),
+// or, where B's columns are contiguous and N is constant, B's full panels
+// are read in place and only a partial last panel is packed (but not a B
 // whose rows are a multiple of 1 KiB apart against more than 4 row blocks:
 // those rows share few cache sets). Each (batch,
 // row block, column panel) triple -- the parallel loop, panels innermost --
@@ -17,9 +18,9 @@
 // the k loop innermost. With few rows a task covers up to 4 adjacent
 // panels (a matrix-vector product's MR x NR accumulators alone would be two
 // FMA chains). Rows past M read a clamped row and are not stored;
-// columns past N are zeros in the panel and are not stored. Where the last
-// panel of a constant N holds 16 columns or fewer (N = 196: 6 x 32 + 4), it
-// runs a micro-kernel half as wide.
+// columns past N are zeros in the panel and are not stored. The last
+// panel of a constant N that NR does not divide runs a micro-kernel of its
+// own, half as wide where it holds 16 columns or fewer (N = 196: 6 x 32 + 4).
 //
 // Thread contract: free functions over immutable IR; thread-safe.
 #ifndef TETHER_COMPILER_OP_CPU_GEMM_H_
@@ -48,8 +49,8 @@ struct CpuGemm {
   // The B operand (in [0, b_batches)) output batch `b` multiplies.
   std::function<PrimExpr(const PrimExpr& b)> b_of;
   // Element readers, called with in-range indices only, returning acc_t.
-  // `a` takes the output batch, `b` the B operand. B's columns must be
-  // contiguous in memory (n and n + 1 adjacent): they are read as vectors.
+  // `a` takes the output batch, `b` the B operand. B's columns are read as
+  // vectors: in place where b_contiguous, else only to pack B.
   std::function<PrimExpr(const PrimExpr& b, const PrimExpr& m, const PrimExpr& k)> a;
   std::function<PrimExpr(const PrimExpr& bb, const PrimExpr& k, const PrimExpr& n)> b;
   // The store of one result (acc_t) at an in-range (b, m, n).
@@ -62,6 +63,10 @@ struct CpuGemm {
   std::function<PrimExpr(const PrimExpr& bb, const PrimExpr& jo, const PrimExpr& k,
                          const PrimExpr& jj)>
       b_panel;
+  // Whether B's columns are contiguous in memory (n and n + 1 adjacent), so
+  // its panels can be read in place; false (a strided convolution's pixels)
+  // packs all of B on every call.
+  bool b_contiguous = true;
   // Bytes of one operand a core's cache keeps between passes
   // (CpuGemmCacheBudget).
   int64_t cache_budget_bytes = kDefaultCpuGemmCacheBudget;

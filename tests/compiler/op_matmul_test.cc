@@ -212,6 +212,31 @@ TEST(MatmulScheduleTest, NarrowTailPanel) {
   ExpectMatmul({2, 17, 40}, {40, 100}, 16);
 }
 
+// A partial last panel of a B read in place (its row blocks inner) is the
+// only one packed, into gemm_tail_b: a 1x1 convolution on 28 x 28 pixels
+// packed all of its image per call. With the panels inner (B re-read for
+// every row block) all of B is packed, a contiguous stream. Each against
+// the reference: a narrow tail (N = 196), a full-width one (N = 50), a
+// batched B (each operand's tail packed), and the panels-inner case.
+TEST(MatmulScheduleTest, OnlyTheLastPanelIsPackedWithRowBlocksInner) {
+  auto text = [](const Shape& as, const Shape& bs) {
+    std::string t = LoweredText(as, bs);
+    return std::pair<bool, bool>(t.find("gemm_tail_b") != std::string::npos,
+                                 t.find("gemm_packed_b") != std::string::npos);
+  };
+  using Packs = std::pair<bool, bool>;  // (tail alone, all of B)
+  EXPECT_EQ(text({24, 40}, {40, 196}), Packs(true, false));
+  EXPECT_EQ(text({24, 40}, {40, 50}), Packs(true, false));
+  EXPECT_EQ(text({2, 24, 40}, {2, 40, 100}), Packs(true, false));
+  EXPECT_EQ(text({400, 40}, {40, 196}), Packs(false, true));  // panels inner
+  EXPECT_EQ(text({24, 40}, {40, 64}), Packs(false, false));   // no partial panel
+  EXPECT_NE(LoweredText({24, 40}, {40, 50}).find("gemm_acc_last"), std::string::npos);
+  ExpectMatmul({24, 40}, {40, 196}, 25);
+  ExpectMatmul({24, 40}, {40, 50}, 26);
+  ExpectMatmul({2, 19, 40}, {2, 40, 100}, 27);
+  ExpectMatmul({400, 40}, {40, 196}, 28);
+}
+
 // A B whose rows are a multiple of 1 KiB apart (N = 256, 1024, ...) maps
 // them onto a few cache sets: past 4 row blocks it is packed, not read in
 // place; 32 rows, or rows 1 KiB + 32 floats apart, read it in place.

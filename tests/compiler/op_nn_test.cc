@@ -424,9 +424,9 @@ TEST(Conv2dScheduleTest, AppliesEpilogue) {
   optest::ExpectClose(out[0], expected, 1e-4);
 }
 
-// A 1x1 convolution with unit strides and no padding is a matrix product
-// per image: the CPU GEMM schedule (cpu_gemm.h), its image read as a
-// [channels][pixels] matrix in place or packed.
+// A 1x1 convolution without padding is a matrix product per image: the CPU
+// GEMM schedule (cpu_gemm.h), its image read as a [channels][pixels] matrix
+// in place or packed (a strided one's pixels always packed).
 TEST(Conv2dScheduleTest, PointwiseConvolutionsAreAGemm) {
   std::string text = Conv2dKernelText({1, 192, 20, 30}, {192, 192, 1, 1}, Conv{});
   EXPECT_NE(text.find("gemm_acc"), std::string::npos) << text;
@@ -434,16 +434,48 @@ TEST(Conv2dScheduleTest, PointwiseConvolutionsAreAGemm) {
   // A 1x1 map is a matrix-vector product: the packed schedules keep it.
   text = Conv2dKernelText({1, 64, 1, 1}, {16, 64, 1, 1}, Conv{});
   EXPECT_EQ(text.find("gemm_acc"), std::string::npos) << text;
-  // Padding, strides or groups are not a plain product.
+  // Padding or groups are not a plain product.
   Conv p;
-  p.strides = {2, 2};
+  p.padding = {1, 1, 1, 1};
   text = Conv2dKernelText({1, 32, 8, 8}, {32, 32, 1, 1}, p);
+  EXPECT_EQ(text.find("gemm_acc"), std::string::npos) << text;
+  Conv g;
+  g.groups = 2;
+  text = Conv2dKernelText({1, 32, 8, 8}, {32, 16, 1, 1}, g);
   EXPECT_EQ(text.find("gemm_acc"), std::string::npos) << text;
 }
 
+// A strided 1x1 convolution (ResNet's projections, 256 -> 512 on 56 -> 28
+// pixels) is the same product over the pixels it reads: they are gathered
+// into the GEMM's packed panels, as B's columns are not contiguous. Output
+// rows shorter than half a vector keep the wide schedule.
+TEST(Conv2dScheduleTest, StridedPointwiseConvolutionsAreAGemm) {
+  Conv s2;
+  s2.strides = {2, 2};
+  std::string text = Conv2dKernelText({1, 32, 56, 56}, {64, 32, 1, 1}, s2);
+  EXPECT_NE(text.find("gemm_acc"), std::string::npos) << text;
+  EXPECT_NE(text.find("gemm_packed_b"), std::string::npos) << text;
+  EXPECT_EQ(text.find("conv_packed_w"), std::string::npos) << text;
+  EXPECT_EQ(Conv2dKernelText({1, 32, 14, 14}, {64, 32, 1, 1}, s2).find("gemm_acc"),
+            std::string::npos);  // 7 x 7 out
+  // Odd sizes (17 x 19 -> 9 x 10: 90 pixels, two panels and 26 columns),
+  // two images, a partial row block; strides that differ by axis.
+  ExpectConv({2, 24, 17, 19}, {13, 24, 1, 1}, s2, 51);
+  Conv s21;
+  s21.strides = {2, 1};
+  ExpectConv({1, 16, 20, 12}, {40, 16, 1, 1}, s21, 52);
+  Conv s13;
+  s13.strides = {1, 3};
+  ExpectConv({1, 16, 6, 50}, {24, 16, 1, 1}, s13, 53);
+  Conv s2d;  // with dilation (a 1x1 kernel has no taps to spread)
+  s2d.strides = {2, 2};
+  s2d.dilation = {2, 2};
+  ExpectConv({1, 8, 33, 33}, {16, 8, 1, 1}, s2d, 54);
+}
+
 TEST(Conv2dScheduleTest, PointwiseGemmSizes) {
-  // 600 pixels (the last column panel partial, the image packed), 13 output
-  // channels (a partial row block), two images.
+  // 600 pixels (the last column panel partial: packed alone, the others
+  // read in place), 13 output channels (a partial row block), two images.
   ExpectConv({2, 24, 20, 30}, {13, 24, 1, 1}, Conv{}, 41);
   // 64 pixels: the panels tile the image, read in place; more pixels than
   // output channels, so the row blocks run innermost.
@@ -537,7 +569,8 @@ TEST(Conv2dScheduleTest, PackedWeightBlocksAndWhichCallsPack) {
   EXPECT_TRUE(packs({1, 256, 28, 28}, {256, 256, 3, 3}, s2));
   Conv s2_1x1;
   s2_1x1.strides = {2, 2};
-  EXPECT_TRUE(packs({1, 512, 28, 28}, {1024, 512, 1, 1}, s2_1x1));
+  EXPECT_TRUE(packs({1, 1024, 14, 14}, {2048, 1024, 1, 1}, s2_1x1));  // 7 x 7 out: wide
+  EXPECT_FALSE(packs({1, 512, 28, 28}, {1024, 512, 1, 1}, s2_1x1));   // 14 x 14: a GEMM
   EXPECT_FALSE(packs({1, 64, 14, 14}, {16, 64, 3, 3}, pad));
   // conv2d_packed checks the blocks against out_channels and groups: a
   // hand-written call with another layout would read past the weight.
