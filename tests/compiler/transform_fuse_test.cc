@@ -235,6 +235,43 @@ TEST(FuseOpsTest, FusedDenseBiasReluComputesTheComposedValues) {
   }
 }
 
+// A residual add of two products (ResNet's first block of a stage: the
+// main path's last convolution plus the projection) joins the one computed
+// last as its epilogue, the other's output read as an input: two kernels,
+// not three. The fused kernel computes relu(x * w2 + x * w1), and the
+// first product stays a kernel of its own.
+TEST(FuseOpsTest, AddOfTwoProductsJoinsTheLastOne) {
+  RawFunction f;
+  Expr x = f.Param("x", F32({4, 8}));
+  Expr w1 = f.Param("w1", F32({8, 6}));
+  Expr w2 = f.Param("w2", F32({8, 6}));
+  Expr a = f.Bind("a", Op("relax.matmul", {x, w1}));
+  Expr ra = f.Bind("ra", Op("relax.nn.relu", {a}));
+  Expr b = f.Bind("b", Op("relax.matmul", {x, w2}));
+  Expr s = f.Bind("s", Op("relax.add", {ra, b}));
+  Expr gv = f.Output("gv", Op("relax.nn.relu", {s}));
+  IRModule m = Fused(f.Finish(gv));
+  EXPECT_THAT(KernelNames(m), UnorderedElementsAre("fused_matmul_relu", "fused_matmul_add_relu"));
+  EXPECT_THAT(RemainingOps(m), ElementsAre("relax.call_tir", "relax.call_tir"));
+  std::vector<float> xs(4 * 8), w(8 * 6), r(4 * 6);
+  for (size_t i = 0; i < xs.size(); ++i) xs[i] = std::sin(0.7f * i);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = std::cos(0.3f * i);
+  for (size_t i = 0; i < r.size(); ++i) r[i] = 0.5f - 0.1f * i;  // relu(x * w1), as an input
+  // The fused kernel's inputs in order of use: x, w2 (the anchor's), then ra.
+  std::vector<float> got = RunKernel(
+      m, "fused_matmul_add_relu",
+      {MakeFloatTensor({4, 8}, xs), MakeFloatTensor({8, 6}, w), MakeFloatTensor({4, 6}, r)},
+      {4, 6});
+  ASSERT_EQ(got.size(), r.size());
+  for (int64_t i = 0; i < 4; ++i) {
+    for (int64_t j = 0; j < 6; ++j) {
+      float acc = r[i * 6 + j];
+      for (int64_t k = 0; k < 8; ++k) acc += xs[i * 8 + k] * w[k * 6 + j];
+      EXPECT_NEAR(got[i * 6 + j], std::max(acc, 0.0f), 1e-5) << i << "," << j;
+    }
+  }
+}
+
 TEST(FuseOpsTest, FusedReductionComputesTheComposedValues) {
   RawFunction f;
   Expr x = f.Param("x", F32({3, 5}));
