@@ -1,7 +1,9 @@
 // Data parallelism for kernels: a process-wide pool of persistent worker
 // threads behind ParallelLaunch (task ids, the shape of the kernel ABI's
-// parallel-for) and ParallelFor (a chunked index range). Work is split
-// statically, the calling thread runs a share itself, and a call made from
+// parallel-for) and ParallelFor (a chunked index range). ParallelLaunch's
+// tasks are dealt out statically; ParallelFor's shares are balanced, and a
+// thread done with its own takes the rest of the others'. The calling thread
+// runs a share itself, and a call made from
 // inside a parallel region (or while another thread's launch is running) runs
 // serially on the caller, so nesting never deadlocks.
 #ifndef TETHER_RUNTIME_THREADING_THREAD_POOL_H_
@@ -34,10 +36,17 @@ bool InParallelRegion();
 using ParallelTask = absl::FunctionRef<absl::Status(int task_id, int num_tasks)>;
 absl::Status ParallelLaunch(int num_tasks, ParallelTask task);
 
-// Splits [begin, end) into at most NumThreads() contiguous chunks of at least
-// `min_chunk` indices and runs body(chunk_begin, chunk_end) on each. A range
-// shorter than 2 * min_chunk, one thread, or a nested call runs inline as
-// body(begin, end). Returns the first error. Thread-safe.
+// Splits [begin, end) into one balanced contiguous share per thread (at most
+// NumThreads() of them, each at least `min_chunk` indices), each share into
+// up to kParallelForPieces pieces of at least `min_chunk` (the last one
+// taking the remainder), and runs body(piece_begin, piece_end) on each piece,
+// exactly once. A thread runs its own share's pieces in order, then takes the
+// remaining pieces of the others' (a thread the machine delays does not
+// hold up the region for its whole share). A range shorter than
+// 2 * min_chunk, one thread, or a nested call runs inline as
+// body(begin, end). Returns the first error (a thread stops at its first;
+// the others finish the pieces they claim). Thread-safe.
+inline constexpr int64_t kParallelForPieces = 8;
 using ParallelBody = absl::FunctionRef<absl::Status(int64_t begin, int64_t end)>;
 absl::Status ParallelFor(int64_t begin, int64_t end, ParallelBody body, int64_t min_chunk = 1);
 

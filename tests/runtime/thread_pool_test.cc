@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <mutex>
 #include <set>
@@ -35,14 +36,17 @@ TEST_F(ThreadPoolTest, NumThreadsFollowsSetNumThreads) {
   EXPECT_GE(NumThreads(), 1);
 }
 
+// A region of 1024 indices runs kParallelForPieces pieces per thread it may
+// use (shares of 256 or 512 in 8 pieces); a cap of 1 runs it inline.
 TEST_F(ThreadPoolTest, ScopedThreadLimitCapsRegionsAndNests) {
   auto count_chunks = [] {
     std::atomic<int> chunks{0};
-    EXPECT_TRUE(ParallelFor(0, 1000, [&](int64_t, int64_t) {
+    EXPECT_TRUE(ParallelFor(0, 1024, [&](int64_t, int64_t) {
                   chunks.fetch_add(1);
                   return absl::OkStatus();
                 }).ok());
-    return chunks.load();
+    const int n = chunks.load();  // inline: one chunk
+    return n == 1 ? 1 : n / static_cast<int>(kParallelForPieces);
   };
   EXPECT_EQ(count_chunks(), 4);
   {
@@ -79,7 +83,11 @@ TEST_F(ThreadPoolTest, ParallelForCoversTheRangeExactlyOnce) {
   }
 }
 
-TEST_F(ThreadPoolTest, ChunksAreContiguousBalancedAndRespectMinChunk) {
+// The pieces tile the range in order without gaps or overlaps: 4 shares
+// of 10 indices (3, 3, 2, 2) in pieces of 1; 1000 in shares of 250, pieces
+// of 32 (the last of a share 58); with min_chunk 4, 10 indices are two
+// shares of one piece each; with min_chunk 100 the range runs inline.
+TEST_F(ThreadPoolTest, PiecesTileTheRangeAndRespectMinChunk) {
   std::mutex mu;
   std::vector<std::pair<int64_t, int64_t>> chunks;
   auto record = [&](int64_t b, int64_t e) {
@@ -87,25 +95,64 @@ TEST_F(ThreadPoolTest, ChunksAreContiguousBalancedAndRespectMinChunk) {
     chunks.emplace_back(b, e);
     return absl::OkStatus();
   };
+  auto tiles = [&](int64_t begin, int64_t end, int64_t min_chunk) {
+    std::sort(chunks.begin(), chunks.end());
+    ASSERT_FALSE(chunks.empty());
+    EXPECT_EQ(chunks.front().first, begin);
+    EXPECT_EQ(chunks.back().second, end);
+    for (size_t i = 0; i + 1 < chunks.size(); ++i) {
+      EXPECT_EQ(chunks[i].second, chunks[i + 1].first);
+    }
+    for (const auto& [b, e] : chunks) EXPECT_GE(e - b, min_chunk);
+  };
   ASSERT_TRUE(ParallelFor(10, 20, record).ok());
-  std::sort(chunks.begin(), chunks.end());
-  ASSERT_EQ(chunks.size(), 4u);
-  EXPECT_EQ(chunks.front().first, 10);
-  EXPECT_EQ(chunks.back().second, 20);
-  for (size_t i = 0; i + 1 < chunks.size(); ++i) EXPECT_EQ(chunks[i].second, chunks[i + 1].first);
-  for (const auto& [b, e] : chunks) {
-    EXPECT_GE(e - b, 2);
-    EXPECT_LE(e - b, 3);
-  }
+  tiles(10, 20, 1);
+  EXPECT_EQ(chunks.size(), 10u);
+
+  chunks.clear();
+  ASSERT_TRUE(ParallelFor(0, 1000, record, /*min_chunk=*/16).ok());
+  tiles(0, 1000, 16);
+  EXPECT_EQ(chunks.size(), 28u);  // 4 shares x 7 pieces
+  EXPECT_EQ(chunks[6], std::make_pair(int64_t{192}, int64_t{250}));
 
   chunks.clear();
   ASSERT_TRUE(ParallelFor(0, 10, record, /*min_chunk=*/4).ok());
-  EXPECT_EQ(chunks.size(), 2u);  // 10 / 4 -> at most 2 chunks
+  tiles(0, 10, 4);
+  EXPECT_EQ(chunks.size(), 2u);  // 10 / 4 -> at most 2 shares, of one piece each
 
   chunks.clear();
   ASSERT_TRUE(ParallelFor(0, 10, record, /*min_chunk=*/100).ok());
   ASSERT_EQ(chunks.size(), 1u);  // too small: inline
   EXPECT_EQ(chunks[0], std::make_pair(int64_t{0}, int64_t{10}));
+}
+
+// A thread held up inside its first piece does not hold up the rest of its
+// share: the other thread takes those pieces. Index 0's body waits until
+// every other index is done, which only another thread can do for indices
+// 1-7 of the first share (with static shares it would wait out the 30 s).
+TEST_F(ThreadPoolTest, OthersTakeTheRestOfADelayedThreadsShare) {
+  SetNumThreads(2);
+  std::atomic<int> done{0};
+  std::atomic<bool> timed_out{false};
+  absl::Status s = ParallelFor(0, 16, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      if (i == 0) {
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+        while (done.load() < 15) {
+          if (std::chrono::steady_clock::now() > deadline) {
+            timed_out.store(true);
+            break;
+          }
+          std::this_thread::yield();
+        }
+      }
+      done.fetch_add(1);
+    }
+    return absl::OkStatus();
+  });
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_FALSE(timed_out.load());
+  EXPECT_EQ(done.load(), 16);
 }
 
 TEST_F(ThreadPoolTest, EmptyAndReversedRangesRunNothing) {
