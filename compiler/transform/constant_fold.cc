@@ -38,13 +38,17 @@ bool IsConstPrim(const PrimExpr& e) {
   return e.kind() == PrimKind::kIntImm || e.kind() == PrimKind::kFloatImm;
 }
 
+// A wave computing more than this many bytes is compiled optimized.
+constexpr int64_t kOptimizedFoldBytes = int64_t{64} << 20;
+
 // Folding runs in waves: each wave walks the bindings in order, folds what
 // needs no kernel (shape_of, TupleGetItem) on the spot, and lowers every
 // call whose tensor arguments are all constants now or results of calls
 // lowered before it in the same wave (lowering needs only their struct
 // info); the wave's kernels, identical ones once, are compiled as one
-// library (at opt level 1: they run once) and run in binding order, each
-// on the results before it. A model's constant subgraphs (BatchNorm
+// library (each runs once: unoptimized, unless the wave computes more
+// than kOptimizedFoldBytes) and run in binding order, each on the results
+// before it. A model's constant subgraphs (BatchNorm
 // statistics folded into scales, reshaped biases, transposed weights) are
 // a few levels deep, and all of them are one compilation; the next wave
 // only finds what the first made foldable in place.
@@ -188,8 +192,13 @@ class Folder {
             MakeKernelFunc(p.name, p.kernel->params, p.kernel->body, p.kernel->num_outputs));
       }
     }
+    // Optimizing costs a model's folding 3-4 times as much compile time as
+    // running it unoptimized saves while it computes a few MB; beyond
+    // kOptimizedFoldBytes of results, running dominates.
+    int64_t result_bytes = 0;
+    for (const Pending& p : *wave) result_bytes += *StaticBytes(p.binding->value.struct_info());
     CodegenOptions codegen;
-    codegen.opt_level = 1;
+    codegen.opt_level = result_bytes > kOptimizedFoldBytes ? 1 : 0;
     absl::StatusOr<Ref<Module>> lib = BuildAndLoad(kernels, codegen);
     if (options_.libraries_built != nullptr) ++*options_.libraries_built;
     std::map<std::string, Ref<Module>> alone;
