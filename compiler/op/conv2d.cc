@@ -469,8 +469,10 @@ std::optional<DwBand> DepthwiseBand(const ConvParams& p, const Buffer& W, const 
 // element. From kDwLanes pixels on, in tiles of kDwLanes pixels that are
 // transpose tiles (two nested vector loops, emitted as a transpose in
 // registers: vectorize.h), the last tile overlapping the one before it
-// (copying some pixels twice); fewer pixels element by element.
-Stmt DwTransposeCopy(const std::string& name, const PrimExpr& count,
+// (copying some pixels twice); fewer pixels element by element, a path
+// left out where the caller knows `count` is never below kDwLanes
+// (`always_tiles`: it costs each kernel compile time and never runs).
+Stmt DwTransposeCopy(const std::string& name, const PrimExpr& count, bool always_tiles,
                      const std::function<Stmt(const PrimExpr&, const PrimExpr&)>& copy) {
   const PrimExpr L(kDwLanes);
   Stmt tiles = Loop(name + "t", CeilDiv(count, kDwLanes), ForKind::kSerial, [&](const PrimExpr& t) {
@@ -480,6 +482,7 @@ Stmt DwTransposeCopy(const std::string& name, const PrimExpr& count,
                   [&](const PrimExpr& c) { return copy(first + p, c); });
     });
   });
+  if (always_tiles) return tiles;
   Stmt few = Loop(name + "c", L, ForKind::kSerial, [&](const PrimExpr& c) {
     return Loop(name + "q", count, ForKind::kSerial, [&](const PrimExpr& q) { return copy(q, c); });
   });
@@ -527,6 +530,18 @@ Stmt ScheduleConv2dDepthwise(const Buffer& X, const Buffer& W, const Buffer& Y, 
   // With at least kDwLanes channels every block is full, the last one
   // overlapping the one before it (both store the same values there).
   const bool blocked = *C.as_int() >= kDwLanes;
+  // The fewest pixels any band's fill and write copy, where the shapes are
+  // constants (0: not known): from kDwLanes on, both copy in tiles only.
+  int64_t fewest_filled = 0, fewest_written = 0;
+  if (const int64_t* h = H.as_int(), *wd = Wd.as_int(), *oh = OH.as_int(); h && wd && oh) {
+    fewest_filled = fewest_written = std::numeric_limits<int64_t>::max();
+    for (int64_t b = 0; b * band.rows < *oh; ++b) {
+      const int64_t row0 = b * band.rows * sh - pt;
+      const int64_t rows = std::min(band.strip_rows, *h - row0) - std::max<int64_t>(0, -row0);
+      fewest_filled = std::min(fewest_filled, std::max<int64_t>(rows, 0) * *wd);
+      fewest_written = std::min(fewest_written, std::min(band.rows, *oh - b * band.rows) * ow);
+    }
+  }
   const ForKind kw_kind = kw_const <= 7 ? ForKind::kUnrolled : ForKind::kSerial;
   return Loop("db", N * blocks * bands, ForKind::kParallel, [&](const PrimExpr& t) {
     std::vector<PrimExpr> i = Unflatten(t, {N, blocks, bands});
@@ -562,12 +577,13 @@ Stmt ScheduleConv2dDepthwise(const Buffer& X, const Buffer& W, const Buffer& Y, 
     });
     Stmt fill = slow_fill;
     if (whole_rows) {
-      Stmt fast_fill = DwTransposeCopy(
-          "f", Max(r_hi - r_lo, PrimExpr(0)) * Wd, [&](const PrimExpr& px, const PrimExpr& c) {
-            PrimExpr r = r_lo + FloorDiv(px, Wd), x = FloorMod(px, Wd);
-            return Store(strip, {r, x + PrimExpr(pl), c},
-                         Cast(acc_t, Load(X, {n, c0 + c, row0 + r, x})));
-          });
+      Stmt fast_fill =
+          DwTransposeCopy("f", Max(r_hi - r_lo, PrimExpr(0)) * Wd, fewest_filled >= kDwLanes,
+                          [&](const PrimExpr& px, const PrimExpr& c) {
+                            PrimExpr r = r_lo + FloorDiv(px, Wd), x = FloorMod(px, Wd);
+                            return Store(strip, {r, x + PrimExpr(pl), c},
+                                         Cast(acc_t, Load(X, {n, c0 + c, row0 + r, x})));
+                          });
       if (blocked) fill = fast_fill;
     }
     Stmt compute = Loop("r", Min(BH, OH - b * BH), ForKind::kSerial, [&](const PrimExpr& r) {
@@ -613,11 +629,11 @@ Stmt ScheduleConv2dDepthwise(const Buffer& X, const Buffer& W, const Buffer& Y, 
     });
     // The band's output rows, whole, from the output strip to Y.
     PrimExpr oh0 = b * BH;
-    Stmt write =
-        DwTransposeCopy("o", Min(BH, OH - oh0) * OW, [&](const PrimExpr& px, const PrimExpr& c) {
-          PrimExpr r = FloorDiv(px, OW), x = FloorMod(px, OW);
-          return Store(Y, {n, c0 + c, oh0 + r, x}, Load(out, {r, x, c}));
-        });
+    Stmt write = DwTransposeCopy("o", Min(BH, OH - oh0) * OW, fewest_written >= kDwLanes,
+                                 [&](const PrimExpr& px, const PrimExpr& c) {
+                                   PrimExpr r = FloorDiv(px, OW), x = FloorMod(px, OW);
+                                   return Store(Y, {n, c0 + c, oh0 + r, x}, Load(out, {r, x, c}));
+                                 });
     if (!blocked) return Allocate(strip, Allocate(wts, Seq({zero, weights, fill, compute})));
     return Allocate(strip,
                     Allocate(wts, Allocate(out, Seq({zero, weights, fill, compute, write}))));

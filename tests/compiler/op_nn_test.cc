@@ -321,6 +321,23 @@ TEST(Conv2dScheduleTest, ShortDepthwiseRowsUseTheChannelBlocks) {
   EXPECT_EQ(thin.find("dw_strip"), std::string::npos) << thin;
 }
 
+// The depthwise strip's copies keep their element-by-element path (loops
+// fq and oq) only where some band copies fewer pixels than a tile: a path
+// that never runs still costs each kernel's compile time.
+TEST(Conv2dScheduleTest, DepthwiseCopiesHaveNoElementwisePathThatNeverRuns) {
+  Conv p;
+  p.padding = {1, 1, 1, 1};
+  p.groups = 16;
+  std::string big = Conv2dKernelText({1, 16, 56, 56}, {16, 1, 3, 3}, p);
+  ASSERT_NE(big.find("dw_strip"), std::string::npos) << big;
+  EXPECT_EQ(big.find("for fq"), std::string::npos) << big;
+  EXPECT_EQ(big.find("for oq"), std::string::npos) << big;
+  std::string small = Conv2dKernelText({1, 16, 3, 3}, {16, 1, 3, 3}, p);
+  ASSERT_NE(small.find("dw_strip"), std::string::npos) << small;
+  EXPECT_NE(small.find("for fq"), std::string::npos) << small;
+  EXPECT_NE(small.find("for oq"), std::string::npos) << small;
+}
+
 TEST(Conv2dScheduleTest, ThinConvolutionsUseTheRowsSchedule) {
   Conv p;
   p.padding = {1, 1, 1, 1};
