@@ -46,12 +46,12 @@ constexpr int64_t kOptimizedFoldBytes = int64_t{64} << 20;
 // call whose tensor arguments are all constants now or results of calls
 // lowered before it in the same wave (lowering needs only their struct
 // info); the wave's kernels, identical ones once, are compiled as one
-// library (each runs once: unoptimized, unless the wave computes more
-// than kOptimizedFoldBytes) and run in binding order, each on the results
-// before it. A model's constant subgraphs (BatchNorm
-// statistics folded into scales, reshaped biases, transposed weights) are
-// a few levels deep, and all of them are one compilation; the next wave
-// only finds what the first made foldable in place.
+// library (unoptimized, since each runs once, unless the wave computes
+// more than kOptimizedFoldBytes) and run in binding order, each on the
+// results before it. A model's constant subgraphs (BatchNorm statistics
+// folded into scales, reshaped biases, transposed weights) are a few
+// levels deep, and all of them are one compilation; the next wave only
+// finds what the first made foldable in place.
 class Folder {
  public:
   explicit Folder(const ConstantFoldingOptions& options) : options_(options) {}
@@ -192,9 +192,9 @@ class Folder {
             MakeKernelFunc(p.name, p.kernel->params, p.kernel->body, p.kernel->num_outputs));
       }
     }
-    // Optimizing costs a model's folding 3-4 times as much compile time as
-    // running it unoptimized saves while it computes a few MB; beyond
-    // kOptimizedFoldBytes of results, running dominates.
+    // On a few MB of results, optimizing the library costs more compile
+    // time than it saves in running it (MobileNetV3: 0.23 s of folding at
+    // opt level 1, 0.06-0.09 s at 0); on large ones, running dominates.
     int64_t result_bytes = 0;
     for (const Pending& p : *wave) result_bytes += *StaticBytes(p.binding->value.struct_info());
     CodegenOptions codegen;
