@@ -6,6 +6,7 @@
 #include <cstring>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "compiler/backend/llvm/jit.h"
 #include "compiler/backend/llvm/llvm_codegen.h"
 #include "compiler/backend/llvm/target.h"
@@ -246,8 +247,10 @@ TEST(CodegenTest, PrefetchIsAHintThatChangesNothing) {
 // Two nested kVectorized loops of equal power-of-two extent around a copy
 // whose load runs along one var and whose store along the other are a
 // transpose tile (vectorize.h): vector loads, shuffles and vector stores, no
-// gathers. Both directions, with a cast, at every tile size; a loop nest of
-// unequal extents is not one and still copies right.
+// gathers. Both directions, with a cast and without (integer lanes), at
+// every tile size; from 8 lanes on the shuffles pass through an arithmetic
+// fence halfway (TransposeInRegisters: it spares LLVM's shuffle combining).
+// A loop nest of unequal extents is not one and still copies right.
 TEST(CodegenTest, TransposeTilesMoveThroughRegisters) {
   const DataType i32 = DataType::Int(32);
   for (int64_t n : {2, 4, 8, 16}) {
@@ -257,6 +260,7 @@ TEST(CodegenTest, TransposeTilesMoveThroughRegisters) {
     Buffer x = MakeBuffer("X", i32, {PrimExpr(ch_n), PrimExpr(px_n)});
     Buffer y = MakeBuffer("Y", kF32, {PrimExpr(px_n), PrimExpr(ch_n)});
     Buffer z = MakeBuffer("Z", kF32, {PrimExpr(ch_n), PrimExpr(px_n)});
+    Buffer w = MakeBuffer("W", i32, {PrimExpr(px_n), PrimExpr(ch_n)});
     Var cb("cb"), pb("pb"), p("p"), c("c");
     PrimExpr ch = cb * n + c, px = pb * n + p;
     auto tiles = [&](Stmt copy) {
@@ -264,16 +268,21 @@ TEST(CodegenTest, TransposeTilesMoveThroughRegisters) {
                  For(pb, 0, tiles_n, ForKind::kSerial,
                      For(p, 0, n, ForKind::kVectorized, For(c, 0, n, ForKind::kVectorized, copy))));
     };
-    // X -> Y: the load along p (outer), the store along c; Y -> Z the reverse.
+    // X -> Y: the load along p (outer), the store along c; Y -> Z the
+    // reverse; X -> W as Y, in integers.
     Stmt body = Seq({tiles(Store(y, {px, ch}, Cast(kF32, Load(x, {ch, px})))),
-                     tiles(Store(z, {ch, px}, Load(y, {px, ch})))});
+                     tiles(Store(z, {ch, px}, Load(y, {px, ch}))),
+                     tiles(Store(w, {px, ch}, Load(x, {ch, px})))});
     const std::string name = absl::StrCat("transpose", n);
-    KernelFunc k = MakeKernelFunc(
-        name, {KernelParam::Tensor(x), KernelParam::Tensor(y), KernelParam::Tensor(z)}, body);
+    KernelFunc k = MakeKernelFunc(name,
+                                  {KernelParam::Tensor(x), KernelParam::Tensor(y),
+                                   KernelParam::Tensor(z), KernelParam::Tensor(w)},
+                                  body);
     absl::StatusOr<std::string> ir = EmitLLVMIR({k}, Target::Host());
     ASSERT_TRUE(ir.ok()) << ir.status();
     EXPECT_THAT(*ir, HasSubstr("shufflevector"));
     EXPECT_THAT(*ir, Not(HasSubstr("llvm.masked.gather")));
+    EXPECT_EQ(absl::StrContains(*ir, "llvm.arithmetic.fence"), n >= 8);
     absl::StatusOr<Ref<Module>> lib = BuildAndLoad({k});
     ASSERT_TRUE(lib.ok()) << lib.status();
     std::vector<int32_t> xv(ch_n * px_n);
@@ -283,12 +292,15 @@ TEST(CodegenTest, TransposeTilesMoveThroughRegisters) {
     Tensor tx = MakeTensor({ch_n, px_n}, i32, xv);
     Tensor ty = MakeTensor({px_n, ch_n}, kF32, std::vector<float>(px_n * ch_n, -1));
     Tensor tz = MakeTensor({ch_n, px_n}, kF32, std::vector<float>(px_n * ch_n, -1));
-    ASSERT_TRUE(GetKernel(*lib, name).Call(tx, ty, tz).ok());
+    Tensor tw = MakeTensor({px_n, ch_n}, i32, std::vector<int32_t>(px_n * ch_n, -1));
+    ASSERT_TRUE(GetKernel(*lib, name).Call(tx, ty, tz, tw).ok());
     std::vector<float> yv = Read<float>(ty), zv = Read<float>(tz);
+    std::vector<int32_t> wv = Read<int32_t>(tw);
     for (int64_t i = 0; i < ch_n; ++i) {
       for (int64_t j = 0; j < px_n; ++j) {
         ASSERT_EQ(yv[j * ch_n + i], static_cast<float>(i * 1000 + j)) << i << " " << j;
         ASSERT_EQ(zv[i * px_n + j], static_cast<float>(i * 1000 + j)) << i << " " << j;
+        ASSERT_EQ(wv[j * ch_n + i], i * 1000 + j) << i << " " << j;
       }
     }
   }

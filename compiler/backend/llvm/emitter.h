@@ -253,6 +253,9 @@ class Emitter {
   absl::Status EmitTransposeTile(const ForNode* outer, const TransposeTile& t);
   // Rows r[i] (lane j: element (i, j)) to columns (lane i of result j).
   std::vector<llvm::Value*> TransposeInRegisters(std::vector<llvm::Value*> r);
+  // `v` through llvm.arithmetic.fence: no instruction, but the combiners
+  // do not look through it.
+  llvm::Value* ArithmeticFence(llvm::Value* v);
 
   // The address of lane 0's element of a contiguous access.
   absl::StatusOr<llvm::Value*> Lane0Address(const Buffer& buffer,
