@@ -28,11 +28,126 @@ void FlattenTensors(const StructInfo& sinfo, std::vector<StructInfo>* out) {
   out->push_back(sinfo);
 }
 
+// Elements of the flat rows' vectors (FlatRowNest): an AVX-512 register
+// of float32.
+constexpr int64_t kFlatRowLanes = 16;
+
+// How many leading dimensions of `outer` a parallel loop fuses: until their
+// product is a symbolic or constant extent of at least
+// kMinParallelIterations (all of them if it never is).
+size_t FusedDims(const std::vector<PrimExpr>& outer) {
+  PrimExpr prod = 1;
+  for (size_t k = 0; k < outer.size(); ++k) {
+    prod = prod * outer[k];
+    if (prod.as_int() == nullptr || *prod.as_int() >= kMinParallelIterations) return k + 1;
+  }
+  return outer.size();
+}
+
+// The indices of the first `count` dimensions of `dims`, fused row-major
+// into one loop variable `fused`.
+std::vector<PrimExpr> FusedIndices(const Var& fused, const std::vector<PrimExpr>& dims,
+                                   size_t count) {
+  std::vector<PrimExpr> indices(count);
+  PrimExpr stride = 1;
+  for (size_t k = count; k-- > 0;) {
+    PrimExpr idx = FloorDiv(fused, stride);
+    if (k > 0) idx = FloorMod(idx, dims[k]);
+    indices[k] = idx;
+    stride = stride * dims[k];
+  }
+  return indices;
+}
+
+// Whether each element of `indices` into `buffer` is one element past the
+// last (contiguous) or the same (uniform) as `lane` steps by one.
+bool ContiguousOrUniform(const Buffer& buffer, const std::vector<PrimExpr>& indices,
+                         const Var& lane) {
+  if (indices.size() != buffer->shape.size()) return false;
+  PrimExpr flat(int64_t{0});
+  for (size_t d = 0; d < indices.size(); ++d) flat = flat * buffer->shape[d] + indices[d];
+  const int64_t* step =
+      Simplify(Substitute(flat, {{lane.get(), lane + PrimExpr(1)}}) - flat).as_int();
+  return step != nullptr && (*step == 0 || *step == 1);
+}
+
+// Whether every load in `e` is ContiguousOrUniform.
+bool LoadsContiguousOrUniform(const PrimExpr& e, const Var& lane) {
+  bool ok = true;
+  std::function<PrimExpr(const PrimExpr&)> visit = [&](const PrimExpr& x) {
+    if (const LoadNode* l = x.as<LoadNode>()) {
+      ok = ok && ContiguousOrUniform(l->buffer, l->indices, lane);
+    }
+    if (ok) MapChildren(x, visit);
+    return x;
+  };
+  visit(e);
+  return ok;
+}
+
+// The elementwise nest with the dimensions inside the parallel loop walked
+// as one flat row in vectors of kFlatRowLanes (and one shorter vector for
+// the rest), where those dimensions are constants, the innermost is short
+// and not whole vectors (a 28 x 28 feature map: the row nest's vectors of
+// 28 were 16 + 8 + 4 lanes, each row unrolled by LLVM), and every load is
+// contiguous or uniform along the flat row (an operand broadcast along the
+// innermost dimension is not, and keeps the row nest). nullopt otherwise.
+std::optional<Stmt> FlatRowNest(
+    const Buffer& out, const std::function<PrimExpr(const std::vector<PrimExpr>&)>& compute) {
+  const std::vector<PrimExpr>& shape = out->shape;
+  const size_t rank = shape.size();
+  if (rank < 2) return std::nullopt;
+  const int64_t* inner = shape[rank - 1].as_int();
+  if (inner == nullptr || *inner % kFlatRowLanes == 0 || *inner >= 4 * kFlatRowLanes) {
+    return std::nullopt;
+  }
+  std::vector<PrimExpr> outer(shape.begin(), shape.end() - 1);
+  const size_t fused_dims = FusedDims(outer);
+  std::vector<PrimExpr> row(shape.begin() + fused_dims, shape.end());
+  const PrimExpr row_size = Product(row), outer_size = Product(outer);
+  const int64_t *row_const = row_size.as_int(), *outer_const = outer_size.as_int();
+  if (row.size() < 2 || row_const == nullptr || *row_const < kFlatRowLanes ||
+      (outer_const != nullptr && *outer_const < kMinParallelIterations)) {
+    return std::nullopt;
+  }
+  const int64_t length = *row_const, whole = length / kFlatRowLanes * kFlatRowLanes;
+  Var fused("fused"), vec("v"), lane("i");
+  std::vector<PrimExpr> indices = FusedIndices(fused, outer, fused_dims);
+  indices.resize(rank);
+  // The store at flat element `first + lane` of the row.
+  auto store = [&](const PrimExpr& first) -> std::optional<Stmt> {
+    std::vector<PrimExpr> row_idx = Unflatten(first + lane, row);
+    std::copy(row_idx.begin(), row_idx.end(), indices.begin() + fused_dims);
+    PrimExpr value = compute(indices);
+    if (!ContiguousOrUniform(out, indices, lane) || !LoadsContiguousOrUniform(value, lane)) {
+      return std::nullopt;
+    }
+    return Store(out, indices, value);
+  };
+  std::optional<Stmt> body = store(vec * PrimExpr(kFlatRowLanes));
+  if (!body.has_value()) return std::nullopt;
+  std::vector<Stmt> parts = {
+      For(vec, 0, PrimExpr(length / kFlatRowLanes), ForKind::kSerial,
+          For(lane, 0, PrimExpr(kFlatRowLanes), ForKind::kVectorized, *body))};
+  if (whole < length) {
+    std::optional<Stmt> rest = store(PrimExpr(whole));
+    if (!rest.has_value()) return std::nullopt;
+    parts.push_back(For(lane, 0, PrimExpr(length - whole), ForKind::kVectorized, *rest));
+  }
+  Stmt nest = parts.size() == 1 ? parts[0] : Seq(parts);
+  if (fused_dims == 0) return nest;
+  return For(fused, 0, Product(std::vector<PrimExpr>(outer.begin(), outer.begin() + fused_dims)),
+             ForKind::kParallel, nest);
+}
+
 }  // namespace
 
 Stmt MakeElementwiseLoopNest(const Buffer& out,
                              const std::function<PrimExpr(const std::vector<PrimExpr>&)>& compute,
                              bool gpu) {
+  if (!gpu) {
+    if (std::optional<Stmt> flat = FlatRowNest(out, compute)) return *flat;
+  }
   return MakeParallelLoopNest(
       out->shape, [&](const std::vector<PrimExpr>& idx) { return Store(out, idx, compute(idx)); },
       ForKind::kVectorized, gpu);
@@ -79,30 +194,13 @@ Stmt MakeParallelLoopNest(const std::vector<PrimExpr>& shape,
   // How many leading dimensions the parallel loop fuses: until the product
   // is a symbolic or constant extent of at least kMinParallelIterations,
   // never the innermost one.
-  size_t num_fused = outer.size();
-  if (!chunk_inner) {
-    PrimExpr prod = 1;
-    for (size_t k = 0; k < outer.size(); ++k) {
-      prod = prod * outer[k];
-      if (prod.as_int() == nullptr || *prod.as_int() >= kMinParallelIterations) {
-        num_fused = k + 1;
-        break;
-      }
-    }
-  }
+  const size_t num_fused = chunk_inner ? outer.size() : FusedDims(outer);
 
-  std::vector<PrimExpr> indices(rank);
   Var fused("fused");
   Var inner_var(absl::StrCat("i", rank - 1));
   Var chunk("chunk");
-  // Indices of the fused dimensions, from the fused loop variable.
-  PrimExpr stride = 1;
-  for (size_t k = num_fused; k-- > 0;) {
-    PrimExpr idx = FloorDiv(fused, stride);
-    if (k > 0) idx = FloorMod(idx, outer[k]);
-    indices[k] = idx;
-    stride = stride * outer[k];
-  }
+  std::vector<PrimExpr> indices = FusedIndices(fused, outer, num_fused);
+  indices.resize(rank);
   std::vector<Var> serial_vars;
   for (size_t k = num_fused; k < outer.size(); ++k) {
     serial_vars.emplace_back(absl::StrCat("i", k));

@@ -32,8 +32,11 @@ namespace tether::compiler {
 // dimensions between run serially, and the innermost is vectorized. When
 // the outer dimensions together are a small constant (a 1-D output, or
 // (2, 1000000)), the innermost dimension is split into parallel chunks so
-// the work still spreads over threads. Rank 0 gives a single Store.
-// Extents may be symbolic. With `gpu`, the nest is MakeFlatParallelLoop's.
+// the work still spreads over threads. Short constant rows that are not
+// whole vectors (a 28 x 28 map) are walked inside the parallel loop as one
+// flat row of 16-lane vectors where every load is contiguous or uniform
+// along it. Rank 0 gives a single Store. Extents may be symbolic. With
+// `gpu`, the nest is MakeFlatParallelLoop's.
 Stmt MakeElementwiseLoopNest(const Buffer& out,
                              const std::function<PrimExpr(const std::vector<PrimExpr>&)>& compute,
                              bool gpu = false);

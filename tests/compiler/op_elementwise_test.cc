@@ -18,11 +18,13 @@ struct ShapePair {
 };
 const std::vector<ShapePair>& BinaryShapes() {
   static const auto* shapes = new std::vector<ShapePair>{
-      {{3, 5}, {3, 5}},     // same shape
-      {{4, 1, 7}, {5, 1}},  // both sides stretch
-      {{1}, {67, 13}},      // size-1 against an odd 2-D shape
-      {{}, {2, 3}},         // rank 0
-      {{2, 5000}, {5000}},  // small outer, chunked inner
+      {{3, 5}, {3, 5}},                // same shape
+      {{4, 1, 7}, {5, 1}},             // both sides stretch
+      {{1}, {67, 13}},                 // size-1 against an odd 2-D shape
+      {{}, {2, 3}},                    // rank 0
+      {{2, 5000}, {5000}},             // small outer, chunked inner
+      {{2, 70, 5, 7}, {70, 1, 1}},     // short rows as flat rows, per-channel operand
+      {{2, 70, 5, 7}, {2, 70, 5, 1}},  // broadcast along the rows: row by row
   };
   return *shapes;
 }

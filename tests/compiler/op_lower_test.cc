@@ -25,10 +25,33 @@ TEST(ElementwiseLoopNestTest, RankZeroIsOneStore) {
 }
 
 TEST(ElementwiseLoopNestTest, LargeOuterDimIsParallelInnerVectorized) {
-  std::string s = NestFor({256, 3, 17});
+  std::string s = NestFor({256, 3, 32});
   EXPECT_EQ(Count(s, "T.parallel(256)"), 1u) << s;
   EXPECT_EQ(Count(s, "T.serial(3)"), 1u) << s;
+  EXPECT_EQ(Count(s, "T.vectorized(32)"), 1u) << s;
+}
+
+// Short rows that are not whole vectors (3 rows of 17) are walked as one
+// flat row of 51 elements inside the parallel loop: 3 vectors of 16 and
+// one of 3, not 3 vectors of 17.
+TEST(ElementwiseLoopNestTest, ShortRowsAreOneFlatRowOfWholeVectors) {
+  std::string s = NestFor({256, 3, 17});
+  EXPECT_EQ(Count(s, "T.parallel(256)"), 1u) << s;
+  EXPECT_EQ(Count(s, "T.vectorized(16)"), 1u) << s;
+  EXPECT_EQ(Count(s, "T.vectorized(3)"), 1u) << s;
+  EXPECT_EQ(Count(s, "T.vectorized(17)"), 0u) << s;
+}
+
+// An operand broadcast along the innermost dimension would be a gather
+// along the flat row: the rows stay.
+TEST(ElementwiseLoopNestTest, OperandBroadcastAlongRowsKeepsTheRows) {
+  Buffer out = MakeBuffer("out", kF32, {256, 3, 17});
+  Buffer b = MakeBuffer("b", kF32, {256, 3, 1});
+  std::string s = ToString(MakeElementwiseLoopNest(out, [&](const std::vector<PrimExpr>& i) {
+    return Load(b, {i[0], i[1], PrimExpr(0)});
+  }));
   EXPECT_EQ(Count(s, "T.vectorized(17)"), 1u) << s;
+  EXPECT_EQ(Count(s, "T.vectorized(16)"), 0u) << s;
 }
 
 TEST(ElementwiseLoopNestTest, SmallOuterDimsAreFused) {
