@@ -2,6 +2,7 @@
 #include "compiler/lower/lower.h"
 
 #include <set>
+#include <unordered_set>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -66,17 +67,19 @@ bool ContiguousOrUniform(const Buffer& buffer, const std::vector<PrimExpr>& indi
   if (indices.size() != buffer->shape.size()) return false;
   PrimExpr flat(int64_t{0});
   for (size_t d = 0; d < indices.size(); ++d) flat = flat * buffer->shape[d] + indices[d];
-  const int64_t* step =
-      Simplify(Substitute(flat, {{lane.get(), lane + PrimExpr(1)}}) - flat).as_int();
-  return step != nullptr && (*step == 0 || *step == 1);
+  const PrimExpr step = Simplify(Substitute(flat, {{lane.get(), lane + PrimExpr(1)}}) - flat);
+  return step.as_int() != nullptr && (*step.as_int() == 0 || *step.as_int() == 1);
 }
 
-// Whether every load in `e` is ContiguousOrUniform.
+// Whether every load in `e` is ContiguousOrUniform (each shared
+// subexpression visited once: a fused group inlines its producers).
 bool LoadsContiguousOrUniform(const PrimExpr& e, const Var& lane) {
   bool ok = true;
+  std::unordered_set<const PrimExprNode*> seen;
   std::function<PrimExpr(const PrimExpr&)> visit = [&](const PrimExpr& x) {
+    if (!ok || !seen.insert(x.get()).second) return x;
     if (const LoadNode* l = x.as<LoadNode>()) {
-      ok = ok && ContiguousOrUniform(l->buffer, l->indices, lane);
+      ok = ContiguousOrUniform(l->buffer, l->indices, lane);
     }
     if (ok) MapChildren(x, visit);
     return x;
