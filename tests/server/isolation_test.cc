@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <set>
 #include <sstream>
 #include <string>
@@ -45,22 +44,20 @@ pid_t NewChild(const std::set<pid_t>& before, const std::set<pid_t>& after) {
   return fresh.empty() ? -1 : fresh[0];
 }
 
+using testing::Gone;
+using testing::ReadProcFile;
+
 std::string CommandLine(pid_t pid) {
-  std::ifstream in(absl::StrCat("/proc/", pid, "/cmdline"), std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  std::string line = text.str();
+  std::string line = ReadProcFile(absl::StrCat("/proc/", pid, "/cmdline"));
   std::replace(line.begin(), line.end(), '\0', ' ');
   return line;
 }
-
-using testing::Gone;
 
 // Whether a thread of `pid` is running or runnable (a worker in "spin").
 bool Spinning(pid_t pid) {
   std::error_code error;
   for (const auto& task : fs::directory_iterator(absl::StrCat("/proc/", pid, "/task"), error)) {
-    std::ifstream stat(task.path() / "stat");
+    std::istringstream stat(ReadProcFile(task.path() / "stat"));
     std::string tid, comm, state;
     stat >> tid >> comm >> state;  // tetherd's comm has no spaces
     if (state == "R") return true;
@@ -70,7 +67,7 @@ bool Spinning(pid_t pid) {
 
 // Whether `pid` is stopped by a signal (state T).
 bool Stopped(pid_t pid) {
-  std::ifstream stat(absl::StrCat("/proc/", pid, "/stat"));
+  std::istringstream stat(ReadProcFile(absl::StrCat("/proc/", pid, "/stat")));
   std::string tid, comm, state;
   stat >> tid >> comm >> state;
   return state == "T";

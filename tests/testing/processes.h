@@ -2,19 +2,36 @@
 #ifndef TETHER_TESTS_TESTING_PROCESSES_H_
 #define TETHER_TESTS_TESTING_PROCESSES_H_
 
+#include <fcntl.h>
 #include <sys/types.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <set>
 #include <sstream>
 #include <string>
 
 namespace tether::testing {
+
+// The contents of a /proc file, empty where it cannot be read. A process
+// can exit between opening its file and reading it (ESRCH): an ifstream's
+// read then throws from basic_filebuf::underflow, so /proc is read with
+// read(2) here.
+inline std::string ReadProcFile(const std::string& path) {
+  std::string out;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return out;
+  char buffer[4096];
+  for (;;) {
+    const ssize_t n = ::read(fd, buffer, sizeof(buffer));
+    if (n <= 0) break;
+    out.append(buffer, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return out;
+}
 
 // The pids of this process's children (an in-process daemon's workers),
 // from the parent pid in /proc/*/stat: that needs nothing of the kernel
@@ -27,8 +44,7 @@ inline std::set<pid_t> ChildPids() {
   for (const auto& entry : std::filesystem::directory_iterator("/proc", error)) {
     const std::string name = entry.path().filename().string();
     if (name.empty() || name[0] < '0' || name[0] > '9') continue;
-    std::ifstream in(entry.path() / "stat");
-    std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string stat = ReadProcFile(entry.path() / "stat");
     const size_t comm_end = stat.rfind(')');  // the command may hold spaces and parentheses
     if (comm_end == std::string::npos) continue;
     std::istringstream fields(stat.substr(comm_end + 1));
