@@ -538,7 +538,7 @@ llvm::Value* Emitter::ArithmeticFence(llvm::Value* v) {
   // The fence takes floating-point values only: other lanes pass as float
   // lanes of the same bits (none where the bits are not a multiple of 32).
   const uint64_t bits = vt->getPrimitiveSizeInBits().getFixedValue();
-  if (bits % 32 != 0) return v;
+  if (bits == 0 || bits % 32 != 0) return v;
   auto* ft = llvm::FixedVectorType::get(b_.getFloatTy(), bits / 32);
   return b_.CreateBitCast(b_.CreateArithmeticFence(b_.CreateBitCast(v, ft), ft), vt);
 }
