@@ -2,7 +2,6 @@
 #include "compiler/lower/lower.h"
 
 #include <set>
-#include <unordered_set>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -60,32 +59,20 @@ std::vector<PrimExpr> FusedIndices(const Var& fused, const std::vector<PrimExpr>
   return indices;
 }
 
-// Whether each element of `indices` into `buffer` is one element past the
-// last (contiguous) or the same (uniform) as `lane` steps by one.
+// Whether buffer[indices] steps by 0 (uniform) or 1 (contiguous) elements as
+// `lane` steps by one.
 bool ContiguousOrUniform(const Buffer& buffer, const std::vector<PrimExpr>& indices,
                          const Var& lane) {
-  if (indices.size() != buffer->shape.size()) return false;
-  PrimExpr flat(int64_t{0});
-  for (size_t d = 0; d < indices.size(); ++d) flat = flat * buffer->shape[d] + indices[d];
-  const PrimExpr step = Simplify(Substitute(flat, {{lane.get(), lane + PrimExpr(1)}}) - flat);
-  return step.as_int() != nullptr && (*step.as_int() == 0 || *step.as_int() == 1);
+  const std::optional<int64_t> step = ElementStride(buffer, indices, lane);
+  return step == 0 || step == 1;
 }
 
-// Whether every load in `e` is ContiguousOrUniform (each shared
-// subexpression visited once: a fused group inlines its producers).
+// Whether every load in `e` is ContiguousOrUniform.
 bool LoadsContiguousOrUniform(const PrimExpr& e, const Var& lane) {
-  bool ok = true;
-  std::unordered_set<const PrimExprNode*> seen;
-  std::function<PrimExpr(const PrimExpr&)> visit = [&](const PrimExpr& x) {
-    if (!ok || !seen.insert(x.get()).second) return x;
-    if (const LoadNode* l = x.as<LoadNode>()) {
-      ok = ContiguousOrUniform(l->buffer, l->indices, lane);
-    }
-    if (ok) MapChildren(x, visit);
-    return x;
-  };
-  visit(e);
-  return ok;
+  return AllOf(e, [&](const PrimExpr& x) {
+    const LoadNode* l = x.as<LoadNode>();
+    return l == nullptr || ContiguousOrUniform(l->buffer, l->indices, lane);
+  });
 }
 
 // The elementwise nest with the dimensions inside the parallel loop walked

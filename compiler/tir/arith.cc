@@ -734,4 +734,36 @@ void CollectVars(const PrimExpr& e, std::vector<Var>* out) {
   Collect(e, &seen, out);
 }
 
+bool AllOf(const PrimExpr& e, const std::function<bool(const PrimExpr&)>& f) {
+  if (!e.defined()) return true;
+  if (!f(e)) return false;
+  if (const BinaryNode* n = e.as<BinaryNode>()) return AllOf(n->a, f) && AllOf(n->b, f);
+  if (const NotNode* n = e.as<NotNode>()) return AllOf(n->a, f);
+  if (const SelectNode* n = e.as<SelectNode>()) {
+    return AllOf(n->cond, f) && AllOf(n->true_value, f) && AllOf(n->false_value, f);
+  }
+  if (const CastNode* n = e.as<CastNode>()) return AllOf(n->value, f);
+  if (const LoadNode* n = e.as<LoadNode>()) {
+    for (const PrimExpr& i : n->indices) {
+      if (!AllOf(i, f)) return false;
+    }
+    return true;
+  }
+  if (const PrimCallNode* n = e.as<PrimCallNode>()) {
+    for (const PrimExpr& a : n->args) {
+      if (!AllOf(a, f)) return false;
+    }
+  }
+  return true;
+}
+
+std::optional<int64_t> ElementStride(const Buffer& buffer, const std::vector<PrimExpr>& indices,
+                                     const Var& var) {
+  if (indices.size() != buffer->shape.size()) return std::nullopt;
+  PrimExpr flat(int64_t{0});
+  for (size_t d = 0; d < indices.size(); ++d) flat = flat * buffer->shape[d] + indices[d];
+  VarMap next = {{var.get(), var + PrimExpr(int64_t{1})}};
+  return AsConstInt(Substitute(flat, next) - flat);
+}
+
 }  // namespace tether::compiler

@@ -64,6 +64,15 @@ Stmt Substitute(const Stmt& s, const VarMap& map);
 // when no child changed.
 PrimExpr MapChildren(const PrimExpr& e, const std::function<PrimExpr(const PrimExpr&)>& f);
 
+// Calls `f` on `e` and every subexpression (loads' indices included) until
+// `f` returns false; whether it never did.
+bool AllOf(const PrimExpr& e, const std::function<bool(const PrimExpr&)>& f);
+
+// The distance in elements between buffer[indices] at `var` + 1 and at
+// `var` (the other vars held), when it is a constant.
+std::optional<int64_t> ElementStride(const Buffer& buffer, const std::vector<PrimExpr>& indices,
+                                     const Var& var);
+
 // Appends to `out` the free variables of `e` in first-occurrence order
 // (left to right, depth first), each once; variables already in `out` are
 // not appended again.

@@ -9,31 +9,6 @@
 namespace tether::compiler::codegen {
 namespace {
 
-// Calls `f` on `e` and every subexpression (loads' indices included) until
-// `f` returns false.
-bool AllOf(const PrimExpr& e, const std::function<bool(const PrimExpr&)>& f) {
-  if (!e.defined()) return true;
-  if (!f(e)) return false;
-  if (const BinaryNode* n = e.as<BinaryNode>()) return AllOf(n->a, f) && AllOf(n->b, f);
-  if (const NotNode* n = e.as<NotNode>()) return AllOf(n->a, f);
-  if (const SelectNode* n = e.as<SelectNode>()) {
-    return AllOf(n->cond, f) && AllOf(n->true_value, f) && AllOf(n->false_value, f);
-  }
-  if (const CastNode* n = e.as<CastNode>()) return AllOf(n->value, f);
-  if (const LoadNode* n = e.as<LoadNode>()) {
-    for (const PrimExpr& i : n->indices) {
-      if (!AllOf(i, f)) return false;
-    }
-    return true;
-  }
-  if (const PrimCallNode* n = e.as<PrimCallNode>()) {
-    for (const PrimExpr& a : n->args) {
-      if (!AllOf(a, f)) return false;
-    }
-  }
-  return true;
-}
-
 // float16, bfloat16 and bool values are stored in another type than they
 // are computed in; the vector path handles neither conversion.
 bool PlainDType(DataType t) { return !t.is_bool() && !t.is_bfloat16() && t.bits() != 16; }
@@ -87,15 +62,6 @@ bool IsVarying(const PrimExpr& e, const VaryingVars& varying) {
     const PrimVarNode* v = x.as<PrimVarNode>();
     return v == nullptr || !varying.contains(v);
   });
-}
-
-std::optional<int64_t> ElementStride(const Buffer& buffer, const std::vector<PrimExpr>& indices,
-                                     const Var& var) {
-  if (indices.size() != buffer->shape.size()) return std::nullopt;
-  PrimExpr flat(int64_t{0});
-  for (size_t d = 0; d < indices.size(); ++d) flat = flat * buffer->shape[d] + indices[d];
-  VarMap next = {{var.get(), var + PrimExpr(int64_t{1})}};
-  return AsConstInt(Substitute(flat, next) - flat);
 }
 
 LaneAccess ClassifyAccess(const Buffer& buffer, const std::vector<PrimExpr>& indices,

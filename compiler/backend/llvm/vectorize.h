@@ -50,11 +50,6 @@ using VaryingVars = absl::flat_hash_set<const PrimVarNode*>;
 // Whether `e` reads a varying var.
 bool IsVarying(const PrimExpr& e, const VaryingVars& varying);
 
-// The distance in elements between buffer[indices] at `var` + 1 and at
-// `var` (the other vars held), when it is a constant.
-std::optional<int64_t> ElementStride(const Buffer& buffer, const std::vector<PrimExpr>& indices,
-                                     const Var& var);
-
 // How buffer[indices] moves across the lanes of `loop_var`.
 LaneAccess ClassifyAccess(const Buffer& buffer, const std::vector<PrimExpr>& indices,
                           const Var& loop_var, const VaryingVars& varying);
